@@ -1,0 +1,12 @@
+//! The Glass engine: catalog, tables and indexes, the `Tx` API, switches and presets,
+//! transaction management and ARIES recovery.
+
+pub mod api;
+pub mod schema;
+pub mod switches;
+pub mod value;
+
+pub use api::{Fetch, IndexRef, KeyRange, TableRef, Tx, TxError, TxResult};
+pub use schema::{ColumnType, IndexSchema, TableSchema};
+pub use value::{Row, Value};
+pub use switches::{ConfigError, Preset, Switch, Switches};

@@ -1,0 +1,23 @@
+//! The Glass storage manager.
+//!
+//! Everything below the transaction layer: a page file read and written with positioned I/O
+//! (or held in memory), a buffer pool of frames that fixes pages through RAII guards, slotted
+//! heap files, B+-trees on buffer-pool pages with two key paths, an in-memory hash index, and a
+//! main-memory record store for the ladder's `page-access` rung.
+//!
+//! ```text
+//!   heap::HeapFile   btree::BTree   hash::HashIndex   memstore::MemStore
+//!          \            /                 (no pages)        (no pages)
+//!        buffer::BufferPool ── PageLog (WAL rule, redo; implemented by the wal crate)
+//!                |
+//!        file::PageStore (file or memory) ── device::DeviceModel (emulated latency)
+//! ```
+//!
+//! Layering rule: this crate knows nothing of transactions, locks or log record formats. The
+//! log manager reaches it only through the [`page::PageLog`] trait.
+
+pub mod error;
+pub mod page;
+
+pub use error::{StorageError, StorageResult};
+pub use page::{Lsn, PageId, PageLog, PageSize};
