@@ -2,6 +2,7 @@
 //! transaction management and ARIES recovery.
 
 pub mod api;
+pub mod db;
 pub mod schema;
 pub mod switches;
 pub mod value;

@@ -6,9 +6,9 @@
 //! main-memory record store for the ladder's `page-access` rung.
 //!
 //! ```text
-//!   heap::HeapFile   btree::BTree   hash::HashIndex   memstore::MemStore
+//!   heap::HeapFile   btree::BTree   hash::HashIndex   memstore::MemStore, memindex::MemIndex
 //!          \            /                 (no pages)        (no pages)
-//!        buffer::BufferPool ── PageLog (WAL rule, redo; implemented by the wal crate)
+//!        buffer::BufferPool ── page::PageLog (WAL rule, redo; implemented by the wal crate)
 //!                |
 //!        file::PageStore (file or memory) ── device::DeviceModel (emulated latency)
 //! ```
@@ -16,8 +16,19 @@
 //! Layering rule: this crate knows nothing of transactions, locks or log record formats. The
 //! log manager reaches it only through the [`page::PageLog`] trait.
 
+pub mod btree;
+pub mod buffer;
+pub mod counters;
+pub mod device;
 pub mod error;
+pub mod file;
+pub mod hash;
+pub mod heap;
+pub mod latch;
+pub mod memindex;
+pub mod memstore;
 pub mod page;
 
 pub use error::{StorageError, StorageResult};
+pub use latch::Latch;
 pub use page::{Lsn, PageId, PageLog, PageSize};

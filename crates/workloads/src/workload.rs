@@ -1,0 +1,62 @@
+//! The seam between workloads and drivers.
+
+use std::sync::Arc;
+
+use engine::db::Database;
+use engine::{Tx, TxResult};
+
+/// How a procedure talks to the database when run interactively (the 2025 paper, Table 2):
+/// the number of client–server round trips its client-side form needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interactions {
+    pub name: &'static str,
+    /// Round trips of the interactive (client-side) form, commit included.
+    pub round_trips: u32,
+    /// A short statement of where that number comes from.
+    pub note: &'static str,
+}
+
+/// The result of one consistency condition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    /// E.g. "TPC-C 3.3.2.1".
+    pub name: String,
+    pub description: String,
+    /// `None` if it holds, else what was found.
+    pub violation: Option<String>,
+}
+
+impl Condition {
+    pub fn holds(&self) -> bool {
+        self.violation.is_none()
+    }
+}
+
+/// A benchmark workload.
+pub trait Workload: Send + Sync {
+    /// "tpcc", "tpcb", "ycsb", "voter".
+    fn name(&self) -> &'static str;
+    /// Transaction type names, indexed by what [`Terminal::next`] returns.
+    fn txn_names(&self) -> &'static [&'static str];
+    /// Round trips per transaction type, in `txn_names` order.
+    fn interactions(&self) -> Vec<Interactions>;
+    /// Creates tables and indexes (or finds them if they exist).
+    fn create_schema(&self, db: &Database) -> TxResult<()>;
+    /// Populates the database; `progress(done, total)` is called now and then.
+    fn load(&self, db: &Arc<Database>, progress: &(dyn Fn(u64, u64) + Sync)) -> TxResult<()>;
+    /// A terminal (one closed-loop client) with its own random stream.
+    fn terminal(&self, db: &Arc<Database>, id: usize, terminals: usize, seed: u64)
+        -> TxResult<Box<dyn Terminal>>;
+    /// The workload's consistency conditions, checked against the database as it is now.
+    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>>;
+}
+
+/// One closed-loop client: draws a transaction, runs it.
+pub trait Terminal: Send {
+    /// Draws the next transaction and its input; returns its type (index into `txn_names`).
+    fn next(&mut self) -> usize;
+    /// Runs the drawn transaction's body once. The driver begins and commits (or aborts) and,
+    /// after a retryable error, calls `run` again with the same input.
+    /// `Err(TxError::UserAbort)` is a rollback the specification asks for.
+    fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()>;
+}
