@@ -1,1 +1,4 @@
-//! (in progress)
+//! B+-trees on buffer-pool pages (in progress).
+
+pub mod keys;
+pub mod node;

@@ -1,0 +1,616 @@
+//! B+-tree node layout: a slotted page, and the operations on it as functions over page bytes.
+//!
+//! ```text
+//!  0        24          56                                   cell_start          page_size
+//!  | common | node      | slot 0 | slot 1 | ... |   free    | cell | cell | cell |
+//!  | header | header    |  u16 offsets, key order  --->     |  <--- cells, any order   |
+//! ```
+//!
+//! An insert writes its cell at the low end of the cell area and moves the 2-byte offsets after
+//! its slot one place right; it never moves other cells. A delete removes the slot and leaves its
+//! cell as garbage (counted in `garbage`); an insert that finds too little contiguous room
+//! compacts the cell area first.
+//!
+//! Node header (after the common [page header](crate::page)):
+//!
+//! | offset | size | field        | meaning                                                     |
+//! |-------:|-----:|--------------|-------------------------------------------------------------|
+//! | 24     | 2    | slot_count   | entries in the node                                         |
+//! | 26     | 2    | cell_start   | lowest byte of the cell area                                |
+//! | 28     | 2    | level        | 0 for a leaf, height above the leaves for an inner node     |
+//! | 30     | 2    | garbage      | bytes of dead cells inside the cell area                    |
+//! | 32     | 8    | prev         | leaf: left sibling (0 = none; page 0 is the meta page)      |
+//! | 40     | 8    | next         | leaf: right sibling (0 = none)                              |
+//! | 48     | 8    | leftmost     | inner: the child left of the first separator (leaf: 0)      |
+//! | 56     | 2·n  | slots        | cell offsets, in key order                                  |
+//!
+//! Cell (all integers little-endian, keys as encoded by [`super::keys`]):
+//!
+//! | offset | size    | field   | meaning                                                     |
+//! |-------:|--------:|---------|-------------------------------------------------------------|
+//! | 0      | 2       | key_len | bytes of key                                                |
+//! | 2      | key_len | key     | leaf: the entry key; inner: a separator                     |
+//! | 2+len  | 8       | value   | leaf: the entry's value; inner: the child page id           |
+//!
+//! Inner node with separators `k1 < k2 < ...` and children `c0 (leftmost), c1, c2, ...`: every
+//! key in `ci`'s subtree is `>= ki` and `< k(i+1)`.
+//!
+//! Every write goes through [`NodePage::range_mut`] with the tightest range, so the buffer pool
+//! can log exactly the bytes that changed.
+
+use std::cmp::Ordering;
+
+use super::keys::KeyOrder;
+use crate::error::{StorageError, StorageResult};
+use crate::page::{PageId, PageKind, OFFSET_KIND, OFFSET_PAGE_ID, PAGE_HEADER_SIZE};
+
+pub const OFFSET_SLOT_COUNT: usize = 24;
+pub const OFFSET_CELL_START: usize = 26;
+pub const OFFSET_LEVEL: usize = 28;
+pub const OFFSET_GARBAGE: usize = 30;
+pub const OFFSET_PREV: usize = 32;
+pub const OFFSET_NEXT: usize = 40;
+pub const OFFSET_LEFTMOST: usize = 48;
+/// End of the node header; the slot array starts here.
+pub const NODE_HEADER_SIZE: usize = 56;
+/// Bytes of a cell besides its key: key length and value.
+pub const CELL_OVERHEAD: usize = 2 + 8;
+/// Bytes of one slot.
+pub const SLOT_SIZE: usize = 2;
+
+const _: () = assert!(OFFSET_SLOT_COUNT == PAGE_HEADER_SIZE);
+const _: () = assert!(OFFSET_LEFTMOST + 8 == NODE_HEADER_SIZE);
+
+/// The longest internal key (user key plus, in a non-unique tree, the 8-byte value suffix) a node
+/// of `page_size` bytes accepts: a quarter of the node's space, so any split leaves both halves
+/// with room and every node holds at least four entries.
+pub const fn max_internal_key_len(page_size: usize) -> usize {
+    (page_size - NODE_HEADER_SIZE) / 4 - CELL_OVERHEAD - SLOT_SIZE
+}
+
+/// Space an entry with a key of `key_len` bytes takes: slot plus cell.
+#[inline]
+pub const fn entry_space(key_len: usize) -> usize {
+    SLOT_SIZE + CELL_OVERHEAD + key_len
+}
+
+/// A page being written: reads of the whole page, writes only through recorded ranges.
+/// Implemented by the buffer pool's write guard and, in tests, by plain byte vectors.
+pub trait NodePage {
+    fn bytes(&self) -> &[u8];
+    fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8];
+}
+
+impl NodePage for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        &mut self[offset..offset + len]
+    }
+}
+
+#[inline]
+fn read_u16(page: &[u8], offset: usize) -> usize {
+    u16::from_le_bytes([page[offset], page[offset + 1]]) as usize
+}
+
+#[inline]
+fn read_u64(page: &[u8], offset: usize) -> u64 {
+    u64::from_le_bytes(page[offset..offset + 8].try_into().expect("8 bytes"))
+}
+
+fn write_u16(page: &mut impl NodePage, offset: usize, value: usize) {
+    page.range_mut(offset, 2)
+        .copy_from_slice(&(value as u16).to_le_bytes());
+}
+
+fn write_u64(page: &mut impl NodePage, offset: usize, value: u64) {
+    page.range_mut(offset, 8)
+        .copy_from_slice(&value.to_le_bytes());
+}
+
+fn page_id_field(raw: u64) -> Option<PageId> {
+    (raw != 0).then_some(PageId(raw))
+}
+
+/// Read access to a node's bytes. The page must have passed [`check_header`].
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    page: &'a [u8],
+}
+
+impl<'a> Node<'a> {
+    /// Wraps a page after checking that its node header is consistent, so that later reads
+    /// through slots stay in bounds or report corruption instead of panicking.
+    pub fn new(page: &'a [u8]) -> StorageResult<Node<'a>> {
+        check_header(page)?;
+        Ok(Node { page })
+    }
+
+    pub fn page(&self) -> &'a [u8] {
+        self.page
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        read_u16(self.page, OFFSET_SLOT_COUNT)
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn level(&self) -> usize {
+        read_u16(self.page, OFFSET_LEVEL)
+    }
+
+    #[inline]
+    pub fn is_leaf(&self) -> bool {
+        self.level() == 0
+    }
+
+    pub fn prev(&self) -> Option<PageId> {
+        page_id_field(read_u64(self.page, OFFSET_PREV))
+    }
+
+    pub fn next(&self) -> Option<PageId> {
+        page_id_field(read_u64(self.page, OFFSET_NEXT))
+    }
+
+    pub fn leftmost(&self) -> Option<PageId> {
+        page_id_field(read_u64(self.page, OFFSET_LEFTMOST))
+    }
+
+    pub fn page_id(&self) -> PageId {
+        PageId(u64::from_le_bytes(
+            self.page[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8]
+                .try_into()
+                .expect("8 bytes"),
+        ))
+    }
+
+    /// Free bytes between the slot array and the cell area, plus garbage that compaction frees.
+    pub fn free_space(&self) -> usize {
+        let contiguous =
+            read_u16(self.page, OFFSET_CELL_START) - NODE_HEADER_SIZE - SLOT_SIZE * self.len();
+        contiguous + read_u16(self.page, OFFSET_GARBAGE)
+    }
+
+    #[inline]
+    fn cell_offset(&self, slot: usize) -> usize {
+        read_u16(self.page, NODE_HEADER_SIZE + SLOT_SIZE * slot)
+    }
+
+    /// The key of entry `slot` (`slot < len`).
+    #[inline]
+    pub fn key(&self, slot: usize) -> StorageResult<&'a [u8]> {
+        let offset = self.cell_offset(slot);
+        let page = self.page;
+        let key_len = page
+            .get(offset..offset + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+            .ok_or_else(|| self.corrupt("cell offset out of bounds"))?;
+        page.get(offset + 2..offset + 2 + key_len + 8)
+            .map(|cell| &cell[..key_len])
+            .ok_or_else(|| self.corrupt("cell runs past the page"))
+    }
+
+    /// The value (leaf) or child page id (inner) of entry `slot`.
+    #[inline]
+    pub fn value(&self, slot: usize) -> StorageResult<u64> {
+        let key = self.key(slot)?;
+        let end = self.cell_offset(slot) + 2 + key.len();
+        Ok(read_u64(self.page, end))
+    }
+
+    /// The first 8 key bytes of entry `slot` as a big-endian u64 (for [`KeyOrder::FIXED_U64`]
+    /// orders, whose keys are at least 8 bytes).
+    #[inline]
+    fn key_u64(&self, slot: usize) -> StorageResult<u64> {
+        let key = self.key(slot)?;
+        key.get(..8)
+            .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+            .ok_or_else(|| self.corrupt("integer key shorter than 8 bytes"))
+    }
+
+    fn corrupt(&self, reason: &str) -> StorageError {
+        StorageError::Corruption {
+            page: self.page_id(),
+            reason: format!("b+-tree node: {reason}"),
+        }
+    }
+
+    /// Number of entries whose key is `< probe` (`strict`) or `<= probe` (`!strict`): the
+    /// insertion point of `probe`. Binary search; for a [`KeyOrder::FIXED_U64`] order it compares
+    /// `u64`s read straight from the cells.
+    #[inline]
+    pub fn rank<K: KeyOrder>(&self, order: &K, probe: &[u8], strict: bool) -> StorageResult<usize> {
+        let (mut lo, mut hi) = (0usize, self.len());
+        if K::FIXED_U64 && probe.len() >= 8 {
+            let p = u64::from_be_bytes(probe[..8].try_into().expect("8 bytes"));
+            let p_rest = &probe[8..];
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                let k = self.key_u64(mid)?;
+                let ord = match k.cmp(&p) {
+                    Ordering::Equal if p_rest.is_empty() && self.key(mid)?.len() == 8 => {
+                        Ordering::Equal
+                    }
+                    Ordering::Equal => self.key(mid)?[8..].cmp(p_rest),
+                    other => other,
+                };
+                if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return Ok(lo);
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let ord = order.compare(self.key(mid)?, probe);
+            if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The slot holding exactly `key`, if any.
+    pub fn find<K: KeyOrder>(&self, order: &K, key: &[u8]) -> StorageResult<Option<usize>> {
+        let slot = self.rank(order, key, true)?;
+        if slot < self.len() && order.compare(self.key(slot)?, key) == Ordering::Equal {
+            Ok(Some(slot))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Inner node: the child whose subtree holds `probe` (last separator `<= probe`), or with
+    /// `strict`, the child holding the greatest keys `< probe` (last separator `< probe`).
+    pub fn child_for<K: KeyOrder>(
+        &self,
+        order: &K,
+        probe: &[u8],
+        strict: bool,
+    ) -> StorageResult<PageId> {
+        let n = self.rank(order, probe, strict)?;
+        self.child(n)
+    }
+
+    /// Inner node: child `i` (0 = leftmost, `i` = right of separator `i - 1`).
+    pub fn child(&self, i: usize) -> StorageResult<PageId> {
+        let raw = if i == 0 {
+            read_u64(self.page, OFFSET_LEFTMOST)
+        } else {
+            self.value(i - 1)?
+        };
+        page_id_field(raw).ok_or_else(|| self.corrupt("inner node child is page 0"))
+    }
+
+    /// Copies out every entry (for splits and checks).
+    pub fn entries(&self) -> StorageResult<Vec<(Vec<u8>, u64)>> {
+        (0..self.len())
+            .map(|i| Ok((self.key(i)?.to_vec(), self.value(i)?)))
+            .collect()
+    }
+}
+
+/// Checks the node header against the page size: kind, slot array and cell area in bounds.
+pub fn check_header(page: &[u8]) -> StorageResult<()> {
+    let id = PageId(u64::from_le_bytes(
+        page.get(OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or([0; 8]),
+    ));
+    let corrupt = |reason: &str| StorageError::Corruption {
+        page: id,
+        reason: format!("b+-tree node: {reason}"),
+    };
+    if page.len() < NODE_HEADER_SIZE {
+        return Err(corrupt("page shorter than a node header"));
+    }
+    let kind = PageKind::from_u8(page[OFFSET_KIND]);
+    let level = read_u16(page, OFFSET_LEVEL);
+    match kind {
+        Some(PageKind::BTreeLeaf) if level == 0 => {}
+        Some(PageKind::BTreeInner) if level > 0 => {}
+        _ => return Err(corrupt("not a b+-tree node of a matching level")),
+    }
+    let slots_end = NODE_HEADER_SIZE + SLOT_SIZE * read_u16(page, OFFSET_SLOT_COUNT);
+    let cell_start = read_u16(page, OFFSET_CELL_START);
+    if slots_end > cell_start || cell_start > page.len() {
+        return Err(corrupt("slot array overlaps the cell area"));
+    }
+    Ok(())
+}
+
+/// Formats `page` as an empty node of `level` (leaf when 0). Writes the whole node area.
+pub fn format(page: &mut impl NodePage, level: usize) {
+    let size = page.bytes().len();
+    let kind = if level == 0 {
+        PageKind::BTreeLeaf
+    } else {
+        PageKind::BTreeInner
+    };
+    page.range_mut(OFFSET_KIND, 1)[0] = kind as u8;
+    let header = page.range_mut(OFFSET_SLOT_COUNT, NODE_HEADER_SIZE - OFFSET_SLOT_COUNT);
+    header.fill(0);
+    header[OFFSET_CELL_START - OFFSET_SLOT_COUNT..][..2]
+        .copy_from_slice(&(cell_area_end(size) as u16).to_le_bytes());
+    header[OFFSET_LEVEL - OFFSET_SLOT_COUNT..][..2].copy_from_slice(&(level as u16).to_le_bytes());
+}
+
+/// Where the cell area ends: the page end (offsets are u16, which 8 and 32 KiB pages fit).
+const fn cell_area_end(page_size: usize) -> usize {
+    page_size
+}
+
+const _: () = assert!(crate::page::PageSize::Kib32.bytes() <= u16::MAX as usize);
+
+pub fn set_prev(page: &mut impl NodePage, prev: Option<PageId>) {
+    write_u64(page, OFFSET_PREV, prev.map_or(0, |p| p.0));
+}
+
+pub fn set_next(page: &mut impl NodePage, next: Option<PageId>) {
+    write_u64(page, OFFSET_NEXT, next.map_or(0, |p| p.0));
+}
+
+pub fn set_leftmost(page: &mut impl NodePage, child: PageId) {
+    write_u64(page, OFFSET_LEFTMOST, child.0);
+}
+
+/// Inserts `(key, value)` as entry `slot`, compacting first if needed. Returns false (and
+/// changes nothing) if the node has no room: the caller splits.
+pub fn insert_at(page: &mut impl NodePage, slot: usize, key: &[u8], value: u64) -> bool {
+    let node = Node { page: page.bytes() };
+    let n = node.len();
+    debug_assert!(slot <= n);
+    let need = entry_space(key.len());
+    if node.free_space() < need {
+        return false;
+    }
+    let contiguous = read_u16(page.bytes(), OFFSET_CELL_START) - NODE_HEADER_SIZE - SLOT_SIZE * n;
+    if contiguous < need {
+        compact(page);
+    }
+    let cell_len = CELL_OVERHEAD + key.len();
+    let cell_start = read_u16(page.bytes(), OFFSET_CELL_START) - cell_len;
+    {
+        let cell = page.range_mut(cell_start, cell_len);
+        cell[..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
+        cell[2..2 + key.len()].copy_from_slice(key);
+        cell[2 + key.len()..].copy_from_slice(&value.to_le_bytes());
+    }
+    // Shift slots [slot, n) one place right and write the new one.
+    let slots = page.range_mut(
+        NODE_HEADER_SIZE + SLOT_SIZE * slot,
+        SLOT_SIZE * (n - slot + 1),
+    );
+    slots.copy_within(0..SLOT_SIZE * (n - slot), SLOT_SIZE);
+    slots[..2].copy_from_slice(&(cell_start as u16).to_le_bytes());
+    let header = page.range_mut(OFFSET_SLOT_COUNT, 4);
+    header[..2].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+    header[2..4].copy_from_slice(&(cell_start as u16).to_le_bytes());
+    true
+}
+
+/// Removes entry `slot`; its cell becomes garbage.
+pub fn remove_at(page: &mut impl NodePage, slot: usize) -> StorageResult<()> {
+    let node = Node::new(page.bytes())?;
+    let n = node.len();
+    debug_assert!(slot < n);
+    let cell_len = CELL_OVERHEAD + node.key(slot)?.len();
+    let garbage = read_u16(page.bytes(), OFFSET_GARBAGE) + cell_len;
+    let slots = page.range_mut(NODE_HEADER_SIZE + SLOT_SIZE * slot, SLOT_SIZE * (n - slot));
+    slots.copy_within(SLOT_SIZE.., 0);
+    write_u16(page, OFFSET_SLOT_COUNT, n - 1);
+    write_u16(page, OFFSET_GARBAGE, garbage);
+    Ok(())
+}
+
+/// Overwrites the value of entry `slot` in place.
+pub fn set_value(page: &mut impl NodePage, slot: usize, value: u64) -> StorageResult<()> {
+    let node = Node::new(page.bytes())?;
+    let offset = node.cell_offset(slot) + 2 + node.key(slot)?.len();
+    write_u64(page, offset, value);
+    Ok(())
+}
+
+/// Rewrites the cell area without garbage, keeping slot order.
+fn compact(page: &mut impl NodePage) {
+    let size = page.bytes().len();
+    let node = Node { page: page.bytes() };
+    let n = node.len();
+    let mut cells = Vec::with_capacity(size);
+    let mut offsets = Vec::with_capacity(n);
+    let mut end = cell_area_end(size);
+    for slot in 0..n {
+        let offset = node.cell_offset(slot);
+        let key_len = read_u16(page.bytes(), offset);
+        let cell = &page.bytes()[offset..offset + CELL_OVERHEAD + key_len];
+        end -= cell.len();
+        offsets.push(end);
+        cells.push(cell.to_vec());
+    }
+    let start = end;
+    let mut area = vec![0u8; cell_area_end(size) - start];
+    for (cell, &offset) in cells.iter().zip(&offsets) {
+        area[offset - start..offset - start + cell.len()].copy_from_slice(cell);
+    }
+    page.range_mut(start, area.len()).copy_from_slice(&area);
+    let slots = page.range_mut(NODE_HEADER_SIZE, SLOT_SIZE * n);
+    for (i, &offset) in offsets.iter().enumerate() {
+        slots[2 * i..2 * i + 2].copy_from_slice(&(offset as u16).to_le_bytes());
+    }
+    write_u16(page, OFFSET_CELL_START, start);
+    write_u16(page, OFFSET_GARBAGE, 0);
+}
+
+/// Formats `page` as a node of `level` holding `entries` in order (and, for an inner node,
+/// `leftmost`), keeping its sibling links as given. The entries must fit.
+pub fn rebuild(
+    page: &mut impl NodePage,
+    level: usize,
+    leftmost: Option<PageId>,
+    prev: Option<PageId>,
+    next: Option<PageId>,
+    entries: &[(Vec<u8>, u64)],
+) {
+    format(page, level);
+    set_prev(page, prev);
+    set_next(page, next);
+    if let Some(child) = leftmost {
+        set_leftmost(page, child);
+    }
+    for (i, (key, value)) in entries.iter().enumerate() {
+        let ok = insert_at(page, i, key, value.to_owned());
+        assert!(ok, "rebuild: entries do not fit the node");
+    }
+}
+
+/// Where to split `entries` (plus nothing else) into two nodes: the first index of the right
+/// half, chosen so both halves hold about half the bytes and neither is empty.
+pub fn split_point(entries: &[(Vec<u8>, u64)]) -> usize {
+    let total: usize = entries.iter().map(|(k, _)| entry_space(k.len())).sum();
+    let mut left = 0;
+    for (i, (k, _)) in entries.iter().enumerate() {
+        left += entry_space(k.len());
+        if left * 2 >= total {
+            return (i + 1).clamp(1, entries.len() - 1);
+        }
+    }
+    entries.len() / 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::keys::{BytewiseKeyOrder, IntKeyOrder};
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn leaf(size: usize) -> Vec<u8> {
+        let mut page = vec![0u8; size];
+        page[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].copy_from_slice(&7u64.to_le_bytes());
+        format(&mut page, 0);
+        page
+    }
+
+    #[test]
+    fn fresh_leaf_is_empty_and_consistent() {
+        let page = leaf(8192);
+        let node = Node::new(&page).unwrap();
+        assert!(node.is_leaf() && node.is_empty());
+        assert_eq!(node.free_space(), 8192 - NODE_HEADER_SIZE);
+        assert_eq!(node.prev(), None);
+        assert_eq!(node.page_id(), PageId(7));
+    }
+
+    #[test]
+    fn insert_keeps_slots_in_order_and_find_works() {
+        let mut page = leaf(8192);
+        for k in [5u64, 1, 9, 3] {
+            let node = Node::new(&page).unwrap();
+            let slot = node.rank(&IntKeyOrder, &k.to_be_bytes(), true).unwrap();
+            assert!(insert_at(&mut page, slot, &k.to_be_bytes(), k * 10));
+        }
+        let node = Node::new(&page).unwrap();
+        let keys: Vec<u64> = (0..node.len()).map(|i| node.key_u64(i).unwrap()).collect();
+        assert_eq!(keys, vec![1, 3, 5, 9]);
+        assert_eq!(
+            node.find(&IntKeyOrder, &9u64.to_be_bytes()).unwrap(),
+            Some(3)
+        );
+        assert_eq!(node.value(3).unwrap(), 90);
+        assert_eq!(node.find(&IntKeyOrder, &4u64.to_be_bytes()).unwrap(), None);
+        assert_eq!(
+            node.rank(&IntKeyOrder, &5u64.to_be_bytes(), false).unwrap(),
+            3
+        );
+    }
+
+    #[test]
+    fn full_node_refuses_then_compaction_reclaims_garbage() {
+        let mut page = leaf(8192);
+        let key = [0xAB; 100];
+        let mut n = 0;
+        while insert_at(&mut page, n, &key, n as u64) {
+            n += 1;
+        }
+        assert_eq!(n, (8192 - NODE_HEADER_SIZE) / entry_space(100));
+        remove_at(&mut page, 0).unwrap();
+        remove_at(&mut page, 3).unwrap();
+        // Room exists only as garbage: the insert compacts.
+        assert!(insert_at(&mut page, 0, &key, 999));
+        assert!(insert_at(&mut page, 1, &key, 998));
+        assert!(!insert_at(&mut page, 0, &key, 0));
+        let node = Node::new(&page).unwrap();
+        assert_eq!(node.len(), n);
+        assert_eq!(node.value(0).unwrap(), 999);
+        assert_eq!(node.value(1).unwrap(), 998);
+        assert_eq!(node.value(2).unwrap(), 1);
+    }
+
+    #[test]
+    fn corrupt_header_is_an_error_not_a_panic() {
+        let mut page = leaf(8192);
+        page[OFFSET_SLOT_COUNT..OFFSET_SLOT_COUNT + 2].copy_from_slice(&5000u16.to_le_bytes());
+        assert!(matches!(
+            Node::new(&page),
+            Err(StorageError::Corruption { .. })
+        ));
+        let mut page = leaf(8192);
+        page[OFFSET_KIND] = PageKind::Heap as u8;
+        assert!(Node::new(&page).is_err());
+        let mut page = leaf(8192);
+        assert!(insert_at(&mut page, 0, b"abc", 1));
+        // Point the slot past the page end.
+        page[NODE_HEADER_SIZE..NODE_HEADER_SIZE + 2].copy_from_slice(&8191u16.to_le_bytes());
+        let node = Node::new(&page).unwrap();
+        assert!(node.key(0).is_err());
+    }
+
+    #[test]
+    fn split_point_balances_bytes() {
+        let entries: Vec<(Vec<u8>, u64)> = (0..10).map(|i| (vec![i; 10], 0)).collect();
+        assert_eq!(split_point(&entries), 5);
+        let mut skewed = entries.clone();
+        skewed[0].0 = vec![0; 500];
+        assert_eq!(split_point(&skewed), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn node_matches_model(ops in proptest::collection::vec(
+            (any::<bool>(), proptest::collection::vec(0u8..4, 0..12), any::<u64>()), 1..300)) {
+            let mut page = leaf(8192);
+            let mut model = BTreeMap::new();
+            for (insert, key, value) in ops {
+                let node = Node::new(&page).unwrap();
+                let found = node.find(&BytewiseKeyOrder, &key).unwrap();
+                if insert {
+                    if found.is_none() {
+                        let slot = node.rank(&BytewiseKeyOrder, &key, true).unwrap();
+                        if insert_at(&mut page, slot, &key, value) {
+                            model.insert(key, value);
+                        }
+                    }
+                } else if let Some(slot) = found {
+                    remove_at(&mut page, slot).unwrap();
+                    model.remove(&key);
+                }
+            }
+            let node = Node::new(&page).unwrap();
+            let entries = node.entries().unwrap();
+            let expected: Vec<(Vec<u8>, u64)> = model.into_iter().collect();
+            prop_assert_eq!(entries, expected);
+        }
+    }
+}
