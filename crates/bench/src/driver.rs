@@ -1,0 +1,656 @@
+//! The embedded closed-loop driver.
+//!
+//! N worker threads, one [`Terminal`] each, run transactions back to back with no think time:
+//!
+//! ```text
+//!   worker i:  loop {
+//!       if phase == Stop or the txn budget is spent: break
+//!       ty = terminal.next()                      draw type and input
+//!       loop {                                    attempts of one transaction
+//!           executor.execute(terminal)            begin -> run -> commit | abort
+//!             Ok            -> record commit;   break
+//!             UserAbort     -> record rollback; break
+//!             Retry         -> aborts += 1; backoff; again (at most `retry_limit` times)
+//!             other error   -> stop every worker, report it
+//!       }
+//!   }
+//!
+//!   coordinator:  Warmup --(warm-up elapsed)--> Measure --(duration elapsed | budget spent
+//!                                                           | a worker failed)--> Stop
+//! ```
+//!
+//! A transaction is recorded if the phase was `Measure` when it was drawn; transactions drawn
+//! during the warm-up run to completion but are not counted. With a transaction budget
+//! (`Stop::Txns(n)`) every measured transaction first takes a ticket from a shared counter,
+//! so exactly `n` transactions are measured across all workers.
+//!
+//! The driver knows nothing of the engine: an [`Executor`] performs one attempt (begin, run,
+//! commit or abort). [`EmbeddedExecutor`] does so against an in-process [`Database`]; other
+//! executors (a server connection, two-stage execution) plug in at the same seam.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use engine::{TxError, TxResult};
+use parking_lot::Mutex;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use workloads::Terminal;
+
+use crate::progress::ProgressLine;
+use crate::stats::{Outcome, RunStats};
+
+/// Runs one attempt of a terminal's drawn transaction: begin, `terminal.run`, then commit, or
+/// abort if `run` (or the commit) failed. Returns the error that ended the attempt.
+pub trait Executor: Sync {
+    fn execute(&self, terminal: &mut dyn Terminal) -> TxResult<()>;
+}
+
+/// When the measured phase ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// After this much wall-clock time.
+    Duration(Duration),
+    /// After this many completed transactions, across all workers.
+    Txns(u64),
+}
+
+/// How the driver runs.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// Time run before measuring; its transactions are not recorded.
+    pub warmup: Duration,
+    pub stop: Stop,
+    /// Attempts of one transaction aborted with `Retry` before the run fails.
+    pub retry_limit: u32,
+    /// Seed of the backoff jitter (worker i uses `seed + i`).
+    pub seed: u64,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            warmup: Duration::ZERO,
+            stop: Stop::Duration(Duration::from_secs(10)),
+            retry_limit: 1000,
+            seed: 0,
+        }
+    }
+}
+
+/// Why a run stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// A transaction failed with an error that is neither a retry nor a rollback.
+    #[error("{txn} transaction on terminal {terminal} failed: {source}")]
+    Txn {
+        txn: String,
+        terminal: usize,
+        #[source]
+        source: TxError,
+    },
+    /// A transaction kept being chosen as a deadlock victim (a livelock, or a lock bug).
+    #[error("{txn} transaction on terminal {terminal} was aborted {attempts} times in a row without committing (last: {last})")]
+    RetryLimit {
+        txn: String,
+        terminal: usize,
+        attempts: u32,
+        last: String,
+    },
+    /// `Terminal::next` returned a type the workload does not name.
+    #[error("terminal {terminal} drew transaction type {ty}, but the workload has only {types}")]
+    BadType {
+        terminal: usize,
+        ty: usize,
+        types: usize,
+    },
+    /// A worker thread panicked (a bug in the workload or the engine).
+    #[error("terminal {terminal} panicked: {message}")]
+    Panicked { terminal: usize, message: String },
+    #[error("a run needs at least one terminal")]
+    NoTerminals,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug)]
+pub struct DriverOutcome {
+    /// Merged over all workers, indexed like `txn_names`.
+    pub stats: RunStats,
+    /// Wall-clock length of the measured phase.
+    pub elapsed: Duration,
+}
+
+const PHASE_WARMUP: u8 = 0;
+const PHASE_MEASURE: u8 = 1;
+const PHASE_STOP: u8 = 2;
+
+/// State shared by the coordinator and the workers.
+struct Shared {
+    /// `PHASE_WARMUP` -> `PHASE_MEASURE` -> `PHASE_STOP`, set by the coordinator (and by a
+    /// failing worker, straight to `PHASE_STOP`).
+    phase: AtomicU8,
+    /// Tickets handed out for measured transactions (used with `Stop::Txns`).
+    tickets: AtomicU64,
+    /// Measured transactions completed so far (for the progress line).
+    completed: AtomicU64,
+    /// Workers still running.
+    running: AtomicU64,
+    failed: AtomicBool,
+    /// The first error a worker hit; protects nothing else.
+    error: Mutex<Option<DriverError>>,
+}
+
+/// Runs `terminals` (one worker thread each) through `executor` and returns the merged
+/// statistics of the measured phase. `txn_names` names the types `Terminal::next` returns;
+/// `progress` shows elapsed time, completed transactions and throughput while it runs.
+pub fn drive(
+    terminals: Vec<Box<dyn Terminal>>,
+    executor: &dyn Executor,
+    txn_names: &[&str],
+    config: &DriverConfig,
+    progress: &mut ProgressLine,
+) -> Result<DriverOutcome, DriverError> {
+    if terminals.is_empty() {
+        return Err(DriverError::NoTerminals);
+    }
+    let shared = Shared {
+        phase: AtomicU8::new(if config.warmup.is_zero() {
+            PHASE_MEASURE
+        } else {
+            PHASE_WARMUP
+        }),
+        tickets: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        running: AtomicU64::new(terminals.len() as u64),
+        failed: AtomicBool::new(false),
+        error: Mutex::new(None),
+    };
+    let started = Instant::now();
+    let mut measure_start = if config.warmup.is_zero() {
+        Some(started)
+    } else {
+        None
+    };
+
+    let mut merged = RunStats::new(txn_names.len());
+    let elapsed = std::thread::scope(|scope| {
+        let handles: Vec<_> = terminals
+            .into_iter()
+            .enumerate()
+            .map(|(id, terminal)| {
+                let shared = &shared;
+                scope.spawn(move || {
+                    let _finished = WorkerExit(shared);
+                    worker(id, terminal, executor, txn_names, config, shared)
+                })
+            })
+            .collect();
+
+        // Coordinator: advance the phases and draw the progress line.
+        let mut last_sample = (Instant::now(), 0u64);
+        let mut tps = 0.0;
+        loop {
+            std::thread::sleep(Duration::from_millis(10));
+            let now = Instant::now();
+            if shared.running.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            match measure_start {
+                None => {
+                    if now.duration_since(started) >= config.warmup {
+                        shared.phase.store(PHASE_MEASURE, Ordering::Release);
+                        measure_start = Some(now);
+                        last_sample = (now, 0);
+                    } else {
+                        let left = config.warmup - now.duration_since(started);
+                        progress.update(|| format!("warming up: {:.1} s left", left.as_secs_f64()));
+                    }
+                }
+                Some(begin) => {
+                    let done = shared.completed.load(Ordering::Relaxed);
+                    let since = now.duration_since(last_sample.0);
+                    if since >= Duration::from_millis(500) {
+                        tps = (done - last_sample.1) as f64 / since.as_secs_f64();
+                        last_sample = (now, done);
+                    }
+                    let measured = now.duration_since(begin);
+                    if let Stop::Duration(d) = config.stop {
+                        if measured >= d {
+                            shared.phase.store(PHASE_STOP, Ordering::Release);
+                        }
+                    }
+                    progress.update(|| {
+                        let position = match config.stop {
+                            Stop::Duration(d) => {
+                                format!("{:.1}/{:.0} s", measured.as_secs_f64(), d.as_secs_f64())
+                            }
+                            Stop::Txns(n) => format!("{done}/{n} txns"),
+                        };
+                        format!("running: {position}  {done} done  {tps:.0} txn/s",)
+                    });
+                }
+            }
+        }
+        let end = Instant::now();
+
+        for (id, handle) in handles.into_iter().enumerate() {
+            match handle.join() {
+                Ok(stats) => merged.merge(&stats),
+                Err(payload) => {
+                    let message = payload
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| payload.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".to_string());
+                    shared.error.lock().get_or_insert(DriverError::Panicked {
+                        terminal: id,
+                        message,
+                    });
+                }
+            }
+        }
+        end.duration_since(measure_start.unwrap_or(end))
+    });
+    progress.finish();
+
+    if let Some(e) = shared.error.into_inner() {
+        return Err(e);
+    }
+    merged.check_invariants();
+    Ok(DriverOutcome {
+        stats: merged,
+        elapsed,
+    })
+}
+
+/// Marks a worker finished when its thread ends, normally or by a panic (in which case it
+/// also stops the other workers, so a run with a transaction budget cannot wait forever).
+struct WorkerExit<'a>(&'a Shared);
+
+impl Drop for WorkerExit<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.failed.store(true, Ordering::Release);
+            self.0.phase.store(PHASE_STOP, Ordering::Release);
+        }
+        self.0.running.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// One worker's loop; returns its statistics of the measured phase.
+fn worker(
+    id: usize,
+    mut terminal: Box<dyn Terminal>,
+    executor: &dyn Executor,
+    txn_names: &[&str],
+    config: &DriverConfig,
+    shared: &Shared,
+) -> RunStats {
+    let mut stats = RunStats::new(txn_names.len());
+    let mut rng = SmallRng::seed_from_u64(config.seed.wrapping_add(id as u64));
+    let fail = |e: DriverError| {
+        shared.failed.store(true, Ordering::Release);
+        shared.phase.store(PHASE_STOP, Ordering::Release);
+        shared.error.lock().get_or_insert(e);
+    };
+    loop {
+        let phase = shared.phase.load(Ordering::Acquire);
+        if phase == PHASE_STOP || shared.failed.load(Ordering::Acquire) {
+            break;
+        }
+        let measured = phase == PHASE_MEASURE;
+        if measured {
+            if let Stop::Txns(n) = config.stop {
+                if shared.tickets.fetch_add(1, Ordering::AcqRel) >= n {
+                    shared.phase.store(PHASE_STOP, Ordering::Release);
+                    break;
+                }
+            }
+        }
+
+        let ty = terminal.next();
+        if ty >= txn_names.len() {
+            fail(DriverError::BadType {
+                terminal: id,
+                ty,
+                types: txn_names.len(),
+            });
+            break;
+        }
+        let begin = Instant::now();
+        let mut attempts = 0u32;
+        let outcome = loop {
+            match executor.execute(terminal.as_mut()) {
+                Ok(()) => break Ok(Outcome::Committed),
+                Err(TxError::UserAbort(_)) => break Ok(Outcome::RolledBack),
+                Err(TxError::Retry(why)) => {
+                    attempts += 1;
+                    if measured {
+                        stats.by_type[ty].aborts += 1;
+                    }
+                    if attempts >= config.retry_limit {
+                        break Err(DriverError::RetryLimit {
+                            txn: txn_names[ty].to_string(),
+                            terminal: id,
+                            attempts,
+                            last: why,
+                        });
+                    }
+                    if shared.failed.load(Ordering::Acquire) {
+                        // Another worker failed: the run is over, do not retry.
+                        return stats;
+                    }
+                    backoff(attempts, &mut rng);
+                }
+                Err(source) => {
+                    break Err(DriverError::Txn {
+                        txn: txn_names[ty].to_string(),
+                        terminal: id,
+                        source,
+                    })
+                }
+            }
+        };
+        match outcome {
+            Ok(outcome) => {
+                if measured {
+                    stats.by_type[ty].record(outcome, begin.elapsed());
+                    shared.completed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                fail(e);
+                break;
+            }
+        }
+    }
+    stats
+}
+
+/// Sleeps before attempt `attempts + 1`: exponential from 10 µs, capped at 10 ms, with
+/// jitter so two deadlock victims do not collide again in lockstep.
+fn backoff(attempts: u32, rng: &mut SmallRng) {
+    let cap_us = (10u64 << attempts.min(10)).min(10_000);
+    let us = rng.gen_range(cap_us / 2..=cap_us);
+    std::thread::sleep(Duration::from_micros(us));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::{Fetch, KeyRange, Row, TableRef, Tx, Value};
+    use std::sync::atomic::AtomicUsize;
+
+    /// A `Tx` that does nothing: the test terminals only count what they are asked to do.
+    struct NullTx;
+
+    impl Tx for NullTx {
+        fn get(
+            &mut self,
+            _: &TableRef,
+            _: &[Value],
+            _: Fetch<'_>,
+            _: bool,
+        ) -> TxResult<Option<Row>> {
+            Ok(None)
+        }
+        fn update(&mut self, _: &TableRef, _: &[Value], _: &[(usize, Value)]) -> TxResult<bool> {
+            Ok(false)
+        }
+        fn insert(&mut self, _: &TableRef, _: &[Value]) -> TxResult<()> {
+            Ok(())
+        }
+        fn delete(&mut self, _: &TableRef, _: &[Value]) -> TxResult<bool> {
+            Ok(false)
+        }
+        fn scan(
+            &mut self,
+            _: &TableRef,
+            _: KeyRange<'_>,
+            _: Option<usize>,
+            _: bool,
+            _: Fetch<'_>,
+            _: bool,
+        ) -> TxResult<Vec<Row>> {
+            Ok(Vec::new())
+        }
+        fn scan_index(
+            &mut self,
+            _: &engine::IndexRef,
+            _: KeyRange<'_>,
+            _: Option<usize>,
+            _: bool,
+            _: Fetch<'_>,
+            _: bool,
+        ) -> TxResult<Vec<Row>> {
+            Ok(Vec::new())
+        }
+    }
+
+    /// Counts attempts: begin, run, and commits only when `run` succeeded.
+    #[derive(Default)]
+    struct CountingExecutor {
+        attempts: AtomicUsize,
+        commits: AtomicUsize,
+    }
+
+    impl Executor for CountingExecutor {
+        fn execute(&self, terminal: &mut dyn Terminal) -> TxResult<()> {
+            self.attempts.fetch_add(1, Ordering::Relaxed);
+            terminal.run(&mut NullTx)?;
+            self.commits.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    /// Type 0 commits; type 1 asks for a rollback; type 2 fails with `Retry` on its first
+    /// attempt and commits on the second; types cycle 0, 1, 2, 0, ...
+    struct ScriptedTerminal {
+        draws: u64,
+        ty: usize,
+        attempt: u32,
+        /// Fail every attempt of type 2 with this error instead.
+        always: Option<fn() -> TxError>,
+    }
+
+    impl ScriptedTerminal {
+        fn boxed(always: Option<fn() -> TxError>) -> Box<dyn Terminal> {
+            Box::new(ScriptedTerminal {
+                draws: 0,
+                ty: 0,
+                attempt: 0,
+                always,
+            })
+        }
+    }
+
+    impl Terminal for ScriptedTerminal {
+        fn next(&mut self) -> usize {
+            self.ty = (self.draws % 3) as usize;
+            self.draws += 1;
+            self.attempt = 0;
+            self.ty
+        }
+        fn run(&mut self, _tx: &mut dyn Tx) -> TxResult<()> {
+            self.attempt += 1;
+            match self.ty {
+                0 => Ok(()),
+                1 => Err(TxError::UserAbort("scripted rollback".into())),
+                _ => match self.always {
+                    Some(make) => Err(make()),
+                    None if self.attempt == 1 => Err(TxError::Retry("scripted deadlock".into())),
+                    None => Ok(()),
+                },
+            }
+        }
+    }
+
+    const NAMES: [&str; 3] = ["Commit", "Rollback", "RetryOnce"];
+
+    fn terminals(n: usize, always: Option<fn() -> TxError>) -> Vec<Box<dyn Terminal>> {
+        (0..n).map(|_| ScriptedTerminal::boxed(always)).collect()
+    }
+
+    #[test]
+    fn txn_budget_is_exact_and_counts_add_up() {
+        let exec = CountingExecutor::default();
+        let config = DriverConfig {
+            stop: Stop::Txns(300),
+            ..DriverConfig::default()
+        };
+        let out = drive(
+            terminals(3, None),
+            &exec,
+            &NAMES,
+            &config,
+            &mut ProgressLine::with_enabled(false),
+        )
+        .unwrap();
+        let s = &out.stats;
+        assert_eq!(s.txn_count(), 300);
+        let sum: u64 = s.by_type.iter().map(|t| t.count()).sum();
+        assert_eq!(sum, 300);
+        // Each terminal cycles through the three types, so each type got about a third.
+        for t in &s.by_type {
+            assert!((90..=110).contains(&t.count()), "{:?}", t.count());
+        }
+        // Type 1 only rolls back, types 0 and 2 only commit.
+        assert_eq!(s.by_type[1].rollbacks, s.by_type[1].count());
+        assert_eq!(s.by_type[1].commits, 0);
+        assert_eq!(s.by_type[0].rollbacks + s.by_type[2].rollbacks, 0);
+        // Type 2 was retried exactly once per transaction, and only type 2.
+        assert_eq!(s.by_type[2].aborts, s.by_type[2].count());
+        assert_eq!(s.by_type[0].aborts + s.by_type[1].aborts, 0);
+        // The executor saw every attempt: one per transaction plus one per retry.
+        assert_eq!(
+            exec.attempts.load(Ordering::Relaxed) as u64,
+            300 + s.by_type[2].aborts
+        );
+        let overall = s.overall();
+        assert_eq!(overall.count(), 300);
+        assert_eq!(overall.latency_us.len(), 300);
+    }
+
+    #[test]
+    fn duration_run_stops_on_time_and_skips_warmup() {
+        let exec = CountingExecutor::default();
+        let config = DriverConfig {
+            warmup: Duration::from_millis(100),
+            stop: Stop::Duration(Duration::from_millis(200)),
+            ..DriverConfig::default()
+        };
+        let begin = Instant::now();
+        let out = drive(
+            terminals(2, None),
+            &exec,
+            &NAMES,
+            &config,
+            &mut ProgressLine::with_enabled(false),
+        )
+        .unwrap();
+        let wall = begin.elapsed();
+        assert!(wall >= Duration::from_millis(300), "{wall:?}");
+        assert!(wall < Duration::from_secs(5), "{wall:?}");
+        assert!(
+            out.elapsed >= Duration::from_millis(200),
+            "{:?}",
+            out.elapsed
+        );
+        assert!(out.elapsed < Duration::from_secs(4), "{:?}", out.elapsed);
+        let measured = out.stats.txn_count();
+        assert!(measured > 0);
+        // Warm-up transactions ran but were not recorded.
+        let attempts = exec.attempts.load(Ordering::Relaxed) as u64;
+        let retries: u64 = out.stats.by_type.iter().map(|t| t.aborts).sum();
+        assert!(
+            attempts > measured + retries,
+            "{attempts} vs {measured} + {retries}"
+        );
+    }
+
+    #[test]
+    fn fatal_error_stops_the_run_and_names_the_transaction() {
+        let exec = CountingExecutor::default();
+        let config = DriverConfig {
+            stop: Stop::Duration(Duration::from_secs(30)),
+            ..DriverConfig::default()
+        };
+        let begin = Instant::now();
+        let err = drive(
+            terminals(2, Some(|| TxError::Invalid("no such table".into()))),
+            &exec,
+            &NAMES,
+            &config,
+            &mut ProgressLine::with_enabled(false),
+        )
+        .unwrap_err();
+        assert!(begin.elapsed() < Duration::from_secs(5));
+        let message = err.to_string();
+        assert!(message.contains("RetryOnce"), "{message}");
+        assert!(message.contains("no such table"), "{message}");
+        assert!(matches!(err, DriverError::Txn { .. }));
+    }
+
+    #[test]
+    fn endless_retries_end_with_an_error() {
+        let exec = CountingExecutor::default();
+        let config = DriverConfig {
+            stop: Stop::Duration(Duration::from_secs(30)),
+            retry_limit: 5,
+            ..DriverConfig::default()
+        };
+        let err = drive(
+            terminals(1, Some(|| TxError::Retry("always a victim".into()))),
+            &exec,
+            &NAMES,
+            &config,
+            &mut ProgressLine::with_enabled(false),
+        )
+        .unwrap_err();
+        match err {
+            DriverError::RetryLimit {
+                attempts, ref txn, ..
+            } => {
+                assert_eq!(attempts, 5);
+                assert_eq!(txn, "RetryOnce");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    #[test]
+    fn a_bad_type_or_a_panic_is_an_error_not_a_hang() {
+        struct Bad;
+        impl Terminal for Bad {
+            fn next(&mut self) -> usize {
+                7
+            }
+            fn run(&mut self, _: &mut dyn Tx) -> TxResult<()> {
+                Ok(())
+            }
+        }
+        struct Panicky;
+        impl Terminal for Panicky {
+            fn next(&mut self) -> usize {
+                0
+            }
+            fn run(&mut self, _: &mut dyn Tx) -> TxResult<()> {
+                panic!("procedure bug")
+            }
+        }
+        let exec = CountingExecutor::default();
+        let config = DriverConfig {
+            stop: Stop::Txns(10),
+            ..DriverConfig::default()
+        };
+        let mut quiet = ProgressLine::with_enabled(false);
+        let err = drive(vec![Box::new(Bad)], &exec, &NAMES, &config, &mut quiet).unwrap_err();
+        assert!(matches!(err, DriverError::BadType { ty: 7, .. }), "{err}");
+        let err = drive(vec![Box::new(Panicky)], &exec, &NAMES, &config, &mut quiet).unwrap_err();
+        assert!(err.to_string().contains("procedure bug"), "{err}");
+        assert!(matches!(
+            drive(Vec::new(), &exec, &NAMES, &config, &mut quiet),
+            Err(DriverError::NoTerminals)
+        ));
+    }
+}
