@@ -8,4 +8,5 @@
 
 pub mod driver;
 pub mod progress;
+pub mod report;
 pub mod stats;

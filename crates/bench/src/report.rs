@@ -1,0 +1,520 @@
+//! The result of a benchmark run: a record keyed by its full configuration, written as JSON,
+//! and the table printed at the end of `glass bench`.
+//!
+//! JSON fields (one object per run; durations in seconds, latencies in microseconds):
+//!
+//! | field                         | meaning                                                  |
+//! |-------------------------------|----------------------------------------------------------|
+//! | `glass_version`, `timestamp`  | build that ran, UTC start time (RFC 3339)                |
+//! | `workload`, `mix`, `scale`    | what ran (`mix` is TPC-C's `full` or `paper`)            |
+//! | `ycsb_workload`, `distribution` | YCSB only                                              |
+//! | `preset`, `switches`          | preset name or `custom`; names of the switches that are off |
+//! | `threads`, `seed`, `durable`, `pool_mib`, `db` | how it ran (`db`: null = in memory)     |
+//! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
+//! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
+//! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
+//! | `tps`                         | `txn_count / duration_s`                                 |
+//! | `p50_us` `p90_us` `p99_us` `p999_us` `max_us` | latency over all types               |
+//! | `consistency`                 | `"ok"`, or `"failed: NAME (detail); ..."`                |
+//! | `conditions`                  | every condition: `name`, `description`, `holds`, `detail` |
+//! | `by_type`                     | `{NAME: {count, commits, rollbacks, aborts, tps, p50_us, ...}}` in the workload's order |
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use workloads::Condition;
+
+use crate::stats::{LatencySummary, RunStats, TypeStats};
+
+/// Everything about a run's configuration that its result records.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunConfiguration {
+    pub glass_version: String,
+    pub timestamp: String,
+    pub workload: String,
+    pub mix: String,
+    pub scale: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ycsb_workload: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distribution: Option<String>,
+    pub preset: String,
+    /// Switches that are off, in ladder order.
+    pub switches: Vec<String>,
+    pub threads: usize,
+    pub seed: u64,
+    pub durable: bool,
+    pub pool_mib: usize,
+    /// Database directory; `None` in memory.
+    pub db: Option<String>,
+    pub warmup_s: f64,
+    /// Seconds spent loading; `None` when an existing database was used.
+    pub load_s: Option<f64>,
+}
+
+/// One transaction type's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct TypeResult {
+    #[serde(skip)]
+    pub name: String,
+    pub count: u64,
+    pub commits: u64,
+    pub rollbacks: u64,
+    pub aborts: u64,
+    pub tps: f64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+}
+
+impl TypeResult {
+    fn of(name: &str, stats: &TypeStats, elapsed: Duration) -> TypeResult {
+        let LatencySummary {
+            p50_us,
+            p90_us,
+            p99_us,
+            p999_us,
+            max_us,
+        } = stats.latency();
+        TypeResult {
+            name: name.to_string(),
+            count: stats.count(),
+            commits: stats.commits,
+            rollbacks: stats.rollbacks,
+            aborts: stats.aborts,
+            tps: per_second(stats.count(), elapsed),
+            p50_us,
+            p90_us,
+            p99_us,
+            p999_us,
+            max_us,
+        }
+    }
+}
+
+/// One consistency condition's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConditionResult {
+    pub name: String,
+    pub description: String,
+    pub holds: bool,
+    /// What was found when it does not hold.
+    pub detail: Option<String>,
+}
+
+impl From<&Condition> for ConditionResult {
+    fn from(c: &Condition) -> Self {
+        ConditionResult {
+            name: c.name.clone(),
+            description: c.description.clone(),
+            holds: c.holds(),
+            detail: c.violation.clone(),
+        }
+    }
+}
+
+/// The result of one `glass bench` run.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchResult {
+    #[serde(flatten)]
+    pub config: RunConfiguration,
+    pub duration_s: f64,
+    pub txn_count: u64,
+    pub commits: u64,
+    pub rollbacks: u64,
+    pub aborts: u64,
+    pub tps: f64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+    pub consistency: String,
+    pub conditions: Vec<ConditionResult>,
+    #[serde(serialize_with = "types_as_map")]
+    pub by_type: Vec<TypeResult>,
+}
+
+/// Writes `by_type` as a JSON object keyed by type name, in the workload's order.
+fn types_as_map<S: Serializer>(types: &[TypeResult], s: S) -> Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(types.len()))?;
+    for t in types {
+        map.serialize_entry(&t.name, t)?;
+    }
+    map.end()
+}
+
+fn per_second(count: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        count as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// `"ok"` if every condition holds, else `"failed: "` and the failed ones with their details.
+pub fn consistency_summary(conditions: &[Condition]) -> String {
+    let failed: Vec<String> = conditions
+        .iter()
+        .filter_map(|c| c.violation.as_ref().map(|v| format!("{} ({})", c.name, v)))
+        .collect();
+    if failed.is_empty() {
+        "ok".to_string()
+    } else {
+        format!("failed: {}", failed.join("; "))
+    }
+}
+
+impl BenchResult {
+    /// Assembles the result of a run from its configuration, its merged statistics (indexed
+    /// like `txn_names`), the measured phase's length and the consistency check.
+    pub fn new(
+        config: RunConfiguration,
+        txn_names: &[&str],
+        stats: &RunStats,
+        elapsed: Duration,
+        conditions: &[Condition],
+    ) -> BenchResult {
+        let overall = stats.overall();
+        let latency = overall.latency();
+        BenchResult {
+            config,
+            duration_s: elapsed.as_secs_f64(),
+            txn_count: overall.count(),
+            commits: overall.commits,
+            rollbacks: overall.rollbacks,
+            aborts: overall.aborts,
+            tps: per_second(overall.count(), elapsed),
+            p50_us: latency.p50_us,
+            p90_us: latency.p90_us,
+            p99_us: latency.p99_us,
+            p999_us: latency.p999_us,
+            max_us: latency.max_us,
+            consistency: consistency_summary(conditions),
+            conditions: conditions.iter().map(ConditionResult::from).collect(),
+            by_type: txn_names
+                .iter()
+                .zip(&stats.by_type)
+                .map(|(name, t)| TypeResult::of(name, t, elapsed))
+                .collect(),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        // Every field is a plain number, string, bool or list of them: serialisation of
+        // this type cannot fail.
+        serde_json::to_string_pretty(self).expect("BenchResult serialises")
+    }
+
+    /// The table printed after a run: one row per type and a total row, then the
+    /// consistency result and the configuration.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let c = &self.config;
+        let name_width = self
+            .by_type
+            .iter()
+            .map(|t| t.name.len())
+            .chain([5])
+            .max()
+            .unwrap_or(5);
+        let _ = writeln!(
+            out,
+            "{:<name_width$} {:>9} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9}",
+            "type",
+            "count",
+            "txn/s",
+            "p50 µs",
+            "p90 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "max µs",
+            "aborts",
+            "rollbacks"
+        );
+        let rule = "─".repeat(name_width + 87);
+        let _ = writeln!(out, "{rule}");
+        let row = |out: &mut String, name: &str, t: &TypeResult| {
+            let _ = writeln!(
+                out,
+                "{:<name_width$} {:>9} {:>10.1} {:>8} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9}",
+                name,
+                t.count,
+                t.tps,
+                t.p50_us,
+                t.p90_us,
+                t.p99_us,
+                t.p999_us,
+                t.max_us,
+                t.aborts,
+                t.rollbacks
+            );
+        };
+        for t in &self.by_type {
+            row(&mut out, &t.name, t);
+        }
+        let _ = writeln!(out, "{rule}");
+        let total = TypeResult {
+            name: "total".to_string(),
+            count: self.txn_count,
+            commits: self.commits,
+            rollbacks: self.rollbacks,
+            aborts: self.aborts,
+            tps: self.tps,
+            p50_us: self.p50_us,
+            p90_us: self.p90_us,
+            p99_us: self.p99_us,
+            p999_us: self.p999_us,
+            max_us: self.max_us,
+        };
+        row(&mut out, "total", &total);
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} transactions in {:.2} s: {:.1} txn/s ({} committed, {} rolled back, {} retried aborts)",
+            self.txn_count, self.duration_s, self.tps, self.commits, self.rollbacks, self.aborts
+        );
+        let held = self.conditions.iter().filter(|c| c.holds).count();
+        if self.consistency == "ok" {
+            let _ = writeln!(
+                out,
+                "consistency: ok ({held} of {} conditions hold)",
+                self.conditions.len()
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "consistency: FAILED ({held} of {} conditions hold)",
+                self.conditions.len()
+            );
+            for cond in self.conditions.iter().filter(|c| !c.holds) {
+                let _ = writeln!(
+                    out,
+                    "  ✗ {}: {}",
+                    cond.name,
+                    cond.detail.as_deref().unwrap_or("")
+                );
+            }
+        }
+        let _ = writeln!(out, "config: {}", configuration_line(c));
+        out
+    }
+}
+
+/// The configuration in one line, `key=value` pairs.
+pub fn configuration_line(c: &RunConfiguration) -> String {
+    let mut line = format!("workload={} scale={}", c.workload, c.scale);
+    if c.workload == "tpcc" {
+        let _ = write!(line, " mix={}", c.mix);
+    }
+    if let (Some(w), Some(d)) = (&c.ycsb_workload, &c.distribution) {
+        let _ = write!(line, " ycsb-workload={w} distribution={d}");
+    }
+    let switches = if c.switches.is_empty() {
+        "none".to_string()
+    } else {
+        c.switches.join(",")
+    };
+    let _ = write!(
+        line,
+        " threads={} preset={} switches-off={} durable={} pool-mib={} db={} warmup={}s seed={} glass={} at={}",
+        c.threads,
+        c.preset,
+        switches,
+        c.durable,
+        c.pool_mib,
+        c.db.as_deref().unwrap_or("memory"),
+        c.warmup_s,
+        c.seed,
+        c.glass_version,
+        c.timestamp
+    );
+    line
+}
+
+/// `time` as RFC 3339 in UTC, to the second (e.g. `2025-01-31T12:00:00Z`).
+pub fn rfc3339_utc(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Outcome;
+
+    fn configuration() -> RunConfiguration {
+        RunConfiguration {
+            glass_version: "0.1.0".into(),
+            timestamp: rfc3339_utc(SystemTime::now()),
+            workload: "tpcb".into(),
+            mix: "full".into(),
+            scale: 2,
+            ycsb_workload: None,
+            distribution: None,
+            preset: "custom".into(),
+            switches: vec!["locking".into()],
+            threads: 1,
+            seed: 7,
+            durable: false,
+            pool_mib: 64,
+            db: None,
+            warmup_s: 0.0,
+            load_s: Some(0.5),
+        }
+    }
+
+    fn result(conditions: &[Condition]) -> BenchResult {
+        let mut stats = RunStats::new(2);
+        for i in 0..100 {
+            stats.by_type[0].record(Outcome::Committed, Duration::from_micros(50 + i));
+        }
+        stats.by_type[1].record(Outcome::RolledBack, Duration::from_micros(900));
+        stats.by_type[1].aborts = 3;
+        BenchResult::new(
+            configuration(),
+            &["AccountUpdate", "Other"],
+            &stats,
+            Duration::from_secs(2),
+            conditions,
+        )
+    }
+
+    #[test]
+    fn json_carries_every_required_field() {
+        let r = result(&[]);
+        let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        for key in [
+            "workload",
+            "mix",
+            "preset",
+            "switches",
+            "scale",
+            "threads",
+            "duration_s",
+            "txn_count",
+            "tps",
+            "p50_us",
+            "p90_us",
+            "p99_us",
+            "p999_us",
+            "max_us",
+            "aborts",
+            "rollbacks",
+            "commits",
+            "consistency",
+            "by_type",
+            "seed",
+            "durable",
+            "pool_mib",
+            "glass_version",
+            "timestamp",
+            "warmup_s",
+            "load_s",
+            "db",
+            "conditions",
+        ] {
+            assert!(json.get(key).is_some(), "missing {key} in {json}");
+        }
+        assert_eq!(json["txn_count"], 101);
+        assert_eq!(json["rollbacks"], 1);
+        assert_eq!(json["aborts"], 3);
+        assert_eq!(json["tps"], 50.5);
+        assert_eq!(json["switches"], serde_json::json!(["locking"]));
+        assert_eq!(json["consistency"], "ok");
+        assert!(json.get("ycsb_workload").is_none());
+        let t = &json["by_type"]["AccountUpdate"];
+        for key in [
+            "count",
+            "tps",
+            "p50_us",
+            "p99_us",
+            "aborts",
+            "rollbacks",
+            "max_us",
+        ] {
+            assert!(t.get(key).is_some(), "missing by_type.{key} in {t}");
+        }
+        assert_eq!(t["count"], 100);
+        assert_eq!(json["by_type"]["Other"]["aborts"], 3);
+    }
+
+    #[test]
+    fn failed_conditions_are_named_in_json_and_table() {
+        let conditions = vec![
+            Condition {
+                name: "TPC-B sums".into(),
+                description: "balances add up".into(),
+                violation: None,
+            },
+            Condition {
+                name: "TPC-B history".into(),
+                description: "one history row per txn".into(),
+                violation: Some("3 rows missing".into()),
+            },
+        ];
+        let r = result(&conditions);
+        assert_eq!(r.consistency, "failed: TPC-B history (3 rows missing)");
+        let table = r.render();
+        assert!(
+            table.contains("consistency: FAILED (1 of 2 conditions hold)"),
+            "{table}"
+        );
+        assert!(table.contains("✗ TPC-B history: 3 rows missing"), "{table}");
+    }
+
+    #[test]
+    fn table_lists_types_in_order_then_total_and_config() {
+        let table = result(&[]).render();
+        let a = table.find("AccountUpdate").unwrap();
+        let o = table.find("Other").unwrap();
+        let t = table.find("total").unwrap();
+        assert!(a < o && o < t, "{table}");
+        assert!(table.contains("consistency: ok (0 of 0 conditions hold)"));
+        assert!(
+            table.contains(
+                "config: workload=tpcb scale=2 threads=1 preset=custom switches-off=locking"
+            ),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn rfc3339_dates_are_right() {
+        assert_eq!(rfc3339_utc(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_secs(951_782_400 + 3_661); // 2000-02-29
+        assert_eq!(rfc3339_utc(t), "2000-02-29T01:01:01Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_735_689_599); // last second of 2024
+        assert_eq!(rfc3339_utc(t), "2024-12-31T23:59:59Z");
+    }
+}
