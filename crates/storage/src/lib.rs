@@ -32,3 +32,6 @@ pub mod page;
 pub use error::{StorageError, StorageResult};
 pub use latch::Latch;
 pub use page::{Lsn, PageId, PageLog, PageSize};
+pub use buffer::{BufferPool, FrameId, PageReadGuard, PageWriteGuard, PoolConfig};
+pub use counters::StorageCounters;
+pub use file::{FilePageStore, MemPageStore, PageStore};

@@ -1,1 +1,46 @@
-//! (in progress)
+//! The buffer pool: a fixed set of frames caching pages of a [`PageStore`](crate::file::PageStore).
+//!
+//! ```text
+//!   fix_shared / fix_exclusive / allocate_page / fix_for_redo
+//!          │
+//!          ▼
+//!   page table  (Latch<PageTable>: PageId → FrameId, frame → page, clock hand)
+//!          │ hit: pin under the shared table latch, release it, then latch the frame
+//!          │ miss: exclusive table latch → clock victim → remap → release → I/O under the
+//!          │       victim frame's exclusive latch only
+//!          ▼
+//!   frames[i]   (Latch<FrameData>: page bytes; atomics: pins, referenced, dirty, rec_lsn)
+//! ```
+//!
+//! Protocol and invariants:
+//!
+//! * **Pins** are taken only while the page-table latch is held (shared on a hit, exclusive on a
+//!   miss); so under the exclusive table latch an unpinned frame stays unpinned, and the clock
+//!   can take it. Guards release the frame latch *before* they unpin, so an unpinned frame's
+//!   latch is always free and the evictor's `try_write` succeeds without waiting.
+//! * **No I/O under the page-table latch.** A miss maps the page to its victim frame and takes
+//!   the frame's exclusive latch before releasing the table latch; the read happens under the
+//!   frame latch only. Fixes of the same page meanwhile find the mapping, pin, and wait on the
+//!   frame latch ("I/O in progress"). If the read fails, the page is unmapped, the frame's
+//!   `page` is `None`, the waiters see that and retry.
+//! * **Dirty victims** are written back (WAL rule first) under the victim's latch with the table
+//!   latch released, then the miss starts over; only clean frames are remapped.
+//! * **WAL rule**: before a page is written, [`PageLog::flush_to`](crate::page::PageLog) is
+//!   called with its page LSN.
+//! * **Checksums** are set in the written copy; a read verifies magic, checksum and page id
+//!   (an all-zero page is a fresh page), else [`StorageError::Corruption`](crate::StorageError).
+//! * Latches are acquired without waiting while another is held in one direction only
+//!   (page table → frame, by `try_write`), so the pool itself cannot deadlock; callers that
+//!   hold several guards must take them in a consistent order.
+//!
+//! With `latching` off every latch is a predictable branch (one thread only). Without a
+//! [`PageLog`](crate::page::PageLog) write guards track no ranges and log nothing.
+
+mod frame;
+mod guard;
+mod pool;
+mod replacer;
+
+pub use frame::FrameId;
+pub use guard::{PageReadGuard, PageWriteGuard};
+pub use pool::{BufferPool, PoolConfig};

@@ -1,0 +1,69 @@
+//! Frames: the buffer pool's slots, each able to hold one page.
+//!
+//! A frame's state is split by who may touch it:
+//!
+//! | field        | protected by                                                        |
+//! |--------------|---------------------------------------------------------------------|
+//! | `data`       | the frame's own [`Latch`]: shared for readers, exclusive for writers, the loader and the evictor |
+//! | `pins`       | atomic; incremented only while holding the page-table latch, so a frame seen unpinned under the exclusive page-table latch stays unpinned |
+//! | `referenced` | atomic; set on every fix, cleared by the clock hand                  |
+//! | `dirty`      | atomic; set by a write guard at release (exclusive frame latch held), cleared by write-back (frame latch held) |
+//! | `rec_lsn`    | atomic; same discipline as `dirty`                                   |
+//!
+//! Invariant: a pinned frame is never given to another page; an unpinned frame's latch is free
+//! (guards release the latch *before* they unpin), so the evictor's `try_write` cannot fail.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+
+use crate::latch::Latch;
+use crate::page::PageId;
+
+/// Index of a frame in the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FrameId(pub u32);
+
+impl FrameId {
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// The bytes of a frame and the page they currently hold.
+pub(crate) struct FrameData {
+    /// One page image, header included.
+    pub buf: Box<[u8]>,
+    /// The page whose image `buf` holds; `None` while a load is in progress or after it failed.
+    pub page: Option<PageId>,
+}
+
+pub(crate) struct Frame {
+    /// Protects the page image and `FrameData::page`.
+    pub data: Latch<FrameData>,
+    /// Guards (and fixes in progress) on this frame.
+    pub pins: AtomicU32,
+    /// Clock reference bit (second chance).
+    pub referenced: AtomicBool,
+    /// The image differs from the page store's.
+    pub dirty: AtomicBool,
+    /// LSN of the first logged change since the frame was last clean; 0 when none.
+    pub rec_lsn: AtomicU64,
+}
+
+impl Frame {
+    pub fn new(page_size: usize, latching: bool) -> Frame {
+        Frame {
+            data: Latch::new(
+                FrameData {
+                    buf: vec![0u8; page_size].into_boxed_slice(),
+                    page: None,
+                },
+                latching,
+            ),
+            pins: AtomicU32::new(0),
+            referenced: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
+            rec_lsn: AtomicU64::new(0),
+        }
+    }
+}

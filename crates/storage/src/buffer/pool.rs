@@ -1,0 +1,547 @@
+//! The buffer pool: fixes pages in frames, writes dirty pages back, obeys the WAL rule.
+//!
+//! See the module docs of [`crate::buffer`] for the protocol; this file holds the page table,
+//! the fix paths (hit and miss), write-back and the log hand-off.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::frame::{Frame, FrameData, FrameId};
+use super::guard::{PageReadGuard, PageWriteGuard};
+use super::replacer::Clock;
+use crate::counters;
+use crate::error::{StorageError, StorageResult};
+use crate::file::PageStore;
+use crate::latch::{Latch, LatchWriteGuard};
+use crate::page::{
+    page_checksum, page_lsn, Lsn, PageId, PageKind, PageLog, PageRedo, PageSize, RedoRange,
+    OFFSET_CHECKSUM, OFFSET_KIND, OFFSET_MAGIC, OFFSET_PAGE_ID, PAGE_HEADER_SIZE, PAGE_MAGIC,
+};
+
+/// How a pool is set up.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolConfig {
+    pub page_size: PageSize,
+    /// Number of frames (pages the pool holds at once).
+    pub frames: usize,
+    /// Whether frame and page-table latches are real (off: one thread only).
+    pub latching: bool,
+}
+
+/// A cheap hasher for page ids (Fibonacci hashing of the one `u64`).
+#[derive(Default)]
+pub(crate) struct PageIdHasher(u64);
+
+impl Hasher for PageIdHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        let h = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = h ^ (h >> 29);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Maps pages to the frames that hold them; protected by the page-table latch.
+struct PageTable {
+    map: HashMap<PageId, FrameId, BuildHasherDefault<PageIdHasher>>,
+    /// The page each frame is assigned to (the inverse of `map`).
+    frame_page: Vec<Option<PageId>>,
+    clock: Clock,
+}
+
+/// What `pin` hands back: a pinned frame, or a frame it just loaded (exclusively latched).
+enum Pinned<'a> {
+    Hit(FrameId),
+    Loaded(FrameId, LatchWriteGuard<'a, FrameData>),
+}
+
+/// Why a page is being fixed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Intent {
+    /// Read it from the store on a miss.
+    Existing,
+    /// A page being allocated: zero it instead of reading.
+    Fresh,
+}
+
+/// A pool of frames over a [`PageStore`]. Shared between threads as `Arc<BufferPool>`.
+pub struct BufferPool {
+    store: Box<dyn PageStore>,
+    log: Option<Arc<dyn PageLog>>,
+    page_size: usize,
+    frames: Box<[Frame]>,
+    /// Protects the page table, the frame-to-page map and the clock hand.
+    table: Latch<PageTable>,
+    /// The next page id `allocate_page` hands out (pages allocated so far).
+    next_page: AtomicU64,
+}
+
+impl BufferPool {
+    /// Creates a pool of `config.frames` frames over `store`. With `log`, every change made
+    /// through a write guard is logged and the WAL rule is obeyed on write-back.
+    pub fn new(
+        store: Box<dyn PageStore>,
+        config: PoolConfig,
+        log: Option<Arc<dyn PageLog>>,
+    ) -> StorageResult<BufferPool> {
+        if config.frames == 0 || config.frames > u32::MAX as usize {
+            return Err(StorageError::Invalid(format!(
+                "a buffer pool needs between 1 and 2^32-1 frames, not {}",
+                config.frames
+            )));
+        }
+        let page_size = config.page_size.bytes();
+        let frames: Box<[Frame]> = (0..config.frames)
+            .map(|_| Frame::new(page_size, config.latching))
+            .collect();
+        let table = PageTable {
+            map: HashMap::with_capacity_and_hasher(config.frames, Default::default()),
+            frame_page: vec![None; config.frames],
+            clock: Clock::new(),
+        };
+        Ok(BufferPool {
+            next_page: AtomicU64::new(store.page_count().max(1)),
+            store,
+            log,
+            page_size,
+            frames,
+            table: Latch::new(table, config.latching),
+        })
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    pub fn frames(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Pages allocated so far (page 0, the meta page, always counts).
+    pub fn page_count(&self) -> u64 {
+        self.next_page.load(Ordering::Acquire)
+    }
+
+    /// Whether changes are logged (the pool has a [`PageLog`]).
+    pub fn is_logged(&self) -> bool {
+        self.log.is_some()
+    }
+
+    #[inline]
+    pub(crate) fn frame(&self, f: FrameId) -> &Frame {
+        &self.frames[f.index()]
+    }
+
+    #[inline]
+    pub(crate) fn unpin(&self, f: FrameId) {
+        self.frame(f).pins.fetch_sub(1, Ordering::Release);
+    }
+
+    fn check_allocated(&self, id: PageId) -> StorageResult<()> {
+        if id.0 >= self.page_count() {
+            return Err(StorageError::Invalid(format!(
+                "page {id} has not been allocated ({} pages)",
+                self.page_count()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Allocates a fresh page, fixed exclusively, zeroed, its header formatted with `kind`
+    /// and its id. The whole page counts as changed.
+    pub fn allocate_page(&self, kind: PageKind) -> StorageResult<PageWriteGuard<'_>> {
+        let id = PageId(self.next_page.fetch_add(1, Ordering::AcqRel));
+        counters::bump_fix(id.0);
+        let mut g = self.fix_write(id, Intent::Fresh, self.log.is_some())?;
+        let page = g.page_mut();
+        page.fill(0);
+        page[OFFSET_MAGIC..OFFSET_MAGIC + 2].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
+        page[OFFSET_KIND] = kind as u8;
+        page[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].copy_from_slice(&id.0.to_le_bytes());
+        Ok(g)
+    }
+
+    /// Fixes page `id` in shared mode.
+    pub fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
+        counters::bump_fix(id.0);
+        self.check_allocated(id)?;
+        loop {
+            let (f, data) = match self.pin(id, Intent::Existing)? {
+                Pinned::Hit(f) => (f, self.frame(f).data.read()),
+                Pinned::Loaded(f, w) => {
+                    drop(w);
+                    (f, self.frame(f).data.read())
+                }
+            };
+            if data.page == Some(id) {
+                return Ok(PageReadGuard {
+                    pool: self,
+                    frame: f,
+                    page: id,
+                    data: ManuallyDrop::new(data),
+                });
+            }
+            // The load this fix waited for failed; try again (and see its error ourselves).
+            drop(data);
+            self.unpin(f);
+        }
+    }
+
+    /// Fixes page `id` exclusively.
+    pub fn fix_exclusive(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
+        counters::bump_fix(id.0);
+        self.check_allocated(id)?;
+        self.fix_write(id, Intent::Existing, self.log.is_some())
+    }
+
+    /// For recovery redo: fixes exclusively a page that may not exist yet (it reads as a zero
+    /// page) and moves the allocator past it. Changes made through this guard are not logged.
+    pub fn fix_for_redo(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
+        counters::bump_fix(id.0);
+        self.next_page.fetch_max(id.0 + 1, Ordering::AcqRel);
+        self.fix_write(id, Intent::Existing, false)
+    }
+
+    fn fix_write(
+        &self,
+        id: PageId,
+        intent: Intent,
+        track: bool,
+    ) -> StorageResult<PageWriteGuard<'_>> {
+        loop {
+            let (f, data) = match self.pin(id, intent)? {
+                Pinned::Hit(f) => (f, self.frame(f).data.write()),
+                Pinned::Loaded(f, w) => (f, w),
+            };
+            if data.page == Some(id) {
+                return Ok(PageWriteGuard {
+                    pool: self,
+                    frame: f,
+                    page: id,
+                    data: ManuallyDrop::new(data),
+                    ranges: Vec::new(),
+                    track,
+                    changed: false,
+                });
+            }
+            drop(data);
+            self.unpin(f);
+        }
+    }
+
+    /// Pins the frame holding `id`, loading the page on a miss.
+    #[inline]
+    fn pin(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
+        {
+            let table = self.table.read();
+            if let Some(&f) = table.map.get(&id) {
+                let frame = self.frame(f);
+                frame.pins.fetch_add(1, Ordering::Acquire);
+                drop(table);
+                if !frame.referenced.load(Ordering::Relaxed) {
+                    frame.referenced.store(true, Ordering::Relaxed);
+                }
+                counters::bump_hit();
+                return Ok(Pinned::Hit(f));
+            }
+        }
+        self.load(id, intent)
+    }
+
+    /// The miss path: finds a victim frame, writes it back if dirty (without the page-table
+    /// latch), maps `id` to it and loads the page holding only the frame's exclusive latch.
+    #[cold]
+    fn load(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
+        loop {
+            let mut table = self.table.write();
+            if let Some(&f) = table.map.get(&id) {
+                // Someone else loaded (or is loading) it meanwhile.
+                self.frame(f).pins.fetch_add(1, Ordering::Acquire);
+                drop(table);
+                counters::bump_hit();
+                return Ok(Pinned::Hit(f));
+            }
+            let Some(v) = table.clock.pick(&self.frames) else {
+                return Err(StorageError::PoolExhausted {
+                    frames: self.frames.len(),
+                });
+            };
+            let frame = self.frame(v);
+            frame.pins.fetch_add(1, Ordering::Acquire);
+            // Unpinned frames have a free latch: guards unlatch before they unpin.
+            let Some(mut data) = frame.data.try_write() else {
+                drop(table);
+                self.unpin(v);
+                continue;
+            };
+            if frame.dirty.load(Ordering::Acquire) {
+                // Write the victim back without the page-table latch, then start over: others
+                // may have fixed it meanwhile.
+                drop(table);
+                let written = self.write_back(frame, &data);
+                drop(data);
+                self.unpin(v);
+                written?;
+                continue;
+            }
+            if let Some(old) = table.frame_page[v.index()].take() {
+                table.map.remove(&old);
+                counters::bump_eviction();
+            }
+            table.map.insert(id, v);
+            table.frame_page[v.index()] = Some(id);
+            frame.referenced.store(true, Ordering::Relaxed);
+            data.page = None;
+            drop(table);
+            counters::bump_miss();
+
+            let loaded = match intent {
+                Intent::Fresh => {
+                    data.buf.fill(0);
+                    Ok(())
+                }
+                Intent::Existing => self.read_in(id, &mut data.buf),
+            };
+            return match loaded {
+                Ok(()) => {
+                    data.page = Some(id);
+                    Ok(Pinned::Loaded(v, data))
+                }
+                Err(e) => {
+                    // Unmap the page so the next fix tries again; waiters see `page == None`.
+                    let mut table = self.table.write();
+                    table.map.remove(&id);
+                    table.frame_page[v.index()] = None;
+                    drop(table);
+                    drop(data);
+                    self.unpin(v);
+                    Err(e)
+                }
+            };
+        }
+    }
+
+    /// Reads page `id` from the store and checks it: an all-zero page is fresh; otherwise the
+    /// magic, the checksum and the stored page id must be right.
+    fn read_in(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
+        self.store.read_page(id, buf)?;
+        counters::bump_read();
+        verify_page(id, buf)
+    }
+
+    /// Writes a frame's page to the store: flushes the log up to the page LSN first (the WAL
+    /// rule), sets the checksum in a copy (the caller may hold the latch only shared), then
+    /// marks the frame clean. The caller holds the frame latch.
+    fn write_back(&self, frame: &Frame, data: &FrameData) -> StorageResult<()> {
+        let Some(page) = data.page else {
+            return Ok(());
+        };
+        if let Some(log) = &self.log {
+            let lsn = page_lsn(&data.buf);
+            if lsn != Lsn::NONE {
+                log.flush_to(lsn)?;
+            }
+        }
+        let mut image = data.buf.to_vec();
+        let sum = page_checksum(&image);
+        image[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4].copy_from_slice(&sum.to_le_bytes());
+        self.store.write_page(page, &image)?;
+        counters::bump_write();
+        frame.rec_lsn.store(0, Ordering::Relaxed);
+        frame.dirty.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Emits one redo record for the pending changes of all `guards`, stamps each changed
+    /// page with its LSN, and leaves the guards with nothing pending. Without a log it only
+    /// forgets the (empty) pending lists.
+    pub fn log_together(&self, guards: &mut [&mut PageWriteGuard<'_>]) {
+        let Some(log) = &self.log else {
+            for g in guards.iter_mut() {
+                g.ranges.clear();
+            }
+            return;
+        };
+        let lsn = {
+            let ranges: Vec<Vec<RedoRange<'_>>> = guards
+                .iter()
+                .map(|g| {
+                    g.ranges
+                        .iter()
+                        .map(|&(s, e)| RedoRange {
+                            offset: s as u16,
+                            bytes: &g.data.buf[s as usize..e as usize],
+                        })
+                        .collect()
+                })
+                .collect();
+            let pages: Vec<PageRedo<'_>> = guards
+                .iter()
+                .zip(&ranges)
+                .filter(|(_, r)| !r.is_empty())
+                .map(|(g, r)| PageRedo {
+                    page: g.page,
+                    ranges: r,
+                })
+                .collect();
+            if pages.is_empty() {
+                return;
+            }
+            log.log_redo(&pages)
+        };
+        for g in guards.iter_mut() {
+            if !g.ranges.is_empty() {
+                g.ranges.clear();
+                g.stamp(lsn);
+            }
+        }
+    }
+
+    /// Writes every dirty page back (WAL rule included), then syncs the store.
+    pub fn flush_all(&self) -> StorageResult<()> {
+        for i in 0..self.frames.len() {
+            let frame = &self.frames[i];
+            if !frame.dirty.load(Ordering::Acquire) {
+                continue;
+            }
+            let page = {
+                let table = self.table.read();
+                let Some(page) = table.frame_page[i] else {
+                    continue;
+                };
+                frame.pins.fetch_add(1, Ordering::Acquire);
+                page
+            };
+            let f = FrameId(i as u32);
+            let written = {
+                let data = frame.data.read();
+                if data.page == Some(page) && frame.dirty.load(Ordering::Acquire) {
+                    self.write_back(frame, &data)
+                } else {
+                    Ok(())
+                }
+            };
+            self.unpin(f);
+            written?;
+        }
+        self.store.sync()
+    }
+
+    /// Dirty pages with their recovery LSN (the LSN of the first change since the page was
+    /// last clean; [`Lsn::NONE`] without a log), for fuzzy checkpoints.
+    pub fn dirty_pages(&self) -> Vec<(PageId, Lsn)> {
+        let table = self.table.read();
+        self.frames
+            .iter()
+            .zip(&table.frame_page)
+            .filter(|(f, _)| f.dirty.load(Ordering::Acquire))
+            .filter_map(|(f, p)| p.map(|p| (p, Lsn(f.rec_lsn.load(Ordering::Relaxed)))))
+            .collect()
+    }
+
+    /// Panics if a frame or page-table invariant is broken. Meant for tests and stress runs
+    /// with no page fixed.
+    pub fn check_invariants(&self) {
+        let table = self.table.read();
+        let mapped = table.frame_page.iter().filter(|p| p.is_some()).count();
+        assert_eq!(
+            table.map.len(),
+            mapped,
+            "page table and frame map disagree in size"
+        );
+        for (&page, &f) in &table.map {
+            assert_eq!(
+                table.frame_page[f.index()],
+                Some(page),
+                "page {page} maps to frame {f:?}, which holds another page"
+            );
+            assert!(
+                page.0 < self.page_count(),
+                "page {page} beyond the allocator"
+            );
+        }
+        for (i, frame) in self.frames.iter().enumerate() {
+            let pins = frame.pins.load(Ordering::Acquire);
+            assert_eq!(pins, 0, "frame {i} still pinned ({pins})");
+            let data = frame
+                .data
+                .try_write()
+                .unwrap_or_else(|| panic!("frame {i} is unpinned but latched"));
+            assert_eq!(
+                data.page, table.frame_page[i],
+                "frame {i} holds another page than mapped"
+            );
+            if frame.dirty.load(Ordering::Acquire) {
+                assert!(data.page.is_some(), "frame {i} is dirty but holds no page");
+            }
+            if let Some(page) = data.page {
+                let magic =
+                    u16::from_le_bytes([data.buf[OFFSET_MAGIC], data.buf[OFFSET_MAGIC + 1]]);
+                if magic == PAGE_MAGIC {
+                    let stored = u64::from_le_bytes(
+                        data.buf[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8]
+                            .try_into()
+                            .unwrap(),
+                    );
+                    assert_eq!(stored, page.0, "frame {i}: header names another page");
+                }
+            }
+            let rec = frame.rec_lsn.load(Ordering::Relaxed);
+            if rec != 0 {
+                assert!(
+                    frame.dirty.load(Ordering::Acquire),
+                    "frame {i} clean with a rec_lsn"
+                );
+                assert!(
+                    rec <= page_lsn(&data.buf).0,
+                    "frame {i}: rec_lsn after page LSN"
+                );
+            }
+        }
+    }
+}
+
+/// Checks a page image just read for page `id`.
+pub(crate) fn verify_page(id: PageId, buf: &[u8]) -> StorageResult<()> {
+    let corrupt = |reason: String| StorageError::Corruption { page: id, reason };
+    let magic = u16::from_le_bytes([buf[OFFSET_MAGIC], buf[OFFSET_MAGIC + 1]]);
+    if magic != PAGE_MAGIC {
+        if buf.iter().all(|&b| b == 0) {
+            return Ok(());
+        }
+        return Err(corrupt(format!("bad magic {magic:#06x}")));
+    }
+    let stored = u32::from_le_bytes(
+        buf[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4]
+            .try_into()
+            .unwrap(),
+    );
+    let computed = page_checksum(buf);
+    if stored != computed {
+        return Err(corrupt(format!(
+            "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+        )));
+    }
+    let stored_id = u64::from_le_bytes(buf[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].try_into().unwrap());
+    if stored_id != id.0 {
+        return Err(corrupt(format!("header names page #{stored_id}")));
+    }
+    if PageKind::from_u8(buf[OFFSET_KIND]).is_none() {
+        return Err(corrupt(format!("unknown page kind {}", buf[OFFSET_KIND])));
+    }
+    Ok(())
+}
+
+const _: () = assert!(PAGE_HEADER_SIZE < PageSize::Kib8.bytes());

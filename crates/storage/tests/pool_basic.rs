@@ -1,0 +1,269 @@
+//! Buffer pool: working sets larger than the pool, corruption detection, exhaustion, redo
+//! fixes, and the no-log configuration.
+
+use std::sync::Arc;
+
+use storage::buffer::{BufferPool, PoolConfig};
+use storage::file::{FilePageStore, MemPageStore, PageStore};
+use storage::page::{PageKind, PAGE_HEADER_SIZE};
+use storage::{PageId, PageSize, StorageError};
+
+fn config(frames: usize) -> PoolConfig {
+    PoolConfig {
+        page_size: PageSize::Kib8,
+        frames,
+        latching: true,
+    }
+}
+
+/// The byte pattern page `id` carries at `offset` in these tests.
+fn pattern(id: u64, offset: usize) -> u8 {
+    (id.wrapping_mul(31) as usize ^ offset.wrapping_mul(7)) as u8
+}
+
+fn fill(pool: &BufferPool, id: PageId) {
+    let mut g = pool.fix_exclusive(id).unwrap();
+    let body = g.range_mut(PAGE_HEADER_SIZE, 8192 - PAGE_HEADER_SIZE);
+    for (i, b) in body.iter_mut().enumerate() {
+        *b = pattern(id.0, i);
+    }
+}
+
+fn check(pool: &BufferPool, id: PageId) {
+    let g = pool.fix_shared(id).unwrap();
+    assert_eq!(g.page_id(), id);
+    for (i, &b) in g[PAGE_HEADER_SIZE..].iter().enumerate() {
+        assert_eq!(b, pattern(id.0, i), "page {id} byte {i}");
+    }
+}
+
+#[test]
+fn working_set_ten_times_the_pool_reads_back_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let ids: Vec<PageId> = {
+        let store = FilePageStore::create(&path, PageSize::Kib8).unwrap();
+        let pool = BufferPool::new(Box::new(store), config(64), None).unwrap();
+        assert_eq!(pool.page_count(), 1, "page 0 exists from the start");
+        let ids: Vec<PageId> = (0..700)
+            .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+            .collect();
+        assert_eq!(ids[0], PageId(1));
+        assert_eq!(pool.page_count(), 701);
+        for &id in &ids {
+            fill(&pool, id);
+        }
+        for &id in ids.iter().rev() {
+            check(&pool, id);
+        }
+        pool.check_invariants();
+        pool.flush_all().unwrap();
+        assert!(pool.dirty_pages().is_empty());
+        pool.check_invariants();
+        ids
+    };
+    let store = FilePageStore::open(&path, PageSize::Kib8).unwrap();
+    assert_eq!(store.page_count(), 701);
+    let pool = BufferPool::new(Box::new(store), config(16), None).unwrap();
+    assert_eq!(pool.page_count(), 701);
+    for &id in &ids {
+        check(&pool, id);
+    }
+    // The meta page was never written: it reads as a fresh, zero page.
+    assert!(pool
+        .fix_shared(PageId::META)
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    pool.check_invariants();
+}
+
+#[test]
+fn flipped_byte_in_the_file_is_corruption_naming_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let pool = BufferPool::new(
+            Box::new(FilePageStore::create(&path, PageSize::Kib8).unwrap()),
+            config(8),
+            None,
+        )
+        .unwrap();
+        for _ in 0..4 {
+            let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+            fill(&pool, id);
+        }
+        pool.flush_all().unwrap();
+    }
+    // Flip one body byte of page 3, and put page 1's image where page 2 belongs.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[3 * 8192 + 1000] ^= 0x40;
+    let page1 = bytes[8192..2 * 8192].to_vec();
+    bytes[2 * 8192..3 * 8192].copy_from_slice(&page1);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let pool = BufferPool::new(
+        Box::new(FilePageStore::open(&path, PageSize::Kib8).unwrap()),
+        config(8),
+        None,
+    )
+    .unwrap();
+    check(&pool, PageId(1));
+    check(&pool, PageId(4));
+    match pool.fix_shared(PageId(3)) {
+        Err(StorageError::Corruption { page, reason }) => {
+            assert_eq!(page, PageId(3));
+            assert!(reason.contains("checksum"), "{reason}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|g| g.page_id())),
+    }
+    match pool.fix_exclusive(PageId(2)) {
+        Err(StorageError::Corruption { page, reason }) => {
+            assert_eq!(page, PageId(2));
+            assert!(reason.contains("#1"), "{reason}");
+        }
+        other => panic!("expected corruption, got {:?}", other.map(|g| g.page_id())),
+    }
+    // A failed load leaves no trace in the page table, and fails again the same way.
+    pool.check_invariants();
+    assert!(matches!(
+        pool.fix_shared(PageId(3)),
+        Err(StorageError::Corruption { .. })
+    ));
+}
+
+#[test]
+fn all_frames_fixed_is_pool_exhausted_until_one_is_released() {
+    let pool =
+        BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config(4), None).unwrap();
+    let mut guards: Vec<_> = (0..4)
+        .map(|_| pool.allocate_page(PageKind::Heap).unwrap())
+        .collect();
+    let err = pool.allocate_page(PageKind::Heap).err().unwrap();
+    assert!(
+        matches!(err, StorageError::PoolExhausted { frames: 4 }),
+        "{err}"
+    );
+    assert!(matches!(
+        pool.fix_shared(PageId::META),
+        Err(StorageError::PoolExhausted { .. })
+    ));
+    guards.pop();
+    drop(guards);
+    let g = pool.fix_shared(PageId::META).unwrap();
+    assert_eq!(g.page_id(), PageId::META);
+    drop(g);
+    pool.check_invariants();
+}
+
+#[test]
+fn fixing_an_unallocated_page_is_invalid() {
+    let pool =
+        BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config(4), None).unwrap();
+    assert!(matches!(
+        pool.fix_shared(PageId(5)),
+        Err(StorageError::Invalid(_))
+    ));
+    assert!(matches!(
+        pool.fix_exclusive(PageId(1)),
+        Err(StorageError::Invalid(_))
+    ));
+}
+
+#[test]
+fn fix_for_redo_creates_missing_pages_and_moves_the_allocator() {
+    let pool =
+        BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config(4), None).unwrap();
+    {
+        let mut g = pool.fix_for_redo(PageId(9)).unwrap();
+        assert!(g.iter().all(|&b| b == 0));
+        g.range_mut(100, 3).copy_from_slice(b"abc");
+        g.set_lsn(storage::Lsn(42));
+    }
+    assert_eq!(pool.page_count(), 10);
+    assert_eq!(
+        pool.allocate_page(PageKind::Heap).unwrap().page_id(),
+        PageId(10)
+    );
+    let g = pool.fix_shared(PageId(9)).unwrap();
+    assert_eq!(&g[100..103], b"abc");
+    assert_eq!(g.lsn(), storage::Lsn(42));
+    drop(g);
+    assert!(pool.dirty_pages().contains(&(PageId(9), storage::Lsn(42))));
+}
+
+#[test]
+fn pool_without_latching_works_on_one_thread() {
+    let pool = BufferPool::new(
+        Box::new(MemPageStore::new(PageSize::Kib32)),
+        PoolConfig {
+            page_size: PageSize::Kib32,
+            frames: 8,
+            latching: false,
+        },
+        None,
+    )
+    .unwrap();
+    assert_eq!(pool.page_size(), 32768);
+    let ids: Vec<PageId> = (0..40)
+        .map(|_| pool.allocate_page(PageKind::BTreeLeaf).unwrap().page_id())
+        .collect();
+    for &id in &ids {
+        pool.fix_exclusive(id)
+            .unwrap()
+            .range_mut(30000, 8)
+            .copy_from_slice(&id.0.to_le_bytes());
+    }
+    for &id in &ids {
+        let g = pool.fix_shared(id).unwrap();
+        assert_eq!(g[30000..30008], id.0.to_le_bytes());
+        assert_eq!(g[6], PageKind::BTreeLeaf as u8);
+    }
+    pool.check_invariants();
+}
+
+#[test]
+fn store_errors_surface_as_errors() {
+    struct FailingStore;
+    impl PageStore for FailingStore {
+        fn read_page(&self, _: PageId, _: &mut [u8]) -> storage::StorageResult<()> {
+            Err(StorageError::io(
+                "read page",
+                std::io::Error::other("disk gone"),
+            ))
+        }
+        fn write_page(&self, _: PageId, _: &[u8]) -> storage::StorageResult<()> {
+            Err(StorageError::io(
+                "write page",
+                std::io::Error::other("disk full"),
+            ))
+        }
+        fn sync(&self) -> storage::StorageResult<()> {
+            Ok(())
+        }
+        fn page_count(&self) -> u64 {
+            3
+        }
+    }
+    let pool = Arc::new(BufferPool::new(Box::new(FailingStore), config(2), None).unwrap());
+    assert!(matches!(
+        pool.fix_shared(PageId(1)),
+        Err(StorageError::Io { .. })
+    ));
+    drop(pool.allocate_page(PageKind::Heap).unwrap());
+    drop(pool.allocate_page(PageKind::Heap).unwrap());
+    // Both frames are dirty and cannot be written: the next miss reports the write error.
+    let err = pool.allocate_page(PageKind::Heap).err().unwrap();
+    assert!(
+        matches!(
+            err,
+            StorageError::Io {
+                action: "write page",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(pool.flush_all().is_err());
+    pool.check_invariants();
+}

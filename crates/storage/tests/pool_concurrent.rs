@@ -1,0 +1,73 @@
+//! Many threads fixing random pages of a pool much smaller than the data.
+
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use storage::buffer::{BufferPool, PoolConfig};
+use storage::file::MemPageStore;
+use storage::page::PageKind;
+use storage::{PageId, PageSize};
+
+const PAGES: u64 = 200;
+const THREADS: u64 = 4;
+const OPS: u64 = 4000;
+/// Positions in each page that always hold the same counter value.
+const SLOTS: [usize; 4] = [64, 1000, 4000, 8184];
+
+#[test]
+fn concurrent_fixes_see_consistent_pages_and_lose_no_update() {
+    let pool = Arc::new(
+        BufferPool::new(
+            Box::new(MemPageStore::new(PageSize::Kib8)),
+            PoolConfig {
+                page_size: PageSize::Kib8,
+                frames: 24,
+                latching: true,
+            },
+            None,
+        )
+        .unwrap(),
+    );
+    for _ in 0..PAGES {
+        drop(pool.allocate_page(PageKind::Heap).unwrap());
+    }
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(t);
+                let mut increments = 0u64;
+                for _ in 0..OPS {
+                    let id = PageId(rng.gen_range(1..=PAGES));
+                    if rng.gen_bool(0.3) {
+                        let mut g = pool.fix_exclusive(id).unwrap();
+                        let v = u64::from_le_bytes(g[SLOTS[0]..SLOTS[0] + 8].try_into().unwrap());
+                        for s in SLOTS {
+                            g.range_mut(s, 8).copy_from_slice(&(v + 1).to_le_bytes());
+                        }
+                        increments += 1;
+                    } else {
+                        let g = pool.fix_shared(id).unwrap();
+                        assert_eq!(g.page_id(), id);
+                        assert_eq!(u64::from_le_bytes(g[16..24].try_into().unwrap()), id.0);
+                        let v = &g[SLOTS[0]..SLOTS[0] + 8];
+                        for s in SLOTS {
+                            assert_eq!(&g[s..s + 8], v, "torn page {id}");
+                        }
+                    }
+                }
+                increments
+            })
+        })
+        .collect();
+    let increments: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let total: u64 = (1..=PAGES)
+        .map(|p| {
+            let g = pool.fix_shared(PageId(p)).unwrap();
+            u64::from_le_bytes(g[SLOTS[0]..SLOTS[0] + 8].try_into().unwrap())
+        })
+        .sum();
+    assert_eq!(total, increments, "every increment survived eviction");
+    pool.check_invariants();
+}

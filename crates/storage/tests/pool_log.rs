@@ -1,0 +1,213 @@
+//! Buffer pool with a fake `PageLog`: redo ranges, LSN stamping, the WAL rule, rec_lsn.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use storage::buffer::{BufferPool, PoolConfig};
+use storage::file::{MemPageStore, PageStore};
+use storage::page::{page_lsn, PageKind, PageRedo, OFFSET_MAGIC};
+use storage::{Lsn, PageId, PageLog, PageSize, StorageResult};
+
+type Record = Vec<(PageId, Vec<(u16, Vec<u8>)>)>;
+
+#[derive(Default)]
+struct FakeLog {
+    next: AtomicU64,
+    flushed: AtomicU64,
+    records: Mutex<Vec<(Lsn, Record)>>,
+}
+
+impl PageLog for FakeLog {
+    fn log_redo(&self, pages: &[PageRedo<'_>]) -> Lsn {
+        let lsn = Lsn(self.next.fetch_add(100, Ordering::SeqCst) + 100);
+        let rec = pages
+            .iter()
+            .map(|p| {
+                (
+                    p.page,
+                    p.ranges
+                        .iter()
+                        .map(|r| (r.offset, r.bytes.to_vec()))
+                        .collect(),
+                )
+            })
+            .collect();
+        self.records.lock().unwrap().push((lsn, rec));
+        lsn
+    }
+    fn flush_to(&self, lsn: Lsn) -> StorageResult<()> {
+        self.flushed.fetch_max(lsn.0, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A store that checks the WAL rule on every write: the log must be durable up to the LSN of
+/// the page being written.
+struct WalCheckingStore {
+    inner: MemPageStore,
+    log: Arc<FakeLog>,
+    writes: AtomicU64,
+    violations: Mutex<Vec<(PageId, u64, u64)>>,
+}
+
+struct SharedStore(Arc<WalCheckingStore>);
+
+impl PageStore for SharedStore {
+    fn read_page(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
+        self.0.inner.read_page(id, buf)
+    }
+    fn write_page(&self, id: PageId, buf: &[u8]) -> StorageResult<()> {
+        let s = &self.0;
+        let lsn = page_lsn(buf).0;
+        let flushed = s.log.flushed.load(Ordering::SeqCst);
+        if lsn > flushed {
+            s.violations.lock().unwrap().push((id, lsn, flushed));
+        }
+        s.writes.fetch_add(1, Ordering::SeqCst);
+        s.inner.write_page(id, buf)
+    }
+    fn sync(&self) -> StorageResult<()> {
+        Ok(())
+    }
+    fn page_count(&self) -> u64 {
+        self.0.inner.page_count()
+    }
+}
+
+fn logged_pool(frames: usize) -> (BufferPool, Arc<FakeLog>, Arc<WalCheckingStore>) {
+    let log = Arc::new(FakeLog::default());
+    let store = Arc::new(WalCheckingStore {
+        inner: MemPageStore::new(PageSize::Kib8),
+        log: log.clone(),
+        writes: AtomicU64::new(0),
+        violations: Mutex::new(Vec::new()),
+    });
+    let pool = BufferPool::new(
+        Box::new(SharedStore(store.clone())),
+        PoolConfig {
+            page_size: PageSize::Kib8,
+            frames,
+            latching: true,
+        },
+        Some(log.clone() as Arc<dyn PageLog>),
+    )
+    .unwrap();
+    (pool, log, store)
+}
+
+#[test]
+fn log_redo_receives_exactly_the_changed_ranges_coalesced() {
+    let (pool, log, _) = logged_pool(4);
+    let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+    {
+        let recs = log.records.lock().unwrap();
+        assert_eq!(recs.len(), 1, "allocation logs the new page's image");
+        let (lsn, rec) = &recs[0];
+        assert_eq!(rec[0].0, id);
+        assert_eq!(rec[0].1.len(), 1);
+        assert_eq!(rec[0].1[0].0 as usize, OFFSET_MAGIC);
+        assert_eq!(rec[0].1[0].1.len(), 8192 - OFFSET_MAGIC);
+        assert_eq!(pool.fix_shared(id).unwrap().lsn(), *lsn);
+    }
+    {
+        let mut g = pool.fix_exclusive(id).unwrap();
+        g.range_mut(100, 4).copy_from_slice(b"aaaa");
+        g.range_mut(104, 2).copy_from_slice(b"bb"); // touches: merged
+        g.range_mut(500, 3).copy_from_slice(b"ccc");
+        g.range_mut(101, 2).copy_from_slice(b"AA"); // inside: merged, newest bytes logged
+        g.range_mut(40, 1)[0] = b'z';
+        assert!(g.has_pending_changes());
+    }
+    let recs = log.records.lock().unwrap();
+    assert_eq!(recs.len(), 2);
+    let (lsn, rec) = recs[1].clone();
+    assert_eq!(rec.len(), 1);
+    assert_eq!(
+        rec[0].1,
+        vec![
+            (40, b"z".to_vec()),
+            (100, b"aAAabb".to_vec()),
+            (500, b"ccc".to_vec())
+        ]
+    );
+    drop(recs);
+    let g = pool.fix_shared(id).unwrap();
+    assert_eq!(g.lsn(), lsn);
+    drop(g);
+    // A write guard that changes nothing logs nothing and leaves the page as it was.
+    drop(pool.fix_exclusive(id).unwrap());
+    assert_eq!(log.records.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn log_together_emits_one_record_for_several_pages() {
+    let (pool, log, _) = logged_pool(8);
+    let a = pool.allocate_page(PageKind::BTreeLeaf).unwrap().page_id();
+    let b = pool.allocate_page(PageKind::BTreeLeaf).unwrap().page_id();
+    let before = log.records.lock().unwrap().len();
+    let mut ga = pool.fix_exclusive(a).unwrap();
+    let mut gb = pool.fix_exclusive(b).unwrap();
+    ga.range_mut(1000, 2).copy_from_slice(b"xy");
+    gb.range_mut(2000, 1)[0] = 7;
+    pool.log_together(&mut [&mut ga, &mut gb]);
+    assert!(!ga.has_pending_changes() && !gb.has_pending_changes());
+    assert_eq!(ga.lsn(), gb.lsn());
+    let lsn = ga.lsn();
+    drop(ga);
+    drop(gb);
+    let recs = log.records.lock().unwrap();
+    assert_eq!(recs.len(), before + 1, "released guards add no record");
+    let (rec_lsn, rec) = &recs[before];
+    assert_eq!(*rec_lsn, lsn);
+    assert_eq!(rec.len(), 2);
+    assert_eq!(rec[0], (a, vec![(1000, b"xy".to_vec())]));
+    assert_eq!(rec[1], (b, vec![(2000, vec![7])]));
+}
+
+#[test]
+fn wal_rule_holds_on_eviction_and_flush_and_rec_lsn_is_the_first_change() {
+    let (pool, log, store) = logged_pool(8);
+    let ids: Vec<PageId> = (0..80)
+        .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+        .collect();
+    for round in 0..3u8 {
+        for &id in &ids {
+            let mut g = pool.fix_exclusive(id).unwrap();
+            g.range_mut(200 + round as usize, 1)[0] = round + 1;
+        }
+    }
+    // The first change since the last write-back is the page's rec_lsn.
+    let last = *ids.last().unwrap();
+    let first_lsn = pool.fix_shared(last).unwrap().lsn();
+    pool.fix_exclusive(last).unwrap().range_mut(300, 1)[0] = 9;
+    let dirty = pool.dirty_pages();
+    let (_, rec) = dirty.iter().find(|(p, _)| *p == last).copied().unwrap();
+    let page_lsn_now = pool.fix_shared(last).unwrap().lsn();
+    assert!(rec <= first_lsn && rec != Lsn::NONE && page_lsn_now > first_lsn);
+
+    pool.flush_all().unwrap();
+    assert!(pool.dirty_pages().is_empty());
+    assert!(store.writes.load(Ordering::SeqCst) >= 80 * 3 - 8);
+    assert!(
+        store.violations.lock().unwrap().is_empty(),
+        "pages written before their log: {:?}",
+        store.violations.lock().unwrap()
+    );
+    assert!(log.flushed.load(Ordering::SeqCst) >= page_lsn_now.0);
+    for &id in &ids {
+        let g = pool.fix_shared(id).unwrap();
+        assert_eq!(&g[200..203], &[1, 2, 3]);
+    }
+    pool.check_invariants();
+}
+
+#[test]
+fn redo_guards_are_not_logged() {
+    let (pool, log, _) = logged_pool(4);
+    let mut g = pool.fix_for_redo(PageId(3)).unwrap();
+    g.range_mut(64, 4).copy_from_slice(b"redo");
+    g.set_lsn(Lsn(7));
+    drop(g);
+    assert!(log.records.lock().unwrap().is_empty());
+    assert_eq!(pool.dirty_pages(), vec![(PageId(3), Lsn(7))]);
+}
