@@ -1,0 +1,750 @@
+//! [`LockManager`]: hierarchical strict two-phase locking over the lock table.
+//!
+//! A transaction's locks are described by two things:
+//!
+//! * the shared lock table (granted groups and wait queues, one latch per bucket), and
+//! * its own [`TxnLocks`], which only it touches: every lock it holds with its mode, the
+//!   mode it holds on the database and on each table it used, and per table the count of
+//!   leaf (record or page) locks and whether the table was escalated.
+//!
+//! The per-transaction cache is what makes the hierarchy cheap: the second record of a
+//! table finds the table's `IX` in `TxnLocks` and sends one request to the lock table, not
+//! three.
+//!
+//! ```text
+//!   lock_record(t, table 1, key 42, X)
+//!     database covers X below?  ── yes ──▶ done (no request)
+//!     table 1 covers X below?   ── yes ──▶ done
+//!     table 1 held ⊇ IX?        ── no ───▶ database ⊇ IX? else request(Database, IX)
+//!                                          request(Table 1, IX)
+//!     leaf count == threshold?  ── yes ──▶ escalate: request(Table 1, X), release leaves
+//!     request(Record{1, 42}, X)
+//! ```
+//!
+//! A request (`request`) latches the name's bucket and either grants at once — the name is
+//! held in a covering mode; or an upgrade is compatible with the other holders (it converts
+//! in place); or a new request is compatible and nobody waits (no barging) — or queues
+//! and sleeps on the transaction's wait slot with the bucket latch released. See
+//! [`super::deadlock`] for when waiting ends in a deadlock error.
+//!
+//! Escalation: when a transaction holding `escalation_threshold` leaf locks in a table asks
+//! for another, it asks instead for the table in `S` (all its leaf locks there are reads)
+//! or `X`, and on success releases those leaf locks. Later leaf requests on the table are
+//! covered by it (an `S`-escalated table is converted to `X` for a write).
+//!
+//! Statistics are counted in `TxnLocks` (no shared cache line on the lock path) and added
+//! to the manager's atomic totals by `release_all`. With `timing` on, every entry point
+//! reads the clock: `Lock` is its time minus the two waits, `Lock-PC` the time spent
+//! acquiring a contended bucket latch (a `try` first, so only the contended path is timed),
+//! `Lock-LC` the time blocked behind conflicting holders (the TPC-E paper's Figure 2).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use storage::latch::{Latch, LatchWriteGuard};
+
+use super::deadlock::WaitForGraph;
+use super::mode::LockMode;
+use super::name::LockName;
+use super::table::{Bucket, Grant, LockHead, LockTable, WaitSlot, Waiter};
+use super::{LockError, TxnId};
+
+/// How a [`LockManager`] behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockConfig {
+    /// Leaf (record or page) locks one transaction may hold in one table; the next request
+    /// escalates to a table lock. `usize::MAX` disables escalation.
+    pub escalation_threshold: usize,
+    /// Berkeley-DB style: the engine locks pages instead of records (see `cc::two_pl`).
+    pub page_level: bool,
+    /// A wait longer than this fails with the retryable [`LockError::Timeout`]; a backstop,
+    /// deadlocks are detected without it.
+    pub wait_timeout: Duration,
+    /// Whether the lock table's bucket latches are enabled (off: one thread only).
+    pub latching: bool,
+    /// Measure `Lock` / `Lock-PC` / `Lock-LC` time; off, no clock is read on the grant path.
+    pub timing: bool,
+    /// Lock-table buckets (rounded up to a power of two).
+    pub buckets: usize,
+    /// How often a blocked transaction searches the wait-for graph again (a backstop to
+    /// the search made when it blocks).
+    pub deadlock_check_interval: Duration,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        LockConfig {
+            escalation_threshold: 5000,
+            page_level: false,
+            wait_timeout: Duration::from_secs(10),
+            latching: true,
+            timing: false,
+            buckets: 4096,
+            deadlock_check_interval: Duration::from_millis(50),
+        }
+    }
+}
+
+/// Totals over all finished transactions (those that called `release_all`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockStats {
+    /// Requests that reached the lock table (the hierarchy's cached and covered requests
+    /// are not counted).
+    pub requests: u64,
+    /// Requests granted without waiting (including re-requests of held modes).
+    pub immediate: u64,
+    /// Requests that queued.
+    pub waits: u64,
+    pub deadlocks: u64,
+    pub timeouts: u64,
+    pub escalations: u64,
+    /// Requests for a name already held in a weaker mode.
+    pub upgrades: u64,
+    /// `Lock`: time in the lock manager's entry points, waits excluded.
+    pub lock_ns: u64,
+    /// `Lock-PC`: time acquiring contended bucket latches.
+    pub physical_contention_ns: u64,
+    /// `Lock-LC`: time blocked behind conflicting holders.
+    pub logical_contention_ns: u64,
+}
+
+const STAT_FIELDS: usize = 10;
+
+impl LockStats {
+    fn to_array(self) -> [u64; STAT_FIELDS] {
+        [
+            self.requests,
+            self.immediate,
+            self.waits,
+            self.deadlocks,
+            self.timeouts,
+            self.escalations,
+            self.upgrades,
+            self.lock_ns,
+            self.physical_contention_ns,
+            self.logical_contention_ns,
+        ]
+    }
+
+    fn from_array(a: [u64; STAT_FIELDS]) -> Self {
+        LockStats {
+            requests: a[0],
+            immediate: a[1],
+            waits: a[2],
+            deadlocks: a[3],
+            timeouts: a[4],
+            escalations: a[5],
+            upgrades: a[6],
+            lock_ns: a[7],
+            physical_contention_ns: a[8],
+            logical_contention_ns: a[9],
+        }
+    }
+}
+
+/// What one transaction holds on one table.
+#[derive(Clone, Copy, Debug)]
+struct TableLocks {
+    table: u32,
+    /// The mode held on the table, if any.
+    mode: Option<LockMode>,
+    /// Leaf locks held in the table.
+    leaf_count: usize,
+    escalated: bool,
+}
+
+/// A transaction's locks, owned by the transaction. Create with [`LockManager::begin`];
+/// reuse (keeping the vectors' capacity) with [`TxnLocks::reset`] after `release_all`.
+pub struct TxnLocks {
+    txn: TxnId,
+    /// Every lock held, once per name, with its current mode.
+    held: Vec<(LockName, LockMode)>,
+    /// The mode held on the database.
+    database: Option<LockMode>,
+    /// Per table touched; few per transaction, so a vector searched linearly.
+    tables: Vec<TableLocks>,
+    slot: Arc<WaitSlot>,
+    stats: LockStats,
+}
+
+impl TxnLocks {
+    pub fn txn(&self) -> TxnId {
+        self.txn
+    }
+
+    /// Every lock held, with its mode.
+    pub fn held(&self) -> &[(LockName, LockMode)] {
+        &self.held
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// The mode held on `name`, if any.
+    pub fn mode_of(&self, name: LockName) -> Option<LockMode> {
+        self.held
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == name)
+            .map(|h| h.1)
+    }
+
+    /// Leaf locks held in `table`.
+    pub fn leaf_locks_in(&self, table: u32) -> usize {
+        self.table(table).map_or(0, |t| t.leaf_count)
+    }
+
+    /// Whether this transaction's leaf locks in `table` were escalated to a table lock.
+    pub fn is_escalated(&self, table: u32) -> bool {
+        self.table(table).is_some_and(|t| t.escalated)
+    }
+
+    /// Statistics of this transaction so far (added to the manager's at `release_all`).
+    pub fn stats(&self) -> LockStats {
+        self.stats
+    }
+
+    /// Starts transaction `txn` with this (released) state, keeping its allocations.
+    pub fn reset(&mut self, txn: TxnId) {
+        assert!(
+            self.held.is_empty(),
+            "reset of {} before release_all",
+            self.txn
+        );
+        self.txn = txn;
+        self.database = None;
+        self.tables.clear();
+        self.stats = LockStats::default();
+    }
+
+    fn table(&self, table: u32) -> Option<&TableLocks> {
+        self.tables.iter().find(|t| t.table == table)
+    }
+
+    #[inline]
+    fn table_index(&mut self, table: u32) -> usize {
+        match self.tables.iter().position(|t| t.table == table) {
+            Some(i) => i,
+            None => {
+                self.tables.push(TableLocks {
+                    table,
+                    mode: None,
+                    leaf_count: 0,
+                    escalated: false,
+                });
+                self.tables.len() - 1
+            }
+        }
+    }
+
+    fn note_upgrade(&mut self, name: LockName, mode: LockMode) {
+        if let Some(h) = self.held.iter_mut().rev().find(|(n, _)| *n == name) {
+            h.1 = mode;
+        }
+    }
+}
+
+impl Drop for TxnLocks {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            debug_assert!(
+                self.held.is_empty(),
+                "{} dropped holding {} locks without release_all",
+                self.txn,
+                self.held.len()
+            );
+        }
+    }
+}
+
+/// Clock readings of one entry-point call (only when timing is on).
+struct Timer {
+    start: Option<Instant>,
+    physical_ns: u64,
+    logical_ns: u64,
+}
+
+/// The lock manager. `Send + Sync`; one per database.
+pub struct LockManager {
+    config: LockConfig,
+    table: LockTable,
+    /// Who waits for whom. Taken after a bucket latch, never before one; only on the
+    /// blocking path and when a head with waiters changes.
+    graph: Mutex<WaitForGraph>,
+    /// Totals of finished transactions, indexed like `LockStats::to_array`.
+    totals: [AtomicU64; STAT_FIELDS],
+}
+
+impl LockManager {
+    pub fn new(config: LockConfig) -> Self {
+        LockManager {
+            table: LockTable::new(config.buckets, config.latching),
+            config,
+            graph: Mutex::new(WaitForGraph::new()),
+            totals: Default::default(),
+        }
+    }
+
+    pub fn config(&self) -> &LockConfig {
+        &self.config
+    }
+
+    /// The lock state of a new transaction.
+    pub fn begin(&self, txn: TxnId) -> TxnLocks {
+        TxnLocks {
+            txn,
+            held: Vec::new(),
+            database: None,
+            tables: Vec::new(),
+            slot: Arc::new(WaitSlot::new()),
+            stats: LockStats::default(),
+        }
+    }
+
+    /// Locks a record, first taking the intention locks above it (`IS`/`IX` on database
+    /// and table) unless already held or covered; escalates when the table's leaf-lock
+    /// count reaches the threshold.
+    pub fn lock_record(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        key: u64,
+        mode: LockMode,
+    ) -> Result<(), LockError> {
+        let mut timer = self.timer();
+        let r = self.lock_leaf(t, table, LockName::Record { table, key }, mode, &mut timer);
+        self.stop(t, timer);
+        r
+    }
+
+    /// Locks a page (page-level locking), with the same hierarchy and escalation as records.
+    pub fn lock_page(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        page: u64,
+        mode: LockMode,
+    ) -> Result<(), LockError> {
+        let mut timer = self.timer();
+        let r = self.lock_leaf(t, table, LockName::Page { table, page }, mode, &mut timer);
+        self.stop(t, timer);
+        r
+    }
+
+    /// Locks a table (e.g. `S` for a scan, `IX` before inserts), taking the database's
+    /// intention lock first.
+    pub fn lock_table(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        mode: LockMode,
+    ) -> Result<(), LockError> {
+        let mut timer = self.timer();
+        let r = self.lock_table_inner(t, table, mode, &mut timer);
+        self.stop(t, timer);
+        r
+    }
+
+    /// Locks one name, without the hierarchy (no intention locks, no escalation).
+    pub fn lock(&self, t: &mut TxnLocks, name: LockName, mode: LockMode) -> Result<(), LockError> {
+        let mut timer = self.timer();
+        let r = self
+            .request(t, name, mode, &mut timer)
+            .map(|got| match name {
+                LockName::Database => t.database = Some(got),
+                LockName::Table(table) => {
+                    let i = t.table_index(table);
+                    t.tables[i].mode = Some(got);
+                }
+                LockName::Page { .. } | LockName::Record { .. } => {}
+            });
+        self.stop(t, timer);
+        r
+    }
+
+    /// Strict 2PL's end: releases every lock of `t` (at commit or after abort), waking
+    /// waiters that become grantable, and adds `t`'s statistics to the totals.
+    pub fn release_all(&self, t: &mut TxnLocks) {
+        let mut timer = self.timer();
+        let txn = t.txn;
+        for (name, _) in t.held.drain(..) {
+            self.release(txn, name, &mut timer);
+        }
+        t.database = None;
+        t.tables.clear();
+        self.stop(t, timer);
+        for (total, value) in self.totals.iter().zip(t.stats.to_array()) {
+            if value != 0 {
+                total.fetch_add(value, Ordering::Relaxed);
+            }
+        }
+        t.stats = LockStats::default();
+    }
+
+    /// Totals over the transactions finished so far.
+    pub fn stats(&self) -> LockStats {
+        LockStats::from_array(std::array::from_fn(|i| {
+            self.totals[i].load(Ordering::Relaxed)
+        }))
+    }
+
+    pub fn reset_stats(&self) {
+        for total in &self.totals {
+            total.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Lock names with a head in the table (granted or waited for).
+    pub fn lock_name_count(&self) -> usize {
+        self.table.buckets().map(|b| b.write().heads.len()).sum()
+    }
+
+    /// Panics unless every head satisfies the lock table's invariants and the wait-for
+    /// graph has exactly the queued requests as nodes. Call when no request is in flight
+    /// (latches are taken one bucket at a time, so a concurrent request may look torn).
+    pub fn check_invariants(&self) {
+        let mut waiting = Vec::new();
+        for bucket in self.table.buckets() {
+            let guard = bucket.write();
+            for (name, head) in &guard.heads {
+                head.check_invariants(name);
+                waiting.extend(head.queue.iter().map(|w| w.txn));
+            }
+        }
+        let graph = self.graph.lock();
+        assert_eq!(
+            graph.len(),
+            waiting.len(),
+            "wait-for graph has {} nodes, queues hold {} requests",
+            graph.len(),
+            waiting.len()
+        );
+        for txn in waiting {
+            assert!(
+                graph.is_waiting(txn),
+                "{txn} queued but not in the wait-for graph"
+            );
+        }
+    }
+
+    // ---- the hierarchy ----
+
+    fn lock_leaf(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Result<(), LockError> {
+        if t.database.is_some_and(|d| d.covers_below(mode)) {
+            return Ok(());
+        }
+        let i = t.table_index(table);
+        if t.tables[i].mode.is_some_and(|m| m.covers_below(mode)) {
+            return Ok(());
+        }
+        self.ensure_table(t, i, mode.intention(), timer)?;
+        if t.tables[i].escalated || t.tables[i].leaf_count >= self.config.escalation_threshold {
+            return self.escalate(t, i, mode, timer);
+        }
+        let held_before = t.held.len();
+        self.request(t, name, mode, timer)?;
+        if t.held.len() > held_before {
+            t.tables[i].leaf_count += 1;
+        }
+        Ok(())
+    }
+
+    fn lock_table_inner(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Result<(), LockError> {
+        if t.database.is_some_and(|d| d.covers_below(mode)) {
+            return Ok(());
+        }
+        let i = t.table_index(table);
+        self.ensure_table(t, i, mode, timer)
+    }
+
+    /// Makes `t` hold at least `want` on table `tables[i]`, database intention first.
+    fn ensure_table(
+        &self,
+        t: &mut TxnLocks,
+        i: usize,
+        want: LockMode,
+        timer: &mut Timer,
+    ) -> Result<(), LockError> {
+        let held = t.tables[i].mode;
+        if held.is_some_and(|m| m.covers(want)) {
+            return Ok(());
+        }
+        let target = held.map_or(want, |m| m.supremum(want));
+        self.ensure_database(t, target.intention(), timer)?;
+        let got = self.request(t, LockName::Table(t.tables[i].table), target, timer)?;
+        t.tables[i].mode = Some(got);
+        Ok(())
+    }
+
+    fn ensure_database(
+        &self,
+        t: &mut TxnLocks,
+        want: LockMode,
+        timer: &mut Timer,
+    ) -> Result<(), LockError> {
+        let held = t.database;
+        if held.is_some_and(|m| m.covers(want)) {
+            return Ok(());
+        }
+        let target = held.map_or(want, |m| m.supremum(want));
+        let got = self.request(t, LockName::Database, target, timer)?;
+        t.database = Some(got);
+        Ok(())
+    }
+
+    /// Replaces `t`'s leaf locks in table `tables[i]` by one table lock covering them and
+    /// `mode`. On error nothing changes (the leaf locks stay).
+    fn escalate(
+        &self,
+        t: &mut TxnLocks,
+        i: usize,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Result<(), LockError> {
+        let table = t.tables[i].table;
+        let writes = mode.intention() == LockMode::IX
+            || t.held.iter().any(|(n, m)| {
+                n.is_leaf() && n.table() == Some(table) && m.intention() == LockMode::IX
+            });
+        let leaf_mode = if writes { LockMode::X } else { LockMode::S };
+        self.ensure_table(t, i, leaf_mode, timer)?;
+        if !t.tables[i].escalated {
+            t.stats.escalations += 1;
+            t.tables[i].escalated = true;
+        }
+        t.tables[i].leaf_count = 0;
+        let txn = t.txn;
+        let mut held = std::mem::take(&mut t.held);
+        held.retain(|(n, _)| {
+            let leaf_here = n.is_leaf() && n.table() == Some(table);
+            if leaf_here {
+                self.release(txn, *n, timer);
+            }
+            !leaf_here
+        });
+        t.held = held;
+        Ok(())
+    }
+
+    // ---- the lock table ----
+
+    /// Requests `mode` on `name` for `t`, waiting if needed; returns the mode then held.
+    fn request(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Result<LockMode, LockError> {
+        t.stats.requests += 1;
+        let txn = t.txn;
+        let mut guard = self.latch(self.table.bucket(name), timer);
+        let head = guard.head_mut(name);
+        let (want, upgrade) = match head.grant_of(txn) {
+            Some(g) => {
+                let held = head.granted[g].mode;
+                if held.covers(mode) {
+                    t.stats.immediate += 1;
+                    return Ok(held);
+                }
+                t.stats.upgrades += 1;
+                let want = held.supremum(mode);
+                if head.compatible_with_others(txn, want) {
+                    head.granted[g].mode = want;
+                    if !head.queue.is_empty() {
+                        // A holder's mode grew: waiters behind may now wait for it.
+                        refresh_edges(head, &mut self.graph.lock());
+                    }
+                    drop(guard);
+                    t.stats.immediate += 1;
+                    t.note_upgrade(name, want);
+                    return Ok(want);
+                }
+                (want, true)
+            }
+            None => {
+                if head.queue.is_empty() && head.compatible_with_others(txn, mode) {
+                    head.granted.push(Grant { txn, mode });
+                    drop(guard);
+                    t.stats.immediate += 1;
+                    t.held.push((name, mode));
+                    return Ok(mode);
+                }
+                (mode, false)
+            }
+        };
+
+        // Block: queue, register in the wait-for graph, search for a cycle through us.
+        t.stats.waits += 1;
+        t.slot.arm();
+        head.enqueue(Waiter {
+            txn,
+            mode: want,
+            upgrade,
+            slot: t.slot.clone(),
+        });
+        {
+            let mut graph = self.graph.lock();
+            refresh_edges(head, &mut graph);
+            if graph.cycle_through(txn).is_some() {
+                withdraw(head, txn, &mut graph);
+                drop(graph);
+                drop(guard);
+                t.slot.disarm();
+                t.stats.deadlocks += 1;
+                return Err(LockError::Deadlock { victim: txn });
+            }
+        }
+        drop(guard);
+        self.wait(t, name, want, upgrade, timer)
+    }
+
+    /// Sleeps until the queued request of `t` on `name` is granted, its transaction is
+    /// found on a cycle, or the wait times out.
+    fn wait(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        want: LockMode,
+        upgrade: bool,
+        timer: &mut Timer,
+    ) -> Result<LockMode, LockError> {
+        let txn = t.txn;
+        let started = Instant::now();
+        let timeout_at = started + self.config.wait_timeout;
+        let outcome = loop {
+            let tick = (Instant::now() + self.config.deadlock_check_interval).min(timeout_at);
+            if t.slot.wait_until(tick) {
+                break Ok(());
+            }
+            let mut guard = self.table.latch(name);
+            if t.slot.is_granted() {
+                break Ok(());
+            }
+            let timed_out = Instant::now() >= timeout_at;
+            let Some(head) = guard.heads.get_mut(&name) else {
+                unreachable!("{txn} waits on {name}, which has no lock head");
+            };
+            let mut graph = self.graph.lock();
+            let victim = !timed_out && graph.cycle_through(txn).is_some();
+            if timed_out || victim {
+                withdraw(head, txn, &mut graph);
+                break Err(if victim {
+                    LockError::Deadlock { victim: txn }
+                } else {
+                    LockError::Timeout { txn, name }
+                });
+            }
+        };
+        t.slot.disarm();
+        if timer.start.is_some() {
+            timer.logical_ns += started.elapsed().as_nanos() as u64;
+        }
+        match outcome {
+            Ok(()) => {
+                if upgrade {
+                    t.note_upgrade(name, want);
+                } else {
+                    t.held.push((name, want));
+                }
+                Ok(want)
+            }
+            Err(e) => {
+                match e {
+                    LockError::Deadlock { .. } => t.stats.deadlocks += 1,
+                    LockError::Timeout { .. } => t.stats.timeouts += 1,
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Releases `txn`'s grant on `name` and grants what became grantable.
+    fn release(&self, txn: TxnId, name: LockName, timer: &mut Timer) {
+        let mut guard = self.latch(self.table.bucket(name), timer);
+        let unused = match guard.heads.get_mut(&name) {
+            Some(head) => {
+                head.remove_grant(txn);
+                if !head.queue.is_empty() {
+                    let mut graph = self.graph.lock();
+                    head.grant_waiters(|g| graph.remove(g));
+                    refresh_edges(head, &mut graph);
+                }
+                head.is_unused()
+            }
+            None => false,
+        };
+        if unused {
+            guard.drop_if_unused(name);
+        }
+    }
+
+    /// Latches a bucket, timing the wait when the latch is contended and timing is on.
+    #[inline]
+    fn latch<'a>(
+        &self,
+        bucket: &'a Latch<Bucket>,
+        timer: &mut Timer,
+    ) -> LatchWriteGuard<'a, Bucket> {
+        if timer.start.is_none() {
+            return bucket.write();
+        }
+        if let Some(guard) = bucket.try_write() {
+            return guard;
+        }
+        let started = Instant::now();
+        let guard = bucket.write();
+        timer.physical_ns += started.elapsed().as_nanos() as u64;
+        guard
+    }
+
+    #[inline]
+    fn timer(&self) -> Timer {
+        Timer {
+            start: self.config.timing.then(Instant::now),
+            physical_ns: 0,
+            logical_ns: 0,
+        }
+    }
+
+    #[inline]
+    fn stop(&self, t: &mut TxnLocks, timer: Timer) {
+        if let Some(start) = timer.start {
+            let total = start.elapsed().as_nanos() as u64;
+            t.stats.lock_ns += total.saturating_sub(timer.physical_ns + timer.logical_ns);
+            t.stats.physical_contention_ns += timer.physical_ns;
+            t.stats.logical_contention_ns += timer.logical_ns;
+        }
+    }
+}
+
+/// Recomputes the wait-for edges of every request queued on `head`.
+fn refresh_edges(head: &LockHead, graph: &mut WaitForGraph) {
+    for (i, w) in head.queue.iter().enumerate() {
+        graph.set_edges(w.txn, head.blockers_of(i));
+    }
+}
+
+/// Removes `txn`'s queued request from `head` and the graph, then grants what that unblocked.
+fn withdraw(head: &mut LockHead, txn: TxnId, graph: &mut WaitForGraph) {
+    graph.remove(txn);
+    head.dequeue(txn);
+    head.grant_waiters(|g| graph.remove(g));
+    refresh_edges(head, graph);
+}

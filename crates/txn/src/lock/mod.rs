@@ -1,0 +1,55 @@
+//! The lock manager: hierarchical two-phase locking with deadlock detection and escalation.
+//!
+//! * [`mode`]: the five modes, their compatibility matrix and supremum (upgrade) table;
+//! * [`name`]: what is locked — database → table → page or record;
+//! * `table`: the hash-partitioned lock table, one latch per bucket;
+//! * [`deadlock`]: the wait-for graph and its cycle search;
+//! * [`manager`]: [`LockManager`], the entry points, escalation, statistics.
+//!
+//! Locks are logical and transactional (held to commit or abort, deadlock-detected);
+//! latches (`storage::latch`) are physical and short. The lock table's buckets are guarded
+//! by latches; nothing here ever waits for a lock while holding a latch.
+
+pub mod deadlock;
+pub mod manager;
+pub mod mode;
+pub mod name;
+pub(crate) mod table;
+
+pub use manager::{LockConfig, LockManager, LockStats, TxnLocks};
+pub use mode::LockMode;
+pub use name::LockName;
+
+pub use crate::TxnId;
+
+/// Why a lock request failed. Both kinds are *retryable*: the caller aborts the transaction
+/// (undo, then [`LockManager::release_all`]) and may run it again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockError {
+    /// The request closed a cycle in the wait-for graph; its transaction is the victim. The
+    /// blocked request was withdrawn; locks the transaction already held are kept until it
+    /// calls `release_all`.
+    #[error("transaction {victim} was chosen as a deadlock victim; abort and retry it")]
+    Deadlock { victim: TxnId },
+    /// The request waited longer than [`LockConfig::wait_timeout`] (a backstop; deadlocks
+    /// are detected without it). The request was withdrawn.
+    #[error("transaction {txn} timed out waiting for a lock on {name}; abort and retry it")]
+    Timeout { txn: TxnId, name: LockName },
+}
+
+impl LockError {
+    /// Whether running the transaction again may succeed (always, for lock errors).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LockError::Deadlock { .. } | LockError::Timeout { .. } => true,
+        }
+    }
+
+    /// The transaction that must abort.
+    pub fn txn(&self) -> TxnId {
+        match self {
+            LockError::Deadlock { victim } => *victim,
+            LockError::Timeout { txn, .. } => *txn,
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The lock table: a hash-partitioned map from [`LockName`] to a lock head.
+//!
+//! ```text
+//!   LockTable
+//!   ├── bucket 0: Latch<Bucket> ── heads: { Record{1,42} → LockHead, Table(1) → LockHead, … }
+//!   ├── bucket 1: Latch<Bucket> ── …                               spare: [recycled heads]
+//!   └── …  (a power of two; bucket = hash64(name) & mask)
+//!
+//!   LockHead
+//!   ├── granted: [ (T1, IS), (T4, IX) ]          the granted group, pairwise compatible
+//!   └── queue:   [ T2 X→SIX upgrade | T7 S | T9 X ]   FIFO; upgrades ahead of new requests
+//! ```
+//!
+//! Latching. Each bucket's [`Latch`] (exclusive only) protects its map, every head in it,
+//! and the heads' grant and queue vectors. It is held for the few instructions of one
+//! request or release and never while a transaction waits; no code holds two bucket latches
+//! at once. Lock order: bucket latch → wait-for-graph mutex → a waiter's slot mutex.
+//!
+//! Invariants of a head (checked by [`LockHead::check_invariants`]):
+//! 1. a head in the map is never empty (granted group or queue non-empty): no orphans;
+//! 2. the granted modes are pairwise compatible and each transaction appears at most once;
+//! 3. each transaction appears at most once in the queue; upgrade requests come from
+//!    holders and precede every new request;
+//! 4. the queue's front request is not grantable (otherwise it would have been granted):
+//!    the grant pass in [`LockHead::grant_waiters`] runs after every change.
+//!
+//! Heads are recycled through a per-bucket spare list so that, once warm, locking a fresh
+//! record allocates nothing (the map does not shrink on removal, and the spare heads keep
+//! their vectors' capacity).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+use storage::latch::{Latch, LatchWriteGuard};
+
+use super::mode::LockMode;
+use super::name::{BuildNameHasher, LockName};
+use super::TxnId;
+
+/// Spare heads kept per bucket.
+const SPARE_HEADS_MAX: usize = 32;
+
+/// One granted lock in a head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub txn: TxnId,
+    pub mode: LockMode,
+}
+
+/// A blocked request.
+pub(crate) struct Waiter {
+    pub txn: TxnId,
+    /// The mode to hold once granted (for an upgrade: the supremum of held and requested).
+    pub mode: LockMode,
+    /// Converts an existing grant of the same transaction instead of adding one.
+    pub upgrade: bool,
+    pub slot: Arc<WaitSlot>,
+}
+
+/// Where a blocked transaction sleeps. One per transaction; a transaction waits for at most
+/// one request at a time.
+pub(crate) struct WaitSlot {
+    /// Protects the wait state; the granter sets `Granted` under the bucket latch.
+    state: Mutex<WaitState>,
+    wake: Condvar,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WaitState {
+    Idle,
+    Waiting,
+    Granted,
+}
+
+impl WaitSlot {
+    pub fn new() -> Self {
+        WaitSlot {
+            state: Mutex::new(WaitState::Idle),
+            wake: Condvar::new(),
+        }
+    }
+
+    /// Marks the owner as about to wait. Called under the bucket latch, before it is released.
+    pub fn arm(&self) {
+        *self.state.lock() = WaitState::Waiting;
+    }
+
+    /// Grants the owner's request and wakes it. Called under the bucket latch.
+    pub fn grant(&self) {
+        let mut state = self.state.lock();
+        debug_assert_eq!(*state, WaitState::Waiting);
+        *state = WaitState::Granted;
+        self.wake.notify_one();
+    }
+
+    /// Sleeps until granted or `deadline`; returns whether granted. Never holds a bucket latch.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        let mut state = self.state.lock();
+        while *state == WaitState::Waiting {
+            if self.wake.wait_until(&mut state, deadline).timed_out() {
+                break;
+            }
+        }
+        *state == WaitState::Granted
+    }
+
+    /// Whether granted; read under the bucket latch to settle a race with a granter.
+    pub fn is_granted(&self) -> bool {
+        *self.state.lock() == WaitState::Granted
+    }
+
+    /// Back to idle after the wait ends (granted, timed out or chosen as victim).
+    pub fn disarm(&self) {
+        *self.state.lock() = WaitState::Idle;
+    }
+}
+
+/// The state of one lock name: granted group and FIFO wait queue.
+#[derive(Default)]
+pub(crate) struct LockHead {
+    pub granted: Vec<Grant>,
+    pub queue: VecDeque<Waiter>,
+}
+
+impl LockHead {
+    /// Index of `txn`'s grant.
+    #[inline]
+    pub fn grant_of(&self, txn: TxnId) -> Option<usize> {
+        self.granted.iter().position(|g| g.txn == txn)
+    }
+
+    /// Whether `mode` is compatible with every grant except `txn`'s own.
+    #[inline]
+    pub fn compatible_with_others(&self, txn: TxnId, mode: LockMode) -> bool {
+        self.granted
+            .iter()
+            .all(|g| g.txn == txn || g.mode.compatible(mode))
+    }
+
+    pub fn is_unused(&self) -> bool {
+        self.granted.is_empty() && self.queue.is_empty()
+    }
+
+    /// Queues a blocked request: upgrades after the upgrades already queued, new requests
+    /// at the back.
+    pub fn enqueue(&mut self, waiter: Waiter) {
+        if waiter.upgrade {
+            let at = self.queue.iter().take_while(|w| w.upgrade).count();
+            self.queue.insert(at, waiter);
+        } else {
+            self.queue.push_back(waiter);
+        }
+    }
+
+    /// Removes `txn`'s queued request, if any.
+    pub fn dequeue(&mut self, txn: TxnId) -> bool {
+        match self.queue.iter().position(|w| w.txn == txn) {
+            Some(i) => {
+                self.queue.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes `txn`'s grant, if any.
+    pub fn remove_grant(&mut self, txn: TxnId) -> bool {
+        match self.grant_of(txn) {
+            Some(i) => {
+                self.granted.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Grants queued requests from the front while they are compatible with the granted
+    /// group, waking each; stops at the first that is not (FIFO, no barging). Calls
+    /// `on_grant` with each granted transaction.
+    pub fn grant_waiters(&mut self, mut on_grant: impl FnMut(TxnId)) {
+        while let Some(front) = self.queue.front() {
+            if !self.compatible_with_others(front.txn, front.mode) {
+                break;
+            }
+            let Some(w) = self.queue.pop_front() else {
+                break;
+            };
+            match self.grant_of(w.txn) {
+                Some(i) if w.upgrade => self.granted[i].mode = w.mode,
+                _ => self.granted.push(Grant {
+                    txn: w.txn,
+                    mode: w.mode,
+                }),
+            }
+            w.slot.grant();
+            on_grant(w.txn);
+        }
+    }
+
+    /// The transactions that the waiter at queue index `at` waits for: incompatible other
+    /// holders and everyone queued ahead.
+    pub fn blockers_of(&self, at: usize) -> impl Iterator<Item = TxnId> + '_ {
+        let w = &self.queue[at];
+        let holders = self
+            .granted
+            .iter()
+            .filter(move |g| g.txn != w.txn && !g.mode.compatible(w.mode))
+            .map(|g| g.txn);
+        let ahead = self.queue.iter().take(at).map(|a| a.txn);
+        holders.chain(ahead)
+    }
+
+    /// Panics if an invariant of the module documentation is broken.
+    pub fn check_invariants(&self, name: &LockName) {
+        assert!(!self.is_unused(), "{name}: orphan lock head");
+        for (i, a) in self.granted.iter().enumerate() {
+            for b in &self.granted[i + 1..] {
+                assert_ne!(a.txn, b.txn, "{name}: {} granted twice", a.txn);
+                assert!(
+                    a.mode.compatible(b.mode),
+                    "{name}: incompatible grants {} {} / {} {}",
+                    a.txn,
+                    a.mode,
+                    b.txn,
+                    b.mode
+                );
+            }
+        }
+        let mut seen_new = false;
+        for (i, w) in self.queue.iter().enumerate() {
+            assert!(
+                self.queue.iter().skip(i + 1).all(|o| o.txn != w.txn),
+                "{name}: {} queued twice",
+                w.txn
+            );
+            if w.upgrade {
+                assert!(
+                    !seen_new,
+                    "{name}: upgrade of {} behind a new request",
+                    w.txn
+                );
+                assert!(
+                    self.grant_of(w.txn).is_some(),
+                    "{name}: upgrade of {} holds nothing",
+                    w.txn
+                );
+            } else {
+                seen_new = true;
+                assert!(
+                    self.grant_of(w.txn).is_none(),
+                    "{name}: new request of holder {}",
+                    w.txn
+                );
+            }
+        }
+        if let Some(front) = self.queue.front() {
+            assert!(
+                !self.compatible_with_others(front.txn, front.mode),
+                "{name}: front request of {} is grantable but waits",
+                front.txn
+            );
+        }
+    }
+}
+
+/// The heads of one partition of the name space.
+#[derive(Default)]
+pub(crate) struct Bucket {
+    pub heads: HashMap<LockName, LockHead, BuildNameHasher>,
+    spare: Vec<LockHead>,
+}
+
+impl Bucket {
+    /// The head of `name`, created (from a spare when possible) if absent.
+    #[inline]
+    pub fn head_mut(&mut self, name: LockName) -> &mut LockHead {
+        let spare = &mut self.spare;
+        self.heads
+            .entry(name)
+            .or_insert_with(|| spare.pop().unwrap_or_default())
+    }
+
+    /// Removes the head of `name` if it became unused, keeping it as a spare.
+    #[inline]
+    pub fn drop_if_unused(&mut self, name: LockName) {
+        if self.heads.get(&name).is_some_and(LockHead::is_unused) {
+            if let Some(head) = self.heads.remove(&name) {
+                if self.spare.len() < SPARE_HEADS_MAX {
+                    self.spare.push(head);
+                }
+            }
+        }
+    }
+}
+
+/// The partitioned table.
+pub(crate) struct LockTable {
+    /// Each latch protects its bucket's map and all heads in it.
+    buckets: Box<[Latch<Bucket>]>,
+    mask: u64,
+}
+
+impl LockTable {
+    /// `buckets` is rounded up to a power of two (at least 1).
+    pub fn new(buckets: usize, latching: bool) -> Self {
+        let n = buckets.max(1).next_power_of_two();
+        LockTable {
+            buckets: (0..n)
+                .map(|_| Latch::new(Bucket::default(), latching))
+                .collect(),
+            mask: n as u64 - 1,
+        }
+    }
+
+    #[inline]
+    pub fn bucket(&self, name: LockName) -> &Latch<Bucket> {
+        &self.buckets[(name.hash64() & self.mask) as usize]
+    }
+
+    pub fn buckets(&self) -> impl Iterator<Item = &Latch<Bucket>> {
+        self.buckets.iter()
+    }
+
+    /// Latches `name`'s bucket exclusively.
+    #[inline]
+    pub fn latch(&self, name: LockName) -> LatchWriteGuard<'_, Bucket> {
+        self.bucket(name).write()
+    }
+}
