@@ -1,1 +1,34 @@
-//! placeholder
+//! The Glass write-ahead log.
+//!
+//! ARIES-style logging for the engine: physical page redo records produced by the buffer pool
+//! (through [`storage::PageLog`], which [`LogManager`] implements), logical undo records whose
+//! payload the engine encodes itself, compensation records, commit/abort/end, and fuzzy
+//! checkpoints whose begin is kept in a durable master record.
+//!
+//! ```text
+//!   engine (Update, Compensation, Commit, ...)     buffer pool (PageLog::log_redo, flush_to)
+//!                       \                             /
+//!                LogManager ── log buffer (latch: copy in / swap out)
+//!                       |           \
+//!                       |        writer latch = group-commit leader: write, sync
+//!                  LogStorage: FileLogStorage (one file + master file) | MemLogStorage
+//! ```
+//!
+//! * [`record`]: the records and their codec (frame and body tables).
+//! * [`buffer`]: the in-memory tail of the log.
+//! * [`log`]: the log manager: modes, group commit, reading, checkpoints' master record.
+//! * [`storage`]: where the bytes live.
+//! * [`reader`]: chunked forward scans (open-time torn-tail scan, [`LogIter`]).
+
+mod buffer;
+pub mod error;
+pub mod log;
+pub mod reader;
+pub mod record;
+pub mod storage;
+
+pub use error::{WalError, WalResult};
+pub use log::{LogConfig, LogManager, LogMode, LogStats, OpenReport};
+pub use reader::LogIter;
+pub use record::{ActiveTxn, LogRecord, PageRedoOwned, RecordKind, TxnId};
+pub use storage::{FileLogStorage, LogStorage, MemLogStorage};

@@ -1,0 +1,62 @@
+//! Log errors, classified by what the caller must do.
+//!
+//! * [`WalError::Io`] and [`WalError::Failed`]: the log can no longer promise durability; the
+//!   engine must stop accepting commits and restart (recovery repairs the log).
+//! * [`WalError::Corrupt`] and [`WalError::BadHeader`]: bytes on storage are not a valid log;
+//!   an operator must look (a torn tail is *not* this: [`crate::LogManager::open`] cuts it).
+//! * [`WalError::OutOfRange`] and [`WalError::NotLogged`]: the caller asked for a record that
+//!   does not exist (a bug in the caller, or a log mode that builds no records).
+
+use storage::{Lsn, StorageError};
+
+/// Result of a log operation.
+pub type WalResult<T> = Result<T, WalError>;
+
+/// What can go wrong in the write-ahead log.
+#[derive(Debug, thiserror::Error)]
+pub enum WalError {
+    /// The operating system refused a read, write, sync or rename.
+    #[error("log i/o error while {action}: {source}")]
+    Io {
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An earlier write or sync of the log failed; nothing more is made durable until restart.
+    #[error("the log is unusable since an earlier write or sync failed")]
+    Failed,
+    /// A record's bytes are invalid (checksum, length, kind or body).
+    #[error("log record at {lsn} is corrupt: {reason}")]
+    Corrupt { lsn: Lsn, reason: &'static str },
+    /// The log file does not start with a Glass log header, or the master record is invalid.
+    #[error("not a Glass log: {0}")]
+    BadHeader(&'static str),
+    /// No record starts at or can be read from this LSN (before the first or past the end).
+    #[error("no log record at {lsn}: the log holds {first}..{end}")]
+    OutOfRange { lsn: Lsn, first: Lsn, end: Lsn },
+    /// The log runs in `LsnOnly` mode: LSNs are handed out but no record is kept.
+    #[error("no log records are kept in lsn-only mode")]
+    NotLogged,
+}
+
+impl WalError {
+    /// Wraps an I/O error with the action that failed.
+    pub fn io(action: &'static str, source: std::io::Error) -> Self {
+        WalError::Io { action, source }
+    }
+}
+
+impl From<WalError> for StorageError {
+    /// The buffer pool sees log failures through [`storage::PageLog::flush_to`]; every one of
+    /// them means the write-ahead rule cannot be honoured, so it becomes an I/O error that keeps
+    /// the log's error as its source.
+    fn from(err: WalError) -> Self {
+        match err {
+            WalError::Io { action, source } => StorageError::Io { action, source },
+            other => StorageError::Io {
+                action: "flushing the log (write-ahead rule)",
+                source: std::io::Error::other(other),
+            },
+        }
+    }
+}

@@ -1,0 +1,721 @@
+//! The log manager: appends records into the log buffer, writes and syncs it (group commit),
+//! reads records back, and keeps the master record.
+//!
+//! # Log file
+//!
+//! | offset | size | field   | meaning                                             |
+//! |-------:|-----:|---------|-----------------------------------------------------|
+//! | 0      | 8    | magic   | `b"GLASSWAL"`                                       |
+//! | 8      | 4    | version | [`LOG_VERSION`]                                     |
+//! | 12     | 4    | crc     | CRC-32 of bytes 0..12                               |
+//! | 16     | …    | records | frames back to back (see [`crate::record`]); the first LSN is 16 |
+//!
+//! # Master record (20 bytes, replaced atomically by the storage)
+//!
+//! | offset | size | field      | meaning                                     |
+//! |-------:|-----:|------------|---------------------------------------------|
+//! | 0      | 4    | magic      | `b"GLMR"`                                   |
+//! | 4      | 4    | version    | [`LOG_VERSION`]                             |
+//! | 8      | 8    | checkpoint | LSN of the last complete checkpoint's `CheckpointBegin` |
+//! | 16     | 4    | crc        | CRC-32 of bytes 0..16                       |
+//!
+//! # Group commit: leader/follower on the writer latch
+//!
+//! ```text
+//!  T1 commit ─ append ─ lock writer ─ take buffer ─ write ─ sync ─ durable=end ─ unlock
+//!  T2 commit ─ append ───── lock writer (waits) .................................. durable > lsn? yes → return
+//!  T3 commit ─ append (after T1's take) ── lock writer (waits) ....................... no → leads next batch
+//! ```
+//!
+//! [`LogManager::commit`] appends its record, then calls `flush_to(lsn)`: if `durable_lsn`
+//! already passed the record it returns at once. Otherwise it queues on the *writer latch*.
+//! Whoever holds it is the leader: it takes every buffered byte (its own commit and all that
+//! were appended meanwhile), writes them, syncs once and publishes the new durable end. Each
+//! follower that then gets the latch finds its record durable and leaves without I/O; one whose
+//! record was appended after the take becomes the next leader, with a batch that grew during
+//! the previous sync. No flusher thread, no timer: batches are exactly as large as the
+//! concurrency that the sync's latency gathers.
+//!
+//! Latch order: writer latch before log buffer latch. The buffer latch is held only to copy a
+//! frame in or swap the bytes out, never during a write or sync.
+//!
+//! # Modes (the removal ladder)
+//!
+//! | mode       | ladder switch      | records built | written                  | synced | commit waits |
+//! |------------|--------------------|---------------|--------------------------|--------|--------------|
+//! | `Durable`  | all on             | yes           | on commit / full buffer  | on commit (group) | yes |
+//! | `NoForce`  | `disk-log=off`     | yes           | when the buffer fills    | never  | no           |
+//! | `LsnOnly`  | `main-log=off`     | no            | never                    | never  | no           |
+//!
+//! In `LsnOnly` an append is one atomic increment (LSNs grow by one per record and do not
+//! name bytes); reading or iterating gives [`WalError::NotLogged`].
+//!
+//! # Failure
+//!
+//! A failed write or sync marks the log failed: the bytes stay in memory (readable), and every
+//! later flush or durable commit returns [`WalError::Failed`] — an fsync error cannot be
+//! retried safely, so the engine must stop and recover from what is on disk.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::{Mutex, MutexGuard};
+use storage::page::PageRedo;
+use storage::{Lsn, PageLog, StorageResult};
+
+use crate::buffer::LogBuffer;
+use crate::error::{WalError, WalResult};
+use crate::reader::{ChunkReader, FrameAt, LogIter};
+use crate::record::{
+    check_frame, decode_checked_frame, frame_len_and_crc, CompensationView, Encode, FrameCheck,
+    LogRecord, PageRedoView, RecordKind, TxnId, TxnMarkView, UpdateView,
+};
+use crate::storage::LogStorage;
+
+/// Magic at offset 0 of a log.
+pub const LOG_MAGIC: [u8; 8] = *b"GLASSWAL";
+/// Format version of the log and master record.
+pub const LOG_VERSION: u32 = 1;
+/// Size of the log header; the first record's LSN.
+pub const LOG_HEADER_SIZE: usize = 16;
+const MASTER_MAGIC: [u8; 4] = *b"GLMR";
+const MASTER_SIZE: usize = 20;
+/// Bytes read speculatively for a random-access read (most records fit).
+const READ_AHEAD_BYTES: usize = 512;
+
+/// What the log does with records and commits; picked by the ladder's switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogMode {
+    /// Commit waits until its `Commit` record is synced; concurrent commits share one sync.
+    #[default]
+    Durable,
+    /// The ladder's `disk-log=off`: records are built and buffered and written out when the
+    /// buffer fills, never synced; commit does not wait.
+    NoForce,
+    /// The ladder's `main-log=off` with `lsn` on: no records are built at all, only LSNs are
+    /// handed out (an atomic counter), so LSN bookkeeping elsewhere still runs.
+    LsnOnly,
+}
+
+/// How a log is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    pub mode: LogMode,
+    /// Buffered bytes at which an appender writes the buffer out (appends beyond it wait for
+    /// a writer once the buffer holds twice this).
+    pub buffer_bytes: usize,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            mode: LogMode::Durable,
+            buffer_bytes: 1 << 20,
+        }
+    }
+}
+
+/// What [`LogManager::open`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenReport {
+    /// The storage held no log (or only part of a header); a fresh header was written.
+    pub created: bool,
+    /// Intact records found.
+    pub records: u64,
+    /// The LSN the next record gets.
+    pub end: Lsn,
+    /// Bytes cut from the end (a torn or corrupt tail).
+    pub cut_bytes: u64,
+    /// Why the scan stopped where it did, when bytes were cut.
+    pub cut_reason: Option<&'static str>,
+    /// Where the last complete checkpoint begins, per the master record.
+    pub checkpoint: Option<Lsn>,
+    /// The master record named no `CheckpointBegin` in the intact log and was ignored
+    /// (recovery then scans from the first record, which is always correct).
+    pub master_ignored: bool,
+}
+
+/// Counters of a log since it was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Records appended (zero in `LsnOnly`).
+    pub records: u64,
+    /// Bytes appended (zero in `LsnOnly`).
+    pub bytes: u64,
+    /// Commit records appended.
+    pub commits: u64,
+    /// Writes of buffered bytes to storage.
+    pub writes: u64,
+    /// Syncs of storage.
+    pub syncs: u64,
+    /// Syncs that made at least one commit durable: `commits / commit_batches` is the mean
+    /// group-commit batch size.
+    pub commit_batches: u64,
+}
+
+/// The writer latch's state: bytes taken from the buffer until their write completes.
+struct Writer {
+    /// Taken bytes being written; empty between writes (kept only if a write failed).
+    pending: Vec<u8>,
+    /// LSN of `pending[0]`.
+    pending_base: u64,
+    /// Commit records written but not yet synced.
+    commits_unsynced: u64,
+}
+
+/// The write-ahead log. `Send + Sync`; share it as `Arc<LogManager>`.
+pub struct LogManager {
+    mode: LogMode,
+    storage: Box<dyn LogStorage>,
+    /// Buffered bytes at which an appender writes the buffer out.
+    buffer_bytes: usize,
+    /// The log buffer latch: protects the buffered frames, their base LSN and the append
+    /// counters. Held for one copy or one swap, never during I/O.
+    buffer: Mutex<LogBuffer>,
+    /// The writer latch: serialises writes and syncs; its holder is the group-commit leader.
+    /// Protects the bytes taken from the buffer until they are written. Taken before `buffer`.
+    writer: Mutex<Writer>,
+    /// Every byte below this is written to storage. Only grows; set under `writer`.
+    written: AtomicU64,
+    /// Every byte below this is synced. Only grows; set under `writer`.
+    synced: AtomicU64,
+    /// A write or sync failed; nothing more is made durable.
+    failed: AtomicBool,
+    /// `LsnOnly`: the next LSN to hand out.
+    next_lsn: AtomicU64,
+    /// The last complete checkpoint; the latch also serialises master-record writes.
+    checkpoint: Mutex<Option<Lsn>>,
+    writes: AtomicU64,
+    syncs: AtomicU64,
+    commit_batches: AtomicU64,
+}
+
+impl LogManager {
+    /// Opens the log: scans from the start to the last intact record; a torn or corrupt tail
+    /// (short record, bad length, bad checksum) ends the log cleanly there and is truncated.
+    /// A record whose checksum holds but whose body does not decode is corruption, not a torn
+    /// write, and fails the open.
+    pub fn open(
+        storage: Box<dyn LogStorage>,
+        config: LogConfig,
+    ) -> WalResult<(LogManager, OpenReport)> {
+        let len = storage
+            .len()
+            .map_err(|e| WalError::io("measuring the log", e))?;
+        let mut report = OpenReport {
+            created: false,
+            records: 0,
+            end: Lsn(LOG_HEADER_SIZE as u64),
+            cut_bytes: 0,
+            cut_reason: None,
+            checkpoint: None,
+            master_ignored: false,
+        };
+        if len < LOG_HEADER_SIZE as u64 {
+            // New, or a crash tore the header while the log was being created.
+            storage
+                .truncate(0)
+                .and_then(|()| storage.write_at(0, &log_header()))
+                .and_then(|()| storage.sync())
+                .map_err(|e| WalError::io("creating the log header", e))?;
+            report.created = true;
+            report.cut_bytes = len;
+        } else {
+            let mut header = [0u8; LOG_HEADER_SIZE];
+            storage
+                .read_at(0, &mut header)
+                .map_err(|e| WalError::io("reading the log header", e))?;
+            if header[..8] != LOG_MAGIC {
+                return Err(WalError::BadHeader("wrong magic"));
+            }
+            if header != log_header() {
+                return Err(WalError::BadHeader(
+                    "unsupported version or bad header checksum",
+                ));
+            }
+            let mut chunk = ChunkReader::new();
+            let mut pos = LOG_HEADER_SIZE as u64;
+            loop {
+                let found = chunk
+                    .frame(storage.as_ref(), pos, len)
+                    .map_err(|e| WalError::io("scanning the log", e))?;
+                match found {
+                    FrameAt::Complete(frame_len) => {
+                        decode_checked_frame(chunk.frame_bytes(pos, frame_len), Lsn(pos))?;
+                        report.records += 1;
+                        pos += frame_len as u64;
+                    }
+                    FrameAt::End(reason) => {
+                        if pos < len {
+                            report.cut_reason = Some(reason);
+                        }
+                        break;
+                    }
+                }
+            }
+            if pos < len {
+                storage
+                    .truncate(pos)
+                    .map_err(|e| WalError::io("cutting the torn log tail", e))?;
+                report.cut_bytes = len - pos;
+            }
+            report.end = Lsn(pos);
+        }
+        let end = report.end.0;
+        let log = LogManager {
+            mode: config.mode,
+            storage,
+            buffer_bytes: config.buffer_bytes.max(1),
+            buffer: Mutex::new(LogBuffer::new(end, config.buffer_bytes.max(1) * 2)),
+            writer: Mutex::new(Writer {
+                pending: Vec::with_capacity(config.buffer_bytes.max(1) * 2),
+                pending_base: end,
+                commits_unsynced: 0,
+            }),
+            written: AtomicU64::new(end),
+            synced: AtomicU64::new(end),
+            failed: AtomicBool::new(false),
+            next_lsn: AtomicU64::new(end),
+            checkpoint: Mutex::new(None),
+            writes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            commit_batches: AtomicU64::new(0),
+        };
+        let master = log
+            .storage
+            .read_master()
+            .map_err(|e| WalError::io("reading the master record", e))?;
+        if let Some(bytes) = master {
+            let begin = decode_master(&bytes)?;
+            let names_checkpoint = begin.0 < end
+                && begin.0 >= LOG_HEADER_SIZE as u64
+                && matches!(
+                    log.read_from_storage(begin, end),
+                    Ok((LogRecord::CheckpointBegin, _))
+                );
+            if names_checkpoint {
+                report.checkpoint = Some(begin);
+                *log.checkpoint.lock() = Some(begin);
+            } else {
+                report.master_ignored = true;
+            }
+        }
+        Ok((log, report))
+    }
+
+    pub fn mode(&self) -> LogMode {
+        self.mode
+    }
+
+    pub(crate) fn storage(&self) -> &dyn LogStorage {
+        self.storage.as_ref()
+    }
+
+    pub(crate) fn written_end(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Appending
+
+    /// Appends any record; returns its LSN. Allocates nothing beyond the record itself.
+    pub fn append(&self, record: &LogRecord) -> Lsn {
+        self.append_encoded(record, record.kind() == RecordKind::Commit)
+    }
+
+    /// Appends an `Update` encoded straight into the log buffer.
+    pub fn append_update(&self, txn: TxnId, prev: Lsn, payload: &[u8]) -> Lsn {
+        self.append_encoded(&UpdateView { txn, prev, payload }, false)
+    }
+
+    /// Appends a `Compensation` encoded straight into the log buffer.
+    pub fn append_compensation(
+        &self,
+        txn: TxnId,
+        prev: Lsn,
+        undo_next: Lsn,
+        payload: &[u8],
+    ) -> Lsn {
+        let view = CompensationView {
+            txn,
+            prev,
+            undo_next,
+            payload,
+        };
+        self.append_encoded(&view, false)
+    }
+
+    /// Appends an `Abort` (rollback begins).
+    pub fn append_abort(&self, txn: TxnId, prev: Lsn) -> Lsn {
+        let kind = RecordKind::Abort;
+        self.append_encoded(&TxnMarkView { kind, txn, prev }, false)
+    }
+
+    /// Appends an `End` (the transaction is finished: committed or fully rolled back).
+    pub fn append_end(&self, txn: TxnId, prev: Lsn) -> Lsn {
+        let kind = RecordKind::End;
+        self.append_encoded(&TxnMarkView { kind, txn, prev }, false)
+    }
+
+    /// Appends `Commit`; in `Durable` mode returns only once it is durable (group commit).
+    pub fn commit(&self, txn: TxnId, prev: Lsn) -> WalResult<Lsn> {
+        let kind = RecordKind::Commit;
+        let lsn = self.append_encoded(&TxnMarkView { kind, txn, prev }, true);
+        if self.mode == LogMode::Durable {
+            self.flush_until(lsn, true)?;
+        }
+        Ok(lsn)
+    }
+
+    #[inline]
+    fn append_encoded<E: Encode>(&self, record: &E, is_commit: bool) -> Lsn {
+        if self.mode == LogMode::LsnOnly {
+            return Lsn(self.next_lsn.fetch_add(1, Ordering::Relaxed));
+        }
+        let (len, crc) = frame_len_and_crc(record);
+        let (lsn, buffered) = {
+            let mut buffer = self.buffer.lock();
+            let lsn = buffer.append(record, len, crc);
+            if is_commit {
+                buffer.commits += 1;
+                buffer.commits_buffered += 1;
+            }
+            (lsn, buffer.bytes.len())
+        };
+        if buffered >= self.buffer_bytes {
+            self.write_full_buffer(buffered);
+        }
+        lsn
+    }
+
+    /// A full buffer is written out by the appender that filled it, unless a writer is already
+    /// busy; once the buffer holds twice its size, appenders wait for the writer (backpressure).
+    #[cold]
+    fn write_full_buffer(&self, buffered: usize) {
+        let writer = if buffered >= 2 * self.buffer_bytes {
+            Some(self.writer.lock())
+        } else {
+            self.writer.try_lock()
+        };
+        if let Some(mut writer) = writer {
+            // An error marks the log failed; the next flush or durable commit reports it.
+            let _ = self.write_out(&mut writer);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Writing and syncing
+
+    /// Writes the log up to and including the record at `lsn`, and in `Durable` mode syncs it:
+    /// write + sync (`Durable`), write only (`NoForce`), nothing (`LsnOnly`). An `lsn` at or past
+    /// the end flushes everything appended so far.
+    pub fn flush_to(&self, lsn: Lsn) -> WalResult<()> {
+        match self.mode {
+            LogMode::Durable => self.flush_until(lsn, true),
+            LogMode::NoForce => self.flush_until(lsn, false),
+            LogMode::LsnOnly => Ok(()),
+        }
+    }
+
+    /// Group commit: the caller that gets the writer latch while its record is not yet
+    /// written (and synced) is the leader and flushes everything buffered.
+    fn flush_until(&self, lsn: Lsn, sync: bool) -> WalResult<()> {
+        let reached = if sync { &self.synced } else { &self.written };
+        if reached.load(Ordering::Acquire) > lsn.0 {
+            return Ok(());
+        }
+        let mut writer = self.writer.lock();
+        if reached.load(Ordering::Acquire) > lsn.0 {
+            // A leader's write and sync covered this record while we queued: a follower.
+            return Ok(());
+        }
+        self.write_out(&mut writer)?;
+        if sync {
+            self.sync_written(&mut writer)?;
+        }
+        Ok(())
+    }
+
+    /// Takes every buffered byte and writes it. Called with the writer latch held.
+    fn write_out(&self, writer: &mut MutexGuard<'_, Writer>) -> WalResult<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(WalError::Failed);
+        }
+        {
+            let mut buffer = self.buffer.lock();
+            if buffer.bytes.is_empty() {
+                return Ok(());
+            }
+            let taken = buffer.take(&mut writer.pending);
+            writer.pending_base = taken.base;
+            writer.commits_unsynced += taken.commits;
+        }
+        let end = writer.pending_base + writer.pending.len() as u64;
+        if let Err(e) = self.storage.write_at(writer.pending_base, &writer.pending) {
+            self.failed.store(true, Ordering::Release);
+            return Err(WalError::io("writing the log", e));
+        }
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.written.store(end, Ordering::Release);
+        writer.pending.clear();
+        Ok(())
+    }
+
+    /// Syncs every written byte. Called with the writer latch held.
+    fn sync_written(&self, writer: &mut MutexGuard<'_, Writer>) -> WalResult<()> {
+        let target = self.written.load(Ordering::Acquire);
+        if self.synced.load(Ordering::Acquire) >= target {
+            return Ok(());
+        }
+        if let Err(e) = self.storage.sync() {
+            self.failed.store(true, Ordering::Release);
+            return Err(WalError::io("syncing the log", e));
+        }
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        if writer.commits_unsynced > 0 {
+            self.commit_batches.fetch_add(1, Ordering::Relaxed);
+            writer.commits_unsynced = 0;
+        }
+        self.synced.store(target, Ordering::Release);
+        Ok(())
+    }
+
+    /// Every record with an LSN below this is as durable as the mode makes records: synced
+    /// (`Durable`), written to storage (`NoForce`), or — there being no records — the end
+    /// (`LsnOnly`).
+    pub fn durable_lsn(&self) -> Lsn {
+        match self.mode {
+            LogMode::Durable => Lsn(self.synced.load(Ordering::Acquire)),
+            LogMode::NoForce => Lsn(self.written.load(Ordering::Acquire)),
+            LogMode::LsnOnly => self.end_lsn(),
+        }
+    }
+
+    /// The LSN the next record will get.
+    pub fn end_lsn(&self) -> Lsn {
+        match self.mode {
+            LogMode::LsnOnly => Lsn(self.next_lsn.load(Ordering::Relaxed)),
+            _ => Lsn(self.buffer.lock().end()),
+        }
+    }
+
+    /// The LSN of the first record a log can hold (just past the header).
+    pub fn first_lsn(&self) -> Lsn {
+        Lsn(LOG_HEADER_SIZE as u64)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Reading
+
+    /// Reads the record at `lsn`, wherever it is: buffered, being written, or on storage.
+    /// `lsn` must be a record's LSN; any other position gives an error, never a wrong record
+    /// (short of a checksum collision).
+    pub fn read(&self, lsn: Lsn) -> WalResult<LogRecord> {
+        self.read_frame(lsn).map(|(record, _)| record)
+    }
+
+    /// Forward scan from `lsn` (a record's LSN) to the end: analysis and redo.
+    pub fn iter_from(&self, lsn: Lsn) -> LogIter<'_> {
+        LogIter::new(self, lsn)
+    }
+
+    /// Reads the record at `lsn` and its frame length.
+    pub(crate) fn read_frame(&self, lsn: Lsn) -> WalResult<(LogRecord, usize)> {
+        if self.mode == LogMode::LsnOnly {
+            return Err(WalError::NotLogged);
+        }
+        let out_of_range = || WalError::OutOfRange {
+            lsn,
+            first: self.first_lsn(),
+            end: self.end_lsn(),
+        };
+        if lsn.0 < LOG_HEADER_SIZE as u64 {
+            return Err(out_of_range());
+        }
+        loop {
+            {
+                let buffer = self.buffer.lock();
+                if lsn.0 >= buffer.base {
+                    let bytes = buffer.bytes_from(lsn.0).ok_or_else(out_of_range)?;
+                    return LogRecord::decode(bytes, lsn);
+                }
+            }
+            let written = self.written.load(Ordering::Acquire);
+            if lsn.0 < written {
+                return self.read_from_storage(lsn, written);
+            }
+            // Taken from the buffer but not yet written: wait for the writer, then look at
+            // what it holds (it keeps the bytes if the write failed).
+            let writer = self.writer.lock();
+            let pending_end = writer.pending_base + writer.pending.len() as u64;
+            if lsn.0 >= writer.pending_base && lsn.0 < pending_end {
+                let at = (lsn.0 - writer.pending_base) as usize;
+                return LogRecord::decode(&writer.pending[at..], lsn);
+            }
+        }
+    }
+
+    /// Reads the record at `lsn` from storage, which holds valid log bytes below `limit`.
+    fn read_from_storage(&self, lsn: Lsn, limit: u64) -> WalResult<(LogRecord, usize)> {
+        let available = (limit - lsn.0) as usize;
+        let mut bytes = vec![0u8; READ_AHEAD_BYTES.min(available)];
+        let got = self
+            .storage
+            .read_at(lsn.0, &mut bytes)
+            .map_err(|e| WalError::io("reading the log", e))?;
+        bytes.truncate(got);
+        if let FrameCheck::Incomplete(needed) = check_frame(&bytes) {
+            if needed <= available && needed > bytes.len() {
+                bytes.resize(needed, 0);
+                let got = self
+                    .storage
+                    .read_at(lsn.0, &mut bytes)
+                    .map_err(|e| WalError::io("reading the log", e))?;
+                bytes.truncate(got);
+            }
+        }
+        LogRecord::decode(&bytes, lsn)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Checkpoints
+
+    /// Records that the checkpoint beginning at `begin` is complete (its `CheckpointEnd` is
+    /// appended). In `Durable` mode the log is first synced to its end, then the master record
+    /// is replaced durably, so the master never names a checkpoint a crash could lose. In
+    /// `NoForce` and `LsnOnly` modes (no durability promised) it is kept in memory only.
+    pub fn set_checkpoint(&self, begin: Lsn) -> WalResult<()> {
+        let mut checkpoint = self.checkpoint.lock();
+        if self.mode == LogMode::Durable {
+            let end = self.end_lsn();
+            if begin.0 < LOG_HEADER_SIZE as u64 || begin >= end {
+                return Err(WalError::OutOfRange {
+                    lsn: begin,
+                    first: self.first_lsn(),
+                    end,
+                });
+            }
+            self.flush_until(Lsn(end.0 - 1), true)?;
+            self.storage
+                .write_master(&encode_master(begin))
+                .map_err(|e| WalError::io("writing the master record", e))?;
+        }
+        *checkpoint = Some(begin);
+        Ok(())
+    }
+
+    /// Where the last complete checkpoint begins, if one was taken.
+    pub fn last_checkpoint(&self) -> Option<Lsn> {
+        *self.checkpoint.lock()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Introspection
+
+    pub fn stats(&self) -> LogStats {
+        let (records, bytes, commits) = {
+            let buffer = self.buffer.lock();
+            (buffer.records, buffer.bytes_appended, buffer.commits)
+        };
+        LogStats {
+            records,
+            bytes,
+            commits,
+            writes: self.writes.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
+            commit_batches: self.commit_batches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Checks the log's invariants; panics on a violation. For tests and stress runs.
+    pub fn check_invariants(&self) {
+        let writer = self.writer.lock();
+        let buffer = self.buffer.lock();
+        let first = LOG_HEADER_SIZE as u64;
+        let synced = self.synced.load(Ordering::Acquire);
+        let written = self.written.load(Ordering::Acquire);
+        let failed = self.failed.load(Ordering::Acquire);
+        assert!(first <= synced, "synced end {synced} inside the header");
+        assert!(synced <= written, "synced {synced} past written {written}");
+        assert!(
+            written <= buffer.base,
+            "written {written} past the buffer base {}",
+            buffer.base
+        );
+        if writer.pending.is_empty() {
+            assert_eq!(written, buffer.base, "bytes taken but never written");
+        } else {
+            // Only a failed write leaves its bytes behind.
+            assert!(failed, "pending bytes outside a write");
+            assert_eq!(written, writer.pending_base);
+            assert_eq!(
+                writer.pending_base + writer.pending.len() as u64,
+                buffer.base
+            );
+        }
+        buffer.check_invariants();
+        if self.mode == LogMode::LsnOnly {
+            assert!(buffer.bytes.is_empty() && buffer.records == 0 && buffer.bytes_appended == 0);
+            assert!(self.next_lsn.load(Ordering::Relaxed) >= buffer.base);
+        }
+        if let Some(begin) = *self.checkpoint.lock() {
+            assert!(begin.0 >= first, "checkpoint {begin} inside the header");
+        }
+        assert!(self.commit_batches.load(Ordering::Relaxed) <= self.syncs.load(Ordering::Relaxed));
+    }
+}
+
+impl Drop for LogManager {
+    /// A clean shutdown writes (and in `Durable` mode syncs) what is still buffered.
+    fn drop(&mut self) {
+        if self.mode == LogMode::LsnOnly || self.failed.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = self.flush_to(Lsn(u64::MAX));
+    }
+}
+
+impl PageLog for LogManager {
+    fn log_redo(&self, pages: &[PageRedo<'_>]) -> Lsn {
+        self.append_encoded(&PageRedoView(pages), false)
+    }
+
+    fn flush_to(&self, lsn: Lsn) -> StorageResult<()> {
+        LogManager::flush_to(self, lsn).map_err(Into::into)
+    }
+}
+
+fn log_header() -> [u8; LOG_HEADER_SIZE] {
+    let mut header = [0u8; LOG_HEADER_SIZE];
+    header[..8].copy_from_slice(&LOG_MAGIC);
+    header[8..12].copy_from_slice(&LOG_VERSION.to_le_bytes());
+    let crc = crc32fast::hash(&header[..12]);
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+fn encode_master(begin: Lsn) -> [u8; MASTER_SIZE] {
+    let mut bytes = [0u8; MASTER_SIZE];
+    bytes[..4].copy_from_slice(&MASTER_MAGIC);
+    bytes[4..8].copy_from_slice(&LOG_VERSION.to_le_bytes());
+    bytes[8..16].copy_from_slice(&begin.0.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..16]);
+    bytes[16..20].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+fn decode_master(bytes: &[u8]) -> WalResult<Lsn> {
+    if bytes.len() != MASTER_SIZE || bytes[..4] != MASTER_MAGIC {
+        return Err(WalError::BadHeader(
+            "master record has the wrong size or magic",
+        ));
+    }
+    let stored = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+    if crc32fast::hash(&bytes[..16]) != stored || bytes[4..8] != LOG_VERSION.to_le_bytes() {
+        return Err(WalError::BadHeader(
+            "master record version or checksum is wrong",
+        ));
+    }
+    let mut lsn = [0u8; 8];
+    lsn.copy_from_slice(&bytes[8..16]);
+    Ok(Lsn(u64::from_le_bytes(lsn)))
+}
