@@ -1,11 +1,49 @@
 //! The database: opening (and recovering), the catalog, and beginning transactions.
+//!
+//! ```text
+//!   Database
+//!    ├── catalog: table and index slots (fixed arrays, filled once) + name maps (latched)
+//!    ├── pool: BufferPool over the page file          (None with page-access=off)
+//!    ├── log:  LogManager (records, or LSNs only)      (None with main-log=off and lsn=off)
+//!    ├── locks: LockManager                            (None with locking=off)
+//!    └── active: the active-transaction table          (only with xactions on)
+//! ```
+//!
+//! On disk a database is a directory: `pages.db` (the page file), `wal.log` (the log and its
+//! master record) and `catalog.json` (table and index definitions with their root pages, written
+//! synchronously at every schema change: schema changes are not transactional).
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use crate::api::{IndexRef, TableRef, TxResult};
-use crate::schema::{IndexSchema, TableSchema};
-use crate::switches::Switches;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use storage::buffer::{BufferPool, PoolConfig};
+use storage::file::{FilePageStore, MemPageStore, PageStore};
+use storage::heap::HeapFile;
+use storage::memstore::MemStore;
+use storage::{Latch, PageId, PageLog, PageSize};
+use txn::lock::{LockConfig, LockManager};
+use wal::{LogConfig, LogManager, LogMode, TxnId};
+
+use crate::api::{IndexRef, TableRef, TxError, TxResult};
+use crate::keys::KeySpec;
+use crate::record::Layout;
+use crate::schema::{IndexKind, IndexSchema, TableSchema};
+use crate::switches::{Switch, Switches};
+use crate::table::{Index, IndexStore, Records, Table};
+use crate::txn::Transaction;
+use crate::undo::{UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE};
+
+/// Most tables (and, separately, secondary indexes) a database holds.
+pub const MAX_TABLES: usize = 256;
+
+/// Lock-space id of a secondary index's entries (table ids stay below `MAX_TABLES`).
+pub fn index_lock_space(index: u32) -> u32 {
+    MAX_TABLES as u32 + index
+}
 
 /// How to open a database.
 #[derive(Clone, Debug)]
@@ -14,13 +52,18 @@ pub struct DbConfig {
     pub path: Option<PathBuf>,
     /// Buffer pool size in MiB.
     pub pool_mib: usize,
-    /// Force the log at commit (a commit returns once its record is durable).
+    /// Force the log at commit (a commit returns once its record is durable). Only with the
+    /// `disk-log` switch on; with it off the log is never forced.
     pub durable: bool,
     pub switches: Switches,
     /// Worker threads that will use the database (validated against the switches).
     pub threads: usize,
     /// Records per table a transaction may lock before escalating to a table lock.
     pub escalation_threshold: usize,
+    /// Lock heap pages instead of records (Berkeley DB style).
+    pub page_locking: bool,
+    /// Measure time in the lock manager (Lock / physical / logical contention).
+    pub lock_timing: bool,
 }
 
 impl Default for DbConfig {
@@ -32,43 +75,753 @@ impl Default for DbConfig {
             switches: Switches::default(),
             threads: 1,
             escalation_threshold: 5000,
+            page_locking: false,
+            lock_timing: false,
         }
     }
 }
 
+/// A running transaction as the active-transaction table sees it (`xactions` on).
+pub struct ActiveTxn {
+    pub id: TxnId,
+    pub last_lsn: AtomicU64,
+    pub committed: std::sync::atomic::AtomicBool,
+    started: std::time::Instant,
+    operations: AtomicU64,
+}
+
+impl ActiveTxn {
+    pub(crate) fn new(id: TxnId) -> ActiveTxn {
+        ActiveTxn {
+            id,
+            last_lsn: AtomicU64::new(0),
+            committed: std::sync::atomic::AtomicBool::new(false),
+            started: std::time::Instant::now(),
+            operations: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn touch(&self) {
+        self.operations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How long the transaction has been running.
+    pub fn age(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+}
+
+/// The persistent catalog (`catalog.json`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Catalog {
+    page_size: usize,
+    packed_keys: bool,
+    tables: Vec<CatalogTable>,
+    indexes: Vec<CatalogIndex>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct CatalogTable {
+    schema: TableSchema,
+    first_page: u64,
+    primary_root: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct CatalogIndex {
+    schema: IndexSchema,
+    root: u64,
+}
+
 /// An open database.
 pub struct Database {
-    _private: (),
+    pub(crate) config: DbConfig,
+    pub(crate) pool: Option<Arc<BufferPool>>,
+    pub(crate) log: Option<Arc<LogManager>>,
+    /// Whether log records are built (main-log on); else the log only hands out LSNs.
+    pub(crate) log_records: bool,
+    pub(crate) locks: Option<LockManager>,
+    pub(crate) xactions: bool,
+    dir_lookup: bool,
+    packed_keys: bool,
+    tables: Box<[OnceLock<Table>]>,
+    indexes: Box<[OnceLock<Index>]>,
+    table_names: Latch<HashMap<String, u32>>,
+    index_names: Latch<HashMap<String, u32>>,
+    /// Serialises schema changes and catalog writes.
+    ddl: Mutex<Catalog>,
+    pub(crate) next_txn: AtomicU64,
+    /// The active-transaction table (`xactions` on): id → its monitoring entry.
+    active: Latch<HashMap<u64, Arc<ActiveTxn>>>,
+}
+
+fn io_err(action: &'static str) -> impl FnOnce(std::io::Error) -> TxError {
+    move |e| TxError::Storage(storage::StorageError::io(action, e))
 }
 
 impl Database {
     /// Opens (creating if absent, recovering if not closed cleanly) a database.
-    pub fn open(_config: DbConfig) -> TxResult<Arc<Database>> {
-        todo!("engine under construction")
+    pub fn open(config: DbConfig) -> TxResult<Arc<Database>> {
+        let sw = config.switches;
+        sw.validate(config.threads)
+            .map_err(|e| TxError::Invalid(e.to_string()))?;
+        if sw.optimal {
+            return Err(TxError::Invalid(
+                "the optimal preset runs the hand-coded kernel, not the engine".into(),
+            ));
+        }
+        let page_access = sw.is_on(Switch::PageAccess);
+        if !page_access && config.path.is_some() {
+            return Err(TxError::Invalid(
+                "page-access=off keeps records in main memory only: it cannot open a database directory (drop --db)".into(),
+            ));
+        }
+        let main_log = sw.is_on(Switch::MainLog);
+        let lsn = sw.is_on(Switch::Lsn);
+        let latching = sw.is_on(Switch::Latching);
+        let mut catalog = Catalog {
+            page_size: if sw.is_on(Switch::SmallPage) { 8192 } else { 32768 },
+            packed_keys: !sw.is_on(Switch::BtreeKeys),
+            ..Catalog::default()
+        };
+        let mut existing = false;
+        if let Some(dir) = &config.path {
+            std::fs::create_dir_all(dir).map_err(io_err("create database directory"))?;
+            let cat_path = dir.join("catalog.json");
+            if cat_path.exists() {
+                let bytes = std::fs::read(&cat_path).map_err(io_err("read catalog"))?;
+                let found: Catalog = serde_json::from_slice(&bytes).map_err(|e| {
+                    TxError::Invalid(format!("catalog {} is corrupt: {e}", cat_path.display()))
+                })?;
+                check_creation_switches(&found, &catalog)?;
+                catalog = found;
+                existing = true;
+            }
+            if existing && (!main_log || !lsn) {
+                // Opening an existing database without a log would skip recovery.
+            }
+        }
+        let page_size = PageSize::from_bytes(catalog.page_size).ok_or_else(|| {
+            TxError::Invalid(format!("catalog names page size {}", catalog.page_size))
+        })?;
+        let mode = if !main_log {
+            LogMode::LsnOnly
+        } else if sw.is_on(Switch::DiskLog) && config.durable {
+            LogMode::Durable
+        } else {
+            LogMode::NoForce
+        };
+        let log = if main_log || lsn {
+            let storage: Box<dyn wal::LogStorage> = match (&config.path, main_log) {
+                (Some(dir), true) => Box::new(
+                    wal::FileLogStorage::open(&dir.join("wal.log")).map_err(wal_err)?,
+                ),
+                (None, true) if config.durable => Box::new(wal::MemLogStorage::new()),
+                _ => Box::new(crate::recovery::DiscardLogStorage::default()),
+            };
+            let (log, _report) = LogManager::open(
+                storage,
+                LogConfig {
+                    mode,
+                    buffer_bytes: 1 << 20,
+                },
+            )
+            .map_err(wal_err)?;
+            Some(Arc::new(log))
+        } else {
+            None
+        };
+        let pool = if page_access {
+            let store: Box<dyn PageStore> = match &config.path {
+                Some(dir) => {
+                    let p = dir.join("pages.db");
+                    if p.exists() {
+                        Box::new(FilePageStore::open(&p, page_size)?)
+                    } else {
+                        Box::new(FilePageStore::create(&p, page_size)?)
+                    }
+                }
+                None => Box::new(MemPageStore::new(page_size)),
+            };
+            let frames = (config.pool_mib.max(1) << 20) / page_size.bytes();
+            let page_log = log.clone().map(|l| l as Arc<dyn PageLog>);
+            Some(Arc::new(BufferPool::new(
+                store,
+                PoolConfig {
+                    page_size,
+                    frames: frames.max(16),
+                    latching,
+                },
+                page_log,
+            )?))
+        } else {
+            None
+        };
+        let locks = sw.is_on(Switch::Locking).then(|| {
+            LockManager::new(LockConfig {
+                escalation_threshold: config.escalation_threshold,
+                page_level: config.page_locking,
+                wait_timeout: std::time::Duration::from_secs(10),
+                latching,
+                timing: config.lock_timing,
+                ..LockConfig::default()
+            })
+        });
+        let db = Database {
+            pool,
+            log,
+            log_records: main_log,
+            locks,
+            xactions: sw.is_on(Switch::Xactions),
+            dir_lookup: sw.is_on(Switch::DirLookup),
+            packed_keys: catalog.packed_keys,
+            tables: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
+            indexes: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
+            table_names: Latch::new(HashMap::new(), latching),
+            index_names: Latch::new(HashMap::new(), latching),
+            ddl: Mutex::new(Catalog::default()),
+            next_txn: AtomicU64::new(1),
+            active: Latch::new(HashMap::new(), latching),
+            config,
+        };
+        let losers = if existing && db.log_records {
+            crate::recovery::analyze_and_redo(&db)?
+        } else {
+            Default::default()
+        };
+        for t in &catalog.tables {
+            db.install_table(t.schema.clone(), Some((t.first_page, t.primary_root)))?;
+        }
+        for ix in &catalog.indexes {
+            db.install_index(ix.schema.clone(), Some(ix.root))?;
+        }
+        *db.ddl.lock() = catalog;
+        if existing && db.log_records {
+            crate::recovery::undo(&db, losers)?;
+        }
+        let db = Arc::new(db);
+        if db.config.path.is_some() {
+            db.checkpoint()?;
+        }
+        Ok(db)
+    }
+
+    /// The configuration the database was opened with.
+    pub fn config(&self) -> &DbConfig {
+        &self.config
+    }
+
+    /// The buffer pool (absent with `page-access=off`).
+    pub fn pool(&self) -> Option<&Arc<BufferPool>> {
+        self.pool.as_ref()
+    }
+
+    /// The log manager (absent with `main-log=off` and `lsn=off`).
+    pub fn log(&self) -> Option<&Arc<LogManager>> {
+        self.log.as_ref()
+    }
+
+    /// The lock manager (absent with `locking=off`).
+    pub fn lock_manager(&self) -> Option<&LockManager> {
+        self.locks.as_ref()
+    }
+
+    /// Begins a transaction.
+    pub fn begin(&self) -> TxResult<Transaction<'_>> {
+        Ok(Transaction::begin(self))
+    }
+
+    /// Runs `body` in a transaction, committing on success and aborting on error.
+    pub fn run<R>(&self, body: impl FnOnce(&mut Transaction<'_>) -> TxResult<R>) -> TxResult<R> {
+        let mut t = self.begin()?;
+        match body(&mut t) {
+            Ok(r) => {
+                t.commit()?;
+                Ok(r)
+            }
+            Err(e) => {
+                t.abort()?;
+                Err(e)
+            }
+        }
     }
 
     /// Creates a table, or returns the existing one if a table of this name and schema exists.
-    pub fn create_table(&self, _schema: TableSchema) -> TxResult<TableRef> {
-        todo!()
+    pub fn create_table(&self, schema: TableSchema) -> TxResult<TableRef> {
+        let mut cat = self.ddl.lock();
+        if let Some(t) = cat.tables.iter().position(|t| t.schema.name == schema.name) {
+            if cat.tables[t].schema != schema {
+                return Err(TxError::Invalid(format!(
+                    "table {} exists with a different schema",
+                    schema.name
+                )));
+            }
+            return Ok(TableRef {
+                name: schema.name,
+                id: t as u32,
+            });
+        }
+        validate_table(&schema)?;
+        let id = self.install_table(schema.clone(), None)?;
+        let table = self.table_by_id(id)?;
+        cat.tables.push(CatalogTable {
+            schema: schema.clone(),
+            first_page: table.records.first_page().map_or(0, |p| p.0),
+            primary_root: table.primary.root().map_or(0, |p| p.0),
+        });
+        self.save_catalog(&cat)?;
+        Ok(TableRef {
+            name: schema.name,
+            id,
+        })
     }
 
-    /// Creates a secondary index (over existing rows too), or returns the existing one.
-    pub fn create_index(&self, _schema: IndexSchema) -> TxResult<IndexRef> {
-        todo!()
+    /// Creates a secondary index over existing rows, or returns the existing one.
+    pub fn create_index(&self, schema: IndexSchema) -> TxResult<IndexRef> {
+        let mut cat = self.ddl.lock();
+        if let Some(i) = cat.indexes.iter().position(|i| i.schema.name == schema.name) {
+            if cat.indexes[i].schema != schema {
+                return Err(TxError::Invalid(format!(
+                    "index {} exists with a different definition",
+                    schema.name
+                )));
+            }
+            return Ok(IndexRef {
+                name: schema.name,
+                id: i as u32,
+            });
+        }
+        let id = self.install_index(schema.clone(), None)?;
+        let index = self.index_by_id(id)?;
+        // Index the rows already there.
+        let table = self.table_by_id(index.table)?;
+        let mut key = Vec::new();
+        let mut entries = Vec::new();
+        let mut err = None;
+        let mut pk = Vec::new();
+        table.primary.scan(
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+            usize::MAX,
+            |k, loc| {
+                pk.push((k.to_vec(), loc));
+                true
+            },
+        )?;
+        for (_, loc) in pk {
+            table.records.with(loc, |rec| {
+                match index.key.encode_record(&table.layout, rec, &mut key) {
+                    Ok(()) => entries.push((key.clone(), loc)),
+                    Err(e) => err = Some(e),
+                }
+            })?;
+        }
+        if let Some(e) = err {
+            return Err(e);
+        }
+        for (k, loc) in entries {
+            index.store.insert(&k, loc)?;
+        }
+        cat.indexes.push(CatalogIndex {
+            schema: schema.clone(),
+            root: index.store.root().map_or(0, |p| p.0),
+        });
+        self.save_catalog(&cat)?;
+        Ok(IndexRef {
+            name: schema.name,
+            id,
+        })
     }
 
     /// Resolves a table name to a handle.
-    pub fn table(&self, _name: &str) -> TxResult<TableRef> {
-        todo!()
+    pub fn table(&self, name: &str) -> TxResult<TableRef> {
+        let id = self.lookup_table(name)?;
+        Ok(TableRef {
+            name: name.to_string(),
+            id,
+        })
     }
 
     /// Resolves an index name to a handle.
-    pub fn index(&self, _name: &str) -> TxResult<IndexRef> {
-        todo!()
+    pub fn index(&self, name: &str) -> TxResult<IndexRef> {
+        let id = *self
+            .index_names
+            .read()
+            .get(name)
+            .ok_or_else(|| TxError::Invalid(format!("no index named {name}")))?;
+        Ok(IndexRef {
+            name: name.to_string(),
+            id,
+        })
     }
 
     /// The schema of a table.
-    pub fn table_schema(&self, _table: &TableRef) -> TxResult<TableSchema> {
-        todo!()
+    pub fn table_schema(&self, table: &TableRef) -> TxResult<TableSchema> {
+        Ok(self.resolve_table(table)?.schema.clone())
     }
+
+    /// Names of every table, in creation order.
+    pub fn table_names(&self) -> Vec<String> {
+        self.ddl.lock().tables.iter().map(|t| t.schema.name.clone()).collect()
+    }
+
+    /// Takes a checkpoint: writes every dirty page and records where recovery may start.
+    /// (A sharp checkpoint at open and close; fuzzy checkpoints run from `checkpoint_fuzzy`.)
+    pub fn checkpoint(&self) -> TxResult<()> {
+        crate::recovery::checkpoint(self)
+    }
+
+    /// Closes the database cleanly: a checkpoint, so the next open recovers nothing.
+    pub fn close(self: Arc<Self>) -> TxResult<()> {
+        if self.config.path.is_some() {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Checks the structural invariants of every index and the pool (tests, stress runs).
+    pub fn check_invariants(&self) -> TxResult<()> {
+        for t in self.tables.iter().filter_map(|t| t.get()) {
+            t.primary.check_invariants()?;
+            if let Records::Heap(h) = &t.records {
+                h.check_invariants()?;
+            }
+        }
+        for ix in self.indexes.iter().filter_map(|i| i.get()) {
+            ix.store.check_invariants()?;
+        }
+        if let Some(lm) = &self.locks {
+            lm.check_invariants();
+        }
+        Ok(())
+    }
+
+    // ---- internals -------------------------------------------------------------------------
+
+    fn save_catalog(&self, cat: &Catalog) -> TxResult<()> {
+        let Some(dir) = &self.config.path else {
+            return Ok(());
+        };
+        // Pages the new table or index allocated must be on disk before the catalog names them.
+        if let Some(pool) = &self.pool {
+            if let Some(log) = &self.log {
+                log.flush_to(log.end_lsn()).map_err(wal_err)?;
+            }
+            pool.flush_all()?;
+        }
+        let bytes = serde_json::to_vec_pretty(cat)
+            .map_err(|e| TxError::Invalid(format!("encode catalog: {e}")))?;
+        write_atomically(&dir.join("catalog.json"), &bytes)
+    }
+
+    fn install_table(&self, schema: TableSchema, existing: Option<(u64, u64)>) -> TxResult<u32> {
+        let id = self.tables.iter().position(|t| t.get().is_none()).ok_or_else(|| {
+            TxError::Invalid(format!("a database holds at most {MAX_TABLES} tables"))
+        })? as u32;
+        let layout = Layout::new(&schema);
+        let key = KeySpec::new(
+            &schema.name,
+            &layout,
+            &schema.primary_key,
+            schema.int_key_bits.as_deref(),
+            self.packed_keys,
+        )?;
+        let latching = self.config.switches.is_on(Switch::Latching);
+        let (records, primary) = match (&self.pool, existing) {
+            (Some(pool), None) => (
+                Records::Heap(HeapFile::create(pool.clone())?),
+                IndexStore::create(Some(pool), &key, true, false, latching)?,
+            ),
+            (Some(pool), Some((first, root))) => (
+                Records::Heap(HeapFile::open(pool.clone(), PageId(first))?),
+                IndexStore::open(pool, PageId(root), &key, true),
+            ),
+            (None, _) => (
+                Records::Mem(MemStore::new()),
+                IndexStore::create(None, &key, true, false, latching)?,
+            ),
+        };
+        let name = schema.name.clone();
+        let table = Table {
+            id,
+            schema,
+            layout,
+            key,
+            records,
+            primary,
+            secondaries: Latch::new(Vec::new(), latching),
+        };
+        if self.tables[id as usize].set(table).is_err() {
+            return Err(TxError::Invalid("table slot taken concurrently".into()));
+        }
+        self.table_names.write().insert(name, id);
+        Ok(id)
+    }
+
+    fn install_index(&self, schema: IndexSchema, root: Option<u64>) -> TxResult<u32> {
+        let id = self.indexes.iter().position(|t| t.get().is_none()).ok_or_else(|| {
+            TxError::Invalid(format!("a database holds at most {MAX_TABLES} indexes"))
+        })? as u32;
+        let table_id = self.lookup_table(&schema.table)?;
+        let table = self.table_by_id(table_id)?;
+        if let Some(c) = schema.columns.iter().find(|c| **c >= table.layout.columns()) {
+            return Err(TxError::Invalid(format!(
+                "index {}: table {} has no column {c}",
+                schema.name, schema.table
+            )));
+        }
+        let key = KeySpec::new(
+            &schema.name,
+            &table.layout,
+            &schema.columns,
+            schema.int_key_bits.as_deref(),
+            self.packed_keys,
+        )?;
+        let latching = self.config.switches.is_on(Switch::Latching);
+        let hash = schema.kind == IndexKind::Hash;
+        let store = match (root, &self.pool) {
+            (Some(root), Some(pool)) if !hash => {
+                IndexStore::open(pool, PageId(root), &key, schema.unique)
+            }
+            _ => IndexStore::create(self.pool.as_ref(), &key, schema.unique, hash, latching)?,
+        };
+        let name = schema.name.clone();
+        let index = Index {
+            id,
+            table: table_id,
+            key,
+            store,
+            schema,
+        };
+        if self.indexes[id as usize].set(index).is_err() {
+            return Err(TxError::Invalid("index slot taken concurrently".into()));
+        }
+        table.secondaries.write().push(id);
+        self.index_names.write().insert(name, id);
+        Ok(id)
+    }
+
+    fn lookup_table(&self, name: &str) -> TxResult<u32> {
+        self.table_names
+            .read()
+            .get(name)
+            .copied()
+            .ok_or_else(|| TxError::Invalid(format!("no table named {name}")))
+    }
+
+    /// Finds a table: by name on every call with `dir-lookup` on, by the cached slot with it off.
+    #[inline]
+    pub(crate) fn resolve_table(&self, t: &TableRef) -> TxResult<&Table> {
+        let id = if self.dir_lookup {
+            self.lookup_table(&t.name)?
+        } else {
+            t.id
+        };
+        self.table_by_id(id)
+    }
+
+    #[inline]
+    pub(crate) fn resolve_index(&self, ix: &IndexRef) -> TxResult<&Index> {
+        let id = if self.dir_lookup {
+            *self
+                .index_names
+                .read()
+                .get(&ix.name)
+                .ok_or_else(|| TxError::Invalid(format!("no index named {}", ix.name)))?
+        } else {
+            ix.id
+        };
+        self.index_by_id(id)
+    }
+
+    #[inline]
+    pub(crate) fn table_by_id(&self, id: u32) -> TxResult<&Table> {
+        self.tables
+            .get(id as usize)
+            .and_then(|t| t.get())
+            .ok_or_else(|| TxError::Invalid(format!("no table with id {id}")))
+    }
+
+    #[inline]
+    pub(crate) fn index_by_id(&self, id: u32) -> TxResult<&Index> {
+        self.indexes
+            .get(id as usize)
+            .and_then(|t| t.get())
+            .ok_or_else(|| TxError::Invalid(format!("no index with id {id}")))
+    }
+
+    /// Whether column `col` of `table` is part of the primary key or of a secondary index key.
+    pub(crate) fn is_indexed(&self, table: &Table, col: usize) -> bool {
+        table.key.columns.contains(&col)
+            || table.secondaries.read().iter().any(|ix| {
+                self.index_by_id(*ix)
+                    .map(|i| i.key.columns.contains(&col))
+                    .unwrap_or(false)
+            })
+    }
+
+    pub(crate) fn register(&self, t: &Arc<ActiveTxn>) {
+        self.active.write().insert(t.id.0, t.clone());
+    }
+
+    pub(crate) fn deregister(&self, t: &Arc<ActiveTxn>) {
+        self.active.write().remove(&t.id.0);
+    }
+
+    /// (txn, last LSN) of every running transaction.
+    pub(crate) fn active_transactions(&self) -> Vec<(TxnId, u64)> {
+        self.active
+            .read()
+            .values()
+            .map(|a| (a.id, a.last_lsn.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Runs `f` with the active-transaction table latched exclusively, passing the table's
+    /// (txn, last LSN, committed) entries (checkpoints; see `recovery.rs`).
+    pub(crate) fn with_active_exclusive<R>(
+        &self,
+        f: impl FnOnce(Vec<(TxnId, u64, bool)>) -> R,
+    ) -> R {
+        let table = self.active.write();
+        let list = table
+            .values()
+            .map(|a| {
+                (
+                    a.id,
+                    a.last_lsn.load(Ordering::Relaxed),
+                    a.committed.load(Ordering::Relaxed),
+                )
+            })
+            .collect();
+        f(list)
+    }
+
+    /// Runs `f` (a commit record's append) with the active-transaction table latched shared.
+    pub(crate) fn with_active_shared<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _shared = self.active.read();
+        f()
+    }
+
+    pub(crate) fn tables_iter(&self) -> impl Iterator<Item = &Table> {
+        self.tables.iter().filter_map(|t| t.get())
+    }
+
+    /// Removes a record's primary and secondary index entries (each if present).
+    pub(crate) fn remove_entries(
+        &self,
+        table: &Table,
+        rec: &[u8],
+        loc: u64,
+        key: &mut Vec<u8>,
+    ) -> TxResult<()> {
+        for ix in table.secondaries.read().iter() {
+            let index = self.index_by_id(*ix)?;
+            index.key.encode_record(&table.layout, rec, key)?;
+            index.store.delete(key, loc)?;
+        }
+        table.key.encode_record(&table.layout, rec, key)?;
+        table.primary.delete(key, loc)?;
+        Ok(())
+    }
+
+    /// Performs one logical undo action; idempotent (see `undo.rs`).
+    pub(crate) fn apply_undo(
+        &self,
+        op: &UndoOp<'_>,
+        key: &mut Vec<u8>,
+        rec: &mut Vec<u8>,
+    ) -> TxResult<()> {
+        let table = self.table_by_id(op.table)?;
+        match op.kind {
+            KIND_INSERT => {
+                let found = table.records.with(op.loc, |r| {
+                    rec.clear();
+                    rec.extend_from_slice(r);
+                })?;
+                if found.is_some() {
+                    self.remove_entries(table, rec, op.loc, key)?;
+                    table.records.delete(op.loc)?;
+                }
+            }
+            KIND_UPDATE => {
+                let live = table.records.with(op.loc, |_| ())?;
+                if live.is_some() {
+                    table.records.write(op.loc, op.offset as usize, op.before)?;
+                }
+            }
+            KIND_DELETE => {
+                let live = table.records.with(op.loc, |_| ())?;
+                let loc = match (live, &table.records) {
+                    (Some(()), Records::Heap(_)) => op.loc,
+                    _ => table.records.restore(op.loc, op.before)?,
+                };
+                table.key.encode_record(&table.layout, op.before, key)?;
+                if table.primary.get(key)? != Some(loc) {
+                    table.primary.insert(key, loc)?;
+                }
+                for ix in table.secondaries.read().iter() {
+                    let index = self.index_by_id(*ix)?;
+                    index.key.encode_record(&table.layout, op.before, key)?;
+                    match index.store.insert(key, loc) {
+                        Ok(()) | Err(storage::StorageError::DuplicateKey) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            other => {
+                return Err(TxError::Invalid(format!("unknown undo kind {other}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn wal_err(e: wal::WalError) -> TxError {
+    TxError::Storage(e.into())
+}
+
+fn validate_table(schema: &TableSchema) -> TxResult<()> {
+    if schema.primary_key.is_empty() {
+        return Err(TxError::Invalid(format!("table {} has no primary key", schema.name)));
+    }
+    if schema.columns.is_empty() {
+        return Err(TxError::Invalid(format!("table {} has no columns", schema.name)));
+    }
+    Ok(())
+}
+
+/// A database's page size and key path are fixed when it is created.
+fn check_creation_switches(found: &Catalog, wanted: &Catalog) -> TxResult<()> {
+    if found.page_size != wanted.page_size {
+        return Err(TxError::Invalid(format!(
+            "the database was created with {} KiB pages; open it with small-page={}",
+            found.page_size / 1024,
+            if found.page_size == 8192 { "on" } else { "off" }
+        )));
+    }
+    if found.packed_keys != wanted.packed_keys {
+        return Err(TxError::Invalid(format!(
+            "the database was created with btree-keys={}; open it with the same setting",
+            if found.packed_keys { "off" } else { "on" }
+        )));
+    }
+    Ok(())
+}
+
+/// Writes a file so that a crash leaves either the old or the new contents.
+fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(io_err("create catalog"))?;
+    f.write_all(bytes).map_err(io_err("write catalog"))?;
+    f.sync_all().map_err(io_err("sync catalog"))?;
+    std::fs::rename(&tmp, path).map_err(io_err("rename catalog"))?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
 }

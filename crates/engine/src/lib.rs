@@ -3,6 +3,12 @@
 
 pub mod api;
 pub mod db;
+pub mod keys;
+pub mod record;
+pub mod recovery;
+pub mod table;
+pub mod txn;
+pub mod undo;
 pub mod schema;
 pub mod switches;
 pub mod value;
@@ -11,3 +17,5 @@ pub use api::{Fetch, IndexRef, KeyRange, TableRef, Tx, TxError, TxResult};
 pub use schema::{ColumnType, IndexSchema, TableSchema};
 pub use value::{Row, Value};
 pub use switches::{ConfigError, Preset, Switch, Switches};
+pub use db::{Database, DbConfig};
+pub use txn::Transaction;

@@ -1,0 +1,264 @@
+//! Index keys: how the engine turns key values into the bytes an index orders.
+//!
+//! Two paths, fixed when a database is created (the ladder's `btree-keys` rung):
+//! * **generic**: the order-preserving encoding of `storage::btree::keys` (ints as sign-flipped
+//!   big-endian, strings NUL-terminated), compared by a comparator that interprets the key
+//!   schema field by field;
+//! * **packed integer**: an all-integer key packed into one `u64` by the bit widths the schema
+//!   declares, stored big-endian, compared as one integer by hand-coded node search.
+//!
+//! Range bounds are built here, not in the index: a bound over a key *prefix* becomes a bound
+//! over full keys (`prefix` ≤ key < successor(`prefix`)), so every index kind sees plain
+//! byte-string bounds.
+
+use std::ops::Bound;
+
+use storage::btree::keys::{encode_key, pack_int_key, prefix_successor, KeyField, KeyPart};
+
+use crate::api::{TxError, TxResult};
+use crate::record::Layout;
+use crate::schema::ColumnType;
+use crate::value::Value;
+
+/// The key of an index: which columns, and how they are encoded.
+#[derive(Clone, Debug)]
+pub struct KeySpec {
+    /// Column positions in the table.
+    pub columns: Vec<usize>,
+    types: Vec<ColumnType>,
+    /// `Some(bits)` when the key is packed into a `u64` (the hand-coded integer path).
+    packed: Option<Vec<u8>>,
+    what: String,
+}
+
+impl KeySpec {
+    /// Builds the key of `columns` of a table; `packed` asks for the integer path, which is
+    /// taken only if `int_bits` are declared (else the key stays generic).
+    pub fn new(
+        what: &str,
+        layout: &Layout,
+        columns: &[usize],
+        int_bits: Option<&[u8]>,
+        packed: bool,
+    ) -> TxResult<KeySpec> {
+        let types: Vec<ColumnType> = columns.iter().map(|c| layout.column_type(*c)).collect();
+        let packed = match int_bits {
+            Some(bits) if packed => {
+                if bits.len() != columns.len() {
+                    return Err(TxError::Invalid(format!(
+                        "{what}: {} key bit widths for {} key columns",
+                        bits.len(),
+                        columns.len()
+                    )));
+                }
+                if bits.iter().map(|b| *b as u32).sum::<u32>() > 64 {
+                    return Err(TxError::Invalid(format!("{what}: key bit widths exceed 64")));
+                }
+                if types.iter().any(|t| *t != ColumnType::Int) {
+                    return Err(TxError::Invalid(format!(
+                        "{what}: a packed integer key needs integer columns"
+                    )));
+                }
+                Some(bits.to_vec())
+            }
+            _ => None,
+        };
+        Ok(KeySpec {
+            columns: columns.to_vec(),
+            types,
+            packed,
+            what: what.to_string(),
+        })
+    }
+
+    /// Whether this key takes the packed-integer path.
+    pub fn is_packed(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    /// The parts the generic comparator interprets.
+    pub fn parts(&self) -> Vec<KeyPart> {
+        self.types
+            .iter()
+            .map(|t| match t {
+                ColumnType::Str { .. } => KeyPart::Str,
+                _ => KeyPart::Int,
+            })
+            .collect()
+    }
+
+    /// Encodes a full key or a prefix of it (`values.len()` ≤ key columns). For a packed key
+    /// the missing trailing columns are filled with `fill_high` ? all ones : zeroes.
+    fn encode_inner(&self, values: &[Value], fill_high: bool, out: &mut Vec<u8>) -> TxResult<()> {
+        out.clear();
+        if values.len() > self.columns.len() {
+            return Err(TxError::Invalid(format!(
+                "{}: {} key values for a key of {} columns",
+                self.what,
+                values.len(),
+                self.columns.len()
+            )));
+        }
+        if let Some(bits) = &self.packed {
+            let mut ints = [0u64; 8];
+            for (i, v) in values.iter().enumerate() {
+                match v {
+                    Value::Int(x) if *x >= 0 => ints[i] = *x as u64,
+                    other => {
+                        return Err(TxError::Invalid(format!(
+                            "{}: packed key column {} needs a non-negative integer, got {other:?}",
+                            self.what, i
+                        )))
+                    }
+                }
+            }
+            for (i, b) in bits.iter().enumerate().skip(values.len()) {
+                ints[i] = if fill_high { (1u128 << *b) as u64 - 1 } else { 0 };
+            }
+            let packed = pack_int_key(&ints[..bits.len()], bits).ok_or_else(|| {
+                TxError::Invalid(format!(
+                    "{}: key {values:?} does not fit the declared bit widths {bits:?}",
+                    self.what
+                ))
+            })?;
+            out.extend_from_slice(&packed.to_be_bytes());
+            return Ok(());
+        }
+        let mut fields: [KeyField<'_>; 8] = [KeyField::Int(0); 8];
+        if values.len() > fields.len() {
+            return Err(TxError::Invalid(format!("{}: keys have at most 8 columns", self.what)));
+        }
+        for (i, v) in values.iter().enumerate() {
+            fields[i] = match (self.types[i], v) {
+                (ColumnType::Int, Value::Int(x)) => KeyField::Int(*x),
+                (ColumnType::Str { .. }, Value::Str(s)) => KeyField::Str(s.as_bytes()),
+                (ty, other) => {
+                    return Err(TxError::Invalid(format!(
+                        "{}: key column {i} is {ty:?}, got {other:?}",
+                        self.what
+                    )))
+                }
+            };
+        }
+        encode_key(&fields[..values.len()], out)?;
+        Ok(())
+    }
+
+    /// Encodes a full key.
+    pub fn encode(&self, values: &[Value], out: &mut Vec<u8>) -> TxResult<()> {
+        if values.len() != self.columns.len() {
+            return Err(TxError::Invalid(format!(
+                "{}: {} key values for a key of {} columns",
+                self.what,
+                values.len(),
+                self.columns.len()
+            )));
+        }
+        self.encode_inner(values, false, out)
+    }
+
+    /// Encodes the key of a record image.
+    pub fn encode_record(&self, layout: &Layout, rec: &[u8], out: &mut Vec<u8>) -> TxResult<()> {
+        out.clear();
+        if let Some(bits) = &self.packed {
+            let mut ints = [0u64; 8];
+            for (i, c) in self.columns.iter().enumerate() {
+                ints[i] = layout.read_int(rec, *c) as u64;
+            }
+            let packed = pack_int_key(&ints[..bits.len()], bits).ok_or_else(|| {
+                TxError::Invalid(format!("{}: stored key does not fit its bit widths", self.what))
+            })?;
+            out.extend_from_slice(&packed.to_be_bytes());
+            return Ok(());
+        }
+        let mut fields: [KeyField<'_>; 8] = [KeyField::Int(0); 8];
+        for (i, c) in self.columns.iter().enumerate() {
+            fields[i] = match self.types[i] {
+                ColumnType::Str { .. } => KeyField::Str(layout.read_str(rec, *c)),
+                _ => KeyField::Int(layout.read_int(rec, *c)),
+            };
+        }
+        encode_key(&fields[..self.columns.len()], out)?;
+        Ok(())
+    }
+
+    /// Turns a bound over a key prefix into a bound over full encoded keys.
+    pub fn low_bound(&self, b: Bound<&[Value]>, out: &mut Vec<u8>) -> TxResult<Bound<()>> {
+        Ok(match b {
+            Bound::Unbounded => Bound::Unbounded,
+            Bound::Included(v) => {
+                self.encode_inner(v, false, out)?;
+                Bound::Included(())
+            }
+            Bound::Excluded(v) => {
+                self.encode_inner(v, true, out)?;
+                if self.packed.is_some() {
+                    Bound::Excluded(())
+                } else if successor(out) {
+                    Bound::Included(())
+                } else {
+                    Bound::Excluded(())
+                }
+            }
+        })
+    }
+
+    /// Upper bound, as [`KeySpec::low_bound`].
+    pub fn high_bound(&self, b: Bound<&[Value]>, out: &mut Vec<u8>) -> TxResult<Bound<()>> {
+        Ok(match b {
+            Bound::Unbounded => Bound::Unbounded,
+            Bound::Excluded(v) => {
+                self.encode_inner(v, false, out)?;
+                Bound::Excluded(())
+            }
+            Bound::Included(v) => {
+                self.encode_inner(v, true, out)?;
+                if self.packed.is_some() {
+                    Bound::Included(())
+                } else if successor(out) {
+                    Bound::Excluded(())
+                } else {
+                    Bound::Unbounded
+                }
+            }
+        })
+    }
+}
+
+/// Replaces `key` by the smallest byte string greater than every string that starts with
+/// `key`; false if there is none (all 0xFF).
+fn successor(key: &mut Vec<u8>) -> bool {
+    match prefix_successor(key) {
+        Some(next) => {
+            *key = next;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Hash of an encoded key, naming its record lock.
+#[inline]
+pub fn key_hash(table: u32, key: &[u8]) -> u64 {
+    // FNV-1a over the bytes, seeded with the table: cheap and good enough to spread locks.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (table as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for b in key {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn successor_covers_every_extension() {
+        let mut k = vec![1, 2, 0xFF];
+        assert!(successor(&mut k));
+        assert_eq!(k, vec![1, 3]);
+        let mut all = vec![0xFF, 0xFF];
+        assert!(!successor(&mut all));
+    }
+}

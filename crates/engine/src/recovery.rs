@@ -1,0 +1,270 @@
+//! ARIES recovery and checkpoints.
+//!
+//! ```text
+//!   open ─► analysis (from the last checkpoint: transaction table, dirty page table)
+//!        ─► redo     (from the smallest rec_lsn: repeat history, page by page, where page_lsn < lsn)
+//!        ─► [tables opened from the catalog]
+//!        ─► undo     (losers, newest record first, logical undo + compensation records, End)
+//!        ─► checkpoint
+//! ```
+//!
+//! Redo is physical (byte ranges of pages, logged by the buffer pool); undo is logical (see
+//! `undo.rs`), so it stays correct when a page split moved a record's index entry since.
+//! A compensation record's undo-next skips what was already undone, so a crash during undo
+//! never undoes twice.
+//!
+//! Checkpoints are fuzzy: `CheckpointBegin`, then the active transactions and the dirty pages
+//! with their rec_lsn, then `CheckpointEnd`, then the master record. The active-transaction
+//! table's latch is held exclusively while the checkpoint appends its begin record and reads
+//! the table, and shared by a committing transaction while it appends its commit record, so a
+//! transaction is either listed as running or has its commit after the checkpoint's begin.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use storage::{Lsn, PageId};
+use wal::{ActiveTxn as LoggedTxn, LogRecord, LogStorage, TxnId};
+
+use crate::api::{TxError, TxResult};
+use crate::db::Database;
+use crate::undo;
+
+/// Transactions that were running at the crash, with the LSN of their last record.
+#[derive(Default, Debug)]
+pub struct Losers(pub Vec<(TxnId, Lsn)>);
+
+fn wal_err(e: wal::WalError) -> TxError {
+    TxError::Storage(e.into())
+}
+
+/// Analysis and redo passes. Needs the pool and the log (a database on disk with logging).
+pub(crate) fn analyze_and_redo(db: &Database) -> TxResult<Losers> {
+    let (Some(log), Some(pool)) = (db.log.as_ref(), db.pool.as_ref()) else {
+        return Ok(Losers::default());
+    };
+    let start = log.last_checkpoint().unwrap_or_else(|| log.first_lsn());
+    let mut txns: HashMap<TxnId, (Lsn, bool)> = HashMap::new();
+    let mut dirty: HashMap<PageId, Lsn> = HashMap::new();
+    let mut max_txn = 0u64;
+    for item in log.iter_from(start) {
+        let (lsn, rec) = item.map_err(wal_err)?;
+        if let Some(t) = rec.txn() {
+            max_txn = max_txn.max(t.0);
+        }
+        match rec {
+            LogRecord::CheckpointEnd {
+                active,
+                dirty: pages,
+                meta,
+                ..
+            } => {
+                for a in active {
+                    max_txn = max_txn.max(a.txn.0);
+                    txns.entry(a.txn).or_insert((a.last_lsn, a.committed));
+                }
+                for (p, l) in pages {
+                    dirty.entry(p).or_insert(l);
+                }
+                if meta.len() == 8 {
+                    max_txn = max_txn.max(u64::from_le_bytes(meta[..8].try_into().unwrap()));
+                }
+            }
+            LogRecord::PageRedo { pages } => {
+                for p in pages {
+                    dirty.entry(p.page).or_insert(lsn);
+                }
+            }
+            LogRecord::Update { txn, .. }
+            | LogRecord::Compensation { txn, .. }
+            | LogRecord::Abort { txn, .. } => {
+                let e = txns.entry(txn).or_insert((lsn, false));
+                e.0 = lsn;
+            }
+            LogRecord::Commit { txn, .. } => {
+                txns.insert(txn, (lsn, true));
+            }
+            LogRecord::End { txn, .. } => {
+                txns.remove(&txn);
+            }
+            LogRecord::CheckpointBegin => {}
+        }
+    }
+    db.next_txn.store(max_txn + 1, Ordering::Relaxed);
+
+    if let Some(redo_start) = dirty.values().min().copied() {
+        for item in log.iter_from(redo_start) {
+            let (lsn, rec) = item.map_err(wal_err)?;
+            let LogRecord::PageRedo { pages } = rec else {
+                continue;
+            };
+            for p in pages {
+                match dirty.get(&p.page) {
+                    Some(rec_lsn) if *rec_lsn <= lsn => {}
+                    _ => continue,
+                }
+                let mut g = pool.fix_for_redo(p.page)?;
+                if g.lsn() >= lsn {
+                    continue;
+                }
+                for (offset, bytes) in &p.ranges {
+                    let at = *offset as usize;
+                    if at + bytes.len() > g.len() {
+                        return Err(TxError::Storage(storage::StorageError::Corruption {
+                            page: p.page,
+                            reason: format!("redo record at {lsn} writes past the page end"),
+                        }));
+                    }
+                    g.range_mut(at, bytes.len()).copy_from_slice(bytes);
+                }
+                g.set_lsn(lsn);
+            }
+        }
+    }
+    let losers = txns
+        .into_iter()
+        .filter(|(_, (_, committed))| !committed)
+        .map(|(t, (lsn, _))| (t, lsn))
+        .collect();
+    Ok(Losers(losers))
+}
+
+/// Undo pass: rolls back every loser, newest record first across all of them.
+pub(crate) fn undo(db: &Database, losers: Losers) -> TxResult<()> {
+    let Some(log) = db.log.as_ref() else {
+        return Ok(());
+    };
+    let mut last: HashMap<TxnId, Lsn> = losers.0.iter().copied().collect();
+    let mut todo: BinaryHeap<(Lsn, TxnId)> = losers.0.iter().map(|(t, l)| (*l, *t)).collect();
+    let (mut key, mut rec) = (Vec::new(), Vec::new());
+    let end = |txn: TxnId, prev: Lsn| {
+        log.append(&LogRecord::End { txn, prev });
+    };
+    while let Some((lsn, txn)) = todo.pop() {
+        let record = log.read(lsn).map_err(wal_err)?;
+        let next = match record {
+            LogRecord::Update { prev, payload, .. } => {
+                let op = undo::decode(&payload)?;
+                db.apply_undo(&op, &mut key, &mut rec)?;
+                let l = last.get(&txn).copied().unwrap_or(Lsn::NONE);
+                let clr = log.append_compensation(txn, l, prev, &[]);
+                last.insert(txn, clr);
+                prev
+            }
+            LogRecord::Compensation { undo_next, .. } => undo_next,
+            LogRecord::Abort { prev, .. } | LogRecord::Commit { prev, .. } => prev,
+            other => {
+                return Err(TxError::Invalid(format!(
+                    "recovery: transaction {} chains to a {:?} record at {lsn}",
+                    txn.0,
+                    other.kind()
+                )))
+            }
+        };
+        if next == Lsn::NONE {
+            end(txn, last.get(&txn).copied().unwrap_or(lsn));
+        } else {
+            todo.push((next, txn));
+        }
+    }
+    log.flush_to(log.end_lsn()).map_err(wal_err)?;
+    Ok(())
+}
+
+/// A checkpoint. With no transaction running (open, close) it is sharp: every dirty page is
+/// written first, so the next recovery has nothing to redo.
+pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
+    let Some(log) = db.log.as_ref().filter(|_| db.log_records) else {
+        if let Some(pool) = &db.pool {
+            pool.flush_all()?;
+        }
+        return Ok(());
+    };
+    if let Some(pool) = &db.pool {
+        if db.active_transactions().is_empty() {
+            log.flush_to(log.end_lsn()).map_err(wal_err)?;
+            pool.flush_all()?;
+        }
+    }
+    let (begin, active) = db.with_active_exclusive(|active| {
+        let begin = log.append(&LogRecord::CheckpointBegin);
+        (begin, active)
+    });
+    let dirty = db.pool.as_ref().map(|p| p.dirty_pages()).unwrap_or_default();
+    let next = db.next_txn.load(Ordering::Relaxed);
+    log.append(&LogRecord::CheckpointEnd {
+        begin,
+        active: active
+            .into_iter()
+            .map(|(txn, last, committed)| LoggedTxn {
+                txn,
+                last_lsn: Lsn(last),
+                committed,
+            })
+            .collect(),
+        dirty,
+        meta: next.to_le_bytes().to_vec(),
+    });
+    log.flush_to(log.end_lsn()).map_err(wal_err)?;
+    log.set_checkpoint(begin).map_err(wal_err)?;
+    Ok(())
+}
+
+/// Log storage for an in-memory database that is not durable: nothing ever reads the log
+/// back (rollback uses the transaction's in-memory undo list, and there is no restart), so
+/// only the file header is kept and record bytes are counted and dropped. The log's work of
+/// building and buffering records still happens in full.
+#[derive(Default)]
+pub struct DiscardLogStorage {
+    head: parking_lot::Mutex<Vec<u8>>,
+    len: AtomicU64,
+}
+
+const KEPT: u64 = 4096;
+
+impl LogStorage for DiscardLogStorage {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let head = self.head.lock();
+        if offset >= head.len() as u64 {
+            return Ok(0);
+        }
+        let n = buf.len().min(head.len() - offset as usize);
+        buf[..n].copy_from_slice(&head[offset as usize..offset as usize + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        if offset < KEPT {
+            let mut head = self.head.lock();
+            let end = (offset as usize + bytes.len()).min(KEPT as usize);
+            if head.len() < end {
+                head.resize(end, 0);
+            }
+            head[offset as usize..end].copy_from_slice(&bytes[..end - offset as usize]);
+        }
+        self.len.fetch_max(offset + bytes.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len.load(Ordering::Relaxed))
+    }
+
+    fn truncate(&self, len: u64) -> io::Result<()> {
+        self.head.lock().truncate(len.min(KEPT) as usize);
+        self.len.store(len, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn read_master(&self) -> io::Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
+    fn write_master(&self, _bytes: &[u8]) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,630 @@
+//! Transactions: the `Tx` operations on tables and indexes, with locking, undo logging,
+//! rollback and commit.
+//!
+//! Order of work inside one write operation (the write-ahead rules the engine keeps):
+//!
+//! ```text
+//!   lock the key (X) ─► log the logical undo record ─► change the record (the buffer pool logs
+//!   the physical redo of every page it changes) ─► change the indexes ─► remember the undo
+//! ```
+//!
+//! Logging the undo record *before* the change means recovery always knows how to take back
+//! a change that reached the disk; every undo action is idempotent (see `undo.rs`).
+//!
+//! Reads lock the primary key (S, or X with `for_update`) before looking it up; a lock on a
+//! key that does not exist stays held, which protects point lookups against phantoms. Range
+//! scans take next-key locks: every key returned and the first key after the range
+//! (see `scan_locked`), and inserts lock the key after the one they insert.
+
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use storage::Lsn;
+use txn::lock::{LockMode, TxnLocks};
+use wal::{LogRecord, TxnId};
+
+use crate::api::{Fetch, IndexRef, KeyRange, TableRef, Tx, TxError, TxResult};
+use crate::db::{ActiveTxn, Database};
+use crate::keys::key_hash;
+use crate::record::Layout;
+use crate::table::{Index, Table};
+use crate::undo::{UndoList, UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE};
+use crate::value::{Row, Value};
+
+/// Reusable per-session buffers. With the `xactions` switch on every transaction sets up a
+/// fresh session; with it off a thread keeps one and reuses it.
+#[derive(Default)]
+pub(crate) struct Session {
+    undo: UndoList,
+    key: Vec<u8>,
+    key2: Vec<u8>,
+    rec: Vec<u8>,
+    payload: Vec<u8>,
+    after: Vec<u8>,
+    hits: Vec<(Vec<u8>, u64)>,
+}
+
+thread_local! {
+    static SESSION: std::cell::RefCell<Option<Session>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A running transaction. Commit or abort it; dropping it unfinished aborts it.
+pub struct Transaction<'db> {
+    db: &'db Database,
+    id: TxnId,
+    locks: Option<TxnLocks>,
+    last_lsn: Lsn,
+    s: Session,
+    active: Option<Arc<ActiveTxn>>,
+    finished: bool,
+}
+
+impl<'db> Transaction<'db> {
+    #[inline(never)]
+    pub(crate) fn begin(db: &'db Database) -> Transaction<'db> {
+        let id = TxnId(db.next_txn.fetch_add(1, Ordering::Relaxed));
+        let (s, active) = if db.xactions {
+            let active = Arc::new(ActiveTxn::new(id));
+            db.register(&active);
+            (Session::default(), Some(active))
+        } else {
+            (SESSION.with(|c| c.borrow_mut().take()).unwrap_or_default(), None)
+        };
+        Transaction {
+            db,
+            id,
+            locks: db.locks.as_ref().map(|lm| lm.begin(txn::TxnId(id.0))),
+            last_lsn: Lsn::NONE,
+            s,
+            active,
+            finished: false,
+        }
+    }
+
+    /// This transaction's id.
+    pub fn id(&self) -> u64 {
+        self.id.0
+    }
+
+    /// Makes the transaction's effects permanent (durable once this returns, when the database
+    /// forces the log) and releases its locks.
+    #[inline(never)]
+    pub fn commit(mut self) -> TxResult<()> {
+        if let Some(log) = &self.db.log {
+            if self.last_lsn != Lsn::NONE {
+                let (id, prev) = (self.id, self.last_lsn);
+                let lsn = match &self.active {
+                    // Shared latch on the active table: see the checkpoint protocol in recovery.rs.
+                    Some(a) => self.db.with_active_shared(|| {
+                        let r = log.commit(id, prev);
+                        if r.is_ok() {
+                            a.committed.store(true, Ordering::Relaxed);
+                        }
+                        r
+                    }),
+                    None => log.commit(id, prev),
+                }
+                .map_err(|e| TxError::Storage(e.into()))?;
+                self.last_lsn = lsn;
+            }
+        }
+        self.finish();
+        Ok(())
+    }
+
+    /// Takes back every effect of the transaction and releases its locks.
+    pub fn abort(mut self) -> TxResult<()> {
+        let r = self.rollback();
+        self.finish();
+        r
+    }
+
+    fn rollback(&mut self) -> TxResult<()> {
+        let logging = self.db.log_records;
+        if logging && !self.s.undo.entries.is_empty() {
+            let log = self.db.log.as_ref().unwrap();
+            self.last_lsn = log.append(&LogRecord::Abort {
+                txn: self.id,
+                prev: self.last_lsn,
+            });
+        }
+        while let Some(e) = self.s.undo.entries.pop() {
+            let before = self.s.undo.before(&e).to_vec();
+            let op = UndoOp {
+                kind: e.kind,
+                table: e.table,
+                loc: e.loc,
+                offset: e.offset,
+                before: &before,
+            };
+            self.db.apply_undo(&op, &mut self.s.key, &mut self.s.rec)?;
+            if logging {
+                let log = self.db.log.as_ref().unwrap();
+                self.last_lsn =
+                    log.append_compensation(self.id, self.last_lsn, Lsn(e.prev_lsn), &[]);
+            }
+        }
+        if logging && self.last_lsn != Lsn::NONE {
+            let log = self.db.log.as_ref().unwrap();
+            log.append(&LogRecord::End {
+                txn: self.id,
+                prev: self.last_lsn,
+            });
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
+            lm.release_all(locks);
+        }
+        if let Some(a) = self.active.take() {
+            self.db.deregister(&a);
+        } else {
+            let mut s = std::mem::take(&mut self.s);
+            s.undo.clear();
+            SESSION.with(|c| *c.borrow_mut() = Some(s));
+        }
+    }
+
+    #[inline]
+    fn table(&self, t: &TableRef) -> TxResult<&'db Table> {
+        self.db.resolve_table(t)
+    }
+
+    /// Locks the record whose encoded primary key is in `self.s.key`.
+    #[inline]
+    fn lock_key(&mut self, table: u32, key: &[u8], exclusive: bool) -> TxResult<()> {
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
+            let mode = if exclusive { LockMode::X } else { LockMode::S };
+            lm.lock_record(locks, table, key_hash(table, key), mode)
+                .map_err(|e| TxError::Retry(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Logs the undo record of an operation about to happen; returns the transaction's previous
+    /// LSN (the undo-next of a compensation for it).
+    #[inline]
+    fn log_undo(&mut self, op: UndoOp<'_>) -> u64 {
+        let prev = self.last_lsn;
+        if let Some(log) = &self.db.log {
+            if let Some(a) = &self.active {
+                a.touch();
+            }
+            if self.db.log_records {
+                op.encode(&mut self.s.payload);
+                self.last_lsn = log.append_update(self.id, prev, &self.s.payload);
+            } else {
+                self.last_lsn = log.append_update(self.id, prev, &[]);
+            }
+            if let Some(a) = &self.active {
+                a.last_lsn.store(self.last_lsn.0, Ordering::Relaxed);
+            }
+        }
+        prev.0
+    }
+
+    fn project(layout: &Layout, rec: &[u8], fetch: Fetch<'_>) -> Row {
+        match fetch {
+            Fetch::All => (0..layout.columns()).map(|c| layout.read_column(rec, c)).collect(),
+            Fetch::Cols(cols) => cols.iter().map(|c| layout.read_column(rec, *c)).collect(),
+        }
+    }
+
+    fn check_fetch(table: &Table, fetch: Fetch<'_>) -> TxResult<()> {
+        if let Fetch::Cols(cols) = fetch {
+            if let Some(c) = cols.iter().find(|c| **c >= table.layout.columns()) {
+                return Err(TxError::Invalid(format!(
+                    "table {} has no column {c}",
+                    table.schema.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Collects the entries of `store` within the bounds encoded in `lo`/`hi`.
+    fn collect(
+        store: &crate::table::IndexStore,
+        lo: (&[u8], Bound<()>),
+        hi: (&[u8], Bound<()>),
+        reverse: bool,
+        limit: usize,
+        hits: &mut Vec<(Vec<u8>, u64)>,
+        what: &str,
+    ) -> TxResult<()> {
+        hits.clear();
+        let lo = lo.1.map(|_| lo.0);
+        let hi = hi.1.map(|_| hi.0);
+        let done = store.scan(lo, hi, reverse, limit, |k, v| {
+            hits.push((k.to_vec(), v));
+            true
+        })?;
+        if done.is_none() {
+            return Err(TxError::Invalid(format!("{what} is a hash index: it cannot scan")));
+        }
+        Ok(())
+    }
+
+    /// Locks the key that follows the last entry of a scan (or the end of the index), so no
+    /// insert can slip a phantom into the range until this transaction ends.
+    fn lock_next_key(
+        &mut self,
+        lock_table: u32,
+        store: &crate::table::IndexStore,
+        after: Option<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        exclusive: bool,
+    ) -> TxResult<()> {
+        if self.db.locks.is_none() {
+            return Ok(());
+        }
+        let mut next: Option<Vec<u8>> = None;
+        let (lo, hi2) = match (reverse, after) {
+            (false, Some(a)) => (Bound::Excluded(a), Bound::Unbounded),
+            (false, None) => (
+                match hi {
+                    Bound::Included(h) => Bound::Excluded(h),
+                    Bound::Excluded(h) => Bound::Included(h),
+                    Bound::Unbounded => return self.lock_key(lock_table, b"\xff\xffEND", exclusive),
+                },
+                Bound::Unbounded,
+            ),
+            (true, Some(a)) => (Bound::Unbounded, Bound::Excluded(a)),
+            (true, None) => (Bound::Unbounded, hi),
+        };
+        store.scan(lo, hi2, reverse, 1, |k, _| {
+            next = Some(k.to_vec());
+            false
+        })?;
+        match next {
+            Some(k) => self.lock_key(lock_table, &k, exclusive),
+            None => self.lock_key(lock_table, b"\xff\xffEND", exclusive),
+        }
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // Rollback failures here can only be storage errors; the database reports them
+            // through its next operation, and recovery repairs the state after a restart.
+            let _ = self.rollback();
+            self.finish();
+        }
+    }
+}
+
+impl Tx for Transaction<'_> {
+    fn get(
+        &mut self,
+        t: &TableRef,
+        key: &[Value],
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Option<Row>> {
+        let table = self.table(t)?;
+        Self::check_fetch(table, fetch)?;
+        let mut k = std::mem::take(&mut self.s.key);
+        let r = (|| {
+            table.key.encode(key, &mut k)?;
+            self.lock_key(table.id, &k, for_update)?;
+            let Some(loc) = table.primary.get(&k)? else {
+                return Ok(None);
+            };
+            Ok(table
+                .records
+                .with(loc, |rec| Self::project(&table.layout, rec, fetch))?)
+        })();
+        self.s.key = k;
+        r
+    }
+
+    fn update(&mut self, t: &TableRef, key: &[Value], set: &[(usize, Value)]) -> TxResult<bool> {
+        let table = self.table(t)?;
+        let layout = &table.layout;
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for (c, _) in set {
+            if *c >= layout.columns() {
+                return Err(TxError::Invalid(format!(
+                    "table {} has no column {c}",
+                    table.schema.name
+                )));
+            }
+            if self.db.is_indexed(table, *c) {
+                return Err(TxError::Invalid(format!(
+                    "column {} of {} is part of an index key and cannot be updated",
+                    layout.column_name(*c),
+                    table.schema.name
+                )));
+            }
+            let r = layout.column_range(*c);
+            lo = lo.min(if table.schema.columns[*c].nullable { 0 } else { r.start });
+            hi = hi.max(r.end);
+        }
+        if set.is_empty() {
+            lo = 0;
+        }
+        let mut k = std::mem::take(&mut self.s.key);
+        let mut rec = std::mem::take(&mut self.s.rec);
+        let r = (|| {
+            table.key.encode(key, &mut k)?;
+            self.lock_key(table.id, &k, true)?;
+            let Some(loc) = table.primary.get(&k)? else {
+                return Ok(false);
+            };
+            let found = table.records.with(loc, |r| {
+                rec.clear();
+                rec.extend_from_slice(r);
+            })?;
+            if found.is_none() {
+                return Ok(false);
+            }
+            // Validate and apply on a copy, so a bad value changes nothing.
+            let mut after = std::mem::take(&mut self.s.after);
+            after.clear();
+            after.extend_from_slice(&rec);
+            let applied = set.iter().try_for_each(|(c, v)| layout.write_column(&mut after, *c, v));
+            if applied.is_err() || set.is_empty() {
+                self.s.after = after;
+                return applied.map(|_| true);
+            }
+            let prev = self.log_undo(UndoOp {
+                kind: KIND_UPDATE,
+                table: table.id,
+                loc,
+                offset: lo as u16,
+                before: &rec[lo..hi],
+            });
+            let written = table.records.write(loc, lo, &after[lo..hi]);
+            self.s.after = after;
+            written?;
+            self.s
+                .undo
+                .push(KIND_UPDATE, table.id, loc, lo as u16, &rec[lo..hi], prev);
+            Ok(true)
+        })();
+        self.s.key = k;
+        self.s.rec = rec;
+        r
+    }
+
+    fn insert(&mut self, t: &TableRef, row: &[Value]) -> TxResult<()> {
+        let table = self.table(t)?;
+        let mut k = std::mem::take(&mut self.s.key);
+        let mut rec = std::mem::take(&mut self.s.rec);
+        let r = (|| {
+            table.layout.encode(row, &mut rec)?;
+            table.key.encode_record(&table.layout, &rec, &mut k)?;
+            self.lock_key(table.id, &k, true)?;
+            if self.db.locks.is_some() {
+                // Next-key lock: a scan that covered the gap this key falls into holds the
+                // next key, so the insert waits until that scan's transaction ends.
+                self.lock_next_key(table.id, &table.primary, Some(&k), Bound::Unbounded, false, true)?;
+            }
+            if table.primary.get(&k)?.is_some() {
+                return Err(TxError::DuplicateKey(table.schema.name.clone()));
+            }
+            let mut payload = std::mem::take(&mut self.s.payload);
+            let mut logged_prev = 0;
+            let loc = table.records.insert(&rec, |loc| {
+                let prev = self.last_lsn;
+                if let Some(log) = &self.db.log {
+                    if self.db.log_records {
+                        UndoOp {
+                            kind: KIND_INSERT,
+                            table: table.id,
+                            loc,
+                            offset: 0,
+                            before: &[],
+                        }
+                        .encode(&mut payload);
+                        self.last_lsn = log.append_update(self.id, prev, &payload);
+                    } else {
+                        self.last_lsn = log.append_update(self.id, prev, &[]);
+                    }
+                }
+                logged_prev = prev.0;
+            })?;
+            self.s.payload = payload;
+            if let Some(a) = &self.active {
+                a.last_lsn.store(self.last_lsn.0, Ordering::Relaxed);
+            }
+            self.s
+                .undo
+                .push(KIND_INSERT, table.id, loc, 0, &[], logged_prev);
+            table.primary.insert(&k, loc).map_err(|e| match e {
+                storage::StorageError::DuplicateKey => {
+                    TxError::DuplicateKey(table.schema.name.clone())
+                }
+                e => e.into(),
+            })?;
+            let secondaries = table.secondaries.read();
+            for ix in secondaries.iter() {
+                let index = self.db.index_by_id(*ix)?;
+                index.key.encode_record(&table.layout, &rec, &mut self.s.key2)?;
+                if self.db.locks.is_some() {
+                    let entry = std::mem::take(&mut self.s.key2);
+                    let space = crate::db::index_lock_space(index.id);
+                    let locked = self.lock_key(space, &entry, true).and_then(|_| {
+                        self.lock_next_key(space, &index.store, Some(&entry), Bound::Unbounded, false, true)
+                    });
+                    self.s.key2 = entry;
+                    locked?;
+                }
+                index.store.insert(&self.s.key2, loc).map_err(|e| match e {
+                    storage::StorageError::DuplicateKey => {
+                        TxError::DuplicateKey(index.schema.name.clone())
+                    }
+                    e => e.into(),
+                })?;
+            }
+            Ok(())
+        })();
+        self.s.key = k;
+        self.s.rec = rec;
+        r
+    }
+
+    fn delete(&mut self, t: &TableRef, key: &[Value]) -> TxResult<bool> {
+        let table = self.table(t)?;
+        let mut k = std::mem::take(&mut self.s.key);
+        let mut rec = std::mem::take(&mut self.s.rec);
+        let r = (|| {
+            table.key.encode(key, &mut k)?;
+            self.lock_key(table.id, &k, true)?;
+            let Some(loc) = table.primary.get(&k)? else {
+                return Ok(false);
+            };
+            let found = table.records.with(loc, |r| {
+                rec.clear();
+                rec.extend_from_slice(r);
+            })?;
+            if found.is_none() {
+                return Ok(false);
+            }
+            if self.db.locks.is_some() {
+                // Next-key lock: a scan of this gap must wait until the delete is decided.
+                self.lock_next_key(table.id, &table.primary, Some(&k), Bound::Unbounded, false, true)?;
+            }
+            let prev = self.log_undo(UndoOp {
+                kind: KIND_DELETE,
+                table: table.id,
+                loc,
+                offset: 0,
+                before: &rec,
+            });
+            self.s.undo.push(KIND_DELETE, table.id, loc, 0, &rec, prev);
+            self.db.remove_entries(table, &rec, loc, &mut self.s.key2)?;
+            table.records.delete(loc)?;
+            Ok(true)
+        })();
+        self.s.key = k;
+        self.s.rec = rec;
+        r
+    }
+
+    fn scan(
+        &mut self,
+        t: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        let table = self.table(t)?;
+        Self::check_fetch(table, fetch)?;
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut lo = Vec::new();
+        let mut hi = Vec::new();
+        let lob = table.key.low_bound(range.low, &mut lo)?;
+        let hib = table.key.high_bound(range.high, &mut hi)?;
+        let mut hits = std::mem::take(&mut self.s.hits);
+        let r = (|| {
+            Self::collect(
+                &table.primary,
+                (&lo, lob),
+                (&hi, hib),
+                reverse,
+                limit,
+                &mut hits,
+                &table.schema.name,
+            )?;
+            let mut rows = Vec::with_capacity(hits.len());
+            for (key, _) in hits.iter() {
+                self.lock_key(table.id, key, for_update)?;
+                // Re-read under the lock: the entry may have changed since it was collected.
+                if let Some(loc) = table.primary.get(key)? {
+                    if let Some(row) = table
+                        .records
+                        .with(loc, |rec| Self::project(&table.layout, rec, fetch))?
+                    {
+                        rows.push(row);
+                    }
+                }
+            }
+            if rows.len() < limit {
+                let end = if reverse { lob.map(|_| lo.as_slice()) } else { hib.map(|_| hi.as_slice()) };
+                let last = hits.last().map(|h| h.0.clone());
+                self.lock_next_key(table.id, &table.primary, last.as_deref(), end, reverse, for_update)?;
+            }
+            Ok(rows)
+        })();
+        self.s.hits = hits;
+        r
+    }
+
+    fn scan_index(
+        &mut self,
+        ix: &IndexRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        let index: &Index = self.db.resolve_index(ix)?;
+        let table = self.db.table_by_id(index.table)?;
+        Self::check_fetch(table, fetch)?;
+        let limit = limit.unwrap_or(usize::MAX);
+        let mut lo = Vec::new();
+        let mut hi = Vec::new();
+        let lob = index.key.low_bound(range.low, &mut lo)?;
+        let hib = index.key.high_bound(range.high, &mut hi)?;
+        // Index entries are locked in the index's own lock space (table id range above tables).
+        let index_lock = crate::db::index_lock_space(index.id);
+        let mut hits = std::mem::take(&mut self.s.hits);
+        let r = (|| {
+            Self::collect(
+                &index.store,
+                (&lo, lob),
+                (&hi, hib),
+                reverse,
+                limit,
+                &mut hits,
+                &index.schema.name,
+            )?;
+            let mut rows = Vec::with_capacity(hits.len());
+            let mut pk = Vec::new();
+            let mut check = Vec::new();
+            for (entry, loc) in hits.iter() {
+                self.lock_key(index_lock, entry, for_update)?;
+                // Lock the row by its primary key, then confirm it still carries this entry.
+                let Some(()) = table.records.with(*loc, |rec| {
+                    let _ = table.key.encode_record(&table.layout, rec, &mut pk);
+                })?
+                else {
+                    continue;
+                };
+                self.lock_key(table.id, &pk, for_update)?;
+                let row = table.records.with(*loc, |rec| {
+                    let _ = index.key.encode_record(&table.layout, rec, &mut check);
+                    if entry.starts_with(&check) {
+                        Some(Self::project(&table.layout, rec, fetch))
+                    } else {
+                        None
+                    }
+                })?;
+                if let Some(Some(row)) = row {
+                    rows.push(row);
+                }
+            }
+            if rows.len() < limit {
+                let end = if reverse { lob.map(|_| lo.as_slice()) } else { hib.map(|_| hi.as_slice()) };
+                let last = hits.last().map(|h| h.0.clone());
+                self.lock_next_key(index_lock, &index.store, last.as_deref(), end, reverse, for_update)?;
+            }
+            Ok(rows)
+        })();
+        self.s.hits = hits;
+        r
+    }
+}

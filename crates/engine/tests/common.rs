@@ -1,0 +1,77 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use engine::{Database, DbConfig, Fetch, KeyRange, Preset, Switches, TableRef, TableSchema, Tx, TxError, Value};
+
+/// An `accounts(id, owner, balance)` table.
+pub fn accounts_schema() -> TableSchema {
+    TableSchema::new("accounts")
+        .int("id")
+        .string("owner", 16)
+        .int("balance")
+        .key(&["id"])
+        .int_key(&[32])
+}
+
+pub fn open(preset: Preset, threads: usize) -> Arc<Database> {
+    Database::open(DbConfig {
+        switches: Switches::preset(preset),
+        threads,
+        pool_mib: 16,
+        ..DbConfig::default()
+    })
+    .unwrap()
+}
+
+/// Creates `accounts` with `n` rows of balance 100.
+pub fn load_accounts(db: &Database, n: i64) -> TableRef {
+    let t = db.create_table(accounts_schema()).unwrap();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        db.run(|tx| {
+            for id in chunk {
+                tx.insert(&t, &[Value::Int(*id), Value::Str(format!("owner{id}")), Value::Int(100)])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    t
+}
+
+/// Every row of a table in key order.
+pub fn dump(db: &Database, t: &TableRef) -> Vec<Vec<Value>> {
+    db.run(|tx| {
+        tx.scan(
+            t,
+            KeyRange {
+                low: std::ops::Bound::Unbounded,
+                high: std::ops::Bound::Unbounded,
+            },
+            None,
+            false,
+            Fetch::All,
+            false,
+        )
+    })
+    .unwrap()
+}
+
+/// Sum of the balance column.
+pub fn total(db: &Database, t: &TableRef) -> i64 {
+    dump(db, t).iter().map(|r| r[2].as_int().unwrap()).sum()
+}
+
+/// Moves `amount` from `from` to `to` in one transaction body (no commit).
+pub fn transfer(tx: &mut dyn Tx, t: &TableRef, from: i64, to: i64, amount: i64) -> Result<(), TxError> {
+    let a = tx
+        .get(t, &[Value::Int(from)], Fetch::Cols(&[2]), true)?
+        .ok_or_else(|| TxError::Invalid("no source".into()))?;
+    let b = tx
+        .get(t, &[Value::Int(to)], Fetch::Cols(&[2]), true)?
+        .ok_or_else(|| TxError::Invalid("no target".into()))?;
+    tx.update(t, &[Value::Int(from)], &[(2, Value::Int(a[0].as_int().unwrap() - amount))])?;
+    tx.update(t, &[Value::Int(to)], &[(2, Value::Int(b[0].as_int().unwrap() + amount))])?;
+    Ok(())
+}
