@@ -1,12 +1,21 @@
 //! Glass benchmark drivers, statistics and reports.
 //!
 //! - [`driver`]: the closed-loop driver (worker threads, phases, retries) behind the
-//!   [`driver::Executor`] seam;
+//!   [`driver::Executor`] seam; [`embedded`]: the executor for an in-process database;
 //! - [`stats`]: per-type counts and latency histograms;
 //! - [`report`]: the result record (JSON) and the printed table;
-//! - [`progress`]: the live progress line.
+//! - [`progress`]: the live progress line;
+//! - [`manifest`]: what a database directory was loaded with;
+//! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls.
 
 pub mod driver;
+pub mod embedded;
+pub mod manifest;
 pub mod progress;
 pub mod report;
+pub mod run;
 pub mod stats;
+
+pub use driver::{drive, DriverConfig, DriverError, Executor, Stop};
+pub use report::BenchResult;
+pub use run::{run_bench, run_check, run_load, BenchConfig, UsageError};

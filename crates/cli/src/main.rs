@@ -1,1 +1,368 @@
-fn main() {}
+//! `glass`: the command line. It parses arguments and calls into the `bench` crate.
+//!
+//! Exit codes: 0 success; 1 a run failed or a consistency condition does not hold; 2 a usage
+//! error (unknown flag, bad value, impossible configuration), reported in one line naming the
+//! bad value and the valid choices.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use bench::driver::Stop;
+use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, BenchConfig};
+use bench::UsageError;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use engine::db::DbConfig;
+use workloads::{Distribution, Mix, WorkloadOptions};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "glass",
+    version,
+    about = "Glass: an OLTP engine you can see through",
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load a workload (in memory unless --db) and run it closed-loop; print throughput,
+    /// latency percentiles and the consistency check.
+    Bench(BenchArgs),
+    /// Create and populate a database on disk.
+    Load(LoadArgs),
+    /// Open a database (recovering it if needed) and check the workload's consistency
+    /// conditions; exit 0 only if all hold.
+    Check(CheckArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum WorkloadName {
+    Tpcc,
+    Tpcb,
+    Ycsb,
+    Voter,
+}
+
+impl WorkloadName {
+    fn name(self) -> &'static str {
+        match self {
+            WorkloadName::Tpcc => "tpcc",
+            WorkloadName::Tpcb => "tpcb",
+            WorkloadName::Ycsb => "ycsb",
+            WorkloadName::Voter => "voter",
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum PresetName {
+    Full,
+    Stripped,
+    Optimal,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum MixName {
+    Full,
+    Paper,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum DistributionName {
+    Uniform,
+    Zipfian,
+    Latest,
+}
+
+/// Options that decide what is loaded.
+#[derive(Args, Debug)]
+struct DataArgs {
+    /// Warehouses (tpcc), branches (tpcb), records (ycsb; default 100000), 10,000s of voters
+    /// (voter).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    scale: Option<u64>,
+    /// YCSB bytes per field.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    field_size: u64,
+    /// YCSB fields per record.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=64))]
+    field_count: u64,
+}
+
+/// Options that decide how the engine runs.
+#[derive(Args, Debug)]
+struct EngineArgs {
+    /// Starting configuration of the removal ladder.
+    #[arg(long, value_enum, default_value = "full")]
+    preset: PresetName,
+    /// Turn one component off (or on) after the preset, e.g. --switch locking=off.
+    #[arg(long = "switch", value_name = "NAME=off", value_parser = parse_switch)]
+    switches: Vec<String>,
+    /// Keep the database in this directory (default: in memory).
+    #[arg(long, value_name = "DIR")]
+    db: Option<PathBuf>,
+    /// Force the log at every commit.
+    #[arg(long)]
+    durable: bool,
+    /// Buffer pool size in MiB.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pool_mib: u64,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    #[command(flatten)]
+    data: DataArgs,
+    /// Worker threads (closed-loop terminals).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    threads: u64,
+    /// Seconds to measure (default 10).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, conflicts_with = "txns", allow_negative_numbers = true)]
+    duration: Option<f64>,
+    /// Measure this many transactions (all threads together) instead of a duration.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    txns: Option<u64>,
+    /// Seconds to run before measuring.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_warmup, allow_negative_numbers = true)]
+    warmup: f64,
+    /// TPC-C mix: the specification's five transactions, or the 2008 paper's New-Order and
+    /// Payment.
+    #[arg(long, value_enum, default_value = "full")]
+    mix: MixName,
+    /// YCSB core workload, A to F.
+    #[arg(long, value_name = "A..F", value_parser = parse_ycsb_workload)]
+    ycsb_workload: Option<char>,
+    /// YCSB request distribution (default: the core workload's own).
+    #[arg(long, value_enum)]
+    distribution: Option<DistributionName>,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Seed of the terminals' random streams (terminal i uses SEED + i).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Also write the result as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Print only the result table (no status lines or progress).
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct LoadArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    /// Directory of the database to create.
+    #[arg(long, value_name = "DIR", required = true)]
+    db: PathBuf,
+    #[command(flatten)]
+    data: DataArgs,
+    /// Buffer pool size in MiB.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pool_mib: u64,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    /// Directory of the database to check.
+    #[arg(long, value_name = "DIR", required = true)]
+    db: PathBuf,
+    /// Buffer pool size in MiB.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pool_mib: u64,
+}
+
+fn parse_switch(setting: &str) -> Result<String, String> {
+    let mut scratch = engine::Switches::default();
+    scratch.apply(setting).map_err(|e| e.to_string())?;
+    Ok(setting.to_string())
+}
+
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e7 => Ok(s),
+        _ => Err("expected a number of seconds above 0 (e.g. 10 or 2.5)".to_string()),
+    }
+}
+
+fn parse_warmup(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && (0.0..=1e7).contains(&s) => Ok(s),
+        _ => Err("expected a number of seconds, 0 or more".to_string()),
+    }
+}
+
+fn parse_ycsb_workload(text: &str) -> Result<char, String> {
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c @ ('A'..='F' | 'a'..='f')), None) => Ok(c.to_ascii_uppercase()),
+        _ => Err("expected one of A, B, C, D, E, F".to_string()),
+    }
+}
+
+fn workload_options(workload: WorkloadName, data: &DataArgs) -> WorkloadOptions {
+    WorkloadOptions {
+        scale: data.scale.unwrap_or_else(|| default_scale(workload.name())),
+        field_size: data.field_size as usize,
+        field_count: data.field_count as usize,
+        ..WorkloadOptions::default()
+    }
+}
+
+fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let name = args.workload.name();
+    let preset = match args.engine.preset {
+        PresetName::Full => "full",
+        PresetName::Stripped => "stripped",
+        PresetName::Optimal => "optimal",
+    };
+    let threads = args.threads as usize;
+    let switches = build_switches(preset, &args.engine.switches, threads)?;
+    let mut options = workload_options(args.workload, &args.data);
+    options.mix = match args.mix {
+        MixName::Full => Mix::Full,
+        MixName::Paper => Mix::Paper,
+    };
+    let letter = args.ycsb_workload.unwrap_or(options.ycsb_workload);
+    options.ycsb_workload = letter;
+    options.ycsb_distribution = match args.distribution {
+        Some(DistributionName::Uniform) => Distribution::Uniform,
+        Some(DistributionName::Zipfian) => Distribution::Zipfian,
+        Some(DistributionName::Latest) => Distribution::Latest,
+        None => Distribution::standard_for(letter),
+    };
+    let mut config = BenchConfig::new(name);
+    config.options = options;
+    config.threads = threads;
+    config.stop = match (args.txns, args.duration) {
+        (Some(n), _) => Stop::Txns(n),
+        (None, Some(secs)) => Stop::Duration(Duration::from_secs_f64(secs)),
+        (None, None) => config.stop,
+    };
+    config.warmup = Duration::from_secs_f64(args.warmup);
+    config.db = DbConfig {
+        path: args.engine.db,
+        pool_mib: args.engine.pool_mib as usize,
+        durable: args.engine.durable,
+        switches,
+        threads,
+        ..DbConfig::default()
+    };
+    config.seed = args.seed;
+    config.json = args.json;
+    config.quiet = args.quiet;
+    config.adopt_loaded_scale = args.data.scale.is_none();
+    let result = run_bench(&config)?;
+    println!("{}", result.render().trim_end());
+    Ok(if result.consistency == "ok" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn load(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    let options = workload_options(args.workload, &args.data);
+    let db = DbConfig {
+        path: Some(args.db.clone()),
+        pool_mib: args.pool_mib as usize,
+        ..DbConfig::default()
+    };
+    let took = run_load(args.workload.name(), &options, &db, false)?;
+    println!(
+        "loaded {} (scale {}) into {} in {:.2} s",
+        args.workload.name(),
+        options.scale,
+        args.db.display(),
+        took.as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let db = DbConfig {
+        path: Some(args.db.clone()),
+        pool_mib: args.pool_mib as usize,
+        ..DbConfig::default()
+    };
+    let conditions = run_check(args.workload.name(), &db)?;
+    for c in &conditions {
+        match &c.violation {
+            None => println!("✓ {}: {}", c.name, c.description),
+            Some(found) => println!("✗ {}: {} — {}", c.name, c.description, found),
+        }
+    }
+    let held = conditions.iter().filter(|c| c.holds()).count();
+    println!(
+        "{held} of {} conditions hold in {}",
+        conditions.len(),
+        args.db.display()
+    );
+    Ok(if held == conditions.len() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Collapses clap's multi-line error into one line: the message, with its tip or the valid
+/// values, without the usage block and the "--help" hint.
+fn one_line(err: &clap::Error) -> String {
+    err.render()
+        .to_string()
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            use clap::error::ErrorKind;
+            return match err.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = err.print();
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = err.print();
+                    ExitCode::from(2)
+                }
+                _ => {
+                    eprintln!("{}", one_line(&err));
+                    ExitCode::from(2)
+                }
+            };
+        }
+    };
+    let outcome = match cli.command {
+        Command::Bench(args) => bench(args),
+        Command::Load(args) => load(args),
+        Command::Check(args) => check(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            if let Some(usage) = err.chain().find_map(|e| e.downcast_ref::<UsageError>()) {
+                eprintln!("error: {usage}");
+                ExitCode::from(2)
+            } else {
+                eprintln!("error: {err:#}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The load manifest: which workload, with which options, a database directory holds.
+//!
+//! `glass load` (and `glass bench --db` on an empty directory) writes `glass-load.json` into
+//! the database directory after the load finished and the database was closed cleanly. Its
+//! presence therefore means "fully loaded"; `glass check` and later `glass bench --db` runs
+//! read it to rebuild the workload with the options it was loaded with (a TPC-C check needs
+//! the warehouse count) and refuse a directory loaded by another workload or scale.
+//!
+//! The file is written to a temporary name and renamed, so it is either absent or complete.
+//!
+//! | field                          | meaning                                       |
+//! |--------------------------------|-----------------------------------------------|
+//! | `workload`                     | `tpcc`, `tpcb`, `ycsb`, `voter`               |
+//! | `scale`                        | as `--scale`                                  |
+//! | `mix`                          | TPC-C mix, `full` or `paper`                  |
+//! | `ycsb_workload`, `distribution`, `field_size`, `field_count` | YCSB options   |
+//! | `glass_version`, `loaded_at`   | the build that loaded it, and when (UTC)      |
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use workloads::{Distribution, Mix, WorkloadOptions};
+
+/// File name of the manifest inside a database directory.
+pub const MANIFEST_FILE: &str = "glass-load.json";
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadManifest {
+    pub workload: String,
+    pub scale: u64,
+    pub mix: String,
+    pub ycsb_workload: String,
+    pub distribution: String,
+    pub field_size: usize,
+    pub field_count: usize,
+    pub glass_version: String,
+    pub loaded_at: String,
+}
+
+/// Why a manifest could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid load manifest: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+}
+
+pub fn mix_name(mix: Mix) -> &'static str {
+    match mix {
+        Mix::Full => "full",
+        Mix::Paper => "paper",
+    }
+}
+
+pub fn mix_from_name(name: &str) -> Result<Mix, String> {
+    match name {
+        "full" => Ok(Mix::Full),
+        "paper" => Ok(Mix::Paper),
+        other => Err(format!("unknown mix '{other}' (valid: full, paper)")),
+    }
+}
+
+pub fn distribution_name(d: Distribution) -> &'static str {
+    match d {
+        Distribution::Uniform => "uniform",
+        Distribution::Zipfian => "zipfian",
+        Distribution::Latest => "latest",
+    }
+}
+
+impl LoadManifest {
+    pub fn new(workload: &str, options: &WorkloadOptions, loaded_at: String) -> LoadManifest {
+        LoadManifest {
+            workload: workload.to_string(),
+            scale: options.scale,
+            mix: mix_name(options.mix).to_string(),
+            ycsb_workload: options.ycsb_workload.to_ascii_uppercase().to_string(),
+            distribution: distribution_name(options.ycsb_distribution).to_string(),
+            field_size: options.field_size,
+            field_count: options.field_count,
+            glass_version: env!("CARGO_PKG_VERSION").to_string(),
+            loaded_at,
+        }
+    }
+
+    /// The workload options the database was loaded with.
+    pub fn options(&self) -> Result<WorkloadOptions, String> {
+        let mut letters = self.ycsb_workload.chars();
+        let ycsb_workload = match (letters.next(), letters.next()) {
+            (Some(c), None) => c,
+            _ => return Err(format!("bad ycsb_workload '{}'", self.ycsb_workload)),
+        };
+        Ok(WorkloadOptions {
+            scale: self.scale,
+            mix: mix_from_name(&self.mix)?,
+            ycsb_workload,
+            ycsb_distribution: Distribution::from_name(&self.distribution)?,
+            field_size: self.field_size,
+            field_count: self.field_count,
+        })
+    }
+
+    /// How `options` differ from what was loaded, in the data that loading decides (the mix
+    /// and the YCSB request distribution only shape the run, not the data).
+    pub fn mismatch(&self, workload: &str, options: &WorkloadOptions) -> Option<String> {
+        if self.workload != workload {
+            return Some(format!(
+                "it holds a {} database, not {workload}",
+                self.workload
+            ));
+        }
+        if self.scale != options.scale {
+            return Some(format!(
+                "it was loaded with --scale {}, not {}",
+                self.scale, options.scale
+            ));
+        }
+        if workload == "ycsb"
+            && (self.field_size != options.field_size || self.field_count != options.field_count)
+        {
+            return Some(format!(
+                "it was loaded with {} fields of {} bytes, not {} of {}",
+                self.field_count, self.field_size, options.field_count, options.field_size
+            ));
+        }
+        None
+    }
+
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(MANIFEST_FILE)
+    }
+
+    /// Reads the manifest of `dir`; `Ok(None)` if there is none (nothing fully loaded).
+    pub fn read(dir: &Path) -> Result<Option<LoadManifest>, ManifestError> {
+        let path = LoadManifest::path(dir);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(ManifestError::Io { path, source }),
+        };
+        let manifest: LoadManifest =
+            serde_json::from_str(&text).map_err(|e| ManifestError::Corrupt {
+                path: path.clone(),
+                detail: e.to_string(),
+            })?;
+        manifest
+            .options()
+            .map_err(|detail| ManifestError::Corrupt { path, detail })?;
+        Ok(Some(manifest))
+    }
+
+    /// Writes the manifest into `dir` atomically (temporary file, then rename).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let path = LoadManifest::path(dir);
+        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, &path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rebuilds_options() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(LoadManifest::read(dir.path()).unwrap().is_none());
+        let options = WorkloadOptions {
+            scale: 3,
+            mix: Mix::Paper,
+            ycsb_workload: 'b',
+            ycsb_distribution: Distribution::Uniform,
+            field_size: 10,
+            field_count: 2,
+        };
+        let m = LoadManifest::new("ycsb", &options, "now".into());
+        m.write(dir.path()).unwrap();
+        let back = LoadManifest::read(dir.path()).unwrap().unwrap();
+        assert_eq!(back, m);
+        let rebuilt = back.options().unwrap();
+        assert_eq!(rebuilt.scale, 3);
+        assert_eq!(rebuilt.mix, Mix::Paper);
+        assert_eq!(rebuilt.ycsb_workload, 'B');
+        assert_eq!(rebuilt.ycsb_distribution, Distribution::Uniform);
+        assert_eq!(back.mismatch("ycsb", &rebuilt), None);
+        let other_scale = WorkloadOptions {
+            scale: 4,
+            ..rebuilt.clone()
+        };
+        assert!(back
+            .mismatch("ycsb", &other_scale)
+            .unwrap()
+            .contains("--scale 3"));
+        assert!(back
+            .mismatch("tpcc", &rebuilt)
+            .unwrap()
+            .contains("ycsb database"));
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        for text in ["", "{", "[]", "{\"workload\": 5}", "\u{0}\u{ff}"] {
+            std::fs::write(LoadManifest::path(dir.path()), text).unwrap();
+            assert!(matches!(
+                LoadManifest::read(dir.path()),
+                Err(ManifestError::Corrupt { .. })
+            ));
+        }
+        let mut m = LoadManifest::new("tpcc", &WorkloadOptions::default(), "now".into());
+        m.mix = "weird".into();
+        m.write(dir.path()).unwrap();
+        assert!(LoadManifest::read(dir.path()).is_err());
+    }
+}

@@ -1,0 +1,449 @@
+//! The three things the `glass` command does with a workload: bench, load, check.
+//!
+//! ```text
+//!   run_bench:  validate ─► open db ─► create schema ─► load (in memory: always;
+//!               --db DIR: only if DIR has no load manifest, then close, write the
+//!               manifest, reopen) ─► terminals ─► drive ─► check() ─► BenchResult (+ JSON)
+//!   run_load:   validate ─► open DIR ─► create schema ─► load ─► close ─► write manifest
+//!   run_check:  read DIR's manifest ─► open (recovering) ─► check() ─► conditions
+//! ```
+//!
+//! Errors are `anyhow` errors with context naming what was being done; configuration errors
+//! the user must fix are [`UsageError`]s (one line, naming the bad value and the valid ones),
+//! so the command line can tell them apart (exit code 2).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context};
+use engine::db::{Database, DbConfig};
+use engine::{Preset, Switches};
+use parking_lot::Mutex;
+use workloads::{Condition, Distribution, Workload, WorkloadOptions};
+
+use crate::driver::{drive, DriverConfig, Stop};
+use crate::embedded::EmbeddedExecutor;
+use crate::manifest::{distribution_name, mix_name, LoadManifest};
+use crate::progress::{bar, ProgressLine};
+use crate::report::{rfc3339_utc, BenchResult, RunConfiguration};
+
+/// A configuration the user must change; its message is one line naming the bad value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Everything `glass bench` needs.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// "tpcc", "tpcb", "ycsb" or "voter".
+    pub workload: String,
+    pub options: WorkloadOptions,
+    /// Worker threads (terminals).
+    pub threads: usize,
+    pub stop: Stop,
+    pub warmup: Duration,
+    /// The database: `path: None` is in memory; `threads` is overwritten with `threads`.
+    pub db: DbConfig,
+    /// Terminal i draws its inputs from `seed + i`.
+    pub seed: u64,
+    /// Also write the result as JSON to this file.
+    pub json: Option<PathBuf>,
+    /// Attempts of one transaction aborted as a deadlock victim before the run fails.
+    pub retry_limit: u32,
+    /// Print nothing but errors (no status lines, no progress).
+    pub quiet: bool,
+    /// When `db.path` holds a loaded database, run at the scale it was loaded with instead
+    /// of `options.scale` (set when the user gave no `--scale`).
+    pub adopt_loaded_scale: bool,
+}
+
+impl BenchConfig {
+    /// Defaults of `glass bench WORKLOAD`: its default scale, 2 threads, 10 s after a 1 s
+    /// warm-up, the full preset, in memory.
+    pub fn new(workload: &str) -> BenchConfig {
+        BenchConfig {
+            workload: workload.to_string(),
+            options: WorkloadOptions {
+                scale: default_scale(workload),
+                ..WorkloadOptions::default()
+            },
+            threads: 2,
+            stop: Stop::Duration(Duration::from_secs(10)),
+            warmup: Duration::from_secs(1),
+            db: DbConfig::default(),
+            seed: 42,
+            json: None,
+            retry_limit: 1000,
+            quiet: false,
+            adopt_loaded_scale: false,
+        }
+    }
+}
+
+/// The scale `--scale` defaults to: 1 warehouse (TPC-C), 1 branch (TPC-B), 100,000 records
+/// (YCSB), 10,000 voters (Voter).
+pub fn default_scale(workload: &str) -> u64 {
+    match workload {
+        "ycsb" => 100_000,
+        _ => 1,
+    }
+}
+
+/// Builds the switches of `preset` with `settings` (`NAME=on|off`) applied in order, and
+/// validates them for `threads` worker threads.
+pub fn build_switches(
+    preset: &str,
+    settings: &[String],
+    threads: usize,
+) -> Result<Switches, UsageError> {
+    let preset = Preset::from_name(preset).map_err(|e| UsageError(e.to_string()))?;
+    let mut switches = Switches::preset(preset);
+    for setting in settings {
+        switches
+            .apply(setting)
+            .map_err(|e| UsageError(format!("--switch: {e}")))?;
+    }
+    validate_switches(&switches, threads)?;
+    Ok(switches)
+}
+
+fn validate_switches(switches: &Switches, threads: usize) -> Result<(), UsageError> {
+    if switches.optimal {
+        return Err(UsageError(
+            "preset 'optimal' (the hand-coded kernel, ladder rung 11) is not implemented yet (valid now: full, stripped)"
+                .to_string(),
+        ));
+    }
+    if threads == 0 {
+        return Err(UsageError("--threads must be at least 1".to_string()));
+    }
+    switches
+        .validate(threads)
+        .map_err(|e| UsageError(format!("{e} (use --threads 1, or leave the switch on)")))
+}
+
+/// The YCSB distribution used when none is given: the one YCSB's core workload file names.
+pub fn standard_distribution(ycsb_workload: char) -> Distribution {
+    Distribution::standard_for(ycsb_workload)
+}
+
+fn build_workload(name: &str, options: &WorkloadOptions) -> anyhow::Result<Arc<dyn Workload>> {
+    workloads::by_name(name, options).map_err(|e| anyhow::Error::new(UsageError(e)))
+}
+
+/// Prints status lines on stderr unless quiet.
+struct Status {
+    quiet: bool,
+}
+
+impl Status {
+    fn say(&self, line: std::fmt::Arguments<'_>) {
+        if !self.quiet {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "{line}");
+        }
+    }
+}
+
+/// What a scale means, for status lines.
+fn describe_scale(workload: &str, scale: u64) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    match workload {
+        "tpcc" => plural(scale, "warehouse", "warehouses"),
+        "tpcb" => plural(scale, "branch", "branches"),
+        "ycsb" => plural(scale, "record", "records"),
+        "voter" => format!("{} voters", scale.saturating_mul(10_000)),
+        _ => format!("scale {scale}"),
+    }
+}
+
+fn open(config: &DbConfig) -> anyhow::Result<Arc<Database>> {
+    let what = match &config.path {
+        Some(p) => format!("open database in {}", p.display()),
+        None => "open in-memory database".to_string(),
+    };
+    Database::open(config.clone()).context(what)
+}
+
+/// Creates the schema and loads `workload`, drawing a progress bar; returns the load time.
+fn load(
+    workload: &dyn Workload,
+    db: &Arc<Database>,
+    scale: u64,
+    status: &Status,
+) -> anyhow::Result<Duration> {
+    status.say(format_args!(
+        "loading {} ({})...",
+        workload.name(),
+        describe_scale(workload.name(), scale)
+    ));
+    let started = Instant::now();
+    workload
+        .create_schema(db)
+        .with_context(|| format!("create the {} schema", workload.name()))?;
+    let progress = Mutex::new(if status.quiet {
+        ProgressLine::with_enabled(false)
+    } else {
+        ProgressLine::stderr()
+    });
+    let report = |done: u64, total: u64| {
+        let fraction = if total == 0 {
+            1.0
+        } else {
+            done as f64 / total as f64
+        };
+        progress.lock().update(|| {
+            format!(
+                "loading {} {} {:>3.0}%  {:.1} s",
+                workload.name(),
+                bar(fraction, 30),
+                fraction * 100.0,
+                started.elapsed().as_secs_f64()
+            )
+        });
+    };
+    workload
+        .load(db, &report)
+        .with_context(|| format!("load {}", workload.name()))?;
+    progress.lock().finish();
+    let took = started.elapsed();
+    status.say(format_args!("loaded in {:.2} s", took.as_secs_f64()));
+    Ok(took)
+}
+
+/// Runs a benchmark: opens (and if needed loads) the database, drives it, checks it.
+pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
+    let status = Status {
+        quiet: config.quiet,
+    };
+    validate_switches(&config.db.switches, config.threads)?;
+    match config.stop {
+        Stop::Duration(d) if d.is_zero() => {
+            bail!(UsageError("--duration must be more than 0 seconds".into()))
+        }
+        Stop::Txns(0) => bail!(UsageError("--txns must be at least 1".into())),
+        _ => {}
+    }
+    let mut options = config.options.clone();
+    if let (true, Some(dir)) = (config.adopt_loaded_scale, &config.db.path) {
+        if let Some(manifest) = LoadManifest::read(dir)? {
+            options.scale = manifest.scale;
+        }
+    }
+    let options = &options;
+    let workload = build_workload(&config.workload, options)?;
+    let timestamp = rfc3339_utc(SystemTime::now());
+    let mut db_config = config.db.clone();
+    db_config.threads = config.threads;
+
+    // Open, and load unless the directory holds a complete load of this workload.
+    let (db, load_s) = match db_config.path.clone() {
+        None => {
+            let db = open(&db_config)?;
+            let took = load(workload.as_ref(), &db, options.scale, &status)?;
+            (db, Some(took.as_secs_f64()))
+        }
+        Some(dir) => match LoadManifest::read(&dir)? {
+            Some(manifest) => {
+                if let Some(why) = manifest.mismatch(&config.workload, options) {
+                    bail!(UsageError(format!(
+                        "cannot bench {} in {}: {why}",
+                        config.workload,
+                        dir.display()
+                    )));
+                }
+                status.say(format_args!(
+                    "using the {} database in {} ({})",
+                    manifest.workload,
+                    dir.display(),
+                    describe_scale(&manifest.workload, manifest.scale)
+                ));
+                let db = open(&db_config)?;
+                workload
+                    .create_schema(&db)
+                    .with_context(|| format!("find the {} schema", workload.name()))?;
+                (db, None)
+            }
+            None => {
+                let took = load_into(
+                    &config.workload,
+                    workload.as_ref(),
+                    options,
+                    &db_config,
+                    &dir,
+                    &status,
+                )?;
+                let db = open(&db_config)?;
+                workload
+                    .create_schema(&db)
+                    .with_context(|| format!("find the {} schema", workload.name()))?;
+                (db, Some(took.as_secs_f64()))
+            }
+        },
+    };
+
+    let txn_names = workload.txn_names();
+    let terminals = (0..config.threads)
+        .map(|i| {
+            workload
+                .terminal(&db, i, config.threads, config.seed.wrapping_add(i as u64))
+                .with_context(|| format!("start terminal {i}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let what = match config.stop {
+        Stop::Duration(d) => format!("{:.0} s", d.as_secs_f64()),
+        Stop::Txns(n) => format!("{n} transactions"),
+    };
+    status.say(format_args!(
+        "running {} for {what} on {} thread{} ({:.0} s warm-up)...",
+        config.workload,
+        config.threads,
+        if config.threads == 1 { "" } else { "s" },
+        config.warmup.as_secs_f64()
+    ));
+    let driver_config = DriverConfig {
+        warmup: config.warmup,
+        stop: config.stop,
+        retry_limit: config.retry_limit,
+        seed: config.seed,
+    };
+    let mut progress = if config.quiet {
+        ProgressLine::with_enabled(false)
+    } else {
+        ProgressLine::stderr()
+    };
+    let executor = EmbeddedExecutor { db: db.clone() };
+    let outcome = drive(
+        terminals,
+        &executor,
+        txn_names,
+        &driver_config,
+        &mut progress,
+    )
+    .with_context(|| format!("run {}", config.workload))?;
+
+    status.say(format_args!("checking consistency..."));
+    let conditions = workload
+        .check(&db)
+        .with_context(|| format!("check {} consistency", config.workload))?;
+
+    let switches = &db_config.switches;
+    let run_configuration = RunConfiguration {
+        glass_version: env!("CARGO_PKG_VERSION").to_string(),
+        timestamp,
+        workload: config.workload.clone(),
+        mix: mix_name(options.mix).to_string(),
+        scale: options.scale,
+        ycsb_workload: (config.workload == "ycsb")
+            .then(|| options.ycsb_workload.to_ascii_uppercase().to_string()),
+        distribution: (config.workload == "ycsb")
+            .then(|| distribution_name(options.ycsb_distribution).to_string()),
+        preset: switches.preset_name().unwrap_or("custom").to_string(),
+        switches: switches.off_names().iter().map(|s| s.to_string()).collect(),
+        threads: config.threads,
+        seed: config.seed,
+        durable: db_config.durable,
+        pool_mib: db_config.pool_mib,
+        db: db_config.path.as_ref().map(|p| p.display().to_string()),
+        warmup_s: config.warmup.as_secs_f64(),
+        load_s,
+    };
+    let result = BenchResult::new(
+        run_configuration,
+        txn_names,
+        &outcome.stats,
+        outcome.elapsed,
+        &conditions,
+    );
+    if let Some(path) = &config.json {
+        std::fs::write(path, result.to_json() + "\n")
+            .with_context(|| format!("write results to {}", path.display()))?;
+    }
+    Ok(result)
+}
+
+/// Loads into directory `dir` (which holds no manifest), closes the database cleanly, then
+/// writes the manifest.
+fn load_into(
+    name: &str,
+    workload: &dyn Workload,
+    options: &WorkloadOptions,
+    db_config: &DbConfig,
+    dir: &Path,
+    status: &Status,
+) -> anyhow::Result<Duration> {
+    std::fs::create_dir_all(dir).with_context(|| format!("create directory {}", dir.display()))?;
+    let db = open(db_config)?;
+    let took = load(workload, &db, options.scale, status).with_context(|| {
+        format!(
+            "(if {} holds a partial earlier load, delete it and load again)",
+            dir.display()
+        )
+    })?;
+    // Dropping the last handle closes the database cleanly.
+    drop(db);
+    LoadManifest::new(name, options, rfc3339_utc(SystemTime::now()))
+        .write(dir)
+        .with_context(|| format!("write the load manifest into {}", dir.display()))?;
+    Ok(took)
+}
+
+/// `glass load`: creates and populates a database in `db.path`, then closes it.
+pub fn run_load(
+    workload_name: &str,
+    options: &WorkloadOptions,
+    db: &DbConfig,
+    quiet: bool,
+) -> anyhow::Result<Duration> {
+    let status = Status { quiet };
+    let Some(dir) = db.path.clone() else {
+        bail!(UsageError("glass load needs --db DIR".into()));
+    };
+    validate_switches(&db.switches, db.threads.max(1))?;
+    let workload = build_workload(workload_name, options)?;
+    if let Some(manifest) = LoadManifest::read(&dir)? {
+        bail!(UsageError(format!(
+            "{} already holds a loaded {} database ({}); use another directory or delete it",
+            dir.display(),
+            manifest.workload,
+            describe_scale(&manifest.workload, manifest.scale)
+        )));
+    }
+    load_into(workload_name, workload.as_ref(), options, db, &dir, &status)
+}
+
+/// `glass check`: opens the database in `db.path` (recovering it if it was not closed
+/// cleanly) and evaluates the workload's consistency conditions.
+pub fn run_check(workload_name: &str, db: &DbConfig) -> anyhow::Result<Vec<Condition>> {
+    let Some(dir) = db.path.clone() else {
+        bail!(UsageError("glass check needs --db DIR".into()));
+    };
+    let manifest = LoadManifest::read(&dir)?.ok_or_else(|| {
+        UsageError(format!(
+            "{} holds no loaded database (no {}): run `glass load {workload_name} --db {}` first",
+            dir.display(),
+            crate::manifest::MANIFEST_FILE,
+            dir.display()
+        ))
+    })?;
+    let options = manifest
+        .options()
+        .map_err(|e| anyhow::anyhow!("read the load manifest in {}: {e}", dir.display()))?;
+    if let Some(why) = manifest.mismatch(workload_name, &options) {
+        bail!(UsageError(format!(
+            "cannot check {workload_name} in {}: {why}",
+            dir.display()
+        )));
+    }
+    let workload = build_workload(workload_name, &options)?;
+    let db = open(db)?;
+    workload
+        .create_schema(&db)
+        .with_context(|| format!("find the {workload_name} schema"))?;
+    let conditions = workload
+        .check(&db)
+        .with_context(|| format!("check {workload_name} consistency"))?;
+    Ok(conditions)
+}

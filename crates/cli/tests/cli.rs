@@ -1,0 +1,288 @@
+//! The `glass` command's contract: usage errors are one line naming the bad value (exit 2),
+//! `bench` prints and writes its result, `load` then `check` round-trips through a directory.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn glass(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(args)
+        .output()
+        .expect("run the glass binary")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts a usage error: exit code 2, one line on stderr containing every `needle`.
+fn assert_usage_error(args: &[&str], needles: &[&str]) {
+    let out = glass(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err}"
+    );
+    for needle in needles {
+        assert!(
+            err.contains(needle),
+            "{args:?}: '{needle}' missing from: {err}"
+        );
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_flags_and_values_are_one_line_errors_naming_them() {
+    assert_usage_error(
+        &["bench", "tpcx"],
+        &["tpcx", "tpcc", "tpcb", "ycsb", "voter"],
+    );
+    assert_usage_error(
+        &["bench", "tpcb", "--preset", "fast"],
+        &["fast", "full", "stripped", "optimal"],
+    );
+    assert_usage_error(
+        &["bench", "tpcb", "--switch", "locks=off"],
+        &["locks", "locking", "btree-keys"],
+    );
+    assert_usage_error(
+        &["bench", "tpcb", "--switch", "locking=maybe"],
+        &["locking=maybe", "NAME=off"],
+    );
+    assert_usage_error(&["bench", "tpcb", "--bogus"], &["--bogus"]);
+    assert_usage_error(&["bench", "tpcb", "--threads", "0"], &["--threads", "0"]);
+    assert_usage_error(
+        &["bench", "tpcb", "--threads", "many"],
+        &["--threads", "many"],
+    );
+    assert_usage_error(
+        &["bench", "tpcb", "--duration", "-3"],
+        &["--duration", "-3"],
+    );
+    assert_usage_error(&["bench", "tpcb", "--duration", "nan"], &["--duration"]);
+    assert_usage_error(
+        &["bench", "tpcb", "--duration", "5", "--txns", "10"],
+        &["--duration", "--txns"],
+    );
+    assert_usage_error(
+        &["bench", "ycsb", "--ycsb-workload", "G"],
+        &["--ycsb-workload", "A, B, C, D, E, F"],
+    );
+    assert_usage_error(
+        &["bench", "ycsb", "--distribution", "pareto"],
+        &["pareto", "uniform", "zipfian", "latest"],
+    );
+    assert_usage_error(
+        &["bench", "tpcc", "--mix", "half"],
+        &["half", "full", "paper"],
+    );
+    assert_usage_error(&["bench", "tpcc", "--scale", "0"], &["--scale", "0"]);
+    assert_usage_error(&["load", "tpcb"], &["--db"]);
+    assert_usage_error(&["frobnicate"], &["frobnicate"]);
+}
+
+#[test]
+fn impossible_configurations_are_refused_before_anything_runs() {
+    // More than one thread without locks or latches.
+    assert_usage_error(
+        &["bench", "tpcb", "--switch", "locking=off", "--threads", "2"],
+        &["locking=off", "one thread"],
+    );
+    assert_usage_error(
+        &["bench", "tpcb", "--preset", "stripped", "--threads", "4"],
+        &["one thread"],
+    );
+    assert_usage_error(
+        &["bench", "tpcb", "--switch", "lsn=off", "--threads", "1"],
+        &["lsn=off", "main-log=off"],
+    );
+    // The hand-coded kernel is not built yet.
+    assert_usage_error(
+        &["bench", "tpcb", "--preset", "optimal", "--threads", "1"],
+        &["optimal", "not implemented"],
+    );
+}
+
+#[test]
+fn check_of_a_directory_never_loaded_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    assert_usage_error(&["check", "tpcb", "--db", path], &["glass load tpcb", path]);
+}
+
+#[test]
+fn help_and_version_exit_zero() {
+    let out = glass(&["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains(env!("CARGO_PKG_VERSION")));
+    let out = glass(&["bench", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    for flag in [
+        "--scale",
+        "--threads",
+        "--duration",
+        "--txns",
+        "--warmup",
+        "--preset",
+        "--switch",
+        "--mix",
+        "--db",
+        "--durable",
+        "--pool-mib",
+        "--seed",
+        "--json",
+        "--ycsb-workload",
+        "--distribution",
+    ] {
+        assert!(stdout(&out).contains(flag), "help lacks {flag}");
+    }
+}
+
+fn assert_result_json(path: &Path, workload: &str, txns: u64) {
+    let text = std::fs::read_to_string(path).expect("read the JSON result");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("the result is JSON");
+    for key in [
+        "workload",
+        "mix",
+        "preset",
+        "switches",
+        "scale",
+        "threads",
+        "duration_s",
+        "txn_count",
+        "tps",
+        "p50_us",
+        "p90_us",
+        "p99_us",
+        "p999_us",
+        "max_us",
+        "aborts",
+        "rollbacks",
+        "consistency",
+        "by_type",
+        "seed",
+        "durable",
+        "pool_mib",
+        "glass_version",
+        "timestamp",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key} in {json}");
+    }
+    assert_eq!(json["workload"], workload);
+    assert_eq!(json["txn_count"], txns);
+    assert_eq!(json["consistency"], "ok", "{json}");
+    let by_type = json["by_type"].as_object().expect("by_type is an object");
+    assert!(!by_type.is_empty());
+    let sum: u64 = by_type.values().map(|t| t["count"].as_u64().unwrap()).sum();
+    assert_eq!(sum, txns);
+    for t in by_type.values() {
+        for key in ["count", "tps", "p50_us", "p99_us", "aborts"] {
+            assert!(t.get(key).is_some(), "missing by_type.{key} in {t}");
+        }
+    }
+}
+
+#[test]
+fn bench_tpcb_end_to_end_writes_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let out = glass(&[
+        "bench",
+        "tpcb",
+        "--txns",
+        "200",
+        "--threads",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let printed = stdout(&out);
+    assert!(printed.contains("total"), "{printed}");
+    assert!(printed.contains("consistency: ok"), "{printed}");
+    assert!(printed.contains("config: workload=tpcb"), "{printed}");
+    assert_result_json(&json, "tpcb", 200);
+}
+
+#[test]
+fn load_then_check_then_bench_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db = db.to_str().unwrap();
+    let out = glass(&["load", "tpcb", "--db", db, "--scale", "2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    // Loading twice is refused rather than duplicating rows.
+    assert_usage_error(&["load", "tpcb", "--db", db], &["already holds", "tpcb"]);
+    // The scale is remembered; another scale or workload is refused.
+    assert_usage_error(
+        &["bench", "tpcb", "--db", db, "--scale", "3", "--txns", "5"],
+        &["--scale 2"],
+    );
+    assert_usage_error(&["check", "voter", "--db", db], &["tpcb database"]);
+
+    let out = glass(&["check", "tpcb", "--db", db]);
+    let printed = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{printed}{}", stderr(&out));
+    assert!(printed.contains('✓'), "{printed}");
+    assert!(!printed.contains('✗'), "{printed}");
+
+    let json = dir.path().join("run.json");
+    let out = glass(&[
+        "bench",
+        "tpcb",
+        "--db",
+        db,
+        "--txns",
+        "50",
+        "--threads",
+        "1",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_result_json(&json, "tpcb", 50);
+    // Without --scale, the run adopts the scale the directory was loaded with.
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(result["scale"], 2);
+    assert!(result["load_s"].is_null(), "{result}");
+
+    let out = glass(&["check", "tpcb", "--db", db]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
