@@ -35,3 +35,5 @@ pub use page::{Lsn, PageId, PageLog, PageSize};
 pub use buffer::{BufferPool, FrameId, PageReadGuard, PageWriteGuard, PoolConfig};
 pub use counters::StorageCounters;
 pub use file::{FilePageStore, MemPageStore, PageStore};
+pub use device::{DelayedStore, DeviceModel, QueueMode};
+pub use heap::{HeapFile, RecordId};

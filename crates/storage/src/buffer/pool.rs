@@ -134,6 +134,11 @@ impl BufferPool {
         self.next_page.load(Ordering::Acquire)
     }
 
+    /// Whether latches are real (structures built on the pool latch the same way).
+    pub fn is_latching(&self) -> bool {
+        self.table.is_enabled()
+    }
+
     /// Whether changes are logged (the pool has a [`PageLog`]).
     pub fn is_logged(&self) -> bool {
         self.log.is_some()

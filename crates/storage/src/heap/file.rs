@@ -1,0 +1,552 @@
+//! [`HeapFile`]: a chain of slotted heap pages and a free-space map.
+//!
+//! ```text
+//!   first_page ──next──▶ page ──next──▶ ... ──next──▶ tail   (chain in the page headers)
+//!   free-space map: bucket[free bytes * 16 / page_size] → pages   (in memory only)
+//! ```
+//!
+//! * **Insert** asks the free-space map for a page whose free bytes surely suffice (the lowest
+//!   bucket whose lower bound covers the need, lowest page id first), re-checks under the
+//!   page's exclusive latch (the map may be stale by then) and, if nothing fits, appends a page
+//!   to the chain (a logged change of the old tail's `next_page`). Insert never scans the file.
+//! * **Growth**: an update that no longer fits its page stores the new bytes as a *moved body*
+//!   elsewhere and turns the home slot into a forwarding stub; the record id stays valid.
+//!   Chains are at most one hop: a moved record that moves again updates its stub.
+//! * **Latching**: a writer holds at most one page latch at a time, except the append, which
+//!   holds the tail latch, then the old tail page, then the brand-new page. Readers following a
+//!   stub hold the home page shared while fixing the body page shared. The free-space map's latch
+//!   is a leaf (taken while a page latch is held, never the other way round).
+//! * **Concurrency contract**: the heap keeps pages physically consistent under any
+//!   interleaving; writers of the *same* record must be serialised by the caller (record
+//!   locks), as must a `restore` against inserts that could reuse the slot.
+//! * The free-space map is rebuilt by [`HeapFile::open`] from the chain; it is exact while the
+//!   file is quiescent (checked by [`HeapFile::check_invariants`]).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::page::{self as hp, Slot, SlotKind};
+use super::RecordId;
+use crate::buffer::{BufferPool, PageWriteGuard};
+use crate::error::{StorageError, StorageResult};
+use crate::latch::Latch;
+use crate::page::{PageId, PageKind, OFFSET_KIND};
+
+const BUCKETS: usize = 16;
+
+/// Pages with room, bucketed by their free bytes.
+struct FreeSpaceMap {
+    page_size: usize,
+    free: HashMap<PageId, usize>,
+    buckets: Vec<BTreeSet<PageId>>,
+}
+
+impl FreeSpaceMap {
+    fn new(page_size: usize) -> FreeSpaceMap {
+        FreeSpaceMap {
+            page_size,
+            free: HashMap::new(),
+            buckets: vec![BTreeSet::new(); BUCKETS],
+        }
+    }
+
+    fn bucket(&self, free: usize) -> usize {
+        (free * BUCKETS / self.page_size).min(BUCKETS - 1)
+    }
+
+    fn set(&mut self, page: PageId, free: usize) {
+        if let Some(old) = self.free.insert(page, free) {
+            let b = self.bucket(old);
+            self.buckets[b].remove(&page);
+        }
+        let b = self.bucket(free);
+        self.buckets[b].insert(page);
+    }
+
+    /// A page whose free bytes are at least `need` (by its bucket's lower bound).
+    fn find(&self, need: usize) -> Option<PageId> {
+        let first = (need * BUCKETS).div_ceil(self.page_size);
+        self.buckets
+            .get(first..)?
+            .iter()
+            .find_map(|b| b.first().copied())
+    }
+}
+
+/// A heap file: records on a chain of slotted pages of one buffer pool.
+pub struct HeapFile {
+    pool: Arc<BufferPool>,
+    first: PageId,
+    /// Protects the free-space map; a leaf latch.
+    fsm: Latch<FreeSpaceMap>,
+    /// Protects the id of the last page of the chain; held while a page is appended.
+    tail: Latch<PageId>,
+}
+
+impl HeapFile {
+    /// Creates an empty heap file (allocates its first page).
+    pub fn create(pool: Arc<BufferPool>) -> StorageResult<HeapFile> {
+        let first = {
+            let mut g = pool.allocate_page(PageKind::Heap)?;
+            hp::init(&mut g);
+            g.page_id()
+        };
+        let file = HeapFile::empty(pool, first);
+        let free = hp::free_space(&file.pool.fix_shared(first)?);
+        file.fsm.write().set(first, free);
+        Ok(file)
+    }
+
+    /// Opens the heap file whose chain starts at `first_page`, rebuilding the free-space map.
+    pub fn open(pool: Arc<BufferPool>, first_page: PageId) -> StorageResult<HeapFile> {
+        let file = HeapFile::empty(pool, first_page);
+        let mut tail = first_page;
+        let mut visited = 0u64;
+        let mut next = Some(first_page);
+        while let Some(p) = next {
+            visited += 1;
+            if visited > file.pool.page_count() {
+                return Err(StorageError::Corruption {
+                    page: p,
+                    reason: "heap page chain has a cycle".into(),
+                });
+            }
+            let g = file.heap_page_shared(p)?;
+            file.fsm.write().set(p, hp::free_space(&g));
+            tail = p;
+            next = hp::next_page(&g);
+        }
+        *file.tail.write() = tail;
+        Ok(file)
+    }
+
+    fn empty(pool: Arc<BufferPool>, first: PageId) -> HeapFile {
+        let latching = pool.is_latching();
+        let page_size = pool.page_size();
+        HeapFile {
+            pool,
+            first,
+            fsm: Latch::new(FreeSpaceMap::new(page_size), latching),
+            tail: Latch::new(first, latching),
+        }
+    }
+
+    pub fn first_page(&self) -> PageId {
+        self.first
+    }
+
+    /// The largest record this file can hold.
+    pub fn max_record_len(&self) -> usize {
+        hp::max_record(self.pool.page_size())
+    }
+
+    fn heap_page_shared(&self, p: PageId) -> StorageResult<crate::buffer::PageReadGuard<'_>> {
+        let g = self.pool.fix_shared(p)?;
+        if g[OFFSET_KIND] != PageKind::Heap as u8 {
+            return Err(StorageError::Invalid(format!(
+                "page {p} is not a heap page"
+            )));
+        }
+        Ok(g)
+    }
+
+    fn heap_page_exclusive(&self, p: PageId) -> StorageResult<PageWriteGuard<'_>> {
+        let g = self.pool.fix_exclusive(p)?;
+        if g[OFFSET_KIND] != PageKind::Heap as u8 {
+            return Err(StorageError::Invalid(format!(
+                "page {p} is not a heap page"
+            )));
+        }
+        Ok(g)
+    }
+
+    fn note_free(&self, g: &PageWriteGuard<'_>) {
+        self.fsm.write().set(g.page_id(), hp::free_space(g));
+    }
+
+    /// Inserts a record; returns its id.
+    pub fn insert(&self, record: &[u8]) -> StorageResult<RecordId> {
+        self.insert_with(record, |_| {})
+    }
+
+    /// Like [`insert`](Self::insert), but calls `before_write(rid)` after choosing the slot and
+    /// before changing the page (the engine logs its undo information there).
+    pub fn insert_with(
+        &self,
+        record: &[u8],
+        before_write: impl FnOnce(RecordId),
+    ) -> StorageResult<RecordId> {
+        self.place(record, SlotKind::Live, before_write)
+    }
+
+    /// Finds room for `record` (stored as `kind`) and writes it.
+    fn place(
+        &self,
+        record: &[u8],
+        kind: SlotKind,
+        before_write: impl FnOnce(RecordId),
+    ) -> StorageResult<RecordId> {
+        let max = self.max_record_len();
+        if record.len() > max {
+            return Err(StorageError::RecordTooLarge {
+                len: record.len(),
+                max,
+            });
+        }
+        let need = hp::alloc_size(record.len()) + hp::SLOT_SIZE;
+        loop {
+            let candidate = self.fsm.read().find(need);
+            let mut g = match candidate {
+                Some(p) => self.heap_page_exclusive(p)?,
+                None => self.append_page()?,
+            };
+            match hp::slot_for_insert(&g, record.len()) {
+                Some(slot) => {
+                    let rid = RecordId {
+                        page: g.page_id(),
+                        slot: slot as u16,
+                    };
+                    before_write(rid);
+                    let placed = hp::put(&mut g, slot, record, kind)?;
+                    debug_assert!(placed, "slot_for_insert promised room");
+                    self.note_free(&g);
+                    return Ok(rid);
+                }
+                // The map was stale: correct it and look again.
+                None => self.note_free(&g),
+            }
+        }
+    }
+
+    /// Appends an empty page to the chain; returns it fixed exclusively.
+    fn append_page(&self) -> StorageResult<PageWriteGuard<'_>> {
+        let mut tail = self.tail.write();
+        let mut last = self.heap_page_exclusive(*tail)?;
+        // Another appender may have extended the chain while this one waited.
+        while let Some(next) = hp::next_page(&last) {
+            drop(last);
+            *tail = next;
+            last = self.heap_page_exclusive(next)?;
+        }
+        let mut g = self.pool.allocate_page(PageKind::Heap)?;
+        hp::init(&mut g);
+        hp::set_next(&mut last, Some(g.page_id()));
+        *tail = g.page_id();
+        drop(last);
+        drop(tail);
+        self.note_free(&g);
+        Ok(g)
+    }
+
+    /// Copies the record at `rid` into `out` (cleared first); false if there is none.
+    pub fn read(&self, rid: RecordId, out: &mut Vec<u8>) -> StorageResult<bool> {
+        Ok(self
+            .with_record(rid, |bytes| {
+                out.clear();
+                out.extend_from_slice(bytes);
+            })?
+            .is_some())
+    }
+
+    /// Calls `f` on the record's bytes under a shared latch (zero copy); `None` if there is no
+    /// live record at `rid`.
+    pub fn with_record<R>(
+        &self,
+        rid: RecordId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> StorageResult<Option<R>> {
+        let g = self.heap_page_shared(rid.page)?;
+        match hp::slot(&g, rid.slot as usize)? {
+            Some(s) if s.kind == SlotKind::Live => Ok(Some(f(hp::bytes(&g, s)))),
+            Some(s) if s.kind == SlotKind::Forward => {
+                let target = RecordId::from_u64(hp::stub_target(&g, s));
+                let tg = self.heap_page_shared(target.page)?;
+                let body = self.moved_body(&tg, target)?;
+                Ok(Some(f(hp::bytes(&tg, body))))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The moved body a stub points to; corruption if the target holds none.
+    fn moved_body(&self, page: &[u8], target: RecordId) -> StorageResult<Slot> {
+        match hp::slot(page, target.slot as usize)? {
+            Some(s) if s.kind == SlotKind::Moved => Ok(s),
+            _ => Err(StorageError::Corruption {
+                page: target.page,
+                reason: format!("forwarding stub points to {target}, which holds no moved body"),
+            }),
+        }
+    }
+
+    /// Replaces the record at `rid`. A record that no longer fits its page moves; its id stays.
+    pub fn update(&self, rid: RecordId, record: &[u8]) -> StorageResult<()> {
+        let max = self.max_record_len();
+        if record.len() > max {
+            return Err(StorageError::RecordTooLarge {
+                len: record.len(),
+                max,
+            });
+        }
+        let mut g = self.heap_page_exclusive(rid.page)?;
+        let slot = rid.slot as usize;
+        match hp::slot(&g, slot)? {
+            Some(s) if s.kind == SlotKind::Live => {
+                if hp::replace(&mut g, slot, s, record, SlotKind::Live)? {
+                    self.note_free(&g);
+                    return Ok(());
+                }
+                drop(g);
+                let body = self.place(record, SlotKind::Moved, |_| {})?;
+                let mut g = self.heap_page_exclusive(rid.page)?;
+                let s = self.live_slot(&g, rid, SlotKind::Live)?;
+                let stub = body.to_u64().to_le_bytes();
+                let stubbed = hp::replace(&mut g, slot, s, &stub, SlotKind::Forward)?;
+                debug_assert!(stubbed, "a stub fits in any allocation");
+                self.note_free(&g);
+                Ok(())
+            }
+            Some(s) if s.kind == SlotKind::Forward => {
+                let old = RecordId::from_u64(hp::stub_target(&g, s));
+                drop(g);
+                let mut tg = self.heap_page_exclusive(old.page)?;
+                let body = self.moved_body(&tg, old)?;
+                if hp::replace(&mut tg, old.slot as usize, body, record, SlotKind::Moved)? {
+                    self.note_free(&tg);
+                    return Ok(());
+                }
+                drop(tg);
+                let new = self.place(record, SlotKind::Moved, |_| {})?;
+                let mut g = self.heap_page_exclusive(rid.page)?;
+                let s = self.live_slot(&g, rid, SlotKind::Forward)?;
+                hp::replace(
+                    &mut g,
+                    slot,
+                    s,
+                    &new.to_u64().to_le_bytes(),
+                    SlotKind::Forward,
+                )?;
+                drop(g);
+                self.free_slot(old, SlotKind::Moved)
+            }
+            _ => Err(StorageError::NoSuchRecord(rid.to_string())),
+        }
+    }
+
+    /// Slot `rid` re-read after the page was released: it must still be of `kind` (the
+    /// caller's record lock guarantees it; anything else is a broken contract).
+    fn live_slot(&self, page: &[u8], rid: RecordId, kind: SlotKind) -> StorageResult<Slot> {
+        match hp::slot(page, rid.slot as usize)? {
+            Some(s) if s.kind == kind => Ok(s),
+            _ => Err(StorageError::NoSuchRecord(format!(
+                "{rid} changed during an update (concurrent writers of one record)"
+            ))),
+        }
+    }
+
+    fn free_slot(&self, rid: RecordId, kind: SlotKind) -> StorageResult<()> {
+        let mut g = self.heap_page_exclusive(rid.page)?;
+        let s = self.live_slot(&g, rid, kind)?;
+        hp::remove(&mut g, rid.slot as usize, s);
+        self.note_free(&g);
+        Ok(())
+    }
+
+    /// Overwrites `bytes.len()` bytes of the record at `offset` (a fixed-layout column
+    /// update); only that range is changed, so only it is logged.
+    pub fn update_in_place(&self, rid: RecordId, offset: usize, bytes: &[u8]) -> StorageResult<()> {
+        let mut g = self.heap_page_exclusive(rid.page)?;
+        let (mut g, s) = match hp::slot(&g, rid.slot as usize)? {
+            Some(s) if s.kind == SlotKind::Live => (g, s),
+            Some(s) if s.kind == SlotKind::Forward => {
+                let target = RecordId::from_u64(hp::stub_target(&g, s));
+                drop(g);
+                g = self.heap_page_exclusive(target.page)?;
+                let body = self.moved_body(&g, target)?;
+                (g, body)
+            }
+            _ => return Err(StorageError::NoSuchRecord(rid.to_string())),
+        };
+        if offset
+            .checked_add(bytes.len())
+            .is_none_or(|end| end > s.len)
+        {
+            return Err(StorageError::Invalid(format!(
+                "bytes {offset}+{} outside record {rid} of {} bytes",
+                bytes.len(),
+                s.len
+            )));
+        }
+        g.range_mut(s.offset + offset, bytes.len())
+            .copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Deletes the record at `rid`; false if there was none.
+    pub fn delete(&self, rid: RecordId) -> StorageResult<bool> {
+        let mut g = self.heap_page_exclusive(rid.page)?;
+        let slot = rid.slot as usize;
+        match hp::slot(&g, slot)? {
+            Some(s) if s.kind == SlotKind::Live => {
+                hp::remove(&mut g, slot, s);
+                self.note_free(&g);
+                Ok(true)
+            }
+            Some(s) if s.kind == SlotKind::Forward => {
+                let target = RecordId::from_u64(hp::stub_target(&g, s));
+                hp::remove(&mut g, slot, s);
+                self.note_free(&g);
+                drop(g);
+                self.free_slot(target, SlotKind::Moved)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Re-creates a record at exactly `rid` (undo of a delete; recovery). Fails if the slot
+    /// holds a record. If the page has no room for the record, it goes elsewhere behind a
+    /// forwarding stub.
+    pub fn restore(&self, rid: RecordId, record: &[u8]) -> StorageResult<()> {
+        let max = self.max_record_len();
+        if record.len() > max {
+            return Err(StorageError::RecordTooLarge {
+                len: record.len(),
+                max,
+            });
+        }
+        let slot = rid.slot as usize;
+        let mut g = self.heap_page_exclusive(rid.page)?;
+        if hp::slot(&g, slot)?.is_some() {
+            return Err(StorageError::Invalid(format!("slot {rid} holds a record")));
+        }
+        if hp::put(&mut g, slot, record, SlotKind::Live)? {
+            self.note_free(&g);
+            return Ok(());
+        }
+        drop(g);
+        let body = self.place(record, SlotKind::Moved, |_| {})?;
+        let mut g = self.heap_page_exclusive(rid.page)?;
+        if hp::slot(&g, slot)?.is_none()
+            && hp::put(
+                &mut g,
+                slot,
+                &body.to_u64().to_le_bytes(),
+                SlotKind::Forward,
+            )?
+        {
+            self.note_free(&g);
+            return Ok(());
+        }
+        drop(g);
+        self.free_slot(body, SlotKind::Moved)?;
+        Err(StorageError::Invalid(format!(
+            "no room on page {} to restore {rid}",
+            rid.page
+        )))
+    }
+
+    /// Calls `f` on every live record in chain order; stops early when `f` returns false.
+    /// `f` runs under the page's shared latch and must not modify this file.
+    pub fn scan(&self, mut f: impl FnMut(RecordId, &[u8]) -> bool) -> StorageResult<()> {
+        let mut next = Some(self.first);
+        while let Some(p) = next {
+            let g = self.heap_page_shared(p)?;
+            for slot in 0..hp::slot_count(&g) {
+                let rid = RecordId {
+                    page: p,
+                    slot: slot as u16,
+                };
+                let go_on = match hp::slot(&g, slot)? {
+                    Some(s) if s.kind == SlotKind::Live => f(rid, hp::bytes(&g, s)),
+                    Some(s) if s.kind == SlotKind::Forward => {
+                        let target = RecordId::from_u64(hp::stub_target(&g, s));
+                        let tg = self.heap_page_shared(target.page)?;
+                        let body = self.moved_body(&tg, target)?;
+                        f(rid, hp::bytes(&tg, body))
+                    }
+                    _ => true,
+                };
+                if !go_on {
+                    return Ok(());
+                }
+            }
+            next = hp::next_page(&g);
+        }
+        Ok(())
+    }
+
+    /// Checks every page's structure, that stubs and moved bodies pair up one to one, and that
+    /// the free-space map matches the pages. Meant for a quiescent file.
+    pub fn check_invariants(&self) -> StorageResult<()> {
+        let corrupt = |page: PageId, reason: String| StorageError::Corruption { page, reason };
+        let mut stubs = HashSet::new();
+        let mut bodies = HashSet::new();
+        let mut pages = 0usize;
+        let mut last = self.first;
+        let mut next = Some(self.first);
+        let fsm = self.fsm.read();
+        while let Some(p) = next {
+            pages += 1;
+            if pages as u64 > self.pool.page_count() {
+                return Err(corrupt(p, "heap page chain has a cycle".into()));
+            }
+            let g = self.heap_page_shared(p)?;
+            for (slot, s) in hp::check(&g)? {
+                let rid = RecordId {
+                    page: p,
+                    slot: slot as u16,
+                };
+                match s.kind {
+                    SlotKind::Forward => {
+                        if !stubs.insert(hp::stub_target(&g, s)) {
+                            return Err(corrupt(p, format!("two stubs point where {rid} does")));
+                        }
+                    }
+                    SlotKind::Moved => {
+                        bodies.insert(rid.to_u64());
+                    }
+                    SlotKind::Live => {}
+                }
+            }
+            let free = hp::free_space(&g);
+            if fsm.free.get(&p) != Some(&free) {
+                return Err(corrupt(
+                    p,
+                    format!(
+                        "free-space map says {:?}, page has {free}",
+                        fsm.free.get(&p)
+                    ),
+                ));
+            }
+            last = p;
+            next = hp::next_page(&g);
+        }
+        if stubs != bodies {
+            return Err(corrupt(
+                self.first,
+                format!("{} stubs but {} moved bodies", stubs.len(), bodies.len()),
+            ));
+        }
+        if fsm.free.len() != pages {
+            return Err(corrupt(
+                self.first,
+                format!(
+                    "free-space map knows {} pages, chain has {pages}",
+                    fsm.free.len()
+                ),
+            ));
+        }
+        let total: usize = fsm.buckets.iter().map(|b| b.len()).sum();
+        if total != pages {
+            return Err(corrupt(self.first, "free-space buckets out of step".into()));
+        }
+        if *self.tail.read() != last {
+            return Err(corrupt(
+                last,
+                "tail is not the last page of the chain".into(),
+            ));
+        }
+        Ok(())
+    }
+}

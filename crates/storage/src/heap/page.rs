@@ -1,0 +1,398 @@
+//! Slotted heap pages: variable-length records addressed by slot number.
+//!
+//! ```text
+//!  0        24          40                                  free_end          page_size
+//!  | common | heap hdr  | slot 0 | slot 1 | ... ->   free   <- ... | rec 1 | rec 0 |
+//! ```
+//!
+//! The slot directory grows from the header towards the end of the page; records are placed
+//! from the end towards the directory. Deleting or shrinking a record leaves a hole counted in
+//! `fragmented`; when a record needs more contiguous room than the gap between the directory and
+//! `free_end` but the page has enough free bytes in all, the page is compacted (live records are
+//! slid to the end, slots rewritten).
+//!
+//! Heap header (after the 24-byte common header of [`crate::page`]):
+//!
+//! | offset | size | field        | meaning                                                   |
+//! |-------:|-----:|--------------|-----------------------------------------------------------|
+//! | 24     | 8    | next_page    | next page of the heap file's chain; 0 = none (page 0 is the meta page, never a heap page) |
+//! | 32     | 2    | slot_count   | entries in the slot directory                             |
+//! | 34     | 2    | free_end     | start of the record area (records lie in `free_end..page_size`) |
+//! | 36     | 2    | fragmented   | bytes in the record area not used by any record (holes)   |
+//! | 38     | 2    | reserved     | zero                                                      |
+//! | 40     | 6·n  | slots        | slot directory                                            |
+//!
+//! Slot entry (6 bytes):
+//!
+//! | offset | size | field  | meaning                                                         |
+//! |-------:|-----:|--------|-----------------------------------------------------------------|
+//! | 0      | 2    | offset | where the record starts; 0 = free slot                          |
+//! | 2      | 2    | len    | record length in bytes                                          |
+//! | 4      | 2    | kind   | 0 live record, 1 forwarding stub, 2 moved body                  |
+//!
+//! A *forwarding stub* holds the 8-byte [`RecordId`](super::RecordId) (little-endian
+//! `page << 16 | slot`) of a *moved body* on another page: a record that outgrew its page keeps
+//! its id. Moved bodies are invisible to scans and to reads by their own id.
+//!
+//! Every record occupies at least [`MIN_ALLOC`] bytes, so a stub always fits in place of the
+//! record it replaces. Invariant (checked by [`check`]): the live allocations plus
+//! `fragmented` add up to `page_size - free_end`, and no two allocations overlap.
+//!
+//! Every change goes through [`PageWriteGuard::range_mut`] with the tightest range (a slot entry,
+//! a header field, the record bytes), so the log carries small diffs.
+
+use crate::buffer::PageWriteGuard;
+use crate::error::{StorageError, StorageResult};
+use crate::page::{PageId, OFFSET_PAGE_ID, PAGE_HEADER_SIZE};
+
+pub(crate) const OFFSET_NEXT: usize = PAGE_HEADER_SIZE;
+pub(crate) const OFFSET_SLOT_COUNT: usize = 32;
+pub(crate) const OFFSET_FREE_END: usize = 34;
+pub(crate) const OFFSET_FRAGMENTED: usize = 36;
+pub(crate) const SLOTS_START: usize = 40;
+pub(crate) const SLOT_SIZE: usize = 6;
+/// Smallest allocation of a record: room for a forwarding stub.
+pub(crate) const MIN_ALLOC: usize = 8;
+
+const _: () = assert!(OFFSET_NEXT + 8 == OFFSET_SLOT_COUNT);
+const _: () = assert!(OFFSET_FRAGMENTED + 4 == SLOTS_START);
+
+/// What a slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    Live = 0,
+    Forward = 1,
+    Moved = 2,
+}
+
+/// A used slot entry, validated against the page bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub offset: usize,
+    pub len: usize,
+    pub kind: SlotKind,
+}
+
+/// Bytes a record of `len` bytes occupies.
+#[inline]
+pub(crate) fn alloc_size(len: usize) -> usize {
+    len.max(MIN_ALLOC)
+}
+
+/// The largest record a page of `page_size` bytes holds.
+pub(crate) fn max_record(page_size: usize) -> usize {
+    page_size - SLOTS_START - SLOT_SIZE
+}
+
+#[inline]
+fn get16(page: &[u8], at: usize) -> usize {
+    u16::from_le_bytes([page[at], page[at + 1]]) as usize
+}
+
+fn page_id(page: &[u8]) -> PageId {
+    PageId(u64::from_le_bytes(
+        page[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].try_into().unwrap(),
+    ))
+}
+
+fn corrupt(page: &[u8], reason: String) -> StorageError {
+    StorageError::Corruption {
+        page: page_id(page),
+        reason,
+    }
+}
+
+pub(crate) fn slot_count(page: &[u8]) -> usize {
+    get16(page, OFFSET_SLOT_COUNT)
+}
+
+fn free_end(page: &[u8]) -> usize {
+    get16(page, OFFSET_FREE_END)
+}
+
+fn fragmented(page: &[u8]) -> usize {
+    get16(page, OFFSET_FRAGMENTED)
+}
+
+fn dir_end(count: usize) -> usize {
+    SLOTS_START + count * SLOT_SIZE
+}
+
+/// The next page of the chain.
+pub(crate) fn next_page(page: &[u8]) -> Option<PageId> {
+    let next = u64::from_le_bytes(page[OFFSET_NEXT..OFFSET_NEXT + 8].try_into().unwrap());
+    (next != 0).then_some(PageId(next))
+}
+
+/// Free bytes in all (the gap plus the holes).
+pub(crate) fn free_space(page: &[u8]) -> usize {
+    let gap = free_end(page).saturating_sub(dir_end(slot_count(page)));
+    gap + fragmented(page)
+}
+
+/// Slot `i`: `Ok(None)` if it is free or beyond the directory; corruption if it points outside
+/// the record area.
+pub(crate) fn slot(page: &[u8], i: usize) -> StorageResult<Option<Slot>> {
+    let count = slot_count(page);
+    if i >= count {
+        return Ok(None);
+    }
+    let at = dir_end(i);
+    let offset = get16(page, at);
+    if offset == 0 {
+        return Ok(None);
+    }
+    let len = get16(page, at + 2);
+    let kind = match get16(page, at + 4) {
+        0 => SlotKind::Live,
+        1 => SlotKind::Forward,
+        2 => SlotKind::Moved,
+        k => return Err(corrupt(page, format!("slot {i} has unknown kind {k}"))),
+    };
+    if offset < dir_end(count) || offset + alloc_size(len) > page.len() {
+        return Err(corrupt(
+            page,
+            format!("slot {i} points outside the record area ({offset}+{len})"),
+        ));
+    }
+    if kind == SlotKind::Forward && len != 8 {
+        return Err(corrupt(page, format!("forwarding stub {i} of {len} bytes")));
+    }
+    Ok(Some(Slot { offset, len, kind }))
+}
+
+/// The bytes of a validated slot.
+#[inline]
+pub(crate) fn bytes(page: &[u8], s: Slot) -> &[u8] {
+    &page[s.offset..s.offset + s.len]
+}
+
+/// Decodes a forwarding stub's target.
+pub(crate) fn stub_target(page: &[u8], s: Slot) -> u64 {
+    u64::from_le_bytes(bytes(page, s).try_into().unwrap())
+}
+
+/// The slot an insert of `len` bytes would use, if the page has room for it.
+pub(crate) fn slot_for_insert(page: &[u8], len: usize) -> Option<usize> {
+    let count = slot_count(page);
+    let free = (0..count).find(|&i| get16(page, dir_end(i)) == 0);
+    let (slot, dir_growth) = match free {
+        Some(i) => (i, 0),
+        None if count < u16::MAX as usize => (count, SLOT_SIZE),
+        None => return None,
+    };
+    (free_space(page) >= alloc_size(len) + dir_growth).then_some(slot)
+}
+
+fn set16(g: &mut PageWriteGuard<'_>, at: usize, v: usize) {
+    g.range_mut(at, 2)
+        .copy_from_slice(&(v as u16).to_le_bytes());
+}
+
+fn set_slot(g: &mut PageWriteGuard<'_>, i: usize, offset: usize, len: usize, kind: u16) {
+    let e = g.range_mut(dir_end(i), SLOT_SIZE);
+    e[0..2].copy_from_slice(&(offset as u16).to_le_bytes());
+    e[2..4].copy_from_slice(&(len as u16).to_le_bytes());
+    e[4..6].copy_from_slice(&kind.to_le_bytes());
+}
+
+/// Formats a freshly allocated (zeroed, header-formatted) page as an empty heap page.
+pub(crate) fn init(g: &mut PageWriteGuard<'_>) {
+    let size = g.len();
+    set16(g, OFFSET_FREE_END, size);
+}
+
+/// Sets the chain pointer.
+pub(crate) fn set_next(g: &mut PageWriteGuard<'_>, next: Option<PageId>) {
+    let v = next.map_or(0, |p| p.0);
+    g.range_mut(OFFSET_NEXT, 8)
+        .copy_from_slice(&v.to_le_bytes());
+}
+
+/// Slides every used record to the end of the page, removing the holes.
+fn compact(g: &mut PageWriteGuard<'_>) -> StorageResult<()> {
+    let size = g.len();
+    let count = slot_count(g);
+    let mut used = Vec::with_capacity(count);
+    for i in 0..count {
+        if let Some(s) = slot(g, i)? {
+            used.push((i, s));
+        }
+    }
+    used.sort_by_key(|u| std::cmp::Reverse(u.1.offset));
+    let mut area = Vec::new();
+    let mut end = size;
+    let mut moves = Vec::with_capacity(used.len());
+    for &(i, s) in &used {
+        let alloc = alloc_size(s.len);
+        end -= alloc;
+        moves.push((i, s, end));
+    }
+    area.resize(size - end, 0);
+    for &(_, s, to) in &moves {
+        let alloc = alloc_size(s.len);
+        area[to - end..to - end + alloc].copy_from_slice(&g[s.offset..s.offset + alloc]);
+    }
+    g.range_mut(end, size - end).copy_from_slice(&area);
+    for (i, s, to) in moves {
+        if to != s.offset {
+            set16(g, dir_end(i), to);
+        }
+    }
+    set16(g, OFFSET_FREE_END, end);
+    set16(g, OFFSET_FRAGMENTED, 0);
+    Ok(())
+}
+
+/// Reserves `size` bytes of record space (the directory will grow by `dir_growth` bytes),
+/// compacting if the gap is too small. The caller has checked that the page has room.
+fn alloc(g: &mut PageWriteGuard<'_>, size: usize, dir_growth: usize) -> StorageResult<usize> {
+    let gap =
+        |g: &PageWriteGuard<'_>| free_end(g).saturating_sub(dir_end(slot_count(g)) + dir_growth);
+    if gap(g) < size {
+        compact(g)?;
+        if gap(g) < size {
+            return Err(corrupt(
+                g,
+                format!("no room for {size} bytes after compaction"),
+            ));
+        }
+    }
+    let offset = free_end(g) - size;
+    set16(g, OFFSET_FREE_END, offset);
+    Ok(offset)
+}
+
+/// Returns `size` bytes at `offset` to the page: the gap grows if they border it, else they
+/// become a hole.
+fn release(g: &mut PageWriteGuard<'_>, offset: usize, size: usize) {
+    if offset == free_end(g) {
+        set16(g, OFFSET_FREE_END, offset + size);
+    } else {
+        let f = fragmented(g) + size;
+        set16(g, OFFSET_FRAGMENTED, f);
+    }
+}
+
+/// Puts a record into free slot `i` (which may lie beyond the directory: it grows, and the
+/// slots in between are free). Returns false, changing nothing, if the page lacks room.
+pub(crate) fn put(
+    g: &mut PageWriteGuard<'_>,
+    i: usize,
+    record: &[u8],
+    kind: SlotKind,
+) -> StorageResult<bool> {
+    let count = slot_count(g);
+    if i >= u16::MAX as usize {
+        return Ok(false);
+    }
+    debug_assert!(
+        i >= count || get16(g, dir_end(i)) == 0,
+        "slot {i} is in use"
+    );
+    let dir_growth = if i >= count {
+        (i + 1 - count) * SLOT_SIZE
+    } else {
+        0
+    };
+    let size = alloc_size(record.len());
+    if free_space(g) < size + dir_growth {
+        return Ok(false);
+    }
+    let offset = alloc(g, size, dir_growth)?;
+    g.range_mut(offset, record.len()).copy_from_slice(record);
+    if i >= count {
+        // Entries between the old end of the directory and `i` become free slots; the gap
+        // they take over may hold stale bytes.
+        g.range_mut(dir_end(count), (i - count) * SLOT_SIZE).fill(0);
+        set16(g, OFFSET_SLOT_COUNT, i + 1);
+    }
+    set_slot(g, i, offset, record.len(), kind as u16);
+    Ok(true)
+}
+
+/// Replaces the contents of used slot `i` with `record`: in place if it fits the old
+/// allocation, else elsewhere on the page. Returns false, changing nothing, if the page lacks
+/// room.
+pub(crate) fn replace(
+    g: &mut PageWriteGuard<'_>,
+    i: usize,
+    old: Slot,
+    record: &[u8],
+    kind: SlotKind,
+) -> StorageResult<bool> {
+    let old_alloc = alloc_size(old.len);
+    let new_alloc = alloc_size(record.len());
+    if new_alloc <= old_alloc {
+        g.range_mut(old.offset, record.len())
+            .copy_from_slice(record);
+        if new_alloc < old_alloc {
+            // The tail of the old allocation becomes a hole.
+            let f = fragmented(g) + old_alloc - new_alloc;
+            set16(g, OFFSET_FRAGMENTED, f);
+        }
+        if record.len() != old.len || kind != old.kind {
+            set_slot(g, i, old.offset, record.len(), kind as u16);
+        }
+        return Ok(true);
+    }
+    if free_space(g) + old_alloc < new_alloc {
+        return Ok(false);
+    }
+    set_slot(g, i, 0, 0, 0);
+    release(g, old.offset, old_alloc);
+    let offset = alloc(g, new_alloc, 0)?;
+    g.range_mut(offset, record.len()).copy_from_slice(record);
+    set_slot(g, i, offset, record.len(), kind as u16);
+    Ok(true)
+}
+
+/// Frees used slot `i`.
+pub(crate) fn remove(g: &mut PageWriteGuard<'_>, i: usize, old: Slot) {
+    set_slot(g, i, 0, 0, 0);
+    release(g, old.offset, alloc_size(old.len));
+}
+
+/// Checks the page's structure; returns its used slots.
+pub(crate) fn check(page: &[u8]) -> StorageResult<Vec<(usize, Slot)>> {
+    let size = page.len();
+    let count = slot_count(page);
+    let end = free_end(page);
+    if end < dir_end(count) || end > size {
+        return Err(corrupt(
+            page,
+            format!("free_end {end} outside {}..{size}", dir_end(count)),
+        ));
+    }
+    let mut used = Vec::new();
+    for i in 0..count {
+        if let Some(s) = slot(page, i)? {
+            if s.offset < end {
+                return Err(corrupt(page, format!("slot {i} lies below free_end")));
+            }
+            used.push((i, s));
+        }
+    }
+    let mut spans: Vec<(usize, usize)> = used
+        .iter()
+        .map(|(_, s)| (s.offset, s.offset + alloc_size(s.len)))
+        .collect();
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        if w[0].1 > w[1].0 {
+            return Err(corrupt(page, format!("records overlap at {}", w[1].0)));
+        }
+    }
+    let allocated: usize = spans.iter().map(|(a, b)| b - a).sum();
+    if allocated + fragmented(page) != size - end {
+        return Err(corrupt(
+            page,
+            format!(
+                "space accounting: {allocated} allocated + {} fragmented != {} in the record area",
+                fragmented(page),
+                size - end
+            ),
+        ));
+    }
+    Ok(used)
+}

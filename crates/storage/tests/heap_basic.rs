@@ -1,0 +1,227 @@
+//! Heap file: growth with forwarding, scans, reopening, logging of small diffs, concurrency.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use storage::buffer::{BufferPool, PoolConfig};
+use storage::file::MemPageStore;
+use storage::heap::{HeapFile, RecordId};
+use storage::page::PageRedo;
+use storage::{Lsn, PageId, PageLog, PageSize, StorageError, StorageResult};
+
+fn pool_with(frames: usize, log: Option<Arc<dyn PageLog>>) -> Arc<BufferPool> {
+    Arc::new(
+        BufferPool::new(
+            Box::new(MemPageStore::new(PageSize::Kib8)),
+            PoolConfig {
+                page_size: PageSize::Kib8,
+                frames,
+                latching: true,
+            },
+            log,
+        )
+        .unwrap(),
+    )
+}
+
+#[test]
+fn growing_record_moves_but_keeps_its_id() {
+    let heap = HeapFile::create(pool_with(32, None)).unwrap();
+    let small: Vec<RecordId> = (0..20u8).map(|i| heap.insert(&[i; 300]).unwrap()).collect();
+    let rid = small[3];
+    // 20 × 300 bytes fill most of the first page: 4000 bytes no longer fit there.
+    heap.update(rid, &[0xEE; 4000]).unwrap();
+    let mut out = Vec::new();
+    assert!(heap.read(rid, &mut out).unwrap());
+    assert_eq!(out, vec![0xEE; 4000]);
+    // Grow again (the body moves again, one hop only), then shrink, then delete.
+    heap.update(rid, &[0xDD; 8000]).unwrap();
+    assert!(heap.read(rid, &mut out).unwrap());
+    assert_eq!(out.len(), 8000);
+    heap.update_in_place(rid, 7999, &[1]).unwrap();
+    assert_eq!(heap.with_record(rid, |b| b[7999]).unwrap(), Some(1));
+    heap.check_invariants().unwrap();
+    heap.update(rid, b"tiny").unwrap();
+    assert!(heap.read(rid, &mut out).unwrap());
+    assert_eq!(out, b"tiny");
+    let mut seen = 0;
+    heap.scan(|r, b| {
+        if r == rid {
+            assert_eq!(b, b"tiny");
+        }
+        seen += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(seen, 20, "moved bodies are not scanned twice");
+    assert!(heap.delete(rid).unwrap());
+    assert!(!heap.read(rid, &mut out).unwrap());
+    heap.check_invariants().unwrap();
+}
+
+#[test]
+fn oversized_records_and_bad_ids_are_errors() {
+    let pool = pool_with(8, None);
+    let heap = HeapFile::create(pool.clone()).unwrap();
+    let max = heap.max_record_len();
+    assert!(matches!(
+        heap.insert(&vec![0; max + 1]),
+        Err(StorageError::RecordTooLarge { .. })
+    ));
+    let rid = heap.insert(&vec![5; max]).unwrap();
+    assert!(matches!(
+        heap.update(rid, &vec![0; max + 1]),
+        Err(StorageError::RecordTooLarge { .. })
+    ));
+    let ghost = RecordId {
+        page: rid.page,
+        slot: 40,
+    };
+    let mut out = Vec::new();
+    assert!(!heap.read(ghost, &mut out).unwrap());
+    assert!(matches!(
+        heap.update(ghost, b"x"),
+        Err(StorageError::NoSuchRecord(_))
+    ));
+    assert!(!heap.delete(ghost).unwrap());
+    // The meta page is not a heap page.
+    let meta = RecordId {
+        page: PageId::META,
+        slot: 0,
+    };
+    assert!(matches!(
+        heap.read(meta, &mut out),
+        Err(StorageError::Invalid(_))
+    ));
+}
+
+#[test]
+fn scan_stops_early_and_reopen_sees_everything() {
+    let pool = pool_with(16, None);
+    let heap = HeapFile::create(pool.clone()).unwrap();
+    let rids: Vec<RecordId> = (0..2000u32)
+        .map(|i| heap.insert(&i.to_le_bytes().repeat(20)).unwrap())
+        .collect();
+    assert!(
+        rids.iter()
+            .map(|r| r.page)
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            > 5
+    );
+    let mut n = 0;
+    heap.scan(|_, _| {
+        n += 1;
+        n < 10
+    })
+    .unwrap();
+    assert_eq!(n, 10);
+    let reopened = HeapFile::open(pool.clone(), heap.first_page()).unwrap();
+    reopened.check_invariants().unwrap();
+    let mut count = 0;
+    reopened
+        .scan(|rid, b| {
+            let i = u32::from_le_bytes(b[..4].try_into().unwrap());
+            assert_eq!(rids[i as usize], rid);
+            count += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(count, 2000);
+    // Inserting into the reopened file fills holes first.
+    assert!(reopened.delete(rids[5]).unwrap());
+    let again = reopened.insert(&[1; 80]).unwrap();
+    assert_eq!(again.page, rids[5].page);
+}
+
+#[derive(Default)]
+struct ByteCountingLog {
+    next: AtomicU64,
+    bytes: Mutex<Vec<usize>>,
+}
+
+impl PageLog for ByteCountingLog {
+    fn log_redo(&self, pages: &[PageRedo<'_>]) -> Lsn {
+        let total = pages
+            .iter()
+            .flat_map(|p| p.ranges.iter())
+            .map(|r| r.bytes.len())
+            .sum();
+        self.bytes.lock().unwrap().push(total);
+        Lsn(self.next.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+    fn flush_to(&self, _: Lsn) -> StorageResult<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn heap_changes_are_logged_as_small_diffs() {
+    let log = Arc::new(ByteCountingLog::default());
+    let heap = HeapFile::create(pool_with(8, Some(log.clone() as Arc<dyn PageLog>))).unwrap();
+    let logged = |log: &ByteCountingLog| log.bytes.lock().unwrap().last().copied().unwrap();
+    let rid = heap.insert(&[7; 100]).unwrap();
+    // Record bytes + slot entry + free_end + slot_count.
+    assert!(
+        logged(&log) <= 100 + 6 + 2 + 2,
+        "insert logged {}",
+        logged(&log)
+    );
+    heap.update(rid, &[8; 100]).unwrap();
+    assert_eq!(logged(&log), 100, "same-size update logs the record only");
+    heap.update_in_place(rid, 10, &[1, 2, 3, 4]).unwrap();
+    assert_eq!(
+        logged(&log),
+        4,
+        "in-place update logs the changed bytes only"
+    );
+    heap.delete(rid).unwrap();
+    assert!(logged(&log) <= 6 + 2, "delete logged {}", logged(&log));
+}
+
+#[test]
+fn concurrent_inserts_and_reads_keep_the_file_consistent() {
+    let pool = pool_with(16, None);
+    let heap = Arc::new(HeapFile::create(pool.clone()).unwrap());
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let heap = heap.clone();
+            std::thread::spawn(move || {
+                let mut mine = Vec::new();
+                let mut out = Vec::new();
+                for i in 0..400usize {
+                    let r = vec![t; 50 + (i * 37) % 700];
+                    let rid = heap.insert(&r).unwrap();
+                    mine.push((rid, r));
+                    if i % 3 == 0 {
+                        let (rid, r) = &mut mine[i / 2];
+                        r.resize(r.len() + 900, t);
+                        heap.update(*rid, r).unwrap();
+                    }
+                    let (rid, r) = &mine[i / 2];
+                    assert!(heap.read(*rid, &mut out).unwrap());
+                    assert_eq!(&out, r);
+                }
+                mine
+            })
+        })
+        .collect();
+    let all: Vec<(RecordId, Vec<u8>)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    heap.check_invariants().unwrap();
+    let mut out = Vec::new();
+    for (rid, r) in &all {
+        assert!(heap.read(*rid, &mut out).unwrap());
+        assert_eq!(&out, r);
+    }
+    let mut n = 0;
+    heap.scan(|_, _| {
+        n += 1;
+        true
+    })
+    .unwrap();
+    assert_eq!(n, all.len());
+    pool.check_invariants();
+}
