@@ -1,1 +1,383 @@
-//! (in progress)
+//! The main-memory record store of the ladder's `page-access=off` rung (the 2008 paper, §4.3
+//! "Remove buffer manager calls"): each record is its own heap allocation, reached by its
+//! address. No page table, no frames, no fix or unfix on the path to a record's bytes.
+//!
+//! A record's block:
+//!
+//! | offset | size | field    | meaning                                                    |
+//! |-------:|-----:|----------|------------------------------------------------------------|
+//! | 0      | 4    | len      | record bytes; fixed at insert                              |
+//! | 4      | 4    | store    | id of the owning [`MemStore`] (catches foreign pointers)   |
+//! | 8      | 4    | shard    | registry shard that lists the block                        |
+//! | 12     | 4    | state    | 1 live, 2 retired                                          |
+//! | 16     | 8    | slot     | position in the shard's live list (live records only)      |
+//! | 24     | len  | bytes    | the record                                                 |
+//!
+//! `len` and `store` never change after insert; `shard`, `state` and `slot` are read and
+//! written only under the latch of the record's shard. The record bytes belong to whoever the
+//! engine's record locks admit.
+//!
+//! **Lifetime rule.** The engine keeps a record's address in its indexes, so another thread may
+//! still hold a pointer to a record another thread has just deleted (it found it in an index
+//! before the delete). Deleting therefore only *retires* a record: it leaves the live list but
+//! its memory stays valid until [`MemStore::reclaim`], which takes `&mut self` and so runs only
+//! when no thread can be inside the store (a quiescent point), or until the store is dropped.
+//!
+//! The registry (per-shard lists of live and retired blocks) exists so that `reclaim` and
+//! `drop` can free every block; it costs a push under a shard latch per insert, and nothing on
+//! reads or writes.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+
+use crate::error::{StorageError, StorageResult};
+use crate::latch::Latch;
+
+const OFFSET_LEN: usize = 0;
+const OFFSET_STORE: usize = 4;
+const OFFSET_SHARD: usize = 8;
+const OFFSET_STATE: usize = 12;
+const OFFSET_SLOT: usize = 16;
+/// Bytes before the record in its block.
+const BLOCK_HEADER_SIZE: usize = 24;
+const BLOCK_ALIGN: usize = 8;
+const STATE_LIVE: u32 = 1;
+const STATE_RETIRED: u32 = 2;
+
+const _: () = assert!(OFFSET_SLOT + 8 == BLOCK_HEADER_SIZE);
+
+/// Registry shards when latching is on.
+const SHARDS_LATCHED: usize = 16;
+
+/// Address of a record in a [`MemStore`]; stored in indexes as its `u64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordPtr(pub u64);
+
+impl RecordPtr {
+    #[inline]
+    fn addr(self) -> *mut u8 {
+        self.0 as usize as *mut u8
+    }
+}
+
+/// The blocks one shard knows about.
+#[derive(Default)]
+struct Shard {
+    /// Addresses of live blocks; a block's `slot` field is its position here.
+    live: Vec<usize>,
+    /// Addresses of deleted blocks, freed by `reclaim` or drop.
+    retired: Vec<usize>,
+}
+
+static NEXT_STORE_ID: AtomicU32 = AtomicU32::new(1);
+static NEXT_THREAD_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's shard hint: threads spread over the shards round robin.
+    static THREAD_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+fn thread_shard() -> usize {
+    THREAD_SHARD.with(|s| {
+        if s.get() == usize::MAX {
+            s.set(NEXT_THREAD_SHARD.fetch_add(1, Ordering::Relaxed));
+        }
+        s.get()
+    })
+}
+
+fn block_layout(len: usize) -> Layout {
+    Layout::from_size_align(BLOCK_HEADER_SIZE + len, BLOCK_ALIGN)
+        .expect("record size fits a layout")
+}
+
+/// Heap-allocated records reached by address.
+pub struct MemStore {
+    id: u32,
+    /// Each latch protects its shard's lists and the `shard`, `state` and `slot` fields of the
+    /// blocks it lists.
+    shards: Box<[Latch<Shard>]>,
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemStore {
+    /// A store for many threads.
+    pub fn new() -> Self {
+        Self::with_latching(true)
+    }
+
+    /// A store; with `latching` off it has one registry shard and no latch work (one thread).
+    pub fn with_latching(latching: bool) -> Self {
+        let shards = if latching { SHARDS_LATCHED } else { 1 };
+        MemStore {
+            id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+            shards: (0..shards)
+                .map(|_| Latch::new(Shard::default(), latching))
+                .collect(),
+        }
+    }
+
+    /// Copies `bytes` into a new record and returns its address.
+    ///
+    /// Fails with [`StorageError::RecordTooLarge`] beyond `u32::MAX` bytes.
+    pub fn insert(&self, bytes: &[u8]) -> StorageResult<RecordPtr> {
+        let len = u32::try_from(bytes.len()).map_err(|_| StorageError::RecordTooLarge {
+            len: bytes.len(),
+            max: u32::MAX as usize,
+        })?;
+        let shard_index = thread_shard() % self.shards.len();
+        let layout = block_layout(bytes.len());
+        // SAFETY: the layout has a non-zero size (the header).
+        let block = unsafe { alloc(layout) };
+        if block.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `block` is a fresh allocation of BLOCK_HEADER_SIZE + len bytes, aligned to 8;
+        // every write below stays inside it and no other thread knows the address yet.
+        unsafe {
+            block.add(OFFSET_LEN).cast::<u32>().write(len);
+            block.add(OFFSET_STORE).cast::<u32>().write(self.id);
+            block
+                .add(OFFSET_SHARD)
+                .cast::<u32>()
+                .write(shard_index as u32);
+            block.add(OFFSET_STATE).cast::<u32>().write(STATE_LIVE);
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                block.add(BLOCK_HEADER_SIZE),
+                bytes.len(),
+            );
+        }
+        let mut shard = self.shards[shard_index].write();
+        // SAFETY: the slot field is inside the block and guarded by this shard's latch.
+        unsafe {
+            block
+                .add(OFFSET_SLOT)
+                .cast::<u64>()
+                .write(shard.live.len() as u64);
+        }
+        shard.live.push(block as usize);
+        Ok(RecordPtr(block as usize as u64))
+    }
+
+    /// Calls `f` with the record's bytes.
+    ///
+    /// # Safety
+    /// `ptr` came from [`MemStore::insert`] on this store, and `reclaim` has not run since it
+    /// was deleted (a retired record still reads its last bytes). No other thread writes the
+    /// record meanwhile (the engine's record locks guarantee this).
+    #[inline]
+    pub unsafe fn read<R>(&self, ptr: RecordPtr, f: impl FnOnce(&[u8]) -> R) -> R {
+        let block = ptr.addr();
+        // SAFETY: by the contract, `block` is a live or retired block of this store: its
+        // immutable `len` field and its `len` record bytes are valid, and nobody writes them.
+        let bytes = unsafe {
+            let len = block.add(OFFSET_LEN).cast::<u32>().read() as usize;
+            std::slice::from_raw_parts(block.add(BLOCK_HEADER_SIZE), len)
+        };
+        f(bytes)
+    }
+
+    /// The record's length in bytes.
+    ///
+    /// # Safety
+    /// As for [`MemStore::read`].
+    #[inline]
+    pub unsafe fn record_len(&self, ptr: RecordPtr) -> usize {
+        // SAFETY: `len` is immutable and the block valid (the caller's contract).
+        unsafe { ptr.addr().add(OFFSET_LEN).cast::<u32>().read() as usize }
+    }
+
+    /// Overwrites `bytes.len()` bytes of the record at `offset`, in place.
+    ///
+    /// Fails with [`StorageError::Invalid`] if the range passes the record's end.
+    ///
+    /// # Safety
+    /// As for [`MemStore::read`], and no other thread reads or writes the record meanwhile.
+    #[inline]
+    pub unsafe fn write(&self, ptr: RecordPtr, offset: usize, bytes: &[u8]) -> StorageResult<()> {
+        // SAFETY: the caller's contract.
+        let len = unsafe { self.record_len(ptr) };
+        if !matches!(offset.checked_add(bytes.len()), Some(end) if end <= len) {
+            return Err(StorageError::Invalid(format!(
+                "write of {} bytes at {offset} past a record of {len} bytes",
+                bytes.len()
+            )));
+        }
+        // SAFETY: the range is inside the record, and the caller has it exclusively.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                ptr.addr().add(BLOCK_HEADER_SIZE + offset),
+                bytes.len(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Deletes the record: it leaves the live set, and its memory is freed by the next
+    /// [`MemStore::reclaim`] (or drop). [`StorageError::NoSuchRecord`] if it is already deleted
+    /// or belongs to another store.
+    ///
+    /// # Safety
+    /// `ptr` came from [`MemStore::insert`] on this store (or one still alive) and `reclaim`
+    /// has not run since it was deleted.
+    pub unsafe fn delete(&self, ptr: RecordPtr) -> StorageResult<()> {
+        let block = ptr.addr();
+        // SAFETY: `store` is immutable; the block is valid by the contract.
+        let store = unsafe { block.add(OFFSET_STORE).cast::<u32>().read() };
+        if store != self.id {
+            return Err(StorageError::NoSuchRecord(format!(
+                "{ptr:?} (another store)"
+            )));
+        }
+        // SAFETY: `shard` is written only at insert, before the address was published.
+        let shard_index = unsafe { block.add(OFFSET_SHARD).cast::<u32>().read() } as usize;
+        let Some(latch) = self.shards.get(shard_index) else {
+            return Err(StorageError::NoSuchRecord(format!("{ptr:?} (bad shard)")));
+        };
+        let mut shard = latch.write();
+        // SAFETY (this block and the next): `state` and `slot` of blocks this shard lists are
+        // accessed only under its latch, which we hold.
+        let (state, slot) = unsafe {
+            (
+                block.add(OFFSET_STATE).cast::<u32>().read(),
+                block.add(OFFSET_SLOT).cast::<u64>().read() as usize,
+            )
+        };
+        if state != STATE_LIVE || shard.live.get(slot) != Some(&(block as usize)) {
+            return Err(StorageError::NoSuchRecord(format!("{ptr:?} (deleted)")));
+        }
+        shard.live.swap_remove(slot);
+        if let Some(&moved) = shard.live.get(slot) {
+            // SAFETY: `moved` is a live block of this shard; its slot field is ours to write.
+            unsafe {
+                (moved as *mut u8)
+                    .add(OFFSET_SLOT)
+                    .cast::<u64>()
+                    .write(slot as u64)
+            };
+        }
+        // SAFETY: as above.
+        unsafe { block.add(OFFSET_STATE).cast::<u32>().write(STATE_RETIRED) };
+        shard.retired.push(block as usize);
+        Ok(())
+    }
+
+    /// Live records.
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().live.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Deleted records whose memory is not yet freed.
+    pub fn retired_len(&self) -> usize {
+        self.shards.iter().map(|s| s.read().retired.len()).sum()
+    }
+
+    /// Frees the memory of every deleted record. Needs `&mut self`: no thread can be reading a
+    /// retired record now. Pointers to those records must not be used afterwards.
+    pub fn reclaim(&mut self) -> usize {
+        let mut freed = 0;
+        for shard in self.shards.iter_mut() {
+            for block in shard.get_mut().retired.drain(..) {
+                // SAFETY: retired blocks were allocated by `insert` and are listed once.
+                unsafe { free_block(block as *mut u8) };
+                freed += 1;
+            }
+        }
+        freed
+    }
+}
+
+/// Frees one block.
+///
+/// # Safety
+/// `block` came from `insert` and is freed once.
+unsafe fn free_block(block: *mut u8) {
+    // SAFETY: `len` is valid until the block is freed, and gives back the allocation's layout.
+    unsafe {
+        let len = block.add(OFFSET_LEN).cast::<u32>().read() as usize;
+        dealloc(block, block_layout(len));
+    }
+}
+
+impl Drop for MemStore {
+    fn drop(&mut self) {
+        self.reclaim();
+        for shard in self.shards.iter_mut() {
+            for block in shard.get_mut().live.drain(..) {
+                // SAFETY: live blocks were allocated by `insert`; each is listed once.
+                unsafe { free_block(block as *mut u8) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_update_in_place() {
+        let store = MemStore::new();
+        let a = store.insert(b"hello world").unwrap();
+        let b = store.insert(b"").unwrap();
+        // SAFETY: pointers from this store, single thread.
+        unsafe {
+            store.write(a, 6, b"WORLD").unwrap();
+            assert_eq!(store.read(a, |r| r.to_vec()), b"hello WORLD");
+            assert_eq!(store.read(b, |r| r.len()), 0);
+            assert!(store.write(a, 8, b"long").is_err());
+            assert!(store.write(a, usize::MAX, b"x").is_err());
+        }
+        assert_eq!(store.len(), 2);
+    }
+
+    #[test]
+    fn delete_retires_until_reclaim() {
+        let mut store = MemStore::with_latching(false);
+        let ptrs: Vec<RecordPtr> = (0..10u8).map(|i| store.insert(&[i; 3]).unwrap()).collect();
+        // SAFETY: pointers from this store, not reclaimed while used.
+        unsafe {
+            store.delete(ptrs[3]).unwrap();
+            store.delete(ptrs[0]).unwrap();
+            assert!(matches!(
+                store.delete(ptrs[3]),
+                Err(StorageError::NoSuchRecord(_))
+            ));
+            // A retired record can still be read by a thread that found it earlier.
+            assert_eq!(store.read(ptrs[3], |r| r.to_vec()), vec![3; 3]);
+            for (i, &p) in ptrs.iter().enumerate().skip(4) {
+                assert_eq!(store.read(p, |r| r[0]), i as u8);
+            }
+        }
+        assert_eq!((store.len(), store.retired_len()), (8, 2));
+        assert_eq!(store.reclaim(), 2);
+        assert_eq!(store.retired_len(), 0);
+        // The swap-removes kept the live list consistent: every live record deletes once.
+        for &p in ptrs.iter().filter(|&&p| p != ptrs[3] && p != ptrs[0]) {
+            // SAFETY: live records of this store.
+            unsafe { store.delete(p).unwrap() };
+        }
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn foreign_pointer_is_refused() {
+        let a = MemStore::new();
+        let b = MemStore::new();
+        let p = a.insert(b"x").unwrap();
+        // SAFETY: `p` is a valid block (of `a`, which is alive).
+        assert!(unsafe { b.delete(p) }.is_err());
+    }
+}

@@ -23,6 +23,7 @@
 //! big-endian): everything past the schema compares bytewise.
 
 use std::cmp::Ordering;
+use std::ops::Bound;
 
 use crate::error::{StorageError, StorageResult};
 
@@ -134,6 +135,39 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut out = prefix[..=last].to_vec();
     out[last] += 1;
     Some(out)
+}
+
+/// A scan's bounds in normal form: `lo <= key < hi` (`None`: unbounded), for any order that
+/// agrees with `memcmp`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRange {
+    pub lo: Option<Vec<u8>>,
+    pub hi: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Normalises scan bounds, where a bound may be a prefix of keys: with `s` the
+    /// [`prefix_successor`] of `p`, low `Included(p)` is `key >= p`, low `Excluded(p)` is
+    /// `key >= s` (it skips every key starting with `p`), high `Included(p)` is `key < s` (it
+    /// takes every key starting with `p`), high `Excluded(p)` is `key < p`.
+    ///
+    /// Returns `None` when the range is empty.
+    pub fn new(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Option<KeyRange> {
+        let lo = match lo {
+            Bound::Included(p) => Some(p.to_vec()),
+            Bound::Excluded(p) => Some(prefix_successor(p)?),
+            Bound::Unbounded => None,
+        };
+        let hi = match hi {
+            Bound::Included(p) => prefix_successor(p),
+            Bound::Excluded(p) => Some(p.to_vec()),
+            Bound::Unbounded => None,
+        };
+        match (&lo, &hi) {
+            (Some(l), Some(h)) if l >= h => None,
+            _ => Some(KeyRange { lo, hi }),
+        }
+    }
 }
 
 /// The generic comparator: interprets the key schema field by field.

@@ -1,0 +1,712 @@
+//! The B+-tree proper: descent with latch coupling, inserts with splits, deletes, range scans in
+//! both directions, and the structural check.
+//!
+//! Concurrency protocol (latches are the buffer pool's frame latches, held by page guards):
+//!
+//! * **Lookups and scans** descend with shared latches, fixing the child before releasing the
+//!   parent (latch coupling). A forward scan moves right the same way: next leaf fixed, then
+//!   the current one released.
+//! * **Backward scans** never wait for a left sibling while holding a right one (that order
+//!   would deadlock against forward scans and splits, which go left to right). They release the
+//!   current leaf, fix the leaf its `prev` link named and, if that leaf split in between, walk
+//!   right until the leaf whose `next` is the one they left. Nodes are never freed, so the
+//!   `prev` page is still a leaf of this tree.
+//! * **Inserts and deletes** are optimistic first: shared latches down to the last inner
+//!   level, an exclusive latch on the leaf. An insert that would split the leaf releases
+//!   everything and restarts pessimistically: exclusive latches from the root, releasing all
+//!   ancestors as soon as a child is *safe* (has room for one more maximal entry, so no split
+//!   below it can reach above it). A split then changes only pages it holds exclusively, plus
+//!   the new right sibling's right neighbour (fixed left to right), and hands all of them to
+//!   [`BufferPool::log_together`] so the split reaches the log as one record.
+//!
+//! Latch order, which makes the protocol deadlock-free: parent before child; among leaves,
+//! left before right. Nobody waits for a parent or for a left sibling while holding a node.
+//!
+//! The root page never changes: a root split moves the root's entries into two new children
+//! and turns the root into an inner node one level higher.
+//!
+//! Deletes do not merge or rebalance: a leaf may become empty and stays linked. Space is
+//! reused by later inserts into its key range.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::keys::{KeyOrder, KeyRange};
+use super::node::{self, entry_space, max_internal_key_len, Node, NodePage};
+use crate::buffer::{BufferPool, PageReadGuard, PageWriteGuard};
+use crate::counters;
+use crate::error::{StorageError, StorageResult};
+use crate::page::{PageId, PageKind};
+
+impl NodePage for PageWriteGuard<'_> {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    #[inline]
+    fn range_mut(&mut self, offset: usize, len: usize) -> &mut [u8] {
+        PageWriteGuard::range_mut(self, offset, len)
+    }
+}
+
+/// Where a descent goes.
+#[derive(Clone, Copy)]
+enum Target<'k> {
+    /// The leaf where `probe` belongs (last separator `<= probe`), or with `strict` the leaf
+    /// holding the greatest keys `< probe`.
+    Key {
+        probe: &'k [u8],
+        strict: bool,
+    },
+    Leftmost,
+    Rightmost,
+}
+
+/// A B+-tree mapping encoded keys to `u64` values, on buffer-pool pages.
+///
+/// A unique tree holds each key once. A non-unique tree holds `(key, value)` pairs once, stored
+/// as `key ++ value` (8 bytes big-endian), so entries with equal keys sort by value.
+pub struct BTree<K: KeyOrder> {
+    pool: Arc<BufferPool>,
+    root: PageId,
+    order: K,
+    unique: bool,
+    /// Longest user key accepted.
+    max_key_len: usize,
+}
+
+impl<K: KeyOrder> BTree<K> {
+    /// Creates an empty tree: one leaf, which stays the root page forever.
+    pub fn create(pool: Arc<BufferPool>, order: K, unique: bool) -> StorageResult<Self> {
+        let root = {
+            let mut guard = pool.allocate_page(PageKind::BTreeLeaf)?;
+            node::format(&mut guard, 0);
+            guard.page_id()
+        };
+        Ok(Self::open(pool, root, order, unique))
+    }
+
+    /// Opens the tree whose root is `root`.
+    pub fn open(pool: Arc<BufferPool>, root: PageId, order: K, unique: bool) -> Self {
+        let max_key_len = max_internal_key_len(pool.page_size()) - 8;
+        BTree {
+            pool,
+            root,
+            order,
+            unique,
+            max_key_len,
+        }
+    }
+
+    /// The root page; it never changes after [`BTree::create`].
+    pub fn root(&self) -> PageId {
+        self.root
+    }
+
+    pub fn is_unique(&self) -> bool {
+        self.unique
+    }
+
+    /// Longest key this tree accepts, in bytes.
+    pub fn max_key_len(&self) -> usize {
+        self.max_key_len
+    }
+
+    pub fn order(&self) -> &K {
+        &self.order
+    }
+
+    /// The stored key of an entry: the key itself, or `key ++ value` in a non-unique tree.
+    fn internal_key(&self, key: &[u8], value: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(key.len() + 8);
+        out.extend_from_slice(key);
+        if !self.unique {
+            out.extend_from_slice(&value.to_be_bytes());
+        }
+        out
+    }
+
+    /// The user key of a stored key.
+    #[inline]
+    fn user_key<'a>(&self, stored: &'a [u8]) -> &'a [u8] {
+        if self.unique {
+            stored
+        } else {
+            &stored[..stored.len().saturating_sub(8)]
+        }
+    }
+
+    fn check_key(&self, key: &[u8]) -> StorageResult<()> {
+        if key.len() > self.max_key_len {
+            return Err(StorageError::KeyTooLarge {
+                len: key.len(),
+                max: self.max_key_len,
+            });
+        }
+        if K::FIXED_U64 && key.len() != 8 {
+            return Err(StorageError::Invalid(format!(
+                "an integer-keyed b+-tree takes 8-byte keys, not {}",
+                key.len()
+            )));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
+        let guard = self.pool.fix_shared(id)?;
+        counters::bump_node_visit();
+        Ok(guard)
+    }
+
+    #[inline]
+    fn fix_exclusive(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
+        let guard = self.pool.fix_exclusive(id)?;
+        counters::bump_node_visit();
+        Ok(guard)
+    }
+
+    fn child_of(&self, node: &Node<'_>, target: Target<'_>) -> StorageResult<PageId> {
+        match target {
+            Target::Key { probe, strict } => node.child_for(&self.order, probe, strict),
+            Target::Leftmost => node.child(0),
+            Target::Rightmost => node.child(node.len()),
+        }
+    }
+
+    /// Descends with shared latch coupling to the leaf `target` names.
+    fn descend_shared(&self, target: Target<'_>) -> StorageResult<PageReadGuard<'_>> {
+        let mut guard = self.fix_shared(self.root)?;
+        loop {
+            let node = Node::new(&guard)?;
+            if node.is_leaf() {
+                return Ok(guard);
+            }
+            let child = self.child_of(&node, target)?;
+            // Child first, then the parent goes (assignment drops the old guard).
+            guard = self.fix_shared(child)?;
+        }
+    }
+
+    /// Descends with shared latches to the last inner level and fixes the leaf exclusively.
+    fn descend_to_leaf_exclusive(&self, probe: &[u8]) -> StorageResult<PageWriteGuard<'_>> {
+        let target = Target::Key {
+            probe,
+            strict: false,
+        };
+        loop {
+            let root = self.fix_shared(self.root)?;
+            if Node::new(&root)?.is_leaf() {
+                drop(root);
+                let root = self.fix_exclusive(self.root)?;
+                if Node::new(&root)?.is_leaf() {
+                    return Ok(root);
+                }
+                continue; // the root split in between
+            }
+            let mut guard = root;
+            loop {
+                let node = Node::new(&guard)?;
+                let child = self.child_of(&node, target)?;
+                if node.level() == 1 {
+                    let leaf = self.fix_exclusive(child)?;
+                    drop(guard);
+                    return Ok(leaf);
+                }
+                guard = self.fix_shared(child)?;
+            }
+        }
+    }
+
+    /// Point lookup: the value of `key` (non-unique tree: of the first entry with this key).
+    pub fn get(&self, key: &[u8]) -> StorageResult<Option<u64>> {
+        if !self.unique {
+            let mut found = None;
+            let exact = key.len() + 8;
+            self.scan(
+                Bound::Included(key),
+                Bound::Included(key),
+                false,
+                usize::MAX,
+                |k, v| {
+                    if k.len() + 8 == exact {
+                        found = Some(v);
+                        false
+                    } else {
+                        true
+                    }
+                },
+            )?;
+            return Ok(found);
+        }
+        let leaf = self.descend_shared(Target::Key {
+            probe: key,
+            strict: false,
+        })?;
+        let node = Node::new(&leaf)?;
+        match node.find(&self.order, key)? {
+            Some(slot) => Ok(Some(node.value(slot)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Adds an entry. Unique tree: [`StorageError::DuplicateKey`] if `key` is present;
+    /// non-unique tree: if the pair `(key, value)` is present.
+    pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
+        self.check_key(key)?;
+        let stored = self.internal_key(key, value);
+        if self.insert_optimistic(&stored, value)? {
+            return Ok(());
+        }
+        self.insert_pessimistic(&stored, value)
+    }
+
+    /// Inserts into the leaf if it has room. Ok(false): the leaf must split.
+    fn insert_optimistic(&self, stored: &[u8], value: u64) -> StorageResult<bool> {
+        let mut leaf = self.descend_to_leaf_exclusive(stored)?;
+        let node = Node::new(&leaf)?;
+        let slot = node.rank(&self.order, stored, true)?;
+        if slot < node.len() && self.order.compare(node.key(slot)?, stored) == Ordering::Equal {
+            return Err(StorageError::DuplicateKey);
+        }
+        Ok(node::insert_at(&mut leaf, slot, stored, value))
+    }
+
+    /// Whether a node has room for one more entry of the largest size (so a split below it
+    /// cannot split it).
+    fn is_safe(&self, node: &Node<'_>) -> bool {
+        node.free_space() >= entry_space(max_internal_key_len(self.pool.page_size()))
+    }
+
+    fn insert_pessimistic(&self, stored: &[u8], value: u64) -> StorageResult<()> {
+        let target = Target::Key {
+            probe: stored,
+            strict: false,
+        };
+        // Exclusive latches from the root; `path` holds the unsafe suffix of the descent.
+        let mut path: Vec<PageWriteGuard<'_>> = vec![self.fix_exclusive(self.root)?];
+        loop {
+            let top = path.last().expect("path starts with the root");
+            let node = Node::new(top)?;
+            if node.is_leaf() {
+                break;
+            }
+            let child_id = self.child_of(&node, target)?;
+            let child = self.fix_exclusive(child_id)?;
+            let child_node = Node::new(&child)?;
+            let safe = if child_node.is_leaf() {
+                child_node.free_space() >= entry_space(stored.len())
+            } else {
+                self.is_safe(&child_node)
+            };
+            if safe {
+                path.clear();
+            }
+            path.push(child);
+        }
+        let mut leaf = path.pop().expect("the path ends at a leaf");
+        let node = Node::new(&leaf)?;
+        let slot = node.rank(&self.order, stored, true)?;
+        if slot < node.len() && self.order.compare(node.key(slot)?, stored) == Ordering::Equal {
+            return Err(StorageError::DuplicateKey);
+        }
+        if node::insert_at(&mut leaf, slot, stored, value) {
+            return Ok(()); // another thread made room since the optimistic attempt
+        }
+        let mut entries = Node::new(&leaf)?.entries()?;
+        entries.insert(slot, (stored.to_vec(), value));
+        self.split(path, leaf, entries)
+    }
+
+    /// Splits `guard`, whose `entries` (including the new one) do not fit, and inserts the
+    /// separator into its parent (the last guard of `path`), splitting upward as needed.
+    fn split<'p>(
+        &'p self,
+        mut path: Vec<PageWriteGuard<'p>>,
+        mut guard: PageWriteGuard<'p>,
+        mut entries: Vec<(Vec<u8>, u64)>,
+    ) -> StorageResult<()> {
+        let mut touched: Vec<PageWriteGuard<'p>> = Vec::new();
+        loop {
+            let node = Node::new(&guard)?;
+            let (level, leftmost, prev, next) =
+                (node.level(), node.leftmost(), node.prev(), node.next());
+            let is_leaf = level == 0;
+            let kind = if is_leaf {
+                PageKind::BTreeLeaf
+            } else {
+                PageKind::BTreeInner
+            };
+            let mid = node::split_point(&entries);
+            // Leaf: the right half starts at `mid` and its first key is the separator.
+            // Inner: entry `mid` moves up; its child becomes the right node's leftmost.
+            let separator = entries[mid].0.clone();
+            let (left_entries, right_leftmost, right_entries) = if is_leaf {
+                (&entries[..mid], None, &entries[mid..])
+            } else {
+                (
+                    &entries[..mid],
+                    Some(PageId(entries[mid].1)),
+                    &entries[mid + 1..],
+                )
+            };
+
+            if guard.page_id() == self.root {
+                // Root split: both halves move to new pages; the root page goes up a level.
+                let mut left = self.pool.allocate_page(kind)?;
+                let mut right = self.pool.allocate_page(kind)?;
+                let (left_id, right_id) = (left.page_id(), right.page_id());
+                let (l_next, r_prev) = if is_leaf {
+                    (Some(right_id), Some(left_id))
+                } else {
+                    (None, None)
+                };
+                node::rebuild(&mut left, level, leftmost, None, l_next, left_entries);
+                node::rebuild(
+                    &mut right,
+                    level,
+                    right_leftmost,
+                    r_prev,
+                    None,
+                    right_entries,
+                );
+                node::rebuild(
+                    &mut guard,
+                    level + 1,
+                    Some(left_id),
+                    None,
+                    None,
+                    &[(separator, right_id.0)],
+                );
+                touched.extend([guard, left, right]);
+                break;
+            }
+
+            let mut right = self.pool.allocate_page(kind)?;
+            let right_id = right.page_id();
+            let left_id = guard.page_id();
+            if is_leaf {
+                node::rebuild(&mut guard, 0, None, prev, Some(right_id), left_entries);
+                node::rebuild(&mut right, 0, None, Some(left_id), next, right_entries);
+                if let Some(next_id) = next {
+                    // Left to right: allowed while holding the left leaf.
+                    let mut neighbour = self.fix_exclusive(next_id)?;
+                    node::set_prev(&mut neighbour, Some(right_id));
+                    touched.push(neighbour);
+                }
+            } else {
+                node::rebuild(&mut guard, level, leftmost, None, None, left_entries);
+                node::rebuild(&mut right, level, right_leftmost, None, None, right_entries);
+            }
+            touched.push(guard);
+            touched.push(right);
+
+            let Some(mut parent) = path.pop() else {
+                return Err(StorageError::Corruption {
+                    page: left_id,
+                    reason: "b+-tree split of an unsafe node without its parent latched".into(),
+                });
+            };
+            let slot = Node::new(&parent)?.rank(&self.order, &separator, true)?;
+            if node::insert_at(&mut parent, slot, &separator, right_id.0) {
+                touched.push(parent);
+                break;
+            }
+            entries = Node::new(&parent)?.entries()?;
+            entries.insert(slot, (separator, right_id.0));
+            guard = parent;
+        }
+        let mut refs: Vec<&mut PageWriteGuard<'p>> = touched.iter_mut().collect();
+        self.pool.log_together(&mut refs);
+        Ok(())
+    }
+
+    /// Removes the entry `(key, value)`. Unique tree: only if `key` maps to `value`.
+    /// Returns whether an entry was removed.
+    pub fn delete(&self, key: &[u8], value: u64) -> StorageResult<bool> {
+        let stored = self.internal_key(key, value);
+        let mut leaf = self.descend_to_leaf_exclusive(&stored)?;
+        let node = Node::new(&leaf)?;
+        match node.find(&self.order, &stored)? {
+            Some(slot) if node.value(slot)? == value => {
+                node::remove_at(&mut leaf, slot)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Visits the entries with `lo <= key <= hi` in ascending order (`reverse`: descending), at
+    /// most `limit` of them, calling `f(key, value)` until it returns false. Returns the number
+    /// of entries passed to `f`.
+    ///
+    /// A bound may be a prefix of keys: `Included(p)` as the high bound takes every key that
+    /// starts with `p`, `Excluded(p)` as the low bound skips them all (see [`KeyRange::new`]).
+    ///
+    /// `f` runs with a leaf latched in shared mode: it must not write to this tree.
+    pub fn scan(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+        f: impl FnMut(&[u8], u64) -> bool,
+    ) -> StorageResult<usize> {
+        let Some(range) = KeyRange::new(lo, hi) else {
+            return Ok(0);
+        };
+        if limit == 0 {
+            return Ok(0);
+        }
+        let (lo, hi) = (range.lo, range.hi);
+        if reverse {
+            self.scan_backward(lo.as_deref(), hi, limit, f)
+        } else {
+            self.scan_forward(lo.as_deref(), hi.as_deref(), limit, f)
+        }
+    }
+
+    fn scan_forward(
+        &self,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        limit: usize,
+        mut f: impl FnMut(&[u8], u64) -> bool,
+    ) -> StorageResult<usize> {
+        let target = match lo {
+            Some(probe) => Target::Key {
+                probe,
+                strict: false,
+            },
+            None => Target::Leftmost,
+        };
+        let mut guard = self.descend_shared(target)?;
+        let mut slot = match lo {
+            Some(l) => Node::new(&guard)?.rank(&self.order, l, true)?,
+            None => 0,
+        };
+        let mut count = 0;
+        loop {
+            let node = Node::new(&guard)?;
+            while slot < node.len() {
+                let key = node.key(slot)?;
+                if let Some(h) = hi {
+                    if self.order.compare(key, h) != Ordering::Less {
+                        return Ok(count);
+                    }
+                }
+                count += 1;
+                if !f(self.user_key(key), node.value(slot)?) || count >= limit {
+                    return Ok(count);
+                }
+                slot += 1;
+            }
+            let Some(next) = node.next() else {
+                return Ok(count);
+            };
+            guard = self.fix_shared(next)?;
+            slot = 0;
+        }
+    }
+
+    fn scan_backward(
+        &self,
+        lo: Option<&[u8]>,
+        hi: Option<Vec<u8>>,
+        limit: usize,
+        mut f: impl FnMut(&[u8], u64) -> bool,
+    ) -> StorageResult<usize> {
+        let target = match &hi {
+            Some(probe) => Target::Key {
+                probe,
+                strict: true,
+            },
+            None => Target::Rightmost,
+        };
+        let mut guard = self.descend_shared(target)?;
+        // Exclusive upper limit for the entries still to visit: `hi`, then the last key passed
+        // to `f` (guards against entries that moved while no leaf was latched).
+        let mut upper = hi;
+        let mut count = 0;
+        loop {
+            let node = Node::new(&guard)?;
+            let mut slot = match &upper {
+                Some(u) => node.rank(&self.order, u, true)?,
+                None => node.len(),
+            };
+            while slot > 0 {
+                slot -= 1;
+                let key = node.key(slot)?;
+                if let Some(l) = lo {
+                    if self.order.compare(key, l) == Ordering::Less {
+                        return Ok(count);
+                    }
+                }
+                count += 1;
+                if !f(self.user_key(key), node.value(slot)?) || count >= limit {
+                    return Ok(count);
+                }
+                upper = Some(key.to_vec());
+            }
+            let Some(prev) = node.prev() else {
+                return Ok(count);
+            };
+            let this = guard.page_id();
+            drop(guard);
+            guard = self.fix_shared(prev)?;
+            // If `prev` split after we read the link, its right part lies between it and us.
+            loop {
+                match Node::new(&guard)?.next() {
+                    Some(next) if next == this => break,
+                    Some(next) => guard = self.fix_shared(next)?,
+                    None => {
+                        return Err(StorageError::Corruption {
+                            page: this,
+                            reason: "b+-tree leaf not reachable from its left sibling".into(),
+                        })
+                    }
+                }
+            }
+        }
+    }
+
+    /// Number of entries (walks the leaves).
+    pub fn count(&self) -> StorageResult<usize> {
+        self.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            usize::MAX,
+            |_, _| true,
+        )
+    }
+
+    /// Checks the whole tree: every node's header and slot array, keys strictly ascending in
+    /// every node and inside the bounds its parent's separators set, all leaves at the same
+    /// depth, children one level below their parent, the leaf chain (both directions) visiting
+    /// exactly the leaves of the tree in key order, and the same entry count both ways.
+    ///
+    /// Fixes one node at a time: run it while no thread writes to the tree.
+    pub fn check_invariants(&self) -> StorageResult<()> {
+        let mut leaves = Vec::new();
+        let mut entries = 0;
+        self.check_subtree(self.root, None, None, None, &mut leaves, &mut entries)?;
+        let corrupt = |page: PageId, reason: String| StorageError::Corruption {
+            page,
+            reason: format!("b+-tree check: {reason}"),
+        };
+        // The leaf chain must list the same leaves, linked both ways.
+        let mut prev: Option<PageId> = None;
+        for (i, &leaf) in leaves.iter().enumerate() {
+            let guard = self.pool.fix_shared(leaf)?;
+            let node = Node::new(&guard)?;
+            if node.prev() != prev {
+                return Err(corrupt(
+                    leaf,
+                    format!("prev link {:?}, expected {prev:?}", node.prev()),
+                ));
+            }
+            let expected_next = leaves.get(i + 1).copied();
+            if node.next() != expected_next {
+                return Err(corrupt(
+                    leaf,
+                    format!("next link {:?}, expected {expected_next:?}", node.next()),
+                ));
+            }
+            prev = Some(leaf);
+        }
+        let chained = self.count()?;
+        if chained != entries {
+            return Err(corrupt(
+                self.root,
+                format!("{entries} entries in the tree but {chained} along the leaf chain"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the subtree at `id`, whose keys must lie in `[lower, upper)` and whose level must
+    /// be `level` (None at the root). Appends its leaves in order.
+    fn check_subtree(
+        &self,
+        id: PageId,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+        level: Option<usize>,
+        leaves: &mut Vec<PageId>,
+        entries: &mut usize,
+    ) -> StorageResult<()> {
+        let corrupt = |reason: String| StorageError::Corruption {
+            page: id,
+            reason: format!("b+-tree check: {reason}"),
+        };
+        let (node_level, keys, children) = {
+            let guard = self.pool.fix_shared(id)?;
+            let node = Node::new(&guard)?;
+            if let Some(expected) = level {
+                if node.level() != expected {
+                    return Err(corrupt(format!(
+                        "level {} under a parent expecting {expected}",
+                        node.level()
+                    )));
+                }
+            }
+            let keys: Vec<Vec<u8>> = (0..node.len())
+                .map(|i| node.key(i).map(<[u8]>::to_vec))
+                .collect::<StorageResult<_>>()?;
+            let children: Vec<PageId> = if node.is_leaf() {
+                Vec::new()
+            } else {
+                (0..=node.len())
+                    .map(|i| node.child(i))
+                    .collect::<StorageResult<_>>()?
+            };
+            (node.level(), keys, children)
+        };
+        for pair in keys.windows(2) {
+            if self.order.compare(&pair[0], &pair[1]) != Ordering::Less {
+                return Err(corrupt("keys not strictly ascending".into()));
+            }
+        }
+        if let (Some(lower), Some(first)) = (lower, keys.first()) {
+            if self.order.compare(first, lower) == Ordering::Less {
+                return Err(corrupt("key below the separator that leads here".into()));
+            }
+        }
+        if let (Some(upper), Some(last)) = (upper, keys.last()) {
+            if self.order.compare(last, upper) != Ordering::Less {
+                return Err(corrupt("key not below the next separator".into()));
+            }
+        }
+        for key in &keys {
+            if key.len() > max_internal_key_len(self.pool.page_size())
+                || (!self.unique && key.len() < 8)
+            {
+                return Err(corrupt(format!("key of {} bytes", key.len())));
+            }
+        }
+        if node_level == 0 {
+            leaves.push(id);
+            *entries += keys.len();
+            return Ok(());
+        }
+        for (i, &child) in children.iter().enumerate() {
+            let child_lower = if i == 0 {
+                lower
+            } else {
+                Some(&keys[i - 1][..])
+            };
+            let child_upper = keys.get(i).map(|k| &k[..]).or(upper);
+            self.check_subtree(
+                child,
+                child_lower,
+                child_upper,
+                Some(node_level - 1),
+                leaves,
+                entries,
+            )?;
+        }
+        Ok(())
+    }
+}
