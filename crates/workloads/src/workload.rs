@@ -45,8 +45,13 @@ pub trait Workload: Send + Sync {
     /// Populates the database; `progress(done, total)` is called now and then.
     fn load(&self, db: &Arc<Database>, progress: &(dyn Fn(u64, u64) + Sync)) -> TxResult<()>;
     /// A terminal (one closed-loop client) with its own random stream.
-    fn terminal(&self, db: &Arc<Database>, id: usize, terminals: usize, seed: u64)
-        -> TxResult<Box<dyn Terminal>>;
+    fn terminal(
+        &self,
+        db: &Arc<Database>,
+        id: usize,
+        terminals: usize,
+        seed: u64,
+    ) -> TxResult<Box<dyn Terminal>>;
     /// The workload's consistency conditions, checked against the database as it is now.
     fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>>;
 }

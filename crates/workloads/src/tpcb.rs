@@ -1,0 +1,433 @@
+//! TPC-B: branches, tellers (10 per branch), accounts (100,000 per branch) and history; one
+//! transaction, AccountUpdate.
+//!
+//! ```text
+//! AccountUpdate(a, t, b, delta):
+//!   get ACCOUNT a for update, a_balance += delta
+//!   get TELLER  t for update, t_balance += delta   (t's branch is b)
+//!   get BRANCH  b for update, b_balance += delta
+//!   insert HISTORY (t, t_next_h_id, a, b, delta, time)
+//! ```
+//!
+//! Terminal i works at branch (i mod B) + 1; each transaction picks a teller of that branch
+//! at random, and an account of that branch — or, 15% of the time when B > 1, of another
+//! branch. delta is uniform in [−999,999, +999,999] (integer balances).
+//!
+//! HISTORY has no key in the specification; here it is keyed by (h_t_id, h_seq), numbered by
+//! a counter in the teller row the transaction already reads and writes.
+//!
+//! Invariants (check): Σ a_balance = Σ t_balance = Σ b_balance = Σ h_delta, and per branch
+//! b_balance = Σ t_balance of its tellers.
+
+use std::sync::Arc;
+
+use engine::db::Database;
+use engine::{Fetch, TableRef, TableSchema, Tx, TxError, TxResult, Value};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::util::{int, scan_all, with_txn, BatchLoader};
+use crate::workload::{Condition, Interactions, Terminal, Workload};
+
+pub const BRANCH: &str = "tpcb_branch";
+pub const TELLER: &str = "tpcb_teller";
+pub const ACCOUNT: &str = "tpcb_account";
+pub const HISTORY: &str = "tpcb_history";
+
+const B_BALANCE: usize = 1;
+const T_B_ID: usize = 1;
+const T_BALANCE: usize = 2;
+const T_NEXT_H_ID: usize = 3;
+const A_B_ID: usize = 1;
+const A_BALANCE: usize = 2;
+const H_DELTA: usize = 4;
+
+/// TPC-B sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TpcbConfig {
+    pub branches: u64,
+    pub tellers_per_branch: i64,
+    /// 100,000 in the specification; reducible for tests.
+    pub accounts_per_branch: i64,
+}
+
+impl TpcbConfig {
+    pub fn new(branches: u64) -> Self {
+        TpcbConfig {
+            branches,
+            tellers_per_branch: 10,
+            accounts_per_branch: 100_000,
+        }
+    }
+}
+
+pub fn tables() -> Vec<TableSchema> {
+    vec![
+        TableSchema::new(BRANCH)
+            .int("b_id")
+            .int("b_balance")
+            .string("b_filler", 88)
+            .key(&["b_id"])
+            .int_key(&[32]),
+        TableSchema::new(TELLER)
+            .int("t_id")
+            .int("t_b_id")
+            .int("t_balance")
+            .int("t_next_h_id")
+            .string("t_filler", 84)
+            .key(&["t_id"])
+            .int_key(&[40]),
+        TableSchema::new(ACCOUNT)
+            .int("a_id")
+            .int("a_b_id")
+            .int("a_balance")
+            .string("a_filler", 84)
+            .key(&["a_id"])
+            .int_key(&[48]),
+        TableSchema::new(HISTORY)
+            .int("h_t_id")
+            .int("h_seq")
+            .int("h_a_id")
+            .int("h_b_id")
+            .int("h_delta")
+            .int("h_time")
+            .string("h_filler", 22)
+            .key(&["h_t_id", "h_seq"])
+            .int_key(&[24, 40]),
+    ]
+}
+
+/// One AccountUpdate's input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccountUpdate {
+    pub a_id: i64,
+    pub t_id: i64,
+    pub b_id: i64,
+    pub delta: i64,
+    pub time: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct TpcbTables {
+    pub branch: TableRef,
+    pub teller: TableRef,
+    pub account: TableRef,
+    pub history: TableRef,
+}
+
+impl TpcbTables {
+    pub fn resolve(db: &Database) -> TxResult<Self> {
+        Ok(TpcbTables {
+            branch: db.table(BRANCH)?,
+            teller: db.table(TELLER)?,
+            account: db.table(ACCOUNT)?,
+            history: db.table(HISTORY)?,
+        })
+    }
+}
+
+fn add(tx: &mut dyn Tx, table: &TableRef, id: i64, col: usize, delta: i64) -> TxResult<i64> {
+    let key = [Value::Int(id)];
+    let row = tx
+        .get(table, &key, Fetch::Cols(&[col]), true)?
+        .ok_or_else(|| TxError::Invalid(format!("no row {id} in {}", table.name)))?;
+    let balance = int(&row, 0)? + delta;
+    tx.update(table, &key, &[(col, Value::Int(balance))])?;
+    Ok(balance)
+}
+
+/// The AccountUpdate transaction; returns the account's new balance.
+pub fn account_update(tx: &mut dyn Tx, t: &TpcbTables, input: &AccountUpdate) -> TxResult<i64> {
+    let balance = add(tx, &t.account, input.a_id, A_BALANCE, input.delta)?;
+    let key = [Value::Int(input.t_id)];
+    let row = tx
+        .get(
+            &t.teller,
+            &key,
+            Fetch::Cols(&[T_BALANCE, T_NEXT_H_ID]),
+            true,
+        )?
+        .ok_or_else(|| TxError::Invalid(format!("no teller {}", input.t_id)))?;
+    let seq = int(&row, 1)?;
+    tx.update(
+        &t.teller,
+        &key,
+        &[
+            (T_BALANCE, Value::Int(int(&row, 0)? + input.delta)),
+            (T_NEXT_H_ID, Value::Int(seq + 1)),
+        ],
+    )?;
+    add(tx, &t.branch, input.b_id, B_BALANCE, input.delta)?;
+    tx.insert(
+        &t.history,
+        &[
+            Value::Int(input.t_id),
+            Value::Int(seq),
+            Value::Int(input.a_id),
+            Value::Int(input.b_id),
+            Value::Int(input.delta),
+            Value::Int(input.time),
+            Value::Str("x".repeat(22)),
+        ],
+    )?;
+    Ok(balance)
+}
+
+/// The TPC-B workload.
+pub struct Tpcb {
+    pub config: TpcbConfig,
+}
+
+impl Tpcb {
+    pub fn new(config: TpcbConfig) -> Result<Tpcb, String> {
+        if config.branches == 0 || config.tellers_per_branch < 1 || config.accounts_per_branch < 1 {
+            return Err(format!("TPC-B sizes must be positive: {config:?}"));
+        }
+        Ok(Tpcb { config })
+    }
+}
+
+/// Draws AccountUpdate inputs for one terminal.
+pub struct TpcbInputs {
+    pub config: TpcbConfig,
+    pub home_b_id: i64,
+}
+
+impl TpcbInputs {
+    pub fn draw(&self, rng: &mut impl Rng, time: i64) -> AccountUpdate {
+        let c = &self.config;
+        let b_id = self.home_b_id;
+        let t_id = (b_id - 1) * c.tellers_per_branch + rng.gen_range(1..=c.tellers_per_branch);
+        let account_branch = if c.branches > 1 && rng.gen_range(0..100) < 15 {
+            let other = rng.gen_range(1..c.branches as i64);
+            if other >= b_id {
+                other + 1
+            } else {
+                other
+            }
+        } else {
+            b_id
+        };
+        let a_id =
+            (account_branch - 1) * c.accounts_per_branch + rng.gen_range(1..=c.accounts_per_branch);
+        AccountUpdate {
+            a_id,
+            t_id,
+            b_id,
+            delta: rng.gen_range(-999_999..=999_999),
+            time,
+        }
+    }
+}
+
+struct TpcbTerminal {
+    tables: TpcbTables,
+    inputs: TpcbInputs,
+    rng: SmallRng,
+    input: Option<AccountUpdate>,
+}
+
+impl Terminal for TpcbTerminal {
+    fn next(&mut self) -> usize {
+        self.input = Some(self.inputs.draw(&mut self.rng, crate::util::now_seconds()));
+        0
+    }
+
+    fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()> {
+        let input = self
+            .input
+            .as_ref()
+            .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
+        account_update(tx, &self.tables, input).map(drop)
+    }
+}
+
+impl Workload for Tpcb {
+    fn name(&self) -> &'static str {
+        "tpcb"
+    }
+
+    fn txn_names(&self) -> &'static [&'static str] {
+        &["account_update"]
+    }
+
+    fn interactions(&self) -> Vec<Interactions> {
+        vec![Interactions {
+            name: "account_update",
+            round_trips: 3,
+            note: "get account, teller, branch for update (1); update the three + insert \
+                   history (1); commit (1)",
+        }]
+    }
+
+    fn create_schema(&self, db: &Database) -> TxResult<()> {
+        for table in tables() {
+            db.create_table(table)?;
+        }
+        Ok(())
+    }
+
+    fn load(&self, db: &Arc<Database>, progress: &(dyn Fn(u64, u64) + Sync)) -> TxResult<()> {
+        let t = TpcbTables::resolve(db)?;
+        let c = &self.config;
+        let branches = c.branches as i64;
+        let total = (branches * (1 + c.tellers_per_branch + c.accounts_per_branch)) as u64;
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let report = |rows: u64| {
+            let now = done.fetch_add(rows, std::sync::atomic::Ordering::Relaxed) + rows;
+            progress(now, total);
+        };
+        let mut loader = BatchLoader::new(db, &report);
+        for b in 1..=branches {
+            loader.push(
+                &t.branch,
+                vec![Value::Int(b), Value::Int(0), Value::Str("b".repeat(88))],
+            )?;
+            for k in 1..=c.tellers_per_branch {
+                let t_id = (b - 1) * c.tellers_per_branch + k;
+                loader.push(
+                    &t.teller,
+                    vec![
+                        Value::Int(t_id),
+                        Value::Int(b),
+                        Value::Int(0),
+                        Value::Int(1),
+                        Value::Str("t".repeat(84)),
+                    ],
+                )?;
+            }
+            for k in 1..=c.accounts_per_branch {
+                let a_id = (b - 1) * c.accounts_per_branch + k;
+                loader.push(
+                    &t.account,
+                    vec![
+                        Value::Int(a_id),
+                        Value::Int(b),
+                        Value::Int(0),
+                        Value::Str("a".repeat(84)),
+                    ],
+                )?;
+            }
+        }
+        loader.flush()
+    }
+
+    fn terminal(
+        &self,
+        db: &Arc<Database>,
+        id: usize,
+        _terminals: usize,
+        seed: u64,
+    ) -> TxResult<Box<dyn Terminal>> {
+        Ok(Box::new(TpcbTerminal {
+            tables: TpcbTables::resolve(db)?,
+            inputs: TpcbInputs {
+                config: self.config.clone(),
+                home_b_id: (id as u64 % self.config.branches) as i64 + 1,
+            },
+            rng: SmallRng::seed_from_u64(seed),
+            input: None,
+        }))
+    }
+
+    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
+        let t = TpcbTables::resolve(db)?;
+        let (accounts, tellers, branches, history) = with_txn(db, |tx| {
+            Ok((
+                scan_all(tx, &t.account, &[A_B_ID, A_BALANCE])?,
+                scan_all(tx, &t.teller, &[T_B_ID, T_BALANCE])?,
+                scan_all(tx, &t.branch, &[0, B_BALANCE])?,
+                scan_all(tx, &t.history, &[H_DELTA])?,
+            ))
+        })?;
+        let sum = |rows: &[Vec<Value>], col: usize| -> TxResult<i64> {
+            rows.iter().map(|r| int(r, col)).sum()
+        };
+        let sums = [
+            sum(&accounts, 1)?,
+            sum(&tellers, 1)?,
+            sum(&branches, 1)?,
+            sum(&history, 0)?,
+        ];
+        let c = &self.config;
+        let expected_accounts = c.branches as i64 * c.accounts_per_branch;
+        let mut out = vec![Condition {
+            name: "TPC-B balances".to_string(),
+            description: "sum(a_balance) = sum(t_balance) = sum(b_balance) = sum(h_delta)"
+                .to_string(),
+            violation: sums.iter().any(|s| *s != sums[0]).then(|| {
+                format!(
+                    "accounts {}, tellers {}, branches {}, history {}",
+                    sums[0], sums[1], sums[2], sums[3]
+                )
+            }),
+        }];
+        let mut per_branch = std::collections::BTreeMap::<i64, (i64, i64)>::new();
+        for r in &tellers {
+            per_branch.entry(int(r, 0)?).or_default().1 += int(r, 1)?;
+        }
+        for r in &branches {
+            per_branch.entry(int(r, 0)?).or_default().0 += int(r, 1)?;
+        }
+        let bad: Vec<String> = per_branch
+            .iter()
+            .filter(|(_, (b, t))| b != t)
+            .take(3)
+            .map(|(id, (b, t))| format!("branch {id}: b_balance {b}, tellers {t}"))
+            .collect();
+        out.push(Condition {
+            name: "TPC-B branch = its tellers".to_string(),
+            description: "b_balance = sum(t_balance) over the branch's tellers".to_string(),
+            violation: (!bad.is_empty()).then(|| bad.join("; ")),
+        });
+        out.push(Condition {
+            name: "TPC-B cardinality".to_string(),
+            description: "accounts, tellers and branches as loaded".to_string(),
+            violation: (accounts.len() as i64 != expected_accounts
+                || tellers.len() as i64 != c.branches as i64 * c.tellers_per_branch
+                || branches.len() as u64 != c.branches)
+                .then(|| {
+                    format!(
+                        "{} accounts, {} tellers, {} branches",
+                        accounts.len(),
+                        tellers.len(),
+                        branches.len()
+                    )
+                }),
+        });
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifteen_percent_of_accounts_are_remote_and_tellers_are_local() {
+        let inputs = TpcbInputs {
+            config: TpcbConfig::new(4),
+            home_b_id: 2,
+        };
+        let mut rng = SmallRng::seed_from_u64(1);
+        let draws = 100_000;
+        let mut remote = 0;
+        for _ in 0..draws {
+            let u = inputs.draw(&mut rng, 0);
+            assert_eq!(u.b_id, 2);
+            assert!((11..=20).contains(&u.t_id));
+            assert!((1..=400_000).contains(&u.a_id));
+            assert!((-999_999..=999_999).contains(&u.delta));
+            if (u.a_id - 1) / 100_000 + 1 != 2 {
+                remote += 1;
+            }
+        }
+        let p = remote as f64 * 100.0 / draws as f64;
+        assert!((p - 15.0).abs() < 0.5, "{p}% remote");
+        let single = TpcbInputs {
+            config: TpcbConfig::new(1),
+            home_b_id: 1,
+        };
+        assert!((0..1000).all(|_| single.draw(&mut rng, 0).a_id <= 100_000));
+    }
+}

@@ -1,0 +1,412 @@
+//! The twelve consistency conditions of clause 3.3.2, checked on the database as it is.
+//!
+//! All tables are read in one transaction (columns the conditions need only) and folded into
+//! per-warehouse, per-district, per-order and per-customer aggregates; each condition then
+//! compares two of them and, when violated, names the first offending rows and the count.
+//!
+//! | # | condition                                                                 |
+//! |---|---------------------------------------------------------------------------|
+//! | 1 | W_YTD = Σ D_YTD per warehouse                                             |
+//! | 2 | D_NEXT_O_ID − 1 = max(O_ID) = max(NO_O_ID) per district                   |
+//! | 3 | max(NO_O_ID) − min(NO_O_ID) + 1 = count(NEW-ORDER) per district           |
+//! | 4 | Σ O_OL_CNT = count(ORDER-LINE) per district                               |
+//! | 5 | O_CARRIER_ID is null ⇔ a NEW-ORDER row exists, per order                  |
+//! | 6 | O_OL_CNT = count(ORDER-LINE) per order                                    |
+//! | 7 | OL_DELIVERY_D is null ⇔ O_CARRIER_ID is null, per order line              |
+//! | 8 | W_YTD = Σ H_AMOUNT per warehouse                                          |
+//! | 9 | D_YTD = Σ H_AMOUNT per district                                           |
+//! |10 | C_BALANCE = Σ delivered OL_AMOUNT − Σ H_AMOUNT per customer               |
+//! |11 | count(ORDER) − count(NEW-ORDER) = delivered at load + Σ C_DELIVERY_CNT    |
+//! |12 | C_BALANCE + C_YTD_PAYMENT = Σ delivered OL_AMOUNT per customer            |
+//!
+//! Condition 11 is stated in the specification as "= 2100" right after population; each
+//! Delivery removes one NEW-ORDER row and adds one to a customer's C_DELIVERY_CNT, so the
+//! form above holds at any time and equals the specification's at load.
+//! Money is compared to the cent ([`crate::util::money_eq`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use engine::db::Database;
+use engine::{Tx, TxResult};
+
+use super::schema::{customer, district, history, new_order, order, order_line, warehouse};
+use super::{Tables, TpccConfig};
+use crate::util::{float, int, is_null, money_eq, scan_all, with_txn};
+use crate::workload::Condition;
+
+type District = (i64, i64);
+type OrderKey = (i64, i64, i64);
+type CustomerKey = (i64, i64, i64);
+
+#[derive(Default)]
+struct DistrictAgg {
+    d_ytd: f64,
+    next_o_id: i64,
+    max_o_id: Option<i64>,
+    order_count: i64,
+    ol_cnt_sum: i64,
+    ol_rows: i64,
+    no_ids: Vec<i64>,
+    history_sum: f64,
+    delivery_cnt_sum: i64,
+    seen: bool,
+}
+
+struct OrderAgg {
+    c_id: i64,
+    carrier_null: bool,
+    ol_cnt: i64,
+    ol_rows: i64,
+    /// Lines whose null-ness of ol_delivery_d disagrees with o_carrier_id.
+    mismatched_lines: i64,
+    delivered_amount: f64,
+}
+
+#[derive(Default)]
+struct CustomerAgg {
+    balance: f64,
+    ytd_payment: f64,
+    history_sum: f64,
+    delivered_amount: f64,
+    seen: bool,
+}
+
+/// Everything the conditions compare.
+#[derive(Default)]
+pub struct Snapshot {
+    warehouses: BTreeMap<i64, (f64, f64, f64)>, // w_ytd, Σ d_ytd, Σ h_amount
+    districts: BTreeMap<District, DistrictAgg>,
+    orders: BTreeMap<OrderKey, OrderAgg>,
+    new_orders: BTreeSet<OrderKey>,
+    customers: BTreeMap<CustomerKey, CustomerAgg>,
+    orphan_lines: i64,
+}
+
+fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
+    let mut s = Snapshot::default();
+    for r in scan_all(tx, &t.warehouse, &[warehouse::W_ID, warehouse::W_YTD])? {
+        s.warehouses.insert(int(&r, 0)?, (float(&r, 1)?, 0.0, 0.0));
+    }
+    let cols = [
+        district::D_W_ID,
+        district::D_ID,
+        district::D_YTD,
+        district::D_NEXT_O_ID,
+    ];
+    for r in scan_all(tx, &t.district, &cols)? {
+        let key = (int(&r, 0)?, int(&r, 1)?);
+        let d = s.districts.entry(key).or_default();
+        d.seen = true;
+        d.d_ytd = float(&r, 2)?;
+        d.next_o_id = int(&r, 3)?;
+        if let Some(w) = s.warehouses.get_mut(&key.0) {
+            w.1 += d.d_ytd;
+        }
+    }
+    let cols = [
+        customer::C_W_ID,
+        customer::C_D_ID,
+        customer::C_ID,
+        customer::C_BALANCE,
+        customer::C_YTD_PAYMENT,
+        customer::C_DELIVERY_CNT,
+    ];
+    for r in scan_all(tx, &t.customer, &cols)? {
+        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
+        let c = s.customers.entry(key).or_default();
+        c.seen = true;
+        c.balance = float(&r, 3)?;
+        c.ytd_payment = float(&r, 4)?;
+        s.districts
+            .entry((key.0, key.1))
+            .or_default()
+            .delivery_cnt_sum += int(&r, 5)?;
+    }
+    let cols = [
+        history::H_W_ID,
+        history::H_D_ID,
+        history::H_C_W_ID,
+        history::H_C_D_ID,
+        history::H_C_ID,
+        history::H_AMOUNT,
+    ];
+    for r in scan_all(tx, &t.history, &cols)? {
+        let amount = float(&r, 5)?;
+        let (w, d) = (int(&r, 0)?, int(&r, 1)?);
+        s.warehouses.entry(w).or_insert((0.0, 0.0, 0.0)).2 += amount;
+        s.districts.entry((w, d)).or_default().history_sum += amount;
+        let c = (int(&r, 2)?, int(&r, 3)?, int(&r, 4)?);
+        s.customers.entry(c).or_default().history_sum += amount;
+    }
+    let cols = [
+        order::O_W_ID,
+        order::O_D_ID,
+        order::O_ID,
+        order::O_C_ID,
+        order::O_CARRIER_ID,
+        order::O_OL_CNT,
+    ];
+    for r in scan_all(tx, &t.order, &cols)? {
+        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
+        let ol_cnt = int(&r, 5)?;
+        let d = s.districts.entry((key.0, key.1)).or_default();
+        d.max_o_id = d.max_o_id.max(Some(key.2));
+        d.order_count += 1;
+        d.ol_cnt_sum += ol_cnt;
+        s.orders.insert(
+            key,
+            OrderAgg {
+                c_id: int(&r, 3)?,
+                carrier_null: is_null(&r, 4)?,
+                ol_cnt,
+                ol_rows: 0,
+                mismatched_lines: 0,
+                delivered_amount: 0.0,
+            },
+        );
+    }
+    let cols = [new_order::NO_W_ID, new_order::NO_D_ID, new_order::NO_O_ID];
+    for r in scan_all(tx, &t.new_order, &cols)? {
+        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
+        s.districts
+            .entry((key.0, key.1))
+            .or_default()
+            .no_ids
+            .push(key.2);
+        s.new_orders.insert(key);
+    }
+    let cols = [
+        order_line::OL_W_ID,
+        order_line::OL_D_ID,
+        order_line::OL_O_ID,
+        order_line::OL_DELIVERY_D,
+        order_line::OL_AMOUNT,
+    ];
+    for r in scan_all(tx, &t.order_line, &cols)? {
+        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
+        s.districts.entry((key.0, key.1)).or_default().ol_rows += 1;
+        let Some(o) = s.orders.get_mut(&key) else {
+            s.orphan_lines += 1;
+            continue;
+        };
+        o.ol_rows += 1;
+        let undelivered = is_null(&r, 3)?;
+        if undelivered != o.carrier_null {
+            o.mismatched_lines += 1;
+        }
+        if !undelivered {
+            o.delivered_amount += float(&r, 4)?;
+        }
+    }
+    for ((w, d, _), o) in &s.orders {
+        s.customers
+            .entry((*w, *d, o.c_id))
+            .or_default()
+            .delivered_amount += o.delivered_amount;
+    }
+    Ok(s)
+}
+
+/// Collects violations: the count and the first few.
+struct Violations {
+    count: usize,
+    examples: Vec<String>,
+}
+
+impl Violations {
+    fn new() -> Self {
+        Violations {
+            count: 0,
+            examples: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, what: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.examples.len() < 3 {
+            self.examples.push(what());
+        }
+    }
+
+    fn into_condition(self, number: u32, description: &str) -> Condition {
+        Condition {
+            name: format!("TPC-C 3.3.2.{number}"),
+            description: description.to_string(),
+            violation: (self.count > 0).then(|| {
+                format!(
+                    "{} violation(s), e.g. {}",
+                    self.count,
+                    self.examples.join("; ")
+                )
+            }),
+        }
+    }
+}
+
+/// Evaluates the twelve conditions on a snapshot.
+pub fn conditions(s: &Snapshot, config: &TpccConfig) -> Vec<Condition> {
+    let mut out = Vec::with_capacity(12);
+
+    let mut v = Violations::new();
+    for (w, (w_ytd, d_sum, _)) in &s.warehouses {
+        if !money_eq(*w_ytd, *d_sum) {
+            v.add(|| format!("warehouse {w}: w_ytd {w_ytd:.2} vs sum(d_ytd) {d_sum:.2}"));
+        }
+    }
+    out.push(v.into_condition(1, "W_YTD = sum(D_YTD)"));
+
+    let mut v = Violations::new();
+    for (k, d) in s.districts.iter().filter(|(_, d)| d.seen) {
+        let max_no = d.no_ids.iter().max().copied();
+        let expected = d.next_o_id - 1;
+        if d.max_o_id != Some(expected) || max_no.is_some_and(|m| m != expected) {
+            v.add(|| {
+                format!(
+                    "district {k:?}: d_next_o_id - 1 = {expected}, max(o_id) = {:?}, \
+                     max(no_o_id) = {max_no:?}",
+                    d.max_o_id
+                )
+            });
+        }
+    }
+    out.push(v.into_condition(2, "D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID)"));
+
+    let mut v = Violations::new();
+    for (k, d) in &s.districts {
+        if let (Some(max), Some(min)) = (d.no_ids.iter().max(), d.no_ids.iter().min()) {
+            let count = d.no_ids.len() as i64;
+            if max - min + 1 != count {
+                v.add(|| format!("district {k:?}: new-orders {min}..={max} but {count} rows"));
+            }
+        }
+    }
+    out.push(v.into_condition(3, "max(NO_O_ID) - min(NO_O_ID) + 1 = count(NEW-ORDER)"));
+
+    let mut v = Violations::new();
+    for (k, d) in &s.districts {
+        if d.ol_cnt_sum != d.ol_rows {
+            v.add(|| {
+                format!(
+                    "district {k:?}: sum(o_ol_cnt) {} vs {} order lines",
+                    d.ol_cnt_sum, d.ol_rows
+                )
+            });
+        }
+    }
+    out.push(v.into_condition(4, "sum(O_OL_CNT) = count(ORDER-LINE)"));
+
+    let mut v = Violations::new();
+    for (k, o) in &s.orders {
+        if o.carrier_null != s.new_orders.contains(k) {
+            v.add(|| {
+                format!(
+                    "order {k:?}: carrier null = {}, new-order row = {}",
+                    o.carrier_null, !o.carrier_null
+                )
+            });
+        }
+    }
+    for k in s.new_orders.iter().filter(|k| !s.orders.contains_key(k)) {
+        v.add(|| format!("new-order {k:?} has no order"));
+    }
+    out.push(v.into_condition(5, "O_CARRIER_ID null iff a NEW-ORDER row exists"));
+
+    let mut v = Violations::new();
+    for (k, o) in &s.orders {
+        if o.ol_cnt != o.ol_rows {
+            v.add(|| format!("order {k:?}: o_ol_cnt {} vs {} lines", o.ol_cnt, o.ol_rows));
+        }
+    }
+    if s.orphan_lines > 0 {
+        let n = s.orphan_lines;
+        v.add(|| format!("{n} order lines without an order"));
+    }
+    out.push(v.into_condition(6, "O_OL_CNT = count(ORDER-LINE) per order"));
+
+    let mut v = Violations::new();
+    for (k, o) in s.orders.iter().filter(|(_, o)| o.mismatched_lines > 0) {
+        v.add(|| {
+            format!(
+                "order {k:?}: {} line(s) whose ol_delivery_d null-ness differs from the carrier's",
+                o.mismatched_lines
+            )
+        });
+    }
+    out.push(v.into_condition(7, "OL_DELIVERY_D null iff O_CARRIER_ID null"));
+
+    let mut v = Violations::new();
+    for (w, (w_ytd, _, h_sum)) in &s.warehouses {
+        if !money_eq(*w_ytd, *h_sum) {
+            v.add(|| format!("warehouse {w}: w_ytd {w_ytd:.2} vs sum(h_amount) {h_sum:.2}"));
+        }
+    }
+    out.push(v.into_condition(8, "W_YTD = sum(H_AMOUNT)"));
+
+    let mut v = Violations::new();
+    for (k, d) in s.districts.iter().filter(|(_, d)| d.seen) {
+        if !money_eq(d.d_ytd, d.history_sum) {
+            v.add(|| {
+                format!(
+                    "district {k:?}: d_ytd {:.2} vs sum(h_amount) {:.2}",
+                    d.d_ytd, d.history_sum
+                )
+            });
+        }
+    }
+    out.push(v.into_condition(9, "D_YTD = sum(H_AMOUNT)"));
+
+    let mut v = Violations::new();
+    for (k, c) in &s.customers {
+        let expected = c.delivered_amount - c.history_sum;
+        if !c.seen || !money_eq(c.balance, expected) {
+            v.add(|| {
+                format!(
+                    "customer {k:?}: c_balance {:.2} vs {expected:.2}",
+                    c.balance
+                )
+            });
+        }
+    }
+    out.push(v.into_condition(10, "C_BALANCE = sum(delivered OL_AMOUNT) - sum(H_AMOUNT)"));
+
+    let mut v = Violations::new();
+    let delivered_at_load = config.delivered_per_district();
+    for (k, d) in s.districts.iter().filter(|(_, d)| d.seen) {
+        let lhs = d.order_count - d.no_ids.len() as i64;
+        let rhs = delivered_at_load + d.delivery_cnt_sum;
+        if lhs != rhs {
+            v.add(|| {
+                format!(
+                    "district {k:?}: count(order) - count(new-order) = {lhs}, \
+                     {delivered_at_load} + sum(c_delivery_cnt) = {rhs}"
+                )
+            });
+        }
+    }
+    out.push(v.into_condition(
+        11,
+        "count(ORDER) - count(NEW-ORDER) = delivered at load + sum(C_DELIVERY_CNT)",
+    ));
+
+    let mut v = Violations::new();
+    for (k, c) in s.customers.iter().filter(|(_, c)| c.seen) {
+        if !money_eq(c.balance + c.ytd_payment, c.delivered_amount) {
+            v.add(|| {
+                format!(
+                    "customer {k:?}: c_balance + c_ytd_payment {:.2} vs delivered {:.2}",
+                    c.balance + c.ytd_payment,
+                    c.delivered_amount
+                )
+            });
+        }
+    }
+    out.push(v.into_condition(12, "C_BALANCE + C_YTD_PAYMENT = sum(delivered OL_AMOUNT)"));
+    out
+}
+
+pub fn check(db: &Arc<Database>, config: &TpccConfig) -> TxResult<Vec<Condition>> {
+    let tables = Tables::resolve(db)?;
+    let snapshot = with_txn(db, |tx| read(tx, &tables))?;
+    Ok(conditions(&snapshot, config))
+}

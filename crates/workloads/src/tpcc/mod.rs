@@ -1,0 +1,298 @@
+//! TPC-C (revision 5.11) and the 2008 paper's variant of it.
+//!
+//! ```text
+//!  WAREHOUSE(W) ─┬─ DISTRICT(W·10) ── CUSTOMER(W·30k) ─┬─ HISTORY(W·30k+)
+//!                │                                      └─ ORDER(W·30k+) ─┬─ NEW-ORDER(W·9k)
+//!                └─ STOCK(W·100k) ── ITEM(100k)                            └─ ORDER-LINE(W·300k+)
+//! ```
+//!
+//! Files: `schema` (tables, columns, keys), `random` (NURand, names, strings), `load`
+//! (population, clause 4.3.3), `input` (inputs and the mix), one file per transaction, and
+//! `check` (the consistency conditions of clause 3.3.2).
+//!
+//! Terminal `i` of `n` is bound to home warehouse `(i mod W) + 1` and, for Stock-Level, to
+//! district `((i div W) mod 10) + 1` (clause 2.8.1.1 fixes a terminal's district).
+//!
+//! Sizes: [`TpccConfig::new`] gives the specification's cardinalities. `items` and
+//! `customers_per_district` can be reduced (e.g. by tests, to load in well under a second);
+//! everything else scales with them: orders per district = customers per district, the last
+//! 30% of them are undelivered (900 of 3000 at full size).
+
+pub mod check;
+pub mod delivery;
+pub mod input;
+pub mod load;
+pub mod new_order;
+pub mod order_status;
+pub mod payment;
+pub mod random;
+pub mod schema;
+pub mod stock_level;
+
+use std::sync::Arc;
+
+use engine::db::Database;
+use engine::{IndexRef, TableRef, Tx, TxError, TxResult};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::workload::{Condition, Interactions, Terminal, Workload};
+use crate::Mix;
+use input::{InputContext, TpccInput, TXN_NAMES};
+use random::NuRandConstants;
+
+pub const DISTRICTS_PER_WAREHOUSE: i64 = 10;
+/// Seeds of the NURand constants: fixed, so that a later process running against a database
+/// loaded earlier knows C-Load and picks a C-Run that obeys the delta rule.
+const C_LOAD_SEED: u64 = 0x7C_C10AD;
+const C_RUN_SEED: u64 = 0x7C_C2B17;
+
+/// TPC-C sizes and mix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TpccConfig {
+    pub warehouses: u64,
+    pub mix: Mix,
+    /// Rows of ITEM (100,000 in the specification).
+    pub items: i64,
+    /// Customers, and orders, per district (3,000 in the specification).
+    pub customers_per_district: i64,
+    /// Threads loading warehouses in parallel (at most one per warehouse).
+    pub load_threads: usize,
+}
+
+impl TpccConfig {
+    /// The specification's sizes.
+    pub fn new(warehouses: u64, mix: Mix) -> Self {
+        TpccConfig {
+            warehouses,
+            mix,
+            items: 100_000,
+            customers_per_district: 3_000,
+            load_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+        }
+    }
+
+    /// Orders loaded undelivered per district (the last 30%: 900 of 3000).
+    pub fn new_orders_per_district(&self) -> i64 {
+        self.customers_per_district * 3 / 10
+    }
+
+    /// Orders loaded delivered per district (2100 of 3000).
+    pub fn delivered_per_district(&self) -> i64 {
+        self.customers_per_district - self.new_orders_per_district()
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let max_w = (1u64 << schema::W_BITS) - 1;
+        if self.warehouses == 0 || self.warehouses > max_w {
+            return Err(format!(
+                "TPC-C needs 1..={max_w} warehouses, not {}",
+                self.warehouses
+            ));
+        }
+        if self.items < 1 || self.items + 1 >= 1 << schema::I_BITS {
+            return Err(format!("item count {} out of range", self.items));
+        }
+        if self.customers_per_district < 10 || self.customers_per_district >= 1 << schema::C_BITS {
+            return Err(format!(
+                "customers per district {} out of range 10..65535",
+                self.customers_per_district
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Handles of the tables and indexes, resolved once per terminal.
+#[derive(Clone, Debug)]
+pub struct Tables {
+    pub warehouse: TableRef,
+    pub district: TableRef,
+    pub customer: TableRef,
+    pub history: TableRef,
+    pub new_order: TableRef,
+    pub order: TableRef,
+    pub order_line: TableRef,
+    pub item: TableRef,
+    pub stock: TableRef,
+    pub customer_by_name: IndexRef,
+    pub order_by_customer: IndexRef,
+}
+
+impl Tables {
+    pub fn resolve(db: &Database) -> TxResult<Tables> {
+        Ok(Tables {
+            warehouse: db.table(schema::WAREHOUSE)?,
+            district: db.table(schema::DISTRICT)?,
+            customer: db.table(schema::CUSTOMER)?,
+            history: db.table(schema::HISTORY)?,
+            new_order: db.table(schema::NEW_ORDER)?,
+            order: db.table(schema::ORDER)?,
+            order_line: db.table(schema::ORDER_LINE)?,
+            item: db.table(schema::ITEM)?,
+            stock: db.table(schema::STOCK)?,
+            customer_by_name: db.index(schema::CUSTOMER_BY_NAME)?,
+            order_by_customer: db.index(schema::ORDER_BY_CUSTOMER)?,
+        })
+    }
+}
+
+/// The TPC-C workload.
+pub struct Tpcc {
+    pub config: TpccConfig,
+    /// C-Load: used by the loader for C_LAST (and recorded for the delta rule).
+    pub load_constants: NuRandConstants,
+    /// C-Run: shared by every terminal of this workload.
+    pub run_constants: NuRandConstants,
+}
+
+impl Tpcc {
+    pub fn new(config: TpccConfig) -> Result<Tpcc, String> {
+        config.validate()?;
+        let load_constants = NuRandConstants::for_load(&mut SmallRng::seed_from_u64(C_LOAD_SEED));
+        let run_constants =
+            NuRandConstants::for_run(&load_constants, &mut SmallRng::seed_from_u64(C_RUN_SEED));
+        Ok(Tpcc {
+            config,
+            load_constants,
+            run_constants,
+        })
+    }
+
+    /// The terminal's home warehouse and district.
+    pub fn home_of(&self, terminal: usize) -> (i64, i64) {
+        let w = self.config.warehouses as usize;
+        let home_w = (terminal % w) as i64 + 1;
+        let home_d = ((terminal / w) as i64 % DISTRICTS_PER_WAREHOUSE) + 1;
+        (home_w, home_d)
+    }
+}
+
+impl Workload for Tpcc {
+    fn name(&self) -> &'static str {
+        "tpcc"
+    }
+
+    fn txn_names(&self) -> &'static [&'static str] {
+        &TXN_NAMES
+    }
+
+    fn interactions(&self) -> Vec<Interactions> {
+        // Both mixes average ten order lines per New-Order.
+        let lines_mean = 10;
+        vec![
+            Interactions {
+                name: TXN_NAMES[0],
+                round_trips: 2 + lines_mean + 1,
+                note: "get W, D, C (1); update D + insert O, NO + get item, stock of line 1 (1); \
+                       per further line: update stock + insert OL of the previous line + get \
+                       item, stock of this one (lines-1); last stock update + OL insert (1); \
+                       commit (1): lines + 3, 8-18 for 5-15 lines, 13 for the mean 10 (the \
+                       paper's 10-line variant reads all items in round trip 1: also 13)",
+            },
+            Interactions {
+                name: TXN_NAMES[1],
+                round_trips: 4,
+                note: "get W, D (+ C by id) (1); by last name: scan customer index, then get \
+                       the middle one (1); update W, D, C + insert H (1); commit (1): 4 by \
+                       name (60%), 3 by id",
+            },
+            Interactions {
+                name: TXN_NAMES[2],
+                round_trips: 4,
+                note: "customer by id or name (1); newest order via order-by-customer index \
+                       (1); its order lines (1); commit (1)",
+            },
+            Interactions {
+                name: TXN_NAMES[3],
+                round_trips: 5,
+                note: "oldest new-order of all ten districts (1); delete them + get orders + \
+                       scan their order lines (1); update orders, order lines + get customers \
+                       (1); update customers (1); commit (1)",
+            },
+            Interactions {
+                name: TXN_NAMES[4],
+                round_trips: 4,
+                note: "get D (1); order lines of the last 20 orders (1); stock of their \
+                       distinct items (1); commit (1)",
+            },
+        ]
+    }
+
+    fn create_schema(&self, db: &Database) -> TxResult<()> {
+        for table in schema::tables() {
+            db.create_table(table)?;
+        }
+        for index in schema::indexes() {
+            db.create_index(index)?;
+        }
+        Ok(())
+    }
+
+    fn load(&self, db: &Arc<Database>, progress: &(dyn Fn(u64, u64) + Sync)) -> TxResult<()> {
+        load::load(db, &self.config, &self.load_constants, progress)
+    }
+
+    fn terminal(
+        &self,
+        db: &Arc<Database>,
+        id: usize,
+        _terminals: usize,
+        seed: u64,
+    ) -> TxResult<Box<dyn Terminal>> {
+        let (home_w_id, home_d_id) = self.home_of(id);
+        Ok(Box::new(TpccTerminal {
+            tables: Arc::new(Tables::resolve(db)?),
+            context: InputContext {
+                config: self.config.clone(),
+                constants: self.run_constants,
+                home_w_id,
+                home_d_id,
+            },
+            rng: SmallRng::seed_from_u64(seed),
+            input: None,
+        }))
+    }
+
+    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
+        check::check(db, &self.config)
+    }
+}
+
+/// One TPC-C terminal.
+pub struct TpccTerminal {
+    tables: Arc<Tables>,
+    context: InputContext,
+    rng: SmallRng,
+    input: Option<TpccInput>,
+}
+
+impl TpccTerminal {
+    /// The input drawn by the last `next` (for tests and tracing).
+    pub fn input(&self) -> Option<&TpccInput> {
+        self.input.as_ref()
+    }
+}
+
+impl Terminal for TpccTerminal {
+    fn next(&mut self) -> usize {
+        let input = self.context.draw(&mut self.rng, crate::util::now_seconds());
+        let kind = input.txn_type() as usize;
+        self.input = Some(input);
+        kind
+    }
+
+    fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()> {
+        let t = &self.tables;
+        match &self.input {
+            None => Err(TxError::Invalid("Terminal::run before next".to_string())),
+            Some(TpccInput::NewOrder(i)) => new_order::new_order(tx, t, i).map(drop),
+            Some(TpccInput::Payment(i)) => payment::payment(tx, t, i).map(drop),
+            Some(TpccInput::OrderStatus(i)) => order_status::order_status(tx, t, i).map(drop),
+            Some(TpccInput::Delivery(i)) => delivery::delivery(tx, t, i).map(drop),
+            Some(TpccInput::StockLevel(i)) => stock_level::stock_level(tx, t, i).map(drop),
+        }
+    }
+}

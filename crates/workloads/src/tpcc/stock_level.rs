@@ -1,0 +1,69 @@
+//! The Stock-Level transaction (clause 2.8.2): read-only.
+//!
+//! Count the distinct items among the order lines of the district's last 20 orders
+//! (o_id in [d_next_o_id − 20, d_next_o_id)) whose stock at the home warehouse is below the
+//! threshold.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+use engine::{Fetch, KeyRange, Tx, TxError, TxResult, Value};
+
+use super::input::StockLevelInput;
+use super::schema::{district, order_line, stock};
+use super::Tables;
+use crate::util::int;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StockLevelOutput {
+    pub low_stock: usize,
+}
+
+pub fn stock_level(
+    tx: &mut dyn Tx,
+    t: &Tables,
+    input: &StockLevelInput,
+) -> TxResult<StockLevelOutput> {
+    let (w, d) = (input.w_id, input.d_id);
+    let row = tx
+        .get(
+            &t.district,
+            &[Value::Int(w), Value::Int(d)],
+            Fetch::Cols(&[district::D_NEXT_O_ID]),
+            false,
+        )?
+        .ok_or_else(|| TxError::Invalid(format!("no district ({w}, {d})")))?;
+    let next = int(&row, 0)?;
+    let low = [Value::Int(w), Value::Int(d), Value::Int(next - 20)];
+    let high = [Value::Int(w), Value::Int(d), Value::Int(next - 1)];
+    let lines = tx.scan(
+        &t.order_line,
+        KeyRange {
+            low: Bound::Included(&low),
+            high: Bound::Included(&high),
+        },
+        None,
+        false,
+        Fetch::Cols(&[order_line::OL_I_ID]),
+        false,
+    )?;
+    let items = lines
+        .iter()
+        .map(|r| int(r, 0))
+        .collect::<TxResult<BTreeSet<i64>>>()?;
+    let mut low_stock = 0;
+    for i_id in items {
+        let s = tx.get(
+            &t.stock,
+            &[Value::Int(w), Value::Int(i_id)],
+            Fetch::Cols(&[stock::S_QUANTITY]),
+            false,
+        )?;
+        if let Some(s) = s {
+            if int(&s, 0)? < input.threshold {
+                low_stock += 1;
+            }
+        }
+    }
+    Ok(StockLevelOutput { low_stock })
+}
