@@ -225,3 +225,19 @@ fn concurrent_inserts_and_reads_keep_the_file_consistent() {
     assert_eq!(n, all.len());
     pool.check_invariants();
 }
+
+#[test]
+fn small_records_fill_nearly_full_pages() {
+    let heap = HeapFile::create(pool_with(8, None)).unwrap();
+    let big: Vec<RecordId> = (0..8).map(|_| heap.insert(&[1; 1000]).unwrap()).collect();
+    assert!(
+        big.iter().all(|r| r.page == heap.first_page()),
+        "8 × 1000 bytes fit one page"
+    );
+    // About 100 bytes are left on the first page: a small record still goes there.
+    let small = heap.insert(&[2; 50]).unwrap();
+    assert_eq!(small.page, heap.first_page());
+    let next = heap.insert(&[3; 1000]).unwrap();
+    assert_ne!(next.page, heap.first_page());
+    heap.check_invariants().unwrap();
+}

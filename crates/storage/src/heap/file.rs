@@ -63,9 +63,18 @@ impl FreeSpaceMap {
         self.buckets[b].insert(page);
     }
 
-    /// A page whose free bytes are at least `need` (by its bucket's lower bound).
+    /// A page with at least `need` free bytes: first a few pages of the bucket `need` falls in
+    /// (checked exactly, so nearly full pages still take small records), then the first page
+    /// of the lowest bucket whose lower bound covers `need`.
     fn find(&self, need: usize) -> Option<PageId> {
+        const PROBES: usize = 4;
         let first = (need * BUCKETS).div_ceil(self.page_size);
+        if first > 0 && first - 1 < BUCKETS {
+            let straddling = self.buckets[first - 1].iter().take(PROBES);
+            if let Some(&p) = straddling.into_iter().find(|p| self.free[*p] >= need) {
+                return Some(p);
+            }
+        }
         self.buckets
             .get(first..)?
             .iter()
