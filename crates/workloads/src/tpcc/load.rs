@@ -5,9 +5,9 @@
 //!
 //! | table      | rows per warehouse (spec) | notable values                                  |
 //! |------------|---------------------------|-------------------------------------------------|
-//! | WAREHOUSE  | 1                         | w_tax 0–0.2, w_ytd 300,000.00                   |
+//! | WAREHOUSE  | 1                         | w_tax 0–0.2, w_ytd 300,000.00 (10 · d_ytd)      |
 //! | STOCK      | items (100,000)           | s_quantity 10–100, 10% ORIGINAL in s_data       |
-//! | DISTRICT   | 10                        | d_ytd 30,000.00, d_next_o_id = orders + 1       |
+//! | DISTRICT   | 10                        | d_ytd 30,000.00 (10.00 per customer), next 3001 |
 //! | CUSTOMER   | 10 · customers (30,000)   | c_last by c_id ≤ 1000 else NURand(255), 10% BC  |
 //! | HISTORY    | one per customer          | h_amount 10.00                                  |
 //! | ORDER      | 10 · customers            | o_c_id a permutation, carrier null for last 30% |
@@ -93,6 +93,12 @@ pub fn load(
     Ok(())
 }
 
+/// D_YTD at load: 30,000.00 at full size, i.e. the 10.00 of each customer's history row (so
+/// that condition 9 holds when `customers_per_district` is reduced).
+pub fn district_ytd(config: &TpccConfig) -> f64 {
+    10.0 * config.customers_per_district as f64
+}
+
 fn address(rng: &mut SmallRng) -> [Value; 5] {
     [
         Value::Str(random::a_string(rng, 10, 20)),
@@ -116,7 +122,8 @@ fn load_warehouse(
     let mut row = vec![Value::Int(w), Value::Str(random::a_string(&mut rng, 6, 10))];
     row.extend(address(&mut rng));
     row.push(Value::Float(random::rate(&mut rng, 0, 2000)));
-    row.push(Value::Float(300_000.0));
+    // 300,000.00 at full size: ten districts' d_ytd, so that conditions 1 and 8 hold.
+    row.push(Value::Float(10.0 * district_ytd(config)));
     loader.push(&t.warehouse, row)?;
 
     for i_id in 1..=config.items {
@@ -148,7 +155,7 @@ fn load_warehouse(
         row.extend(address(&mut rng));
         row.extend([
             Value::Float(random::rate(&mut rng, 0, 2000)),
-            Value::Float(30_000.0),
+            Value::Float(district_ytd(config)),
             Value::Int(customers + 1),
             Value::Int(customers + 1),
         ]);

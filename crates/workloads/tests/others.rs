@@ -1,0 +1,178 @@
+//! TPC-B, YCSB and Voter against the engine: concurrent runs ending in check(), and each
+//! check shown to catch a broken database.
+
+mod common;
+
+use std::sync::Arc;
+
+use engine::{Fetch, Value};
+use workloads::tpcb::{Tpcb, TpcbConfig, TpcbTables};
+use workloads::util::with_txn;
+use workloads::voter::{vote, VoteInput, VoteOutcome, Voter, VoterConfig, VoterTables};
+use workloads::ycsb::{CoreWorkload, Ycsb, YcsbConfig};
+use workloads::{by_name, Distribution, Workload, WorkloadOptions};
+
+#[test]
+fn by_name_knows_every_workload_and_names_the_choices() {
+    let options = WorkloadOptions::default();
+    for name in ["tpcc", "tpcb", "ycsb", "voter"] {
+        let w = by_name(name, &options).unwrap();
+        assert_eq!(w.name(), name);
+        assert_eq!(w.interactions().len(), w.txn_names().len());
+        for (i, names) in w.interactions().iter().zip(w.txn_names()) {
+            assert_eq!(i.name, *names);
+            assert!(i.round_trips >= 1);
+        }
+    }
+    let err = by_name("tpce", &options).err().unwrap();
+    assert!(err.contains("tpcc, tpcb, ycsb, voter"), "{err}");
+    let err = by_name(
+        "ycsb",
+        &WorkloadOptions {
+            ycsb_workload: 'Z',
+            ..options
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(err.contains("A, B, C, D, E, F"), "{err}");
+}
+
+#[test]
+fn tpcb_conserves_money_under_concurrency() {
+    let w: Arc<dyn Workload> = Arc::new(
+        Tpcb::new(TpcbConfig {
+            accounts_per_branch: 1000,
+            ..TpcbConfig::new(3)
+        })
+        .unwrap(),
+    );
+    let db = common::loaded(w.as_ref(), 4);
+    common::assert_all_hold(&w.check(&db).unwrap());
+    let out = common::run(&db, &w, 4, 300);
+    assert_eq!(out.committed[0], 1200, "{out:?}");
+    common::assert_all_hold(&w.check(&db).unwrap());
+
+    // Money appearing in one teller breaks both sums.
+    let t = TpcbTables::resolve(&db).unwrap();
+    with_txn(&db, |tx| {
+        let row = tx
+            .get(&t.teller, &[Value::Int(4)], Fetch::Cols(&[2]), true)?
+            .unwrap();
+        let balance = row[0].as_int().unwrap();
+        tx.update(&t.teller, &[Value::Int(4)], &[(2, Value::Int(balance + 1))])
+            .map(drop)
+    })
+    .unwrap();
+    let conditions = w.check(&db).unwrap();
+    assert!(
+        !conditions[0].holds() && !conditions[1].holds(),
+        "{conditions:?}"
+    );
+}
+
+#[test]
+fn every_ycsb_core_workload_runs_and_checks() {
+    for letter in ['A', 'B', 'C', 'D', 'E', 'F'] {
+        let w: Arc<dyn Workload> = Arc::new(
+            Ycsb::new(YcsbConfig {
+                record_count: 2000,
+                workload: CoreWorkload::from_letter(letter).unwrap(),
+                distribution: Distribution::standard_for(letter),
+                field_size: 20,
+                field_count: 4,
+            })
+            .unwrap(),
+        );
+        let db = common::loaded(w.as_ref(), 2);
+        let out = common::run(&db, &w, 2, 200);
+        assert_eq!(out.committed.iter().sum::<u64>(), 400, "{letter}: {out:?}");
+        common::assert_all_hold(&w.check(&db).unwrap());
+        if letter == 'D' || letter == 'E' {
+            assert!(out.committed[2] > 0, "{letter} inserted nothing: {out:?}");
+        }
+    }
+}
+
+#[test]
+fn ycsb_check_catches_a_lost_record_and_a_short_field() {
+    let w = Ycsb::new(YcsbConfig {
+        record_count: 100,
+        workload: CoreWorkload::from_letter('A').unwrap(),
+        distribution: Distribution::Uniform,
+        field_size: 10,
+        field_count: 2,
+    })
+    .unwrap();
+    let db = common::loaded(&w, 1);
+    let table = db.table(workloads::ycsb::USERTABLE).unwrap();
+    with_txn(&db, |tx| {
+        tx.delete(&table, &[Value::Int(5)])?;
+        tx.update(&table, &[Value::Int(6)], &[(1, Value::Str("short".into()))])
+            .map(drop)
+    })
+    .unwrap();
+    let conditions = w.check(&db).unwrap();
+    assert!(conditions.iter().all(|c| !c.holds()), "{conditions:?}");
+}
+
+#[test]
+fn voter_enforces_the_limit_and_keeps_totals() {
+    let config = VoterConfig {
+        voters: 50,
+        ..VoterConfig::new(1)
+    };
+    let w: Arc<dyn Workload> = Arc::new(Voter::new(config).unwrap());
+    let db = common::loaded(w.as_ref(), 4);
+    let t = VoterTables::resolve(&db).unwrap();
+    let call = |phone: i64, contestant: i64| VoteInput {
+        phone_number: phone,
+        contestant_number: contestant,
+        max_votes: 2,
+        created: 0,
+    };
+    let phone = 617 * 10_000_000 + 1;
+    let outcomes: Vec<VoteOutcome> = [(phone, 1), (phone, 7), (phone, 2), (phone, 3)]
+        .iter()
+        .map(|(p, c)| with_txn(&db, |tx| vote(tx, &t, &call(*p, *c))).unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            VoteOutcome::Accepted,
+            VoteOutcome::InvalidContestant,
+            VoteOutcome::Accepted,
+            VoteOutcome::OverLimit
+        ]
+    );
+    // 50 voters with 2 votes each cannot cast more than 100 of the 1200 calls.
+    let out = common::run(&db, &w, 4, 300);
+    assert_eq!(out.committed[0], 1200);
+    common::assert_all_hold(&w.check(&db).unwrap());
+    let votes = with_txn(&db, |tx| workloads::util::scan_all(tx, &t.votes, &[0])).unwrap();
+    assert!(
+        votes.len() <= 102 && votes.len() > 50,
+        "{} votes",
+        votes.len()
+    );
+
+    // A vote slipped in past the procedure breaks the limit and the totals.
+    with_txn(&db, |tx| {
+        tx.insert(
+            &t.votes,
+            &[
+                Value::Int(phone),
+                Value::Int(3),
+                Value::Str("MA".into()),
+                Value::Int(1),
+                Value::Int(0),
+            ],
+        )
+    })
+    .unwrap();
+    let conditions = w.check(&db).unwrap();
+    assert!(
+        !conditions[0].holds() && !conditions[1].holds(),
+        "{conditions:?}"
+    );
+}

@@ -1,0 +1,362 @@
+//! TPC-C against the engine: loader cardinalities and ranges, each consistency condition
+//! shown to fail on a database broken in that one way, and runs (one and several threads,
+//! full and paper mixes) that end with every condition holding.
+
+mod common;
+
+use std::sync::Arc;
+
+use engine::db::Database;
+use engine::{Fetch, KeyRange, Tx, Value};
+use workloads::tpcc::schema::{
+    customer, district, history, new_order, order, order_line, stock, warehouse,
+};
+use workloads::tpcc::{Tables, Tpcc, TpccConfig};
+use workloads::util::{everything, float, int, scan_all, with_txn};
+use workloads::{Mix, Workload};
+
+/// Reduced sizes so a load takes well under a second in the dev profile.
+fn small(warehouses: u64, mix: Mix) -> Tpcc {
+    Tpcc::new(TpccConfig {
+        items: 1000,
+        customers_per_district: 100,
+        load_threads: 2,
+        ..TpccConfig::new(warehouses, mix)
+    })
+    .unwrap()
+}
+
+fn count(db: &Arc<Database>, table: &engine::TableRef) -> usize {
+    with_txn(db, |tx| scan_all(tx, table, &[0])).unwrap().len()
+}
+
+#[test]
+fn load_populates_every_table_per_the_specification() {
+    let w = small(2, Mix::Full);
+    let db = common::loaded(&w, 2);
+    let t = Tables::resolve(&db).unwrap();
+    assert_eq!(count(&db, &t.item), 1000);
+    assert_eq!(count(&db, &t.warehouse), 2);
+    assert_eq!(count(&db, &t.stock), 2000);
+    assert_eq!(count(&db, &t.district), 20);
+    assert_eq!(count(&db, &t.customer), 2000);
+    assert_eq!(count(&db, &t.history), 2000);
+    assert_eq!(count(&db, &t.order), 2000);
+    assert_eq!(count(&db, &t.new_order), 20 * 30);
+    let lines = count(&db, &t.order_line);
+    assert!(
+        (2000 * 5..=2000 * 15).contains(&lines),
+        "{lines} order lines"
+    );
+
+    with_txn(&db, |tx| {
+        for r in scan_all(tx, &t.warehouse, &[warehouse::W_TAX, warehouse::W_YTD])? {
+            assert!((0.0..=0.2).contains(&float(&r, 0)?));
+            assert_eq!(float(&r, 1)?, 10_000.0, "300,000 scaled to 100 customers");
+        }
+        for r in scan_all(tx, &t.district, &[district::D_NEXT_O_ID, district::D_YTD])? {
+            assert_eq!(int(&r, 0)?, 101);
+            assert_eq!(float(&r, 1)?, 1_000.0);
+        }
+        for r in scan_all(tx, &t.stock, &[stock::S_QUANTITY])? {
+            assert!((10..=100).contains(&int(&r, 0)?));
+        }
+        let customers = scan_all(
+            tx,
+            &t.customer,
+            &[
+                customer::C_CREDIT,
+                customer::C_BALANCE,
+                customer::C_LAST,
+                customer::C_ID,
+            ],
+        )?;
+        let bad_credit = customers
+            .iter()
+            .filter(|r| r[0] == Value::Str("BC".into()))
+            .count();
+        assert!((100..=320).contains(&bad_credit), "{bad_credit} BC of 2000");
+        for r in &customers {
+            assert_eq!(float(r, 1)?, -10.0);
+            if int(r, 3)? == 1 {
+                assert_eq!(r[2], Value::Str("BARBARBAR".into()));
+            }
+        }
+        for r in scan_all(
+            tx,
+            &t.order,
+            &[order::O_ID, order::O_CARRIER_ID, order::O_OL_CNT],
+        )? {
+            assert_eq!(
+                r[1].is_null(),
+                int(&r, 0)? > 70,
+                "carrier null exactly for the last 30%"
+            );
+            assert!((5..=15).contains(&int(&r, 2)?));
+        }
+        Ok(())
+    })
+    .unwrap();
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
+/// One way to break the database, and the condition it must violate.
+type Breakage = fn(&mut dyn Tx, &Tables) -> engine::TxResult<()>;
+
+fn first_key(
+    tx: &mut dyn Tx,
+    table: &engine::TableRef,
+    cols: &[usize],
+    reverse: bool,
+) -> Vec<Value> {
+    tx.scan(
+        table,
+        everything(),
+        Some(1),
+        reverse,
+        Fetch::Cols(cols),
+        false,
+    )
+    .unwrap()
+    .remove(0)
+}
+
+fn add_float(
+    tx: &mut dyn Tx,
+    table: &engine::TableRef,
+    key: &[Value],
+    col: usize,
+    delta: f64,
+) -> engine::TxResult<()> {
+    let row = tx.get(table, key, Fetch::Cols(&[col]), true)?.unwrap();
+    assert!(tx.update(table, key, &[(col, Value::Float(float(&row, 0)? + delta))])?);
+    Ok(())
+}
+
+fn add_int(
+    tx: &mut dyn Tx,
+    table: &engine::TableRef,
+    key: &[Value],
+    col: usize,
+    delta: i64,
+) -> engine::TxResult<()> {
+    let row = tx.get(table, key, Fetch::Cols(&[col]), true)?.unwrap();
+    assert!(tx.update(table, key, &[(col, Value::Int(int(&row, 0)? + delta))])?);
+    Ok(())
+}
+
+const W1: Value = Value::Int(1);
+const D1: Value = Value::Int(1);
+
+fn breakages() -> Vec<(u32, &'static str, Breakage)> {
+    vec![
+        (1, "w_ytd + 1", |tx, t| {
+            add_float(tx, &t.warehouse, &[W1], warehouse::W_YTD, 1.0)
+        }),
+        (2, "d_next_o_id + 1", |tx, t| {
+            add_int(tx, &t.district, &[W1, D1], district::D_NEXT_O_ID, 1)
+        }),
+        (3, "a new-order row deleted in the middle", |tx, t| {
+            assert!(tx.delete(&t.new_order, &[W1, D1, Value::Int(80)])?);
+            Ok(())
+        }),
+        (4, "an order line deleted", |tx, t| {
+            assert!(tx.delete(&t.order_line, &[W1, D1, Value::Int(5), Value::Int(1)])?);
+            Ok(())
+        }),
+        (5, "a carrier set on an undelivered order", |tx, t| {
+            assert!(tx.update(
+                &t.order,
+                &[W1, D1, Value::Int(90)],
+                &[(order::O_CARRIER_ID, Value::Int(3))]
+            )?);
+            Ok(())
+        }),
+        (6, "o_ol_cnt + 1", |tx, t| {
+            add_int(tx, &t.order, &[W1, D1, Value::Int(10)], order::O_OL_CNT, 1)
+        }),
+        (7, "a delivered line's delivery date cleared", |tx, t| {
+            let key = [W1, D1, Value::Int(3), Value::Int(2)];
+            assert!(tx.update(
+                &t.order_line,
+                &key,
+                &[(order_line::OL_DELIVERY_D, Value::Null)]
+            )?);
+            Ok(())
+        }),
+        (8, "a history amount changed", |tx, t| {
+            let key = first_key(
+                tx,
+                &t.history,
+                &[history::H_W_ID, history::H_D_ID, history::H_ID],
+                false,
+            );
+            add_float(tx, &t.history, &key, history::H_AMOUNT, 5.0)
+        }),
+        (9, "d_ytd + 1", |tx, t| {
+            add_float(tx, &t.district, &[W1, D1], district::D_YTD, 1.0)
+        }),
+        (10, "c_balance + 1", |tx, t| {
+            add_float(
+                tx,
+                &t.customer,
+                &[W1, D1, Value::Int(7)],
+                customer::C_BALANCE,
+                1.0,
+            )
+        }),
+        (11, "c_delivery_cnt + 1", |tx, t| {
+            add_int(
+                tx,
+                &t.customer,
+                &[W1, D1, Value::Int(7)],
+                customer::C_DELIVERY_CNT,
+                1,
+            )
+        }),
+        (12, "c_ytd_payment + 1", |tx, t| {
+            add_float(
+                tx,
+                &t.customer,
+                &[W1, D1, Value::Int(7)],
+                customer::C_YTD_PAYMENT,
+                1.0,
+            )
+        }),
+    ]
+}
+
+#[test]
+fn each_consistency_condition_detects_its_breakage() {
+    let w = small(1, Mix::Full);
+    for (number, what, breakage) in breakages() {
+        let db = common::loaded(&w, 1);
+        let t = Tables::resolve(&db).unwrap();
+        with_txn(&db, |tx| breakage(tx, &t)).unwrap();
+        let conditions = w.check(&db).unwrap();
+        assert_eq!(conditions.len(), 12);
+        let c = &conditions[number as usize - 1];
+        assert_eq!(c.name, format!("TPC-C 3.3.2.{number}"));
+        assert!(!c.holds(), "condition {number} missed: {what}");
+        assert!(c.violation.as_ref().unwrap().contains("violation"), "{c:?}");
+    }
+}
+
+#[test]
+fn a_single_terminal_run_keeps_every_condition() {
+    let w: Arc<dyn Workload> = Arc::new(small(1, Mix::Full));
+    let db = common::loaded(w.as_ref(), 1);
+    let out = common::run(&db, &w, 1, 600);
+    // Every type ran; New-Order's rollbacks are about 1%.
+    assert!(out.committed.iter().all(|c| *c > 0), "{out:?}");
+    let new_orders = out.committed[0] + out.user_aborts[0];
+    assert!(out.user_aborts[0] <= new_orders / 20, "{out:?}");
+    assert_eq!(out.user_aborts[1..].iter().sum::<u64>(), 0);
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
+#[test]
+fn concurrent_terminals_keep_every_condition() {
+    for mix in [Mix::Full, Mix::Paper] {
+        let w: Arc<dyn Workload> = Arc::new(small(2, mix));
+        let db = common::loaded(w.as_ref(), 4);
+        let out = common::run(&db, &w, 4, 250);
+        let done: u64 = out.committed.iter().sum::<u64>() + out.user_aborts.iter().sum::<u64>();
+        assert_eq!(done, 1000, "{out:?}");
+        if mix == Mix::Paper {
+            assert_eq!(out.committed[2..].iter().sum::<u64>(), 0);
+            assert_eq!(out.user_aborts[0], 0);
+        }
+        common::assert_all_hold(&w.check(&db).unwrap());
+    }
+}
+
+#[test]
+fn new_orders_and_deliveries_move_the_district_state() {
+    use workloads::tpcc::input::{DeliveryInput, NewOrderInput, OrderLineInput};
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    let input = NewOrderInput {
+        w_id: 1,
+        d_id: 4,
+        c_id: 9,
+        lines: (1..=5)
+            .map(|i| OrderLineInput {
+                i_id: i * 7,
+                supply_w_id: 1,
+                quantity: 3,
+            })
+            .collect(),
+        entry_d: 1,
+        paper: false,
+    };
+    let out = with_txn(&db, |tx| {
+        workloads::tpcc::new_order::new_order(tx, &t, &input)
+    })
+    .unwrap();
+    assert_eq!(out.o_id, 101);
+    assert_eq!(out.lines.len(), 5);
+    assert!(out.total_amount > 0.0);
+    // An unused item rolls the whole order back.
+    let mut bad = input.clone();
+    bad.lines[4].i_id = 1001;
+    let mut txn = db.begin().unwrap();
+    let err = workloads::tpcc::new_order::new_order(&mut txn, &t, &bad).unwrap_err();
+    assert!(matches!(err, engine::TxError::UserAbort(_)), "{err}");
+    txn.abort().unwrap();
+    let next = with_txn(&db, |tx| {
+        let r = tx.get(
+            &t.district,
+            &[W1, Value::Int(4)],
+            Fetch::Cols(&[district::D_NEXT_O_ID]),
+            false,
+        )?;
+        int(&r.unwrap(), 0)
+    })
+    .unwrap();
+    assert_eq!(next, 102, "the rolled-back order took no number");
+    // Delivery takes the oldest new-order of every district.
+    let d = DeliveryInput {
+        w_id: 1,
+        carrier_id: 5,
+        delivery_d: 2,
+    };
+    let out = with_txn(&db, |tx| workloads::tpcc::delivery::delivery(tx, &t, &d)).unwrap();
+    assert_eq!(out.delivered, vec![Some(71); 10]);
+    let left = with_txn(&db, |tx| {
+        tx.scan(
+            &t.new_order,
+            KeyRange::prefix(&[W1, Value::Int(4)]),
+            None,
+            false,
+            Fetch::Cols(&[new_order::NO_O_ID]),
+            false,
+        )
+    })
+    .unwrap();
+    assert_eq!(left.len(), 30, "29 loaded + the new one");
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
+#[test]
+fn payment_by_last_name_picks_the_middle_customer() {
+    use workloads::tpcc::input::{CustomerSelector, PaymentInput};
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    // Customer c_id ≤ 100 carries last name number c_id − 1, unique in the reduced load.
+    let input = PaymentInput {
+        w_id: 1,
+        d_id: 2,
+        c_w_id: 1,
+        c_d_id: 2,
+        customer: CustomerSelector::ByLastName(workloads::tpcc::random::last_name(41)),
+        h_amount: 12.5,
+        h_date: 3,
+    };
+    let out = with_txn(&db, |tx| workloads::tpcc::payment::payment(tx, &t, &input)).unwrap();
+    assert_eq!(out.c_id, 42);
+    assert!((out.c_balance - (-22.5)).abs() < 1e-9);
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
