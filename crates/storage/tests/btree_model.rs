@@ -334,6 +334,7 @@ fn large_random_run(page_size: PageSize, frames: usize, unique: bool, key_count:
         set: BTreeSet::new(),
     };
     let mut rng = SmallRng::seed_from_u64(seed);
+    let before = storage::counters::snapshot();
     for i in 0..key_count {
         // Keys inserted in a scrambled order; every fifth one is also deleted later.
         let k = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8)
@@ -369,6 +370,13 @@ fn large_random_run(page_size: PageSize, frames: usize, unique: bool, key_count:
     }
     tree.check_invariants().unwrap();
     assert_eq!(tree.count().unwrap(), model.set.len());
+    assert!(tree.height().unwrap() >= 2);
+    let used = storage::counters::snapshot() - before;
+    if cfg!(feature = "counters") {
+        // The tree outgrew the pool: nodes were evicted and read back.
+        assert!(used.evictions > 0 && used.reads > 0, "{used:?}");
+        assert!(used.node_visits >= key_count * 2);
+    }
     for (k, v) in model.set.iter().step_by(7) {
         if unique {
             assert_eq!(tree.get(k).unwrap(), Some(*v));
@@ -421,6 +429,7 @@ fn long_string_keys_build_a_deep_tree_on_32_kib_pages() {
         apply(&tree, &mut model, &Op::Insert(key, i));
     }
     tree.check_invariants().unwrap();
+    assert!(tree.height().unwrap() >= 3);
     let prefix = schema_key(3, b'c', 0)[..9].to_vec(); // Int 3, then "c..."
     for reverse in [false, true] {
         apply(

@@ -571,6 +571,12 @@ impl<K: KeyOrder> BTree<K> {
         }
     }
 
+    /// Levels in the tree: 1 while the root is a leaf.
+    pub fn height(&self) -> StorageResult<usize> {
+        let root = self.fix_shared(self.root)?;
+        Ok(Node::new(&root)?.level() + 1)
+    }
+
     /// Number of entries (walks the leaves).
     pub fn count(&self) -> StorageResult<usize> {
         self.scan(
