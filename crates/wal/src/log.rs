@@ -535,7 +535,12 @@ impl LogManager {
             {
                 let buffer = self.buffer.lock();
                 if lsn.0 >= buffer.base {
-                    let bytes = buffer.bytes_from(lsn.0).ok_or_else(out_of_range)?;
+                    // (The end is read from the held latch: `end_lsn` would take it again.)
+                    let bytes = buffer.bytes_from(lsn.0).ok_or(WalError::OutOfRange {
+                        lsn,
+                        first: self.first_lsn(),
+                        end: Lsn(buffer.end()),
+                    })?;
                     return LogRecord::decode(bytes, lsn);
                 }
             }

@@ -161,7 +161,10 @@ impl MemLogStorage {
     /// Exact for a writer that only appends, as the log manager does.
     pub fn crash_image(&self, unsynced_kept: usize) -> MemLogStorage {
         let inner = self.inner.lock();
-        let keep = (inner.synced_len + unsynced_kept).min(inner.bytes.len());
+        let keep = inner
+            .synced_len
+            .saturating_add(unsynced_kept)
+            .min(inner.bytes.len());
         MemLogStorage {
             inner: Arc::new(Mutex::new(MemInner {
                 bytes: inner.bytes[..keep].to_vec(),
