@@ -328,6 +328,8 @@ pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
     let conditions = workload
         .check(&db)
         .with_context(|| format!("check {} consistency", config.workload))?;
+    drop(executor);
+    db.close().context("close the database")?;
 
     let switches = &db_config.switches;
     let run_configuration = RunConfiguration {
@@ -382,8 +384,8 @@ fn load_into(
             dir.display()
         )
     })?;
-    // Dropping the last handle closes the database cleanly.
-    drop(db);
+    db.close()
+        .with_context(|| format!("close the database in {}", dir.display()))?;
     LoadManifest::new(name, options, rfc3339_utc(SystemTime::now()))
         .write(dir)
         .with_context(|| format!("write the load manifest into {}", dir.display()))?;
@@ -445,5 +447,7 @@ pub fn run_check(workload_name: &str, db: &DbConfig) -> anyhow::Result<Vec<Condi
     let conditions = workload
         .check(&db)
         .with_context(|| format!("check {workload_name} consistency"))?;
+    db.close()
+        .with_context(|| format!("close the database in {}", dir.display()))?;
     Ok(conditions)
 }
