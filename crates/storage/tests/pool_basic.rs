@@ -267,3 +267,27 @@ fn store_errors_surface_as_errors() {
     assert!(pool.flush_all().is_err());
     pool.check_invariants();
 }
+
+#[cfg(feature = "counters")]
+#[test]
+fn counters_see_hits_misses_reads_writes_and_evictions() {
+    use storage::counters;
+    let pool =
+        BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config(2), None).unwrap();
+    let ids: Vec<PageId> = (0..3)
+        .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+        .collect();
+    // Placing page 3 wrote pages 1 and 2 back (both dirty, the clock tried both) and evicted
+    // page 1: the frames hold pages 2 and 3, both clean.
+    counters::reset();
+    counters::set_unique_tracking(true);
+    drop(pool.fix_shared(ids[2]).unwrap()); // hit
+    drop(pool.fix_shared(ids[2]).unwrap()); // hit, same page
+    drop(pool.fix_shared(ids[0]).unwrap()); // miss: evicts, reads
+    let c = counters::snapshot();
+    counters::set_unique_tracking(false);
+    assert_eq!((c.fixes, c.unique_fixes, c.hits, c.misses), (3, 2, 2, 1));
+    assert_eq!((c.reads, c.evictions), (1, 1));
+    assert_eq!(c.writes, 0, "the victim was clean");
+    assert!(c.latches >= 6, "table and frame latches: {}", c.latches);
+}
