@@ -37,3 +37,7 @@ pub use counters::StorageCounters;
 pub use file::{FilePageStore, MemPageStore, PageStore};
 pub use device::{DelayedStore, DeviceModel, QueueMode};
 pub use heap::{HeapFile, RecordId};
+pub use btree::{BTree, IntKeyOrder, KeyOrder, SchemaKeyOrder};
+pub use hash::HashIndex;
+pub use memindex::MemIndex;
+pub use memstore::{MemStore, RecordPtr};

@@ -477,3 +477,13 @@ fn oversized_and_malformed_keys_are_refused() {
         Err(StorageError::Invalid(_))
     ));
 }
+
+#[test]
+fn indexes_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<BTree<IntKeyOrder>>();
+    assert_send_sync::<BTree<SchemaKeyOrder>>();
+    assert_send_sync::<MemIndex<SchemaKeyOrder>>();
+    assert_send_sync::<storage::HashIndex>();
+    assert_send_sync::<storage::MemStore>();
+}
