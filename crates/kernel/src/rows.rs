@@ -21,7 +21,7 @@ use crate::tables::{
     Warehouse, DISTRICTS_PER_WAREHOUSE,
 };
 
-fn column<'a>(row: &'a [Value], i: usize, table: Table) -> Result<&'a Value, KernelError> {
+fn column(row: &[Value], i: usize, table: Table) -> Result<&Value, KernelError> {
     row.get(i).ok_or_else(|| {
         KernelError::Invalid(format!(
             "{} row of {} columns has no column {i}",
@@ -176,7 +176,7 @@ impl Kernel {
         let t = Table::Customer;
         let customer_rows = rows(t);
         let districts_count = w_count * D as usize;
-        if districts_count == 0 || customer_rows.len() % districts_count != 0 {
+        if districts_count == 0 || !customer_rows.len().is_multiple_of(districts_count) {
             return Err(unsupported(format!(
                 "{} customers do not fill {districts_count} districts evenly",
                 customer_rows.len()
