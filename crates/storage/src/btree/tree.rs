@@ -28,6 +28,7 @@
 //! Deletes do not merge or rebalance: a leaf may become empty and stays linked. Space is
 //! reused by later inserts into its key range.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -117,14 +118,16 @@ impl<K: KeyOrder> BTree<K> {
         &self.order
     }
 
-    /// The stored key of an entry: the key itself, or `key ++ value` in a non-unique tree.
-    fn internal_key(&self, key: &[u8], value: u64) -> Vec<u8> {
+    /// The stored key of an entry: the key itself (borrowed, no allocation), or
+    /// `key ++ value` in a non-unique tree.
+    fn internal_key<'a>(&self, key: &'a [u8], value: u64) -> Cow<'a, [u8]> {
+        if self.unique {
+            return Cow::Borrowed(key);
+        }
         let mut out = Vec::with_capacity(key.len() + 8);
         out.extend_from_slice(key);
-        if !self.unique {
-            out.extend_from_slice(&value.to_be_bytes());
-        }
-        out
+        out.extend_from_slice(&value.to_be_bytes());
+        Cow::Owned(out)
     }
 
     /// The user key of a stored key.
