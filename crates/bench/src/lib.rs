@@ -18,4 +18,4 @@ pub mod stats;
 
 pub use driver::{drive, DriverConfig, DriverError, Executor, Stop};
 pub use report::BenchResult;
-pub use run::{run_bench, run_check, run_load, BenchConfig, UsageError};
+pub use run::{run_bench, run_check, run_load, run_workload, BenchConfig, UsageError};

@@ -213,8 +213,28 @@ fn load(
     Ok(took)
 }
 
-/// Runs a benchmark: opens (and if needed loads) the database, drives it, checks it.
+/// Runs a benchmark: builds `config.workload` by name, then [`run_workload`].
 pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
+    let mut options = config.options.clone();
+    if let (true, Some(dir)) = (config.adopt_loaded_scale, &config.db.path) {
+        if let Some(manifest) = LoadManifest::read(dir)? {
+            options.scale = manifest.scale;
+        }
+    }
+    let workload = build_workload(&config.workload, &options)?;
+    let config = BenchConfig {
+        options,
+        ..config.clone()
+    };
+    run_workload(workload, &config)
+}
+
+/// Runs a benchmark of `workload` (named `config.workload`, built with `config.options`):
+/// opens (and if needed loads) the database, drives it, checks it.
+pub fn run_workload(
+    workload: Arc<dyn Workload>,
+    config: &BenchConfig,
+) -> anyhow::Result<BenchResult> {
     let status = Status {
         quiet: config.quiet,
     };
@@ -226,14 +246,7 @@ pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
         Stop::Txns(0) => bail!(UsageError("--txns must be at least 1".into())),
         _ => {}
     }
-    let mut options = config.options.clone();
-    if let (true, Some(dir)) = (config.adopt_loaded_scale, &config.db.path) {
-        if let Some(manifest) = LoadManifest::read(dir)? {
-            options.scale = manifest.scale;
-        }
-    }
-    let options = &options;
-    let workload = build_workload(&config.workload, options)?;
+    let options = &config.options;
     let timestamp = rfc3339_utc(SystemTime::now());
     let mut db_config = config.db.clone();
     db_config.threads = config.threads;
