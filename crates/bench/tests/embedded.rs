@@ -104,7 +104,7 @@ impl Terminal for Teller {
 
     fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()> {
         let (ty, from, to, amount) = self.input;
-        let mut balance = |tx: &mut dyn Tx, id: i64| -> TxResult<i64> {
+        let balance = |tx: &mut dyn Tx, id: i64| -> TxResult<i64> {
             let row = tx
                 .get(&self.table, &[Value::Int(id)], Fetch::All, true)?
                 .ok_or_else(|| TxError::Invalid(format!("no account {id}")))?;
