@@ -18,13 +18,15 @@
 //! order), whenever the head changes while it has waiters: a request enqueues, a holder
 //! releases, a waiter is granted or leaves. The graph is therefore exact, never stale.
 //!
-//! Detection and its guarantee. A new edge to a *new* target appears only when a request
-//! blocks (its own edges, and the edges of the waiters behind an upgrade it queues ahead of
-//! them, which all point at it). So every cycle, at the moment it forms, passes through the
-//! transaction that just blocked, and that transaction searches for a cycle through itself
-//! while still holding the graph mutex it registered its edges under. Hence **every deadlock
-//! is found, the moment it forms, and exactly one victim is chosen per cycle**: the
-//! requester that closed it. Waiters also search again periodically (a backstop, cheap when
+//! Detection and its guarantee. An edge to a *new* target appears only (a) when a request
+//! blocks — its own edges, and those of the waiters behind an upgrade it queues ahead of
+//! them, which all point at it — or (b) when a holder's mode grows by an immediate upgrade,
+//! giving waiters an edge to that holder. In case (b) the holder is running, not waiting,
+//! so no cycle passes through it until it blocks, which is case (a). So every cycle, at the
+//! moment it forms, passes through the transaction that just blocked, and that transaction
+//! searches for a cycle through itself while still holding the graph mutex it registered
+//! its edges under. Hence **every deadlock is found the moment it forms, and exactly one
+//! victim is chosen per cycle**: the requester that closed it. Waiters also search again periodically (a backstop, cheap when
 //! the graph is small). The victim's queued request is removed (its other locks stay) and it
 //! gets the retryable [`LockError::Deadlock`](super::LockError::Deadlock).
 

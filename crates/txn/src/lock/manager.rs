@@ -430,6 +430,12 @@ impl LockManager {
         }
     }
 
+    /// Whether `txn` is blocked in the lock manager (tests use it to sequence threads).
+    #[cfg(test)]
+    pub(crate) fn is_waiting(&self, txn: TxnId) -> bool {
+        self.graph.lock().is_waiting(txn)
+    }
+
     // ---- the hierarchy ----
 
     fn lock_leaf(

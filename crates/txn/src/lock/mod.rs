@@ -15,6 +15,8 @@ pub mod manager;
 pub mod mode;
 pub mod name;
 pub(crate) mod table;
+#[cfg(test)]
+mod tests;
 
 pub use manager::{LockConfig, LockManager, LockStats, TxnLocks};
 pub use mode::LockMode;

@@ -1,0 +1,656 @@
+//! Tests of the lock manager through its public entry points: hierarchy, upgrades, FIFO,
+//! deadlocks with threads, escalation, page-level locking, timeouts, timing, a
+//! multi-thread stress run, and a single-thread model test against a `HashMap`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use super::mode::ALL_MODES;
+use super::*;
+use LockMode::{IS, IX, S, SIX, X};
+
+fn config() -> LockConfig {
+    LockConfig {
+        buckets: 64,
+        wait_timeout: Duration::from_secs(5),
+        ..LockConfig::default()
+    }
+}
+
+fn manager(config: LockConfig) -> Arc<LockManager> {
+    Arc::new(LockManager::new(config))
+}
+
+/// Spins until `txn` is blocked in `m` (or panics after a few seconds).
+fn until_waiting(m: &LockManager, txn: TxnId) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !m.is_waiting(txn) {
+        assert!(Instant::now() < deadline, "{txn} never blocked");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn rec(table: u32, key: u64) -> LockName {
+    LockName::Record { table, key }
+}
+
+#[test]
+fn record_lock_takes_intention_locks_once() {
+    let m = manager(config());
+    let mut t = m.begin(TxnId(1));
+    m.lock_record(&mut t, 7, 1, X).unwrap();
+    assert_eq!(
+        t.held(),
+        &[
+            (LockName::Database, IX),
+            (LockName::Table(7), IX),
+            (rec(7, 1), X)
+        ]
+    );
+    assert_eq!(t.stats().requests, 3);
+    m.lock_record(&mut t, 7, 2, S).unwrap();
+    assert_eq!(
+        t.stats().requests,
+        4,
+        "second record of a table: one request"
+    );
+    m.lock_record(&mut t, 8, 1, S).unwrap();
+    assert_eq!(t.mode_of(LockName::Table(8)), Some(IS));
+    assert_eq!(
+        t.stats().requests,
+        6,
+        "new table: table IS + record (database IX covers IS)"
+    );
+    assert_eq!(t.leaf_locks_in(7), 2);
+    m.check_invariants();
+    m.release_all(&mut t);
+    assert!(t.is_empty());
+    assert_eq!(m.lock_name_count(), 0);
+    let stats = m.stats();
+    assert_eq!((stats.requests, stats.immediate, stats.waits), (6, 6, 0));
+    m.check_invariants();
+}
+
+#[test]
+fn read_then_write_upgrades_intentions_in_place() {
+    let m = manager(config());
+    let mut t = m.begin(TxnId(1));
+    m.lock_record(&mut t, 1, 5, S).unwrap();
+    assert_eq!(t.mode_of(LockName::Table(1)), Some(IS));
+    m.lock_record(&mut t, 1, 5, X).unwrap();
+    assert_eq!(t.mode_of(rec(1, 5)), Some(X));
+    assert_eq!(t.mode_of(LockName::Table(1)), Some(IX));
+    assert_eq!(t.mode_of(LockName::Database), Some(IX));
+    assert_eq!(
+        t.held().len(),
+        3,
+        "upgrades convert in place, no second entry"
+    );
+    // Table S on top of IX: SIX.
+    m.lock_table(&mut t, 1, S).unwrap();
+    assert_eq!(t.mode_of(LockName::Table(1)), Some(SIX));
+    // Re-requesting held or covered modes costs no queueing and no upgrade.
+    let upgrades = t.stats().upgrades;
+    m.lock_record(&mut t, 1, 5, S).unwrap();
+    m.lock(&mut t, rec(1, 5), X).unwrap();
+    assert_eq!(t.stats().upgrades, upgrades);
+    assert_eq!(t.stats().waits, 0);
+    m.release_all(&mut t);
+    let stats = m.stats();
+    assert_eq!(
+        stats.upgrades, 4,
+        "record S→X, table IS→IX, database IS→IX, table IX→SIX"
+    );
+    m.check_invariants();
+}
+
+#[test]
+fn table_lock_covers_records_below_it() {
+    let m = manager(config());
+    let mut t = m.begin(TxnId(1));
+    m.lock_table(&mut t, 2, X).unwrap();
+    let requests = t.stats().requests;
+    m.lock_record(&mut t, 2, 1, X).unwrap();
+    m.lock_page(&mut t, 2, 1, S).unwrap();
+    assert_eq!(t.stats().requests, requests, "covered by the table X");
+    assert_eq!(t.held().len(), 2, "database IX and table X only");
+    m.release_all(&mut t);
+}
+
+#[test]
+fn upgrade_waits_for_other_readers_and_goes_ahead_of_new_requests() {
+    let m = manager(config());
+    let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
+    m.lock(&mut t1, rec(1, 1), S).unwrap();
+    m.lock(&mut t2, rec(1, 1), S).unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+
+    let (m3, o3) = (m.clone(), order.clone());
+    let writer = thread::spawn(move || {
+        let mut t3 = m3.begin(TxnId(3));
+        m3.lock(&mut t3, rec(1, 1), X).unwrap();
+        o3.lock().push(3);
+        m3.release_all(&mut t3);
+    });
+    until_waiting(&m, TxnId(3));
+
+    let (m1, o1) = (m.clone(), order.clone());
+    let upgrader = thread::spawn(move || {
+        m1.lock(&mut t1, rec(1, 1), X).unwrap();
+        assert_eq!(t1.mode_of(rec(1, 1)), Some(X));
+        o1.lock().push(1);
+        m1.release_all(&mut t1);
+    });
+    until_waiting(&m, TxnId(1));
+    m.check_invariants();
+    thread::sleep(Duration::from_millis(20));
+    assert!(order.lock().is_empty(), "both wait while T2 reads");
+    m.release_all(&mut t2);
+    upgrader.join().unwrap();
+    writer.join().unwrap();
+    assert_eq!(
+        *order.lock(),
+        vec![1, 3],
+        "the upgrade went ahead of the queued X"
+    );
+    m.check_invariants();
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+#[test]
+fn compatible_request_waits_behind_an_incompatible_waiter() {
+    let m = manager(config());
+    let mut t1 = m.begin(TxnId(1));
+    m.lock(&mut t1, rec(1, 1), S).unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+
+    let (m2, o2) = (m.clone(), order.clone());
+    let writer = thread::spawn(move || {
+        let mut t2 = m2.begin(TxnId(2));
+        m2.lock(&mut t2, rec(1, 1), X).unwrap();
+        o2.lock().push(2);
+        thread::sleep(Duration::from_millis(20));
+        o2.lock().push(-2);
+        m2.release_all(&mut t2);
+    });
+    until_waiting(&m, TxnId(2));
+
+    let (m3, o3) = (m.clone(), order.clone());
+    let reader = thread::spawn(move || {
+        let mut t3 = m3.begin(TxnId(3));
+        // Compatible with the granted S, but T2 waits ahead: no barging.
+        m3.lock(&mut t3, rec(1, 1), S).unwrap();
+        o3.lock().push(3);
+        m3.release_all(&mut t3);
+    });
+    until_waiting(&m, TxnId(3));
+    m.check_invariants();
+    m.release_all(&mut t1);
+    writer.join().unwrap();
+    reader.join().unwrap();
+    assert_eq!(*order.lock(), vec![2, -2, 3]);
+    let stats = m.stats();
+    assert_eq!(stats.waits, 2);
+    m.check_invariants();
+}
+
+/// Runs a cycle of `n` transactions: each first locks its own record, then (all at once)
+/// the next one's. Returns the victims.
+fn run_cycle(m: &Arc<LockManager>, n: u64, round: u64) -> Vec<TxnId> {
+    let barrier = Arc::new(Barrier::new(n as usize));
+    let victims = Arc::new(Mutex::new(Vec::new()));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let (m, barrier, victims, finished) = (
+                m.clone(),
+                barrier.clone(),
+                victims.clone(),
+                finished.clone(),
+            );
+            thread::spawn(move || {
+                let txn = TxnId(round * 100 + i);
+                let mut t = m.begin(txn);
+                m.lock_record(&mut t, 1, i, X).unwrap();
+                barrier.wait();
+                match m.lock_record(&mut t, 1, (i + 1) % n, X) {
+                    Ok(()) => {
+                        finished.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Err(e) => {
+                        assert_eq!(e, LockError::Deadlock { victim: txn });
+                        assert!(e.is_retryable());
+                        // The victim keeps its other locks until it aborts.
+                        assert_eq!(t.mode_of(rec(1, i)), Some(X));
+                        assert_eq!(t.mode_of(rec(1, (i + 1) % n)), None);
+                        victims.lock().push(txn);
+                    }
+                }
+                m.release_all(&mut t);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        finished.load(Ordering::SeqCst) + victims.lock().len(),
+        n as usize
+    );
+    let v = victims.lock().clone();
+    v
+}
+
+#[test]
+fn two_and_three_transaction_cycles_have_exactly_one_victim() {
+    // No periodic search: every deadlock must be found when the request that closes it blocks.
+    let m = manager(LockConfig {
+        deadlock_check_interval: Duration::from_secs(5),
+        ..config()
+    });
+    for round in 0..10 {
+        for n in [2, 3] {
+            let victims = run_cycle(&m, n, round * 10 + n);
+            assert_eq!(victims.len(), 1, "cycle of {n}, round {round}: {victims:?}");
+            m.check_invariants();
+            assert_eq!(m.lock_name_count(), 0);
+        }
+    }
+    let stats = m.stats();
+    assert_eq!(stats.deadlocks, 20);
+    assert_eq!(stats.timeouts, 0);
+}
+
+#[test]
+fn conversion_deadlock_of_two_readers_has_one_victim() {
+    let m = manager(config());
+    let barrier = Arc::new(Barrier::new(2));
+    let threads: Vec<_> = (1..=2)
+        .map(|i| {
+            let (m, barrier) = (m.clone(), barrier.clone());
+            thread::spawn(move || {
+                let mut t = m.begin(TxnId(i));
+                m.lock(&mut t, rec(1, 1), S).unwrap();
+                barrier.wait();
+                let r = m.lock(&mut t, rec(1, 1), X);
+                m.release_all(&mut t);
+                r.is_err()
+            })
+        })
+        .collect();
+    let victims = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .filter(|v| *v)
+        .count();
+    assert_eq!(victims, 1);
+    m.check_invariants();
+}
+
+#[test]
+fn escalation_at_the_threshold_replaces_record_locks() {
+    let m = manager(LockConfig {
+        escalation_threshold: 4,
+        wait_timeout: Duration::from_millis(30),
+        ..config()
+    });
+    let mut t = m.begin(TxnId(1));
+    for key in 0..4 {
+        m.lock_record(&mut t, 3, key, S).unwrap();
+    }
+    assert_eq!(t.leaf_locks_in(3), 4);
+    assert!(!t.is_escalated(3));
+    m.lock_record(&mut t, 3, 4, S).unwrap();
+    assert!(t.is_escalated(3));
+    assert_eq!(t.leaf_locks_in(3), 0);
+    assert_eq!(
+        t.held(),
+        &[(LockName::Database, IS), (LockName::Table(3), S)],
+        "record locks gone, one table S"
+    );
+    // Records of the table are now covered: no further request.
+    let requests = t.stats().requests;
+    m.lock_record(&mut t, 3, 99, S).unwrap();
+    assert_eq!(t.stats().requests, requests);
+    // Others may read but not write the table.
+    let mut other = m.begin(TxnId(2));
+    m.lock_record(&mut other, 3, 50, S).unwrap();
+    let err = m.lock_record(&mut other, 3, 51, X).unwrap_err();
+    assert!(matches!(err, LockError::Timeout { txn: TxnId(2), .. }));
+    m.release_all(&mut other);
+    // A write in an S-escalated table converts the table lock to X.
+    m.lock_record(&mut t, 3, 7, X).unwrap();
+    assert_eq!(t.mode_of(LockName::Table(3)), Some(X));
+    m.check_invariants();
+    m.release_all(&mut t);
+    assert_eq!(m.stats().escalations, 1);
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+#[test]
+fn escalation_with_writes_takes_table_x() {
+    let m = manager(LockConfig {
+        escalation_threshold: 3,
+        ..config()
+    });
+    let mut t = m.begin(TxnId(1));
+    m.lock_record(&mut t, 1, 0, X).unwrap();
+    m.lock_record(&mut t, 1, 1, S).unwrap();
+    m.lock_record(&mut t, 1, 2, S).unwrap();
+    m.lock_record(&mut t, 1, 3, S).unwrap();
+    assert_eq!(t.mode_of(LockName::Table(1)), Some(X));
+    assert_eq!(t.held().len(), 2);
+    m.release_all(&mut t);
+}
+
+#[test]
+fn page_level_locking_uses_the_same_hierarchy() {
+    let m = manager(LockConfig {
+        page_level: true,
+        escalation_threshold: 2,
+        ..config()
+    });
+    let mut t = m.begin(TxnId(1));
+    m.lock_page(&mut t, 4, 10, X).unwrap();
+    assert_eq!(
+        t.held(),
+        &[
+            (LockName::Database, IX),
+            (LockName::Table(4), IX),
+            (LockName::Page { table: 4, page: 10 }, X)
+        ]
+    );
+    m.lock_page(&mut t, 4, 11, S).unwrap();
+    m.lock_page(&mut t, 4, 12, S).unwrap();
+    assert!(
+        t.is_escalated(4),
+        "pages count toward escalation like records"
+    );
+    assert_eq!(t.mode_of(LockName::Table(4)), Some(X));
+    m.release_all(&mut t);
+    m.check_invariants();
+}
+
+#[test]
+fn timeout_withdraws_only_the_waiting_request() {
+    let m = manager(LockConfig {
+        wait_timeout: Duration::from_millis(30),
+        ..config()
+    });
+    let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
+    m.lock_record(&mut t1, 1, 1, X).unwrap();
+    m.lock_record(&mut t2, 1, 2, X).unwrap();
+    let started = Instant::now();
+    let err = m.lock_record(&mut t2, 1, 1, S).unwrap_err();
+    assert!(started.elapsed() >= Duration::from_millis(30));
+    assert_eq!(
+        err,
+        LockError::Timeout {
+            txn: TxnId(2),
+            name: rec(1, 1)
+        }
+    );
+    assert!(err.is_retryable());
+    assert_eq!(err.txn(), TxnId(2));
+    assert_eq!(t2.mode_of(rec(1, 2)), Some(X), "other locks kept");
+    m.check_invariants();
+    m.release_all(&mut t2);
+    m.release_all(&mut t1);
+    assert_eq!(m.stats().timeouts, 1);
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+/// One transaction holds a record for ~20 ms while another waits for it.
+fn contended_pair(m: &Arc<LockManager>) {
+    let mut t1 = m.begin(TxnId(1));
+    m.lock_record(&mut t1, 1, 1, X).unwrap();
+    let m2 = m.clone();
+    let waiter = thread::spawn(move || {
+        let mut t2 = m2.begin(TxnId(2));
+        m2.lock_record(&mut t2, 1, 1, X).unwrap();
+        m2.release_all(&mut t2);
+    });
+    until_waiting(m, TxnId(2));
+    thread::sleep(Duration::from_millis(20));
+    m.release_all(&mut t1);
+    waiter.join().unwrap();
+}
+
+#[test]
+fn timing_splits_lock_and_logical_contention_only_when_on() {
+    let off = manager(config());
+    contended_pair(&off);
+    let s = off.stats();
+    assert_eq!(s.waits, 1);
+    assert_eq!(
+        (s.lock_ns, s.physical_contention_ns, s.logical_contention_ns),
+        (0, 0, 0)
+    );
+
+    let on = manager(LockConfig {
+        timing: true,
+        ..config()
+    });
+    contended_pair(&on);
+    let s = on.stats();
+    assert_eq!(s.waits, 1);
+    assert!(s.lock_ns > 0);
+    assert!(
+        s.logical_contention_ns >= 15_000_000,
+        "waited ~20 ms, counted {} ns",
+        s.logical_contention_ns
+    );
+    assert!(
+        s.lock_ns < s.logical_contention_ns,
+        "waiting is not Lock time"
+    );
+    on.reset_stats();
+    assert_eq!(on.stats(), LockStats::default());
+}
+
+#[test]
+fn latching_off_works_on_one_thread() {
+    let m = LockManager::new(LockConfig {
+        latching: false,
+        ..config()
+    });
+    let mut t = m.begin(TxnId(1));
+    for key in 0..100 {
+        m.lock_record(&mut t, 1, key, X).unwrap();
+    }
+    m.release_all(&mut t);
+    t.reset(TxnId(2));
+    m.lock_record(&mut t, 1, 1, S).unwrap();
+    m.release_all(&mut t);
+    m.check_invariants();
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+/// Who holds what on a record, as observed by the stress test's transactions.
+#[derive(Default)]
+struct Holders {
+    readers: HashSet<TxnId>,
+    writer: Option<TxnId>,
+}
+
+#[test]
+fn stress_random_locks_keep_mutual_exclusion_and_end_empty() {
+    const THREADS: u64 = 8;
+    const TXNS: u64 = 150;
+    const TABLES: u32 = 3;
+    const KEYS: u64 = 24;
+    let m = manager(LockConfig {
+        escalation_threshold: 3,
+        deadlock_check_interval: Duration::from_millis(5),
+        ..config()
+    });
+    let cells: Arc<Vec<Mutex<Holders>>> = Arc::new(
+        (0..TABLES as u64 * KEYS)
+            .map(|_| Mutex::new(Holders::default()))
+            .collect(),
+    );
+    let commits = Arc::new(AtomicUsize::new(0));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|thread_no| {
+            let (m, cells, commits) = (m.clone(), cells.clone(), commits.clone());
+            thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(thread_no);
+                let mut t = m.begin(TxnId(thread_no));
+                let mut touched = Vec::new();
+                for n in 0..TXNS {
+                    t.reset(TxnId(n * THREADS + thread_no + 1));
+                    let me = t.txn();
+                    let ops = rng.gen_range(1..10);
+                    let mut aborted = false;
+                    for _ in 0..ops {
+                        let table = rng.gen_range(0..TABLES);
+                        let r = if rng.gen_ratio(1, 20) {
+                            let mode = [IS, IX, S][rng.gen_range(0..3)];
+                            m.lock_table(&mut t, table, mode)
+                        } else {
+                            let key = rng.gen_range(0..KEYS);
+                            let mode = if rng.gen_bool(0.4) { X } else { S };
+                            m.lock_record(&mut t, table, key, mode).map(|()| {
+                                let cell_no = (table as u64 * KEYS + key) as usize;
+                                let mut cell = cells[cell_no].lock();
+                                let others_read = cell.readers.iter().any(|r| *r != me);
+                                assert!(cell.writer.is_none_or(|w| w == me), "{me}: written");
+                                if mode == X {
+                                    assert!(!others_read, "{me} writes a record others read");
+                                    cell.writer = Some(me);
+                                } else {
+                                    cell.readers.insert(me);
+                                }
+                                touched.push(cell_no);
+                            })
+                        };
+                        if let Err(e) = r {
+                            assert!(matches!(e, LockError::Deadlock { victim } if victim == me));
+                            aborted = true;
+                            break;
+                        }
+                        if rng.gen_ratio(1, 4) {
+                            thread::yield_now();
+                        }
+                    }
+                    for cell_no in touched.drain(..) {
+                        let mut cell = cells[cell_no].lock();
+                        cell.readers.remove(&me);
+                        if cell.writer == Some(me) {
+                            cell.writer = None;
+                        }
+                    }
+                    m.release_all(&mut t);
+                    if !aborted {
+                        commits.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    m.check_invariants();
+    assert_eq!(m.lock_name_count(), 0, "every lock released");
+    let stats = m.stats();
+    assert_eq!(stats.timeouts, 0, "deadlocks are detected, never timed out");
+    assert_eq!(
+        commits.load(Ordering::Relaxed) as u64 + stats.deadlocks,
+        THREADS * TXNS
+    );
+    assert_eq!(stats.requests, stats.immediate + stats.waits);
+    assert!(stats.escalations > 0, "escalation exercised");
+}
+
+/// A single-thread operation for the model test. With a zero wait timeout a request that
+/// would block fails at once, so the model needs no queue.
+#[derive(Clone, Debug)]
+enum Op {
+    Lock { txn: u64, name: u8, mode: LockMode },
+    Release { txn: u64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0..4u64, 0..6u8, 0..5usize).prop_map(|(txn, name, m)| Op::Lock {
+            txn,
+            name,
+            mode: ALL_MODES[m]
+        }),
+        1 => (0..4u64).prop_map(|txn| Op::Release { txn }),
+    ]
+}
+
+fn model_name(n: u8) -> LockName {
+    match n {
+        0 => LockName::Database,
+        1 | 2 => LockName::Table(n as u32),
+        k => rec(1, k as u64),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn raw_locks_follow_the_compatibility_model(ops in proptest::collection::vec(op(), 1..60)) {
+        let m = LockManager::new(LockConfig {
+            wait_timeout: Duration::ZERO,
+            ..config()
+        });
+        let mut txns: Vec<TxnLocks> = (0..4).map(|i| m.begin(TxnId(i))).collect();
+        let mut model: HashMap<LockName, HashMap<u64, LockMode>> = HashMap::new();
+        for op in ops {
+            match op {
+                Op::Lock { txn, name, mode } => {
+                    let name = model_name(name);
+                    let holders = model.entry(name).or_default();
+                    let want = holders.get(&txn).map_or(mode, |h| h.supremum(mode));
+                    let grantable = holders
+                        .iter()
+                        .all(|(other, held)| *other == txn || held.compatible(want));
+                    let got = m.lock(&mut txns[txn as usize], name, mode);
+                    prop_assert_eq!(got.is_ok(), grantable, "{:?} {} {}", name, txn, mode);
+                    if grantable {
+                        holders.insert(txn, want);
+                    } else {
+                        prop_assert!(
+                            matches!(got, Err(LockError::Timeout { .. })),
+                            "nobody waits, so no deadlock"
+                        );
+                    }
+                }
+                Op::Release { txn } => {
+                    m.release_all(&mut txns[txn as usize]);
+                    for holders in model.values_mut() {
+                        holders.remove(&txn);
+                    }
+                }
+            }
+            m.check_invariants();
+            for (i, t) in txns.iter().enumerate() {
+                let mut held: Vec<_> = t.held().to_vec();
+                held.sort();
+                let mut expected: Vec<_> = model
+                    .iter()
+                    .filter_map(|(n, h)| h.get(&(i as u64)).map(|m| (*n, *m)))
+                    .collect();
+                expected.sort();
+                prop_assert_eq!(held, expected);
+            }
+        }
+        for t in &mut txns {
+            m.release_all(t);
+        }
+        prop_assert_eq!(m.lock_name_count(), 0);
+    }
+}
