@@ -188,7 +188,8 @@ pub fn drive(
 
         // Coordinator: advance the phases and draw the progress line.
         let mut last_sample = (Instant::now(), 0u64);
-        let mut tps = 0.0;
+        // Throughput over the last half second; `None` until the first such sample.
+        let mut tps: Option<f64> = None;
         loop {
             std::thread::sleep(Duration::from_millis(10));
             let now = Instant::now();
@@ -210,7 +211,7 @@ pub fn drive(
                     let done = shared.completed.load(Ordering::Relaxed);
                     let since = now.duration_since(last_sample.0);
                     if since >= Duration::from_millis(500) {
-                        tps = (done - last_sample.1) as f64 / since.as_secs_f64();
+                        tps = Some((done - last_sample.1) as f64 / since.as_secs_f64());
                         last_sample = (now, done);
                     }
                     let measured = now.duration_since(begin);
@@ -226,7 +227,9 @@ pub fn drive(
                             }
                             Stop::Txns(n) => format!("{done}/{n} txns"),
                         };
-                        format!("running: {position}  {done} done  {tps:.0} txn/s",)
+                        let rate =
+                            tps.unwrap_or_else(|| done as f64 / measured.as_secs_f64().max(1e-3));
+                        format!("running: {position}  {done} done  {rate:.0} txn/s")
                     });
                 }
             }
