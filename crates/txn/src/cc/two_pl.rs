@@ -109,6 +109,99 @@ mod tests {
         }
     }
 
+    /// Bank transfers with a deliberately racy read-modify-write of the balances: only the
+    /// locks keep money from being lost. Auditors read every account under S locks (and
+    /// escalate) and must always see the same total.
+    fn bank(page_level: bool) {
+        use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+        use std::sync::Arc;
+
+        const ACCOUNTS: u64 = 16;
+        const START: i64 = 1000;
+        let cc = Arc::new(TwoPhaseLocking::new(LockConfig {
+            page_level,
+            escalation_threshold: 8,
+            wait_timeout: Duration::from_secs(5),
+            ..LockConfig::default()
+        }));
+        let balances: Arc<Vec<AtomicI64>> =
+            Arc::new((0..ACCOUNTS).map(|_| AtomicI64::new(START)).collect());
+        let next_txn = Arc::new(AtomicU64::new(1));
+        // Four accounts per page in page-level mode.
+        let record = |k: u64| RecordRef::on_page(1, k, k / 4);
+        let threads: Vec<_> = (0..4u64)
+            .map(|thread_no| {
+                let (cc, balances, next_txn) = (cc.clone(), balances.clone(), next_txn.clone());
+                std::thread::spawn(move || {
+                    let mut t = cc.begin(TxnId(0));
+                    let mut retries = 0;
+                    for i in 0..200u64 {
+                        let auditor = thread_no == 0 && i % 10 == 0;
+                        let (from, to) = ((i * 7 + thread_no) % ACCOUNTS, (i * 3 + 1) % ACCOUNTS);
+                        loop {
+                            cc.restart(&mut t, TxnId(next_txn.fetch_add(1, Ordering::Relaxed)));
+                            let r: Result<(), CcError> = (|| {
+                                if auditor {
+                                    let mut total = 0;
+                                    for k in 0..ACCOUNTS {
+                                        cc.read(&mut t, record(k))?;
+                                        total += balances[k as usize].load(Ordering::Relaxed);
+                                    }
+                                    assert_eq!(total, START * ACCOUNTS as i64);
+                                    return Ok(());
+                                }
+                                if from == to {
+                                    return Ok(());
+                                }
+                                cc.read(&mut t, record(from))?;
+                                let a = balances[from as usize].load(Ordering::Relaxed);
+                                cc.write(&mut t, record(from))?;
+                                cc.write(&mut t, record(to))?;
+                                let b = balances[to as usize].load(Ordering::Relaxed);
+                                std::thread::yield_now();
+                                balances[from as usize].store(a - 5, Ordering::Relaxed);
+                                balances[to as usize].store(b + 5, Ordering::Relaxed);
+                                Ok(())
+                            })();
+                            match r {
+                                Ok(()) => {
+                                    cc.validate(&mut t).unwrap();
+                                    cc.finish(&mut t);
+                                    break;
+                                }
+                                Err(e) => {
+                                    // Nothing was written before the failing lock: no undo.
+                                    assert!(e.is_retryable());
+                                    cc.finish(&mut t);
+                                    retries += 1;
+                                }
+                            }
+                        }
+                    }
+                    retries
+                })
+            })
+            .collect();
+        let retries: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        let total: i64 = balances.iter().map(|b| b.load(Ordering::Relaxed)).sum();
+        assert_eq!(total, START * ACCOUNTS as i64, "money conserved");
+        let m = cc.lock_manager();
+        m.check_invariants();
+        assert_eq!(m.lock_name_count(), 0);
+        assert_eq!(m.stats().deadlocks + m.stats().timeouts, retries);
+        assert_eq!(m.stats().timeouts, 0);
+    }
+
+    #[test]
+    fn bank_transfers_conserve_money_with_record_locks() {
+        bank(false);
+    }
+
+    #[test]
+    fn bank_transfers_conserve_money_with_page_locks() {
+        bank(true);
+    }
+
     #[test]
     fn record_granularity_locks_records() {
         let cc = TwoPhaseLocking::new(config(false));
