@@ -36,7 +36,7 @@
 //! the previous sync. No flusher thread, no timer: batches are exactly as large as the
 //! concurrency that the sync's latency gathers.
 //!
-//! Latch order: writer latch before log buffer latch. The buffer latch is held only to copy a
+//! Latch order: checkpoint latch, writer latch, log buffer latch. The buffer latch is held only to copy a
 //! frame in or swap the bytes out, never during a write or sync.
 //!
 //! # Modes (the removal ladder)
@@ -151,6 +151,11 @@ pub struct LogStats {
     /// group-commit batch size.
     pub commit_batches: u64,
 }
+
+const _: () = {
+    const fn shared_across_threads<T: Send + Sync>() {}
+    shared_across_threads::<LogManager>();
+};
 
 /// The writer latch's state: bytes taken from the buffer until their write completes.
 struct Writer {
@@ -633,6 +638,8 @@ impl LogManager {
 
     /// Checks the log's invariants; panics on a violation. For tests and stress runs.
     pub fn check_invariants(&self) {
+        // The checkpoint latch comes first in the latch order (`set_checkpoint` flushes).
+        let checkpoint = *self.checkpoint.lock();
         let writer = self.writer.lock();
         let buffer = self.buffer.lock();
         let first = LOG_HEADER_SIZE as u64;
@@ -662,7 +669,7 @@ impl LogManager {
             assert!(buffer.bytes.is_empty() && buffer.records == 0 && buffer.bytes_appended == 0);
             assert!(self.next_lsn.load(Ordering::Relaxed) >= buffer.base);
         }
-        if let Some(begin) = *self.checkpoint.lock() {
+        if let Some(begin) = checkpoint {
             assert!(begin.0 >= first, "checkpoint {begin} inside the header");
         }
         assert!(self.commit_batches.load(Ordering::Relaxed) <= self.syncs.load(Ordering::Relaxed));

@@ -1,6 +1,7 @@
 //! Log manager tests: reading back, forward scans, modes, group commit, checkpoints' master
 //! record, and crash images through the simulated disk of `MemLogStorage`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -533,4 +534,100 @@ fn storage_trait_objects_are_usable_directly() {
     assert_eq!(report.checkpoint, Some(begin));
     assert_eq!(log.last_checkpoint(), Some(begin));
     assert!(dir.path().join("log.master").exists());
+}
+
+/// A storage whose writes or syncs start failing on demand.
+struct FlakyStorage {
+    inner: MemLogStorage,
+    fail_writes: Arc<AtomicBool>,
+    fail_syncs: Arc<AtomicBool>,
+}
+
+impl LogStorage for FlakyStorage {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        if self.fail_writes.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.inner.write_at(offset, bytes)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        if self.fail_syncs.load(Ordering::Relaxed) {
+            return Err(std::io::Error::other("fsync failed"));
+        }
+        self.inner.sync()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn truncate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn read_master(&self) -> std::io::Result<Option<Vec<u8>>> {
+        self.inner.read_master()
+    }
+    fn write_master(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.write_master(bytes)
+    }
+}
+
+/// A log over a flaky storage, and the switches that make its writes and syncs fail.
+fn flaky_log() -> (LogManager, Arc<AtomicBool>, Arc<AtomicBool>) {
+    let fail_writes = Arc::new(AtomicBool::new(false));
+    let fail_syncs = Arc::new(AtomicBool::new(false));
+    let storage = FlakyStorage {
+        inner: MemLogStorage::new(),
+        fail_writes: fail_writes.clone(),
+        fail_syncs: fail_syncs.clone(),
+    };
+    let (log, _) = LogManager::open(Box::new(storage), LogConfig::default()).unwrap();
+    (log, fail_writes, fail_syncs)
+}
+
+#[test]
+fn a_failed_write_fails_every_later_commit_but_records_stay_readable() {
+    let (log, fail_writes, _) = flaky_log();
+    let ok = log.commit(TxnId(1), Lsn::NONE).unwrap();
+    fail_writes.store(true, Ordering::Relaxed);
+    let u = log.append_update(TxnId(2), Lsn::NONE, b"kept in memory");
+    let err = log.commit(TxnId(2), u).unwrap_err();
+    assert!(matches!(err, WalError::Io { .. }), "{err}");
+    assert!(matches!(
+        log.commit(TxnId(3), Lsn::NONE),
+        Err(WalError::Failed)
+    ));
+    assert!(matches!(log.flush_to(u), Err(WalError::Failed)));
+    // The buffer pool sees the failure as a storage I/O error (the WAL rule cannot hold).
+    assert!(matches!(
+        PageLog::flush_to(&log, u),
+        Err(storage::StorageError::Io { .. })
+    ));
+    // What could not be written is still readable (undo can still run), and so is the rest.
+    assert_eq!(
+        log.read(u).unwrap(),
+        update(2, Lsn::NONE, b"kept in memory")
+    );
+    assert!(matches!(log.read(ok).unwrap(), LogRecord::Commit { .. }));
+    assert_eq!(log.iter_from(log.first_lsn()).count(), 4);
+    assert!(log.durable_lsn() <= u);
+    log.check_invariants();
+}
+
+#[test]
+fn a_failed_sync_fails_the_commit() {
+    let (log, _, fail_syncs) = flaky_log();
+    fail_syncs.store(true, Ordering::Relaxed);
+    assert!(matches!(
+        log.commit(TxnId(1), Lsn::NONE),
+        Err(WalError::Io { .. })
+    ));
+    assert_eq!(log.durable_lsn(), log.first_lsn());
+    assert!(matches!(
+        log.commit(TxnId(2), Lsn::NONE),
+        Err(WalError::Failed)
+    ));
+    assert_eq!(log.stats().syncs, 0);
+    log.check_invariants();
 }
