@@ -229,10 +229,14 @@ fn run(index: &dyn OrderedIndex, unique: bool, ops: &[Op]) {
 }
 
 fn pool(page_size: PageSize, frames: usize) -> Arc<BufferPool> {
+    pool_latched(page_size, frames, true)
+}
+
+fn pool_latched(page_size: PageSize, frames: usize, latching: bool) -> Arc<BufferPool> {
     let config = PoolConfig {
         page_size,
         frames,
-        latching: true,
+        latching,
     };
     Arc::new(BufferPool::new(Box::new(MemPageStore::new(page_size)), config, None).unwrap())
 }
@@ -291,9 +295,11 @@ proptest! {
     #[test]
     fn schema_tree_matches_model(
         unique in any::<bool>(),
+        latching in any::<bool>(),
         ops in proptest::collection::vec(op_strategy(schema_key_strategy()), 1..400),
     ) {
-        let tree = BTree::create(pool(PageSize::Kib8, 64), schema_order(), unique).unwrap();
+        let pool = pool_latched(PageSize::Kib8, 64, latching);
+        let tree = BTree::create(pool, schema_order(), unique).unwrap();
         run(&tree, unique, &ops);
     }
 
