@@ -378,6 +378,7 @@ fn group_commit_eight_threads_share_syncs() {
     }
     log.check_invariants();
     let stats = log.stats();
+    eprintln!("group commit: {stats:?}");
     assert_eq!(stats.commits, THREADS * COMMITS);
     assert!(
         stats.syncs < stats.commits,
