@@ -9,7 +9,7 @@
 //! Arguments: transactions (default 10,000), warehouses (default 1). Sizes are the
 //! specification's (100,000 items, 3,000 customers per district).
 
-use kernel::{generate_inputs, Kernel, Scale};
+use kernel::{generate_inputs, Kernel, KernelInput, Scale};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -24,6 +24,14 @@ fn main() {
     };
     let inputs = generate_inputs(2, count, warehouses);
     kernel.reserve_for(&inputs);
+    let new_orders = inputs
+        .iter()
+        .filter(|i| matches!(i, KernelInput::NewOrder(_)))
+        .count();
+    println!(
+        "inputs: {new_orders} New-Order, {} Payment",
+        count - new_orders
+    );
     let start = std::time::Instant::now();
     let committed = kernel.run_mix(&inputs);
     let elapsed = start.elapsed();
