@@ -180,7 +180,11 @@ impl Database {
         let lsn = sw.is_on(Switch::Lsn);
         let latching = sw.is_on(Switch::Latching);
         let mut catalog = Catalog {
-            page_size: if sw.is_on(Switch::SmallPage) { 8192 } else { 32768 },
+            page_size: if sw.is_on(Switch::SmallPage) {
+                8192
+            } else {
+                32768
+            },
             packed_keys: !sw.is_on(Switch::BtreeKeys),
             ..Catalog::default()
         };
@@ -214,7 +218,7 @@ impl Database {
         let log = if main_log || lsn {
             let storage: Box<dyn wal::LogStorage> = match (&config.path, main_log) {
                 (Some(dir), true) => Box::new(
-                    wal::FileLogStorage::open(&dir.join("wal.log")).map_err(wal_err)?,
+                    wal::FileLogStorage::open(dir.join("wal.log")).map_err(io_err("open log"))?,
                 ),
                 (None, true) if config.durable => Box::new(wal::MemLogStorage::new()),
                 _ => Box::new(crate::recovery::DiscardLogStorage::default()),
@@ -379,7 +383,11 @@ impl Database {
     /// Creates a secondary index over existing rows, or returns the existing one.
     pub fn create_index(&self, schema: IndexSchema) -> TxResult<IndexRef> {
         let mut cat = self.ddl.lock();
-        if let Some(i) = cat.indexes.iter().position(|i| i.schema.name == schema.name) {
+        if let Some(i) = cat
+            .indexes
+            .iter()
+            .position(|i| i.schema.name == schema.name)
+        {
             if cat.indexes[i].schema != schema {
                 return Err(TxError::Invalid(format!(
                     "index {} exists with a different definition",
@@ -463,7 +471,12 @@ impl Database {
 
     /// Names of every table, in creation order.
     pub fn table_names(&self) -> Vec<String> {
-        self.ddl.lock().tables.iter().map(|t| t.schema.name.clone()).collect()
+        self.ddl
+            .lock()
+            .tables
+            .iter()
+            .map(|t| t.schema.name.clone())
+            .collect()
     }
 
     /// Takes a checkpoint: writes every dirty page and records where recovery may start.
@@ -516,9 +529,13 @@ impl Database {
     }
 
     fn install_table(&self, schema: TableSchema, existing: Option<(u64, u64)>) -> TxResult<u32> {
-        let id = self.tables.iter().position(|t| t.get().is_none()).ok_or_else(|| {
-            TxError::Invalid(format!("a database holds at most {MAX_TABLES} tables"))
-        })? as u32;
+        let id = self
+            .tables
+            .iter()
+            .position(|t| t.get().is_none())
+            .ok_or_else(|| {
+                TxError::Invalid(format!("a database holds at most {MAX_TABLES} tables"))
+            })? as u32;
         let layout = Layout::new(&schema);
         let key = KeySpec::new(
             &schema.name,
@@ -560,12 +577,20 @@ impl Database {
     }
 
     fn install_index(&self, schema: IndexSchema, root: Option<u64>) -> TxResult<u32> {
-        let id = self.indexes.iter().position(|t| t.get().is_none()).ok_or_else(|| {
-            TxError::Invalid(format!("a database holds at most {MAX_TABLES} indexes"))
-        })? as u32;
+        let id = self
+            .indexes
+            .iter()
+            .position(|t| t.get().is_none())
+            .ok_or_else(|| {
+                TxError::Invalid(format!("a database holds at most {MAX_TABLES} indexes"))
+            })? as u32;
         let table_id = self.lookup_table(&schema.table)?;
         let table = self.table_by_id(table_id)?;
-        if let Some(c) = schema.columns.iter().find(|c| **c >= table.layout.columns()) {
+        if let Some(c) = schema
+            .columns
+            .iter()
+            .find(|c| **c >= table.layout.columns())
+        {
             return Err(TxError::Invalid(format!(
                 "index {}: table {} has no column {c}",
                 schema.name, schema.table
@@ -704,10 +729,6 @@ impl Database {
         f()
     }
 
-    pub(crate) fn tables_iter(&self) -> impl Iterator<Item = &Table> {
-        self.tables.iter().filter_map(|t| t.get())
-    }
-
     /// Removes a record's primary and secondary index entries (each if present).
     pub(crate) fn remove_entries(
         &self,
@@ -752,10 +773,11 @@ impl Database {
                 }
             }
             KIND_DELETE => {
+                // The record is normally still there (records are freed only after commit).
                 let live = table.records.with(op.loc, |_| ())?;
-                let loc = match (live, &table.records) {
-                    (Some(()), Records::Heap(_)) => op.loc,
-                    _ => table.records.restore(op.loc, op.before)?,
+                let loc = match live {
+                    Some(()) => op.loc,
+                    None => table.records.restore(op.loc, op.before)?,
                 };
                 table.key.encode_record(&table.layout, op.before, key)?;
                 if table.primary.get(key)? != Some(loc) {
@@ -784,10 +806,16 @@ fn wal_err(e: wal::WalError) -> TxError {
 
 fn validate_table(schema: &TableSchema) -> TxResult<()> {
     if schema.primary_key.is_empty() {
-        return Err(TxError::Invalid(format!("table {} has no primary key", schema.name)));
+        return Err(TxError::Invalid(format!(
+            "table {} has no primary key",
+            schema.name
+        )));
     }
     if schema.columns.is_empty() {
-        return Err(TxError::Invalid(format!("table {} has no columns", schema.name)));
+        return Err(TxError::Invalid(format!(
+            "table {} has no columns",
+            schema.name
+        )));
     }
     Ok(())
 }

@@ -52,7 +52,9 @@ impl KeySpec {
                     )));
                 }
                 if bits.iter().map(|b| *b as u32).sum::<u32>() > 64 {
-                    return Err(TxError::Invalid(format!("{what}: key bit widths exceed 64")));
+                    return Err(TxError::Invalid(format!(
+                        "{what}: key bit widths exceed 64"
+                    )));
                 }
                 if types.iter().any(|t| *t != ColumnType::Int) {
                     return Err(TxError::Invalid(format!(
@@ -113,7 +115,11 @@ impl KeySpec {
                 }
             }
             for (i, b) in bits.iter().enumerate().skip(values.len()) {
-                ints[i] = if fill_high { (1u128 << *b) as u64 - 1 } else { 0 };
+                ints[i] = if fill_high {
+                    (1u128 << *b) as u64 - 1
+                } else {
+                    0
+                };
             }
             let packed = pack_int_key(&ints[..bits.len()], bits).ok_or_else(|| {
                 TxError::Invalid(format!(
@@ -126,7 +132,10 @@ impl KeySpec {
         }
         let mut fields: [KeyField<'_>; 8] = [KeyField::Int(0); 8];
         if values.len() > fields.len() {
-            return Err(TxError::Invalid(format!("{}: keys have at most 8 columns", self.what)));
+            return Err(TxError::Invalid(format!(
+                "{}: keys have at most 8 columns",
+                self.what
+            )));
         }
         for (i, v) in values.iter().enumerate() {
             fields[i] = match (self.types[i], v) {
@@ -166,7 +175,10 @@ impl KeySpec {
                 ints[i] = layout.read_int(rec, *c) as u64;
             }
             let packed = pack_int_key(&ints[..bits.len()], bits).ok_or_else(|| {
-                TxError::Invalid(format!("{}: stored key does not fit its bit widths", self.what))
+                TxError::Invalid(format!(
+                    "{}: stored key does not fit its bit widths",
+                    self.what
+                ))
             })?;
             out.extend_from_slice(&packed.to_be_bytes());
             return Ok(());

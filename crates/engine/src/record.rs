@@ -209,11 +209,27 @@ mod tests {
         let layout = Layout::new(&schema());
         let mut rec = Vec::new();
         let err = layout
-            .encode(&[Value::Int(1), Value::Str("x".repeat(11)), Value::Float(0.0), Value::Null], &mut rec)
+            .encode(
+                &[
+                    Value::Int(1),
+                    Value::Str("x".repeat(11)),
+                    Value::Float(0.0),
+                    Value::Null,
+                ],
+                &mut rec,
+            )
             .unwrap_err();
         assert!(err.to_string().contains("name"), "{err}");
         let err = layout
-            .encode(&[Value::Null, Value::Str("a".into()), Value::Float(0.0), Value::Null], &mut rec)
+            .encode(
+                &[
+                    Value::Null,
+                    Value::Str("a".into()),
+                    Value::Float(0.0),
+                    Value::Null,
+                ],
+                &mut rec,
+            )
             .unwrap_err();
         assert!(err.to_string().contains("id"), "{err}");
         assert!(layout.encode(&[Value::Int(1)], &mut rec).is_err());

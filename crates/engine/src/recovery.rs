@@ -190,7 +190,11 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
         let begin = log.append(&LogRecord::CheckpointBegin);
         (begin, active)
     });
-    let dirty = db.pool.as_ref().map(|p| p.dirty_pages()).unwrap_or_default();
+    let dirty = db
+        .pool
+        .as_ref()
+        .map(|p| p.dirty_pages())
+        .unwrap_or_default();
     let next = db.next_txn.load(Ordering::Relaxed);
     log.append(&LogRecord::CheckpointEnd {
         begin,
@@ -242,7 +246,8 @@ impl LogStorage for DiscardLogStorage {
             }
             head[offset as usize..end].copy_from_slice(&bytes[..end - offset as usize]);
         }
-        self.len.fetch_max(offset + bytes.len() as u64, Ordering::Relaxed);
+        self.len
+            .fetch_max(offset + bytes.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 

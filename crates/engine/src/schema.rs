@@ -97,7 +97,10 @@ impl TableSchema {
     pub fn key(mut self, columns: &[&str]) -> Self {
         self.primary_key = columns
             .iter()
-            .map(|c| self.column(c).unwrap_or_else(|| panic!("no column {c} in {}", self.name)))
+            .map(|c| {
+                self.column(c)
+                    .unwrap_or_else(|| panic!("no column {c} in {}", self.name))
+            })
             .collect();
         self
     }

@@ -55,15 +55,21 @@ impl Switch {
     /// What turning the switch off removes.
     pub fn removes(self) -> &'static str {
         match self {
-            Switch::BtreeKeys => "generic schema-interpreted key comparison (hand-coded integer keys instead)",
+            Switch::BtreeKeys => {
+                "generic schema-interpreted key comparison (hand-coded integer keys instead)"
+            }
             Switch::DiskLog => "log flush I/O (the log buffer is never forced)",
             Switch::MainLog => "building and writing log records",
             Switch::Lsn => "LSN bookkeeping in pages, buffer pool and transactions",
             Switch::Locking => "the lock manager",
             Switch::Latching => "latches (single thread only)",
-            Switch::DirLookup => "catalog lookup by name on every operation (cached handles instead)",
+            Switch::DirLookup => {
+                "catalog lookup by name on every operation (cached handles instead)"
+            }
             Switch::SmallPage => "8 KiB pages (32 KiB pages instead)",
-            Switch::PageAccess => "the buffer manager (records allocated one by one, reached by pointer)",
+            Switch::PageAccess => {
+                "the buffer manager (records allocated one by one, reached by pointer)"
+            }
             Switch::Xactions => "per-transaction session set-up, tear-down and monitoring",
         }
     }
@@ -253,8 +259,14 @@ mod tests {
         let mut s = Switches::default();
         s.apply("locking=off").unwrap();
         assert!(!s.is_on(Switch::Locking));
-        assert!(matches!(s.apply("nope=off"), Err(ConfigError::UnknownSwitch(_))));
-        assert!(matches!(s.apply("locking"), Err(ConfigError::BadSetting(_))));
+        assert!(matches!(
+            s.apply("nope=off"),
+            Err(ConfigError::UnknownSwitch(_))
+        ));
+        assert!(matches!(
+            s.apply("locking"),
+            Err(ConfigError::BadSetting(_))
+        ));
         assert!(s.validate(2).is_err());
         assert!(s.validate(1).is_ok());
         let mut t = Switches::default();

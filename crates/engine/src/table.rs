@@ -42,7 +42,10 @@ impl Records {
     pub fn with<R>(&self, loc: u64, f: impl FnOnce(&[u8]) -> R) -> StorageResult<Option<R>> {
         match self {
             Records::Heap(h) => h.with_record(RecordId::from_u64(loc), f),
-            Records::Mem(m) => Ok(Some(m.read(RecordPtr(loc), f))),
+            // SAFETY: `loc` came from this store's insert (through an index), and the
+            // transaction holds the record's lock, so no other thread writes it meanwhile;
+            // the store never frees a deleted record while the database is open.
+            Records::Mem(m) => Ok(Some(unsafe { m.read(RecordPtr(loc), f) })),
         }
     }
 
@@ -51,10 +54,8 @@ impl Records {
     pub fn write(&self, loc: u64, offset: usize, bytes: &[u8]) -> StorageResult<()> {
         match self {
             Records::Heap(h) => h.update_in_place(RecordId::from_u64(loc), offset, bytes),
-            Records::Mem(m) => {
-                m.write(RecordPtr(loc), offset, bytes);
-                Ok(())
-            }
+            // SAFETY: as for `with`; the transaction holds the record's exclusive lock.
+            Records::Mem(m) => unsafe { m.write(RecordPtr(loc), offset, bytes) },
         }
     }
 
@@ -62,9 +63,11 @@ impl Records {
     #[inline(never)]
     pub fn insert(&self, rec: &[u8], before_write: impl FnOnce(u64)) -> StorageResult<u64> {
         match self {
-            Records::Heap(h) => Ok(h.insert_with(rec, |rid| before_write(rid.to_u64()))?.to_u64()),
+            Records::Heap(h) => Ok(h
+                .insert_with(rec, |rid| before_write(rid.to_u64()))?
+                .to_u64()),
             Records::Mem(m) => {
-                let p = m.insert(rec);
+                let p = m.insert(rec)?;
                 before_write(p.0);
                 Ok(p.0)
             }
@@ -75,7 +78,8 @@ impl Records {
         match self {
             Records::Heap(h) => h.delete(RecordId::from_u64(loc)),
             Records::Mem(m) => {
-                m.delete(RecordPtr(loc));
+                // SAFETY: as for `write`.
+                unsafe { m.delete(RecordPtr(loc))? };
                 Ok(true)
             }
         }
@@ -89,7 +93,7 @@ impl Records {
                 h.restore(RecordId::from_u64(loc), rec)?;
                 Ok(loc)
             }
-            Records::Mem(m) => Ok(m.insert(rec).0),
+            Records::Mem(m) => Ok(m.insert(rec)?.0),
         }
     }
 
@@ -108,8 +112,10 @@ pub enum IndexStore {
     Generic(BTree<SchemaKeyOrder>),
     /// B+-tree with hand-coded integer keys.
     Int(BTree<IntKeyOrder>),
-    /// Main-memory ordered index (`page-access=off`).
-    Mem(MemIndex),
+    /// Main-memory ordered index (`page-access=off`), generic keys.
+    Mem(MemIndex<SchemaKeyOrder>),
+    /// Main-memory ordered index (`page-access=off`), hand-coded integer keys.
+    MemInt(MemIndex<IntKeyOrder>),
     /// Main-memory hash index (point operations only).
     Hash(HashIndex),
 }
@@ -127,10 +133,21 @@ impl IndexStore {
             return Ok(IndexStore::Hash(HashIndex::new(1024, latching)));
         }
         match pool {
-            None => Ok(IndexStore::Mem(MemIndex::new(unique, latching))),
-            Some(pool) if spec.is_packed() => {
-                Ok(IndexStore::Int(BTree::create(pool.clone(), IntKeyOrder, unique)?))
-            }
+            None if spec.is_packed() => Ok(IndexStore::MemInt(MemIndex::new(
+                IntKeyOrder,
+                unique,
+                latching,
+            ))),
+            None => Ok(IndexStore::Mem(MemIndex::new(
+                SchemaKeyOrder::new(spec.parts()),
+                unique,
+                latching,
+            ))),
+            Some(pool) if spec.is_packed() => Ok(IndexStore::Int(BTree::create(
+                pool.clone(),
+                IntKeyOrder,
+                unique,
+            )?)),
             Some(pool) => Ok(IndexStore::Generic(BTree::create(
                 pool.clone(),
                 SchemaKeyOrder::new(spec.parts()),
@@ -166,7 +183,8 @@ impl IndexStore {
         match self {
             IndexStore::Generic(t) => t.get(key),
             IndexStore::Int(t) => t.get(key),
-            IndexStore::Mem(m) => Ok(m.get(key)),
+            IndexStore::Mem(m) => m.get(key),
+            IndexStore::MemInt(m) => m.get(key),
             IndexStore::Hash(h) => Ok(h.get(key)),
         }
     }
@@ -177,6 +195,7 @@ impl IndexStore {
             IndexStore::Generic(t) => t.insert(key, value),
             IndexStore::Int(t) => t.insert(key, value),
             IndexStore::Mem(m) => m.insert(key, value),
+            IndexStore::MemInt(m) => m.insert(key, value),
             IndexStore::Hash(h) => h.insert(key, value),
         }
     }
@@ -186,7 +205,8 @@ impl IndexStore {
         match self {
             IndexStore::Generic(t) => t.delete(key, value),
             IndexStore::Int(t) => t.delete(key, value),
-            IndexStore::Mem(m) => Ok(m.delete(key, value)),
+            IndexStore::Mem(m) => m.delete(key, value),
+            IndexStore::MemInt(m) => m.delete(key, value),
             IndexStore::Hash(h) => Ok(h.remove(key).is_some()),
         }
     }
@@ -204,7 +224,8 @@ impl IndexStore {
         Ok(Some(match self {
             IndexStore::Generic(t) => t.scan(lo, hi, reverse, limit, f)?,
             IndexStore::Int(t) => t.scan(lo, hi, reverse, limit, f)?,
-            IndexStore::Mem(m) => m.scan(lo, hi, reverse, limit, f),
+            IndexStore::Mem(m) => m.scan(lo, hi, reverse, limit, f)?,
+            IndexStore::MemInt(m) => m.scan(lo, hi, reverse, limit, f)?,
             IndexStore::Hash(_) => return Ok(None),
         }))
     }

@@ -43,6 +43,10 @@ pub(crate) struct Session {
     payload: Vec<u8>,
     after: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
+    /// Records deleted by this transaction: their index entries are gone at once, the records
+    /// themselves are freed only after the commit record, so no other transaction can reuse
+    /// their slots while the delete might still be undone.
+    deleted: Vec<(u32, u64)>,
 }
 
 thread_local! {
@@ -69,7 +73,10 @@ impl<'db> Transaction<'db> {
             db.register(&active);
             (Session::default(), Some(active))
         } else {
-            (SESSION.with(|c| c.borrow_mut().take()).unwrap_or_default(), None)
+            (
+                SESSION.with(|c| c.borrow_mut().take()).unwrap_or_default(),
+                None,
+            )
         };
         Transaction {
             db,
@@ -109,8 +116,9 @@ impl<'db> Transaction<'db> {
                 self.last_lsn = lsn;
             }
         }
+        let freed = self.free_deleted();
         self.finish();
-        Ok(())
+        freed
     }
 
     /// Takes back every effect of the transaction and releases its locks.
@@ -155,6 +163,24 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Frees the records this (committed) transaction deleted. A crash between the commit
+    /// record and this leaves unreachable records behind: no index entry names them.
+    fn free_deleted(&mut self) -> TxResult<()> {
+        let mut deleted = std::mem::take(&mut self.s.deleted);
+        let mut r = Ok(());
+        for (table, loc) in deleted.drain(..) {
+            let freed = self
+                .db
+                .table_by_id(table)
+                .and_then(|t| t.records.delete(loc).map_err(TxError::from));
+            if let Err(e) = freed {
+                r = Err(e);
+            }
+        }
+        self.s.deleted = deleted;
+        r
+    }
+
     fn finish(&mut self) {
         if self.finished {
             return;
@@ -168,6 +194,7 @@ impl<'db> Transaction<'db> {
         } else {
             let mut s = std::mem::take(&mut self.s);
             s.undo.clear();
+            s.deleted.clear();
             SESSION.with(|c| *c.borrow_mut() = Some(s));
         }
     }
@@ -212,7 +239,9 @@ impl<'db> Transaction<'db> {
 
     fn project(layout: &Layout, rec: &[u8], fetch: Fetch<'_>) -> Row {
         match fetch {
-            Fetch::All => (0..layout.columns()).map(|c| layout.read_column(rec, c)).collect(),
+            Fetch::All => (0..layout.columns())
+                .map(|c| layout.read_column(rec, c))
+                .collect(),
             Fetch::Cols(cols) => cols.iter().map(|c| layout.read_column(rec, *c)).collect(),
         }
     }
@@ -247,7 +276,9 @@ impl<'db> Transaction<'db> {
             true
         })?;
         if done.is_none() {
-            return Err(TxError::Invalid(format!("{what} is a hash index: it cannot scan")));
+            return Err(TxError::Invalid(format!(
+                "{what} is a hash index: it cannot scan"
+            )));
         }
         Ok(())
     }
@@ -273,7 +304,9 @@ impl<'db> Transaction<'db> {
                 match hi {
                     Bound::Included(h) => Bound::Excluded(h),
                     Bound::Excluded(h) => Bound::Included(h),
-                    Bound::Unbounded => return self.lock_key(lock_table, b"\xff\xffEND", exclusive),
+                    Bound::Unbounded => {
+                        return self.lock_key(lock_table, b"\xff\xffEND", exclusive)
+                    }
                 },
                 Bound::Unbounded,
             ),
@@ -346,7 +379,11 @@ impl Tx for Transaction<'_> {
                 )));
             }
             let r = layout.column_range(*c);
-            lo = lo.min(if table.schema.columns[*c].nullable { 0 } else { r.start });
+            lo = lo.min(if table.schema.columns[*c].nullable {
+                0
+            } else {
+                r.start
+            });
             hi = hi.max(r.end);
         }
         if set.is_empty() {
@@ -371,7 +408,9 @@ impl Tx for Transaction<'_> {
             let mut after = std::mem::take(&mut self.s.after);
             after.clear();
             after.extend_from_slice(&rec);
-            let applied = set.iter().try_for_each(|(c, v)| layout.write_column(&mut after, *c, v));
+            let applied = set
+                .iter()
+                .try_for_each(|(c, v)| layout.write_column(&mut after, *c, v));
             if applied.is_err() || set.is_empty() {
                 self.s.after = after;
                 return applied.map(|_| true);
@@ -407,7 +446,14 @@ impl Tx for Transaction<'_> {
             if self.db.locks.is_some() {
                 // Next-key lock: a scan that covered the gap this key falls into holds the
                 // next key, so the insert waits until that scan's transaction ends.
-                self.lock_next_key(table.id, &table.primary, Some(&k), Bound::Unbounded, false, true)?;
+                self.lock_next_key(
+                    table.id,
+                    &table.primary,
+                    Some(&k),
+                    Bound::Unbounded,
+                    false,
+                    true,
+                )?;
             }
             if table.primary.get(&k)?.is_some() {
                 return Err(TxError::DuplicateKey(table.schema.name.clone()));
@@ -449,12 +495,21 @@ impl Tx for Transaction<'_> {
             let secondaries = table.secondaries.read();
             for ix in secondaries.iter() {
                 let index = self.db.index_by_id(*ix)?;
-                index.key.encode_record(&table.layout, &rec, &mut self.s.key2)?;
+                index
+                    .key
+                    .encode_record(&table.layout, &rec, &mut self.s.key2)?;
                 if self.db.locks.is_some() {
                     let entry = std::mem::take(&mut self.s.key2);
                     let space = crate::db::index_lock_space(index.id);
                     let locked = self.lock_key(space, &entry, true).and_then(|_| {
-                        self.lock_next_key(space, &index.store, Some(&entry), Bound::Unbounded, false, true)
+                        self.lock_next_key(
+                            space,
+                            &index.store,
+                            Some(&entry),
+                            Bound::Unbounded,
+                            false,
+                            true,
+                        )
                     });
                     self.s.key2 = entry;
                     locked?;
@@ -492,7 +547,14 @@ impl Tx for Transaction<'_> {
             }
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided.
-                self.lock_next_key(table.id, &table.primary, Some(&k), Bound::Unbounded, false, true)?;
+                self.lock_next_key(
+                    table.id,
+                    &table.primary,
+                    Some(&k),
+                    Bound::Unbounded,
+                    false,
+                    true,
+                )?;
             }
             let prev = self.log_undo(UndoOp {
                 kind: KIND_DELETE,
@@ -503,7 +565,7 @@ impl Tx for Transaction<'_> {
             });
             self.s.undo.push(KIND_DELETE, table.id, loc, 0, &rec, prev);
             self.db.remove_entries(table, &rec, loc, &mut self.s.key2)?;
-            table.records.delete(loc)?;
+            self.s.deleted.push((table.id, loc));
             Ok(true)
         })();
         self.s.key = k;
@@ -552,9 +614,20 @@ impl Tx for Transaction<'_> {
                 }
             }
             if rows.len() < limit {
-                let end = if reverse { lob.map(|_| lo.as_slice()) } else { hib.map(|_| hi.as_slice()) };
+                let end = if reverse {
+                    lob.map(|_| lo.as_slice())
+                } else {
+                    hib.map(|_| hi.as_slice())
+                };
                 let last = hits.last().map(|h| h.0.clone());
-                self.lock_next_key(table.id, &table.primary, last.as_deref(), end, reverse, for_update)?;
+                self.lock_next_key(
+                    table.id,
+                    &table.primary,
+                    last.as_deref(),
+                    end,
+                    reverse,
+                    for_update,
+                )?;
             }
             Ok(rows)
         })();
@@ -618,9 +691,20 @@ impl Tx for Transaction<'_> {
                 }
             }
             if rows.len() < limit {
-                let end = if reverse { lob.map(|_| lo.as_slice()) } else { hib.map(|_| hi.as_slice()) };
+                let end = if reverse {
+                    lob.map(|_| lo.as_slice())
+                } else {
+                    hib.map(|_| hi.as_slice())
+                };
                 let last = hits.last().map(|h| h.0.clone());
-                self.lock_next_key(index_lock, &index.store, last.as_deref(), end, reverse, for_update)?;
+                self.lock_next_key(
+                    index_lock,
+                    &index.store,
+                    last.as_deref(),
+                    end,
+                    reverse,
+                    for_update,
+                )?;
             }
             Ok(rows)
         })();

@@ -96,7 +96,15 @@ pub struct UndoList {
 }
 
 impl UndoList {
-    pub fn push(&mut self, kind: u8, table: u32, loc: u64, offset: u16, before: &[u8], prev_lsn: u64) {
+    pub fn push(
+        &mut self,
+        kind: u8,
+        table: u32,
+        loc: u64,
+        offset: u16,
+        before: &[u8],
+        prev_lsn: u64,
+    ) {
         let start = self.arena.len() as u32;
         self.arena.extend_from_slice(before);
         self.entries.push(UndoEntry {

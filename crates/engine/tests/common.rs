@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use engine::{Database, DbConfig, Fetch, KeyRange, Preset, Switches, TableRef, TableSchema, Tx, TxError, Value};
+use engine::{
+    Database, DbConfig, Fetch, KeyRange, Preset, Switches, TableRef, TableSchema, Tx, TxError,
+    Value,
+};
 
 /// An `accounts(id, owner, balance)` table.
 pub fn accounts_schema() -> TableSchema {
@@ -31,7 +34,14 @@ pub fn load_accounts(db: &Database, n: i64) -> TableRef {
     for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
         db.run(|tx| {
             for id in chunk {
-                tx.insert(&t, &[Value::Int(*id), Value::Str(format!("owner{id}")), Value::Int(100)])?;
+                tx.insert(
+                    &t,
+                    &[
+                        Value::Int(*id),
+                        Value::Str(format!("owner{id}")),
+                        Value::Int(100),
+                    ],
+                )?;
             }
             Ok(())
         })
@@ -64,14 +74,28 @@ pub fn total(db: &Database, t: &TableRef) -> i64 {
 }
 
 /// Moves `amount` from `from` to `to` in one transaction body (no commit).
-pub fn transfer(tx: &mut dyn Tx, t: &TableRef, from: i64, to: i64, amount: i64) -> Result<(), TxError> {
+pub fn transfer(
+    tx: &mut dyn Tx,
+    t: &TableRef,
+    from: i64,
+    to: i64,
+    amount: i64,
+) -> Result<(), TxError> {
     let a = tx
         .get(t, &[Value::Int(from)], Fetch::Cols(&[2]), true)?
         .ok_or_else(|| TxError::Invalid("no source".into()))?;
     let b = tx
         .get(t, &[Value::Int(to)], Fetch::Cols(&[2]), true)?
         .ok_or_else(|| TxError::Invalid("no target".into()))?;
-    tx.update(t, &[Value::Int(from)], &[(2, Value::Int(a[0].as_int().unwrap() - amount))])?;
-    tx.update(t, &[Value::Int(to)], &[(2, Value::Int(b[0].as_int().unwrap() + amount))])?;
+    tx.update(
+        t,
+        &[Value::Int(from)],
+        &[(2, Value::Int(a[0].as_int().unwrap() - amount))],
+    )?;
+    tx.update(
+        t,
+        &[Value::Int(to)],
+        &[(2, Value::Int(b[0].as_int().unwrap() + amount))],
+    )?;
     Ok(())
 }

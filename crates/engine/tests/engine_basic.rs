@@ -16,10 +16,20 @@ fn crud_and_scans_agree_on_every_preset() {
         let db = open(p, 1);
         let t = load_accounts(&db, 2000);
         let mut tx = db.begin().unwrap();
-        let r = tx.get(&t, &[Value::Int(7)], Fetch::All, false).unwrap().unwrap();
-        assert_eq!(r, vec![Value::Int(7), Value::Str("owner7".into()), Value::Int(100)]);
-        assert!(tx.update(&t, &[Value::Int(7)], &[(2, Value::Int(5))]).unwrap());
-        assert!(!tx.update(&t, &[Value::Int(99_999)], &[(2, Value::Int(5))]).unwrap());
+        let r = tx
+            .get(&t, &[Value::Int(7)], Fetch::All, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            r,
+            vec![Value::Int(7), Value::Str("owner7".into()), Value::Int(100)]
+        );
+        assert!(tx
+            .update(&t, &[Value::Int(7)], &[(2, Value::Int(5))])
+            .unwrap());
+        assert!(!tx
+            .update(&t, &[Value::Int(99_999)], &[(2, Value::Int(5))])
+            .unwrap());
         assert!(tx.delete(&t, &[Value::Int(8)]).unwrap());
         assert!(!tx.delete(&t, &[Value::Int(8)]).unwrap());
         assert!(matches!(
@@ -29,12 +39,32 @@ fn crud_and_scans_agree_on_every_preset() {
         let lo = [Value::Int(5)];
         let hi = [Value::Int(10)];
         let rows = tx
-            .scan(&t, KeyRange { low: Bound::Included(&lo), high: Bound::Excluded(&hi) }, None, false, Fetch::Cols(&[0]), false)
+            .scan(
+                &t,
+                KeyRange {
+                    low: Bound::Included(&lo),
+                    high: Bound::Excluded(&hi),
+                },
+                None,
+                false,
+                Fetch::Cols(&[0]),
+                false,
+            )
             .unwrap();
         let ids: Vec<i64> = rows.iter().map(|r| r[0].as_int().unwrap()).collect();
         assert_eq!(ids, vec![5, 6, 7, 9], "preset {p:?}");
         let rows = tx
-            .scan(&t, KeyRange { low: Bound::Unbounded, high: Bound::Included(&hi) }, Some(3), true, Fetch::Cols(&[0]), false)
+            .scan(
+                &t,
+                KeyRange {
+                    low: Bound::Unbounded,
+                    high: Bound::Included(&hi),
+                },
+                Some(3),
+                true,
+                Fetch::Cols(&[0]),
+                false,
+            )
             .unwrap();
         let ids: Vec<i64> = rows.iter().map(|r| r[0].as_int().unwrap()).collect();
         assert_eq!(ids, vec![10, 9, 7], "preset {p:?}");
@@ -52,13 +82,18 @@ fn rollback_restores_the_exact_state() {
         let before = dump(&db, &t);
         let mut tx = db.begin().unwrap();
         for id in 0..400 {
-            tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-id))]).unwrap();
+            tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-id))])
+                .unwrap();
         }
         for id in 400..900 {
             assert!(tx.delete(&t, &[Value::Int(id)]).unwrap());
         }
         for id in 10_000..11_000 {
-            tx.insert(&t, &[Value::Int(id), Value::Str("new".into()), Value::Int(1)]).unwrap();
+            tx.insert(
+                &t,
+                &[Value::Int(id), Value::Str("new".into()), Value::Int(1)],
+            )
+            .unwrap();
         }
         tx.abort().unwrap();
         assert_eq!(dump(&db, &t), before, "preset {p:?}");
@@ -87,11 +122,25 @@ fn secondary_index_scans_follow_inserts_deletes_and_rollbacks() {
                 int_key_bits: None,
             })
             .unwrap();
-        db.run(|tx| tx.insert(&t, &[Value::Int(500), Value::Str("owner7".into()), Value::Int(3)]))
-            .unwrap();
+        db.run(|tx| {
+            tx.insert(
+                &t,
+                &[Value::Int(500), Value::Str("owner7".into()), Value::Int(3)],
+            )
+        })
+        .unwrap();
         let key = [Value::Str("owner7".into())];
         let rows = db
-            .run(|tx| tx.scan_index(&ix, KeyRange::prefix(&key), None, false, Fetch::Cols(&[0]), false))
+            .run(|tx| {
+                tx.scan_index(
+                    &ix,
+                    KeyRange::prefix(&key),
+                    None,
+                    false,
+                    Fetch::Cols(&[0]),
+                    false,
+                )
+            })
             .unwrap();
         let mut ids: Vec<i64> = rows.iter().map(|r| r[0].as_int().unwrap()).collect();
         ids.sort();
@@ -101,7 +150,16 @@ fn secondary_index_scans_follow_inserts_deletes_and_rollbacks() {
         tx.abort().unwrap();
         db.run(|tx| tx.delete(&t, &[Value::Int(500)])).unwrap();
         let rows = db
-            .run(|tx| tx.scan_index(&ix, KeyRange::prefix(&key), None, false, Fetch::Cols(&[0]), false))
+            .run(|tx| {
+                tx.scan_index(
+                    &ix,
+                    KeyRange::prefix(&key),
+                    None,
+                    false,
+                    Fetch::Cols(&[0]),
+                    false,
+                )
+            })
             .unwrap();
         assert_eq!(rows, vec![vec![Value::Int(7)]], "preset {p:?}");
     }
@@ -112,13 +170,21 @@ fn bad_requests_are_clear_errors() {
     let db = open(Preset::Full, 1);
     let t = load_accounts(&db, 10);
     let mut tx = db.begin().unwrap();
-    let e = tx.get(&t, &[Value::Str("x".into())], Fetch::All, false).unwrap_err();
+    let e = tx
+        .get(&t, &[Value::Str("x".into())], Fetch::All, false)
+        .unwrap_err();
     assert!(matches!(e, TxError::Invalid(_)), "{e}");
-    let e = tx.update(&t, &[Value::Int(1)], &[(0, Value::Int(2))]).unwrap_err();
+    let e = tx
+        .update(&t, &[Value::Int(1)], &[(0, Value::Int(2))])
+        .unwrap_err();
     assert!(e.to_string().contains("index key"), "{e}");
-    let e = tx.update(&t, &[Value::Int(1)], &[(2, Value::Str("no".into()))]).unwrap_err();
+    let e = tx
+        .update(&t, &[Value::Int(1)], &[(2, Value::Str("no".into()))])
+        .unwrap_err();
     assert!(e.to_string().contains("balance"), "{e}");
-    let e = tx.get(&t, &[Value::Int(1)], Fetch::Cols(&[9]), false).unwrap_err();
+    let e = tx
+        .get(&t, &[Value::Int(1)], Fetch::Cols(&[9]), false)
+        .unwrap_err();
     assert!(e.to_string().contains("column 9"), "{e}");
     assert!(db.table("nope").is_err());
     let bad = Database::open(DbConfig {

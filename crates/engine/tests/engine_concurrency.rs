@@ -19,7 +19,8 @@ fn run_bank(db: Arc<Database>) {
     let committed = Arc::new(AtomicU64::new(0));
     let handles: Vec<_> = (0..THREADS)
         .map(|i| {
-            let (db, t, retries, committed) = (db.clone(), t.clone(), retries.clone(), committed.clone());
+            let (db, t, retries, committed) =
+                (db.clone(), t.clone(), retries.clone(), committed.clone());
             std::thread::spawn(move || {
                 let mut rng = rand::rngs::SmallRng::seed_from_u64(i as u64);
                 for n in 0..TRANSFERS {
@@ -31,9 +32,23 @@ fn run_bank(db: Arc<Database>) {
                         // never see a transfer half done (no dirty read).
                         let r = transfer(&mut tx, &t, from, to, 1).and_then(|_| {
                             if n % 10 == 0 {
-                                let rows = tx.scan(&t, engine::KeyRange { low: std::ops::Bound::Unbounded, high: std::ops::Bound::Unbounded }, None, false, Fetch::Cols(&[2]), false)?;
+                                let rows = tx.scan(
+                                    &t,
+                                    engine::KeyRange {
+                                        low: std::ops::Bound::Unbounded,
+                                        high: std::ops::Bound::Unbounded,
+                                    },
+                                    None,
+                                    false,
+                                    Fetch::Cols(&[2]),
+                                    false,
+                                )?;
                                 let sum: i64 = rows.iter().map(|r| r[0].as_int().unwrap()).sum();
-                                assert_eq!(sum, ACCOUNTS * 100, "a reader saw money appear or vanish");
+                                assert_eq!(
+                                    sum,
+                                    ACCOUNTS * 100,
+                                    "a reader saw money appear or vanish"
+                                );
                             }
                             Ok(())
                         });
@@ -57,8 +72,15 @@ fn run_bank(db: Arc<Database>) {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(committed.load(Ordering::Relaxed), (THREADS * TRANSFERS) as u64);
-    assert_eq!(total(&db, &t), ACCOUNTS * 100, "money was created or destroyed");
+    assert_eq!(
+        committed.load(Ordering::Relaxed),
+        (THREADS * TRANSFERS) as u64
+    );
+    assert_eq!(
+        total(&db, &t),
+        ACCOUNTS * 100,
+        "money was created or destroyed"
+    );
     db.check_invariants().unwrap();
 }
 
@@ -70,20 +92,40 @@ fn bank_transfers_conserve_money_with_the_full_engine() {
 #[test]
 fn bank_transfers_conserve_money_with_single_switches_off() {
     // Every switch that still allows several threads.
-    for sw in [Switch::BtreeKeys, Switch::DiskLog, Switch::MainLog, Switch::DirLookup, Switch::SmallPage, Switch::PageAccess, Switch::Xactions] {
+    for sw in [
+        Switch::BtreeKeys,
+        Switch::DiskLog,
+        Switch::MainLog,
+        Switch::DirLookup,
+        Switch::SmallPage,
+        Switch::PageAccess,
+        Switch::Xactions,
+    ] {
         let mut s = Switches::preset(Preset::Full);
         s.set(sw, false);
         if sw == Switch::MainLog {
             s.set(Switch::DiskLog, false);
         }
-        let db = Database::open(DbConfig { switches: s, threads: THREADS, pool_mib: 16, ..DbConfig::default() }).unwrap();
+        let db = Database::open(DbConfig {
+            switches: s,
+            threads: THREADS,
+            pool_mib: 16,
+            ..DbConfig::default()
+        })
+        .unwrap();
         run_bank(db);
     }
 }
 
 #[test]
 fn bank_transfers_conserve_money_with_page_locking() {
-    let db = Database::open(DbConfig { threads: THREADS, pool_mib: 16, page_locking: true, ..DbConfig::default() }).unwrap();
+    let db = Database::open(DbConfig {
+        threads: THREADS,
+        pool_mib: 16,
+        page_locking: true,
+        ..DbConfig::default()
+    })
+    .unwrap();
     run_bank(db);
 }
 
@@ -99,8 +141,14 @@ fn no_lost_update_on_a_hot_counter() {
                     loop {
                         let mut tx = db.begin().unwrap();
                         let r = (|| {
-                            let v = tx.get(&t, &[Value::Int(0)], Fetch::Cols(&[2]), false)?.unwrap();
-                            tx.update(&t, &[Value::Int(0)], &[(2, Value::Int(v[0].as_int().unwrap() + 1))])?;
+                            let v = tx
+                                .get(&t, &[Value::Int(0)], Fetch::Cols(&[2]), false)?
+                                .unwrap();
+                            tx.update(
+                                &t,
+                                &[Value::Int(0)],
+                                &[(2, Value::Int(v[0].as_int().unwrap() + 1))],
+                            )?;
                             Ok::<_, TxError>(())
                         })();
                         match r {
@@ -134,7 +182,8 @@ fn deadlock_victim_is_chosen_and_the_other_finishes() {
             let (db, t, barrier) = (db.clone(), t.clone(), barrier.clone());
             std::thread::spawn(move || {
                 let mut tx = db.begin().unwrap();
-                tx.update(&t, &[Value::Int(a)], &[(2, Value::Int(1))]).unwrap();
+                tx.update(&t, &[Value::Int(a)], &[(2, Value::Int(1))])
+                    .unwrap();
                 barrier.wait();
                 match tx.update(&t, &[Value::Int(b)], &[(2, Value::Int(2))]) {
                     Ok(_) => {
@@ -149,9 +198,15 @@ fn deadlock_victim_is_chosen_and_the_other_finishes() {
                 }
             })
         })
+        .collect::<Vec<_>>()
+        .into_iter()
         .map(|h| h.join().unwrap())
         .collect();
-    assert_eq!(outcomes.iter().filter(|ok| **ok).count(), 1, "exactly one victim: {outcomes:?}");
+    assert_eq!(
+        outcomes.iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one victim: {outcomes:?}"
+    );
 }
 
 #[test]
@@ -160,19 +215,35 @@ fn a_scan_blocks_phantom_inserts_until_it_commits() {
     let t = load_accounts(&db, 10);
     let mut reader = db.begin().unwrap();
     let lo = [Value::Int(0)];
-    let range = || engine::KeyRange { low: std::ops::Bound::Included(&lo[..]), high: std::ops::Bound::Unbounded };
-    let first = reader.scan(&t, range(), None, false, Fetch::Cols(&[0]), false).unwrap();
+    let range = || engine::KeyRange {
+        low: std::ops::Bound::Included(&lo[..]),
+        high: std::ops::Bound::Unbounded,
+    };
+    let first = reader
+        .scan(&t, range(), None, false, Fetch::Cols(&[0]), false)
+        .unwrap();
     let inserted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let (db, t, inserted) = (db.clone(), t.clone(), inserted.clone());
         std::thread::spawn(move || {
-            db.run(|tx| tx.insert(&t, &[Value::Int(50), Value::Str("late".into()), Value::Int(0)])).unwrap();
+            db.run(|tx| {
+                tx.insert(
+                    &t,
+                    &[Value::Int(50), Value::Str("late".into()), Value::Int(0)],
+                )
+            })
+            .unwrap();
             inserted.store(true, Ordering::SeqCst);
         })
     };
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(!inserted.load(Ordering::SeqCst), "the insert went into a range a running scan covers");
-    let again = reader.scan(&t, range(), None, false, Fetch::Cols(&[0]), false).unwrap();
+    assert!(
+        !inserted.load(Ordering::SeqCst),
+        "the insert went into a range a running scan covers"
+    );
+    let again = reader
+        .scan(&t, range(), None, false, Fetch::Cols(&[0]), false)
+        .unwrap();
     assert_eq!(first, again, "phantom row appeared");
     reader.commit().unwrap();
     writer.join().unwrap();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use engine::{Database, DbConfig, Fetch, TableSchema, Value};
+use engine::{Database, DbConfig, Fetch, TableSchema, Tx, Value};
 use rand::{Rng, SeedableRng};
 
 const ACCOUNTS: i64 = 200;
@@ -29,7 +29,11 @@ fn open_durable(dir: &Path) -> Arc<Database> {
 }
 
 fn receipts_schema() -> TableSchema {
-    TableSchema::new("receipts").int("seq").int("amount").key(&["seq"]).int_key(&[40])
+    TableSchema::new("receipts")
+        .int("seq")
+        .int("amount")
+        .key(&["seq"])
+        .int_key(&[40])
 }
 
 /// The child: transfers money and records a receipt per transfer, printing `ACK seq` once the
@@ -54,14 +58,16 @@ fn crash_child() {
         if seq % 7 == 0 {
             // A wide change, then either rolled back or left hanging for the kill.
             for id in 0..ACCOUNTS {
-                tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-1_000_000))]).unwrap();
+                tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-1_000_000))])
+                    .unwrap();
             }
             if seq % 2 == 0 {
                 tx.abort().unwrap();
                 continue;
             }
             for id in 0..ACCOUNTS {
-                tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(100))]).unwrap();
+                tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(100))])
+                    .unwrap();
             }
             tx.abort().unwrap();
             continue;
@@ -76,9 +82,16 @@ fn verify(dir: &Path, acked: &[i64]) -> i64 {
     let db = open_durable(dir);
     let t = db.table("accounts").unwrap();
     let r = db.table("receipts").unwrap();
-    assert_eq!(total(&db, &t), ACCOUNTS * 100, "a transfer is half there after recovery");
+    assert_eq!(
+        total(&db, &t),
+        ACCOUNTS * 100,
+        "a transfer is half there after recovery"
+    );
     let receipts = dump(&db, &r);
-    let present: std::collections::HashSet<i64> = receipts.iter().map(|row| row[0].as_int().unwrap()).collect();
+    let present: std::collections::HashSet<i64> = receipts
+        .iter()
+        .map(|row| row[0].as_int().unwrap())
+        .collect();
     for seq in acked {
         assert!(present.contains(seq), "acknowledged commit {seq} lost");
     }
@@ -87,7 +100,10 @@ fn verify(dir: &Path, acked: &[i64]) -> i64 {
             .run(|tx| tx.get(&t, &[Value::Int(id)], Fetch::Cols(&[2]), false))
             .unwrap()
             .unwrap();
-        assert!(row[0].as_int().unwrap() > -100_000, "an aborted wide update survived");
+        assert!(
+            row[0].as_int().unwrap() > -100_000,
+            "an aborted wide update survived"
+        );
     }
     db.check_invariants().unwrap();
     let next = present.iter().max().copied().unwrap_or(0) + 1;
@@ -110,7 +126,13 @@ fn crash_recovery_keeps_every_acknowledged_commit() {
     let rounds = 8;
     for round in 0..rounds {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .env("GLASS_CRASH_SEQ", seq.to_string())
             .stdout(Stdio::piped())
@@ -133,7 +155,10 @@ fn crash_recovery_keeps_every_acknowledged_commit() {
         seq = verify(dir.path(), &acked_all).max(seq + 1);
         eprintln!("round {round}: {} acknowledged so far", acked_all.len());
     }
-    assert!(!acked_all.is_empty(), "the child never committed: the test exercised nothing");
+    assert!(
+        !acked_all.is_empty(),
+        "the child never committed: the test exercised nothing"
+    );
 }
 
 #[test]
@@ -147,9 +172,13 @@ fn a_torn_log_tail_ends_the_log_cleanly() {
     // Leave a transaction's records in the log without its commit, then "crash".
     let mut tx = db.begin().unwrap();
     for id in 0..ACCOUNTS {
-        tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(0))]).unwrap();
+        tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(0))])
+            .unwrap();
     }
-    db.log().unwrap().flush_to(db.log().unwrap().end_lsn()).unwrap();
+    db.log()
+        .unwrap()
+        .flush_to(db.log().unwrap().end_lsn())
+        .unwrap();
     std::mem::forget(tx);
     drop(db);
     let log = dir.path().join("wal.log");
@@ -159,10 +188,22 @@ fn a_torn_log_tail_ends_the_log_cleanly() {
     f.set_len(len - 3).unwrap();
     drop(f);
     use std::io::Write;
-    std::fs::OpenOptions::new().append(true).open(&log).unwrap().write_all(&[0xAB; 37]).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .unwrap()
+        .write_all(&[0xAB; 37])
+        .unwrap();
     let db = open_durable(dir.path());
     let t = db.table("accounts").unwrap();
     assert_eq!(total(&db, &t), ACCOUNTS * 100);
-    let r = db.run(|tx| tx.get(&t, &[Value::Int(0)], Fetch::Cols(&[2]), false)).unwrap().unwrap();
-    assert_eq!(r[0], Value::Int(95), "committed transfers survive, the unfinished one does not");
+    let r = db
+        .run(|tx| tx.get(&t, &[Value::Int(0)], Fetch::Cols(&[2]), false))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        r[0],
+        Value::Int(95),
+        "committed transfers survive, the unfinished one does not"
+    );
 }

@@ -149,5 +149,7 @@ pub fn page_checksum(page: &[u8]) -> u32 {
 
 /// Reads the LSN stamped in a page header.
 pub fn page_lsn(page: &[u8]) -> Lsn {
-    Lsn(u64::from_le_bytes(page[OFFSET_LSN..OFFSET_LSN + 8].try_into().unwrap()))
+    Lsn(u64::from_le_bytes(
+        page[OFFSET_LSN..OFFSET_LSN + 8].try_into().unwrap(),
+    ))
 }
