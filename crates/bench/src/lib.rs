@@ -6,11 +6,17 @@
 //! - [`report`]: the result record (JSON) and the printed table;
 //! - [`progress`]: the live progress line;
 //! - [`manifest`]: what a database directory was loaded with;
-//! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls.
+//! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls;
+//! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
+//!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
+//!   [`plot`]: the ladder's figures.
 
+pub mod callgrind;
 pub mod driver;
 pub mod embedded;
+pub mod ladder;
 pub mod manifest;
+pub mod plot;
 pub mod progress;
 pub mod report;
 pub mod run;

@@ -37,6 +37,101 @@ enum Command {
     /// Open a database (recovering it if needed) and check the workload's consistency
     /// conditions; exit 0 only if all hold.
     Check(CheckArgs),
+    /// Measure the removal ladder: instructions per transaction under callgrind and time per
+    /// transaction natively, rung by rung; write a table, JSON and figures.
+    Ladder(LadderArgs),
+    /// Run a workload under callgrind and print instructions per transaction by component.
+    Profile(ProfileArgs),
+    /// One rung's measured run (started by `glass ladder`, natively or under callgrind).
+    #[command(hide = true)]
+    LadderChild(LadderChildArgs),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum LadderWorkload {
+    Tpcc,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum LadderTxn {
+    NewOrder,
+    Payment,
+    Mix,
+}
+
+#[derive(Args, Debug)]
+struct LadderArgs {
+    #[arg(value_enum)]
+    workload: LadderWorkload,
+    /// Which transactions to measure: New-Order, Payment, or both and the paper's 50/50 mix.
+    #[arg(long, value_enum, default_value = "mix")]
+    txn: LadderTxn,
+    /// Measured transactions per phase and rung.
+    #[arg(long, value_name = "N", default_value_t = bench::ladder::DEFAULT_TXNS, value_parser = clap::value_parser!(u64).range(1..))]
+    txns: u64,
+    /// Directory for the table, JSON, figures and callgrind files.
+    #[arg(long, value_name = "DIR", default_value = "glass-out/ladder")]
+    out: PathBuf,
+    /// Callgrind runs at the same time.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    jobs: u64,
+    /// Reduced TPC-C ITEM rows, for quick tests only (the paper's figures need 100000).
+    #[arg(long, hide = true, default_value_t = 100_000)]
+    items: u32,
+    /// Reduced customers per district, for quick tests only (3000 at full size).
+    #[arg(long, hide = true, default_value_t = 3_000)]
+    customers: u32,
+}
+
+#[derive(Args, Debug)]
+struct LadderChildArgs {
+    #[arg(long)]
+    rung: usize,
+    /// Comma-separated phases: new-order, payment, mix.
+    #[arg(long)]
+    phases: String,
+    #[arg(long)]
+    txns: u64,
+    #[arg(long, default_value_t = 200)]
+    warmup: u64,
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
+    #[arg(long, default_value_t = 100_000)]
+    items: u32,
+    #[arg(long, default_value_t = 3_000)]
+    customers: u32,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+#[derive(Args, Debug)]
+struct ProfileArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    /// Count instructions with callgrind (the only profile so far).
+    #[arg(long, required = true)]
+    instructions: bool,
+    /// Measured transactions.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    txns: u64,
+    #[command(flatten)]
+    data: DataArgs,
+    /// TPC-C mix.
+    #[arg(long, value_enum, default_value = "full")]
+    mix: MixName,
+    /// YCSB core workload, A to F.
+    #[arg(long, value_name = "A..F", value_parser = parse_ycsb_workload)]
+    ycsb_workload: Option<char>,
+    #[command(flatten)]
+    engine: EngineArgs,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Keep the callgrind output here (default: a temporary directory).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Internal: run the measured child (under callgrind).
+    #[arg(long, hide = true)]
+    child: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -313,6 +408,39 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+fn ladder_child(args: LadderChildArgs) -> anyhow::Result<ExitCode> {
+    use bench::ladder::measure::{run_rung, Phase, RungRun};
+    let phases = args
+        .phases
+        .split(',')
+        .map(Phase::from_name)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(UsageError)?;
+    let run = RungRun {
+        rung: args.rung,
+        phases,
+        txns: args.txns,
+        warmup: args.warmup,
+        reps: args.reps,
+        items: args.items,
+        customers: args.customers,
+        seed: args.seed,
+    };
+    let outcome = run_rung(&run)?;
+    println!("{}", serde_json::to_string(&outcome)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
+    let _ = args;
+    anyhow::bail!("not yet")
+}
+
+fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
+    let _ = args;
+    anyhow::bail!("not yet")
+}
+
 /// Collapses clap's multi-line error into one line: the message, with its tip or the valid
 /// values, without the usage block and the "--help" hint.
 fn one_line(err: &clap::Error) -> String {
@@ -352,6 +480,9 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Load(args) => load(args),
         Command::Check(args) => check(args),
+        Command::Ladder(args) => ladder(args),
+        Command::Profile(args) => profile(args),
+        Command::LadderChild(args) => ladder_child(args),
     };
     match outcome {
         Ok(code) => code,

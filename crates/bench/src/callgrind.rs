@@ -1,0 +1,812 @@
+//! Callgrind: its output format, the attribution of costs to operations and components, and
+//! the client requests that start instrumentation and dump a profile from inside the program.
+//!
+//! ## The output format (what [`Profile::parse`] reads)
+//!
+//! ```text
+//!   events: Ir                       event names; cost columns follow in this order
+//!   positions: line                  position columns before the costs ("instr line" = 2)
+//!   fl=(3) src/table.rs              file, defining id 3 ("fl=(3)" reuses it); fi=/fe= likewise
+//!   fn=(7) engine::table::Records::with
+//!   15 120                           self cost of fn 7: position(s), then costs
+//!   cfn=(9) storage::heap::Heap::with_record
+//!   calls=4 88                       4 calls to fn 9 (target position 88) ...
+//!   16 900                           ... whose inclusive cost is the next line
+//!   totals: 5000                     (or summary:) the sum of all self costs
+//! ```
+//!
+//! Positions may be absolute, `+N`/`-N` relative or `*` (same); they are skipped, never
+//! interpreted. Names are compressed: `(id) name` defines, `(id)` refers; `fn`/`cfn` share one
+//! id space, files (`fl`, `fi`, `fe`, `cfi`, `cfl`) another, objects (`ob`, `cob`) a third.
+//! A recursion level suffix (`foo'2`, from `--separate-recs`) is folded into `foo`.
+//!
+//! Inclusive cost of a function = its self cost + the inclusive cost of its calls to other
+//! functions (calls to itself are already inside its self cost and are not added again).
+//!
+//! ## Attribution
+//!
+//! [`operation_of`] maps the engine's non-inlined entry points to the 2008 paper's operations
+//! (Figures 5 and 6); [`Component::of`] maps any demangled symbol, by crate and module path,
+//! to the component it belongs to (Figure 8).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+/// A malformed callgrind file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("callgrind output line {line}: {message}")]
+pub struct ParseError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// The costs of one function in one profile (first event only, usually `Ir`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FunctionCost {
+    pub self_cost: u64,
+    /// Self cost plus the inclusive cost of calls to other functions.
+    pub inclusive: u64,
+    /// Times it was called (from callers inside the profile).
+    pub calls: u64,
+}
+
+/// One parsed callgrind dump.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub events: Vec<String>,
+    /// Demangled name → costs.
+    pub functions: BTreeMap<String, FunctionCost>,
+    /// `(caller, callee)` → (calls, inclusive cost of those calls).
+    pub calls: BTreeMap<(String, String), (u64, u64)>,
+    /// The sum of every function's self cost.
+    pub total: u64,
+    /// `totals:`/`summary:` as written in the file, if it was.
+    pub stated_total: Option<u64>,
+    /// `desc: Trigger: ...` (e.g. the client request that dumped it).
+    pub trigger: Option<String>,
+}
+
+#[derive(Default)]
+struct Names {
+    by_id: HashMap<u64, String>,
+}
+
+impl Names {
+    /// Resolves `(id) name`, `(id)` or a plain `name`.
+    fn resolve(&mut self, text: &str, line: usize) -> Result<String, ParseError> {
+        let text = text.trim();
+        let Some(rest) = text.strip_prefix('(') else {
+            return Ok(text.to_string());
+        };
+        let close = rest.find(')').ok_or_else(|| ParseError {
+            line,
+            message: format!("unclosed name id in '{text}'"),
+        })?;
+        let id: u64 = rest[..close].parse().map_err(|_| ParseError {
+            line,
+            message: format!("bad name id in '{text}'"),
+        })?;
+        let name = rest[close + 1..].trim();
+        if name.is_empty() {
+            self.by_id.get(&id).cloned().ok_or_else(|| ParseError {
+                line,
+                message: format!("name id ({id}) used before it was defined"),
+            })
+        } else {
+            self.by_id.insert(id, name.to_string());
+            Ok(name.to_string())
+        }
+    }
+}
+
+/// Folds `foo'2` (a recursion level) into `foo`.
+fn base_name(name: &str) -> &str {
+    match name.rfind('\'') {
+        Some(at)
+            if !name[at + 1..].is_empty() && name[at + 1..].bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            &name[..at]
+        }
+        _ => name,
+    }
+}
+
+impl Profile {
+    /// Parses one callgrind output file's text.
+    pub fn parse(text: &str) -> Result<Profile, ParseError> {
+        let mut profile = Profile::default();
+        let mut functions = Names::default();
+        let mut files = Names::default();
+        let mut objects = Names::default();
+        let mut position_columns = 1usize;
+        let mut current: Option<String> = None;
+        let mut callee: Option<String> = None;
+        // Set by a `calls=` line: the next cost line is that call's inclusive cost.
+        let mut pending_call: Option<(String, u64)> = None;
+        let mut self_costs: BTreeMap<String, u64> = BTreeMap::new();
+
+        for (index, raw) in text.lines().enumerate() {
+            let line_no = index + 1;
+            let line = raw.trim_end();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let first = line.as_bytes()[0];
+            if first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'*') {
+                let cost = cost_of(line, position_columns, line_no)?;
+                if let Some((target, count)) = pending_call.take() {
+                    let caller = current.clone().ok_or_else(|| ParseError {
+                        line: line_no,
+                        message: "call cost outside any fn".into(),
+                    })?;
+                    let entry = profile.calls.entry((caller, target)).or_insert((0, 0));
+                    entry.0 += count;
+                    entry.1 += cost;
+                } else {
+                    let name = current.clone().ok_or_else(|| ParseError {
+                        line: line_no,
+                        message: "cost line before any fn=".into(),
+                    })?;
+                    *self_costs.entry(name).or_insert(0) += cost;
+                }
+                continue;
+            }
+            let Some((key, value)) = line.split_once(['=', ':']) else {
+                return Err(ParseError {
+                    line: line_no,
+                    message: format!("unrecognised line '{line}'"),
+                });
+            };
+            match key {
+                "fn" => {
+                    let name = functions.resolve(value, line_no)?;
+                    current = Some(base_name(&name).to_string());
+                    self_costs.entry(base_name(&name).to_string()).or_insert(0);
+                }
+                "cfn" => {
+                    let name = functions.resolve(value, line_no)?;
+                    callee = Some(base_name(&name).to_string());
+                }
+                "calls" => {
+                    let count = value
+                        .split_whitespace()
+                        .next()
+                        .and_then(|c| c.parse::<u64>().ok())
+                        .ok_or_else(|| ParseError {
+                            line: line_no,
+                            message: format!("bad call count in '{line}'"),
+                        })?;
+                    let target = callee.take().ok_or_else(|| ParseError {
+                        line: line_no,
+                        message: "calls= without a preceding cfn=".into(),
+                    })?;
+                    pending_call = Some((target, count));
+                }
+                "fl" | "fi" | "fe" | "cfi" | "cfl" => {
+                    files.resolve(value, line_no)?;
+                }
+                "ob" | "cob" => {
+                    objects.resolve(value, line_no)?;
+                }
+                "events" => {
+                    profile.events = value.split_whitespace().map(str::to_string).collect();
+                }
+                "positions" => {
+                    position_columns = value.split_whitespace().count().max(1);
+                }
+                "totals" | "summary" => {
+                    let t = value.split_whitespace().next().and_then(|v| v.parse().ok());
+                    if profile.stated_total.is_none() || key == "totals" {
+                        profile.stated_total = t;
+                    }
+                }
+                "desc" => {
+                    if let Some(trigger) = value.trim().strip_prefix("Trigger:") {
+                        profile.trigger = Some(trigger.trim().to_string());
+                    }
+                }
+                // Header lines and jump records carry nothing we use.
+                _ => {}
+            }
+        }
+        for (name, self_cost) in self_costs {
+            profile.functions.insert(
+                name,
+                FunctionCost {
+                    self_cost,
+                    inclusive: self_cost,
+                    calls: 0,
+                },
+            );
+        }
+        for ((caller, target), (count, cost)) in &profile.calls {
+            if caller != target {
+                profile
+                    .functions
+                    .entry(caller.clone())
+                    .or_default()
+                    .inclusive += cost;
+            }
+            profile.functions.entry(target.clone()).or_default().calls += count;
+        }
+        profile.total = profile.functions.values().map(|f| f.self_cost).sum();
+        Ok(profile)
+    }
+
+    /// Reads and parses a file.
+    pub fn read(path: &std::path::Path) -> anyhow::Result<Profile> {
+        use anyhow::Context;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read callgrind output {}", path.display()))?;
+        Profile::parse(&text).with_context(|| format!("parse {}", path.display()))
+    }
+
+    /// The summed costs of every function whose name satisfies `wanted`.
+    pub fn matching(&self, wanted: impl Fn(&str) -> bool) -> FunctionCost {
+        let mut sum = FunctionCost::default();
+        for (name, cost) in &self.functions {
+            if wanted(name) {
+                sum.self_cost += cost.self_cost;
+                sum.inclusive += cost.inclusive;
+                sum.calls += cost.calls;
+            }
+        }
+        sum
+    }
+
+    /// Self cost per component.
+    pub fn by_component(&self) -> BTreeMap<Component, u64> {
+        let mut split = BTreeMap::new();
+        for (name, cost) in &self.functions {
+            *split.entry(Component::of(name)).or_insert(0) += cost.self_cost;
+        }
+        split
+    }
+
+    /// Cost per operation (Figures 5 and 6): each entry point's inclusive cost, less what it
+    /// spends in calls to other entry points (so nested operations are not counted twice);
+    /// [`Operation::Other`] is the rest of the total.
+    pub fn by_operation(&self) -> BTreeMap<Operation, u64> {
+        let mut split: BTreeMap<Operation, u64> = BTreeMap::new();
+        for (name, cost) in &self.functions {
+            if let Some(op) = operation_of(name) {
+                *split.entry(op).or_insert(0) += cost.inclusive;
+            }
+        }
+        for ((caller, target), (_, cost)) in &self.calls {
+            if let (Some(a), Some(_)) = (operation_of(caller), operation_of(target)) {
+                if caller != target {
+                    let e = split.entry(a).or_insert(0);
+                    *e = e.saturating_sub(*cost);
+                }
+            }
+        }
+        let named: u64 = split.values().sum();
+        split.insert(Operation::Other, self.total.saturating_sub(named));
+        split
+    }
+}
+
+fn cost_of(line: &str, position_columns: usize, line_no: usize) -> Result<u64, ParseError> {
+    let mut fields = line.split_whitespace().skip(position_columns);
+    match fields.next() {
+        None => Ok(0),
+        Some(first) => first.parse::<u64>().map_err(|_| ParseError {
+            line: line_no,
+            message: format!("bad cost '{first}' in '{line}'"),
+        }),
+    }
+}
+
+/// The 2008 paper's per-operation breakdown (Figures 5 and 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Operation {
+    Begin,
+    BtreeLookup,
+    PinUnpin,
+    UpdateRecord,
+    CreateRecord,
+    InsertIndex,
+    Commit,
+    Other,
+}
+
+impl Operation {
+    pub const ALL: [Operation; 8] = [
+        Operation::Begin,
+        Operation::BtreeLookup,
+        Operation::PinUnpin,
+        Operation::UpdateRecord,
+        Operation::CreateRecord,
+        Operation::InsertIndex,
+        Operation::Commit,
+        Operation::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Operation::Begin => "begin",
+            Operation::BtreeLookup => "btree lookup",
+            Operation::PinUnpin => "pin/unpin",
+            Operation::UpdateRecord => "update record",
+            Operation::CreateRecord => "create record",
+            Operation::InsertIndex => "insert index",
+            Operation::Commit => "commit",
+            Operation::Other => "other",
+        }
+    }
+}
+
+/// The operation whose entry point `symbol` is (the engine's `#[inline(never)]` functions).
+pub fn operation_of(symbol: &str) -> Option<Operation> {
+    let s = strip_hash(symbol);
+    Some(match s {
+        "engine::txn::Transaction::begin" | "engine::db::Database::begin" => Operation::Begin,
+        "engine::txn::Transaction::commit" => Operation::Commit,
+        "engine::table::IndexStore::get" => Operation::BtreeLookup,
+        "engine::table::Records::with" => Operation::PinUnpin,
+        "engine::table::Records::write" => Operation::UpdateRecord,
+        "engine::table::Records::insert" => Operation::CreateRecord,
+        "engine::table::IndexStore::insert" => Operation::InsertIndex,
+        _ => return None,
+    })
+}
+
+/// Drops a legacy-mangling hash suffix (`::h0123456789abcdef`) if the demangler kept it.
+fn strip_hash(symbol: &str) -> &str {
+    match symbol.rfind("::h") {
+        Some(at)
+            if symbol.len() - at == 19
+                && symbol[at + 3..].bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            &symbol[..at]
+        }
+        _ => symbol,
+    }
+}
+
+/// Where an instruction is spent (Figure 8), decided by the symbol's crate and module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Component {
+    BufferManager,
+    Index,
+    Records,
+    Latching,
+    Locking,
+    Logging,
+    KeysAndRecords,
+    TransactionEngine,
+    UsefulWork,
+    Runtime,
+    Other,
+}
+
+impl Component {
+    pub const ALL: [Component; 11] = [
+        Component::BufferManager,
+        Component::Index,
+        Component::Records,
+        Component::Latching,
+        Component::Locking,
+        Component::Logging,
+        Component::KeysAndRecords,
+        Component::TransactionEngine,
+        Component::UsefulWork,
+        Component::Runtime,
+        Component::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Component::BufferManager => "buffer manager",
+            Component::Index => "B-tree/index",
+            Component::Records => "records",
+            Component::Latching => "latching",
+            Component::Locking => "locking",
+            Component::Logging => "logging",
+            Component::KeysAndRecords => "key and record code",
+            Component::TransactionEngine => "transaction/engine",
+            Component::UsefulWork => "useful work",
+            Component::Runtime => "runtime (malloc, memcpy, std)",
+            Component::Other => "other",
+        }
+    }
+
+    /// The component of a demangled symbol. `<A as B>::f` belongs to A's path;
+    /// `core::ptr::drop_in_place<T>` to T's (dropping a glass type is that type's code).
+    pub fn of(symbol: &str) -> Component {
+        let s = strip_hash(symbol.trim());
+        let s = s.strip_prefix('<').unwrap_or(s);
+        if let Some(inner) = s.strip_prefix("core::ptr::drop_in_place<") {
+            // The first glass path inside the dropped type decides (`[engine::value::Value; 8]`,
+            // `alloc::vec::Vec<workloads::...>`); a type of std alone is runtime.
+            let glass = GLASS_CRATES
+                .iter()
+                .filter_map(|c| find_path(inner, c))
+                .min();
+            if let Some(at) = glass {
+                return Component::of_path(&inner[at..]);
+            }
+        }
+        Component::of_path(s)
+    }
+
+    fn of_path(path: &str) -> Component {
+        let path = path.strip_prefix('&').unwrap_or(path);
+        let mut segments = path.split("::");
+        let krate = segments.next().unwrap_or("");
+        let module = segments.next().unwrap_or("");
+        let module = module.split(['<', ' ', '{']).next().unwrap_or("");
+        match krate {
+            "storage" => match module {
+                "buffer" | "page" | "file" | "device" | "counters" => Component::BufferManager,
+                "btree" | "memindex" | "hash" => Component::Index,
+                "heap" | "memstore" => Component::Records,
+                "latch" => Component::Latching,
+                _ => Component::Other,
+            },
+            "parking_lot" | "parking_lot_core" | "lock_api" => Component::Latching,
+            "txn" => Component::Locking,
+            "wal" | "crc32fast" => Component::Logging,
+            "engine" => match module {
+                "keys" | "record" | "value" | "schema" => Component::KeysAndRecords,
+                _ => Component::TransactionEngine,
+            },
+            "workloads" | "kernel" => Component::UsefulWork,
+            "std" | "alloc" | "core" | "hashbrown" | "compiler_builtins" | "__rustc" => {
+                Component::Runtime
+            }
+            _ if is_libc(path) => Component::Runtime,
+            _ => Component::Other,
+        }
+    }
+}
+
+const GLASS_CRATES: [&str; 6] = [
+    "storage::",
+    "wal::",
+    "txn::",
+    "engine::",
+    "workloads::",
+    "kernel::",
+];
+
+/// Where `krate` (`"engine::"`) starts a path in `text` (not inside another name).
+fn find_path(text: &str, krate: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(found) = text[from..].find(krate) {
+        let at = from + found;
+        let before = text[..at].chars().next_back();
+        if !matches!(before, Some(c) if c.is_alphanumeric() || c == '_' || c == ':') {
+            return Some(at);
+        }
+        from = at + krate.len();
+    }
+    None
+}
+
+/// C library and allocator symbols (glibc's `memcpy` variants, `malloc`, `_int_free`, ...).
+fn is_libc(name: &str) -> bool {
+    let n = name.trim_start_matches('_');
+    [
+        "mem",
+        "malloc",
+        "int_malloc",
+        "int_free",
+        "free",
+        "calloc",
+        "realloc",
+        "str",
+        "libc_",
+        "pthread",
+        "tcache",
+        "unlink_chunk",
+        "clock_gettime",
+        "bcmp",
+        "dl_",
+        "alloc_perturb",
+        "round",
+    ]
+    .iter()
+    .any(|p| n.starts_with(p))
+}
+
+/// Valgrind client requests (x86-64): a special no-op instruction sequence that valgrind
+/// recognises and a native run executes as nothing (the request's default answer comes back).
+pub mod client {
+    const CALLGRIND_BASE: usize = ((b'C' as usize) << 24) | ((b'T' as usize) << 16);
+    const DUMP_STATS_AT: usize = CALLGRIND_BASE + 3;
+    const START_INSTRUMENTATION: usize = CALLGRIND_BASE + 4;
+    const STOP_INSTRUMENTATION: usize = CALLGRIND_BASE + 5;
+    const RUNNING_ON_VALGRIND: usize = 0x1001;
+
+    #[cfg(target_arch = "x86_64")]
+    fn request(default: usize, args: [usize; 6]) -> usize {
+        let result: usize;
+        // SAFETY: the sequence rotates rdi by 128 bits in all (leaving it unchanged) and
+        // exchanges rbx with itself: natively it changes no register but flags; valgrind
+        // reads the six words at rax and writes its answer to rdx. `args` outlives the asm.
+        unsafe {
+            std::arch::asm!(
+                "rol rdi, 3",
+                "rol rdi, 13",
+                "rol rdi, 61",
+                "rol rdi, 51",
+                "xchg rbx, rbx",
+                inout("rdx") default => result,
+                in("rax") args.as_ptr(),
+                inout("rdi") 0usize => _,
+                options(nostack),
+            );
+        }
+        result
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    fn request(default: usize, _args: [usize; 6]) -> usize {
+        default
+    }
+
+    /// True when running under valgrind.
+    pub fn running_on_valgrind() -> bool {
+        request(0, [RUNNING_ON_VALGRIND, 0, 0, 0, 0, 0]) != 0
+    }
+
+    /// Starts instrumenting (for `--instr-atstart=no`).
+    pub fn start_instrumentation() {
+        request(0, [START_INSTRUMENTATION, 0, 0, 0, 0, 0]);
+    }
+
+    /// Stops instrumenting.
+    pub fn stop_instrumentation() {
+        request(0, [STOP_INSTRUMENTATION, 0, 0, 0, 0, 0]);
+    }
+
+    /// Writes the costs collected so far as one dump (`OUT.1`, `OUT.2`, ...) whose trigger
+    /// names `label`, and zeroes them.
+    pub fn dump_stats_at(label: &str) {
+        let mut text: Vec<u8> = label.bytes().filter(|b| *b != 0).collect();
+        text.push(0);
+        request(0, [DUMP_STATS_AT, text.as_ptr() as usize, 0, 0, 0, 0]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = "\
+version: 1
+creator: callgrind-3.19.0
+positions: line
+events: Ir
+summary: 1000
+
+ob=(1) /glass
+fl=(1) src/txn.rs
+fn=(1) bench::ladder::measure::measured_txn
+10 50
+cfn=(2) engine::txn::Transaction::begin
+calls=1 20
+11 100
+cfn=(3) engine::txn::Transaction::commit
+calls=1 30
++1 250
+cfn=(4) <engine::txn::Transaction as engine::api::Tx>::get
+calls=2 40
+* 600
+
+fn=(2)
+20 60
+cfn=(5) __memcpy_avx_unaligned_erms
+calls=1 0
+21 40
+
+fn=(3)
+30 250
+
+fn=(4)
+40 200
+cfn=(6) engine::table::IndexStore::get
+calls=2 0
+41 400
+
+fn=(6)
+0 300
+cfn=(6)
+calls=1 0
+0 70
+cfn=(7) storage::btree::tree::BTree::get'2
+calls=3 0
+0 100
+
+fn=(7) storage::btree::tree::BTree::get
+0 60
+fn=(7)
+0 40
+
+fn=(5)
+0 40
+totals: 1000
+";
+
+    #[test]
+    fn parses_self_inclusive_and_calls() {
+        let p = Profile::parse(SMALL).unwrap();
+        assert_eq!(p.events, vec!["Ir"]);
+        assert_eq!(p.stated_total, Some(1000));
+        assert_eq!(p.total, 50 + 60 + 250 + 200 + 300 + 100 + 40);
+        let m = &p.functions["bench::ladder::measure::measured_txn"];
+        assert_eq!(m.self_cost, 50);
+        assert_eq!(m.inclusive, 50 + 100 + 250 + 600);
+        let begin = &p.functions["engine::txn::Transaction::begin"];
+        assert_eq!(
+            (begin.self_cost, begin.inclusive, begin.calls),
+            (60, 100, 1)
+        );
+        // A recursive call is not added to the inclusive cost a second time.
+        let get = &p.functions["engine::table::IndexStore::get"];
+        assert_eq!((get.self_cost, get.inclusive, get.calls), (300, 400, 3));
+        // 'N recursion levels fold into the base name; id (7) named with the suffix.
+        let tree = &p.functions["storage::btree::tree::BTree::get"];
+        assert_eq!(tree.self_cost, 100);
+        assert_eq!(tree.calls, 3);
+        assert_eq!(p.functions["__memcpy_avx_unaligned_erms"].calls, 1);
+    }
+
+    #[test]
+    fn operation_split_sums_to_the_total() {
+        let p = Profile::parse(SMALL).unwrap();
+        let ops = p.by_operation();
+        assert_eq!(ops[&Operation::Begin], 100);
+        assert_eq!(ops[&Operation::Commit], 250);
+        assert_eq!(ops[&Operation::BtreeLookup], 400);
+        assert_eq!(ops.values().sum::<u64>(), p.total);
+        assert_eq!(ops[&Operation::Other], p.total - 750);
+    }
+
+    #[test]
+    fn component_split_sums_to_the_total() {
+        let p = Profile::parse(SMALL).unwrap();
+        let c = p.by_component();
+        assert_eq!(c.values().sum::<u64>(), p.total);
+        assert_eq!(c[&Component::Runtime], 40);
+        assert_eq!(c[&Component::Index], 100);
+        assert_eq!(c[&Component::TransactionEngine], 60 + 250 + 200 + 300);
+        assert_eq!(c[&Component::Other], 50);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = Profile::parse("events: Ir\nfn=(1) a\n10 x\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        let e = Profile::parse("events: Ir\nfn=(9)\n").unwrap_err();
+        assert!(e.message.contains("(9)"), "{e}");
+        let e = Profile::parse("events: Ir\n10 5\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        let e = Profile::parse("events: Ir\nfn=a\ncalls=1 2\n").unwrap_err();
+        assert!(e.message.contains("cfn"), "{e}");
+    }
+
+    #[test]
+    fn positions_with_two_columns_and_missing_costs() {
+        let text = "positions: instr line\nevents: Ir Dr\nfn=f\n0x10 3 7 2\n+4 * 5\n+2 1\n";
+        let p = Profile::parse(text).unwrap();
+        assert_eq!(p.functions["f"].self_cost, 12);
+    }
+
+    #[test]
+    fn operations_of_real_entry_points() {
+        assert_eq!(
+            operation_of("engine::txn::Transaction::begin"),
+            Some(Operation::Begin)
+        );
+        assert_eq!(
+            operation_of("engine::table::Records::with::h0123456789abcdef"),
+            Some(Operation::PinUnpin)
+        );
+        assert_eq!(
+            operation_of("engine::table::IndexStore::insert"),
+            Some(Operation::InsertIndex)
+        );
+        assert_eq!(
+            operation_of("engine::table::Records::with::{{closure}}"),
+            None
+        );
+        assert_eq!(operation_of("engine::txn::Transaction::abort"), None);
+    }
+
+    #[test]
+    fn components_of_real_demangled_names() {
+        let cases = [
+            (
+                "storage::buffer::pool::BufferPool::fix",
+                Component::BufferManager,
+            ),
+            ("storage::btree::node::search_generic", Component::Index),
+            ("storage::memindex::MemIndex::get", Component::Index),
+            (
+                "storage::heap::file::HeapFile::with_record",
+                Component::Records,
+            ),
+            ("storage::memstore::MemStore::insert", Component::Records),
+            ("storage::latch::Latch::lock_shared", Component::Latching),
+            (
+                "parking_lot::raw_rwlock::RawRwLock::lock_shared_slow",
+                Component::Latching,
+            ),
+            ("lock_api::mutex::Mutex<R,T>::lock", Component::Latching),
+            ("txn::lock::manager::LockManager::lock", Component::Locking),
+            ("txn::cc::two_pl::TwoPhaseLocking::read", Component::Locking),
+            ("wal::log::LogManager::append", Component::Logging),
+            (
+                "crc32fast::specialized::pclmulqdq::calculate",
+                Component::Logging,
+            ),
+            ("engine::keys::encode_key", Component::KeysAndRecords),
+            ("engine::record::Layout::decode", Component::KeysAndRecords),
+            (
+                "engine::txn::Transaction::commit",
+                Component::TransactionEngine,
+            ),
+            (
+                "<engine::txn::Transaction as engine::api::Tx>::get",
+                Component::TransactionEngine,
+            ),
+            ("engine::db::Database::table", Component::TransactionEngine),
+            (
+                "workloads::tpcc::new_order::new_order",
+                Component::UsefulWork,
+            ),
+            (
+                "kernel::payment::<impl kernel::kernel::Kernel>::payment",
+                Component::UsefulWork,
+            ),
+            ("<kernel::kernel::Kernel>::run_mix", Component::UsefulWork),
+            ("alloc::raw_vec::RawVec<T,A>::grow_one", Component::Runtime),
+            ("core::fmt::write", Component::Runtime),
+            (
+                "hashbrown::raw::RawTable<T,A>::reserve_rehash",
+                Component::Runtime,
+            ),
+            (
+                "core::ptr::drop_in_place<engine::txn::Session>",
+                Component::TransactionEngine,
+            ),
+            (
+                "core::ptr::drop_in_place<alloc::vec::Vec<u8>>",
+                Component::Runtime,
+            ),
+            (
+                "core::ptr::drop_in_place<[engine::value::Value; 8]>",
+                Component::KeysAndRecords,
+            ),
+            (
+                "core::ptr::drop_in_place<alloc::vec::Vec<workloads::tpcc::new_order::ItemRow>>",
+                Component::UsefulWork,
+            ),
+            (
+                "core::ptr::drop_in_place<core::option::Option<txn::lock::manager::TxnLocks>>",
+                Component::Locking,
+            ),
+            ("__rustc::__rdl_alloc", Component::Runtime),
+            (
+                "<wal::storage::MemLogStorage as wal::storage::LogStorage>::sync",
+                Component::Logging,
+            ),
+            (
+                "<storage::btree::keys::SchemaKeyOrder as storage::btree::keys::KeyOrder>::compare",
+                Component::Index,
+            ),
+            ("__memcpy_avx_unaligned_erms", Component::Runtime),
+            ("malloc", Component::Runtime),
+            ("_int_free", Component::Runtime),
+            ("0x0000000000123456", Component::Other),
+            ("bench::ladder::measure::measured_txn", Component::Other),
+        ];
+        for (name, want) in cases {
+            assert_eq!(Component::of(name), want, "{name}");
+        }
+    }
+}
