@@ -32,12 +32,19 @@
 //! or `X`, and on success releases those leaf locks. Later leaf requests on the table are
 //! covered by it (an `S`-escalated table is converted to `X` for a write).
 //!
+//! Allocation. Once warm, the lock path allocates nothing: lock heads are recycled per
+//! bucket (see `table`), and a finished [`TxnLocks`] leaves its vectors and wait slot in a
+//! one-entry per-thread stash that the thread's next [`LockManager::begin`] takes back, so
+//! an engine that begins a fresh `TxnLocks` per transaction does not pay for them again.
+//! `tests/lock_alloc.rs` counts allocations to hold this.
+//!
 //! Statistics are counted in `TxnLocks` (no shared cache line on the lock path) and added
 //! to the manager's atomic totals by `release_all`. With `timing` on, every entry point
 //! reads the clock: `Lock` is its time minus the two waits, `Lock-PC` the time spent
 //! acquiring a contended bucket latch (a `try` first, so only the contended path is timed),
 //! `Lock-LC` the time blocked behind conflicting holders (the TPC-E paper's Figure 2).
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -247,15 +254,43 @@ impl TxnLocks {
     }
 }
 
+/// The reusable parts of a finished [`TxnLocks`]: empty vectors with their capacity and an
+/// idle wait slot.
+struct TxnBuffers {
+    held: Vec<(LockName, LockMode)>,
+    tables: Vec<TableLocks>,
+    slot: Arc<WaitSlot>,
+}
+
+thread_local! {
+    /// The buffers of the last `TxnLocks` this thread dropped after `release_all`.
+    static RECYCLED: Cell<Option<TxnBuffers>> = const { Cell::new(None) };
+}
+
 impl Drop for TxnLocks {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            debug_assert!(
-                self.held.is_empty(),
-                "{} dropped holding {} locks without release_all",
-                self.txn,
-                self.held.len()
-            );
+        if !self.held.is_empty() {
+            if !std::thread::panicking() {
+                debug_assert!(
+                    false,
+                    "{} dropped holding {} locks without release_all",
+                    self.txn,
+                    self.held.len()
+                );
+            }
+            return;
+        }
+        // Released: nobody else refers to the slot (waiters are gone), so it is idle.
+        if Arc::strong_count(&self.slot) == 1 {
+            let mut tables = std::mem::take(&mut self.tables);
+            tables.clear();
+            let buffers = TxnBuffers {
+                held: std::mem::take(&mut self.held),
+                tables,
+                slot: self.slot.clone(),
+            };
+            // During thread teardown the stash may be gone; the buffers are then freed.
+            let _ = RECYCLED.try_with(|r| r.set(Some(buffers)));
         }
     }
 }
@@ -294,12 +329,16 @@ impl LockManager {
 
     /// The lock state of a new transaction.
     pub fn begin(&self, txn: TxnId) -> TxnLocks {
+        let (held, tables, slot) = match RECYCLED.try_with(Cell::take).ok().flatten() {
+            Some(b) => (b.held, b.tables, b.slot),
+            None => (Vec::new(), Vec::new(), Arc::new(WaitSlot::new())),
+        };
         TxnLocks {
             txn,
-            held: Vec::new(),
+            held,
             database: None,
-            tables: Vec::new(),
-            slot: Arc::new(WaitSlot::new()),
+            tables,
+            slot,
             stats: LockStats::default(),
         }
     }
@@ -399,7 +438,7 @@ impl LockManager {
 
     /// Lock names with a head in the table (granted or waited for).
     pub fn lock_name_count(&self) -> usize {
-        self.table.buckets().map(|b| b.write().heads.len()).sum()
+        self.table.buckets().map(|b| b.write().heads().len()).sum()
     }
 
     /// Panics unless every head satisfies the lock table's invariants and the wait-for
@@ -409,8 +448,8 @@ impl LockManager {
         let mut waiting = Vec::new();
         for bucket in self.table.buckets() {
             let guard = bucket.write();
-            for (name, head) in &guard.heads {
-                head.check_invariants(name);
+            for head in guard.heads() {
+                head.check_invariants();
                 waiting.extend(head.queue.iter().map(|w| w.txn));
             }
         }
@@ -561,7 +600,8 @@ impl LockManager {
         t.stats.requests += 1;
         let txn = t.txn;
         let mut guard = self.latch(self.table.bucket(name), timer);
-        let head = guard.head_mut(name);
+        let index = guard.head_index(name);
+        let head = guard.head_at(index);
         let (want, upgrade) = match head.grant_of(txn) {
             Some(g) => {
                 let held = head.granted[g].mode;
@@ -644,9 +684,10 @@ impl LockManager {
                 break Ok(());
             }
             let timed_out = Instant::now() >= timeout_at;
-            let Some(head) = guard.heads.get_mut(&name) else {
+            let Some(index) = guard.position(name) else {
                 unreachable!("{txn} waits on {name}, which has no lock head");
             };
+            let head = guard.head_at(index);
             let mut graph = self.graph.lock();
             let victim = !timed_out && graph.cycle_through(txn).is_some();
             if timed_out || victim {
@@ -684,21 +725,17 @@ impl LockManager {
     /// Releases `txn`'s grant on `name` and grants what became grantable.
     fn release(&self, txn: TxnId, name: LockName, timer: &mut Timer) {
         let mut guard = self.latch(self.table.bucket(name), timer);
-        let unused = match guard.heads.get_mut(&name) {
-            Some(head) => {
-                head.remove_grant(txn);
-                if !head.queue.is_empty() {
-                    let mut graph = self.graph.lock();
-                    head.grant_waiters(|g| graph.remove(g));
-                    refresh_edges(head, &mut graph);
-                }
-                head.is_unused()
-            }
-            None => false,
+        let Some(index) = guard.position(name) else {
+            return;
         };
-        if unused {
-            guard.drop_if_unused(name);
+        let head = guard.head_at(index);
+        head.remove_grant(txn);
+        if !head.queue.is_empty() {
+            let mut graph = self.graph.lock();
+            head.grant_waiters(|g| graph.remove(g));
+            refresh_edges(head, &mut graph);
         }
+        guard.retire_if_unused(index);
     }
 
     /// Latches a bucket, timing the wait when the latch is contended and timing is on.

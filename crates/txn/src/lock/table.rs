@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!   LockTable
-//!   ├── bucket 0: Latch<Bucket> ── heads: { Record{1,42} → LockHead, Table(1) → LockHead, … }
-//!   ├── bucket 1: Latch<Bucket> ── …                               spare: [recycled heads]
+//!   ├── bucket 0: Latch<Bucket> ── heads: [ Record{1,42} | Table(1) ‖ spare | spare ]
+//!   ├── bucket 1: Latch<Bucket> ── …           in use: heads[..live]  ‖ recycled heads
 //!   └── …  (a power of two; bucket = hash64(name) & mask)
 //!
 //!   LockHead
@@ -24,11 +24,14 @@
 //! 4. the queue's front request is not grantable (otherwise it would have been granted):
 //!    the grant pass in [`LockHead::grant_waiters`] runs after every change.
 //!
-//! Heads are recycled through a per-bucket spare list so that, once warm, locking a fresh
-//! record allocates nothing (the map does not shrink on removal, and the spare heads keep
-//! their vectors' capacity).
+//! A bucket is a hash chain kept as one vector of heads: `heads[..live]` are the heads in
+//! use (found by a linear search of a chain that is short — the names hash over thousands
+//! of buckets), `heads[live..]` are spare heads recycled with their vectors' capacity. A
+//! head that becomes unused is swapped behind `live`; a fresh name takes the first spare.
+//! So once warm, locking a fresh record and releasing it allocate nothing: no map node, no
+//! head, no grant or queue vector (`tests/lock_alloc.rs` counts allocations to check it).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,10 +39,10 @@ use parking_lot::{Condvar, Mutex};
 use storage::latch::{Latch, LatchWriteGuard};
 
 use super::mode::LockMode;
-use super::name::{BuildNameHasher, LockName};
+use super::name::LockName;
 use super::TxnId;
 
-/// Spare heads kept per bucket.
+/// Spare heads kept per bucket (more are freed when a burst of names leaves the bucket).
 const SPARE_HEADS_MAX: usize = 32;
 
 /// One granted lock in a head.
@@ -118,13 +121,22 @@ impl WaitSlot {
 }
 
 /// The state of one lock name: granted group and FIFO wait queue.
-#[derive(Default)]
 pub(crate) struct LockHead {
+    /// The name this head locks (meaningless while the head is a spare).
+    pub name: LockName,
     pub granted: Vec<Grant>,
     pub queue: VecDeque<Waiter>,
 }
 
 impl LockHead {
+    fn new(name: LockName) -> Self {
+        LockHead {
+            name,
+            granted: Vec::new(),
+            queue: VecDeque::new(),
+        }
+    }
+
     /// Index of `txn`'s grant.
     #[inline]
     pub fn grant_of(&self, txn: TxnId) -> Option<usize> {
@@ -213,7 +225,8 @@ impl LockHead {
     }
 
     /// Panics if an invariant of the module documentation is broken.
-    pub fn check_invariants(&self, name: &LockName) {
+    pub fn check_invariants(&self) {
+        let name = &self.name;
         assert!(!self.is_unused(), "{name}: orphan lock head");
         for (i, a) in self.granted.iter().enumerate() {
             for b in &self.granted[i + 1..] {
@@ -265,32 +278,62 @@ impl LockHead {
     }
 }
 
-/// The heads of one partition of the name space.
+/// The heads of one partition of the name space: a hash chain plus its spare heads.
 #[derive(Default)]
 pub(crate) struct Bucket {
-    pub heads: HashMap<LockName, LockHead, BuildNameHasher>,
-    spare: Vec<LockHead>,
+    /// `heads[..live]`: the heads in use, one per name, in no order; `heads[live..]`: spares.
+    heads: Vec<LockHead>,
+    live: usize,
 }
 
 impl Bucket {
-    /// The head of `name`, created (from a spare when possible) if absent.
+    /// The heads in use.
     #[inline]
-    pub fn head_mut(&mut self, name: LockName) -> &mut LockHead {
-        let spare = &mut self.spare;
-        self.heads
-            .entry(name)
-            .or_insert_with(|| spare.pop().unwrap_or_default())
+    pub fn heads(&self) -> &[LockHead] {
+        &self.heads[..self.live]
     }
 
-    /// Removes the head of `name` if it became unused, keeping it as a spare.
+    /// Index of `name`'s head, if it has one.
     #[inline]
-    pub fn drop_if_unused(&mut self, name: LockName) {
-        if self.heads.get(&name).is_some_and(LockHead::is_unused) {
-            if let Some(head) = self.heads.remove(&name) {
-                if self.spare.len() < SPARE_HEADS_MAX {
-                    self.spare.push(head);
-                }
+    pub fn position(&self, name: LockName) -> Option<usize> {
+        self.heads[..self.live].iter().position(|h| h.name == name)
+    }
+
+    /// The head at `index` (from [`Bucket::position`] or [`Bucket::head_index`]).
+    #[inline]
+    pub fn head_at(&mut self, index: usize) -> &mut LockHead {
+        &mut self.heads[index]
+    }
+
+    /// Index of `name`'s head, taking a spare (or, before the bucket is warm, a new head)
+    /// if it has none.
+    #[inline]
+    pub fn head_index(&mut self, name: LockName) -> usize {
+        if let Some(i) = self.position(name) {
+            return i;
+        }
+        let i = self.live;
+        match self.heads.get_mut(i) {
+            Some(spare) => {
+                debug_assert!(spare.is_unused(), "spare head in use");
+                spare.name = name;
             }
+            None => self.heads.push(LockHead::new(name)),
+        }
+        self.live += 1;
+        i
+    }
+
+    /// Retires the head at `index` if it became unused, keeping it as a spare.
+    #[inline]
+    pub fn retire_if_unused(&mut self, index: usize) {
+        if !self.heads[index].is_unused() {
+            return;
+        }
+        self.live -= 1;
+        self.heads.swap(index, self.live);
+        if self.heads.len() - self.live > SPARE_HEADS_MAX {
+            self.heads.truncate(self.live + SPARE_HEADS_MAX);
         }
     }
 }
