@@ -1,1 +1,339 @@
-//! Figures (placeholder).
+//! The ladder's figures, each written as SVG and PNG.
+//!
+//! - `staircase` (the 2008 paper's Figures 1 and 7): instructions per New-Order and per
+//!   Payment at each rung, log scale, labelled with what each rung removed;
+//! - `breakdown-new-order`, `breakdown-payment` (Figures 5 and 6): per rung, instructions
+//!   stacked by operation;
+//! - `instructions-vs-time` (Figure 8): per rung, the share of rung 0's instructions it
+//!   removed beside the share of rung 0's time.
+//!
+//! Text needs a TrueType font: DejaVu Sans is loaded from [`FONT_PATH`] at run time. Without
+//! it no figure can lay out its labels; the figures are skipped with a note and the tables
+//! are still written.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::ladder::measure::Phase;
+use crate::ladder::report::{instructions, removed_shares};
+use crate::ladder::LadderResult;
+
+/// The font the figures use.
+pub const FONT_PATH: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+
+const SIZE: (u32, u32) = (1400, 760);
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Registers the font once; `Err` says why figures cannot be drawn.
+fn font() -> Result<(), String> {
+    static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let bytes = std::fs::read(FONT_PATH).map_err(|e| {
+                format!("font {FONT_PATH} not readable ({e}); install fonts-dejavu-core")
+            })?;
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| format!("{FONT_PATH} is not a usable TrueType font"))
+        })
+        .clone()
+}
+
+/// One bar chart: a value per (series, category), grouped side by side or stacked.
+struct Bars<'a> {
+    title: &'a str,
+    y_label: &'a str,
+    categories: Vec<String>,
+    series: Vec<(String, Vec<f64>)>,
+    stacked: bool,
+    log: bool,
+}
+
+fn draw<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &Bars<'_>) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("{e:?}");
+    area.fill(&WHITE).map_err(err)?;
+    let n = chart.categories.len().max(1);
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for i in 0..n {
+        let values = chart.series.iter().filter_map(|(_, v)| v.get(i).copied());
+        if chart.stacked {
+            let sum: f64 = values.filter(|v| *v > 0.0).sum();
+            hi = hi.max(sum);
+            lo = lo.min(0.0);
+        } else {
+            for v in values {
+                hi = hi.max(v);
+                lo = lo.min(v);
+            }
+        }
+    }
+    if hi <= lo {
+        hi = lo + 1.0;
+    }
+    let categories = chart.categories.clone();
+    let x_fmt = move |x: &f64| {
+        let i = x.round();
+        if (x - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < categories.len() {
+            categories[i as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    let mut builder = ChartBuilder::on(&area);
+    builder
+        .caption(chart.title, ("sans-serif", 26))
+        .margin(20)
+        .x_label_area_size(70)
+        .y_label_area_size(110);
+    let x_range = -0.5f64..(n as f64 - 0.5);
+    let series_count = chart.series.len().max(1);
+    let width = 0.8;
+    let bar = |i: usize, s: usize| -> (f64, f64) {
+        if chart.stacked {
+            (i as f64 - width / 2.0, i as f64 + width / 2.0)
+        } else {
+            let w = width / series_count as f64;
+            let left = i as f64 - width / 2.0 + w * s as f64;
+            (left, left + w)
+        }
+    };
+    if chart.log {
+        let lo = chart
+            .series
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .filter(|v| *v > 0.0)
+            .fold(f64::MAX, f64::min)
+            .min(hi)
+            / 2.0;
+        let mut ctx = builder
+            .build_cartesian_2d(x_range, (lo..hi * 2.0).log_scale())
+            .map_err(err)?;
+        ctx.configure_mesh()
+            .x_labels(n)
+            .x_label_formatter(&x_fmt)
+            .y_desc(chart.y_label)
+            .label_style(("sans-serif", 15))
+            .disable_x_mesh()
+            .draw()
+            .map_err(err)?;
+        for (s, (name, values)) in chart.series.iter().enumerate() {
+            let color = PALETTE[s % PALETTE.len()];
+            ctx.draw_series(
+                values
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v > 0.0)
+                    .map(|(i, v)| {
+                        let (l, r) = bar(i, s);
+                        Rectangle::new([(l, lo), (r, *v)], color.filled())
+                    }),
+            )
+            .map_err(err)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+        }
+        ctx.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 16))
+            .draw()
+            .map_err(err)?;
+    } else {
+        let pad = (hi - lo) * 0.05;
+        let mut ctx = builder
+            .build_cartesian_2d(
+                x_range,
+                (lo.min(0.0) - if lo < 0.0 { pad } else { 0.0 })..hi + pad,
+            )
+            .map_err(err)?;
+        ctx.configure_mesh()
+            .x_labels(n)
+            .x_label_formatter(&x_fmt)
+            .y_desc(chart.y_label)
+            .label_style(("sans-serif", 15))
+            .disable_x_mesh()
+            .draw()
+            .map_err(err)?;
+        let mut base = vec![0.0f64; n];
+        for (s, (name, values)) in chart.series.iter().enumerate() {
+            let color = PALETTE[s % PALETTE.len()];
+            let rects: Vec<_> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let (l, r) = bar(i, s);
+                    let (y0, y1) = if chart.stacked {
+                        let y0 = base[i];
+                        base[i] += v.max(0.0);
+                        (y0, base[i])
+                    } else {
+                        (0.0, *v)
+                    };
+                    Rectangle::new([(l, y0), (r, y1)], color.filled())
+                })
+                .collect();
+            ctx.draw_series(rects)
+                .map_err(err)?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled())
+                });
+        }
+        ctx.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 16))
+            .draw()
+            .map_err(err)?;
+    }
+    area.present().map_err(err)?;
+    Ok(())
+}
+
+/// Writes `dir/name.svg` and `dir/name.png`.
+fn write_chart(dir: &Path, name: &str, chart: &Bars<'_>) -> Result<(), String> {
+    let svg = dir.join(format!("{name}.svg"));
+    draw(SVGBackend::new(&svg, SIZE).into_drawing_area(), chart)
+        .map_err(|e| format!("{}: {e}", svg.display()))?;
+    let png = dir.join(format!("{name}.png"));
+    draw(BitMapBackend::new(&png, SIZE).into_drawing_area(), chart)
+        .map_err(|e| format!("{}: {e}", png.display()))?;
+    Ok(())
+}
+
+fn rung_names(result: &LadderResult) -> Vec<String> {
+    result
+        .rungs
+        .iter()
+        .map(|r| format!("{} {}", r.rung, r.switch.as_deref().unwrap_or("full")))
+        .collect()
+}
+
+/// Draws every figure of the ladder into `dir`; returns the names written. A missing font
+/// skips the figures with a note on stderr instead of failing the run.
+pub fn ladder_figures(result: &LadderResult, dir: &Path) -> anyhow::Result<Vec<String>> {
+    if let Err(why) = font() {
+        eprintln!("note: figures skipped: {why}");
+        return Ok(Vec::new());
+    }
+    let mut written = Vec::new();
+    let names = rung_names(result);
+    let have = |p: Phase| result.config.phases.contains(&p);
+
+    let mut stairs = Vec::new();
+    for p in [Phase::NewOrder, Phase::Payment, Phase::Mix] {
+        if have(p) && (p != Phase::Mix || result.config.phases.len() == 1) {
+            let v: Vec<f64> = instructions(result, p)
+                .iter()
+                .map(|v| v.unwrap_or(0.0))
+                .collect();
+            stairs.push((format!("{} instructions per transaction", p.name()), v));
+        }
+    }
+    let charts: Vec<(String, Bars<'_>)> = {
+        let mut c = vec![(
+            "staircase".to_string(),
+            Bars {
+                title: "Instructions per transaction as components are removed (Figures 1, 7)",
+                y_label: "instructions per transaction (log)",
+                categories: names.clone(),
+                series: stairs,
+                stacked: false,
+                log: true,
+            },
+        )];
+        for (p, file, title) in [
+            (
+                Phase::NewOrder,
+                "breakdown-new-order",
+                "New-Order instructions by operation (Figure 5)",
+            ),
+            (
+                Phase::Payment,
+                "breakdown-payment",
+                "Payment instructions by operation (Figure 6)",
+            ),
+        ] {
+            if !have(p) {
+                continue;
+            }
+            let ops = crate::callgrind::Operation::ALL;
+            let series = ops
+                .iter()
+                .enumerate()
+                .map(|(j, op)| {
+                    let v = result
+                        .rungs
+                        .iter()
+                        .map(|r| {
+                            r.phase(p)
+                                .and_then(|m| m.by_operation.get(j))
+                                .map_or(0.0, |(_, v)| *v)
+                        })
+                        .collect();
+                    (op.name().to_string(), v)
+                })
+                .collect();
+            c.push((
+                file.to_string(),
+                Bars {
+                    title,
+                    y_label: "instructions per transaction",
+                    categories: names.clone(),
+                    series,
+                    stacked: true,
+                    log: false,
+                },
+            ));
+        }
+        let shares = removed_shares(result);
+        c.push((
+            "instructions-vs-time".to_string(),
+            Bars {
+                title: "Share of rung 0 removed by each rung: instructions vs time (Figure 8)",
+                y_label: "share of rung 0 (%)",
+                categories: shares.iter().map(|(k, _, _)| names[*k].clone()).collect(),
+                series: vec![
+                    (
+                        "instructions".to_string(),
+                        shares
+                            .iter()
+                            .map(|(_, i, _)| i.unwrap_or(0.0) * 100.0)
+                            .collect(),
+                    ),
+                    (
+                        "time".to_string(),
+                        shares
+                            .iter()
+                            .map(|(_, _, t)| t.unwrap_or(0.0) * 100.0)
+                            .collect(),
+                    ),
+                ],
+                stacked: false,
+                log: false,
+            },
+        ));
+        c
+    };
+    for (name, chart) in &charts {
+        write_chart(dir, name, chart).map_err(|e| anyhow::anyhow!("draw {name}: {e}"))?;
+        written.push(name.clone());
+    }
+    Ok(written)
+}

@@ -432,13 +432,99 @@ fn ladder_child(args: LadderChildArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("not yet")
+    use bench::ladder::measure::Phase;
+    use bench::ladder::{run_ladder, LadderConfig};
+    let LadderWorkload::Tpcc = args.workload;
+    let txn = match args.txn {
+        LadderTxn::NewOrder => Phase::NewOrder,
+        LadderTxn::Payment => Phase::Payment,
+        LadderTxn::Mix => Phase::Mix,
+    };
+    let config = LadderConfig {
+        phases: LadderConfig::phases_for(txn),
+        txns: args.txns,
+        out: args.out.clone(),
+        jobs: args.jobs as usize,
+        items: args.items,
+        customers: args.customers,
+        warmup: 200,
+        seed: 42,
+        exe: std::env::current_exe()?,
+        progress: true,
+    };
+    let result = run_ladder(&config)?;
+    println!(
+        "{}",
+        std::fs::read_to_string(args.out.join("ladder.md"))?.trim_end()
+    );
+    eprintln!(
+        "wrote {} (ladder.md, ladder.json, figures) in {:.0} s",
+        args.out.display(),
+        result.wall_s
+    );
+    match &result.valgrind {
+        Ok(_)
+            if result
+                .rungs
+                .iter()
+                .any(|r| r.callgrind_error.is_some() || r.native_error.is_some()) =>
+        {
+            anyhow::bail!(
+                "some rungs failed; see the findings in {}",
+                args.out.join("ladder.md").display()
+            )
+        }
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(why) => anyhow::bail!(
+            "{why} (native timings were written to {})",
+            args.out.display()
+        ),
+    }
 }
 
 fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
-    let _ = args;
-    anyhow::bail!("not yet")
+    let _ = args.instructions;
+    let switches = build_switches(preset_name(args.engine.preset), &args.engine.switches, 1)?;
+    let mut options = workload_options(args.workload, &args.data);
+    options.mix = match args.mix {
+        MixName::Full => Mix::Full,
+        MixName::Paper => Mix::Paper,
+    };
+    let letter = args.ycsb_workload.unwrap_or(options.ycsb_workload);
+    options.ycsb_workload = letter;
+    options.ycsb_distribution = Distribution::standard_for(letter);
+    if args.child {
+        let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
+        let db = DbConfig {
+            path: args.engine.db,
+            pool_mib: args.engine.pool_mib as usize,
+            durable: args.engine.durable,
+            switches,
+            threads: 1,
+            ..DbConfig::default()
+        };
+        let runs = bench::ladder::profile::run_child(workload, &db, args.txns, args.seed)?;
+        println!("{}", serde_json::to_string(&runs)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let out = match &args.out {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("glass-profile-{}", std::process::id())),
+    };
+    let forwarded: Vec<String> = std::env::args().skip(1).collect();
+    let table = bench::ladder::profile::run_parent(&std::env::current_exe()?, &forwarded, &out)?;
+    println!("{} (1 thread)", args.workload.name());
+    print!("{table}");
+    println!("engine counters (Table 4): not yet available from the engine");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn preset_name(preset: PresetName) -> &'static str {
+    match preset {
+        PresetName::Full => "full",
+        PresetName::Stripped => "stripped",
+        PresetName::Optimal => "optimal",
+    }
 }
 
 /// Collapses clap's multi-line error into one line: the message, with its tip or the valid
