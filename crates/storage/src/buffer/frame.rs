@@ -5,6 +5,7 @@
 //! | field        | protected by                                                        |
 //! |--------------|---------------------------------------------------------------------|
 //! | `data`       | the frame's own [`Latch`]: shared for readers, exclusive for writers, the loader and the evictor |
+//! | `data.ranges`| the exclusive frame latch: only the write guard holding it touches them |
 //! | `pins`       | atomic; incremented only while holding the page-table latch, so a frame seen unpinned under the exclusive page-table latch stays unpinned |
 //! | `referenced` | atomic; set on every fix, cleared by the clock hand                  |
 //! | `dirty`      | atomic; set by a write guard at release (exclusive frame latch held), cleared by write-back (frame latch held) |
@@ -35,6 +36,11 @@ pub(crate) struct FrameData {
     pub buf: Box<[u8]>,
     /// The page whose image `buf` holds; `None` while a load is in progress or after it failed.
     pub page: Option<PageId>,
+    /// The changed byte ranges `[start, end)` of the write guard holding the frame, not yet
+    /// logged: sorted, disjoint, not touching; empty whenever no tracking write guard holds
+    /// the frame. Kept with the frame so that its capacity is reused by every later guard
+    /// (a write guard allocates nothing once the frame has been written once).
+    pub ranges: Vec<(u32, u32)>,
 }
 
 pub(crate) struct Frame {
@@ -57,6 +63,7 @@ impl Frame {
                 FrameData {
                     buf: vec![0u8; page_size].into_boxed_slice(),
                     page: None,
+                    ranges: Vec::new(),
                 },
                 latching,
             ),

@@ -8,6 +8,11 @@
 //! it changed (sorted, disjoint, coalesced when they touch). On release those ranges go to the
 //! log as one redo record and the record's LSN is stamped into the page header. Without a log
 //! the guard records nothing: the `main-log` switch removes that work.
+//!
+//! Allocation: none on the fix, change and release paths once warm. The range list lives in
+//! the frame (`FrameData::ranges`, under the exclusive latch the guard holds), so its capacity
+//! outlives the guard; the release hands the ranges to the log from a stack array
+//! (`BufferPool::log_together`).
 
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
@@ -61,8 +66,6 @@ pub struct PageWriteGuard<'a> {
     pub(crate) frame: FrameId,
     pub(crate) page: PageId,
     pub(crate) data: ManuallyDrop<LatchWriteGuard<'a, FrameData>>,
-    /// Changed byte ranges `[start, end)` not yet logged: sorted, disjoint, not touching.
-    pub(crate) ranges: Vec<(u32, u32)>,
     /// Whether changes are tracked for the log (a pool with a log, and not a redo guard).
     pub(crate) track: bool,
     /// Whether this guard changed the page (the frame is marked dirty at release).
@@ -91,7 +94,7 @@ impl PageWriteGuard<'_> {
             });
         self.changed = true;
         if self.track && len > 0 {
-            add_range(&mut self.ranges, offset as u32, end as u32);
+            add_range(&mut self.data.ranges, offset as u32, end as u32);
         }
         &mut self.data.buf[offset..end]
     }
@@ -115,7 +118,7 @@ impl PageWriteGuard<'_> {
 
     /// Whether changes made through this guard are still waiting for the log.
     pub fn has_pending_changes(&self) -> bool {
-        !self.ranges.is_empty()
+        !self.data.ranges.is_empty()
     }
 
     /// Writes `lsn` into the header, marks the page changed and, if the frame was clean,
@@ -141,7 +144,7 @@ impl Deref for PageWriteGuard<'_> {
 impl Drop for PageWriteGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        if !self.ranges.is_empty() {
+        if !self.data.ranges.is_empty() {
             self.pool.log_together(&mut [self]);
         }
         if self.changed {
@@ -181,7 +184,12 @@ fn add_range(ranges: &mut Vec<(u32, u32)>, start: u32, end: u32) {
         e = e.max(ranges[last].1);
         last += 1;
     }
-    ranges.splice(first..last, std::iter::once((s, e)));
+    if first == last {
+        ranges.insert(first, (s, e));
+    } else {
+        ranges[first] = (s, e);
+        ranges.drain(first + 1..last);
+    }
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@ use crate::page::{
     OFFSET_CHECKSUM, OFFSET_KIND, OFFSET_MAGIC, OFFSET_PAGE_ID, PAGE_HEADER_SIZE, PAGE_MAGIC,
 };
 
+/// Ranges of one guard's redo record that [`BufferPool::log_together`] builds on the stack.
+pub const INLINE_REDO_RANGES: usize = 16;
+
 /// How a pool is set up.
 #[derive(Clone, Copy, Debug)]
 pub struct PoolConfig {
@@ -236,7 +239,6 @@ impl BufferPool {
                     frame: f,
                     page: id,
                     data: ManuallyDrop::new(data),
-                    ranges: Vec::new(),
                     track,
                     changed: false,
                 });
@@ -372,43 +374,71 @@ impl BufferPool {
     /// Emits one redo record for the pending changes of all `guards`, stamps each changed
     /// page with its LSN, and leaves the guards with nothing pending. Without a log it only
     /// forgets the (empty) pending lists.
+    ///
+    /// The common case, one guard with at most [`INLINE_REDO_RANGES`] ranges, builds the
+    /// record's range list in a stack array and allocates nothing; several guards (a B+-tree
+    /// split) or more ranges take the general path, which collects into vectors.
     pub fn log_together(&self, guards: &mut [&mut PageWriteGuard<'_>]) {
         let Some(log) = &self.log else {
             for g in guards.iter_mut() {
-                g.ranges.clear();
+                g.data.ranges.clear();
             }
             return;
         };
-        let lsn = {
-            let ranges: Vec<Vec<RedoRange<'_>>> = guards
-                .iter()
-                .map(|g| {
-                    g.ranges
-                        .iter()
-                        .map(|&(s, e)| RedoRange {
-                            offset: s as u16,
-                            bytes: &g.data.buf[s as usize..e as usize],
-                        })
-                        .collect()
-                })
-                .collect();
-            let pages: Vec<PageRedo<'_>> = guards
-                .iter()
-                .zip(&ranges)
-                .filter(|(_, r)| !r.is_empty())
-                .map(|(g, r)| PageRedo {
+        let lsn = match guards {
+            [g] if g.data.ranges.len() <= INLINE_REDO_RANGES => {
+                let pending = &g.data.ranges;
+                if pending.is_empty() {
+                    return;
+                }
+                let buf = &g.data.buf;
+                let mut inline = [RedoRange {
+                    offset: 0,
+                    bytes: &[],
+                }; INLINE_REDO_RANGES];
+                for (slot, &(s, e)) in inline.iter_mut().zip(pending) {
+                    *slot = RedoRange {
+                        offset: s as u16,
+                        bytes: &buf[s as usize..e as usize],
+                    };
+                }
+                log.log_redo(&[PageRedo {
                     page: g.page,
-                    ranges: r,
-                })
-                .collect();
-            if pages.is_empty() {
-                return;
+                    ranges: &inline[..pending.len()],
+                }])
             }
-            log.log_redo(&pages)
+            _ => {
+                let ranges: Vec<Vec<RedoRange<'_>>> = guards
+                    .iter()
+                    .map(|g| {
+                        g.data
+                            .ranges
+                            .iter()
+                            .map(|&(s, e)| RedoRange {
+                                offset: s as u16,
+                                bytes: &g.data.buf[s as usize..e as usize],
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let pages: Vec<PageRedo<'_>> = guards
+                    .iter()
+                    .zip(&ranges)
+                    .filter(|(_, r)| !r.is_empty())
+                    .map(|(g, r)| PageRedo {
+                        page: g.page,
+                        ranges: r,
+                    })
+                    .collect();
+                if pages.is_empty() {
+                    return;
+                }
+                log.log_redo(&pages)
+            }
         };
         for g in guards.iter_mut() {
-            if !g.ranges.is_empty() {
-                g.ranges.clear();
+            if !g.data.ranges.is_empty() {
+                g.data.ranges.clear();
                 g.stamp(lsn);
             }
         }
@@ -487,6 +517,10 @@ impl BufferPool {
             assert_eq!(
                 data.page, table.frame_page[i],
                 "frame {i} holds another page than mapped"
+            );
+            assert!(
+                data.ranges.is_empty(),
+                "frame {i} has unlogged ranges without a write guard"
             );
             if frame.dirty.load(Ordering::Acquire) {
                 assert!(data.page.is_some(), "frame {i} is dirty but holds no page");
