@@ -219,7 +219,10 @@ fn run_child(exe: &Path, args: &[String], valgrind: Option<&Path>) -> anyhow::Re
 }
 
 /// Per-transaction costs of one dump.
-fn attribute(profile: &Profile, txns: u64) -> (f64, Vec<(String, f64)>, Vec<(String, f64)>) {
+/// Named values per transaction.
+type Split = Vec<(String, f64)>;
+
+fn attribute(profile: &Profile, txns: u64) -> (f64, Split, Split) {
     let per = |v: u64| v as f64 / txns.max(1) as f64;
     let ops = profile.by_operation();
     let by_operation = crate::callgrind::Operation::ALL
@@ -250,32 +253,37 @@ fn median(values: &[f64]) -> Option<f64> {
     (!v.is_empty()).then(|| v[v.len() / 2])
 }
 
+/// Progress lines: tasks of two kinds (0: callgrind, run `parallel` at a time; 1: native,
+/// one at a time), each kind's remaining time estimated from its own mean.
 struct Progress {
     enabled: bool,
     started: Instant,
-    total: usize,
-    done: AtomicUsize,
-    /// Seconds of finished tasks, summed.
-    spent: Mutex<f64>,
+    parallel: usize,
+    /// Per kind: (total, done, seconds spent).
+    kinds: Mutex<[(usize, usize, f64); 2]>,
 }
 
 impl Progress {
-    fn finished(&self, what: &str, took: f64, parallel: usize, left_after: f64) {
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        let spent = {
-            let mut s = self.spent.lock();
-            *s += took;
-            *s
+    fn finished(&self, kind: usize, what: &str, took: f64) {
+        let (done, total, left) = {
+            let mut kinds = self.kinds.lock();
+            kinds[kind].1 += 1;
+            kinds[kind].2 += took;
+            let mut left = 0.0;
+            for (i, (total, done, spent)) in kinds.iter().enumerate() {
+                // Before any native run finishes, guess 5 s per rung.
+                let mean = if *done > 0 { spent / *done as f64 } else { 5.0 };
+                let lanes = if i == 0 { self.parallel.max(1) } else { 1 };
+                left += mean * (total - done) as f64 / lanes as f64;
+            }
+            let done: usize = kinds.iter().map(|k| k.1).sum();
+            let total: usize = kinds.iter().map(|k| k.0).sum();
+            (done, total, left)
         };
         if self.enabled {
-            let mean = spent / done as f64;
-            let remaining = self.total - done;
-            let left = mean * remaining as f64 / parallel.max(1) as f64 + left_after;
             eprintln!(
-                "[{done}/{}] {what} in {took:.1} s; {:.0} s elapsed, about {:.0} s left",
-                self.total,
+                "[{done}/{total}] {what} in {took:.1} s; {:.0} s elapsed, about {left:.0} s left",
                 self.started.elapsed().as_secs_f64(),
-                left
             );
         }
     }
@@ -316,16 +324,13 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
             }
         })
         .collect();
-    let tasks = if valgrind.is_ok() { RUNGS * 2 } else { RUNGS };
+    let callgrind_tasks = if valgrind.is_ok() { RUNGS } else { 0 };
     let progress = Progress {
         enabled: config.progress,
         started,
-        total: tasks,
-        done: AtomicUsize::new(0),
-        spent: Mutex::new(0.0),
+        parallel: config.jobs,
+        kinds: Mutex::new([(callgrind_tasks, 0, 0.0), (RUNGS, 0, 0.0)]),
     };
-    // Rough seconds of one native rung, for the estimate while callgrind runs.
-    let native_guess = 4.0 * RUNGS as f64;
 
     if let Err(why) = &valgrind {
         say(format!("warning: {why}; measuring native time only"));
@@ -354,12 +359,7 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
                     let outcome = run_child(&config.exe, &child_args(config, k, 1), Some(&out));
                     let took = t0.elapsed().as_secs_f64();
                     let label = rung_label(k).0.unwrap_or("full");
-                    progress.finished(
-                        &format!("rung {k} ({label}) under callgrind"),
-                        took,
-                        config.jobs,
-                        native_guess,
-                    );
+                    progress.finished(0, &format!("rung {k} ({label}) under callgrind"), took);
                     results.lock().push((k, outcome, took));
                 });
             }
@@ -375,9 +375,8 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
         }
     }
 
-    for k in 0..RUNGS {
+    for (k, rung) in rungs.iter_mut().enumerate() {
         let t0 = Instant::now();
-        let rung = &mut rungs[k];
         match run_child(&config.exe, &child_args(config, k, NATIVE_REPS), None) {
             Ok(outcome) => {
                 rung.load_s = Some(outcome.load_s);
@@ -396,10 +395,9 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
         }
         let label = rung_label(k).0.unwrap_or("full");
         progress.finished(
+            1,
             &format!("rung {k} ({label}) natively"),
             t0.elapsed().as_secs_f64(),
-            1,
-            0.0,
         );
     }
 
