@@ -137,34 +137,134 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A scan's bounds in normal form: `lo <= key < hi` (`None`: unbounded), for any order that
-/// agrees with `memcmp`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KeyRange {
-    pub lo: Option<Vec<u8>>,
-    pub hi: Option<Vec<u8>>,
+/// Bytes a [`KeyBuf`] holds without allocating.
+pub const KEY_BUF_INLINE: usize = 64;
+
+/// A key built on the stack when it has at most [`KEY_BUF_INLINE`] bytes (the common case:
+/// the successor of a scan bound, a non-unique entry `key ++ value`) and on the heap
+/// otherwise, so that building one on a hot path allocates nothing.
+#[derive(Clone)]
+pub struct KeyBuf {
+    len: usize,
+    inline: [u8; KEY_BUF_INLINE],
+    /// The bytes when `len > KEY_BUF_INLINE`; empty otherwise.
+    heap: Vec<u8>,
 }
 
-impl KeyRange {
+impl KeyBuf {
+    /// The concatenation of `parts`.
+    pub fn from_parts(parts: &[&[u8]]) -> KeyBuf {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut buf = KeyBuf {
+            len,
+            inline: [0; KEY_BUF_INLINE],
+            heap: Vec::new(),
+        };
+        if len <= KEY_BUF_INLINE {
+            let mut at = 0;
+            for part in parts {
+                buf.inline[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
+        } else {
+            buf.heap = parts.concat();
+        }
+        buf
+    }
+
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        if self.len <= KEY_BUF_INLINE {
+            &self.inline[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+}
+
+impl std::ops::Deref for KeyBuf {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for KeyBuf {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for KeyBuf {}
+
+impl std::fmt::Debug for KeyBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
+
+/// The successor of `prefix` (see [`prefix_successor`]) in a [`KeyBuf`], without allocating
+/// for short prefixes.
+pub fn prefix_successor_buf(prefix: &[u8]) -> Option<KeyBuf> {
+    let last = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut out = KeyBuf::from_parts(&[&prefix[..=last]]);
+    if out.len <= KEY_BUF_INLINE {
+        out.inline[last] += 1;
+    } else {
+        out.heap[last] += 1;
+    }
+    Some(out)
+}
+
+/// A key that is either borrowed from the caller or built (a bound's successor, a
+/// non-unique entry): a `Cow` whose owned form does not allocate when short.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyRef<'a> {
+    Borrowed(&'a [u8]),
+    Built(KeyBuf),
+}
+
+impl std::ops::Deref for KeyRef<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            KeyRef::Borrowed(k) => k,
+            KeyRef::Built(k) => k.as_slice(),
+        }
+    }
+}
+
+/// A scan's bounds in normal form: `lo <= key < hi` (`None`: unbounded), for any order that
+/// agrees with `memcmp`. Bounds given by the caller are borrowed, successors built in a
+/// [`KeyBuf`]: normalising allocates nothing for keys of up to [`KEY_BUF_INLINE`] bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRange<'a> {
+    pub lo: Option<KeyRef<'a>>,
+    pub hi: Option<KeyRef<'a>>,
+}
+
+impl<'a> KeyRange<'a> {
     /// Normalises scan bounds, where a bound may be a prefix of keys: with `s` the
     /// [`prefix_successor`] of `p`, low `Included(p)` is `key >= p`, low `Excluded(p)` is
     /// `key >= s` (it skips every key starting with `p`), high `Included(p)` is `key < s` (it
     /// takes every key starting with `p`), high `Excluded(p)` is `key < p`.
     ///
     /// Returns `None` when the range is empty.
-    pub fn new(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Option<KeyRange> {
+    pub fn new(lo: Bound<&'a [u8]>, hi: Bound<&'a [u8]>) -> Option<KeyRange<'a>> {
         let lo = match lo {
-            Bound::Included(p) => Some(p.to_vec()),
-            Bound::Excluded(p) => Some(prefix_successor(p)?),
+            Bound::Included(p) => Some(KeyRef::Borrowed(p)),
+            Bound::Excluded(p) => Some(KeyRef::Built(prefix_successor_buf(p)?)),
             Bound::Unbounded => None,
         };
         let hi = match hi {
-            Bound::Included(p) => prefix_successor(p),
-            Bound::Excluded(p) => Some(p.to_vec()),
+            Bound::Included(p) => prefix_successor_buf(p).map(KeyRef::Built),
+            Bound::Excluded(p) => Some(KeyRef::Borrowed(p)),
             Bound::Unbounded => None,
         };
         match (&lo, &hi) {
-            (Some(l), Some(h)) if l >= h => None,
+            (Some(l), Some(h)) if **l >= **h => None,
             _ => Some(KeyRange { lo, hi }),
         }
     }
@@ -187,44 +287,49 @@ impl SchemaKeyOrder {
 }
 
 impl KeyOrder for SchemaKeyOrder {
+    /// Walks the schema field by field: an integer field compares as one `u64` (the
+    /// order-preserving encoding makes the unsigned order of its big-endian bytes the signed
+    /// order of the values); a string field compares byte by byte up to its terminator, in
+    /// one pass over both keys. This is the interpretive work the ladder's `btree-keys` rung
+    /// removes, done without needless passes.
+    #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         let (mut a, mut b) = (a, b);
         for part in &self.parts {
             match part {
                 KeyPart::Int => {
-                    if a.len() < 8 || b.len() < 8 {
+                    let (Some((x, a_rest)), Some((y, b_rest))) =
+                        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+                    else {
                         // A prefix that ends inside the integer: compare what there is.
                         return a.cmp(b);
-                    }
-                    let x = decode_i64(a[..8].try_into().expect("8 bytes"));
-                    let y = decode_i64(b[..8].try_into().expect("8 bytes"));
-                    match x.cmp(&y) {
+                    };
+                    match u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y)) {
                         Ordering::Equal => {}
                         other => return other,
                     }
-                    a = &a[8..];
-                    b = &b[8..];
+                    a = a_rest;
+                    b = b_rest;
                 }
                 KeyPart::Str => {
                     // A string runs to its terminator, or to the end of a prefix.
-                    let a_end = a.iter().position(|&c| c == 0);
-                    let b_end = b.iter().position(|&c| c == 0);
-                    let a_str = &a[..a_end.unwrap_or(a.len())];
-                    let b_str = &b[..b_end.unwrap_or(b.len())];
-                    match a_str.cmp(b_str) {
-                        Ordering::Equal => {}
-                        other => return other,
-                    }
-                    match (a_end, b_end) {
-                        (Some(x), Some(y)) => {
-                            a = &a[x + 1..];
-                            b = &b[y + 1..];
+                    let mut i = 0;
+                    loop {
+                        match (a.get(i), b.get(i)) {
+                            // Both terminated at the same place: equal strings, next field.
+                            (Some(0), Some(0)) => break,
+                            (Some(&x), Some(&y)) if x == y => i += 1,
+                            // The terminator (0) is below every string byte, so the first
+                            // difference decides, terminators included.
+                            (Some(x), Some(y)) => return x.cmp(y),
+                            // One side ended (a prefix) first: it is smaller unless both did.
+                            (None, None) => return Ordering::Equal,
+                            (None, Some(_)) => return Ordering::Less,
+                            (Some(_), None) => return Ordering::Greater,
                         }
-                        // Equal strings; the side that ended before its terminator is smaller.
-                        (None, None) => return Ordering::Equal,
-                        (None, Some(_)) => return Ordering::Less,
-                        (Some(_), None) => return Ordering::Greater,
                     }
+                    a = &a[i + 1..];
+                    b = &b[i + 1..];
                 }
             }
         }
@@ -351,6 +456,28 @@ mod tests {
         assert_eq!(pack_int_key(&[1, 2], &[40, 40]), None);
         assert_eq!(pack_int_key(&[u64::MAX], &[64]), Some(u64::MAX));
         assert_eq!(unpack_int_key(u64::MAX, &[64]), vec![u64::MAX]);
+    }
+
+    #[test]
+    fn key_buf_and_successor_buf_match_vectors_inline_and_on_the_heap() {
+        for len in [
+            0,
+            1,
+            KEY_BUF_INLINE - 1,
+            KEY_BUF_INLINE,
+            KEY_BUF_INLINE + 1,
+            300,
+        ] {
+            let a: Vec<u8> = (0..len).map(|i| (i * 7 % 256) as u8).collect();
+            let b = [0xFFu8, 3, 0xFF];
+            let joined = KeyBuf::from_parts(&[&a, &b]);
+            assert_eq!(joined.as_slice(), [&a[..], &b[..]].concat().as_slice());
+            assert_eq!(
+                prefix_successor_buf(&a).as_deref(),
+                prefix_successor(&a).as_deref()
+            );
+        }
+        assert_eq!(prefix_successor_buf(&[0xFF; 100]), None);
     }
 
     #[test]

@@ -123,6 +123,7 @@ pub struct Node<'a> {
 impl<'a> Node<'a> {
     /// Wraps a page after checking that its node header is consistent, so that later reads
     /// through slots stay in bounds or report corruption instead of panicking.
+    #[inline]
     pub fn new(page: &'a [u8]) -> StorageResult<Node<'a>> {
         check_header(page)?;
         Ok(Node { page })
@@ -184,31 +185,42 @@ impl<'a> Node<'a> {
         read_u16(self.page, NODE_HEADER_SIZE + SLOT_SIZE * slot)
     }
 
+    /// The key and the offset of the value of entry `slot`, or `None` if the cell does not
+    /// lie inside the page. The search loops use this `Option` (two words, in registers)
+    /// and turn a `None` into a corruption error only on that cold path.
+    #[inline(always)]
+    fn cell(&self, slot: usize) -> Option<(&'a [u8], usize)> {
+        let page = self.page;
+        let offset = self.cell_offset(slot);
+        let len = page.get(offset..offset + 2)?;
+        let key_len = u16::from_le_bytes([len[0], len[1]]) as usize;
+        let value_at = offset + 2 + key_len;
+        // The value's 8 bytes must be in the page too.
+        let key = page.get(offset + 2..value_at + 8)?;
+        Some((&key[..key_len], value_at))
+    }
+
     /// The key of entry `slot` (`slot < len`).
     #[inline]
     pub fn key(&self, slot: usize) -> StorageResult<&'a [u8]> {
-        let offset = self.cell_offset(slot);
-        let page = self.page;
-        let key_len = page
-            .get(offset..offset + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
-            .ok_or_else(|| self.corrupt("cell offset out of bounds"))?;
-        page.get(offset + 2..offset + 2 + key_len + 8)
-            .map(|cell| &cell[..key_len])
-            .ok_or_else(|| self.corrupt("cell runs past the page"))
+        match self.cell(slot) {
+            Some((key, _)) => Ok(key),
+            None => Err(self.bad_cell(slot)),
+        }
     }
 
     /// The value (leaf) or child page id (inner) of entry `slot`.
     #[inline]
     pub fn value(&self, slot: usize) -> StorageResult<u64> {
-        let key = self.key(slot)?;
-        let end = self.cell_offset(slot) + 2 + key.len();
-        Ok(read_u64(self.page, end))
+        match self.cell(slot) {
+            Some((_, at)) => Ok(read_u64(self.page, at)),
+            None => Err(self.bad_cell(slot)),
+        }
     }
 
     /// The first 8 key bytes of entry `slot` as a big-endian u64 (for [`KeyOrder::FIXED_U64`]
     /// orders, whose keys are at least 8 bytes).
-    #[inline]
+    #[cfg(test)]
     fn key_u64(&self, slot: usize) -> StorageResult<u64> {
         let key = self.key(slot)?;
         key.get(..8)
@@ -216,6 +228,14 @@ impl<'a> Node<'a> {
             .ok_or_else(|| self.corrupt("integer key shorter than 8 bytes"))
     }
 
+    #[cold]
+    #[inline(never)]
+    fn bad_cell(&self, slot: usize) -> StorageError {
+        self.corrupt(&format!("cell of slot {slot} runs past the page"))
+    }
+
+    #[cold]
+    #[inline(never)]
     fn corrupt(&self, reason: &str) -> StorageError {
         StorageError::Corruption {
             page: self.page_id(),
@@ -225,21 +245,24 @@ impl<'a> Node<'a> {
 
     /// Number of entries whose key is `< probe` (`strict`) or `<= probe` (`!strict`): the
     /// insertion point of `probe`. Binary search; for a [`KeyOrder::FIXED_U64`] order it compares
-    /// `u64`s read straight from the cells.
+    /// `u64`s read straight from the cells (the bytes after the first eight, a non-unique
+    /// entry's value suffix, only on a tie).
     #[inline]
     pub fn rank<K: KeyOrder>(&self, order: &K, probe: &[u8], strict: bool) -> StorageResult<usize> {
         let (mut lo, mut hi) = (0usize, self.len());
         if K::FIXED_U64 && probe.len() >= 8 {
-            let p = u64::from_be_bytes(probe[..8].try_into().expect("8 bytes"));
-            let p_rest = &probe[8..];
+            let (p, p_rest) = probe.split_at(8);
+            let p = u64::from_be_bytes(p.try_into().expect("8 bytes"));
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                let k = self.key_u64(mid)?;
-                let ord = match k.cmp(&p) {
-                    Ordering::Equal if p_rest.is_empty() && self.key(mid)?.len() == 8 => {
-                        Ordering::Equal
-                    }
-                    Ordering::Equal => self.key(mid)?[8..].cmp(p_rest),
+                let Some((key, _)) = self.cell(mid) else {
+                    return Err(self.bad_cell(mid));
+                };
+                let Some((k, k_rest)) = key.split_first_chunk::<8>() else {
+                    return Err(self.corrupt("integer key shorter than 8 bytes"));
+                };
+                let ord = match u64::from_be_bytes(*k).cmp(&p) {
+                    Ordering::Equal => k_rest.cmp(p_rest),
                     other => other,
                 };
                 if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
@@ -252,7 +275,10 @@ impl<'a> Node<'a> {
         }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let ord = order.compare(self.key(mid)?, probe);
+            let Some((key, _)) = self.cell(mid) else {
+                return Err(self.bad_cell(mid));
+            };
+            let ord = order.compare(key, probe);
             if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
                 lo = mid + 1;
             } else {
@@ -303,32 +329,44 @@ impl<'a> Node<'a> {
 }
 
 /// Checks the node header against the page size: kind, slot array and cell area in bounds.
+/// A handful of loads and compares; the error (which names the page) is built off the hot path.
+#[inline]
 pub fn check_header(page: &[u8]) -> StorageResult<()> {
+    if page.len() < NODE_HEADER_SIZE {
+        return Err(header_corrupt(page, "page shorter than a node header"));
+    }
+    let level = read_u16(page, OFFSET_LEVEL);
+    let kind_ok = if level == 0 {
+        page[OFFSET_KIND] == PageKind::BTreeLeaf as u8
+    } else {
+        page[OFFSET_KIND] == PageKind::BTreeInner as u8
+    };
+    if !kind_ok {
+        return Err(header_corrupt(
+            page,
+            "not a b+-tree node of a matching level",
+        ));
+    }
+    let slots_end = NODE_HEADER_SIZE + SLOT_SIZE * read_u16(page, OFFSET_SLOT_COUNT);
+    let cell_start = read_u16(page, OFFSET_CELL_START);
+    if slots_end > cell_start || cell_start > page.len() {
+        return Err(header_corrupt(page, "slot array overlaps the cell area"));
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn header_corrupt(page: &[u8], reason: &str) -> StorageError {
     let id = PageId(u64::from_le_bytes(
         page.get(OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8)
             .and_then(|b| b.try_into().ok())
             .unwrap_or([0; 8]),
     ));
-    let corrupt = |reason: &str| StorageError::Corruption {
+    StorageError::Corruption {
         page: id,
         reason: format!("b+-tree node: {reason}"),
-    };
-    if page.len() < NODE_HEADER_SIZE {
-        return Err(corrupt("page shorter than a node header"));
     }
-    let kind = PageKind::from_u8(page[OFFSET_KIND]);
-    let level = read_u16(page, OFFSET_LEVEL);
-    match kind {
-        Some(PageKind::BTreeLeaf) if level == 0 => {}
-        Some(PageKind::BTreeInner) if level > 0 => {}
-        _ => return Err(corrupt("not a b+-tree node of a matching level")),
-    }
-    let slots_end = NODE_HEADER_SIZE + SLOT_SIZE * read_u16(page, OFFSET_SLOT_COUNT);
-    let cell_start = read_u16(page, OFFSET_CELL_START);
-    if slots_end > cell_start || cell_start > page.len() {
-        return Err(corrupt("slot array overlaps the cell area"));
-    }
-    Ok(())
 }
 
 /// Formats `page` as an empty node of `level` (leaf when 0). Writes the whole node area.

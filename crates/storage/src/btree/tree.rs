@@ -28,12 +28,11 @@
 //! Deletes do not merge or rebalance: a leaf may become empty and stays linked. Space is
 //! reused by later inserts into its key range.
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::keys::{KeyOrder, KeyRange};
+use super::keys::{KeyBuf, KeyOrder, KeyRange, KeyRef};
 use super::node::{self, entry_space, max_internal_key_len, Node, NodePage};
 use crate::buffer::{BufferPool, PageReadGuard, PageWriteGuard};
 use crate::counters;
@@ -118,16 +117,13 @@ impl<K: KeyOrder> BTree<K> {
         &self.order
     }
 
-    /// The stored key of an entry: the key itself (borrowed, no allocation), or
-    /// `key ++ value` in a non-unique tree.
-    fn internal_key<'a>(&self, key: &'a [u8], value: u64) -> Cow<'a, [u8]> {
+    /// The stored key of an entry: the key itself (borrowed), or `key ++ value` in a
+    /// non-unique tree (built on the stack when short): no allocation either way.
+    fn internal_key<'a>(&self, key: &'a [u8], value: u64) -> KeyRef<'a> {
         if self.unique {
-            return Cow::Borrowed(key);
+            return KeyRef::Borrowed(key);
         }
-        let mut out = Vec::with_capacity(key.len() + 8);
-        out.extend_from_slice(key);
-        out.extend_from_slice(&value.to_be_bytes());
-        Cow::Owned(out)
+        KeyRef::Built(KeyBuf::from_parts(&[key, &value.to_be_bytes()]))
     }
 
     /// The user key of a stored key.
@@ -462,11 +458,11 @@ impl<K: KeyOrder> BTree<K> {
         if limit == 0 {
             return Ok(0);
         }
-        let (lo, hi) = (range.lo, range.hi);
+        let (lo, hi) = (range.lo.as_deref(), range.hi.as_deref());
         if reverse {
-            self.scan_backward(lo.as_deref(), hi, limit, f)
+            self.scan_backward(lo, hi, limit, f)
         } else {
-            self.scan_forward(lo.as_deref(), hi.as_deref(), limit, f)
+            self.scan_forward(lo, hi, limit, f)
         }
     }
 
@@ -516,11 +512,11 @@ impl<K: KeyOrder> BTree<K> {
     fn scan_backward(
         &self,
         lo: Option<&[u8]>,
-        hi: Option<Vec<u8>>,
+        hi: Option<&[u8]>,
         limit: usize,
         mut f: impl FnMut(&[u8], u64) -> bool,
     ) -> StorageResult<usize> {
-        let target = match &hi {
+        let target = match hi {
             Some(probe) => Target::Key {
                 probe,
                 strict: true,
@@ -529,15 +525,18 @@ impl<K: KeyOrder> BTree<K> {
         };
         let mut guard = self.descend_shared(target)?;
         // Exclusive upper limit for the entries still to visit: `hi`, then the last key passed
-        // to `f` (guards against entries that moved while no leaf was latched).
-        let mut upper = hi;
+        // to `f` (guards against entries that moved while no leaf was latched). The last key
+        // is copied only when the scan leaves a leaf, into a stack buffer when short.
+        let mut passed: Option<KeyBuf> = None;
         let mut count = 0;
         loop {
             let node = Node::new(&guard)?;
-            let mut slot = match &upper {
+            let upper = passed.as_deref().or(hi);
+            let mut slot = match upper {
                 Some(u) => node.rank(&self.order, u, true)?,
                 None => node.len(),
             };
+            let mut last_passed = None;
             while slot > 0 {
                 slot -= 1;
                 let key = node.key(slot)?;
@@ -550,7 +549,10 @@ impl<K: KeyOrder> BTree<K> {
                 if !f(self.user_key(key), node.value(slot)?) || count >= limit {
                     return Ok(count);
                 }
-                upper = Some(key.to_vec());
+                last_passed = Some(key);
+            }
+            if let Some(key) = last_passed {
+                passed = Some(KeyBuf::from_parts(&[key]));
             }
             let Some(prev) = node.prev() else {
                 return Ok(count);
