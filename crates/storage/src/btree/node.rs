@@ -499,7 +499,7 @@ pub fn rebuild(
     leftmost: Option<PageId>,
     prev: Option<PageId>,
     next: Option<PageId>,
-    entries: &[(Vec<u8>, u64)],
+    entries: &[(impl AsRef<[u8]>, u64)],
 ) {
     format(page, level);
     set_prev(page, prev);
@@ -508,18 +508,21 @@ pub fn rebuild(
         set_leftmost(page, child);
     }
     for (i, (key, value)) in entries.iter().enumerate() {
-        let ok = insert_at(page, i, key, value.to_owned());
+        let ok = insert_at(page, i, key.as_ref(), *value);
         assert!(ok, "rebuild: entries do not fit the node");
     }
 }
 
 /// Where to split `entries` (plus nothing else) into two nodes: the first index of the right
 /// half, chosen so both halves hold about half the bytes and neither is empty.
-pub fn split_point(entries: &[(Vec<u8>, u64)]) -> usize {
-    let total: usize = entries.iter().map(|(k, _)| entry_space(k.len())).sum();
+pub fn split_point(entries: &[(impl AsRef<[u8]>, u64)]) -> usize {
+    let total: usize = entries
+        .iter()
+        .map(|(k, _)| entry_space(k.as_ref().len()))
+        .sum();
     let mut left = 0;
     for (i, (k, _)) in entries.iter().enumerate() {
-        left += entry_space(k.len());
+        left += entry_space(k.as_ref().len());
         if left * 2 >= total {
             return (i + 1).clamp(1, entries.len() - 1);
         }

@@ -313,22 +313,36 @@ impl<K: KeyOrder> BTree<K> {
         if node::insert_at(&mut leaf, slot, stored, value) {
             return Ok(()); // another thread made room since the optimistic attempt
         }
-        let mut entries = Node::new(&leaf)?.entries()?;
-        entries.insert(slot, (stored.to_vec(), value));
-        self.split(path, leaf, entries)
+        self.split(path, leaf, slot, stored, value)
     }
 
-    /// Splits `guard`, whose `entries` (including the new one) do not fit, and inserts the
-    /// separator into its parent (the last guard of `path`), splitting upward as needed.
+    /// Splits `guard`, which has no room for the entry `(key, value)` at `slot`, and inserts
+    /// the separator into its parent (the last guard of `path`), splitting upward as needed.
+    ///
+    /// Each level copies its node once into a page-sized scratch buffer and lists the entries
+    /// as slices of that copy (plus the new one), so a split allocates a few buffers per
+    /// level, not one per entry.
     fn split<'p>(
         &'p self,
         mut path: Vec<PageWriteGuard<'p>>,
         mut guard: PageWriteGuard<'p>,
-        mut entries: Vec<(Vec<u8>, u64)>,
+        mut slot: usize,
+        key: &[u8],
+        mut value: u64,
     ) -> StorageResult<()> {
         let mut touched: Vec<PageWriteGuard<'p>> = Vec::new();
+        // The entry to insert at this level: the new one, then the separator from below.
+        let mut carried = KeyBuf::from_parts(&[key]);
+        let mut snapshot: Vec<u8> = Vec::with_capacity(self.pool.page_size());
         loop {
-            let node = Node::new(&guard)?;
+            snapshot.clear();
+            snapshot.extend_from_slice(&guard);
+            let node = Node::new(&snapshot)?;
+            let mut entries: Vec<(&[u8], u64)> = Vec::with_capacity(node.len() + 1);
+            for i in 0..node.len() {
+                entries.push((node.key(i)?, node.value(i)?));
+            }
+            entries.insert(slot, (&carried, value));
             let (level, leftmost, prev, next) =
                 (node.level(), node.leftmost(), node.prev(), node.next());
             let is_leaf = level == 0;
@@ -340,7 +354,7 @@ impl<K: KeyOrder> BTree<K> {
             let mid = node::split_point(&entries);
             // Leaf: the right half starts at `mid` and its first key is the separator.
             // Inner: entry `mid` moves up; its child becomes the right node's leftmost.
-            let separator = entries[mid].0.clone();
+            let separator = KeyBuf::from_parts(&[entries[mid].0]);
             let (left_entries, right_leftmost, right_entries) = if is_leaf {
                 (&entries[..mid], None, &entries[mid..])
             } else {
@@ -376,7 +390,7 @@ impl<K: KeyOrder> BTree<K> {
                     Some(left_id),
                     None,
                     None,
-                    &[(separator, right_id.0)],
+                    &[(&*separator, right_id.0)],
                 );
                 touched.extend([guard, left, right]);
                 break;
@@ -407,13 +421,16 @@ impl<K: KeyOrder> BTree<K> {
                     reason: "b+-tree split of an unsafe node without its parent latched".into(),
                 });
             };
-            let slot = Node::new(&parent)?.rank(&self.order, &separator, true)?;
-            if node::insert_at(&mut parent, slot, &separator, right_id.0) {
+            let at = Node::new(&parent)?.rank(&self.order, &separator, true)?;
+            if node::insert_at(&mut parent, at, &separator, right_id.0) {
                 touched.push(parent);
                 break;
             }
-            entries = Node::new(&parent)?.entries()?;
-            entries.insert(slot, (separator, right_id.0));
+            // The parent splits too, taking the separator as its new entry.
+            drop(entries);
+            carried = separator;
+            slot = at;
+            value = right_id.0;
             guard = parent;
         }
         let mut refs: Vec<&mut PageWriteGuard<'p>> = touched.iter_mut().collect();

@@ -43,4 +43,5 @@ mod replacer;
 
 pub use frame::FrameId;
 pub use guard::{PageReadGuard, PageWriteGuard};
+pub(crate) use pool::PageIdHasher;
 pub use pool::{BufferPool, PoolConfig};

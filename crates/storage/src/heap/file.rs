@@ -23,11 +23,12 @@
 //!   file is quiescent (checked by [`HeapFile::check_invariants`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use super::page::{self as hp, Slot, SlotKind};
 use super::RecordId;
-use crate::buffer::{BufferPool, PageWriteGuard};
+use crate::buffer::{BufferPool, PageIdHasher, PageWriteGuard};
 use crate::error::{StorageError, StorageResult};
 use crate::latch::Latch;
 use crate::page::{PageId, PageKind, OFFSET_KIND};
@@ -35,9 +36,13 @@ use crate::page::{PageId, PageKind, OFFSET_KIND};
 const BUCKETS: usize = 16;
 
 /// Pages with room, bucketed by their free bytes.
+///
+/// Updated after every change of a page; most changes leave the page in its bucket, and then
+/// only the exact count is rewritten (a hash-map update with the pool's cheap page-id hash),
+/// without touching the bucket sets, so the update allocates nothing.
 struct FreeSpaceMap {
     page_size: usize,
-    free: HashMap<PageId, usize>,
+    free: HashMap<PageId, usize, BuildHasherDefault<PageIdHasher>>,
     buckets: Vec<BTreeSet<PageId>>,
 }
 
@@ -45,7 +50,7 @@ impl FreeSpaceMap {
     fn new(page_size: usize) -> FreeSpaceMap {
         FreeSpaceMap {
             page_size,
-            free: HashMap::new(),
+            free: HashMap::default(),
             buckets: vec![BTreeSet::new(); BUCKETS],
         }
     }
@@ -55,12 +60,18 @@ impl FreeSpaceMap {
     }
 
     fn set(&mut self, page: PageId, free: usize) {
-        if let Some(old) = self.free.insert(page, free) {
-            let b = self.bucket(old);
-            self.buckets[b].remove(&page);
-        }
         let b = self.bucket(free);
-        self.buckets[b].insert(page);
+        match self.free.insert(page, free) {
+            Some(old) if self.bucket(old) == b => {}
+            Some(old) => {
+                let old_b = self.bucket(old);
+                self.buckets[old_b].remove(&page);
+                self.buckets[b].insert(page);
+            }
+            None => {
+                self.buckets[b].insert(page);
+            }
+        }
     }
 
     /// A page with at least `need` free bytes: first a few pages of the bucket `need` falls in
