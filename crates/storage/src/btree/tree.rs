@@ -27,6 +27,13 @@
 //!
 //! Deletes do not merge or rebalance: a leaf may become empty and stays linked. Space is
 //! reused by later inserts into its key range.
+//!
+//! Allocation. Point lookups, inserts and deletes that do not split, and scans allocate
+//! nothing: the descent holds one guard at a time, a non-unique entry `key ++ value` and the
+//! successor of a prefix bound are built in a stack [`KeyBuf`] (keys up to
+//! [`KEY_BUF_INLINE`](super::keys::KEY_BUF_INLINE) bytes), and a backward scan copies the
+//! last key it passed only when it leaves a leaf. A split allocates a few buffers per level
+//! (a copy of the node, the entry list, the guards it logs together).
 
 use std::cmp::Ordering;
 use std::ops::Bound;

@@ -375,7 +375,7 @@ impl BufferPool {
     /// page with its LSN, and leaves the guards with nothing pending. Without a log it only
     /// forgets the (empty) pending lists.
     ///
-    /// The common case, one guard with at most [`INLINE_REDO_RANGES`] ranges, builds the
+    /// The common case, one guard with at most `INLINE_REDO_RANGES` ranges, builds the
     /// record's range list in a stack array and allocates nothing; several guards (a B+-tree
     /// split) or more ranges take the general path, which collects into vectors.
     pub fn log_together(&self, guards: &mut [&mut PageWriteGuard<'_>]) {
