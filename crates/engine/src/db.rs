@@ -60,8 +60,6 @@ pub struct DbConfig {
     pub threads: usize,
     /// Records per table a transaction may lock before escalating to a table lock.
     pub escalation_threshold: usize,
-    /// Lock heap pages instead of records (Berkeley DB style).
-    pub page_locking: bool,
     /// Measure time in the lock manager (Lock / physical / logical contention).
     pub lock_timing: bool,
 }
@@ -75,7 +73,6 @@ impl Default for DbConfig {
             switches: Switches::default(),
             threads: 1,
             escalation_threshold: 5000,
-            page_locking: false,
             lock_timing: false,
         }
     }
@@ -264,7 +261,7 @@ impl Database {
         let locks = sw.is_on(Switch::Locking).then(|| {
             LockManager::new(LockConfig {
                 escalation_threshold: config.escalation_threshold,
-                page_level: config.page_locking,
+                page_level: false,
                 wait_timeout: std::time::Duration::from_secs(10),
                 latching,
                 timing: config.lock_timing,
@@ -692,6 +689,12 @@ impl Database {
 
     pub(crate) fn deregister(&self, t: &Arc<ActiveTxn>) {
         self.active.write().remove(&t.id.0);
+    }
+
+    /// How many transactions the active-transaction table holds (always 0 with `xactions`
+    /// off, which keeps no such table).
+    pub fn running_transactions(&self) -> usize {
+        self.active.read().len()
     }
 
     /// (txn, last LSN) of every running transaction.

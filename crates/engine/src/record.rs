@@ -144,7 +144,12 @@ impl Layout {
             ColumnType::Float => Value::Float(f64::from_le_bytes(field[..8].try_into().unwrap())),
             ColumnType::Str { .. } => {
                 let len = (u16::from_le_bytes([field[0], field[1]]) as usize).min(field.len() - 2);
-                Value::Str(String::from_utf8_lossy(&field[2..2 + len]).into_owned())
+                let bytes = &field[2..2 + len];
+                // Strings were UTF-8 when written; a damaged page still decodes, lossily.
+                Value::Str(match std::str::from_utf8(bytes) {
+                    Ok(s) => s.to_owned(),
+                    Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+                })
             }
         }
     }

@@ -32,6 +32,10 @@ use crate::table::{Index, Table};
 use crate::undo::{UndoList, UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE};
 use crate::value::{Row, Value};
 
+/// Lock name (hashed with the table) standing for the end of an index: what a scan that ran
+/// to the end locks, and what an insert after the last key locks.
+const END_OF_INDEX: &[u8] = b"\xff\xffEND";
+
 /// Reusable per-session buffers. With the `xactions` switch on every transaction sets up a
 /// fresh session; with it off a thread keeps one and reuses it.
 #[derive(Default)]
@@ -42,6 +46,7 @@ pub(crate) struct Session {
     rec: Vec<u8>,
     payload: Vec<u8>,
     after: Vec<u8>,
+    next: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
     /// Records deleted by this transaction: their index entries are gone at once, the records
     /// themselves are freed only after the commit record, so no other transaction can reuse
@@ -304,9 +309,7 @@ impl<'db> Transaction<'db> {
                 match hi {
                     Bound::Included(h) => Bound::Excluded(h),
                     Bound::Excluded(h) => Bound::Included(h),
-                    Bound::Unbounded => {
-                        return self.lock_key(lock_table, b"\xff\xffEND", exclusive)
-                    }
+                    Bound::Unbounded => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
                 },
                 Bound::Unbounded,
             ),
@@ -319,7 +322,7 @@ impl<'db> Transaction<'db> {
         })?;
         match next {
             Some(k) => self.lock_key(lock_table, &k, exclusive),
-            None => self.lock_key(lock_table, b"\xff\xffEND", exclusive),
+            None => self.lock_key(lock_table, END_OF_INDEX, exclusive),
         }
     }
 }
@@ -404,30 +407,34 @@ impl Tx for Transaction<'_> {
             if found.is_none() {
                 return Ok(false);
             }
-            // Validate and apply on a copy, so a bad value changes nothing.
-            let mut after = std::mem::take(&mut self.s.after);
-            after.clear();
-            after.extend_from_slice(&rec);
-            let applied = set
+            if set.is_empty() {
+                return Ok(true);
+            }
+            // Keep the before image of the changed range, then apply the new values to the
+            // scratch copy; a bad value fails here, before anything is logged or written.
+            let mut before = std::mem::take(&mut self.s.after);
+            before.clear();
+            before.extend_from_slice(&rec[lo..hi]);
+            if let Err(e) = set
                 .iter()
-                .try_for_each(|(c, v)| layout.write_column(&mut after, *c, v));
-            if applied.is_err() || set.is_empty() {
-                self.s.after = after;
-                return applied.map(|_| true);
+                .try_for_each(|(c, v)| layout.write_column(&mut rec, *c, v))
+            {
+                self.s.after = before;
+                return Err(e);
             }
             let prev = self.log_undo(UndoOp {
                 kind: KIND_UPDATE,
                 table: table.id,
                 loc,
                 offset: lo as u16,
-                before: &rec[lo..hi],
+                before: &before,
             });
-            let written = table.records.write(loc, lo, &after[lo..hi]);
-            self.s.after = after;
-            written?;
+            let written = table.records.write(loc, lo, &rec[lo..hi]);
             self.s
                 .undo
-                .push(KIND_UPDATE, table.id, loc, lo as u16, &rec[lo..hi], prev);
+                .push(KIND_UPDATE, table.id, loc, lo as u16, &before, prev);
+            self.s.after = before;
+            written?;
             Ok(true)
         })();
         self.s.key = k;
@@ -444,18 +451,29 @@ impl Tx for Transaction<'_> {
             table.key.encode_record(&table.layout, &rec, &mut k)?;
             self.lock_key(table.id, &k, true)?;
             if self.db.locks.is_some() {
-                // Next-key lock: a scan that covered the gap this key falls into holds the
-                // next key, so the insert waits until that scan's transaction ends.
-                self.lock_next_key(
-                    table.id,
-                    &table.primary,
-                    Some(&k),
-                    Bound::Unbounded,
-                    false,
-                    true,
-                )?;
-            }
-            if table.primary.get(&k)?.is_some() {
+                // One descent finds both the key itself (a duplicate) and the key after it.
+                // That next key is locked: a scan that covered the gap this key falls into
+                // holds it, so the insert waits until that scan's transaction ends.
+                let mut next = std::mem::take(&mut self.s.next);
+                next.clear();
+                let mut duplicate = false;
+                table
+                    .primary
+                    .scan(Bound::Included(&k), Bound::Unbounded, false, 1, |key, _| {
+                        duplicate = key == k.as_slice();
+                        next.extend_from_slice(key);
+                        false
+                    })?;
+                let locked = if duplicate {
+                    Err(TxError::DuplicateKey(table.schema.name.clone()))
+                } else if next.is_empty() {
+                    self.lock_key(table.id, END_OF_INDEX, true)
+                } else {
+                    self.lock_key(table.id, &next, true)
+                };
+                self.s.next = next;
+                locked?;
+            } else if table.primary.get(&k)?.is_some() {
                 return Err(TxError::DuplicateKey(table.schema.name.clone()));
             }
             let mut payload = std::mem::take(&mut self.s.payload);
