@@ -21,6 +21,7 @@ pub mod progress;
 pub mod report;
 pub mod run;
 pub mod stats;
+pub mod table4;
 
 pub use driver::{drive, DriverConfig, DriverError, Executor, Stop};
 pub use report::BenchResult;

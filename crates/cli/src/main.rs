@@ -108,8 +108,8 @@ struct LadderChildArgs {
 struct ProfileArgs {
     #[arg(value_enum)]
     workload: WorkloadName,
-    /// Count instructions with callgrind (the only profile so far).
-    #[arg(long, required = true)]
+    /// Also count instructions per transaction by component, under callgrind.
+    #[arg(long)]
     instructions: bool,
     /// Measured transactions.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -483,7 +483,6 @@ fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
-    let _ = args.instructions;
     let switches = build_switches(preset_name(args.engine.preset), &args.engine.switches, 1)?;
     let mut options = workload_options(args.workload, &args.data);
     options.mix = match args.mix {
@@ -507,15 +506,34 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&runs)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
+    let db = DbConfig {
+        path: args.engine.db.clone(),
+        pool_mib: args.engine.pool_mib as usize,
+        durable: args.engine.durable,
+        switches,
+        threads: 1,
+        ..DbConfig::default()
+    };
+    let types = bench::table4::run(workload, &db, args.txns, args.seed)?;
+    println!(
+        "{} (1 thread), per transaction: records accessed, row-level and higher-level locks held, \
+         heap and index pages fixed (total) and unique pages, log bytes, latch acquisitions, lock \
+         waits, lock-manager time (Lock, physical and logical contention)",
+        args.workload.name()
+    );
+    print!("{}", bench::table4::render(&types));
+    if !args.instructions {
+        return Ok(ExitCode::SUCCESS);
+    }
     let out = match &args.out {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("glass-profile-{}", std::process::id())),
     };
     let forwarded: Vec<String> = std::env::args().skip(1).collect();
     let table = bench::ladder::profile::run_parent(&std::env::current_exe()?, &forwarded, &out)?;
-    println!("{} (1 thread)", args.workload.name());
+    println!("\ninstructions per transaction by component (callgrind):");
     print!("{table}");
-    println!("engine counters (Table 4): not yet available from the engine");
     Ok(ExitCode::SUCCESS)
 }
 

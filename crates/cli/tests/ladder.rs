@@ -126,7 +126,29 @@ fn profile_counts_instructions_per_transaction_type() {
         "{stdout} {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let row = stdout
+    let (table4, instructions) = stdout
+        .split_once("instructions per transaction by component")
+        .unwrap_or_else(|| panic!("no instruction table: {stdout}"));
+    // Table 4: one TPC-B transaction reads and writes account, teller, branch and inserts
+    // history: records accessed and row locks are positive, and so are pages and log bytes.
+    let counters = table4
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("20"))
+        .unwrap_or_else(|| panic!("no Table 4 row of 20 transactions: {stdout}"));
+    let fields: Vec<f64> = counters
+        .split_whitespace()
+        .skip(2)
+        .map(|f| f.parse().unwrap())
+        .collect();
+    assert!(
+        fields[0] >= 4.0 && fields[1] >= 4.0,
+        "records, row locks: {counters}"
+    );
+    assert!(
+        fields[3] > 0.0 && fields[6] > 0.0,
+        "heap pages, log bytes: {counters}"
+    );
+    let row = instructions
         .lines()
         .find(|l| l.split_whitespace().nth(1) == Some("20"))
         .unwrap_or_else(|| panic!("no row of 20 transactions: {stdout}"));

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod db;
 pub mod keys;
+pub mod profile;
 pub mod record;
 pub mod recovery;
 pub mod schema;

@@ -40,29 +40,33 @@ impl Records {
     /// Calls `f` with the record at `loc`; `None` if there is none.
     #[inline(never)]
     pub fn with<R>(&self, loc: u64, f: impl FnOnce(&[u8]) -> R) -> StorageResult<Option<R>> {
-        match self {
-            Records::Heap(h) => h.with_record(RecordId::from_u64(loc), f),
-            // SAFETY: `loc` came from this store's insert (through an index), and the
-            // transaction holds the record's lock, so no other thread writes it meanwhile;
-            // the store never frees a deleted record while the database is open.
-            Records::Mem(m) => Ok(Some(unsafe { m.read(RecordPtr(loc), f) })),
-        }
+        crate::profile::record_access(|| {
+            match self {
+                Records::Heap(h) => h.with_record(RecordId::from_u64(loc), f),
+                // SAFETY: `loc` came from this store's insert (through an index), and the
+                // transaction holds the record's lock, so no other thread writes it meanwhile;
+                // the store never frees a deleted record while the database is open.
+                Records::Mem(m) => Ok(Some(unsafe { m.read(RecordPtr(loc), f) })),
+            }
+        })
     }
 
     /// Overwrites `bytes` at `offset` of the record at `loc`.
     #[inline(never)]
     pub fn write(&self, loc: u64, offset: usize, bytes: &[u8]) -> StorageResult<()> {
-        match self {
-            Records::Heap(h) => h.update_in_place(RecordId::from_u64(loc), offset, bytes),
-            // SAFETY: as for `with`; the transaction holds the record's exclusive lock.
-            Records::Mem(m) => unsafe { m.write(RecordPtr(loc), offset, bytes) },
-        }
+        crate::profile::record_access(|| {
+            match self {
+                Records::Heap(h) => h.update_in_place(RecordId::from_u64(loc), offset, bytes),
+                // SAFETY: as for `with`; the transaction holds the record's exclusive lock.
+                Records::Mem(m) => unsafe { m.write(RecordPtr(loc), offset, bytes) },
+            }
+        })
     }
 
     /// Inserts a record; `before_write(loc)` runs before any page changes (undo logging).
     #[inline(never)]
     pub fn insert(&self, rec: &[u8], before_write: impl FnOnce(u64)) -> StorageResult<u64> {
-        match self {
+        crate::profile::record_access(|| match self {
             Records::Heap(h) => Ok(h
                 .insert_with(rec, |rid| before_write(rid.to_u64()))?
                 .to_u64()),
@@ -71,18 +75,20 @@ impl Records {
                 before_write(p.0);
                 Ok(p.0)
             }
-        }
+        })
     }
 
     pub fn delete(&self, loc: u64) -> StorageResult<bool> {
-        match self {
-            Records::Heap(h) => h.delete(RecordId::from_u64(loc)),
-            Records::Mem(m) => {
-                // SAFETY: as for `write`.
-                unsafe { m.delete(RecordPtr(loc))? };
-                Ok(true)
+        crate::profile::record_access(|| {
+            match self {
+                Records::Heap(h) => h.delete(RecordId::from_u64(loc)),
+                Records::Mem(m) => {
+                    // SAFETY: as for `write`.
+                    unsafe { m.delete(RecordPtr(loc))? };
+                    Ok(true)
+                }
             }
-        }
+        })
     }
 
     /// Re-creates a deleted record at `loc` (undo of a delete). Main-memory records cannot be

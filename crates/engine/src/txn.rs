@@ -83,6 +83,9 @@ impl<'db> Transaction<'db> {
                 None,
             )
         };
+        if crate::profile::enabled() {
+            crate::profile::begin(db.log.as_ref().map_or(0, |l| l.stats().bytes));
+        }
         Transaction {
             db,
             id,
@@ -191,6 +194,10 @@ impl<'db> Transaction<'db> {
             return;
         }
         self.finished = true;
+        if crate::profile::enabled() {
+            let log_bytes = self.db.log.as_ref().map_or(0, |l| l.stats().bytes);
+            crate::profile::end(self.locks.as_ref(), log_bytes);
+        }
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
             lm.release_all(locks);
         }

@@ -15,7 +15,6 @@ const TRANSFERS: usize = 150;
 
 fn run_bank(db: Arc<Database>) {
     let t = load_accounts(&db, ACCOUNTS);
-    let started = std::time::Instant::now();
     let retries = Arc::new(AtomicU64::new(0));
     let committed = Arc::new(AtomicU64::new(0));
     let handles: Vec<_> = (0..THREADS)

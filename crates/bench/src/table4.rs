@@ -1,0 +1,123 @@
+//! `glass profile WORKLOAD`: per transaction type, the TPC-E paper's Table 4 (records
+//! accessed, row-level and higher-level locks, heap and index pages — total and unique) plus
+//! log bytes, latch acquisitions, lock waits and lock-manager time (Lock, physical and logical
+//! contention), from the engine's per-transaction profile (`engine::profile`).
+//!
+//! One thread runs: for each transaction type, the terminal draws until it gets that type,
+//! and the committed transaction's profile is added to the type's sums.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::Context;
+use engine::db::{Database, DbConfig};
+use engine::profile::{self, TxnProfile};
+use serde::Serialize;
+use workloads::Workload;
+
+use crate::ladder::measure::measured_txn;
+
+/// Draws before a transaction type counts as never drawn.
+const MAX_DRAWS: u64 = 100_000;
+
+/// One transaction type's sums.
+#[derive(Clone, Debug, Serialize)]
+pub struct TypeProfile {
+    pub name: String,
+    pub txns: u64,
+    pub sum: TxnProfile,
+}
+
+/// Loads `workload`, then profiles `txns` transactions of every type it draws.
+pub fn run(
+    workload: Arc<dyn Workload>,
+    db_config: &DbConfig,
+    txns: u64,
+    seed: u64,
+) -> anyhow::Result<Vec<TypeProfile>> {
+    let mut config = db_config.clone();
+    config.threads = 1;
+    config.lock_timing = true;
+    let db = Database::open(config).context("open the database")?;
+    workload.create_schema(&db).context("create the schema")?;
+    workload.load(&db, &|_, _| {}).context("load")?;
+    let mut terminal = workload
+        .terminal(&db, 0, 1, seed)
+        .context("start a terminal")?;
+    profile::enable(true);
+    let mut out = Vec::new();
+    for (t, name) in workload.txn_names().iter().enumerate() {
+        let mut sum = TxnProfile::default();
+        let mut done = 0;
+        'txns: for _ in 0..txns {
+            let mut draws = 0;
+            while terminal.next() != t {
+                draws += 1;
+                if draws >= MAX_DRAWS {
+                    break 'txns;
+                }
+            }
+            measured_txn(&db, terminal.as_mut()).with_context(|| format!("{name} transaction"))?;
+            sum += profile::last();
+            done += 1;
+        }
+        if done > 0 {
+            out.push(TypeProfile {
+                name: name.to_string(),
+                txns: done,
+                sum,
+            });
+        }
+    }
+    profile::enable(false);
+    drop(terminal);
+    db.close().context("close the database")?;
+    Ok(out)
+}
+
+/// The table: one row per type, every figure per transaction.
+pub fn render(types: &[TypeProfile]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<14} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>8} {:>6} {:>9} {:>9} {:>9}",
+        "type",
+        "txns",
+        "records",
+        "row-lk",
+        "high-lk",
+        "heap-pg",
+        "index-pg",
+        "unique",
+        "log-B",
+        "latches",
+        "waits",
+        "lock-us",
+        "PC-us",
+        "LC-us"
+    );
+    for t in types {
+        let n = t.txns.max(1) as f64;
+        let p = &t.sum;
+        let per = |v: u64| v as f64 / n;
+        let _ = writeln!(
+            s,
+            "{:<14} {:>6} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>8.1} {:>9.0} {:>8.1} {:>6.2} {:>9.2} {:>9.2} {:>9.2}",
+            t.name,
+            t.txns,
+            per(p.records),
+            per(p.row_locks),
+            per(p.higher_locks),
+            per(p.heap_pages),
+            per(p.index_pages),
+            per(p.unique_pages),
+            per(p.log_bytes),
+            per(p.latches),
+            per(p.lock_waits),
+            per(p.lock_ns) / 1000.0,
+            per(p.lock_physical_ns) / 1000.0,
+            per(p.lock_logical_ns) / 1000.0,
+        );
+    }
+    s
+}

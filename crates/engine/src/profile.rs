@@ -1,0 +1,141 @@
+//! Per-transaction statistics for `glass profile`: the TPC-E paper's Table 4 (records accessed,
+//! row-level and higher-level locks, heap and index pages — total and unique) plus log bytes,
+//! latch acquisitions, lock waits and time in the lock manager split into Lock, physical
+//! contention and logical contention (its Figure 2).
+//!
+//! Collection is off by default and costs one relaxed load and a branch per record access
+//! when off. It is switched on for a whole process with [`enable`]; each thread then keeps the
+//! profile of the transaction it ran last ([`last`]). Page counts come from the storage
+//! manager's per-thread counters: pages fixed while reading or writing a record count as heap
+//! pages, every other fix (index descents and scans) as index pages. Log bytes are the growth
+//! of the log during the transaction: exact when one thread runs, as `glass profile` does.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+use storage::counters::{self, StorageCounters};
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// What one transaction did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct TxnProfile {
+    pub records: u64,
+    pub row_locks: u64,
+    pub higher_locks: u64,
+    pub heap_pages: u64,
+    pub index_pages: u64,
+    pub unique_pages: u64,
+    pub log_bytes: u64,
+    pub latches: u64,
+    pub lock_waits: u64,
+    pub lock_ns: u64,
+    pub lock_physical_ns: u64,
+    pub lock_logical_ns: u64,
+}
+
+impl std::ops::AddAssign for TxnProfile {
+    fn add_assign(&mut self, o: TxnProfile) {
+        self.records += o.records;
+        self.row_locks += o.row_locks;
+        self.higher_locks += o.higher_locks;
+        self.heap_pages += o.heap_pages;
+        self.index_pages += o.index_pages;
+        self.unique_pages += o.unique_pages;
+        self.log_bytes += o.log_bytes;
+        self.latches += o.latches;
+        self.lock_waits += o.lock_waits;
+        self.lock_ns += o.lock_ns;
+        self.lock_physical_ns += o.lock_physical_ns;
+        self.lock_logical_ns += o.lock_logical_ns;
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Running {
+    start: StorageCounters,
+    log_start: u64,
+    records: u64,
+    heap_fixes: u64,
+}
+
+thread_local! {
+    static RUNNING: Cell<Running> = Cell::new(Running::default());
+    static LAST: Cell<TxnProfile> = Cell::new(TxnProfile::default());
+}
+
+/// Switches collection on or off for the whole process.
+pub fn enable(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+    counters::set_unique_tracking(on);
+}
+
+#[inline]
+pub(crate) fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// The profile of the transaction this thread finished last.
+pub fn last() -> TxnProfile {
+    LAST.with(|l| l.get())
+}
+
+/// Runs a record access, counting it and the pages it fixed as heap pages.
+#[inline]
+pub(crate) fn record_access<R>(f: impl FnOnce() -> R) -> R {
+    if !enabled() {
+        return f();
+    }
+    let before = counters::snapshot().fixes;
+    let r = f();
+    let fixed = counters::snapshot().fixes - before;
+    RUNNING.with(|c| {
+        let mut run = c.get();
+        run.records += 1;
+        run.heap_fixes += fixed;
+        c.set(run);
+    });
+    r
+}
+
+pub(crate) fn begin(log_bytes: u64) {
+    counters::set_unique_tracking(true);
+    counters::begin_scope();
+    RUNNING.with(|c| {
+        c.set(Running {
+            start: counters::snapshot(),
+            log_start: log_bytes,
+            ..Running::default()
+        })
+    });
+}
+
+pub(crate) fn end(locks: Option<&txn::TxnLocks>, log_bytes: u64) {
+    let run = RUNNING.with(|c| c.get());
+    let moved = counters::snapshot() - run.start;
+    let mut p = TxnProfile {
+        records: run.records,
+        heap_pages: run.heap_fixes,
+        index_pages: moved.fixes.saturating_sub(run.heap_fixes),
+        unique_pages: moved.unique_fixes,
+        log_bytes: log_bytes.saturating_sub(run.log_start),
+        latches: moved.latches,
+        ..TxnProfile::default()
+    };
+    if let Some(l) = locks {
+        for (name, _) in l.held() {
+            if name.is_leaf() {
+                p.row_locks += 1;
+            } else {
+                p.higher_locks += 1;
+            }
+        }
+        let s = l.stats();
+        p.lock_waits = s.waits;
+        p.lock_ns = s.lock_ns;
+        p.lock_physical_ns = s.physical_contention_ns;
+        p.lock_logical_ns = s.logical_contention_ns;
+    }
+    LAST.with(|c| c.set(p));
+}
