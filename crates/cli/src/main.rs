@@ -206,6 +206,9 @@ struct EngineArgs {
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
+    /// Lock heap pages instead of records (Berkeley DB style).
+    #[arg(long)]
+    page_locking: bool,
 }
 
 #[derive(Args, Debug)]
@@ -346,6 +349,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.db = DbConfig {
         path: args.engine.db,
         pool_mib: args.engine.pool_mib as usize,
+        page_locking: args.engine.page_locking,
         durable: args.engine.durable,
         switches,
         threads,
@@ -497,6 +501,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         let db = DbConfig {
             path: args.engine.db,
             pool_mib: args.engine.pool_mib as usize,
+            page_locking: args.engine.page_locking,
             durable: args.engine.durable,
             switches,
             threads: 1,
@@ -510,6 +515,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let db = DbConfig {
         path: args.engine.db.clone(),
         pool_mib: args.engine.pool_mib as usize,
+        page_locking: args.engine.page_locking,
         durable: args.engine.durable,
         switches,
         threads: 1,

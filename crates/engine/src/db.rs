@@ -62,6 +62,9 @@ pub struct DbConfig {
     pub escalation_threshold: usize,
     /// Measure time in the lock manager (Lock / physical / logical contention).
     pub lock_timing: bool,
+    /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
+    /// Key-range (next-key) locks stay on keys; needs `page-access` on.
+    pub page_locking: bool,
 }
 
 impl Default for DbConfig {
@@ -74,6 +77,7 @@ impl Default for DbConfig {
             threads: 1,
             escalation_threshold: 5000,
             lock_timing: false,
+            page_locking: false,
         }
     }
 }
@@ -139,6 +143,7 @@ pub struct Database {
     pub(crate) log_records: bool,
     pub(crate) locks: Option<LockManager>,
     pub(crate) xactions: bool,
+    pub(crate) page_locking: bool,
     dir_lookup: bool,
     packed_keys: bool,
     tables: Box<[OnceLock<Table>]>,
@@ -171,6 +176,11 @@ impl Database {
         if !page_access && config.path.is_some() {
             return Err(TxError::Invalid(
                 "page-access=off keeps records in main memory only: it cannot open a database directory (drop --db)".into(),
+            ));
+        }
+        if config.page_locking && !page_access {
+            return Err(TxError::Invalid(
+                "page-level locking locks heap pages: it needs page-access on".into(),
             ));
         }
         let main_log = sw.is_on(Switch::MainLog);
@@ -261,7 +271,7 @@ impl Database {
         let locks = sw.is_on(Switch::Locking).then(|| {
             LockManager::new(LockConfig {
                 escalation_threshold: config.escalation_threshold,
-                page_level: false,
+                page_level: config.page_locking,
                 wait_timeout: std::time::Duration::from_secs(10),
                 latching,
                 timing: config.lock_timing,
@@ -274,6 +284,7 @@ impl Database {
             log_records: main_log,
             locks,
             xactions: sw.is_on(Switch::Xactions),
+            page_locking: config.page_locking,
             dir_lookup: sw.is_on(Switch::DirLookup),
             packed_keys: catalog.packed_keys,
             tables: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),

@@ -227,6 +227,53 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Locks the heap page holding the record at `loc` (page-level locking).
+    fn lock_page_of(&mut self, table: u32, loc: u64, exclusive: bool) -> TxResult<()> {
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
+            let mode = if exclusive { LockMode::X } else { LockMode::S };
+            let page = storage::heap::RecordId::from_u64(loc).page.0;
+            lm.lock_page(locks, table, page, mode)
+                .map_err(|e| TxError::Retry(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Finds the record with encoded primary key `k` and locks it. With record locking the
+    /// key is locked *before* the lookup, so an absent key stays locked (no phantom can
+    /// appear under a point read). With page locking the record's heap page is locked after
+    /// the lookup, and the lookup is repeated to confirm the record did not move meanwhile;
+    /// an absent key is locked by name.
+    fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
+        if !self.db.page_locking {
+            self.lock_key(table.id, k, exclusive)?;
+            return Ok(table.primary.get(k)?);
+        }
+        let mut loc = table.primary.get(k)?;
+        for _ in 0..8 {
+            match loc {
+                None => {
+                    self.lock_key(table.id, k, exclusive)?;
+                    loc = table.primary.get(k)?;
+                    if loc.is_none() {
+                        return Ok(None);
+                    }
+                }
+                Some(l) => {
+                    self.lock_page_of(table.id, l, exclusive)?;
+                    let again = table.primary.get(k)?;
+                    if again == Some(l) {
+                        return Ok(again);
+                    }
+                    loc = again;
+                }
+            }
+        }
+        Err(TxError::Retry(format!(
+            "a row of {} kept moving while it was being locked",
+            table.schema.name
+        )))
+    }
+
     /// Logs the undo record of an operation about to happen; returns the transaction's previous
     /// LSN (the undo-next of a compensation for it).
     #[inline]
@@ -358,8 +405,7 @@ impl Tx for Transaction<'_> {
         let mut k = std::mem::take(&mut self.s.key);
         let r = (|| {
             table.key.encode(key, &mut k)?;
-            self.lock_key(table.id, &k, for_update)?;
-            let Some(loc) = table.primary.get(&k)? else {
+            let Some(loc) = self.find_locked(table, &k, for_update)? else {
                 return Ok(None);
             };
             Ok(table
@@ -403,8 +449,7 @@ impl Tx for Transaction<'_> {
         let mut rec = std::mem::take(&mut self.s.rec);
         let r = (|| {
             table.key.encode(key, &mut k)?;
-            self.lock_key(table.id, &k, true)?;
-            let Some(loc) = table.primary.get(&k)? else {
+            let Some(loc) = self.find_locked(table, &k, true)? else {
                 return Ok(false);
             };
             let found = table.records.with(loc, |r| {
@@ -511,6 +556,11 @@ impl Tx for Transaction<'_> {
             self.s
                 .undo
                 .push(KIND_INSERT, table.id, loc, 0, &[], logged_prev);
+            if self.db.page_locking {
+                // No index entry names the record yet, so nobody can reach it before this
+                // lock is granted; waiting here holds no latch.
+                self.lock_page_of(table.id, loc, true)?;
+            }
             table.primary.insert(&k, loc).map_err(|e| match e {
                 storage::StorageError::DuplicateKey => {
                     TxError::DuplicateKey(table.schema.name.clone())
@@ -559,8 +609,7 @@ impl Tx for Transaction<'_> {
         let mut rec = std::mem::take(&mut self.s.rec);
         let r = (|| {
             table.key.encode(key, &mut k)?;
-            self.lock_key(table.id, &k, true)?;
-            let Some(loc) = table.primary.get(&k)? else {
+            let Some(loc) = self.find_locked(table, &k, true)? else {
                 return Ok(false);
             };
             let found = table.records.with(loc, |r| {
@@ -626,8 +675,12 @@ impl Tx for Transaction<'_> {
                 &table.schema.name,
             )?;
             let mut rows = Vec::with_capacity(hits.len());
-            for (key, _) in hits.iter() {
-                self.lock_key(table.id, key, for_update)?;
+            for (key, loc) in hits.iter() {
+                if self.db.page_locking {
+                    self.lock_page_of(table.id, *loc, for_update)?;
+                } else {
+                    self.lock_key(table.id, key, for_update)?;
+                }
                 // Re-read under the lock: the entry may have changed since it was collected.
                 if let Some(loc) = table.primary.get(key)? {
                     if let Some(row) = table
@@ -702,7 +755,11 @@ impl Tx for Transaction<'_> {
                 else {
                     continue;
                 };
-                self.lock_key(table.id, &pk, for_update)?;
+                if self.db.page_locking {
+                    self.lock_page_of(table.id, *loc, for_update)?;
+                } else {
+                    self.lock_key(table.id, &pk, for_update)?;
+                }
                 let row = table.records.with(*loc, |rec| {
                     let _ = index.key.encode_record(&table.layout, rec, &mut check);
                     if entry.starts_with(&check) {
