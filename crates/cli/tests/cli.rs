@@ -103,7 +103,7 @@ fn impossible_configurations_are_refused_before_anything_runs() {
         &["bench", "tpcb", "--switch", "lsn=off", "--threads", "1"],
         &["lsn=off", "main-log=off"],
     );
-    // The hand-coded kernel is not built yet.
+    // The hand-coded kernel runs under `glass ladder`, not `glass bench`.
     assert_usage_error(
         &["bench", "tpcb", "--preset", "optimal", "--threads", "1"],
         &["optimal", "glass ladder tpcc"],

@@ -62,6 +62,9 @@ pub struct DbConfig {
     pub escalation_threshold: usize,
     /// Measure time in the lock manager (Lock / physical / logical contention).
     pub lock_timing: bool,
+    /// Take a fuzzy checkpoint whenever the log has grown by this many bytes since the last
+    /// one (databases on disk with logging and `xactions` on), bounding recovery time.
+    pub checkpoint_bytes: u64,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
@@ -77,6 +80,7 @@ impl Default for DbConfig {
             threads: 1,
             escalation_threshold: 5000,
             lock_timing: false,
+            checkpoint_bytes: 64 << 20,
             page_locking: false,
         }
     }
@@ -153,6 +157,8 @@ pub struct Database {
     /// Serialises schema changes and catalog writes.
     ddl: Mutex<Catalog>,
     pub(crate) next_txn: AtomicU64,
+    /// Log position past which the next committing transaction takes a fuzzy checkpoint.
+    next_checkpoint: AtomicU64,
     /// The active-transaction table (`xactions` on): id → its monitoring entry.
     active: Latch<HashMap<u64, Arc<ActiveTxn>>>,
 }
@@ -293,6 +299,7 @@ impl Database {
             index_names: Latch::new(HashMap::new(), latching),
             ddl: Mutex::new(Catalog::default()),
             next_txn: AtomicU64::new(1),
+            next_checkpoint: AtomicU64::new(u64::MAX),
             active: Latch::new(HashMap::new(), latching),
             config,
         };
@@ -314,6 +321,14 @@ impl Database {
         let db = Arc::new(db);
         if db.config.path.is_some() {
             db.checkpoint()?;
+            if let (Some(log), true, true) = (&db.log, db.log_records, db.xactions) {
+                db.next_checkpoint.store(
+                    log.end_lsn()
+                        .0
+                        .saturating_add(db.config.checkpoint_bytes.max(1)),
+                    Ordering::Relaxed,
+                );
+            }
         }
         Ok(db)
     }
@@ -491,6 +506,29 @@ impl Database {
     /// (A sharp checkpoint at open and close; fuzzy checkpoints run from `checkpoint_fuzzy`.)
     pub fn checkpoint(&self) -> TxResult<()> {
         crate::recovery::checkpoint(self)
+    }
+
+    /// Called after each commit: takes a fuzzy checkpoint when the log has grown past the
+    /// threshold (one relaxed load when it has not; one thread wins the race to take it).
+    pub(crate) fn maybe_checkpoint(&self) -> TxResult<()> {
+        let next = self.next_checkpoint.load(Ordering::Relaxed);
+        let Some(log) = &self.log else {
+            return Ok(());
+        };
+        let end = log.end_lsn().0;
+        if end < next {
+            return Ok(());
+        }
+        let claimed = self.next_checkpoint.compare_exchange(
+            next,
+            end.saturating_add(self.config.checkpoint_bytes.max(1)),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        if claimed.is_ok() {
+            crate::recovery::checkpoint(self)?;
+        }
+        Ok(())
     }
 
     /// Closes the database cleanly: a checkpoint, so the next open recovers nothing.

@@ -126,7 +126,8 @@ impl<'db> Transaction<'db> {
         }
         let freed = self.free_deleted();
         self.finish();
-        freed
+        freed?;
+        self.db.maybe_checkpoint()
     }
 
     /// Takes back every effect of the transaction and releases its locks.

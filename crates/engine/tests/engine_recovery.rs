@@ -23,6 +23,7 @@ fn open_durable(dir: &Path) -> Arc<Database> {
         durable: true,
         pool_mib: 1, // far smaller than the data: pages are evicted and written back mid-run
         threads: 2,
+        checkpoint_bytes: 256 << 10, // fuzzy checkpoints mid-run: recovery starts from one
         ..DbConfig::default()
     })
     .unwrap()
