@@ -65,8 +65,8 @@ pub enum TxError {
     /// A name, column or value the schema does not allow.
     #[error("invalid request: {0}")]
     Invalid(String),
-    /// The storage manager failed (I/O, corruption).
-    #[error("storage: {0}")]
+    /// The storage manager failed (I/O, corruption); its message names the page or action.
+    #[error(transparent)]
     Storage(#[from] storage::StorageError),
 }
 
