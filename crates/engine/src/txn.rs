@@ -275,6 +275,26 @@ impl<'db> Transaction<'db> {
         )))
     }
 
+    /// Encodes `key` into `k`, locks the row exclusively and copies it into `rec`; returns its
+    /// location, or `None` if there is no such row (update and delete start here).
+    fn locked_copy(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        k: &mut Vec<u8>,
+        rec: &mut Vec<u8>,
+    ) -> TxResult<Option<u64>> {
+        table.key.encode(key, k)?;
+        let Some(loc) = self.find_locked(table, k, true)? else {
+            return Ok(None);
+        };
+        let found = table.records.with(loc, |r| {
+            rec.clear();
+            rec.extend_from_slice(r);
+        })?;
+        Ok(found.map(|()| loc))
+    }
+
     /// Logs the undo record of an operation about to happen; returns the transaction's previous
     /// LSN (the undo-next of a compensation for it).
     #[inline]
@@ -449,17 +469,9 @@ impl Tx for Transaction<'_> {
         let mut k = std::mem::take(&mut self.s.key);
         let mut rec = std::mem::take(&mut self.s.rec);
         let r = (|| {
-            table.key.encode(key, &mut k)?;
-            let Some(loc) = self.find_locked(table, &k, true)? else {
+            let Some(loc) = self.locked_copy(table, key, &mut k, &mut rec)? else {
                 return Ok(false);
             };
-            let found = table.records.with(loc, |r| {
-                rec.clear();
-                rec.extend_from_slice(r);
-            })?;
-            if found.is_none() {
-                return Ok(false);
-            }
             if set.is_empty() {
                 return Ok(true);
             }
@@ -609,17 +621,9 @@ impl Tx for Transaction<'_> {
         let mut k = std::mem::take(&mut self.s.key);
         let mut rec = std::mem::take(&mut self.s.rec);
         let r = (|| {
-            table.key.encode(key, &mut k)?;
-            let Some(loc) = self.find_locked(table, &k, true)? else {
+            let Some(loc) = self.locked_copy(table, key, &mut k, &mut rec)? else {
                 return Ok(false);
             };
-            let found = table.records.with(loc, |r| {
-                rec.clear();
-                rec.extend_from_slice(r);
-            })?;
-            if found.is_none() {
-                return Ok(false);
-            }
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided.
                 self.lock_next_key(
