@@ -7,13 +7,17 @@
 //! ```text
 //!   MemIndex<K> ── Latch ── Map::Bytes     BTreeMap<key bytes, value>          (generic keys)
 //!                           Map::Int       BTreeMap<u64, value>                (IntKeyOrder, unique)
+//!                                          + HashMap<u64, value> for point operations
 //!                           Map::IntMulti  BTreeSet<u128 = key << 64 | value>  (IntKeyOrder, non-unique)
 //! ```
 //!
 //! Byte keys compare with `memcmp`, which the order-preserving encoding
 //! ([`crate::btree::keys`]) makes equal to the logical order; a non-unique byte index stores
 //! `key ++ value` (8 bytes big-endian) like the B+-tree. Integer keys ([`KeyOrder::FIXED_U64`])
-//! take the fast path: the map compares integers.
+//! take the fast path: the map compares integers. A unique integer index also keeps a hash
+//! map with the same entries, so a point lookup (and an insert's duplicate check) costs one
+//! hash probe instead of a tree descent; scans use the ordered map. Both change together under
+//! the latch.
 //!
 //! One latch guards the whole map (disabled when latching is off): the rung this index serves
 //! runs partitioned or single-threaded, and `std`'s B-tree is not concurrent.
@@ -21,13 +25,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
+use rustc_hash::FxHashMap;
+
 use crate::btree::keys::{KeyOrder, KeyRange};
 use crate::error::{StorageError, StorageResult};
 use crate::latch::Latch;
 
 enum Map {
     Bytes(BTreeMap<Vec<u8>, u64>),
-    Int(BTreeMap<u64, u64>),
+    Int {
+        ordered: BTreeMap<u64, u64>,
+        /// The same entries as `ordered`.
+        points: FxHashMap<u64, u64>,
+    },
     IntMulti(BTreeSet<u128>),
 }
 
@@ -112,7 +122,10 @@ impl<K: KeyOrder> MemIndex<K> {
     /// An empty index; `K::FIXED_U64` orders get the integer map.
     pub fn new(order: K, unique: bool, latching: bool) -> Self {
         let map = match (K::FIXED_U64, unique) {
-            (true, true) => Map::Int(BTreeMap::new()),
+            (true, true) => Map::Int {
+                ordered: BTreeMap::new(),
+                points: FxHashMap::default(),
+            },
             (true, false) => Map::IntMulti(BTreeSet::new()),
             (false, _) => Map::Bytes(BTreeMap::new()),
         };
@@ -144,7 +157,7 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn get(&self, key: &[u8]) -> StorageResult<Option<u64>> {
         let map = self.map.read();
         Ok(match &*map {
-            Map::Int(m) => m.get(&int_key(key)?).copied(),
+            Map::Int { points, .. } => points.get(&int_key(key)?).copied(),
             Map::IntMulti(s) => {
                 let k = (int_key(key)? as u128) << 64;
                 s.range(k..=k | u64::MAX as u128).next().map(|&e| e as u64)
@@ -162,13 +175,17 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
         let mut map = self.map.write();
         let fresh = match &mut *map {
-            Map::Int(m) => match m.entry(int_key(key)?) {
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(value);
-                    true
+            Map::Int { ordered, points } => {
+                let k = int_key(key)?;
+                match points.entry(k) {
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(value);
+                        ordered.insert(k, value);
+                        true
+                    }
+                    std::collections::hash_map::Entry::Occupied(_) => false,
                 }
-                std::collections::btree_map::Entry::Occupied(_) => false,
-            },
+            }
             Map::IntMulti(s) => s.insert(((int_key(key)? as u128) << 64) | value as u128),
             Map::Bytes(m) => match m.entry(self.stored_key(key, value)) {
                 std::collections::btree_map::Entry::Vacant(e) => {
@@ -189,10 +206,11 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn delete(&self, key: &[u8], value: u64) -> StorageResult<bool> {
         let mut map = self.map.write();
         Ok(match &mut *map {
-            Map::Int(m) => {
+            Map::Int { ordered, points } => {
                 let k = int_key(key)?;
-                if m.get(&k) == Some(&value) {
-                    m.remove(&k);
+                if points.get(&k) == Some(&value) {
+                    points.remove(&k);
+                    ordered.remove(&k);
                     true
                 } else {
                     false
@@ -231,7 +249,7 @@ impl<K: KeyOrder> MemIndex<K> {
         let map = self.map.read();
         let f = &mut f;
         Ok(match &*map {
-            Map::Int(m) => {
+            Map::Int { ordered: m, .. } => {
                 let Some((lo, hi)) = int_range(&range, 8) else {
                     return Ok(0);
                 };
@@ -284,7 +302,7 @@ impl<K: KeyOrder> MemIndex<K> {
     /// Entries in the index.
     pub fn len(&self) -> usize {
         match &*self.map.read() {
-            Map::Int(m) => m.len(),
+            Map::Int { ordered, .. } => ordered.len(),
             Map::IntMulti(s) => s.len(),
             Map::Bytes(m) => m.len(),
         }
@@ -294,13 +312,22 @@ impl<K: KeyOrder> MemIndex<K> {
         self.len() == 0
     }
 
-    /// Checks that the map variant fits the key order and, for non-unique byte keys, that every
-    /// stored key ends with its value.
+    /// Checks that the map variant fits the key order, that a unique integer index's hash map
+    /// and ordered map agree, and, for non-unique byte keys, that every stored key ends with
+    /// its value.
     pub fn check_invariants(&self) -> StorageResult<()> {
         let map = self.map.read();
         let bad = |reason: &str| Err(StorageError::Invalid(format!("mem index: {reason}")));
         match &*map {
-            Map::Int(_) | Map::IntMulti(_) if !K::FIXED_U64 => bad("integer map for byte keys"),
+            Map::Int { .. } | Map::IntMulti(_) if !K::FIXED_U64 => bad("integer map for byte keys"),
+            Map::Int { ordered, points } => {
+                if ordered.len() != points.len()
+                    || ordered.iter().any(|(k, v)| points.get(k) != Some(v))
+                {
+                    return bad("hash map and ordered map hold different entries");
+                }
+                Ok(())
+            }
             Map::Bytes(_) if K::FIXED_U64 => bad("byte map for integer keys"),
             Map::Bytes(m) if !self.unique => {
                 for (k, &v) in m {
