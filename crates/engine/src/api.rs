@@ -7,6 +7,8 @@
 
 use std::ops::Bound;
 
+use crate::record::Layout;
+use crate::schema::ColumnType;
 use crate::value::{Row, Value};
 
 /// A table handle: its name, and the catalog slot it was resolved to. With the `dir-lookup`
@@ -50,6 +52,164 @@ impl<'a> KeyRange<'a> {
     }
 }
 
+/// A borrowed view of one row, as the closure of [`Tx::read_with`] or [`Tx::update_with`]
+/// sees it. Columns are numbered as in the table (like [`Fetch::All`]).
+///
+/// Embedded, the view reads the stored record in place: nothing is copied or allocated. A
+/// `Tx` that only has rows of values (a client-side transaction) wraps a fetched row in
+/// [`RowRef::values`]; the procedure cannot tell the difference.
+#[derive(Clone, Copy)]
+pub struct RowRef<'a>(RowSource<'a>);
+
+#[derive(Clone, Copy)]
+enum RowSource<'a> {
+    Record { layout: &'a Layout, bytes: &'a [u8] },
+    Values(&'a [Value]),
+}
+
+impl<'a> RowRef<'a> {
+    /// A view of a stored record (the engine checks the record's size when it reads it).
+    pub fn record(layout: &'a Layout, bytes: &'a [u8]) -> Self {
+        RowRef(RowSource::Record { layout, bytes })
+    }
+
+    /// A view of a whole row of values, in table column order.
+    pub fn values(row: &'a [Value]) -> Self {
+        RowRef(RowSource::Values(row))
+    }
+
+    fn missing(col: usize) -> TxError {
+        TxError::Invalid(format!("row has no column {col}"))
+    }
+
+    fn wrong(col: usize, want: &str, layout: Option<&Layout>) -> TxError {
+        match layout {
+            Some(l) => TxError::Invalid(format!(
+                "column {} is {:?}, not {want}",
+                l.column_name(col),
+                l.column_type(col)
+            )),
+            None => TxError::Invalid(format!("column {col} is not {want}")),
+        }
+    }
+
+    /// Checks that column `col` exists, has type `ok`, and is not NULL.
+    #[inline]
+    fn check(layout: &Layout, bytes: &[u8], col: usize, want: &str, ok: bool) -> TxResult<()> {
+        if col >= layout.columns() {
+            return Err(Self::missing(col));
+        }
+        if !ok {
+            return Err(Self::wrong(col, want, Some(layout)));
+        }
+        if layout.is_null(bytes, col) {
+            return Err(TxError::Invalid(format!(
+                "column {} is NULL",
+                layout.column_name(col)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The integer in column `col` (NULL is an error: see [`RowRef::is_null`]).
+    #[inline]
+    pub fn int(&self, col: usize) -> TxResult<i64> {
+        match self.0 {
+            RowSource::Record { layout, bytes } => {
+                let ok = col < layout.columns() && layout.column_type(col) == ColumnType::Int;
+                Self::check(layout, bytes, col, "an integer", ok)?;
+                Ok(layout.read_int(bytes, col))
+            }
+            RowSource::Values(row) => row
+                .get(col)
+                .ok_or_else(|| Self::missing(col))?
+                .as_int()
+                .ok_or_else(|| Self::wrong(col, "an integer", None)),
+        }
+    }
+
+    /// The number in column `col` (a float, or an integer widened).
+    #[inline]
+    pub fn float(&self, col: usize) -> TxResult<f64> {
+        match self.0 {
+            RowSource::Record { layout, bytes } => {
+                let ty = if col < layout.columns() {
+                    Some(layout.column_type(col))
+                } else {
+                    None
+                };
+                let ok = matches!(ty, Some(ColumnType::Float | ColumnType::Int));
+                Self::check(layout, bytes, col, "a number", ok)?;
+                Ok(match ty {
+                    Some(ColumnType::Int) => layout.read_int(bytes, col) as f64,
+                    _ => layout.read_float(bytes, col),
+                })
+            }
+            RowSource::Values(row) => row
+                .get(col)
+                .ok_or_else(|| Self::missing(col))?
+                .as_float()
+                .ok_or_else(|| Self::wrong(col, "a number", None)),
+        }
+    }
+
+    /// The string in column `col`, borrowed from the row.
+    #[inline]
+    pub fn str(&self, col: usize) -> TxResult<&'a str> {
+        match self.0 {
+            RowSource::Record { layout, bytes } => {
+                let ok = col < layout.columns()
+                    && matches!(layout.column_type(col), ColumnType::Str { .. });
+                Self::check(layout, bytes, col, "a string", ok)?;
+                layout.read_text(bytes, col).map_err(|_| {
+                    TxError::Invalid(format!(
+                        "column {} holds bytes that are not UTF-8",
+                        layout.column_name(col)
+                    ))
+                })
+            }
+            RowSource::Values(row) => row
+                .get(col)
+                .ok_or_else(|| Self::missing(col))?
+                .as_str()
+                .ok_or_else(|| Self::wrong(col, "a string", None)),
+        }
+    }
+
+    /// Whether column `col` is NULL.
+    pub fn is_null(&self, col: usize) -> TxResult<bool> {
+        match self.0 {
+            RowSource::Record { layout, bytes } => {
+                if col >= layout.columns() {
+                    return Err(Self::missing(col));
+                }
+                Ok(layout.is_null(bytes, col))
+            }
+            RowSource::Values(row) => Ok(row.get(col).ok_or_else(|| Self::missing(col))?.is_null()),
+        }
+    }
+
+    /// Column `col` as an owned value.
+    pub fn value(&self, col: usize) -> TxResult<Value> {
+        match self.0 {
+            RowSource::Record { layout, bytes } => {
+                if col >= layout.columns() {
+                    return Err(Self::missing(col));
+                }
+                Ok(layout.read_column(bytes, col))
+            }
+            RowSource::Values(row) => row.get(col).cloned().ok_or_else(|| Self::missing(col)),
+        }
+    }
+}
+
+/// The closure of [`Tx::read_with`].
+pub type ReadFn<'f> = dyn FnMut(RowRef<'_>) -> TxResult<()> + 'f;
+
+/// The closure of [`Tx::update_with`]: reads the current row, pushes `(column, new value)`
+/// pairs onto the vector (which arrives empty).
+pub type UpdateFn<'f> = dyn FnMut(RowRef<'_>, &mut Vec<(usize, Value)>) -> TxResult<()> + 'f;
+
 /// Why a transaction failed, classified by what the caller must do.
 #[derive(Debug, thiserror::Error)]
 pub enum TxError {
@@ -89,6 +249,40 @@ pub trait Tx {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Option<Row>>;
+
+    /// Reads the row with primary key `key` and hands a view of it to `f`; returns whether the
+    /// row existed (`f` is not called if not). Like [`Tx::get`] with [`Fetch::All`], without
+    /// copying the row out: one round trip.
+    fn read_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<bool> {
+        match self.get(table, key, Fetch::All, for_update)? {
+            Some(row) => f(RowRef::values(&row)).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Read-modify-write of the row with primary key `key`: `f` sees the row and says which
+    /// columns to set; the row is locked exclusively first. Returns whether the row existed.
+    /// Embedded this finds the row once; a client-side form needs two round trips (a read for
+    /// update, then the update).
+    fn update_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        f: &mut UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        let Some(row) = self.get(table, key, Fetch::All, true)? else {
+            return Ok(false);
+        };
+        let mut set = Vec::new();
+        f(RowRef::values(&row), &mut set)?;
+        self.update(table, key, &set)
+    }
 
     /// Sets columns of the row with primary key `key`; returns whether the row existed.
     /// Key columns cannot be changed.

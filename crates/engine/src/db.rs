@@ -36,11 +36,20 @@ use crate::switches::{Switch, Switches};
 use crate::table::{Index, IndexStore, Records, Table};
 use crate::txn::Transaction;
 use crate::undo::{UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE};
+use crate::value::Value;
 
 /// Most tables (and, separately, secondary indexes) a database holds.
 pub const MAX_TABLES: usize = 256;
 
 /// Lock-space id of a secondary index's entries (table ids stay below `MAX_TABLES`).
+/// Bit `c` set for each column `c < 64` in `columns` (see `Table::indexed_columns`).
+fn column_mask(columns: &[usize]) -> u64 {
+    columns
+        .iter()
+        .filter(|c| **c < 64)
+        .fold(0, |mask, c| mask | 1 << c)
+}
+
 pub fn index_lock_space(index: u32) -> u32 {
     MAX_TABLES as u32 + index
 }
@@ -610,6 +619,7 @@ impl Database {
             id,
             schema,
             layout,
+            indexed_columns: AtomicU64::new(column_mask(&key.columns)),
             key,
             records,
             primary,
@@ -658,6 +668,7 @@ impl Database {
             _ => IndexStore::create(self.pool.as_ref(), &key, schema.unique, hash, latching)?,
         };
         let name = schema.name.clone();
+        let index_columns = key.columns.clone();
         let index = Index {
             id,
             table: table_id,
@@ -668,6 +679,9 @@ impl Database {
         if self.indexes[id as usize].set(index).is_err() {
             return Err(TxError::Invalid("index slot taken concurrently".into()));
         }
+        table
+            .indexed_columns
+            .fetch_or(column_mask(&index_columns), Ordering::Relaxed);
         table.secondaries.write().push(id);
         self.index_names.write().insert(name, id);
         Ok(id)
@@ -724,12 +738,50 @@ impl Database {
 
     /// Whether column `col` of `table` is part of the primary key or of a secondary index key.
     pub(crate) fn is_indexed(&self, table: &Table, col: usize) -> bool {
+        if col < 64 {
+            return table.indexed_columns.load(Ordering::Relaxed) & (1 << col) != 0;
+        }
         table.key.columns.contains(&col)
             || table.secondaries.read().iter().any(|ix| {
                 self.index_by_id(*ix)
                     .map(|i| i.key.columns.contains(&col))
                     .unwrap_or(false)
             })
+    }
+
+    /// The byte range of a record that `changes` rewrite (from 0 when a nullable column is
+    /// among them: the null bitmap leads the record), after checking every column exists and
+    /// belongs to no index key.
+    pub(crate) fn changed_range(
+        &self,
+        table: &Table,
+        changes: &[(usize, Value)],
+    ) -> TxResult<(usize, usize)> {
+        let layout = &table.layout;
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for (c, _) in changes {
+            if *c >= layout.columns() {
+                return Err(TxError::Invalid(format!(
+                    "table {} has no column {c}",
+                    table.schema.name
+                )));
+            }
+            if self.is_indexed(table, *c) {
+                return Err(TxError::Invalid(format!(
+                    "column {} of {} is part of an index key and cannot be updated",
+                    layout.column_name(*c),
+                    table.schema.name
+                )));
+            }
+            let r = layout.column_range(*c);
+            lo = lo.min(if table.schema.columns[*c].nullable {
+                0
+            } else {
+                r.start
+            });
+            hi = hi.max(r.end);
+        }
+        Ok((lo, hi))
     }
 
     pub(crate) fn register(&self, t: &Arc<ActiveTxn>) {

@@ -14,7 +14,9 @@ pub mod txn;
 pub mod undo;
 pub mod value;
 
-pub use api::{Fetch, IndexRef, KeyRange, TableRef, Tx, TxError, TxResult};
+pub use api::{
+    Fetch, IndexRef, KeyRange, ReadFn, RowRef, TableRef, Tx, TxError, TxResult, UpdateFn,
+};
 pub use db::{Database, DbConfig};
 pub use schema::{ColumnType, IndexSchema, TableSchema};
 pub use switches::{ConfigError, Preset, Switch, Switches};

@@ -259,6 +259,9 @@ pub struct Table {
     pub id: u32,
     pub schema: TableSchema,
     pub layout: Layout,
+    /// Bit `c` set if column `c` (< 64) is in the primary key or a secondary index key: such
+    /// columns cannot be updated. Columns from 64 on are checked against the indexes.
+    pub indexed_columns: std::sync::atomic::AtomicU64,
     pub key: KeySpec,
     pub records: Records,
     pub primary: IndexStore,

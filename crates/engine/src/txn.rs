@@ -24,7 +24,9 @@ use storage::Lsn;
 use txn::lock::{LockMode, TxnLocks};
 use wal::{LogRecord, TxnId};
 
-use crate::api::{Fetch, IndexRef, KeyRange, TableRef, Tx, TxError, TxResult};
+use crate::api::{
+    Fetch, IndexRef, KeyRange, ReadFn, RowRef, TableRef, Tx, TxError, TxResult, UpdateFn,
+};
 use crate::db::{ActiveTxn, Database};
 use crate::keys::key_hash;
 use crate::record::Layout;
@@ -48,10 +50,20 @@ pub(crate) struct Session {
     after: Vec<u8>,
     next: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
+    /// The changes an `update_with` closure asks for.
+    set: Vec<(usize, Value)>,
     /// Records deleted by this transaction: their index entries are gone at once, the records
     /// themselves are freed only after the commit record, so no other transaction can reuse
     /// their slots while the delete might still be undone.
     deleted: Vec<(u32, u64)>,
+}
+
+/// Where an update's new values come from.
+enum Changes<'s, 'f> {
+    /// Given by the caller ([`Tx::update`]).
+    Given(&'s [(usize, Value)]),
+    /// Computed from the current row ([`Tx::update_with`]).
+    Computed(&'s mut UpdateFn<'f>),
 }
 
 thread_local! {
@@ -317,6 +329,80 @@ impl<'db> Transaction<'db> {
         prev.0
     }
 
+    /// Update and read-modify-write: finds and locks the row once, works out the changes
+    /// (computed from the row itself for `update_with`), and copies only the changed byte range
+    /// `lo..hi` out of the record: it is both the before image (undo) and, once the new values
+    /// are written into it, the after image.
+    fn update_row(
+        &mut self,
+        t: &TableRef,
+        key: &[Value],
+        mut changes: Changes<'_, '_>,
+    ) -> TxResult<bool> {
+        let table = self.table(t)?;
+        let db = self.db;
+        let layout = &table.layout;
+        let mut k = std::mem::take(&mut self.s.key);
+        let mut rec = std::mem::take(&mut self.s.rec);
+        let mut before = std::mem::take(&mut self.s.after);
+        let mut set = std::mem::take(&mut self.s.set);
+        let r = (|| {
+            table.key.encode(key, &mut k)?;
+            let Some(loc) = self.find_locked(table, &k, true)? else {
+                return Ok(false);
+            };
+            set.clear();
+            let changed = table.records.with(loc, |bytes| {
+                let changes: &[(usize, Value)] = match &mut changes {
+                    Changes::Given(given) => given,
+                    Changes::Computed(f) => {
+                        f(RowRef::record(layout, bytes), &mut set)?;
+                        &set
+                    }
+                };
+                if changes.is_empty() {
+                    return Ok(None);
+                }
+                let (lo, hi) = db.changed_range(table, changes)?;
+                // Bytes of `rec` outside lo..hi are stale scratch: never read, never written.
+                rec.resize(layout.record_size(), 0);
+                rec[lo..hi].copy_from_slice(&bytes[lo..hi]);
+                before.clear();
+                before.extend_from_slice(&bytes[lo..hi]);
+                // A bad value fails here, before anything is logged or written.
+                for (c, v) in changes {
+                    layout.write_column(&mut rec, *c, v)?;
+                }
+                TxResult::Ok(Some((lo, hi)))
+            })?;
+            let (lo, hi) = match changed {
+                None => return Ok(false),
+                Some(range) => match range? {
+                    None => return Ok(true),
+                    Some(range) => range,
+                },
+            };
+            let prev = self.log_undo(UndoOp {
+                kind: KIND_UPDATE,
+                table: table.id,
+                loc,
+                offset: lo as u16,
+                before: &before,
+            });
+            let written = table.records.write(loc, lo, &rec[lo..hi]);
+            self.s
+                .undo
+                .push(KIND_UPDATE, table.id, loc, lo as u16, &before, prev);
+            written?;
+            Ok(true)
+        })();
+        self.s.key = k;
+        self.s.rec = rec;
+        self.s.after = before;
+        self.s.set = set;
+        r
+    }
+
     fn project(layout: &Layout, rec: &[u8], fetch: Fetch<'_>) -> Row {
         match fetch {
             Fetch::All => (0..layout.columns())
@@ -437,74 +523,38 @@ impl Tx for Transaction<'_> {
         r
     }
 
-    fn update(&mut self, t: &TableRef, key: &[Value], set: &[(usize, Value)]) -> TxResult<bool> {
+    fn read_with(
+        &mut self,
+        t: &TableRef,
+        key: &[Value],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<bool> {
         let table = self.table(t)?;
-        let layout = &table.layout;
-        let (mut lo, mut hi) = (usize::MAX, 0);
-        for (c, _) in set {
-            if *c >= layout.columns() {
-                return Err(TxError::Invalid(format!(
-                    "table {} has no column {c}",
-                    table.schema.name
-                )));
-            }
-            if self.db.is_indexed(table, *c) {
-                return Err(TxError::Invalid(format!(
-                    "column {} of {} is part of an index key and cannot be updated",
-                    layout.column_name(*c),
-                    table.schema.name
-                )));
-            }
-            let r = layout.column_range(*c);
-            lo = lo.min(if table.schema.columns[*c].nullable {
-                0
-            } else {
-                r.start
-            });
-            hi = hi.max(r.end);
-        }
-        if set.is_empty() {
-            lo = 0;
-        }
         let mut k = std::mem::take(&mut self.s.key);
-        let mut rec = std::mem::take(&mut self.s.rec);
         let r = (|| {
-            let Some(loc) = self.locked_copy(table, key, &mut k, &mut rec)? else {
+            table.key.encode(key, &mut k)?;
+            let Some(loc) = self.find_locked(table, &k, for_update)? else {
                 return Ok(false);
             };
-            if set.is_empty() {
-                return Ok(true);
-            }
-            // Keep the before image of the changed range, then apply the new values to the
-            // scratch copy; a bad value fails here, before anything is logged or written.
-            let mut before = std::mem::take(&mut self.s.after);
-            before.clear();
-            before.extend_from_slice(&rec[lo..hi]);
-            if let Err(e) = set
-                .iter()
-                .try_for_each(|(c, v)| layout.write_column(&mut rec, *c, v))
+            match table
+                .records
+                .with(loc, |rec| f(RowRef::record(&table.layout, rec)))?
             {
-                self.s.after = before;
-                return Err(e);
+                Some(read) => read.map(|()| true),
+                None => Ok(false),
             }
-            let prev = self.log_undo(UndoOp {
-                kind: KIND_UPDATE,
-                table: table.id,
-                loc,
-                offset: lo as u16,
-                before: &before,
-            });
-            let written = table.records.write(loc, lo, &rec[lo..hi]);
-            self.s
-                .undo
-                .push(KIND_UPDATE, table.id, loc, lo as u16, &before, prev);
-            self.s.after = before;
-            written?;
-            Ok(true)
         })();
         self.s.key = k;
-        self.s.rec = rec;
         r
+    }
+
+    fn update(&mut self, t: &TableRef, key: &[Value], set: &[(usize, Value)]) -> TxResult<bool> {
+        self.update_row(t, key, Changes::Given(set))
+    }
+
+    fn update_with(&mut self, t: &TableRef, key: &[Value], f: &mut UpdateFn<'_>) -> TxResult<bool> {
+        self.update_row(t, key, Changes::Computed(f))
     }
 
     fn insert(&mut self, t: &TableRef, row: &[Value]) -> TxResult<()> {

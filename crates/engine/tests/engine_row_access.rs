@@ -1,0 +1,198 @@
+//! `read_with` and `update_with`: the engine's in-place forms against the trait's default
+//! forms (built on `get` and `update`, as a client-side transaction would run them), on every
+//! preset; errors, rollback and index-key protection.
+
+mod common;
+
+use common::*;
+use engine::{
+    Fetch, IndexRef, KeyRange, Preset, ReadFn, Row, RowRef, TableRef, Tx, TxError, TxResult,
+    UpdateFn, Value,
+};
+
+const PRESETS: [Preset; 2] = [Preset::Full, Preset::Stripped];
+
+/// A `Tx` that only forwards the basic operations, so `read_with` and `update_with` take the
+/// trait's default implementations over rows of values.
+struct ValuesOnly<'a>(&'a mut dyn Tx);
+
+impl Tx for ValuesOnly<'_> {
+    fn get(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Option<Row>> {
+        self.0.get(table, key, fetch, for_update)
+    }
+    fn update(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        set: &[(usize, Value)],
+    ) -> TxResult<bool> {
+        self.0.update(table, key, set)
+    }
+    fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
+        self.0.insert(table, row)
+    }
+    fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
+        self.0.delete(table, key)
+    }
+    fn scan(
+        &mut self,
+        table: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        self.0.scan(table, range, limit, reverse, fetch, for_update)
+    }
+    fn scan_index(
+        &mut self,
+        index: &IndexRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        self.0
+            .scan_index(index, range, limit, reverse, fetch, for_update)
+    }
+}
+
+/// Reads (owner, balance) of `id` through `read_with`.
+fn owner_and_balance(tx: &mut dyn Tx, t: &TableRef, id: i64) -> TxResult<Option<(String, i64)>> {
+    let mut out = None;
+    let read: &mut ReadFn<'_> = &mut |r: RowRef<'_>| {
+        out = Some((r.str(1)?.to_string(), r.int(2)?));
+        Ok(())
+    };
+    let found = tx.read_with(t, &[Value::Int(id)], false, read)?;
+    assert_eq!(found, out.is_some());
+    Ok(out)
+}
+
+/// Adds `amount` to the balance of `id`; returns the balance before.
+fn deposit(tx: &mut dyn Tx, t: &TableRef, id: i64, amount: i64) -> TxResult<Option<i64>> {
+    let mut before = None;
+    let f: &mut UpdateFn<'_> = &mut |r, set| {
+        let balance = r.int(2)?;
+        before = Some(balance);
+        set.push((2, Value::Int(balance + amount)));
+        Ok(())
+    };
+    tx.update_with(t, &[Value::Int(id)], f)?;
+    Ok(before)
+}
+
+#[test]
+fn in_place_and_default_forms_agree_on_every_preset() {
+    for p in PRESETS {
+        for default_forms in [false, true] {
+            let db = open(p, 1);
+            let t = load_accounts(&db, 300);
+            db.run(|tx| {
+                let tx: &mut dyn Tx = if default_forms {
+                    &mut ValuesOnly(tx)
+                } else {
+                    tx
+                };
+                assert_eq!(
+                    owner_and_balance(tx, &t, 42)?,
+                    Some(("owner42".to_string(), 100))
+                );
+                assert_eq!(owner_and_balance(tx, &t, 1000)?, None);
+                assert_eq!(deposit(tx, &t, 42, 25)?, Some(100));
+                assert_eq!(deposit(tx, &t, 42, -5)?, Some(125));
+                assert_eq!(deposit(tx, &t, 1000, 1)?, None);
+                assert_eq!(owner_and_balance(tx, &t, 42)?.unwrap().1, 120);
+                Ok(())
+            })
+            .unwrap();
+            let row = dump(&db, &t).into_iter().nth(42).unwrap();
+            assert_eq!(
+                row,
+                vec![
+                    Value::Int(42),
+                    Value::Str("owner42".into()),
+                    Value::Int(120)
+                ],
+                "preset {p:?}, default forms {default_forms}"
+            );
+            assert_eq!(total(&db, &t), 100 * 300 + 20);
+            db.check_invariants().unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_failing_closure_changes_nothing_and_errors_name_the_column() {
+    for p in PRESETS {
+        let db = open(p, 1);
+        let t = load_accounts(&db, 10);
+        let mut tx = db.begin().unwrap();
+        // Reading a string column as an integer names the column.
+        let err = tx
+            .read_with(&t, &[Value::Int(3)], false, &mut |r| r.int(1).map(drop))
+            .unwrap_err();
+        assert!(
+            matches!(&err, TxError::Invalid(m) if m.contains("owner")),
+            "{err}"
+        );
+        // A closure that fails after asking for a change: the row keeps its value.
+        let err = tx
+            .update_with(&t, &[Value::Int(3)], &mut |_, set| {
+                set.push((2, Value::Int(0)));
+                Err(TxError::UserAbort("changed my mind".into()))
+            })
+            .unwrap_err();
+        assert!(matches!(err, TxError::UserAbort(_)));
+        // A bad value is refused before anything is written.
+        let err = tx
+            .update_with(&t, &[Value::Int(3)], &mut |_, set| {
+                set.push((2, Value::Int(1)));
+                set.push((1, Value::Str("x".repeat(40))));
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&err, TxError::Invalid(m) if m.contains("owner")),
+            "{err}"
+        );
+        // The key column cannot change.
+        let err = tx
+            .update_with(&t, &[Value::Int(3)], &mut |_, set| {
+                set.push((0, Value::Int(77)));
+                Ok(())
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&err, TxError::Invalid(m) if m.contains("index key")),
+            "{err}"
+        );
+        assert_eq!(owner_and_balance(&mut tx, &t, 3).unwrap().unwrap().1, 100);
+        tx.commit().unwrap();
+        assert_eq!(total(&db, &t), 1000, "preset {p:?}");
+    }
+}
+
+#[test]
+fn rollback_takes_back_a_read_modify_write() {
+    for p in PRESETS {
+        let db = open(p, 1);
+        let t = load_accounts(&db, 50);
+        let before = dump(&db, &t);
+        let mut tx = db.begin().unwrap();
+        for id in 0..50 {
+            deposit(&mut tx, &t, id, id).unwrap();
+        }
+        tx.abort().unwrap();
+        assert_eq!(dump(&db, &t), before, "preset {p:?}");
+        db.check_invariants().unwrap();
+    }
+}
