@@ -3,22 +3,24 @@
 //! Full form, in the specification's order except that D is taken before W (the lock order
 //! Payment shares, see `payment`):
 //! ```text
-//! get D for update → update D (d_next_o_id + 1) → get W (w_tax) → get C
-//! → insert O, NO → per line: get I (absent: UserAbort) → get S for update → update S
-//!                            → insert OL
+//! read-modify-write D (d_next_o_id + 1) → read W (w_tax) → read C
+//! → insert O, NO → per line: read I (absent: UserAbort) → read-modify-write S → insert OL
 //! ```
 //! Paper form: all items are read first, so an unused item aborts before any write; then
-//! D, W, C, update D, per line S, update S, insert OL, and finally O and NO.
+//! D, W, C, per line S and OL, and finally O and NO.
+//!
+//! Reads and read-modify-writes go through [`Tx::read_with`] and [`Tx::update_with`]: the
+//! procedure looks at the stored row in place and the engine finds each row once. A
+//! client-side form counts a read-modify-write as two round trips (read for update, update).
 //!
 //! Stock: `s_quantity − q` if that leaves at least 10, else `s_quantity − q + 91`;
 //! `s_ytd += q`, `s_order_cnt += 1`, `s_remote_cnt += 1` for a remote supplier.
 
-use engine::{Fetch, Tx, TxError, TxResult, Value};
+use engine::{Tx, TxError, TxResult, Value};
 
 use super::input::NewOrderInput;
 use super::schema::{customer, district, item, stock, warehouse};
 use super::Tables;
-use crate::util::{float, int, string};
 
 /// What the terminal would display for one line.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,56 +48,76 @@ struct ItemRow {
 }
 
 fn get_item(tx: &mut dyn Tx, t: &Tables, i_id: i64) -> TxResult<ItemRow> {
-    let cols = [item::I_PRICE, item::I_NAME, item::I_DATA];
-    let row = tx
-        .get(&t.item, &[Value::Int(i_id)], Fetch::Cols(&cols), false)?
-        .ok_or_else(|| TxError::UserAbort(format!("item number {i_id} is not valid")))?;
-    Ok(ItemRow {
-        price: float(&row, 0)?,
-        name: string(&row, 1)?.to_string(),
-        original: string(&row, 2)?.contains("ORIGINAL"),
-    })
+    let mut out = ItemRow {
+        price: 0.0,
+        name: String::new(),
+        original: false,
+    };
+    let found = tx.read_with(&t.item, &[Value::Int(i_id)], false, &mut |r| {
+        out.price = r.float(item::I_PRICE)?;
+        out.name.push_str(r.str(item::I_NAME)?);
+        out.original = r.str(item::I_DATA)?.contains("ORIGINAL");
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::UserAbort(format!(
+            "item number {i_id} is not valid"
+        )));
+    }
+    Ok(out)
 }
 
-/// Reads the district for update and advances d_next_o_id; returns (o_id, d_tax).
+/// Advances the district's d_next_o_id (read and written in one step); returns
+/// (o_id, d_tax).
 fn next_order_id(tx: &mut dyn Tx, t: &Tables, w_id: i64, d_id: i64) -> TxResult<(i64, f64)> {
-    let key = [Value::Int(w_id), Value::Int(d_id)];
-    let cols = [district::D_TAX, district::D_NEXT_O_ID];
-    let row = tx
-        .get(&t.district, &key, Fetch::Cols(&cols), true)?
-        .ok_or_else(|| TxError::Invalid(format!("no district ({w_id}, {d_id})")))?;
-    let (d_tax, o_id) = (float(&row, 0)?, int(&row, 1)?);
-    tx.update(
+    let (mut o_id, mut d_tax) = (0, 0.0);
+    let found = tx.update_with(
         &t.district,
-        &key,
-        &[(district::D_NEXT_O_ID, Value::Int(o_id + 1))],
+        &[Value::Int(w_id), Value::Int(d_id)],
+        &mut |r, set| {
+            d_tax = r.float(district::D_TAX)?;
+            o_id = r.int(district::D_NEXT_O_ID)?;
+            set.push((district::D_NEXT_O_ID, Value::Int(o_id + 1)));
+            Ok(())
+        },
     )?;
+    if !found {
+        return Err(TxError::Invalid(format!("no district ({w_id}, {d_id})")));
+    }
     Ok((o_id, d_tax))
 }
 
 fn get_w_tax(tx: &mut dyn Tx, t: &Tables, w_id: i64) -> TxResult<f64> {
-    let row = tx
-        .get(
-            &t.warehouse,
-            &[Value::Int(w_id)],
-            Fetch::Cols(&[warehouse::W_TAX]),
-            false,
-        )?
-        .ok_or_else(|| TxError::Invalid(format!("no warehouse {w_id}")))?;
-    float(&row, 0)
+    let mut w_tax = 0.0;
+    let found = tx.read_with(&t.warehouse, &[Value::Int(w_id)], false, &mut |r| {
+        w_tax = r.float(warehouse::W_TAX)?;
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no warehouse {w_id}")));
+    }
+    Ok(w_tax)
 }
 
+/// Reads the customer's c_discount (c_last and c_credit, which the terminal displays, are
+/// read in the same step).
 fn get_c_discount(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult<f64> {
     let key = [
         Value::Int(input.w_id),
         Value::Int(input.d_id),
         Value::Int(input.c_id),
     ];
-    let cols = [customer::C_DISCOUNT, customer::C_LAST, customer::C_CREDIT];
-    let row = tx
-        .get(&t.customer, &key, Fetch::Cols(&cols), false)?
-        .ok_or_else(|| TxError::Invalid(format!("no customer {key:?}")))?;
-    float(&row, 0)
+    let mut discount = 0.0;
+    let found = tx.read_with(&t.customer, &key, false, &mut |r| {
+        discount = r.float(customer::C_DISCOUNT)?;
+        r.str(customer::C_LAST)?;
+        r.str(customer::C_CREDIT)?;
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no customer {key:?}")));
+    }
+    Ok(discount)
 }
 
 fn insert_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i64) -> TxResult<()> {
@@ -123,73 +145,68 @@ fn insert_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i64) -
     )
 }
 
-/// Updates the stock of line `number` (1-based) and inserts its order line.
+/// Updates the stock of line `number` (1-based) and inserts its order line. `dist_info` is
+/// scratch space for S_DIST_xx, reused from line to line.
 fn order_line(
     tx: &mut dyn Tx,
     t: &Tables,
     input: &NewOrderInput,
     o_id: i64,
     number: usize,
-    item_row: &ItemRow,
+    item_row: ItemRow,
+    dist_info: &mut String,
 ) -> TxResult<NewOrderLine> {
     let line = &input.lines[number - 1];
     let dist_col = stock::S_DIST_01 + (input.d_id as usize - 1);
-    let cols = [
-        stock::S_QUANTITY,
-        dist_col,
-        stock::S_YTD,
-        stock::S_ORDER_CNT,
-        stock::S_REMOTE_CNT,
-        stock::S_DATA,
-    ];
     let key = [Value::Int(line.supply_w_id), Value::Int(line.i_id)];
-    let row = tx
-        .get(&t.stock, &key, Fetch::Cols(&cols), true)?
-        .ok_or_else(|| TxError::Invalid(format!("no stock {key:?}")))?;
-    let quantity = int(&row, 0)?;
-    let dist_info = string(&row, 1)?.to_string();
-    let new_quantity = if quantity >= line.quantity + 10 {
-        quantity - line.quantity
-    } else {
-        quantity - line.quantity + 91
-    };
-    let remote = line.supply_w_id != input.w_id;
-    tx.update(
-        &t.stock,
-        &key,
-        &[
-            (stock::S_QUANTITY, Value::Int(new_quantity)),
-            (stock::S_YTD, Value::Int(int(&row, 2)? + line.quantity)),
-            (stock::S_ORDER_CNT, Value::Int(int(&row, 3)? + 1)),
-            (
-                stock::S_REMOTE_CNT,
-                Value::Int(int(&row, 4)? + i64::from(remote)),
-            ),
-        ],
-    )?;
-    let brand_generic = if item_row.original && string(&row, 5)?.contains("ORIGINAL") {
+    let remote = i64::from(line.supply_w_id != input.w_id);
+    let (mut new_quantity, mut stock_original) = (0, false);
+    let found = tx.update_with(&t.stock, &key, &mut |r, set| {
+        let quantity = r.int(stock::S_QUANTITY)?;
+        new_quantity = if quantity >= line.quantity + 10 {
+            quantity - line.quantity
+        } else {
+            quantity - line.quantity + 91
+        };
+        dist_info.clear();
+        dist_info.push_str(r.str(dist_col)?);
+        stock_original = r.str(stock::S_DATA)?.contains("ORIGINAL");
+        set.push((stock::S_QUANTITY, Value::Int(new_quantity)));
+        let ytd = r.int(stock::S_YTD)? + line.quantity;
+        set.push((stock::S_YTD, Value::Int(ytd)));
+        let order_cnt = r.int(stock::S_ORDER_CNT)? + 1;
+        set.push((stock::S_ORDER_CNT, Value::Int(order_cnt)));
+        let remote_cnt = r.int(stock::S_REMOTE_CNT)? + remote;
+        set.push((stock::S_REMOTE_CNT, Value::Int(remote_cnt)));
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no stock {key:?}")));
+    }
+    let brand_generic = if item_row.original && stock_original {
         'B'
     } else {
         'G'
     };
     let ol_amount = (line.quantity as f64 * item_row.price * 100.0).round() / 100.0;
-    tx.insert(
-        &t.order_line,
-        &[
-            Value::Int(o_id),
-            Value::Int(input.d_id),
-            Value::Int(input.w_id),
-            Value::Int(number as i64),
-            Value::Int(line.i_id),
-            Value::Int(line.supply_w_id),
-            Value::Null,
-            Value::Int(line.quantity),
-            Value::Float(ol_amount),
-            Value::Str(dist_info),
-        ],
-    )?;
+    let mut row = [
+        Value::Int(o_id),
+        Value::Int(input.d_id),
+        Value::Int(input.w_id),
+        Value::Int(number as i64),
+        Value::Int(line.i_id),
+        Value::Int(line.supply_w_id),
+        Value::Null,
+        Value::Int(line.quantity),
+        Value::Float(ol_amount),
+        Value::Str(std::mem::take(dist_info)),
+    ];
+    tx.insert(&t.order_line, &row)?;
+    if let Value::Str(scratch) = &mut row[9] {
+        std::mem::swap(dist_info, scratch);
+    }
     Ok(NewOrderLine {
-        i_name: item_row.name.clone(),
+        i_name: item_row.name,
         i_price: item_row.price,
         s_quantity: new_quantity,
         brand_generic,
@@ -214,8 +231,17 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
-        for (n, item_row) in items.iter().enumerate() {
-            lines.push(order_line(tx, t, input, o_id, n + 1, item_row)?);
+        let mut dist_info = String::new();
+        for (n, item_row) in items.into_iter().enumerate() {
+            lines.push(order_line(
+                tx,
+                t,
+                input,
+                o_id,
+                n + 1,
+                item_row,
+                &mut dist_info,
+            )?);
         }
         insert_order(tx, t, input, o_id)?;
     } else {
@@ -223,9 +249,18 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
         w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
         insert_order(tx, t, input, o_id)?;
+        let mut dist_info = String::new();
         for (n, line) in input.lines.iter().enumerate() {
             let item_row = get_item(tx, t, line.i_id)?;
-            lines.push(order_line(tx, t, input, o_id, n + 1, &item_row)?);
+            lines.push(order_line(
+                tx,
+                t,
+                input,
+                o_id,
+                n + 1,
+                item_row,
+                &mut dist_info,
+            )?);
         }
     }
     let sum: f64 = lines.iter().map(|l| l.ol_amount).sum();

@@ -1,20 +1,22 @@
 //! The Payment transaction (clause 2.5.2), and the 2008 paper's form (Figure 4).
 //!
-//! Both forms follow Figure 4's order: get D and W for update; find the customer (by id, or
-//! the middle of those with the last name sorted by c_first) and read it for update; update
-//! c_balance, c_ytd_payment, c_payment_cnt, and for bad credit ("BC") prepend the payment to
-//! c_data (kept to 500 characters); update d_ytd (and the history counter, see `schema`) and
-//! w_ytd; insert HISTORY with h_data = w_name + 4 spaces + d_name.
+//! Both forms take Figure 4's locks in its order: D and W (read-modify-write: d_ytd and the
+//! history counter, see `schema`; w_ytd); find the customer (by id, or the middle of those
+//! with the last name sorted by c_first) and read-modify-write it: c_balance, c_ytd_payment,
+//! c_payment_cnt, and for bad credit ("BC") the payment prepended to c_data (kept to 500
+//! characters); insert HISTORY with h_data = w_name + 4 spaces + d_name. The procedure reads
+//! each row in place ([`Tx::update_with`]); the address fields the terminal shows are not
+//! copied out.
 //!
 //! Lock order: every TPC-C transaction here that writes the district takes it before the
 //! warehouse (New-Order too), so New-Order and Payment cannot deadlock on that pair.
 
-use engine::{Fetch, KeyRange, Row, Tx, TxError, TxResult, Value};
+use engine::{Fetch, KeyRange, Tx, TxError, TxResult, Value};
 
 use super::input::{CustomerSelector, PaymentInput};
 use super::schema::{customer, district, warehouse};
 use super::Tables;
-use crate::util::{float, int, string};
+use crate::util::int;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PaymentOutput {
@@ -67,110 +69,68 @@ pub fn resolve_customer(
     }
 }
 
-const W_COLS: [usize; 7] = [
-    warehouse::W_NAME,
-    warehouse::W_STREET_1,
-    warehouse::W_STREET_2,
-    warehouse::W_CITY,
-    warehouse::W_STATE,
-    warehouse::W_ZIP,
-    warehouse::W_YTD,
-];
-const D_COLS: [usize; 8] = [
-    district::D_NAME,
-    district::D_STREET_1,
-    district::D_STREET_2,
-    district::D_CITY,
-    district::D_STATE,
-    district::D_ZIP,
-    district::D_YTD,
-    district::D_NEXT_H_ID,
-];
-const C_COLS: [usize; 16] = [
-    customer::C_FIRST,
-    customer::C_MIDDLE,
-    customer::C_LAST,
-    customer::C_STREET_1,
-    customer::C_STREET_2,
-    customer::C_CITY,
-    customer::C_STATE,
-    customer::C_ZIP,
-    customer::C_PHONE,
-    customer::C_SINCE,
-    customer::C_CREDIT,
-    customer::C_CREDIT_LIM,
-    customer::C_DISCOUNT,
-    customer::C_BALANCE,
-    customer::C_YTD_PAYMENT,
-    customer::C_PAYMENT_CNT,
-];
-// Positions inside the fetched C_COLS row, then C_DATA appended.
-const C_CREDIT_AT: usize = 10;
-const C_BALANCE_AT: usize = 13;
-const C_YTD_AT: usize = 14;
-const C_CNT_AT: usize = 15;
-const C_DATA_AT: usize = 16;
-
-fn get_for_update(
-    tx: &mut dyn Tx,
-    t: &engine::TableRef,
-    key: &[Value],
-    cols: &[usize],
-) -> TxResult<Row> {
-    tx.get(t, key, Fetch::Cols(cols), true)?
-        .ok_or_else(|| TxError::Invalid(format!("no row {key:?} in {}", t.name)))
-}
-
 /// Runs Payment.
 pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<PaymentOutput> {
-    let w_key = [Value::Int(input.w_id)];
+    let amount = input.h_amount;
+    // H_DATA: w_name, four spaces, d_name.
+    let mut h_data = String::with_capacity(24);
+    let mut d_name = String::new();
+    let mut h_id = 0;
     let d_key = [Value::Int(input.w_id), Value::Int(input.d_id)];
-    let d_row = get_for_update(tx, &t.district, &d_key, &D_COLS)?;
-    let w_row = get_for_update(tx, &t.warehouse, &w_key, &W_COLS)?;
+    let found = tx.update_with(&t.district, &d_key, &mut |r, set| {
+        d_name.push_str(r.str(district::D_NAME)?);
+        h_id = r.int(district::D_NEXT_H_ID)?;
+        let d_ytd = r.float(district::D_YTD)? + amount;
+        set.push((district::D_YTD, Value::Float(d_ytd)));
+        set.push((district::D_NEXT_H_ID, Value::Int(h_id + 1)));
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no district {d_key:?}")));
+    }
+    let found = tx.update_with(&t.warehouse, &[Value::Int(input.w_id)], &mut |r, set| {
+        h_data.push_str(r.str(warehouse::W_NAME)?);
+        let w_ytd = r.float(warehouse::W_YTD)? + amount;
+        set.push((warehouse::W_YTD, Value::Float(w_ytd)));
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no warehouse {}", input.w_id)));
+    }
+    h_data.push_str("    ");
+    h_data.push_str(&d_name);
+
     let c_id = resolve_customer(tx, t, input.c_w_id, input.c_d_id, &input.customer)?;
     let c_key = [
         Value::Int(input.c_w_id),
         Value::Int(input.c_d_id),
         Value::Int(c_id),
     ];
-    let mut c_cols = C_COLS.to_vec();
-    c_cols.push(customer::C_DATA);
-    let c_row = get_for_update(tx, &t.customer, &c_key, &c_cols)?;
-
-    let c_credit = string(&c_row, C_CREDIT_AT)?.to_string();
-    let c_balance = float(&c_row, C_BALANCE_AT)? - input.h_amount;
-    let mut c_set = vec![
-        (customer::C_BALANCE, Value::Float(c_balance)),
-        (
-            customer::C_YTD_PAYMENT,
-            Value::Float(float(&c_row, C_YTD_AT)? + input.h_amount),
-        ),
-        (
-            customer::C_PAYMENT_CNT,
-            Value::Int(int(&c_row, C_CNT_AT)? + 1),
-        ),
-    ];
-    if c_credit == "BC" {
-        let mut data = format!(
-            "{} {} {} {} {} {:.2} | ",
-            c_id, input.c_d_id, input.c_w_id, input.d_id, input.w_id, input.h_amount
-        );
-        data.push_str(string(&c_row, C_DATA_AT)?);
-        data.truncate(500);
-        c_set.push((customer::C_DATA, Value::Str(data)));
+    let mut c_credit = String::new();
+    let mut c_balance = 0.0;
+    let found = tx.update_with(&t.customer, &c_key, &mut |r, set| {
+        c_credit.clear();
+        c_credit.push_str(r.str(customer::C_CREDIT)?);
+        c_balance = r.float(customer::C_BALANCE)? - amount;
+        set.push((customer::C_BALANCE, Value::Float(c_balance)));
+        let ytd = r.float(customer::C_YTD_PAYMENT)? + amount;
+        set.push((customer::C_YTD_PAYMENT, Value::Float(ytd)));
+        let count = r.int(customer::C_PAYMENT_CNT)? + 1;
+        set.push((customer::C_PAYMENT_CNT, Value::Int(count)));
+        if c_credit == "BC" {
+            let mut data = format!(
+                "{} {} {} {} {} {:.2} | ",
+                c_id, input.c_d_id, input.c_w_id, input.d_id, input.w_id, amount
+            );
+            data.push_str(r.str(customer::C_DATA)?);
+            data.truncate(500);
+            set.push((customer::C_DATA, Value::Str(data)));
+        }
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no customer {c_key:?}")));
     }
-    let w_ytd = float(&w_row, 6)? + input.h_amount;
-    let d_ytd = float(&d_row, 6)? + input.h_amount;
-    let h_id = int(&d_row, 7)?;
-    tx.update(&t.customer, &c_key, &c_set)?;
-    let d_set = [
-        (district::D_YTD, Value::Float(d_ytd)),
-        (district::D_NEXT_H_ID, Value::Int(h_id + 1)),
-    ];
-    let w_set = [(warehouse::W_YTD, Value::Float(w_ytd))];
-    tx.update(&t.district, &d_key, &d_set)?;
-    tx.update(&t.warehouse, &w_key, &w_set)?;
-    let h_data = format!("{}    {}", string(&w_row, 0)?, string(&d_row, 0)?);
     tx.insert(
         &t.history,
         &[
@@ -180,7 +140,7 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
             Value::Int(input.d_id),
             Value::Int(input.w_id),
             Value::Int(input.h_date),
-            Value::Float(input.h_amount),
+            Value::Float(amount),
             Value::Str(h_data),
             Value::Int(h_id),
         ],
