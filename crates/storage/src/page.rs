@@ -138,6 +138,36 @@ pub struct PageRedo<'a> {
 pub trait PageLog: Send + Sync {
     /// Appends one redo record holding every given page change; returns its LSN.
     fn log_redo(&self, pages: &[PageRedo<'_>]) -> Lsn;
+
+    /// Appends the redo record of one page: the byte ranges `[start, end)` of `image` (sorted,
+    /// disjoint, each inside the page and at most `u16::MAX` long) now stand in the page. The
+    /// same record as [`PageLog::log_redo`] with one [`PageRedo`]; this is the path of every
+    /// single write guard, so a log may encode it straight from the ranges. The default builds
+    /// the [`RedoRange`] list (on the stack when short) and calls `log_redo`.
+    fn log_page_redo(&self, page: PageId, image: &[u8], ranges: &[(u32, u32)]) -> Lsn {
+        const INLINE: usize = 16;
+        let redo = |r: &(u32, u32)| RedoRange {
+            offset: r.0 as u16,
+            bytes: &image[r.0 as usize..r.1 as usize],
+        };
+        if ranges.len() <= INLINE {
+            let mut inline = [RedoRange {
+                offset: 0,
+                bytes: &[],
+            }; INLINE];
+            for (slot, r) in inline.iter_mut().zip(ranges) {
+                *slot = redo(r);
+            }
+            let ranges = &inline[..ranges.len()];
+            self.log_redo(&[PageRedo { page, ranges }])
+        } else {
+            let ranges: Vec<RedoRange<'_>> = ranges.iter().map(redo).collect();
+            self.log_redo(&[PageRedo {
+                page,
+                ranges: &ranges,
+            }])
+        }
+    }
     /// Makes the log durable up to and including `lsn` (the write-ahead rule).
     fn flush_to(&self, lsn: Lsn) -> crate::StorageResult<()>;
 }

@@ -6,8 +6,8 @@
 //! ```
 //!
 //! Appenders copy a whole frame into [`LogBuffer::bytes`] under the log buffer latch and get
-//! `base + bytes.len()` as their LSN; the frame's checksum was computed before the latch was
-//! taken. A writer *takes* the buffered bytes by swapping the `Vec` with an empty one of the
+//! `base + bytes.len()` as their LSN; the frame was encoded and checksummed (in a per-thread
+//! scratch buffer) before the latch was taken. A writer *takes* the buffered bytes by swapping the `Vec` with an empty one of the
 //! same capacity (O(1) under the latch, no copy, no allocation) and writes them with the latch
 //! released, so appends continue while the write and the sync run.
 //!
@@ -65,6 +65,16 @@ impl LogBuffer {
         write_frame(record, len, crc, &mut self.bytes);
         self.records += 1;
         self.bytes_appended += u64::from(len);
+        lsn
+    }
+
+    /// Copies in one frame already encoded, checksum included; returns its LSN.
+    #[inline]
+    pub fn append_frame(&mut self, frame: &[u8]) -> Lsn {
+        let lsn = Lsn(self.end());
+        self.bytes.extend_from_slice(frame);
+        self.records += 1;
+        self.bytes_appended += frame.len() as u64;
         lsn
     }
 

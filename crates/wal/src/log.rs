@@ -56,18 +56,20 @@
 //! later flush or durable commit returns [`WalError::Failed`] — an fsync error cannot be
 //! retried safely, so the engine must stop and recover from what is on disk.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 use storage::page::PageRedo;
-use storage::{Lsn, PageLog, StorageResult};
+use storage::{Lsn, PageId, PageLog, StorageResult};
 
 use crate::buffer::LogBuffer;
 use crate::error::{WalError, WalResult};
 use crate::reader::{ChunkReader, FrameAt, LogIter};
 use crate::record::{
-    check_frame, decode_checked_frame, frame_len_and_crc, CompensationView, Encode, FrameCheck,
-    LogRecord, PageRedoView, RecordKind, TxnId, TxnMarkView, UpdateView,
+    check_frame, decode_checked_frame, encode_frame, frame_len_and_crc, CompensationView, Encode,
+    FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind, TxnId, TxnMarkView,
+    UpdateView,
 };
 use crate::storage::LogStorage;
 
@@ -81,6 +83,12 @@ const MASTER_MAGIC: [u8; 4] = *b"GLMR";
 const MASTER_SIZE: usize = 20;
 /// Bytes read speculatively for a random-access read (most records fit).
 const READ_AHEAD_BYTES: usize = 512;
+
+thread_local! {
+    /// Where this thread encodes a frame before copying it into the log buffer; its capacity
+    /// is kept, so appends allocate nothing once the largest record has been seen.
+    static FRAME_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 /// What the log does with records and commits; picked by the ladder's switches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -189,6 +197,8 @@ pub struct LogManager {
     next_lsn: AtomicU64,
     /// The last complete checkpoint; the latch also serialises master-record writes.
     checkpoint: Mutex<Option<Lsn>>,
+    /// A fresh CRC-32 hasher, cloned per record (making one detects the CPU's features).
+    crc_seed: crc32fast::Hasher,
     writes: AtomicU64,
     syncs: AtomicU64,
     commit_batches: AtomicU64,
@@ -281,6 +291,7 @@ impl LogManager {
             failed: AtomicBool::new(false),
             next_lsn: AtomicU64::new(end),
             checkpoint: Mutex::new(None),
+            crc_seed: crc32fast::Hasher::new(),
             writes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             commit_batches: AtomicU64::new(0),
@@ -371,25 +382,47 @@ impl LogManager {
         Ok(lsn)
     }
 
+    /// Encodes `record` once, into this thread's scratch buffer (checksum included), then
+    /// copies the frame into the log buffer under its latch. Without the scratch buffer
+    /// (thread teardown) the frame is checksummed field by field and encoded under the latch.
     #[inline]
     fn append_encoded<E: Encode>(&self, record: &E, is_commit: bool) -> Lsn {
         if self.mode == LogMode::LsnOnly {
             return Lsn(self.next_lsn.fetch_add(1, Ordering::Relaxed));
         }
-        let (len, crc) = frame_len_and_crc(record);
-        let (lsn, buffered) = {
+        let appended = FRAME_SCRATCH.try_with(|scratch| {
+            let Ok(mut frame) = scratch.try_borrow_mut() else {
+                return None;
+            };
+            frame.clear();
+            encode_frame(record, &mut frame, self.crc_seed.clone());
             let mut buffer = self.buffer.lock();
-            let lsn = buffer.append(record, len, crc);
-            if is_commit {
-                buffer.commits += 1;
-                buffer.commits_buffered += 1;
+            let lsn = buffer.append_frame(&frame);
+            Some((lsn, self.note_commit(&mut buffer, is_commit)))
+        });
+        let (lsn, buffered) = match appended {
+            Ok(Some(done)) => done,
+            _ => {
+                let (len, crc) = frame_len_and_crc(record);
+                let mut buffer = self.buffer.lock();
+                let lsn = buffer.append(record, len, crc);
+                (lsn, self.note_commit(&mut buffer, is_commit))
             }
-            (lsn, buffer.bytes.len())
         };
         if buffered >= self.buffer_bytes {
             self.write_full_buffer(buffered);
         }
         lsn
+    }
+
+    /// Counts a commit just appended; returns the bytes now buffered.
+    #[inline]
+    fn note_commit(&self, buffer: &mut LogBuffer, is_commit: bool) -> usize {
+        if is_commit {
+            buffer.commits += 1;
+            buffer.commits_buffered += 1;
+        }
+        buffer.bytes.len()
     }
 
     /// A full buffer is written out by the appender that filled it, unless a writer is already
@@ -689,6 +722,15 @@ impl Drop for LogManager {
 impl PageLog for LogManager {
     fn log_redo(&self, pages: &[PageRedo<'_>]) -> Lsn {
         self.append_encoded(&PageRedoView(pages), false)
+    }
+
+    fn log_page_redo(&self, page: PageId, image: &[u8], ranges: &[(u32, u32)]) -> Lsn {
+        let view = PageRangesView {
+            page,
+            image,
+            ranges,
+        };
+        self.append_encoded(&view, false)
     }
 
     fn flush_to(&self, lsn: Lsn) -> StorageResult<()> {

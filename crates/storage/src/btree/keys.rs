@@ -35,6 +35,31 @@ pub trait KeyOrder: Send + Sync + 'static {
 
     /// Compares two encoded keys (or prefixes of keys).
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
+
+    /// Binary search over `n` keys in ascending order, `key(i)` giving key `i`: the number of
+    /// keys `< probe` (`strict`) or `<= probe` (`!strict`). `Err(i)` when `key(i)` is `None`
+    /// (a cell that does not lie inside its page). An order may override it to prepare the
+    /// probe once per search instead of once per comparison; the result must be the same.
+    #[inline]
+    fn rank<'k>(
+        &self,
+        n: usize,
+        key: impl Fn(usize) -> Option<&'k [u8]>,
+        probe: &[u8],
+        strict: bool,
+    ) -> Result<usize, usize> {
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let ord = self.compare(key(mid).ok_or(mid)?, probe);
+            if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
 }
 
 /// One field of a key to encode.
@@ -270,32 +295,41 @@ impl<'a> KeyRange<'a> {
     }
 }
 
+/// Integer fields at the start of a schema whose probe words a search decodes once, on the
+/// stack ([`SchemaKeyOrder::rank`]); later fields are compared field by field.
+const PREDECODED_INTS: usize = 8;
+
 /// The generic comparator: interprets the key schema field by field.
+///
+/// The schema is read once at construction into `int_prefix`, the number of integer fields
+/// before the first string field: those compare as big-endian `u64` words with one length
+/// check for all of them, the rest field by field. A node search ([`KeyOrder::rank`])
+/// decodes the probe's leading integers once and skips the words that both bounds of the
+/// search interval already share with the probe (every key between two keys that start with
+/// the same bytes starts with them too, the order being `memcmp`'s).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaKeyOrder {
     parts: Vec<KeyPart>,
+    /// Leading `Int` parts (before the first `Str`).
+    int_prefix: usize,
 }
 
 impl SchemaKeyOrder {
     pub fn new(parts: Vec<KeyPart>) -> Self {
-        SchemaKeyOrder { parts }
+        let int_prefix = parts.iter().take_while(|p| **p == KeyPart::Int).count();
+        SchemaKeyOrder { parts, int_prefix }
     }
 
     pub fn parts(&self) -> &[KeyPart] {
         &self.parts
     }
-}
 
-impl KeyOrder for SchemaKeyOrder {
-    /// Walks the schema field by field: an integer field compares as one `u64` (the
-    /// order-preserving encoding makes the unsigned order of its big-endian bytes the signed
-    /// order of the values); a string field compares byte by byte up to its terminator, in
-    /// one pass over both keys. This is the interpretive work the ladder's `btree-keys` rung
-    /// removes, done without needless passes.
+    /// Compares `a` and `b` under the schema `parts` (a suffix of the full schema, when the
+    /// fields before it compared equal), then bytewise past it.
     #[inline]
-    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+    fn compare_parts(parts: &[KeyPart], a: &[u8], b: &[u8]) -> Ordering {
         let (mut a, mut b) = (a, b);
-        for part in &self.parts {
+        for part in parts {
             match part {
                 KeyPart::Int => {
                     let (Some((x, a_rest)), Some((y, b_rest))) =
@@ -335,6 +369,108 @@ impl KeyOrder for SchemaKeyOrder {
         }
         // Past the schema (the value suffix of a non-unique entry): bytewise.
         a.cmp(b)
+    }
+}
+
+/// Word `i` (8 bytes from `8 * i`) of a key as a big-endian integer; the caller has checked
+/// that the key is long enough.
+#[inline(always)]
+fn word(key: &[u8], i: usize) -> u64 {
+    match key[8 * i..].first_chunk::<8>() {
+        Some(w) => u64::from_be_bytes(*w),
+        None => unreachable!("caller checked the key length"),
+    }
+}
+
+impl KeyOrder for SchemaKeyOrder {
+    /// Walks the schema field by field: an integer field compares as one `u64` (the
+    /// order-preserving encoding makes the unsigned order of its big-endian bytes the signed
+    /// order of the values); a string field compares byte by byte up to its terminator, in
+    /// one pass over both keys. This is the interpretive work the ladder's `btree-keys` rung
+    /// removes, done without needless passes.
+    #[inline]
+    fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
+        let ints = self.int_prefix;
+        let n = 8 * ints;
+        if a.len() < n || b.len() < n {
+            return Self::compare_parts(&self.parts, a, b);
+        }
+        for i in 0..ints {
+            let (x, y) = (word(a, i), word(b, i));
+            if x != y {
+                return x.cmp(&y);
+            }
+        }
+        Self::compare_parts(&self.parts[ints..], &a[n..], &b[n..])
+    }
+
+    /// The node search with the probe prepared once: its leading integers decoded into a stack
+    /// array, and the words shared by both bounds of the interval skipped.
+    #[inline]
+    fn rank<'k>(
+        &self,
+        n: usize,
+        key: impl Fn(usize) -> Option<&'k [u8]>,
+        probe: &[u8],
+        strict: bool,
+    ) -> Result<usize, usize> {
+        let ints = self.int_prefix.min(PREDECODED_INTS);
+        let bytes = 8 * ints;
+        if ints == 0 || probe.len() < bytes {
+            // Nothing to prepare: the plain search.
+            let (mut lo, mut hi) = (0usize, n);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                let ord = self.compare(key(mid).ok_or(mid)?, probe);
+                if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return Ok(lo);
+        }
+        let mut p = [0u64; PREDECODED_INTS];
+        for (i, w) in p.iter_mut().enumerate().take(ints) {
+            *w = word(probe, i);
+        }
+        let (rest_parts, p_rest) = (&self.parts[ints..], &probe[bytes..]);
+        // Words of the probe that the keys at `lo - 1` and `hi` (the bounds found so far)
+        // share with it: every key between them shares `min(lo_eq, hi_eq)` words too.
+        let (mut lo, mut hi) = (0usize, n);
+        let (mut lo_eq, mut hi_eq) = (0usize, 0usize);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let k = key(mid).ok_or(mid)?;
+            let (ord, eq) = if k.len() >= bytes {
+                let mut i = lo_eq.min(hi_eq);
+                let mut ord = Ordering::Equal;
+                while i < ints {
+                    let x = word(k, i);
+                    if x != p[i] {
+                        ord = x.cmp(&p[i]);
+                        break;
+                    }
+                    i += 1;
+                }
+                if ord == Ordering::Equal {
+                    ord = Self::compare_parts(rest_parts, &k[bytes..], p_rest);
+                }
+                (ord, i)
+            } else {
+                // A key shorter than the integer prefix (only in a corrupt or foreign tree):
+                // the general comparison, and no words known shared.
+                (self.compare(k, probe), 0)
+            };
+            if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
+                lo = mid + 1;
+                lo_eq = eq;
+            } else {
+                hi = mid;
+                hi_eq = eq;
+            }
+        }
+        Ok(lo)
     }
 }
 
@@ -420,6 +556,9 @@ mod tests {
 
     const SCHEMA: [KeyPart; 3] = [KeyPart::Int, KeyPart::Str, KeyPart::Int];
 
+    /// How a test encodes logical keys.
+    type Encoder = fn(&[OwnedField]) -> Vec<u8>;
+
     fn key_strategy() -> impl Strategy<Value = Vec<OwnedField>> {
         (
             prop_oneof![any::<i64>(), -3i64..3],
@@ -481,6 +620,15 @@ mod tests {
     }
 
     #[test]
+    fn rank_reports_an_unreadable_key() {
+        let order = SchemaKeyOrder::new(vec![KeyPart::Int, KeyPart::Int]);
+        let keys = [encode_i64(1), encode_i64(2)].concat();
+        let probe = [encode_i64(1), encode_i64(2)].concat();
+        let got = order.rank(4, |i| (i < 1).then_some(&keys[..]), &probe, true);
+        assert_eq!(got, Err(2), "the first probe reads key 2, which is missing");
+    }
+
+    #[test]
     fn prefix_successor_bounds_every_extension() {
         assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
         assert_eq!(prefix_successor(&[1, 0xFF, 0xFF]), Some(vec![2]));
@@ -520,6 +668,41 @@ mod tests {
         ) {
             let order = SchemaKeyOrder::new(SCHEMA.to_vec());
             prop_assert_eq!(order.compare(&a, &b), a.cmp(&b));
+        }
+
+        #[test]
+        fn schema_rank_matches_a_plain_search(
+            keys in proptest::collection::vec(key_strategy(), 0..40),
+            probe in key_strategy(),
+            cut in 0usize..40,
+            suffix in proptest::collection::vec(any::<u8>(), 0..9),
+            all_int in any::<bool>(),
+            strict in any::<bool>(),
+        ) {
+            // Either the `Int, Str, Int` schema (one predecoded word) or an all-integer one
+            // (every word predecoded, so the shared-word skipping does all the work).
+            let (order, encode): (SchemaKeyOrder, Encoder) = if all_int {
+                (
+                    SchemaKeyOrder::new(vec![KeyPart::Int; 3]),
+                    |f| f.iter().flat_map(|x| match x {
+                        OwnedField::Int(v) => encode_i64(*v).to_vec(),
+                        OwnedField::Str(s) => encode_i64(s.len() as i64 % 3).to_vec(),
+                    }).collect(),
+                )
+            } else {
+                (SchemaKeyOrder::new(SCHEMA.to_vec()), encode_owned)
+            };
+            let mut sorted: Vec<Vec<u8>> = keys.iter().map(|k| encode(k)).collect();
+            sorted.sort();
+            sorted.dedup();
+            let mut p = encode(&probe);
+            if cut < p.len() { p.truncate(cut) } else { p.extend(&suffix) }
+            let expected = sorted.partition_point(|k| if strict { *k < p } else { *k <= p });
+            let got = order.rank(sorted.len(), |i| sorted.get(i).map(|k| &k[..]), &p, strict);
+            prop_assert_eq!(got, Ok(expected));
+            // The default search (what every other order runs) agrees too.
+            let plain = BytewiseKeyOrder.rank(sorted.len(), |i| sorted.get(i).map(|k| &k[..]), &p, strict);
+            prop_assert_eq!(plain, Ok(expected));
         }
 
         #[test]

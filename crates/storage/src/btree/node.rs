@@ -200,6 +200,23 @@ impl<'a> Node<'a> {
         Some((&key[..key_len], value_at))
     }
 
+    /// The key of entry `slot` alone, `None` if its cell does not lie inside the page: what a
+    /// search reads per probe (one slot load, one bounds check for the key and the value).
+    #[inline(always)]
+    fn cell_key(&self, slot: usize) -> Option<&'a [u8]> {
+        let page = self.page;
+        let at = NODE_HEADER_SIZE + SLOT_SIZE * slot;
+        let offset = u16::from_le_bytes(*page.get(at..)?.first_chunk::<2>()?) as usize;
+        let cell = page.get(offset..)?;
+        let (len, rest) = cell.split_first_chunk::<2>()?;
+        let key_len = u16::from_le_bytes(*len) as usize;
+        // The value's 8 bytes must be in the page too.
+        if rest.len() < key_len + 8 {
+            return None;
+        }
+        Some(&rest[..key_len])
+    }
+
     /// The key of entry `slot` (`slot < len`).
     #[inline]
     pub fn key(&self, slot: usize) -> StorageResult<&'a [u8]> {
@@ -246,7 +263,8 @@ impl<'a> Node<'a> {
     /// Number of entries whose key is `< probe` (`strict`) or `<= probe` (`!strict`): the
     /// insertion point of `probe`. Binary search; for a [`KeyOrder::FIXED_U64`] order it compares
     /// `u64`s read straight from the cells (the bytes after the first eight, a non-unique
-    /// entry's value suffix, only on a tie).
+    /// entry's value suffix, only on a tie); any other order runs its [`KeyOrder::rank`] over
+    /// the node's keys.
     #[inline]
     pub fn rank<K: KeyOrder>(&self, order: &K, probe: &[u8], strict: bool) -> StorageResult<usize> {
         let (mut lo, mut hi) = (0usize, self.len());
@@ -255,7 +273,7 @@ impl<'a> Node<'a> {
             let p = u64::from_be_bytes(p.try_into().expect("8 bytes"));
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                let Some((key, _)) = self.cell(mid) else {
+                let Some(key) = self.cell_key(mid) else {
                     return Err(self.bad_cell(mid));
                 };
                 let Some((k, k_rest)) = key.split_first_chunk::<8>() else {
@@ -273,19 +291,9 @@ impl<'a> Node<'a> {
             }
             return Ok(lo);
         }
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let Some((key, _)) = self.cell(mid) else {
-                return Err(self.bad_cell(mid));
-            };
-            let ord = order.compare(key, probe);
-            if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(lo)
+        order
+            .rank(hi, |i| self.cell_key(i), probe, strict)
+            .map_err(|slot| self.bad_cell(slot))
     }
 
     /// The slot holding exactly `key`, if any.

@@ -21,9 +21,6 @@ use crate::page::{
     OFFSET_CHECKSUM, OFFSET_KIND, OFFSET_MAGIC, OFFSET_PAGE_ID, PAGE_HEADER_SIZE, PAGE_MAGIC,
 };
 
-/// Ranges of one guard's redo record that [`BufferPool::log_together`] builds on the stack.
-pub const INLINE_REDO_RANGES: usize = 16;
-
 /// How a pool is set up.
 #[derive(Clone, Copy, Debug)]
 pub struct PoolConfig {
@@ -375,9 +372,9 @@ impl BufferPool {
     /// page with its LSN, and leaves the guards with nothing pending. Without a log it only
     /// forgets the (empty) pending lists.
     ///
-    /// The common case, one guard with at most `INLINE_REDO_RANGES` ranges, builds the
-    /// record's range list in a stack array and allocates nothing; several guards (a B+-tree
-    /// split) or more ranges take the general path, which collects into vectors.
+    /// The common case, one guard, hands its range list to [`PageLog::log_page_redo`], which
+    /// encodes it without building anything; several guards (a B+-tree split) take the
+    /// general path, which collects the ranges into vectors.
     pub fn log_together(&self, guards: &mut [&mut PageWriteGuard<'_>]) {
         let Some(log) = &self.log else {
             for g in guards.iter_mut() {
@@ -386,26 +383,11 @@ impl BufferPool {
             return;
         };
         let lsn = match guards {
-            [g] if g.data.ranges.len() <= INLINE_REDO_RANGES => {
-                let pending = &g.data.ranges;
-                if pending.is_empty() {
+            [g] => {
+                if g.data.ranges.is_empty() {
                     return;
                 }
-                let buf = &g.data.buf;
-                let mut inline = [RedoRange {
-                    offset: 0,
-                    bytes: &[],
-                }; INLINE_REDO_RANGES];
-                for (slot, &(s, e)) in inline.iter_mut().zip(pending) {
-                    *slot = RedoRange {
-                        offset: s as u16,
-                        bytes: &buf[s as usize..e as usize],
-                    };
-                }
-                log.log_redo(&[PageRedo {
-                    page: g.page,
-                    ranges: &inline[..pending.len()],
-                }])
+                log.log_page_redo(g.page, &g.data.buf, &g.data.ranges)
             }
             _ => {
                 let ranges: Vec<Vec<RedoRange<'_>>> = guards
