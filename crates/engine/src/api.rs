@@ -93,33 +93,28 @@ impl<'a> RowRef<'a> {
         }
     }
 
-    /// Checks that column `col` exists, has type `ok`, and is not NULL.
-    #[inline]
-    fn check(layout: &Layout, bytes: &[u8], col: usize, want: &str, ok: bool) -> TxResult<()> {
+    /// The error for reading column `col` of a record as `want`: missing, wrong type, or NULL.
+    #[cold]
+    fn refuse(layout: &Layout, bytes: &[u8], col: usize, want: &str) -> TxError {
         if col >= layout.columns() {
-            return Err(Self::missing(col));
+            Self::missing(col)
+        } else if layout.is_null(bytes, col) {
+            TxError::Invalid(format!("column {} is NULL", layout.column_name(col)))
+        } else {
+            Self::wrong(col, want, Some(layout))
         }
-        if !ok {
-            return Err(Self::wrong(col, want, Some(layout)));
-        }
-        if layout.is_null(bytes, col) {
-            return Err(TxError::Invalid(format!(
-                "column {} is NULL",
-                layout.column_name(col)
-            )));
-        }
-        Ok(())
     }
 
     /// The integer in column `col` (NULL is an error: see [`RowRef::is_null`]).
     #[inline]
     pub fn int(&self, col: usize) -> TxResult<i64> {
         match self.0 {
-            RowSource::Record { layout, bytes } => {
-                let ok = col < layout.columns() && layout.column_type(col) == ColumnType::Int;
-                Self::check(layout, bytes, col, "an integer", ok)?;
-                Ok(layout.read_int(bytes, col))
-            }
+            RowSource::Record { layout, bytes } => match layout.type_of(col) {
+                Some(ColumnType::Int) if !layout.is_null(bytes, col) => {
+                    Ok(layout.read_int(bytes, col))
+                }
+                _ => Err(Self::refuse(layout, bytes, col, "an integer")),
+            },
             RowSource::Values(row) => row
                 .get(col)
                 .ok_or_else(|| Self::missing(col))?
@@ -132,19 +127,15 @@ impl<'a> RowRef<'a> {
     #[inline]
     pub fn float(&self, col: usize) -> TxResult<f64> {
         match self.0 {
-            RowSource::Record { layout, bytes } => {
-                let ty = if col < layout.columns() {
-                    Some(layout.column_type(col))
-                } else {
-                    None
-                };
-                let ok = matches!(ty, Some(ColumnType::Float | ColumnType::Int));
-                Self::check(layout, bytes, col, "a number", ok)?;
-                Ok(match ty {
-                    Some(ColumnType::Int) => layout.read_int(bytes, col) as f64,
-                    _ => layout.read_float(bytes, col),
-                })
-            }
+            RowSource::Record { layout, bytes } => match layout.type_of(col) {
+                Some(ColumnType::Float) if !layout.is_null(bytes, col) => {
+                    Ok(layout.read_float(bytes, col))
+                }
+                Some(ColumnType::Int) if !layout.is_null(bytes, col) => {
+                    Ok(layout.read_int(bytes, col) as f64)
+                }
+                _ => Err(Self::refuse(layout, bytes, col, "a number")),
+            },
             RowSource::Values(row) => row
                 .get(col)
                 .ok_or_else(|| Self::missing(col))?
@@ -157,17 +148,17 @@ impl<'a> RowRef<'a> {
     #[inline]
     pub fn str(&self, col: usize) -> TxResult<&'a str> {
         match self.0 {
-            RowSource::Record { layout, bytes } => {
-                let ok = col < layout.columns()
-                    && matches!(layout.column_type(col), ColumnType::Str { .. });
-                Self::check(layout, bytes, col, "a string", ok)?;
-                layout.read_text(bytes, col).map_err(|_| {
-                    TxError::Invalid(format!(
-                        "column {} holds bytes that are not UTF-8",
-                        layout.column_name(col)
-                    ))
-                })
-            }
+            RowSource::Record { layout, bytes } => match layout.type_of(col) {
+                Some(ColumnType::Str { .. }) if !layout.is_null(bytes, col) => {
+                    layout.read_text(bytes, col).map_err(|_| {
+                        TxError::Invalid(format!(
+                            "column {} holds bytes that are not UTF-8",
+                            layout.column_name(col)
+                        ))
+                    })
+                }
+                _ => Err(Self::refuse(layout, bytes, col, "a string")),
+            },
             RowSource::Values(row) => row
                 .get(col)
                 .ok_or_else(|| Self::missing(col))?

@@ -94,6 +94,7 @@ impl Layout {
     }
 
     /// Writes one column's value into a record image (`record_size` bytes), null bit included.
+    #[inline]
     pub fn write_column(&self, rec: &mut [u8], col: usize, v: &Value) -> TxResult<()> {
         let slot = self.slots[col];
         let (byte, bit) = (col / 8, 1u8 << (col % 8));
@@ -201,6 +202,12 @@ impl Layout {
         } else {
             std::str::from_utf8(bytes)
         }
+    }
+
+    /// The type of column `col`, or `None` if there is no such column.
+    #[inline]
+    pub fn type_of(&self, col: usize) -> Option<ColumnType> {
+        self.slots.get(col).map(|s| s.ty)
     }
 
     pub fn column_type(&self, col: usize) -> ColumnType {

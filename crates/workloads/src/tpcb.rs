@@ -22,7 +22,7 @@
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{Fetch, TableRef, TableSchema, Tx, TxError, TxResult, Value};
+use engine::{TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -126,37 +126,34 @@ impl TpcbTables {
     }
 }
 
+/// Adds `delta` to column `col` of row `id` in one read-modify-write; returns the new value.
 fn add(tx: &mut dyn Tx, table: &TableRef, id: i64, col: usize, delta: i64) -> TxResult<i64> {
-    let key = [Value::Int(id)];
-    let row = tx
-        .get(table, &key, Fetch::Cols(&[col]), true)?
-        .ok_or_else(|| TxError::Invalid(format!("no row {id} in {}", table.name)))?;
-    let balance = int(&row, 0)? + delta;
-    tx.update(table, &key, &[(col, Value::Int(balance))])?;
+    let mut balance = 0;
+    let found = tx.update_with(table, &[Value::Int(id)], &mut |r, set| {
+        balance = r.int(col)? + delta;
+        set.push((col, Value::Int(balance)));
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no row {id} in {}", table.name)));
+    }
     Ok(balance)
 }
 
 /// The AccountUpdate transaction; returns the account's new balance.
 pub fn account_update(tx: &mut dyn Tx, t: &TpcbTables, input: &AccountUpdate) -> TxResult<i64> {
     let balance = add(tx, &t.account, input.a_id, A_BALANCE, input.delta)?;
-    let key = [Value::Int(input.t_id)];
-    let row = tx
-        .get(
-            &t.teller,
-            &key,
-            Fetch::Cols(&[T_BALANCE, T_NEXT_H_ID]),
-            true,
-        )?
-        .ok_or_else(|| TxError::Invalid(format!("no teller {}", input.t_id)))?;
-    let seq = int(&row, 1)?;
-    tx.update(
-        &t.teller,
-        &key,
-        &[
-            (T_BALANCE, Value::Int(int(&row, 0)? + input.delta)),
-            (T_NEXT_H_ID, Value::Int(seq + 1)),
-        ],
-    )?;
+    let mut seq = 0;
+    let found = tx.update_with(&t.teller, &[Value::Int(input.t_id)], &mut |r, set| {
+        seq = r.int(T_NEXT_H_ID)?;
+        let t_balance = r.int(T_BALANCE)? + input.delta;
+        set.push((T_BALANCE, Value::Int(t_balance)));
+        set.push((T_NEXT_H_ID, Value::Int(seq + 1)));
+        Ok(())
+    })?;
+    if !found {
+        return Err(TxError::Invalid(format!("no teller {}", input.t_id)));
+    }
     add(tx, &t.branch, input.b_id, B_BALANCE, input.delta)?;
     tx.insert(
         &t.history,

@@ -213,12 +213,13 @@ pub fn run_op(tx: &mut dyn Tx, table: &TableRef, op: &YcsbOp) -> TxResult<usize>
                 .len())
         }
         YcsbOp::ReadModifyWrite { key, field, value } => {
-            let k = [Value::Int(*key)];
-            if tx.get(table, &k, Fetch::All, true)?.is_none() {
-                return Ok(0);
-            }
-            tx.update(table, &k, &[(1 + field, Value::Str(value.clone()))])?;
-            Ok(1)
+            // Read the record (in place), then write one field: one step embedded.
+            let found = tx.update_with(table, &[Value::Int(*key)], &mut |r, set| {
+                r.str(1 + field)?;
+                set.push((1 + field, Value::Str(value.clone())));
+                Ok(())
+            })?;
+            Ok(usize::from(found))
         }
     }
 }

@@ -73,25 +73,18 @@ pub fn delivery(tx: &mut dyn Tx, t: &Tables, input: &DeliveryInput) -> TxResult<
             )?;
         }
         let c_key = [Value::Int(w), Value::Int(d), Value::Int(c_id)];
-        let c_row = tx
-            .get(
-                &t.customer,
-                &c_key,
-                Fetch::Cols(&[customer::C_BALANCE, customer::C_DELIVERY_CNT]),
-                true,
-            )?
-            .ok_or_else(|| TxError::Invalid(format!("order of missing customer {c_key:?}")))?;
-        tx.update(
-            &t.customer,
-            &c_key,
-            &[
-                (
-                    customer::C_BALANCE,
-                    Value::Float(float(&c_row, 0)? + amount),
-                ),
-                (customer::C_DELIVERY_CNT, Value::Int(int(&c_row, 1)? + 1)),
-            ],
-        )?;
+        let found = tx.update_with(&t.customer, &c_key, &mut |r, set| {
+            let balance = r.float(customer::C_BALANCE)? + amount;
+            set.push((customer::C_BALANCE, Value::Float(balance)));
+            let count = r.int(customer::C_DELIVERY_CNT)? + 1;
+            set.push((customer::C_DELIVERY_CNT, Value::Int(count)));
+            Ok(())
+        })?;
+        if !found {
+            return Err(TxError::Invalid(format!(
+                "order of missing customer {c_key:?}"
+            )));
+        }
         delivered.push(Some(o_id));
     }
     Ok(DeliveryOutput { delivered })
