@@ -4,7 +4,7 @@
 //!   fix_shared / fix_exclusive / allocate_page / fix_for_redo
 //!          │
 //!          ▼
-//!   page table  (Latch<PageTable>: PageId → FrameId, frame → page, clock hand)
+//!   page table  (Latch<PageTable>: PageId → FrameId by direct index, frame → page, clock hand)
 //!          │ hit: pin under the shared table latch, release it, then latch the frame
 //!          │ miss: exclusive table latch → clock victim → remap → release → I/O under the
 //!          │       victim frame's exclusive latch only

@@ -53,12 +53,73 @@ impl Hasher for PageIdHasher {
     }
 }
 
+/// Page ids below this are mapped by direct index (4 bytes per page: 256 MiB of table for a
+/// 512 GiB database of 8 KiB pages); larger ones (only a damaged log could name one) by hash.
+const DIRECT_PAGES_MAX: u64 = 1 << 26;
+/// An entry of the direct table that maps its page to no frame.
+const NO_FRAME: u32 = u32::MAX;
+
 /// Maps pages to the frames that hold them; protected by the page-table latch.
+///
+/// Page ids are dense (the allocator hands them out in order), so the map is a vector indexed
+/// by page id holding a frame number or [`NO_FRAME`]: a lookup on the fix path is one bounds
+/// check and one load, no hashing or probing. It grows (doubling) when a page beyond its end
+/// is mapped.
 struct PageTable {
-    map: HashMap<PageId, FrameId, BuildHasherDefault<PageIdHasher>>,
-    /// The page each frame is assigned to (the inverse of `map`).
+    /// `direct[p]`: the frame holding page `p`, or `NO_FRAME`; ids from `DIRECT_PAGES_MAX` on
+    /// live in `overflow`.
+    direct: Vec<u32>,
+    overflow: HashMap<PageId, FrameId, BuildHasherDefault<PageIdHasher>>,
+    /// The page each frame is assigned to (the inverse of the map).
     frame_page: Vec<Option<PageId>>,
     clock: Clock,
+}
+
+impl PageTable {
+    /// The frame holding `id`, if it is mapped.
+    #[inline]
+    fn get(&self, id: PageId) -> Option<FrameId> {
+        match self.direct.get(id.0 as usize) {
+            Some(&f) if f != NO_FRAME => Some(FrameId(f)),
+            Some(_) => None,
+            None if id.0 < DIRECT_PAGES_MAX => None,
+            None => self.overflow.get(&id).copied(),
+        }
+    }
+
+    fn insert(&mut self, id: PageId, f: FrameId) {
+        debug_assert!(f.0 != NO_FRAME);
+        if id.0 >= DIRECT_PAGES_MAX {
+            self.overflow.insert(id, f);
+            return;
+        }
+        let i = id.0 as usize;
+        if i >= self.direct.len() {
+            let len = (i + 1)
+                .max(2 * self.direct.len())
+                .min(DIRECT_PAGES_MAX as usize);
+            self.direct.resize(len, NO_FRAME);
+        }
+        self.direct[i] = f.0;
+    }
+
+    fn remove(&mut self, id: PageId) {
+        match self.direct.get_mut(id.0 as usize) {
+            Some(f) => *f = NO_FRAME,
+            None => {
+                self.overflow.remove(&id);
+            }
+        }
+    }
+
+    /// Every mapping, in no particular order.
+    fn mappings(&self) -> impl Iterator<Item = (PageId, FrameId)> + '_ {
+        let direct = self.direct.iter().enumerate();
+        direct
+            .filter(|(_, &f)| f != NO_FRAME)
+            .map(|(p, &f)| (PageId(p as u64), FrameId(f)))
+            .chain(self.overflow.iter().map(|(&p, &f)| (p, f)))
+    }
 }
 
 /// What `pin` hands back: a pinned frame, or a frame it just loaded (exclusively latched).
@@ -96,9 +157,9 @@ impl BufferPool {
         config: PoolConfig,
         log: Option<Arc<dyn PageLog>>,
     ) -> StorageResult<BufferPool> {
-        if config.frames == 0 || config.frames > u32::MAX as usize {
+        if config.frames == 0 || config.frames >= NO_FRAME as usize {
             return Err(StorageError::Invalid(format!(
-                "a buffer pool needs between 1 and 2^32-1 frames, not {}",
+                "a buffer pool needs between 1 and 2^32-2 frames, not {}",
                 config.frames
             )));
         }
@@ -107,7 +168,8 @@ impl BufferPool {
             .map(|_| Frame::new(page_size, config.latching))
             .collect();
         let table = PageTable {
-            map: HashMap::with_capacity_and_hasher(config.frames, Default::default()),
+            direct: vec![NO_FRAME; config.frames.min(DIRECT_PAGES_MAX as usize)],
+            overflow: HashMap::default(),
             frame_page: vec![None; config.frames],
             clock: Clock::new(),
         };
@@ -250,7 +312,7 @@ impl BufferPool {
     fn pin(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
         {
             let table = self.table.read();
-            if let Some(&f) = table.map.get(&id) {
+            if let Some(f) = table.get(id) {
                 let frame = self.frame(f);
                 frame.pins.fetch_add(1, Ordering::Acquire);
                 drop(table);
@@ -270,7 +332,7 @@ impl BufferPool {
     fn load(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
         loop {
             let mut table = self.table.write();
-            if let Some(&f) = table.map.get(&id) {
+            if let Some(f) = table.get(id) {
                 // Someone else loaded (or is loading) it meanwhile.
                 self.frame(f).pins.fetch_add(1, Ordering::Acquire);
                 drop(table);
@@ -301,10 +363,10 @@ impl BufferPool {
                 continue;
             }
             if let Some(old) = table.frame_page[v.index()].take() {
-                table.map.remove(&old);
+                table.remove(old);
                 counters::bump_eviction();
             }
-            table.map.insert(id, v);
+            table.insert(id, v);
             table.frame_page[v.index()] = Some(id);
             frame.referenced.store(true, Ordering::Relaxed);
             data.page = None;
@@ -326,7 +388,7 @@ impl BufferPool {
                 Err(e) => {
                     // Unmap the page so the next fix tries again; waiters see `page == None`.
                     let mut table = self.table.write();
-                    table.map.remove(&id);
+                    table.remove(id);
                     table.frame_page[v.index()] = None;
                     drop(table);
                     drop(data);
@@ -474,11 +536,11 @@ impl BufferPool {
         let table = self.table.read();
         let mapped = table.frame_page.iter().filter(|p| p.is_some()).count();
         assert_eq!(
-            table.map.len(),
+            table.mappings().count(),
             mapped,
             "page table and frame map disagree in size"
         );
-        for (&page, &f) in &table.map {
+        for (page, f) in table.mappings() {
             assert_eq!(
                 table.frame_page[f.index()],
                 Some(page),

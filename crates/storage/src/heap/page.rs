@@ -19,7 +19,7 @@
 //! | 32     | 2    | slot_count   | entries in the slot directory                             |
 //! | 34     | 2    | free_end     | start of the record area (records lie in `free_end..page_size`) |
 //! | 36     | 2    | fragmented   | bytes in the record area not used by any record (holes)   |
-//! | 38     | 2    | reserved     | zero                                                      |
+//! | 38     | 2    | free_slots   | free entries in the slot directory, or fewer (a page never over-counts): an insert scans the directory for a free entry only when it is non-zero |
 //! | 40     | 6·n  | slots        | slot directory                                            |
 //!
 //! Slot entry (6 bytes):
@@ -49,13 +49,15 @@ pub(crate) const OFFSET_NEXT: usize = PAGE_HEADER_SIZE;
 pub(crate) const OFFSET_SLOT_COUNT: usize = 32;
 pub(crate) const OFFSET_FREE_END: usize = 34;
 pub(crate) const OFFSET_FRAGMENTED: usize = 36;
+pub(crate) const OFFSET_FREE_SLOTS: usize = 38;
 pub(crate) const SLOTS_START: usize = 40;
 pub(crate) const SLOT_SIZE: usize = 6;
 /// Smallest allocation of a record: room for a forwarding stub.
 pub(crate) const MIN_ALLOC: usize = 8;
 
 const _: () = assert!(OFFSET_NEXT + 8 == OFFSET_SLOT_COUNT);
-const _: () = assert!(OFFSET_FRAGMENTED + 4 == SLOTS_START);
+const _: () = assert!(OFFSET_FRAGMENTED + 2 == OFFSET_FREE_SLOTS);
+const _: () = assert!(OFFSET_FREE_SLOTS + 2 == SLOTS_START);
 
 /// What a slot holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +114,10 @@ fn free_end(page: &[u8]) -> usize {
 
 fn fragmented(page: &[u8]) -> usize {
     get16(page, OFFSET_FRAGMENTED)
+}
+
+fn free_slots(page: &[u8]) -> usize {
+    get16(page, OFFSET_FREE_SLOTS)
 }
 
 fn dir_end(count: usize) -> usize {
@@ -175,7 +181,12 @@ pub(crate) fn stub_target(page: &[u8], s: Slot) -> u64 {
 /// The slot an insert of `len` bytes would use, if the page has room for it.
 pub(crate) fn slot_for_insert(page: &[u8], len: usize) -> Option<usize> {
     let count = slot_count(page);
-    let free = (0..count).find(|&i| get16(page, dir_end(i)) == 0);
+    // Without free entries (the common case: pages filled by inserts) no scan at all.
+    let free = if free_slots(page) == 0 {
+        None
+    } else {
+        (0..count).find(|&i| get16(page, dir_end(i)) == 0)
+    };
     let (slot, dir_growth) = match free {
         Some(i) => (i, 0),
         None if count < u16::MAX as usize => (count, SLOT_SIZE),
@@ -301,11 +312,21 @@ pub(crate) fn put(
     }
     let offset = alloc(g, size, dir_growth)?;
     g.range_mut(offset, record.len()).copy_from_slice(record);
+    let free = free_slots(g);
     if i >= count {
         // Entries between the old end of the directory and `i` become free slots; the gap
         // they take over may hold stale bytes.
         g.range_mut(dir_end(count), (i - count) * SLOT_SIZE).fill(0);
         set16(g, OFFSET_SLOT_COUNT, i + 1);
+        if i > count {
+            set16(
+                g,
+                OFFSET_FREE_SLOTS,
+                (free + (i - count)).min(u16::MAX as usize),
+            );
+        }
+    } else if free > 0 {
+        set16(g, OFFSET_FREE_SLOTS, free - 1);
     }
     set_slot(g, i, offset, record.len(), kind as u16);
     Ok(true)
@@ -351,6 +372,10 @@ pub(crate) fn replace(
 pub(crate) fn remove(g: &mut PageWriteGuard<'_>, i: usize, old: Slot) {
     set_slot(g, i, 0, 0, 0);
     release(g, old.offset, alloc_size(old.len));
+    let free = free_slots(g);
+    if free < u16::MAX as usize {
+        set16(g, OFFSET_FREE_SLOTS, free + 1);
+    }
 }
 
 /// Checks the page's structure; returns its used slots.
@@ -382,6 +407,16 @@ pub(crate) fn check(page: &[u8]) -> StorageResult<Vec<(usize, Slot)>> {
         if w[0].1 > w[1].0 {
             return Err(corrupt(page, format!("records overlap at {}", w[1].0)));
         }
+    }
+    let free_entries = count - used.len();
+    if free_slots(page) > free_entries {
+        return Err(corrupt(
+            page,
+            format!(
+                "free_slots {} but {free_entries} free directory entries",
+                free_slots(page)
+            ),
+        ));
     }
     let allocated: usize = spans.iter().map(|(a, b)| b - a).sum();
     if allocated + fragmented(page) != size - end {

@@ -492,7 +492,11 @@ impl LockManager {
         if t.tables[i].mode.is_some_and(|m| m.covers_below(mode)) {
             return Ok(());
         }
-        self.ensure_table(t, i, mode.intention(), timer)?;
+        // The table's intention lock is normally held already: checked here, inline.
+        let intention = mode.intention();
+        if !t.tables[i].mode.is_some_and(|m| m.covers(intention)) {
+            self.ensure_table(t, i, intention, timer)?;
+        }
         if t.tables[i].escalated || t.tables[i].leaf_count >= self.config.escalation_threshold {
             return self.escalate(t, i, mode, timer);
         }
