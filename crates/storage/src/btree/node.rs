@@ -428,12 +428,11 @@ pub fn insert_at(page: &mut impl NodePage, slot: usize, key: &[u8], value: u64) 
     }
     let cell_len = CELL_OVERHEAD + key.len();
     let cell_start = read_u16(page.bytes(), OFFSET_CELL_START) - cell_len;
-    {
-        let cell = page.range_mut(cell_start, cell_len);
-        cell[..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
-        cell[2..2 + key.len()].copy_from_slice(key);
-        cell[2 + key.len()..].copy_from_slice(&value.to_le_bytes());
-    }
+    // Written from low offsets to high (header, slots, cell), so each range extends the
+    // write guard's range list at its end, its cheap path.
+    let header = page.range_mut(OFFSET_SLOT_COUNT, 4);
+    header[..2].copy_from_slice(&((n + 1) as u16).to_le_bytes());
+    header[2..4].copy_from_slice(&(cell_start as u16).to_le_bytes());
     // Shift slots [slot, n) one place right and write the new one.
     let slots = page.range_mut(
         NODE_HEADER_SIZE + SLOT_SIZE * slot,
@@ -441,9 +440,10 @@ pub fn insert_at(page: &mut impl NodePage, slot: usize, key: &[u8], value: u64) 
     );
     slots.copy_within(0..SLOT_SIZE * (n - slot), SLOT_SIZE);
     slots[..2].copy_from_slice(&(cell_start as u16).to_le_bytes());
-    let header = page.range_mut(OFFSET_SLOT_COUNT, 4);
-    header[..2].copy_from_slice(&((n + 1) as u16).to_le_bytes());
-    header[2..4].copy_from_slice(&(cell_start as u16).to_le_bytes());
+    let cell = page.range_mut(cell_start, cell_len);
+    cell[..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
+    cell[2..2 + key.len()].copy_from_slice(key);
+    cell[2 + key.len()..].copy_from_slice(&value.to_le_bytes());
     true
 }
 

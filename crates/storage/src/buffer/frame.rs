@@ -6,13 +6,15 @@
 //! |--------------|---------------------------------------------------------------------|
 //! | `data`       | the frame's own [`Latch`]: shared for readers, exclusive for writers, the loader and the evictor |
 //! | `data.ranges`| the exclusive frame latch: only the write guard holding it touches them |
-//! | `pins`       | atomic; incremented only while holding the page-table latch, so a frame seen unpinned under the exclusive page-table latch stays unpinned |
+//! | `pins`       | atomic; incremented by a fix before it latches the frame (a hit without the page-table latch, so the clock may pick a frame a fix pins a moment later: the frame latch and the `page` check settle that race) |
 //! | `referenced` | atomic; set on every fix, cleared by the clock hand                  |
 //! | `dirty`      | atomic; set by a write guard at release (exclusive frame latch held), cleared by write-back (frame latch held) |
 //! | `rec_lsn`    | atomic; same discipline as `dirty`                                   |
 //!
-//! Invariant: a pinned frame is never given to another page; an unpinned frame's latch is free
-//! (guards release the latch *before* they unpin), so the evictor's `try_write` cannot fail.
+//! Invariant: a frame whose latch is held by a guard is never given to another page (the
+//! evictor must `try_write` the latch first); a fix that pinned a frame which was remapped
+//! before it got the latch sees `page` changed and retries. Guards release the latch *before*
+//! they unpin, so a frame nobody fixes has a free latch.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 

@@ -4,9 +4,10 @@
 //!   fix_shared / fix_exclusive / allocate_page / fix_for_redo
 //!          │
 //!          ▼
-//!   page table  (Latch<PageTable>: PageId → FrameId by direct index, frame → page, clock hand)
-//!          │ hit: pin under the shared table latch, release it, then latch the frame
-//!          │ miss: exclusive table latch → clock victim → remap → release → I/O under the
+//!   frame directory (PageId → FrameId, an array of atomics indexed by page id, no latch)
+//!          │ hit: look up, pin, then latch the frame and check that it still holds the page
+//!          │ miss: page table (Latch<PageTable>: frame → page, clock hand, changes of the
+//!          │       directory) exclusive → clock victim → remap → release → I/O under the
 //!          │       victim frame's exclusive latch only
 //!          ▼
 //!   frames[i]   (Latch<FrameData>: page bytes; atomics: pins, referenced, dirty, rec_lsn)
@@ -14,10 +15,14 @@
 //!
 //! Protocol and invariants:
 //!
-//! * **Pins** are taken only while the page-table latch is held (shared on a hit, exclusive on a
-//!   miss); so under the exclusive table latch an unpinned frame stays unpinned, and the clock
-//!   can take it. Guards release the frame latch *before* they unpin, so an unpinned frame's
-//!   latch is always free and the evictor's `try_write` succeeds without waiting.
+//! * **Hits take no page-table latch.** A fix reads the frame from the directory, pins it and
+//!   latches it, then checks the frame's `page`: a frame remapped between the lookup and the
+//!   latch (an eviction raced with the fix) holds another page or none, and the fix unpins and
+//!   starts over. The directory changes only under the exclusive page-table latch.
+//! * **Victims.** The clock takes a frame it sees unpinned, pins it and `try_write`s its latch.
+//!   A fix that pinned the frame meanwhile either holds its latch (the `try_write` fails and
+//!   the clock moves on) or waits for it and then finds the page changed. Guards release the
+//!   frame latch *before* they unpin, so a frame nobody is fixing has a free latch.
 //! * **No I/O under the page-table latch.** A miss maps the page to its victim frame and takes
 //!   the frame's exclusive latch before releasing the table latch; the read happens under the
 //!   frame latch only. Fixes of the same page meanwhile find the mapping, pin, and wait on the

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::ManuallyDrop;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use super::frame::{Frame, FrameData, FrameId};
 use super::guard::{PageReadGuard, PageWriteGuard};
@@ -53,22 +53,69 @@ impl Hasher for PageIdHasher {
     }
 }
 
-/// Page ids below this are mapped by direct index (4 bytes per page: 256 MiB of table for a
-/// 512 GiB database of 8 KiB pages); larger ones (only a damaged log could name one) by hash.
+/// Page ids below this are mapped by the lock-free [`FrameDirectory`] (in chunks of
+/// `DIRECTORY_CHUNK` entries, 4 bytes each, made when a page of their range is first mapped);
+/// larger ones (only a damaged log could name one) by a hash map under the page-table latch.
 const DIRECT_PAGES_MAX: u64 = 1 << 26;
-/// An entry of the direct table that maps its page to no frame.
+const DIRECTORY_CHUNK_BITS: u32 = 14;
+const DIRECTORY_CHUNK: usize = 1 << DIRECTORY_CHUNK_BITS;
+/// An entry of the directory that maps its page to no frame.
 const NO_FRAME: u32 = u32::MAX;
 
-/// Maps pages to the frames that hold them; protected by the page-table latch.
+/// The page → frame map for page ids below `DIRECT_PAGES_MAX`, readable without any latch.
 ///
-/// Page ids are dense (the allocator hands them out in order), so the map is a vector indexed
-/// by page id holding a frame number or [`NO_FRAME`]: a lookup on the fix path is one bounds
-/// check and one load, no hashing or probing. It grows (doubling) when a page beyond its end
-/// is mapped.
+/// Page ids are dense (the allocator hands them out in order), so the map is an array indexed
+/// by page id holding a frame number or `NO_FRAME`: a lookup on the fix path is two loads and
+/// no hashing, probing or latching. Entries change only under the exclusive page-table latch;
+/// a reader may see a mapping that is being replaced, which the frame latch then catches (the
+/// fix compares the frame's `page` with the page it wants and retries; see [`crate::buffer`]).
+struct FrameDirectory {
+    /// Chunk `i` maps pages `i << DIRECTORY_CHUNK_BITS ..`; made on first use, never freed.
+    chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+}
+
+impl FrameDirectory {
+    fn new() -> FrameDirectory {
+        let n = (DIRECT_PAGES_MAX >> DIRECTORY_CHUNK_BITS) as usize;
+        FrameDirectory {
+            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The entry of `id`, if its chunk exists (`None` also for ids past the directory).
+    #[inline]
+    fn entry(&self, id: PageId) -> Option<&AtomicU32> {
+        let chunk = self
+            .chunks
+            .get((id.0 >> DIRECTORY_CHUNK_BITS) as usize)?
+            .get()?;
+        chunk.get(id.0 as usize & (DIRECTORY_CHUNK - 1))
+    }
+
+    /// The frame `id` is mapped to; `Some` only for ids below `DIRECT_PAGES_MAX`.
+    #[inline]
+    fn get(&self, id: PageId) -> Option<FrameId> {
+        let f = self.entry(id)?.load(Ordering::Acquire);
+        (f != NO_FRAME).then_some(FrameId(f))
+    }
+
+    /// Maps `id` (below `DIRECT_PAGES_MAX`) to `f`, or to no frame. Under the exclusive
+    /// page-table latch.
+    fn set(&self, id: PageId, f: u32) {
+        debug_assert!(id.0 < DIRECT_PAGES_MAX);
+        let chunk = self.chunks[(id.0 >> DIRECTORY_CHUNK_BITS) as usize].get_or_init(|| {
+            (0..DIRECTORY_CHUNK)
+                .map(|_| AtomicU32::new(NO_FRAME))
+                .collect()
+        });
+        chunk[id.0 as usize & (DIRECTORY_CHUNK - 1)].store(f, Ordering::Release);
+    }
+}
+
+/// The latched part of the page table; protected by the page-table latch, which also
+/// serialises every change of the [`FrameDirectory`].
 struct PageTable {
-    /// `direct[p]`: the frame holding page `p`, or `NO_FRAME`; ids from `DIRECT_PAGES_MAX` on
-    /// live in `overflow`.
-    direct: Vec<u32>,
+    /// Mappings of page ids from `DIRECT_PAGES_MAX` on.
     overflow: HashMap<PageId, FrameId, BuildHasherDefault<PageIdHasher>>,
     /// The page each frame is assigned to (the inverse of the map).
     frame_page: Vec<Option<PageId>>,
@@ -78,46 +125,46 @@ struct PageTable {
 impl PageTable {
     /// The frame holding `id`, if it is mapped.
     #[inline]
-    fn get(&self, id: PageId) -> Option<FrameId> {
-        match self.direct.get(id.0 as usize) {
-            Some(&f) if f != NO_FRAME => Some(FrameId(f)),
-            Some(_) => None,
-            None if id.0 < DIRECT_PAGES_MAX => None,
-            None => self.overflow.get(&id).copied(),
+    fn get(&self, dir: &FrameDirectory, id: PageId) -> Option<FrameId> {
+        if id.0 < DIRECT_PAGES_MAX {
+            dir.get(id)
+        } else {
+            self.overflow.get(&id).copied()
         }
     }
 
-    fn insert(&mut self, id: PageId, f: FrameId) {
+    fn insert(&mut self, dir: &FrameDirectory, id: PageId, f: FrameId) {
         debug_assert!(f.0 != NO_FRAME);
-        if id.0 >= DIRECT_PAGES_MAX {
+        if id.0 < DIRECT_PAGES_MAX {
+            dir.set(id, f.0);
+        } else {
             self.overflow.insert(id, f);
-            return;
         }
-        let i = id.0 as usize;
-        if i >= self.direct.len() {
-            let len = (i + 1)
-                .max(2 * self.direct.len())
-                .min(DIRECT_PAGES_MAX as usize);
-            self.direct.resize(len, NO_FRAME);
-        }
-        self.direct[i] = f.0;
     }
 
-    fn remove(&mut self, id: PageId) {
-        match self.direct.get_mut(id.0 as usize) {
-            Some(f) => *f = NO_FRAME,
-            None => {
-                self.overflow.remove(&id);
-            }
+    fn remove(&mut self, dir: &FrameDirectory, id: PageId) {
+        if id.0 < DIRECT_PAGES_MAX {
+            dir.set(id, NO_FRAME);
+        } else {
+            self.overflow.remove(&id);
         }
     }
 
     /// Every mapping, in no particular order.
-    fn mappings(&self) -> impl Iterator<Item = (PageId, FrameId)> + '_ {
-        let direct = self.direct.iter().enumerate();
+    fn mappings<'a>(
+        &'a self,
+        dir: &'a FrameDirectory,
+    ) -> impl Iterator<Item = (PageId, FrameId)> + 'a {
+        let chunks = dir.chunks.iter().enumerate();
+        let direct = chunks.filter_map(|(c, chunk)| Some((c, chunk.get()?)));
         direct
-            .filter(|(_, &f)| f != NO_FRAME)
-            .map(|(p, &f)| (PageId(p as u64), FrameId(f)))
+            .flat_map(|(c, chunk)| {
+                chunk.iter().enumerate().filter_map(move |(i, f)| {
+                    let f = f.load(Ordering::Acquire);
+                    let page = ((c as u64) << DIRECTORY_CHUNK_BITS) + i as u64;
+                    (f != NO_FRAME).then_some((PageId(page), FrameId(f)))
+                })
+            })
             .chain(self.overflow.iter().map(|(&p, &f)| (p, f)))
     }
 }
@@ -143,7 +190,11 @@ pub struct BufferPool {
     log: Option<Arc<dyn PageLog>>,
     page_size: usize,
     frames: Box<[Frame]>,
-    /// Protects the page table, the frame-to-page map and the clock hand.
+    /// Page → frame for page ids below `DIRECT_PAGES_MAX`: read without a latch, changed
+    /// under the exclusive `table` latch.
+    directory: FrameDirectory,
+    /// Protects the overflow map, the frame-to-page map, the clock hand, and serialises
+    /// changes of `directory`.
     table: Latch<PageTable>,
     /// The next page id `allocate_page` hands out (pages allocated so far).
     next_page: AtomicU64,
@@ -168,7 +219,6 @@ impl BufferPool {
             .map(|_| Frame::new(page_size, config.latching))
             .collect();
         let table = PageTable {
-            direct: vec![NO_FRAME; config.frames.min(DIRECT_PAGES_MAX as usize)],
             overflow: HashMap::default(),
             frame_page: vec![None; config.frames],
             clock: Clock::new(),
@@ -179,6 +229,7 @@ impl BufferPool {
             log,
             page_size,
             frames,
+            directory: FrameDirectory::new(),
             table: Latch::new(table, config.latching),
         })
     }
@@ -308,20 +359,25 @@ impl BufferPool {
     }
 
     /// Pins the frame holding `id`, loading the page on a miss.
+    ///
+    /// A hit takes no page-table latch: the frame comes from the lock-free directory, and the
+    /// caller validates it under the frame latch (`data.page == Some(id)`, else unpin and try
+    /// again), which catches a frame remapped between the lookup and the latch.
     #[inline]
     fn pin(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
-        {
-            let table = self.table.read();
-            if let Some(f) = table.get(id) {
-                let frame = self.frame(f);
-                frame.pins.fetch_add(1, Ordering::Acquire);
-                drop(table);
-                if !frame.referenced.load(Ordering::Relaxed) {
-                    frame.referenced.store(true, Ordering::Relaxed);
-                }
-                counters::bump_hit();
-                return Ok(Pinned::Hit(f));
+        let found = if id.0 < DIRECT_PAGES_MAX {
+            self.directory.get(id)
+        } else {
+            self.table.read().overflow.get(&id).copied()
+        };
+        if let Some(f) = found {
+            let frame = self.frame(f);
+            frame.pins.fetch_add(1, Ordering::Acquire);
+            if !frame.referenced.load(Ordering::Relaxed) {
+                frame.referenced.store(true, Ordering::Relaxed);
             }
+            counters::bump_hit();
+            return Ok(Pinned::Hit(f));
         }
         self.load(id, intent)
     }
@@ -332,7 +388,7 @@ impl BufferPool {
     fn load(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
         loop {
             let mut table = self.table.write();
-            if let Some(f) = table.get(id) {
+            if let Some(f) = table.get(&self.directory, id) {
                 // Someone else loaded (or is loading) it meanwhile.
                 self.frame(f).pins.fetch_add(1, Ordering::Acquire);
                 drop(table);
@@ -346,7 +402,7 @@ impl BufferPool {
             };
             let frame = self.frame(v);
             frame.pins.fetch_add(1, Ordering::Acquire);
-            // Unpinned frames have a free latch: guards unlatch before they unpin.
+            // A frame seen unpinned has a free latch unless a fix pinned it just now.
             let Some(mut data) = frame.data.try_write() else {
                 drop(table);
                 self.unpin(v);
@@ -363,10 +419,10 @@ impl BufferPool {
                 continue;
             }
             if let Some(old) = table.frame_page[v.index()].take() {
-                table.remove(old);
+                table.remove(&self.directory, old);
                 counters::bump_eviction();
             }
-            table.insert(id, v);
+            table.insert(&self.directory, id, v);
             table.frame_page[v.index()] = Some(id);
             frame.referenced.store(true, Ordering::Relaxed);
             data.page = None;
@@ -388,7 +444,7 @@ impl BufferPool {
                 Err(e) => {
                     // Unmap the page so the next fix tries again; waiters see `page == None`.
                     let mut table = self.table.write();
-                    table.remove(id);
+                    table.remove(&self.directory, id);
                     table.frame_page[v.index()] = None;
                     drop(table);
                     drop(data);
@@ -536,11 +592,11 @@ impl BufferPool {
         let table = self.table.read();
         let mapped = table.frame_page.iter().filter(|p| p.is_some()).count();
         assert_eq!(
-            table.mappings().count(),
+            table.mappings(&self.directory).count(),
             mapped,
             "page table and frame map disagree in size"
         );
-        for (page, f) in table.mappings() {
+        for (page, f) in table.mappings(&self.directory) {
             assert_eq!(
                 table.frame_page[f.index()],
                 Some(page),
