@@ -66,6 +66,29 @@ enum Changes<'s, 'f> {
     Computed(&'s mut UpdateFn<'f>),
 }
 
+impl Session {
+    /// A fresh session with room for a typical OLTP transaction (a few dozen rows of a few
+    /// hundred bytes), so its buffers are allocated once rather than regrown operation by
+    /// operation.
+    fn sized() -> Session {
+        Session {
+            undo: UndoList {
+                entries: Vec::with_capacity(64),
+                arena: Vec::with_capacity(4096),
+            },
+            key: Vec::with_capacity(64),
+            key2: Vec::with_capacity(64),
+            rec: Vec::with_capacity(1024),
+            payload: Vec::with_capacity(1024),
+            after: Vec::with_capacity(1024),
+            next: Vec::with_capacity(64),
+            hits: Vec::new(),
+            set: Vec::with_capacity(8),
+            deleted: Vec::new(),
+        }
+    }
+}
+
 thread_local! {
     static SESSION: std::cell::RefCell<Option<Session>> = const { std::cell::RefCell::new(None) };
 }
@@ -88,10 +111,12 @@ impl<'db> Transaction<'db> {
         let (s, active) = if db.xactions {
             let active = Arc::new(ActiveTxn::new(id));
             db.register(&active);
-            (Session::default(), Some(active))
+            (Session::sized(), Some(active))
         } else {
             (
-                SESSION.with(|c| c.borrow_mut().take()).unwrap_or_default(),
+                SESSION
+                    .with(|c| c.borrow_mut().take())
+                    .unwrap_or_else(Session::sized),
                 None,
             )
         };
