@@ -295,18 +295,14 @@ impl<'a> KeyRange<'a> {
     }
 }
 
-/// Integer fields at the start of a schema whose probe words a search decodes once, on the
-/// stack ([`SchemaKeyOrder::rank`]); later fields are compared field by field.
-const PREDECODED_INTS: usize = 8;
-
 /// The generic comparator: interprets the key schema field by field.
 ///
 /// The schema is read once at construction into `int_prefix`, the number of integer fields
 /// before the first string field: those compare as big-endian `u64` words with one length
-/// check for all of them, the rest field by field. A node search ([`KeyOrder::rank`])
-/// decodes the probe's leading integers once and skips the words that both bounds of the
-/// search interval already share with the probe (every key between two keys that start with
-/// the same bytes starts with them too, the order being `memcmp`'s).
+/// check for all of them, the rest field by field. A node search ([`KeyOrder::rank`]) skips
+/// the words that both bounds of the search interval already share with the probe (every key
+/// between two keys that start with the same bytes starts with them too, the order being
+/// `memcmp`'s).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaKeyOrder {
     parts: Vec<KeyPart>,
@@ -404,8 +400,10 @@ impl KeyOrder for SchemaKeyOrder {
         Self::compare_parts(&self.parts[ints..], &a[n..], &b[n..])
     }
 
-    /// The node search with the probe prepared once: its leading integers decoded into a stack
-    /// array, and the words shared by both bounds of the interval skipped.
+    /// The node search with the schema's integer prefix compared word by word and the words
+    /// shared by both bounds of the interval skipped: after a few steps every key left
+    /// between the bounds starts with the same fields as the probe, which are then not
+    /// compared again.
     #[inline]
     fn rank<'k>(
         &self,
@@ -414,11 +412,11 @@ impl KeyOrder for SchemaKeyOrder {
         probe: &[u8],
         strict: bool,
     ) -> Result<usize, usize> {
-        let ints = self.int_prefix.min(PREDECODED_INTS);
+        let ints = self.int_prefix;
         let bytes = 8 * ints;
+        let (mut lo, mut hi) = (0usize, n);
         if ints == 0 || probe.len() < bytes {
-            // Nothing to prepare: the plain search.
-            let (mut lo, mut hi) = (0usize, n);
+            // Nothing to skip: the plain search.
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
                 let ord = self.compare(key(mid).ok_or(mid)?, probe);
@@ -430,37 +428,40 @@ impl KeyOrder for SchemaKeyOrder {
             }
             return Ok(lo);
         }
-        let mut p = [0u64; PREDECODED_INTS];
-        for (i, w) in p.iter_mut().enumerate().take(ints) {
-            *w = word(probe, i);
-        }
-        let (rest_parts, p_rest) = (&self.parts[ints..], &probe[bytes..]);
-        // Words of the probe that the keys at `lo - 1` and `hi` (the bounds found so far)
-        // share with it: every key between them shares `min(lo_eq, hi_eq)` words too.
-        let (mut lo, mut hi) = (0usize, n);
+        let (p_ints, p_rest) = probe.split_at(bytes);
+        let rest_parts = &self.parts[ints..];
+        // Bytes of the probe that the keys at `lo - 1` and `hi` (the bounds found so far)
+        // share with it, in whole words: every key between them shares the smaller count.
         let (mut lo_eq, mut hi_eq) = (0usize, 0usize);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let k = key(mid).ok_or(mid)?;
-            let (ord, eq) = if k.len() >= bytes {
-                let mut i = lo_eq.min(hi_eq);
-                let mut ord = Ordering::Equal;
-                while i < ints {
-                    let x = word(k, i);
-                    if x != p[i] {
-                        ord = x.cmp(&p[i]);
-                        break;
+            let (ord, eq) = match k.split_at_checked(bytes) {
+                Some((k_ints, k_rest)) => {
+                    let skip = lo_eq.min(hi_eq);
+                    let words = k_ints[skip..]
+                        .chunks_exact(8)
+                        .zip(p_ints[skip..].chunks_exact(8));
+                    let mut eq = skip;
+                    let mut ord = Ordering::Equal;
+                    for (x, y) in words {
+                        // Equality needs no byte order; only a difference is decoded.
+                        if x != y {
+                            let x = u64::from_be_bytes(x.try_into().expect("8-byte chunk"));
+                            let y = u64::from_be_bytes(y.try_into().expect("8-byte chunk"));
+                            ord = x.cmp(&y);
+                            break;
+                        }
+                        eq += 8;
                     }
-                    i += 1;
+                    if ord == Ordering::Equal {
+                        ord = Self::compare_parts(rest_parts, k_rest, p_rest);
+                    }
+                    (ord, eq)
                 }
-                if ord == Ordering::Equal {
-                    ord = Self::compare_parts(rest_parts, &k[bytes..], p_rest);
-                }
-                (ord, i)
-            } else {
                 // A key shorter than the integer prefix (only in a corrupt or foreign tree):
                 // the general comparison, and no words known shared.
-                (self.compare(k, probe), 0)
+                None => (self.compare(k, probe), 0),
             };
             if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
                 lo = mid + 1;
@@ -679,8 +680,8 @@ mod tests {
             all_int in any::<bool>(),
             strict in any::<bool>(),
         ) {
-            // Either the `Int, Str, Int` schema (one predecoded word) or an all-integer one
-            // (every word predecoded, so the shared-word skipping does all the work).
+            // Either the `Int, Str, Int` schema (one integer word before the string) or an
+            // all-integer one (so the shared-word skipping does all the work).
             let (order, encode): (SchemaKeyOrder, Encoder) = if all_int {
                 (
                     SchemaKeyOrder::new(vec![KeyPart::Int; 3]),

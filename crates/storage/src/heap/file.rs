@@ -40,10 +40,16 @@ const BUCKETS: usize = 16;
 /// Updated after every change of a page; most changes leave the page in its bucket, and then
 /// only the exact count is rewritten (a hash-map update with the pool's cheap page-id hash),
 /// without touching the bucket sets, so the update allocates nothing.
+///
+/// The page the last insert went to is remembered (`last_insert`) and tried first: inserts
+/// fill one page after another, so the next record usually fits where the previous one went,
+/// found with one exact lookup instead of a walk of the bucket sets.
 struct FreeSpaceMap {
     page_size: usize,
     free: HashMap<PageId, usize, BuildHasherDefault<PageIdHasher>>,
     buckets: Vec<BTreeSet<PageId>>,
+    /// The page of the last insert, if any.
+    last_insert: Option<PageId>,
 }
 
 impl FreeSpaceMap {
@@ -52,6 +58,7 @@ impl FreeSpaceMap {
             page_size,
             free: HashMap::default(),
             buckets: vec![BTreeSet::new(); BUCKETS],
+            last_insert: None,
         }
     }
 
@@ -74,11 +81,17 @@ impl FreeSpaceMap {
         }
     }
 
-    /// A page with at least `need` free bytes: first a few pages of the bucket `need` falls in
+    /// A page with at least `need` free bytes: the page of the last insert if it has room, then
+    /// a few pages of the bucket `need` falls in
     /// (checked exactly, so nearly full pages still take small records), then the first page
     /// of the lowest bucket whose lower bound covers `need`.
     fn find(&self, need: usize) -> Option<PageId> {
         const PROBES: usize = 4;
+        if let Some(p) = self.last_insert {
+            if self.free.get(&p).is_some_and(|&free| free >= need) {
+                return Some(p);
+            }
+        }
         let first = (need * BUCKETS).div_ceil(self.page_size);
         if first > 0 && first - 1 < BUCKETS {
             let straddling = self.buckets[first - 1].iter().take(PROBES);
@@ -229,7 +242,10 @@ impl HeapFile {
                     before_write(rid);
                     let placed = hp::put(&mut g, slot, record, kind)?;
                     debug_assert!(placed, "slot_for_insert promised room");
-                    self.note_free(&g);
+                    let mut fsm = self.fsm.write();
+                    fsm.set(g.page_id(), hp::free_space(&g));
+                    fsm.last_insert = Some(g.page_id());
+                    drop(fsm);
                     return Ok(rid);
                 }
                 // The map was stale: correct it and look again.

@@ -331,7 +331,10 @@ impl Bucket {
             return;
         }
         self.live -= 1;
-        self.heads.swap(index, self.live);
+        if index != self.live {
+            // (The usual chain holds one head: then it is already last, and nothing moves.)
+            self.heads.swap(index, self.live);
+        }
         if self.heads.len() - self.live > SPARE_HEADS_MAX {
             self.heads.truncate(self.live + SPARE_HEADS_MAX);
         }
