@@ -445,10 +445,9 @@ impl KeyOrder for SchemaKeyOrder {
                     let mut eq = skip;
                     let mut ord = Ordering::Equal;
                     for (x, y) in words {
-                        // Equality needs no byte order; only a difference is decoded.
+                        let x = u64::from_be_bytes(x.try_into().expect("8-byte chunk"));
+                        let y = u64::from_be_bytes(y.try_into().expect("8-byte chunk"));
                         if x != y {
-                            let x = u64::from_be_bytes(x.try_into().expect("8-byte chunk"));
-                            let y = u64::from_be_bytes(y.try_into().expect("8-byte chunk"));
                             ord = x.cmp(&y);
                             break;
                         }

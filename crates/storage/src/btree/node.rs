@@ -291,8 +291,23 @@ impl<'a> Node<'a> {
             }
             return Ok(lo);
         }
+        // The slot array lies inside the page (`check_header`); slicing it once leaves one
+        // bounds check per slot read.
+        let page = self.page;
+        let Some(slots) = page.get(NODE_HEADER_SIZE..NODE_HEADER_SIZE + SLOT_SIZE * hi) else {
+            return Err(self.corrupt("slot array runs past the page"));
+        };
+        let (slots, _) = slots.as_chunks::<SLOT_SIZE>();
+        let key = |i: usize| -> Option<&'a [u8]> {
+            let offset = u16::from_le_bytes(*slots.get(i)?) as usize;
+            let (len, rest) = page.get(offset..)?.split_first_chunk::<2>()?;
+            let key_len = u16::from_le_bytes(*len) as usize;
+            // The value's 8 bytes must be in the page too.
+            let cell = rest.get(..key_len + 8)?;
+            Some(&cell[..key_len])
+        };
         order
-            .rank(hi, |i| self.cell_key(i), probe, strict)
+            .rank(hi, key, probe, strict)
             .map_err(|slot| self.bad_cell(slot))
     }
 
@@ -501,6 +516,11 @@ fn compact(page: &mut impl NodePage) {
 
 /// Formats `page` as a node of `level` holding `entries` in order (and, for an inner node,
 /// `leftmost`), keeping its sibling links as given. The entries must fit.
+///
+/// The node is built in a scratch copy (a plain vector, no change tracking) and goes into
+/// the page as three writes: the kind byte, header plus slot array, and the cell area. So a
+/// split records three ranges per node, not three per entry, and logs the same bytes (the
+/// free gap between slots and cells is not written).
 pub fn rebuild(
     page: &mut impl NodePage,
     level: usize,
@@ -509,16 +529,25 @@ pub fn rebuild(
     next: Option<PageId>,
     entries: &[(impl AsRef<[u8]>, u64)],
 ) {
-    format(page, level);
-    set_prev(page, prev);
-    set_next(page, next);
+    let mut image = page.bytes().to_vec();
+    format(&mut image, level);
+    set_prev(&mut image, prev);
+    set_next(&mut image, next);
     if let Some(child) = leftmost {
-        set_leftmost(page, child);
+        set_leftmost(&mut image, child);
     }
     for (i, (key, value)) in entries.iter().enumerate() {
-        let ok = insert_at(page, i, key.as_ref(), *value);
+        let ok = insert_at(&mut image, i, key.as_ref(), *value);
         assert!(ok, "rebuild: entries do not fit the node");
     }
+    let slots_end = NODE_HEADER_SIZE + SLOT_SIZE * entries.len();
+    let cell_start = read_u16(&image, OFFSET_CELL_START);
+    page.range_mut(OFFSET_KIND, 1)[0] = image[OFFSET_KIND];
+    page.range_mut(OFFSET_SLOT_COUNT, slots_end - OFFSET_SLOT_COUNT)
+        .copy_from_slice(&image[OFFSET_SLOT_COUNT..slots_end]);
+    let size = image.len();
+    page.range_mut(cell_start, size - cell_start)
+        .copy_from_slice(&image[cell_start..]);
 }
 
 /// Where to split `entries` (plus nothing else) into two nodes: the first index of the right

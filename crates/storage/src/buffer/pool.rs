@@ -180,7 +180,7 @@ enum Pinned<'a> {
 enum Intent {
     /// Read it from the store on a miss.
     Existing,
-    /// A page being allocated: zero it instead of reading.
+    /// A page being allocated: neither read nor zeroed here (`allocate_page` zeroes it).
     Fresh,
 }
 
@@ -430,10 +430,8 @@ impl BufferPool {
             counters::bump_miss();
 
             let loaded = match intent {
-                Intent::Fresh => {
-                    data.buf.fill(0);
-                    Ok(())
-                }
+                // `allocate_page` zeroes the whole page through its guard.
+                Intent::Fresh => Ok(()),
                 Intent::Existing => self.read_in(id, &mut data.buf),
             };
             return match loaded {
