@@ -99,3 +99,24 @@ pub fn transfer(
     )?;
     Ok(())
 }
+
+/// The same transfer as [`transfer`], by read-modify-write (`update_with`): each row is found
+/// and locked exclusively once.
+pub fn transfer_in_place(
+    tx: &mut dyn Tx,
+    t: &TableRef,
+    from: i64,
+    to: i64,
+    amount: i64,
+) -> Result<(), TxError> {
+    for (id, delta) in [(from, -amount), (to, amount)] {
+        let found = tx.update_with(t, &[Value::Int(id)], &mut |r, set| {
+            set.push((2, Value::Int(r.int(2)? + delta)));
+            Ok(())
+        })?;
+        if !found {
+            return Err(TxError::Invalid(format!("no account {id}")));
+        }
+    }
+    Ok(())
+}

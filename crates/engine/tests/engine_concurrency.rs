@@ -29,8 +29,14 @@ fn run_bank(db: Arc<Database>) {
                     loop {
                         let mut tx = db.begin().unwrap();
                         // Every 10th transaction also reads a total over a range, which must
-                        // never see a transfer half done (no dirty read).
-                        let r = transfer(&mut tx, &t, from, to, 1).and_then(|_| {
+                        // never see a transfer half done (no dirty read). Odd transactions
+                        // move the money by read-modify-write, even ones by get + update.
+                        let moved = if n % 2 == 1 {
+                            transfer_in_place(&mut tx, &t, from, to, 1)
+                        } else {
+                            transfer(&mut tx, &t, from, to, 1)
+                        };
+                        let r = moved.and_then(|_| {
                             if n % 10 == 0 {
                                 let rows = tx.scan(
                                     &t,
