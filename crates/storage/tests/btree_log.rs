@@ -60,11 +60,11 @@ fn replaying_the_log_rebuilds_every_node() {
     );
     let tree = BTree::create(pool.clone(), IntKeyOrder, true).unwrap();
     let created = log.records.lock().unwrap().len();
-    for k in 0..3000u64 {
+    for k in 0..6000u64 {
         tree.insert(&k.wrapping_mul(0x9E37_79B9).to_be_bytes(), k)
             .unwrap();
     }
-    for k in (0..3000u64).step_by(3) {
+    for k in (0..6000u64).step_by(3) {
         assert!(tree
             .delete(&k.wrapping_mul(0x9E37_79B9).to_be_bytes(), k)
             .unwrap());

@@ -567,6 +567,42 @@ pub fn split_point(entries: &[(impl AsRef<[u8]>, u64)]) -> usize {
     entries.len() / 2
 }
 
+/// Where to split a full leaf whose entries (the new one included, at index `new`) are
+/// `entries`: the first index of the right half.
+///
+/// Inserts that arrive in ascending order at one place of a leaf (a district's next order,
+/// in front of the next district's first keys) would, after a balanced split, keep shifting
+/// the slots behind them, and the log would carry those slots on every insert. So the split
+/// goes *after the new entry* when that leaves the left leaf at least a quarter of the bytes:
+/// the following inserts then land at the end of the left leaf, shifting nothing, and it
+/// fills completely. A new entry at the very end makes it the right leaf's only entry (a
+/// rightmost append). Otherwise, and whenever the left part would not fit a node of
+/// `page_size` bytes, the split is balanced ([`split_point`]).
+pub fn leaf_split_point(
+    entries: &[(impl AsRef<[u8]>, u64)],
+    new: usize,
+    page_size: usize,
+) -> usize {
+    let n = entries.len();
+    debug_assert!(new < n, "the new entry is one of the entries");
+    if n >= 2 && new == n - 1 {
+        return n - 1;
+    }
+    let left = entries_space(&entries[..=new]);
+    if left * 4 >= entries_space(entries) && left <= page_size - NODE_HEADER_SIZE {
+        return new + 1;
+    }
+    split_point(entries)
+}
+
+/// Bytes `entries` take in a node (slots and cells).
+fn entries_space(entries: &[(impl AsRef<[u8]>, u64)]) -> usize {
+    entries
+        .iter()
+        .map(|(k, _)| entry_space(k.as_ref().len()))
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -662,6 +698,22 @@ mod tests {
         let mut skewed = entries.clone();
         skewed[0].0 = vec![0; 500];
         assert_eq!(split_point(&skewed), 1);
+    }
+
+    #[test]
+    fn leaf_split_goes_after_the_new_entry_when_that_keeps_a_quarter() {
+        let entries: Vec<(Vec<u8>, u64)> = (0..20).map(|i| (vec![i; 10], 0)).collect();
+        // Appended at the end: the new entry alone goes right.
+        assert_eq!(leaf_split_point(&entries, 19, 8192), 19);
+        // In the middle, past the first quarter: split right after it.
+        assert_eq!(leaf_split_point(&entries, 12, 8192), 13);
+        assert_eq!(leaf_split_point(&entries, 4, 8192), 5);
+        // Too close to the start: balanced.
+        assert_eq!(leaf_split_point(&entries, 2, 8192), split_point(&entries));
+        // A left part that would not fit a node: balanced.
+        let big: Vec<(Vec<u8>, u64)> = (0..8).map(|i| (vec![i; 1000], 0)).collect();
+        assert_eq!(leaf_split_point(&big, 7, 8192), 7);
+        assert_eq!(leaf_split_point(&big, 6, 4096), split_point(&big));
     }
 
     proptest! {

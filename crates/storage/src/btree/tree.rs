@@ -358,7 +358,11 @@ impl<K: KeyOrder> BTree<K> {
             } else {
                 PageKind::BTreeInner
             };
-            let mid = node::split_point(&entries);
+            let mid = if is_leaf {
+                node::leaf_split_point(&entries, slot, self.pool.page_size())
+            } else {
+                node::split_point(&entries)
+            };
             // Leaf: the right half starts at `mid` and its first key is the separator.
             // Inner: entry `mid` moves up; its child becomes the right node's leftmost.
             let separator = KeyBuf::from_parts(&[entries[mid].0]);
