@@ -282,7 +282,7 @@ impl BufferPool {
     pub fn allocate_page(&self, kind: PageKind) -> StorageResult<PageWriteGuard<'_>> {
         let id = PageId(self.next_page.fetch_add(1, Ordering::AcqRel));
         counters::bump_fix(id.0);
-        let mut g = self.fix_write(id, Intent::Fresh, self.log.is_some())?;
+        let mut g = self.fix_write(id, Intent::Fresh, self.log.is_some(), false)?;
         let page = g.page_mut();
         page.fill(0);
         page[OFFSET_MAGIC..OFFSET_MAGIC + 2].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
@@ -294,15 +294,19 @@ impl BufferPool {
     /// Fixes page `id` in shared mode.
     pub fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
         counters::bump_fix(id.0);
-        self.check_allocated(id)?;
         loop {
-            let (f, data) = match self.pin(id, Intent::Existing)? {
-                Pinned::Hit(f) => (f, self.frame(f).data.read()),
-                Pinned::Loaded(f, w) => {
-                    drop(w);
-                    (f, self.frame(f).data.read())
-                }
+            let f = match self.pin_hit(id) {
+                Some(f) => f,
+                // A mapped page is allocated, so only a miss checks.
+                None => match self.pin_miss(id, Intent::Existing, true)? {
+                    Pinned::Hit(f) => f,
+                    Pinned::Loaded(f, w) => {
+                        drop(w);
+                        f
+                    }
+                },
             };
+            let data = self.frame(f).data.read();
             if data.page == Some(id) {
                 return Ok(PageReadGuard {
                     pool: self,
@@ -320,8 +324,7 @@ impl BufferPool {
     /// Fixes page `id` exclusively.
     pub fn fix_exclusive(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
         counters::bump_fix(id.0);
-        self.check_allocated(id)?;
-        self.fix_write(id, Intent::Existing, self.log.is_some())
+        self.fix_write(id, Intent::Existing, self.log.is_some(), true)
     }
 
     /// For recovery redo: fixes exclusively a page that may not exist yet (it reads as a zero
@@ -329,19 +332,24 @@ impl BufferPool {
     pub fn fix_for_redo(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
         counters::bump_fix(id.0);
         self.next_page.fetch_max(id.0 + 1, Ordering::AcqRel);
-        self.fix_write(id, Intent::Existing, false)
+        self.fix_write(id, Intent::Existing, false, false)
     }
 
+    /// Fixes `id` exclusively; `check`: fail on a miss if the page is not allocated.
     fn fix_write(
         &self,
         id: PageId,
         intent: Intent,
         track: bool,
+        check: bool,
     ) -> StorageResult<PageWriteGuard<'_>> {
         loop {
-            let (f, data) = match self.pin(id, intent)? {
-                Pinned::Hit(f) => (f, self.frame(f).data.write()),
-                Pinned::Loaded(f, w) => (f, w),
+            let (f, data) = match self.pin_hit(id) {
+                Some(f) => (f, self.frame(f).data.write()),
+                None => match self.pin_miss(id, intent, check)? {
+                    Pinned::Hit(f) => (f, self.frame(f).data.write()),
+                    Pinned::Loaded(f, w) => (f, w),
+                },
             };
             if data.page == Some(id) {
                 return Ok(PageWriteGuard {
@@ -358,26 +366,33 @@ impl BufferPool {
         }
     }
 
-    /// Pins the frame holding `id`, loading the page on a miss.
+    /// Pins the frame holding `id` if the page is in the pool.
     ///
     /// A hit takes no page-table latch: the frame comes from the lock-free directory, and the
     /// caller validates it under the frame latch (`data.page == Some(id)`, else unpin and try
     /// again), which catches a frame remapped between the lookup and the latch.
     #[inline]
-    fn pin(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
-        let found = if id.0 < DIRECT_PAGES_MAX {
-            self.directory.get(id)
+    fn pin_hit(&self, id: PageId) -> Option<FrameId> {
+        let f = if id.0 < DIRECT_PAGES_MAX {
+            self.directory.get(id)?
         } else {
-            self.table.read().overflow.get(&id).copied()
+            self.table.read().overflow.get(&id).copied()?
         };
-        if let Some(f) = found {
-            let frame = self.frame(f);
-            frame.pins.fetch_add(1, Ordering::Acquire);
-            if !frame.referenced.load(Ordering::Relaxed) {
-                frame.referenced.store(true, Ordering::Relaxed);
-            }
-            counters::bump_hit();
-            return Ok(Pinned::Hit(f));
+        let frame = self.frame(f);
+        frame.pins.fetch_add(1, Ordering::Acquire);
+        if !frame.referenced.load(Ordering::Relaxed) {
+            frame.referenced.store(true, Ordering::Relaxed);
+        }
+        counters::bump_hit();
+        Some(f)
+    }
+
+    /// After a missed [`BufferPool::pin_hit`]: checks (with `check`) that the page is
+    /// allocated, then loads it (or finds that another fix just did).
+    #[cold]
+    fn pin_miss(&self, id: PageId, intent: Intent, check: bool) -> StorageResult<Pinned<'_>> {
+        if check {
+            self.check_allocated(id)?;
         }
         self.load(id, intent)
     }
