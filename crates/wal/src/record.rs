@@ -272,9 +272,8 @@ pub(crate) fn frame_len_and_crc<E: Encode>(record: &E) -> (u32, u32) {
     (len, hasher.finalize())
 }
 
-/// Appends the whole frame of `record` to `out` in one pass: header with a zero checksum, body,
-/// then the checksum of the written bytes (two `update`s over contiguous bytes instead of one
-/// per field). `hasher` is a fresh hasher (cloned from one made once: `Hasher::new` detects
+/// Appends the whole frame of `record` to `out` in one pass: header, body, then the checksum
+/// of the written bytes in one `update` (instead of one per field). `hasher` is a fresh hasher (cloned from one made once: `Hasher::new` detects
 /// the CPU's features each time).
 ///
 /// # Panics
@@ -292,14 +291,16 @@ pub(crate) fn encode_frame<E: Encode>(
     );
     let start = out.len();
     out.reserve(len);
-    out.put(&(len as u32).to_le_bytes());
-    out.put(&[0; 4]);
+    let len_bytes = (len as u32).to_le_bytes();
+    out.put(&len_bytes);
+    // The checksum covers `len` then `kind..`: with a copy of `len` standing where the
+    // checksum goes, that is one contiguous run, hashed in one update.
+    out.put(&len_bytes);
     out.put(&[record.kind() as u8]);
     record.write_body(out);
     debug_assert_eq!(out.len() - start, len);
     let frame = &mut out[start..];
-    hasher.update(&frame[OFFSET_LEN..OFFSET_CRC]);
-    hasher.update(&frame[OFFSET_KIND..]);
+    hasher.update(&frame[OFFSET_CRC..]);
     frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&hasher.finalize().to_le_bytes());
 }
 
