@@ -192,6 +192,27 @@ fn fix_for_redo_creates_missing_pages_and_moves_the_allocator() {
     assert!(pool.dirty_pages().contains(&(PageId(9), storage::Lsn(42))));
 }
 
+/// Page ids past the frame directory (2^26 pages; only a damaged log could name one) are
+/// mapped by the latched overflow map and work the same way.
+#[test]
+fn page_ids_past_the_frame_directory_use_the_overflow_map() {
+    let pool =
+        BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config(4), None).unwrap();
+    let far = PageId((1 << 26) + 7);
+    {
+        let mut g = pool.fix_for_redo(far).unwrap();
+        g.range_mut(200, 3).copy_from_slice(b"far");
+    }
+    // Hits, shared and exclusive, find it; a near page shares the pool with it.
+    let near = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+    assert_eq!(near, PageId(far.0 + 1));
+    assert_eq!(&pool.fix_shared(far).unwrap()[200..203], b"far");
+    pool.fix_exclusive(far).unwrap().range_mut(203, 1)[0] = b'!';
+    assert_eq!(&pool.fix_shared(far).unwrap()[200..204], b"far!");
+    pool.check_invariants();
+    assert!(pool.dirty_pages().iter().any(|&(p, _)| p == far));
+}
+
 #[test]
 fn pool_without_latching_works_on_one_thread() {
     let pool = BufferPool::new(
