@@ -33,7 +33,15 @@
 //! successor of a prefix bound are built in a stack [`KeyBuf`] (keys up to
 //! [`KEY_BUF_INLINE`](super::keys::KEY_BUF_INLINE) bytes), and a backward scan copies the
 //! last key it passed only when it leaves a leaf. A split allocates a few buffers per level
-//! (a copy of the node, the entry list, the guards it logs together).
+//! (a copy of the node, the entry list, a scratch image per rebuilt node, the guards it logs
+//! together).
+//!
+//! Split point. Internal nodes split in the middle (by bytes). A leaf splits right after the
+//! new entry when that leaves it at least a quarter of the bytes
+//! ([`node::leaf_split_point`]): keys that arrive in ascending order at one place (each
+//! district's next order, in front of the next district's keys) then fill the left leaf by
+//! appending at its end, instead of shifting and logging the slots behind them on every
+//! insert.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
