@@ -175,6 +175,22 @@ fn heap_changes_are_logged_as_small_diffs() {
         4,
         "in-place update logs the changed bytes only"
     );
+    // Two columns far apart: one redo record with just their bytes, not the gap between.
+    heap.update_pieces(rid, &[(2, &[5, 5]), (90, &[6, 6, 6])])
+        .unwrap();
+    assert_eq!(logged(&log), 5, "a two-piece update logs both pieces only");
+    let bytes = heap.with_record(rid, |r| r.to_vec()).unwrap().unwrap();
+    assert_eq!(
+        (&bytes[2..4], &bytes[90..93]),
+        (&[5u8, 5][..], &[6u8, 6, 6][..])
+    );
+    assert_eq!(&bytes[10..14], &[1, 2, 3, 4]);
+    // A piece outside the record is refused before anything is written.
+    let err = heap
+        .update_pieces(rid, &[(0, &[9]), (99, &[9, 9])])
+        .unwrap_err();
+    assert!(matches!(err, StorageError::Invalid(_)), "{err}");
+    assert_eq!(heap.with_record(rid, |r| r[0]).unwrap(), Some(8));
     heap.delete(rid).unwrap();
     // Slot entry + free_end (or fragmented) + free_slots.
     assert!(logged(&log) <= 6 + 2 + 2, "delete logged {}", logged(&log));

@@ -391,6 +391,13 @@ impl HeapFile {
     /// Overwrites `bytes.len()` bytes of the record at `offset` (a fixed-layout column
     /// update); only that range is changed, so only it is logged.
     pub fn update_in_place(&self, rid: RecordId, offset: usize, bytes: &[u8]) -> StorageResult<()> {
+        self.update_pieces(rid, &[(offset, bytes)])
+    }
+
+    /// Overwrites several byte ranges of the record at `rid` under one page latch: one redo
+    /// record carries exactly those ranges (columns far apart in a record are not logged with
+    /// everything between them). Every piece is checked before any is written.
+    pub fn update_pieces(&self, rid: RecordId, pieces: &[(usize, &[u8])]) -> StorageResult<()> {
         let mut g = self.heap_page_exclusive(rid.page)?;
         let (mut g, s) = match hp::slot(&g, rid.slot as usize)? {
             Some(s) if s.kind == SlotKind::Live => (g, s),
@@ -403,18 +410,22 @@ impl HeapFile {
             }
             _ => return Err(StorageError::NoSuchRecord(rid.to_string())),
         };
-        if offset
-            .checked_add(bytes.len())
-            .is_none_or(|end| end > s.len)
-        {
-            return Err(StorageError::Invalid(format!(
-                "bytes {offset}+{} outside record {rid} of {} bytes",
-                bytes.len(),
-                s.len
-            )));
+        for (offset, bytes) in pieces {
+            if offset
+                .checked_add(bytes.len())
+                .is_none_or(|end| end > s.len)
+            {
+                return Err(StorageError::Invalid(format!(
+                    "bytes {offset}+{} outside record {rid} of {} bytes",
+                    bytes.len(),
+                    s.len
+                )));
+            }
         }
-        g.range_mut(s.offset + offset, bytes.len())
-            .copy_from_slice(bytes);
+        for (offset, bytes) in pieces {
+            g.range_mut(s.offset + offset, bytes.len())
+                .copy_from_slice(bytes);
+        }
         Ok(())
     }
 
