@@ -35,13 +35,20 @@ use crate::schema::{IndexKind, IndexSchema, TableSchema};
 use crate::switches::{Switch, Switches};
 use crate::table::{Index, IndexStore, Records, Table};
 use crate::txn::Transaction;
-use crate::undo::{UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE};
+use crate::undo::{UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE, KIND_UPDATE_PIECES};
 use crate::value::Value;
 
 /// Most tables (and, separately, secondary indexes) a database holds.
 pub const MAX_TABLES: usize = 256;
 
 /// Lock-space id of a secondary index's entries (table ids stay below `MAX_TABLES`).
+/// Changed spans of a record closer than this many bytes are logged as one: a separate piece
+/// costs a 4-byte header in the undo image and in the redo range list.
+pub(crate) const SPAN_MERGE_GAP: usize = 8;
+
+/// At most this many pieces per update; more are logged as one span covering them all.
+pub(crate) const MAX_SPANS: usize = 8;
+
 /// Bit `c` set for each column `c < 64` in `columns` (see `Table::indexed_columns`).
 fn column_mask(columns: &[usize]) -> u64 {
     columns
@@ -749,16 +756,18 @@ impl Database {
             })
     }
 
-    /// The byte range of a record that `changes` rewrite (from 0 when a nullable column is
-    /// among them: the null bitmap leads the record), after checking every column exists and
-    /// belongs to no index key.
-    pub(crate) fn changed_range(
+    /// The byte spans of a record that `changes` rewrite, sorted and merged (spans closer
+    /// than [`SPAN_MERGE_GAP`] bytes become one; more than [`MAX_SPANS`] become one covering
+    /// them all), after checking every column exists and belongs to no index key. A nullable
+    /// column adds the null bitmap, which leads the record.
+    pub(crate) fn changed_spans(
         &self,
         table: &Table,
         changes: &[(usize, Value)],
-    ) -> TxResult<(usize, usize)> {
+        spans: &mut Vec<(usize, usize)>,
+    ) -> TxResult<()> {
         let layout = &table.layout;
-        let (mut lo, mut hi) = (usize::MAX, 0);
+        spans.clear();
         for (c, _) in changes {
             if *c >= layout.columns() {
                 return Err(TxError::Invalid(format!(
@@ -774,14 +783,29 @@ impl Database {
                 )));
             }
             let r = layout.column_range(*c);
-            lo = lo.min(if table.schema.columns[*c].nullable {
-                0
-            } else {
-                r.start
-            });
-            hi = hi.max(r.end);
+            spans.push((r.start, r.end));
+            if table.schema.columns[*c].nullable {
+                spans.push((0, layout.columns().div_ceil(8)));
+            }
         }
-        Ok((lo, hi))
+        spans.sort_unstable();
+        let mut merged = 0;
+        for i in 0..spans.len() {
+            let (lo, hi) = spans[i];
+            if merged > 0 && lo <= spans[merged - 1].1 + SPAN_MERGE_GAP {
+                spans[merged - 1].1 = spans[merged - 1].1.max(hi);
+            } else {
+                spans[merged] = (lo, hi);
+                merged += 1;
+            }
+        }
+        spans.truncate(merged);
+        if spans.len() > MAX_SPANS {
+            let (lo, hi) = (spans[0].0, spans[spans.len() - 1].1);
+            spans.clear();
+            spans.push((lo, hi));
+        }
+        Ok(())
     }
 
     pub(crate) fn register(&self, t: &Arc<ActiveTxn>) {
@@ -874,6 +898,13 @@ impl Database {
                 let live = table.records.with(op.loc, |_| ())?;
                 if live.is_some() {
                     table.records.write(op.loc, op.offset as usize, op.before)?;
+                }
+            }
+            KIND_UPDATE_PIECES => {
+                let pieces = crate::undo::pieces(op.before)?;
+                let live = table.records.with(op.loc, |_| ())?;
+                if live.is_some() {
+                    table.records.write_pieces(op.loc, &pieces)?;
                 }
             }
             KIND_DELETE => {

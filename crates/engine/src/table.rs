@@ -63,6 +63,19 @@ impl Records {
         })
     }
 
+    /// Overwrites several byte ranges of the record at `loc` at once (one page latch, one redo
+    /// record on the heap).
+    #[inline(never)]
+    pub fn write_pieces(&self, loc: u64, pieces: &[(usize, &[u8])]) -> StorageResult<()> {
+        crate::profile::record_access(|| match self {
+            Records::Heap(h) => h.update_pieces(RecordId::from_u64(loc), pieces),
+            Records::Mem(m) => pieces.iter().try_for_each(|(offset, bytes)| {
+                // SAFETY: as for `write`.
+                unsafe { m.write(RecordPtr(loc), *offset, bytes) }
+            }),
+        })
+    }
+
     /// Inserts a record; `before_write(loc)` runs before any page changes (undo logging).
     #[inline(never)]
     pub fn insert(&self, rec: &[u8], before_write: impl FnOnce(u64)) -> StorageResult<u64> {

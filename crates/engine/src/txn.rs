@@ -31,7 +31,9 @@ use crate::db::{ActiveTxn, Database};
 use crate::keys::key_hash;
 use crate::record::Layout;
 use crate::table::{Index, Table};
-use crate::undo::{UndoList, UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE};
+use crate::undo::{
+    push_piece, UndoList, UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE, KIND_UPDATE_PIECES,
+};
 use crate::value::{Row, Value};
 
 /// Lock name (hashed with the table) standing for the end of an index: what a scan that ran
@@ -52,6 +54,8 @@ pub(crate) struct Session {
     hits: Vec<(Vec<u8>, u64)>,
     /// The changes an `update_with` closure asks for.
     set: Vec<(usize, Value)>,
+    /// The byte spans an update rewrites.
+    spans: Vec<(usize, usize)>,
     /// Records deleted by this transaction: their index entries are gone at once, the records
     /// themselves are freed only after the commit record, so no other transaction can reuse
     /// their slots while the delete might still be undone.
@@ -84,6 +88,7 @@ impl Session {
             next: Vec::with_capacity(64),
             hits: Vec::new(),
             set: Vec::with_capacity(8),
+            spans: Vec::with_capacity(8),
             deleted: Vec::new(),
         }
     }
@@ -355,9 +360,9 @@ impl<'db> Transaction<'db> {
     }
 
     /// Update and read-modify-write: finds and locks the row once, works out the changes
-    /// (computed from the row itself for `update_with`), and copies only the changed byte range
-    /// `lo..hi` out of the record: it is both the before image (undo) and, once the new values
-    /// are written into it, the after image.
+    /// (computed from the row itself for `update_with`), and copies only the changed byte
+    /// spans out of the record (see `Database::changed_spans`): they are both the before image
+    /// (undo) and, once the new values are written into them, the after image.
     fn update_row(
         &mut self,
         t: &TableRef,
@@ -371,6 +376,7 @@ impl<'db> Transaction<'db> {
         let mut rec = std::mem::take(&mut self.s.rec);
         let mut before = std::mem::take(&mut self.s.after);
         let mut set = std::mem::take(&mut self.s.set);
+        let mut spans = std::mem::take(&mut self.s.spans);
         let r = (|| {
             table.key.encode(key, &mut k)?;
             let Some(loc) = self.find_locked(table, &k, true)? else {
@@ -386,38 +392,56 @@ impl<'db> Transaction<'db> {
                     }
                 };
                 if changes.is_empty() {
-                    return Ok(None);
+                    return Ok(false);
                 }
-                let (lo, hi) = db.changed_range(table, changes)?;
-                // Bytes of `rec` outside lo..hi are stale scratch: never read, never written.
+                db.changed_spans(table, changes, &mut spans)?;
+                // Bytes of `rec` outside the spans are stale scratch: never read or written.
                 rec.resize(layout.record_size(), 0);
-                rec[lo..hi].copy_from_slice(&bytes[lo..hi]);
                 before.clear();
-                before.extend_from_slice(&bytes[lo..hi]);
+                for &(lo, hi) in spans.iter() {
+                    rec[lo..hi].copy_from_slice(&bytes[lo..hi]);
+                    if spans.len() == 1 {
+                        before.extend_from_slice(&bytes[lo..hi]);
+                    } else {
+                        push_piece(&mut before, lo, &bytes[lo..hi]);
+                    }
+                }
                 // A bad value fails here, before anything is logged or written.
                 for (c, v) in changes {
                     layout.write_column(&mut rec, *c, v)?;
                 }
-                TxResult::Ok(Some((lo, hi)))
+                TxResult::Ok(true)
             })?;
-            let (lo, hi) = match changed {
+            match changed {
                 None => return Ok(false),
-                Some(range) => match range? {
-                    None => return Ok(true),
-                    Some(range) => range,
-                },
+                Some(changed) => {
+                    if !changed? {
+                        return Ok(true);
+                    }
+                }
+            }
+            // One span: a plain update of `lo..hi`. Several (columns far apart): an update
+            // in pieces, so neither log nor undo list carries the bytes between them.
+            let (kind, offset) = match spans.as_slice() {
+                [(lo, _)] => (KIND_UPDATE, *lo),
+                _ => (KIND_UPDATE_PIECES, 0),
             };
             let prev = self.log_undo(UndoOp {
-                kind: KIND_UPDATE,
+                kind,
                 table: table.id,
                 loc,
-                offset: lo as u16,
+                offset: offset as u16,
                 before: &before,
             });
-            let written = table.records.write(loc, lo, &rec[lo..hi]);
+            let mut pieces: [(usize, &[u8]); crate::db::MAX_SPANS] =
+                [(0, &[]); crate::db::MAX_SPANS];
+            for (piece, &(lo, hi)) in pieces.iter_mut().zip(spans.iter()) {
+                *piece = (lo, &rec[lo..hi]);
+            }
+            let written = table.records.write_pieces(loc, &pieces[..spans.len()]);
             self.s
                 .undo
-                .push(KIND_UPDATE, table.id, loc, lo as u16, &before, prev);
+                .push(kind, table.id, loc, offset as u16, &before, prev);
             written?;
             Ok(true)
         })();
@@ -425,6 +449,7 @@ impl<'db> Transaction<'db> {
         self.s.rec = rec;
         self.s.after = before;
         self.s.set = set;
+        self.s.spans = spans;
         r
     }
 

@@ -8,12 +8,15 @@
 //!
 //! | offset | size | field                                            |
 //! |-------:|-----:|--------------------------------------------------|
-//! | 0      | 1    | kind: 1 insert, 2 update, 3 delete               |
+//! | 0      | 1    | kind: 1 insert, 2 update, 3 delete, 4 update in pieces |
 //! | 1      | 4    | table id                                         |
 //! | 5      | 8    | record location (packed `RecordId`)              |
 //! | 13     | 2    | update: byte offset in the record (else 0)       |
 //! | 15     | 4    | length of the before image (0 for insert)        |
 //! | 19     | len  | before image: the bytes at offset (update) or the whole record (delete) |
+//!
+//! An update in pieces (columns far apart in the record) has offset 0 and a before image made
+//! of pieces, each `offset: u16 | len: u16 | len bytes`.
 //!
 //! Every undo action is idempotent, because recovery may meet an operation whose effect (or
 //! whose earlier undo) reached the disk only in part: undoing an insert deletes the record and
@@ -25,6 +28,7 @@ use crate::api::{TxError, TxResult};
 pub const KIND_INSERT: u8 = 1;
 pub const KIND_UPDATE: u8 = 2;
 pub const KIND_DELETE: u8 = 3;
+pub const KIND_UPDATE_PIECES: u8 = 4;
 const HEADER: usize = 19;
 
 /// One logical undo action.
@@ -56,7 +60,7 @@ pub fn decode(bytes: &[u8]) -> TxResult<UndoOp<'_>> {
         return Err(bad("too short"));
     }
     let kind = bytes[0];
-    if !(KIND_INSERT..=KIND_DELETE).contains(&kind) {
+    if !(KIND_INSERT..=KIND_UPDATE_PIECES).contains(&kind) {
         return Err(bad("unknown kind"));
     }
     let table = u32::from_le_bytes(bytes[1..5].try_into().unwrap());
@@ -73,6 +77,36 @@ pub fn decode(bytes: &[u8]) -> TxResult<UndoOp<'_>> {
         offset,
         before: &bytes[HEADER..],
     })
+}
+
+/// Appends one piece (`offset`, `bytes`) to the before image of an update in pieces.
+pub fn push_piece(out: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
+    out.extend_from_slice(&(offset as u16).to_le_bytes());
+    out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// The pieces of an update-in-pieces before image, in order; malformed bytes (from a damaged
+/// log) are an error, never a panic.
+pub fn pieces(mut image: &[u8]) -> TxResult<Vec<(usize, &[u8])>> {
+    let mut out = Vec::new();
+    while !image.is_empty() {
+        if image.len() < 4 {
+            return Err(TxError::Invalid(
+                "corrupt undo payload: truncated piece header".into(),
+            ));
+        }
+        let offset = u16::from_le_bytes([image[0], image[1]]) as usize;
+        let len = u16::from_le_bytes([image[2], image[3]]) as usize;
+        let Some(bytes) = image.get(4..4 + len) else {
+            return Err(TxError::Invalid(
+                "corrupt undo payload: piece runs past the image".into(),
+            ));
+        };
+        out.push((offset, bytes));
+        image = &image[4 + len..];
+    }
+    Ok(out)
 }
 
 /// An entry of a transaction's in-memory undo list; its before image is in the list's arena.
@@ -151,5 +185,31 @@ mod tests {
         bad = buf.clone();
         bad.push(0);
         assert!(decode(&bad).is_err());
+    }
+
+    #[test]
+    fn pieces_round_trip_and_reject_truncation() {
+        let mut image = Vec::new();
+        push_piece(&mut image, 3, b"ab");
+        push_piece(&mut image, 300, b"xyz");
+        assert_eq!(
+            pieces(&image).unwrap(),
+            vec![(3, &b"ab"[..]), (300, &b"xyz"[..])]
+        );
+        for cut in 1..image.len() {
+            if cut != 6 {
+                assert!(pieces(&image[..cut]).is_err(), "cut at {cut}");
+            }
+        }
+        let op = UndoOp {
+            kind: KIND_UPDATE_PIECES,
+            table: 1,
+            loc: 9,
+            offset: 0,
+            before: &image,
+        };
+        let mut buf = Vec::new();
+        op.encode(&mut buf);
+        assert_eq!(decode(&buf).unwrap(), op);
     }
 }
