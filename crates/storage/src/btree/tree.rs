@@ -19,6 +19,12 @@
 //!   the new right sibling's right neighbour (fixed left to right), and hands all of them to
 //!   [`BufferPool::log_together`] so the split reaches the log as one record.
 //!
+//! * **Insert with next key** ([`BTree::insert_with_next`], ARIES/IM): with the leaf latched
+//!   exclusively and before it changes, a callback sees the key that will follow the new
+//!   entry (in the leaf, or the first key of the next non-empty leaf, fixed shared left to
+//!   right) and may refuse, which releases everything and changes nothing. The engine
+//!   try-locks the next key there instead of descending a second time to find it.
+//!
 //! Latch order, which makes the protocol deadlock-free: parent before child; among leaves,
 //! left before right. Nobody waits for a parent or for a left sibling while holding a node.
 //!
@@ -76,6 +82,15 @@ enum Target<'k> {
     },
     Leftmost,
     Rightmost,
+}
+
+/// What [`BTree::insert_with_next`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// The entry is in the tree.
+    Inserted,
+    /// The callback refused the next key: nothing changed, no latch is held.
+    Blocked,
 }
 
 /// A B+-tree mapping encoded keys to `u64` values, on buffer-pool pages.
@@ -270,21 +285,89 @@ impl<K: KeyOrder> BTree<K> {
     pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
         self.check_key(key)?;
         let stored = self.internal_key(key, value);
-        if self.insert_optimistic(&stored, value)? {
+        let none = None::<&mut fn(Option<&[u8]>) -> bool>;
+        if self.insert_optimistic(&stored, value, none)?.is_some() {
             return Ok(());
         }
-        self.insert_pessimistic(&stored, value)
+        self.insert_pessimistic(&stored, value, None::<&mut fn(Option<&[u8]>) -> bool>)
+            .map(|_| ())
     }
 
-    /// Inserts into the leaf if it has room. Ok(false): the leaf must split.
-    fn insert_optimistic(&self, stored: &[u8], value: u64) -> StorageResult<bool> {
+    /// Adds an entry unless `next` refuses: with the leaf latched exclusively and before it
+    /// changes, calls `next` once with the (user) key that will follow the new entry — in
+    /// the leaf, else the first key of the next non-empty leaf to the right (fixed left to
+    /// right, shared) — or `None` at the end of the tree. If `next` returns false, every
+    /// latch is released and nothing changes ([`InsertOutcome::Blocked`]); otherwise the entry
+    /// is inserted before any latch is released ([`InsertOutcome::Inserted`]), so nobody sees
+    /// the entry before `next` ran (ARIES/IM: a next-key lock requested conditionally under
+    /// the latch).
+    ///
+    /// Duplicates are reported as by [`BTree::insert`], without calling `next`. `next` runs
+    /// with leaves latched: it must not touch this tree or wait for anything that may wait
+    /// for a latch of it.
+    pub fn insert_with_next(
+        &self,
+        key: &[u8],
+        value: u64,
+        mut next: impl FnMut(Option<&[u8]>) -> bool,
+    ) -> StorageResult<InsertOutcome> {
+        self.check_key(key)?;
+        let stored = self.internal_key(key, value);
+        if let Some(outcome) = self.insert_optimistic(&stored, value, Some(&mut next))? {
+            return Ok(outcome);
+        }
+        self.insert_pessimistic(&stored, value, Some(&mut next))
+    }
+
+    /// Calls `f` with the user key following slot `slot` of the latched leaf `node` (walking
+    /// right across empty leaves with shared latch coupling), or `None` at the end.
+    fn visit_next<F: FnMut(Option<&[u8]>) -> bool>(
+        &self,
+        node: &Node<'_>,
+        slot: usize,
+        f: &mut F,
+    ) -> StorageResult<bool> {
+        if slot < node.len() {
+            return Ok(f(Some(self.user_key(node.key(slot)?))));
+        }
+        let mut link = node.next();
+        let mut held: Option<PageReadGuard<'_>>;
+        while let Some(id) = link {
+            // The next leaf first, then the one before it goes (assignment drops it).
+            let guard = self.fix_shared(id)?;
+            held = Some(guard);
+            let right = Node::new(held.as_deref().expect("just set"))?;
+            if !right.is_empty() {
+                return Ok(f(Some(self.user_key(right.key(0)?))));
+            }
+            link = right.next();
+        }
+        Ok(f(None))
+    }
+
+    /// Inserts into the leaf if it has room. Ok(None): the leaf must split (`next` not
+    /// called).
+    fn insert_optimistic<F: FnMut(Option<&[u8]>) -> bool>(
+        &self,
+        stored: &[u8],
+        value: u64,
+        next: Option<&mut F>,
+    ) -> StorageResult<Option<InsertOutcome>> {
         let mut leaf = self.descend_to_leaf_exclusive(stored)?;
         let node = Node::new(&leaf)?;
         let slot = node.rank(&self.order, stored, true)?;
         if slot < node.len() && self.order.compare(node.key(slot)?, stored) == Ordering::Equal {
             return Err(StorageError::DuplicateKey);
         }
-        Ok(node::insert_at(&mut leaf, slot, stored, value))
+        if let Some(f) = next {
+            if node.free_space() < entry_space(stored.len()) {
+                return Ok(None);
+            }
+            if !self.visit_next(&node, slot, f)? {
+                return Ok(Some(InsertOutcome::Blocked));
+            }
+        }
+        Ok(node::insert_at(&mut leaf, slot, stored, value).then_some(InsertOutcome::Inserted))
     }
 
     /// Whether a node has room for one more entry of the largest size (so a split below it
@@ -293,7 +376,12 @@ impl<K: KeyOrder> BTree<K> {
         node.free_space() >= entry_space(max_internal_key_len(self.pool.page_size()))
     }
 
-    fn insert_pessimistic(&self, stored: &[u8], value: u64) -> StorageResult<()> {
+    fn insert_pessimistic<F: FnMut(Option<&[u8]>) -> bool>(
+        &self,
+        stored: &[u8],
+        value: u64,
+        next: Option<&mut F>,
+    ) -> StorageResult<InsertOutcome> {
         let target = Target::Key {
             probe: stored,
             strict: false,
@@ -325,10 +413,16 @@ impl<K: KeyOrder> BTree<K> {
         if slot < node.len() && self.order.compare(node.key(slot)?, stored) == Ordering::Equal {
             return Err(StorageError::DuplicateKey);
         }
-        if node::insert_at(&mut leaf, slot, stored, value) {
-            return Ok(()); // another thread made room since the optimistic attempt
+        if let Some(f) = next {
+            if !self.visit_next(&node, slot, f)? {
+                return Ok(InsertOutcome::Blocked);
+            }
         }
-        self.split(path, leaf, slot, stored, value)
+        if node::insert_at(&mut leaf, slot, stored, value) {
+            return Ok(InsertOutcome::Inserted); // another thread made room meanwhile
+        }
+        self.split(path, leaf, slot, stored, value)?;
+        Ok(InsertOutcome::Inserted)
     }
 
     /// Splits `guard`, which has no room for the entry `(key, value)` at `slot`, and inserts
