@@ -27,6 +27,11 @@
 //! and sleeps on the transaction's wait slot with the bucket latch released. See
 //! [`super::deadlock`] for when waiting ends in a deadlock error.
 //!
+//! Conditional requests ([`LockManager::try_lock_record`]) run the same grant test and
+//! return `false` where `request` would queue, leaving the name's head as it was: the engine
+//! calls them while it holds a B+-tree leaf latch, where waiting could deadlock against
+//! latches, and waits unconditionally only after releasing the latch.
+//!
 //! Escalation: when a transaction holding `escalation_threshold` leaf locks in a table asks
 //! for another, it asks instead for the table in `S` (all its leaf locks there are reads)
 //! or `X`, and on success releases those leaf locks. Later leaf requests on the table are
@@ -359,6 +364,27 @@ impl LockManager {
         r
     }
 
+    /// Conditional [`lock_record`](Self::lock_record) (ARIES/IM's request made while holding
+    /// a page latch): grants `mode` on the record if that is possible right now and returns
+    /// `Ok(true)`; otherwise returns `Ok(false)` at once, neither queued nor waiting, with the
+    /// record lock's state unchanged. Intention locks on database and table are requested
+    /// conditionally too; ones it got stay held when the record lock is refused (as after a
+    /// failed `lock_record`). A request that would escalate is refused: the caller's
+    /// unconditional `lock_record` escalates. Refused requests are not counted in the
+    /// statistics (which keep `requests = immediate + waits`).
+    pub fn try_lock_record(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        key: u64,
+        mode: LockMode,
+    ) -> Result<bool, LockError> {
+        let mut timer = self.timer();
+        let r = self.try_lock_leaf(t, table, LockName::Record { table, key }, mode, &mut timer);
+        self.stop(t, timer);
+        Ok(r)
+    }
+
     /// Locks a page (page-level locking), with the same hierarchy and escalation as records.
     pub fn lock_page(
         &self,
@@ -506,6 +532,59 @@ impl LockManager {
             t.tables[i].leaf_count += 1;
         }
         Ok(())
+    }
+
+    /// [`Self::lock_leaf`] that never waits: false where it would have to.
+    fn try_lock_leaf(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> bool {
+        if t.database.is_some_and(|d| d.covers_below(mode)) {
+            return true;
+        }
+        let intention = mode.intention();
+        let i = match t.tables.iter().position(|x| x.table == table) {
+            Some(i) if t.tables[i].mode.is_some_and(|m| m.covers_below(mode)) => return true,
+            Some(i) if t.tables[i].mode.is_some_and(|m| m.covers(intention)) => i,
+            _ => {
+                // The intentions above it, conditionally: database, then table.
+                let db_want = intention.intention();
+                if !t.database.is_some_and(|m| m.covers(db_want)) {
+                    let target = t.database.map_or(db_want, |m| m.supremum(db_want));
+                    match self.try_request(t, LockName::Database, target, timer) {
+                        Some(got) => t.database = Some(got),
+                        None => return false,
+                    }
+                }
+                let i = t.table_index(table);
+                let target = t.tables[i]
+                    .mode
+                    .map_or(intention, |m| m.supremum(intention));
+                match self.try_request(t, LockName::Table(table), target, timer) {
+                    Some(got) => t.tables[i].mode = Some(got),
+                    None => return false,
+                }
+                if t.tables[i].mode.is_some_and(|m| m.covers_below(mode)) {
+                    return true;
+                }
+                i
+            }
+        };
+        if t.tables[i].escalated || t.tables[i].leaf_count >= self.config.escalation_threshold {
+            return false;
+        }
+        let held_before = t.held.len();
+        if self.try_request(t, name, mode, timer).is_none() {
+            return false;
+        }
+        if t.held.len() > held_before {
+            t.tables[i].leaf_count += 1;
+        }
+        true
     }
 
     fn lock_table_inner(
@@ -663,6 +742,55 @@ impl LockManager {
         }
         drop(guard);
         self.wait(t, name, want, upgrade, timer)
+    }
+
+    /// [`Self::request`] without the blocking half: `None` (and nothing changed) where
+    /// `request` would queue.
+    fn try_request(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Option<LockMode> {
+        let txn = t.txn;
+        let mut guard = self.latch(self.table.bucket(name), timer);
+        let index = guard.head_index(name);
+        let head = guard.head_at(index);
+        let got = match head.grant_of(txn) {
+            Some(g) => {
+                let held = head.granted[g].mode;
+                if held.covers(mode) {
+                    held
+                } else {
+                    let want = held.supremum(mode);
+                    if !head.compatible_with_others(txn, want) {
+                        return None;
+                    }
+                    head.granted[g].mode = want;
+                    if !head.queue.is_empty() {
+                        refresh_edges(head, &mut self.graph.lock());
+                    }
+                    drop(guard);
+                    t.stats.upgrades += 1;
+                    t.note_upgrade(name, want);
+                    want
+                }
+            }
+            None => {
+                // A head created just now has no holders and no queue: granted below.
+                if !(head.queue.is_empty() && head.compatible_with_others(txn, mode)) {
+                    return None;
+                }
+                head.granted.push(Grant { txn, mode });
+                drop(guard);
+                t.held.push((name, mode));
+                mode
+            }
+        };
+        t.stats.requests += 1;
+        t.stats.immediate += 1;
+        Some(got)
     }
 
     /// Sleeps until the queued request of `t` on `name` is granted, its transaction is

@@ -654,3 +654,127 @@ proptest! {
         prop_assert_eq!(m.lock_name_count(), 0);
     }
 }
+
+// ---- conditional requests (try_lock_record) ----
+
+#[test]
+fn try_lock_grants_like_lock_record_when_free() {
+    let m = manager(config());
+    let mut t = m.begin(TxnId(1));
+    assert!(m.try_lock_record(&mut t, 7, 1, X).unwrap());
+    assert_eq!(
+        t.held(),
+        &[
+            (LockName::Database, IX),
+            (LockName::Table(7), IX),
+            (rec(7, 1), X)
+        ]
+    );
+    assert_eq!(t.leaf_locks_in(7), 1);
+    // Held already: granted again without a new lock.
+    assert!(m.try_lock_record(&mut t, 7, 1, S).unwrap());
+    assert_eq!(t.held().len(), 3);
+    m.check_invariants();
+    m.release_all(&mut t);
+    assert_eq!(m.lock_name_count(), 0);
+    let stats = m.stats();
+    assert_eq!(stats.requests, stats.immediate + stats.waits);
+}
+
+#[test]
+fn try_lock_refuses_a_conflict_without_queueing_or_leaving_state() {
+    let m = manager(config());
+    let mut holder = m.begin(TxnId(1));
+    m.lock_record(&mut holder, 3, 9, X).unwrap();
+    let mut t = m.begin(TxnId(2));
+    m.lock_record(&mut t, 3, 1, X).unwrap();
+    let names_before = m.lock_name_count();
+    assert!(!m.try_lock_record(&mut t, 3, 9, X).unwrap());
+    assert!(!m.try_lock_record(&mut t, 3, 9, S).unwrap());
+    assert_eq!(t.mode_of(rec(3, 9)), None);
+    assert_eq!(t.leaf_locks_in(3), 1);
+    assert!(!m.is_waiting(TxnId(2)));
+    assert_eq!(m.lock_name_count(), names_before);
+    m.check_invariants();
+    // Once the holder is gone the same request is granted.
+    m.release_all(&mut holder);
+    assert!(m.try_lock_record(&mut t, 3, 9, X).unwrap());
+    assert_eq!(t.mode_of(rec(3, 9)), Some(X));
+    m.release_all(&mut t);
+    assert_eq!(m.lock_name_count(), 0);
+    let stats = m.stats();
+    assert_eq!((stats.waits, stats.requests), (0, stats.immediate));
+    m.check_invariants();
+}
+
+#[test]
+fn try_lock_upgrade_refused_keeps_the_held_mode() {
+    let m = manager(config());
+    let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
+    m.lock_record(&mut t1, 1, 5, S).unwrap();
+    m.lock_record(&mut t2, 1, 5, S).unwrap();
+    assert!(!m.try_lock_record(&mut t1, 1, 5, X).unwrap());
+    assert_eq!(t1.mode_of(rec(1, 5)), Some(S));
+    m.release_all(&mut t2);
+    assert!(m.try_lock_record(&mut t1, 1, 5, X).unwrap());
+    assert_eq!(t1.mode_of(rec(1, 5)), Some(X));
+    m.check_invariants();
+    m.release_all(&mut t1);
+}
+
+#[test]
+fn try_lock_does_not_barge_past_a_waiter() {
+    let m = manager(config());
+    let mut t1 = m.begin(TxnId(1));
+    m.lock_record(&mut t1, 1, 1, S).unwrap();
+    let m2 = m.clone();
+    let writer = thread::spawn(move || {
+        let mut t2 = m2.begin(TxnId(2));
+        m2.lock_record(&mut t2, 1, 1, X).unwrap();
+        m2.release_all(&mut t2);
+    });
+    until_waiting(&m, TxnId(2));
+    let mut t3 = m.begin(TxnId(3));
+    // Compatible with the granted S, but T2 waits ahead.
+    assert!(!m.try_lock_record(&mut t3, 1, 1, S).unwrap());
+    assert!(m.is_waiting(TxnId(2)));
+    m.check_invariants();
+    m.release_all(&mut t1);
+    writer.join().unwrap();
+    assert!(m.try_lock_record(&mut t3, 1, 1, S).unwrap());
+    m.release_all(&mut t3);
+    m.check_invariants();
+}
+
+#[test]
+fn try_lock_refused_by_a_table_lock_and_at_the_escalation_threshold() {
+    let m = manager(LockConfig {
+        escalation_threshold: 2,
+        ..config()
+    });
+    let mut owner = m.begin(TxnId(1));
+    m.lock_table(&mut owner, 4, S).unwrap();
+    let mut t = m.begin(TxnId(2));
+    assert!(
+        !m.try_lock_record(&mut t, 4, 1, X).unwrap(),
+        "table S blocks IX"
+    );
+    assert_eq!(t.mode_of(LockName::Table(4)), None);
+    assert!(!m.is_waiting(TxnId(2)));
+    m.release_all(&mut owner);
+
+    assert!(m.try_lock_record(&mut t, 4, 1, X).unwrap());
+    assert!(m.try_lock_record(&mut t, 4, 2, X).unwrap());
+    // The third would escalate: refused; the unconditional request escalates.
+    assert!(!m.try_lock_record(&mut t, 4, 3, X).unwrap());
+    assert_eq!(t.mode_of(rec(4, 3)), None);
+    m.lock_record(&mut t, 4, 3, X).unwrap();
+    assert!(t.is_escalated(4));
+    assert!(
+        m.try_lock_record(&mut t, 4, 4, X).unwrap(),
+        "covered by table X"
+    );
+    m.check_invariants();
+    m.release_all(&mut t);
+    assert_eq!(m.lock_name_count(), 0);
+}
