@@ -18,7 +18,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use storage::btree::keys::{IntKeyOrder, SchemaKeyOrder};
-use storage::btree::BTree;
+use storage::btree::{BTree, InsertOutcome};
 use storage::buffer::BufferPool;
 use storage::hash::HashIndex;
 use storage::heap::{HeapFile, RecordId};
@@ -216,6 +216,46 @@ impl IndexStore {
             IndexStore::Mem(m) => m.insert(key, value),
             IndexStore::MemInt(m) => m.insert(key, value),
             IndexStore::Hash(h) => h.insert(key, value),
+        }
+    }
+
+    /// Inserts into a unique index unless `next` refuses the key that will follow the new
+    /// entry (`None`: the end of the index); see [`BTree::insert_with_next`]. On a B+-tree
+    /// `next` runs under the leaf latch, so nobody can insert between that key and this one
+    /// before the entry is in; the other stores find the next key with a scan first (not
+    /// atomic with the insert; a hash index, which cannot scan, reports `None`).
+    /// `StorageError::DuplicateKey` if the key is present (`next` not called).
+    #[inline(never)]
+    pub fn insert_with_next(
+        &self,
+        key: &[u8],
+        value: u64,
+        mut next: impl FnMut(Option<&[u8]>) -> bool,
+    ) -> StorageResult<InsertOutcome> {
+        match self {
+            IndexStore::Generic(t) => t.insert_with_next(key, value, next),
+            IndexStore::Int(t) => t.insert_with_next(key, value, next),
+            _ => {
+                let mut following: Option<Vec<u8>> = None;
+                let mut duplicate = false;
+                let scanned =
+                    self.scan(Bound::Included(key), Bound::Unbounded, false, 1, |k, _| {
+                        duplicate = k == key;
+                        following = Some(k.to_vec());
+                        false
+                    })?;
+                if scanned.is_none() {
+                    duplicate = self.get(key)?.is_some();
+                }
+                if duplicate {
+                    return Err(storage::StorageError::DuplicateKey);
+                }
+                if !next(following.as_deref()) {
+                    return Ok(InsertOutcome::Blocked);
+                }
+                self.insert(key, value)?;
+                Ok(InsertOutcome::Inserted)
+            }
         }
     }
 

@@ -20,6 +20,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use storage::btree::InsertOutcome;
 use storage::Lsn;
 use txn::lock::{LockMode, TxnLocks};
 use wal::{LogRecord, TxnId};
@@ -499,6 +500,70 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Adds the primary-index entry `k → loc` of a record this transaction just inserted
+    /// (record locking), locking the key after it in the same descent (ARIES/IM): under the
+    /// leaf latch the next key (or the end of the index) is locked X *conditionally*; if
+    /// that is refused the tree lets go of every latch, this waits for the lock
+    /// unconditionally and tries again (the next key may have changed meanwhile). A
+    /// duplicate key undoes the record's insert at once (statement-level rollback, with its
+    /// compensation record) and fails with `DuplicateKey`.
+    fn insert_primary_locked(&mut self, table: &Table, k: &[u8], loc: u64) -> TxResult<()> {
+        let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) else {
+            return Ok(table.primary.insert(k, loc)?);
+        };
+        loop {
+            let mut refused = None;
+            let r = table.primary.insert_with_next(k, loc, |next| {
+                let name = key_hash(table.id, next.unwrap_or(END_OF_INDEX));
+                let granted = lm
+                    .try_lock_record(locks, table.id, name, LockMode::X)
+                    .unwrap_or(false);
+                if !granted {
+                    refused = Some(name);
+                }
+                granted
+            });
+            match r {
+                Ok(InsertOutcome::Inserted) => return Ok(()),
+                Ok(InsertOutcome::Blocked) => {
+                    let name = refused.expect("a refused next key");
+                    lm.lock_record(locks, table.id, name, LockMode::X)
+                        .map_err(|e| TxError::Retry(e.to_string()))?;
+                }
+                Err(storage::StorageError::DuplicateKey) => {
+                    self.undo_last()?;
+                    return Err(TxError::DuplicateKey(table.schema.name.clone()));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Takes back the transaction's last change at once (a statement-level rollback of one
+    /// step), logging its compensation as `rollback` does.
+    fn undo_last(&mut self) -> TxResult<()> {
+        let Some(e) = self.s.undo.entries.pop() else {
+            return Ok(());
+        };
+        let before = self.s.undo.before(&e).to_vec();
+        let op = UndoOp {
+            kind: e.kind,
+            table: e.table,
+            loc: e.loc,
+            offset: e.offset,
+            before: &before,
+        };
+        self.db.apply_undo(&op, &mut self.s.key, &mut self.s.rec)?;
+        if self.db.log_records {
+            let log = self.db.log.as_ref().unwrap();
+            self.last_lsn = log.append_compensation(self.id, self.last_lsn, Lsn(e.prev_lsn), &[]);
+            if let Some(a) = &self.active {
+                a.last_lsn.store(self.last_lsn.0, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
     /// Locks the key that follows the last entry of a scan (or the end of the index), so no
     /// insert can slip a phantom into the range until this transaction ends.
     fn lock_next_key(
@@ -615,7 +680,10 @@ impl Tx for Transaction<'_> {
             table.layout.encode(row, &mut rec)?;
             table.key.encode_record(&table.layout, &rec, &mut k)?;
             self.lock_key(table.id, &k, true)?;
-            if self.db.locks.is_some() {
+            // Record locking: the next key is locked while the primary insert holds the
+            // leaf latch (`insert_primary_locked`), one descent for both.
+            let next_in_tree = self.db.locks.is_some() && !self.db.page_locking;
+            if self.db.locks.is_some() && !next_in_tree {
                 // One descent finds both the key itself (a duplicate) and the key after it.
                 // That next key is locked: a scan that covered the gap this key falls into
                 // holds it, so the insert waits until that scan's transaction ends.
@@ -638,7 +706,7 @@ impl Tx for Transaction<'_> {
                 };
                 self.s.next = next;
                 locked?;
-            } else if table.primary.get(&k)?.is_some() {
+            } else if !next_in_tree && table.primary.get(&k)?.is_some() {
                 return Err(TxError::DuplicateKey(table.schema.name.clone()));
             }
             let mut payload = std::mem::take(&mut self.s.payload);
@@ -674,12 +742,16 @@ impl Tx for Transaction<'_> {
                 // lock is granted; waiting here holds no latch.
                 self.lock_page_of(table.id, loc, true)?;
             }
-            table.primary.insert(&k, loc).map_err(|e| match e {
-                storage::StorageError::DuplicateKey => {
-                    TxError::DuplicateKey(table.schema.name.clone())
-                }
-                e => e.into(),
-            })?;
+            if next_in_tree {
+                self.insert_primary_locked(table, &k, loc)?;
+            } else {
+                table.primary.insert(&k, loc).map_err(|e| match e {
+                    storage::StorageError::DuplicateKey => {
+                        TxError::DuplicateKey(table.schema.name.clone())
+                    }
+                    e => e.into(),
+                })?;
+            }
             let secondaries = table.secondaries.read();
             for ix in secondaries.iter() {
                 let index = self.db.index_by_id(*ix)?;
@@ -897,5 +969,73 @@ impl Tx for Transaction<'_> {
         })();
         self.s.hits = hits;
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::DbConfig;
+    use crate::schema::TableSchema;
+    use crate::switches::{Preset, Switches};
+    use crate::table::Records;
+
+    /// Records in a table's heap, reachable from an index or not.
+    fn heap_records(db: &Database, t: &crate::api::TableRef) -> usize {
+        let Records::Heap(h) = &db.resolve_table(t).unwrap().records else {
+            panic!("the full preset keeps records in a heap file");
+        };
+        let mut n = 0;
+        h.scan(|_, _| {
+            n += 1;
+            true
+        })
+        .unwrap();
+        n
+    }
+
+    /// With record locking the duplicate shows up only after the record went into the heap
+    /// (one descent locks the next key and inserts): the insert is undone at once, so a
+    /// transaction that goes on and commits leaves no record that no index names.
+    #[test]
+    fn duplicate_insert_then_commit_leaves_no_orphan_record() {
+        for threads in [1, 2] {
+            let db = Database::open(DbConfig {
+                switches: Switches::preset(Preset::Full),
+                threads,
+                pool_mib: 16,
+                ..DbConfig::default()
+            })
+            .unwrap();
+            let t = db
+                .create_table(
+                    TableSchema::new("t")
+                        .int("id")
+                        .int("v")
+                        .key(&["id"])
+                        .int_key(&[32]),
+                )
+                .unwrap();
+            assert!(db.locks.is_some() && !db.page_locking, "record locking");
+            let row = |id: i64, v: i64| [Value::Int(id), Value::Int(v)];
+            db.run(|tx| (0..5).try_for_each(|i| tx.insert(&t, &row(i, i))))
+                .unwrap();
+            assert_eq!(heap_records(&db, &t), 5);
+            let mut tx = db.begin().unwrap();
+            tx.insert(&t, &row(10, 0)).unwrap();
+            assert!(matches!(
+                tx.insert(&t, &row(3, 99)),
+                Err(TxError::DuplicateKey(_))
+            ));
+            assert_eq!(tx.s.undo.entries.len(), 1, "the duplicate's undo is gone");
+            tx.insert(&t, &row(11, 0)).unwrap();
+            tx.commit().unwrap();
+            assert_eq!(heap_records(&db, &t), 7, "no orphan record");
+            let v = db
+                .run(|tx| tx.get(&t, &[Value::Int(3)], crate::api::Fetch::All, false))
+                .unwrap();
+            assert_eq!(v, Some(vec![Value::Int(3), Value::Int(3)]));
+            db.check_invariants().unwrap();
+        }
     }
 }

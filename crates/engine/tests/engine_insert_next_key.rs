@@ -1,0 +1,168 @@
+//! Inserts under record locking lock the key after theirs in the same B+-tree descent that
+//! inserts the entry (a conditional lock under the leaf latch, a wait and a retry when it is
+//! refused). These tests pin down what that must preserve: an insert into a gap a running
+//! scan covered waits for the scan's transaction, an insert elsewhere does not, and a
+//! duplicate (found only after the record went into the heap) is taken back at once.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use engine::{Fetch, KeyRange, Preset, TableRef, Tx, TxError, Value};
+
+fn row(id: i64) -> Vec<Value> {
+    vec![Value::Int(id), Value::Str(format!("o{id}")), Value::Int(1)]
+}
+
+fn ids(db: &engine::Database, t: &TableRef) -> Vec<i64> {
+    dump(db, t).iter().map(|r| r[0].as_int().unwrap()).collect()
+}
+
+/// Accounts 0, 10, ..., 90.
+fn spaced(db: &engine::Database) -> TableRef {
+    let t = db.create_table(accounts_schema()).unwrap();
+    db.run(|tx| (0..10).try_for_each(|i| tx.insert(&t, &row(i * 10))))
+        .unwrap();
+    t
+}
+
+/// Spawns a transaction inserting `id`; the flag turns true once it committed.
+fn insert_in_thread(
+    db: &Arc<engine::Database>,
+    t: &TableRef,
+    id: i64,
+) -> (std::thread::JoinHandle<()>, Arc<AtomicBool>) {
+    let done = Arc::new(AtomicBool::new(false));
+    let (db, t, flag) = (db.clone(), t.clone(), done.clone());
+    let handle = std::thread::spawn(move || {
+        db.run(|tx| tx.insert(&t, &row(id))).unwrap();
+        flag.store(true, Ordering::SeqCst);
+    });
+    (handle, done)
+}
+
+#[test]
+fn insert_waits_for_a_scanners_next_key_lock_in_the_middle_of_the_index() {
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    let mut reader = db.begin().unwrap();
+    let (lo, hi) = ([Value::Int(0)], [Value::Int(25)]);
+    let range = || KeyRange {
+        low: std::ops::Bound::Included(&lo[..]),
+        high: std::ops::Bound::Excluded(&hi[..]),
+    };
+    // Returns 0, 10, 20 and locks 30, the key after the range.
+    let first = reader
+        .scan(&t, range(), None, false, Fetch::Cols(&[0]), false)
+        .unwrap();
+    assert_eq!(first.len(), 3);
+
+    // 24 falls into the gap (20, 30) that the scan covered: its next key, 30, is locked.
+    let (blocked, blocked_done) = insert_in_thread(&db, &t, 24);
+    // 35's next key is 40, which nobody holds: it goes through at once.
+    let (free, free_done) = insert_in_thread(&db, &t, 35);
+    free.join().unwrap();
+    assert!(free_done.load(Ordering::SeqCst));
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        !blocked_done.load(Ordering::SeqCst),
+        "an insert went into a gap a running scan covers"
+    );
+    let again = reader
+        .scan(&t, range(), None, false, Fetch::Cols(&[0]), false)
+        .unwrap();
+    assert_eq!(first, again, "phantom row appeared");
+    reader.commit().unwrap();
+    blocked.join().unwrap();
+    assert!(blocked_done.load(Ordering::SeqCst));
+    assert_eq!(
+        ids(&db, &t),
+        vec![0, 10, 20, 24, 30, 35, 40, 50, 60, 70, 80, 90]
+    );
+    db.check_invariants().unwrap();
+}
+
+#[test]
+fn an_insert_whose_next_key_changed_while_it_waited_locks_the_new_one() {
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    // The reader holds 30 (the key after its range [0, 25)).
+    let mut reader = db.begin().unwrap();
+    let (lo, hi) = ([Value::Int(0)], [Value::Int(25)]);
+    reader
+        .scan(
+            &t,
+            KeyRange {
+                low: std::ops::Bound::Included(&lo[..]),
+                high: std::ops::Bound::Excluded(&hi[..]),
+            },
+            None,
+            false,
+            Fetch::Cols(&[0]),
+            false,
+        )
+        .unwrap();
+    // A writer inserts 27 (next key 30: waits).
+    let (waiting, waiting_done) = insert_in_thread(&db, &t, 27);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!waiting_done.load(Ordering::SeqCst));
+    // Meanwhile 28 goes in by the reader itself (it holds 30): 27's next key is now 28,
+    // X-locked by the reader until it commits.
+    reader.insert(&t, &row(28)).unwrap();
+    reader.commit().unwrap();
+    waiting.join().unwrap();
+    assert_eq!(
+        ids(&db, &t),
+        vec![0, 10, 20, 27, 28, 30, 40, 50, 60, 70, 80, 90]
+    );
+    db.check_invariants().unwrap();
+}
+
+#[test]
+fn duplicate_insert_in_a_committed_transaction_leaves_the_table_as_it_was() {
+    let page_locking = || {
+        engine::Database::open(engine::DbConfig {
+            threads: 2,
+            pool_mib: 16,
+            page_locking: true,
+            ..engine::DbConfig::default()
+        })
+        .unwrap()
+    };
+    for (name, db) in [
+        ("full", open(Preset::Full, 2)),
+        ("stripped", open(Preset::Stripped, 1)),
+        ("page locking", page_locking()),
+    ] {
+        let t = load_accounts(&db, 20);
+        let before = dump(&db, &t);
+        let mut tx = db.begin().unwrap();
+        tx.insert(&t, &row(100)).unwrap();
+        assert!(matches!(
+            tx.insert(&t, &row(7)),
+            Err(TxError::DuplicateKey(_))
+        ));
+        tx.update(&t, &[Value::Int(100)], &[(2, Value::Int(5))])
+            .unwrap();
+        tx.commit().unwrap();
+        let mut after = dump(&db, &t);
+        assert_eq!(after.len(), before.len() + 1);
+        assert_eq!(
+            after.remove(20),
+            vec![Value::Int(100), Value::Str("o100".into()), Value::Int(5)]
+        );
+        assert_eq!(after, before, "{name}: the duplicate changed the table");
+        db.check_invariants().unwrap();
+
+        // The same in a transaction that aborts: everything goes.
+        let mut tx = db.begin().unwrap();
+        tx.insert(&t, &row(200)).unwrap();
+        assert!(tx.insert(&t, &row(200)).is_err());
+        tx.abort().unwrap();
+        assert_eq!(ids(&db, &t).len(), 21);
+        db.check_invariants().unwrap();
+    }
+}
