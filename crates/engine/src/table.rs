@@ -219,11 +219,17 @@ impl IndexStore {
         }
     }
 
-    /// Inserts into a unique index unless `next` refuses the key that will follow the new
+    /// Whether this is a B+-tree (whose inserts can lock the next key under the leaf latch).
+    pub fn is_btree(&self) -> bool {
+        matches!(self, IndexStore::Generic(_) | IndexStore::Int(_))
+    }
+
+    /// Inserts unless `next` refuses the key that will follow the new
     /// entry (`None`: the end of the index); see [`BTree::insert_with_next`]. On a B+-tree
     /// `next` runs under the leaf latch, so nobody can insert between that key and this one
     /// before the entry is in; the other stores find the next key with a scan first (not
-    /// atomic with the insert; a hash index, which cannot scan, reports `None`).
+    /// atomic with the insert; a hash index, which cannot scan, reports `None`; only unique
+    /// indexes there, whose duplicate is the key itself).
     /// `StorageError::DuplicateKey` if the key is present (`next` not called).
     #[inline(never)]
     pub fn insert_with_next(

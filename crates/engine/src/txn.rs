@@ -14,7 +14,12 @@
 //! Reads lock the primary key (S, or X with `for_update`) before looking it up; a lock on a
 //! key that does not exist stays held, which protects point lookups against phantoms. Range
 //! scans take next-key locks: every key returned and the first key after the range
-//! (see `scan_locked`), and inserts lock the key after the one they insert.
+//! (see `scan_locked`), and inserts lock the key after the one they insert. With record
+//! locking on a B+-tree that happens inside the insert's own descent (`insert_entry_locked`,
+//! ARIES/IM): the next key is try-locked under the leaf latch, and only a refusal makes the
+//! insert release its latches, wait for the lock and descend again. A duplicate key then
+//! shows up after the record went into the heap, so the insert is undone on the spot
+//! (`undo_last`, with a compensation record) before `DuplicateKey` is returned.
 
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -500,41 +505,116 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
-    /// Adds the primary-index entry `k → loc` of a record this transaction just inserted
-    /// (record locking), locking the key after it in the same descent (ARIES/IM): under the
-    /// leaf latch the next key (or the end of the index) is locked X *conditionally*; if
-    /// that is refused the tree lets go of every latch, this waits for the lock
-    /// unconditionally and tries again (the next key may have changed meanwhile). A
-    /// duplicate key undoes the record's insert at once (statement-level rollback, with its
-    /// compensation record) and fails with `DuplicateKey`.
-    fn insert_primary_locked(&mut self, table: &Table, k: &[u8], loc: u64) -> TxResult<()> {
+    /// Adds the index entries of the record at `loc` that `insert` just created: the
+    /// primary key `k`, then every secondary index's entry, each after its next-key lock.
+    /// `DuplicateKey` if an index holds the key already (the caller undoes the record).
+    fn insert_entries(
+        &mut self,
+        table: &Table,
+        k: &[u8],
+        rec: &[u8],
+        loc: u64,
+        next_in_tree: bool,
+    ) -> TxResult<()> {
+        if self.db.page_locking {
+            // No index entry names the record yet, so nobody can reach it before this
+            // lock is granted; waiting here holds no latch.
+            self.lock_page_of(table.id, loc, true)?;
+        }
+        if next_in_tree {
+            self.insert_entry_locked(&table.primary, table.id, k, loc)
+                .map_err(|e| Self::duplicate_in(e, &table.schema.name))?;
+        } else {
+            table
+                .primary
+                .insert(k, loc)
+                .map_err(|e| Self::duplicate_in(e.into(), &table.schema.name))?;
+        }
+        let secondaries = table.secondaries.read();
+        for ix in secondaries.iter() {
+            let index = self.db.index_by_id(*ix)?;
+            let mut entry = std::mem::take(&mut self.s.key2);
+            let r = index
+                .key
+                .encode_record(&table.layout, rec, &mut entry)
+                .and_then(|()| self.insert_secondary(index, &entry, loc, next_in_tree));
+            self.s.key2 = entry;
+            r.map_err(|e| Self::duplicate_in(e, &index.schema.name))?;
+        }
+        Ok(())
+    }
+
+    /// Names the index in a duplicate-key error from the storage layer.
+    fn duplicate_in(e: TxError, name: &str) -> TxError {
+        match e {
+            TxError::Storage(storage::StorageError::DuplicateKey) => {
+                TxError::DuplicateKey(name.to_string())
+            }
+            e => e,
+        }
+    }
+
+    /// Adds a secondary index entry `entry → loc`, locking the entry and the key after it.
+    fn insert_secondary(
+        &mut self,
+        index: &Index,
+        entry: &[u8],
+        loc: u64,
+        next_in_tree: bool,
+    ) -> TxResult<()> {
+        if self.db.locks.is_none() {
+            return Ok(index.store.insert(entry, loc)?);
+        }
+        let space = crate::db::index_lock_space(index.id);
+        self.lock_key(space, entry, true)?;
+        if next_in_tree && index.store.is_btree() {
+            return self.insert_entry_locked(&index.store, space, entry, loc);
+        }
+        self.lock_next_key(
+            space,
+            &index.store,
+            Some(entry),
+            Bound::Unbounded,
+            false,
+            true,
+        )?;
+        Ok(index.store.insert(entry, loc)?)
+    }
+
+    /// Adds the entry `k → loc` to `store` (record locking), locking the key after it in the
+    /// same descent (ARIES/IM): under the leaf latch the next key (or the end of the index)
+    /// is locked X *conditionally*, in lock space `space`; if that is refused the tree lets
+    /// go of every latch, this waits for the lock unconditionally and tries again (the next
+    /// key may have changed meanwhile). A duplicate is `TxError::Storage(DuplicateKey)`.
+    fn insert_entry_locked(
+        &mut self,
+        store: &crate::table::IndexStore,
+        space: u32,
+        k: &[u8],
+        loc: u64,
+    ) -> TxResult<()> {
         let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) else {
-            return Ok(table.primary.insert(k, loc)?);
+            return Ok(store.insert(k, loc)?);
         };
         loop {
             let mut refused = None;
-            let r = table.primary.insert_with_next(k, loc, |next| {
-                let name = key_hash(table.id, next.unwrap_or(END_OF_INDEX));
+            let r = store.insert_with_next(k, loc, |next| {
+                let name = key_hash(space, next.unwrap_or(END_OF_INDEX));
                 let granted = lm
-                    .try_lock_record(locks, table.id, name, LockMode::X)
+                    .try_lock_record(locks, space, name, LockMode::X)
                     .unwrap_or(false);
                 if !granted {
                     refused = Some(name);
                 }
                 granted
-            });
+            })?;
             match r {
-                Ok(InsertOutcome::Inserted) => return Ok(()),
-                Ok(InsertOutcome::Blocked) => {
+                InsertOutcome::Inserted => return Ok(()),
+                InsertOutcome::Blocked => {
                     let name = refused.expect("a refused next key");
-                    lm.lock_record(locks, table.id, name, LockMode::X)
+                    lm.lock_record(locks, space, name, LockMode::X)
                         .map_err(|e| TxError::Retry(e.to_string()))?;
                 }
-                Err(storage::StorageError::DuplicateKey) => {
-                    self.undo_last()?;
-                    return Err(TxError::DuplicateKey(table.schema.name.clone()));
-                }
-                Err(e) => return Err(e.into()),
             }
         }
     }
@@ -737,51 +817,14 @@ impl Tx for Transaction<'_> {
             self.s
                 .undo
                 .push(KIND_INSERT, table.id, loc, 0, &[], logged_prev);
-            if self.db.page_locking {
-                // No index entry names the record yet, so nobody can reach it before this
-                // lock is granted; waiting here holds no latch.
-                self.lock_page_of(table.id, loc, true)?;
+            let entries = self.insert_entries(table, &k, &rec, loc, next_in_tree);
+            if let Err(TxError::DuplicateKey(_)) = entries {
+                // Found only now that the record is in the heap (the next-key descent is the
+                // insert): take the insert back at once, so a transaction that goes on and
+                // commits leaves no record behind.
+                self.undo_last()?;
             }
-            if next_in_tree {
-                self.insert_primary_locked(table, &k, loc)?;
-            } else {
-                table.primary.insert(&k, loc).map_err(|e| match e {
-                    storage::StorageError::DuplicateKey => {
-                        TxError::DuplicateKey(table.schema.name.clone())
-                    }
-                    e => e.into(),
-                })?;
-            }
-            let secondaries = table.secondaries.read();
-            for ix in secondaries.iter() {
-                let index = self.db.index_by_id(*ix)?;
-                index
-                    .key
-                    .encode_record(&table.layout, &rec, &mut self.s.key2)?;
-                if self.db.locks.is_some() {
-                    let entry = std::mem::take(&mut self.s.key2);
-                    let space = crate::db::index_lock_space(index.id);
-                    let locked = self.lock_key(space, &entry, true).and_then(|_| {
-                        self.lock_next_key(
-                            space,
-                            &index.store,
-                            Some(&entry),
-                            Bound::Unbounded,
-                            false,
-                            true,
-                        )
-                    });
-                    self.s.key2 = entry;
-                    locked?;
-                }
-                index.store.insert(&self.s.key2, loc).map_err(|e| match e {
-                    storage::StorageError::DuplicateKey => {
-                        TxError::DuplicateKey(index.schema.name.clone())
-                    }
-                    e => e.into(),
-                })?;
-            }
-            Ok(())
+            entries
         })();
         self.s.key = k;
         self.s.rec = rec;
@@ -1022,19 +1065,44 @@ mod tests {
                 .unwrap();
             assert_eq!(heap_records(&db, &t), 5);
             let mut tx = db.begin().unwrap();
-            tx.insert(&t, &row(10, 0)).unwrap();
+            tx.insert(&t, &row(10, 10)).unwrap();
             assert!(matches!(
                 tx.insert(&t, &row(3, 99)),
                 Err(TxError::DuplicateKey(_))
             ));
             assert_eq!(tx.s.undo.entries.len(), 1, "the duplicate's undo is gone");
-            tx.insert(&t, &row(11, 0)).unwrap();
+            tx.insert(&t, &row(11, 11)).unwrap();
             tx.commit().unwrap();
             assert_eq!(heap_records(&db, &t), 7, "no orphan record");
             let v = db
                 .run(|tx| tx.get(&t, &[Value::Int(3)], crate::api::Fetch::All, false))
                 .unwrap();
             assert_eq!(v, Some(vec![Value::Int(3), Value::Int(3)]));
+            db.check_invariants().unwrap();
+
+            // A unique secondary index's duplicate comes after both the heap record and the
+            // primary entry: all of them go.
+            db.create_index(crate::schema::IndexSchema {
+                name: "t_v".into(),
+                table: "t".into(),
+                columns: vec![1],
+                unique: true,
+                kind: Default::default(),
+                int_key_bits: None,
+            })
+            .unwrap();
+            let mut tx = db.begin().unwrap();
+            assert!(matches!(
+                tx.insert(&t, &row(20, 4)),
+                Err(TxError::DuplicateKey(_))
+            ));
+            tx.commit().unwrap();
+            assert_eq!(heap_records(&db, &t), 7, "no orphan record");
+            let gone = db
+                .run(|tx| tx.get(&t, &[Value::Int(20)], crate::api::Fetch::All, false))
+                .unwrap();
+            assert_eq!(gone, None, "no orphan primary entry");
+            db.run(|tx| tx.insert(&t, &row(20, 20))).unwrap();
             db.check_invariants().unwrap();
         }
     }

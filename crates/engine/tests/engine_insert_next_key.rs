@@ -166,3 +166,92 @@ fn duplicate_insert_in_a_committed_transaction_leaves_the_table_as_it_was() {
         db.check_invariants().unwrap();
     }
 }
+
+fn owner_index(db: &engine::Database, unique: bool) -> engine::IndexRef {
+    db.create_index(engine::IndexSchema {
+        name: "accounts_by_owner".into(),
+        table: "accounts".into(),
+        columns: vec![1],
+        unique,
+        kind: Default::default(),
+        int_key_bits: None,
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_secondary_index_scan_blocks_inserts_into_its_gap() {
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db); // owners o0, o10, ..., o90
+    let ix = owner_index(&db, false);
+    let mut reader = db.begin().unwrap();
+    let (lo, hi) = ([Value::Str("o10".into())], [Value::Str("o20".into())]);
+    let range = || KeyRange {
+        low: std::ops::Bound::Included(&lo[..]),
+        high: std::ops::Bound::Included(&hi[..]),
+    };
+    // Returns o10 and o20 and locks o30, the index key after the range.
+    let first = reader
+        .scan_index(&ix, range(), None, false, Fetch::Cols(&[0]), false)
+        .unwrap();
+    assert_eq!(first, vec![vec![Value::Int(10)], vec![Value::Int(20)]]);
+    // Owner o25 falls into (o20, o30): waits. Owner o35's next index key o40 is free.
+    let (blocked, blocked_done) = insert_in_thread(&db, &t, 25);
+    let (free, free_done) = insert_in_thread(&db, &t, 35);
+    free.join().unwrap();
+    assert!(free_done.load(Ordering::SeqCst));
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        !blocked_done.load(Ordering::SeqCst),
+        "an insert went into a secondary-index gap a running scan covers"
+    );
+    let again = reader
+        .scan_index(&ix, range(), None, false, Fetch::Cols(&[0]), false)
+        .unwrap();
+    assert_eq!(first, again, "phantom index entry appeared");
+    reader.commit().unwrap();
+    blocked.join().unwrap();
+    assert!(blocked_done.load(Ordering::SeqCst));
+    let owners = db
+        .run(|tx| {
+            tx.scan_index(
+                &ix,
+                KeyRange {
+                    low: std::ops::Bound::Unbounded,
+                    high: std::ops::Bound::Unbounded,
+                },
+                None,
+                false,
+                Fetch::Cols(&[0]),
+                false,
+            )
+        })
+        .unwrap();
+    assert_eq!(owners.len(), 12);
+    db.check_invariants().unwrap();
+}
+
+#[test]
+fn a_unique_secondary_duplicate_takes_the_whole_insert_back() {
+    for (name, db) in [
+        ("full", open(Preset::Full, 2)),
+        ("stripped", open(Preset::Stripped, 1)),
+    ] {
+        let t = spaced(&db);
+        owner_index(&db, true);
+        let before = dump(&db, &t);
+        let mut tx = db.begin().unwrap();
+        // A new primary key whose owner "o30" is taken.
+        let mut dup = row(31);
+        dup[1] = Value::Str("o30".into());
+        assert!(
+            matches!(tx.insert(&t, &dup), Err(TxError::DuplicateKey(ix)) if ix == "accounts_by_owner"),
+            "{name}"
+        );
+        tx.commit().unwrap();
+        assert_eq!(dump(&db, &t), before, "{name}");
+        // The key is free again: no index entry of the failed insert remains.
+        db.run(|tx| tx.insert(&t, &row(31))).unwrap();
+        db.check_invariants().unwrap();
+    }
+}
