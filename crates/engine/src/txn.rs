@@ -786,9 +786,9 @@ impl Tx for Transaction<'_> {
                 };
                 self.s.next = next;
                 locked?;
-            } else if !next_in_tree && table.primary.get(&k)?.is_some() {
-                return Err(TxError::DuplicateKey(table.schema.name.clone()));
             }
+            // Without locks there is no pre-check either: the primary insert itself reports a
+            // duplicate, and the record is taken back below.
             let mut payload = std::mem::take(&mut self.s.payload);
             let mut logged_prev = 0;
             let loc = table.records.insert(&rec, |loc| {
@@ -819,9 +819,9 @@ impl Tx for Transaction<'_> {
                 .push(KIND_INSERT, table.id, loc, 0, &[], logged_prev);
             let entries = self.insert_entries(table, &k, &rec, loc, next_in_tree);
             if let Err(TxError::DuplicateKey(_)) = entries {
-                // Found only now that the record is in the heap (the next-key descent is the
-                // insert): take the insert back at once, so a transaction that goes on and
-                // commits leaves no record behind.
+                // Found only now that the record is stored (the index insert is the check):
+                // take the insert back at once, so a transaction that goes on and commits
+                // leaves no record behind.
                 self.undo_last()?;
             }
             entries
