@@ -194,21 +194,8 @@ impl<'db> Transaction<'db> {
                 prev: self.last_lsn,
             });
         }
-        while let Some(e) = self.s.undo.entries.pop() {
-            let before = self.s.undo.before(&e).to_vec();
-            let op = UndoOp {
-                kind: e.kind,
-                table: e.table,
-                loc: e.loc,
-                offset: e.offset,
-                before: &before,
-            };
-            self.db.apply_undo(&op, &mut self.s.key, &mut self.s.rec)?;
-            if logging {
-                let log = self.db.log.as_ref().unwrap();
-                self.last_lsn =
-                    log.append_compensation(self.id, self.last_lsn, Lsn(e.prev_lsn), &[]);
-            }
+        while !self.s.undo.entries.is_empty() {
+            self.undo_last()?;
         }
         if logging && self.last_lsn != Lsn::NONE {
             let log = self.db.log.as_ref().unwrap();

@@ -214,14 +214,43 @@ fn order_line(
     })
 }
 
+/// Updates the stock and inserts the order line of every line, in order; each line's item is
+/// taken from `pre_read` (the paper's form reads them all first) or read just before it.
+fn order_lines(
+    tx: &mut dyn Tx,
+    t: &Tables,
+    input: &NewOrderInput,
+    o_id: i64,
+    pre_read: Option<Vec<ItemRow>>,
+) -> TxResult<Vec<NewOrderLine>> {
+    let mut pre_read = pre_read.map(Vec::into_iter);
+    let mut dist_info = String::new();
+    let mut lines = Vec::with_capacity(input.lines.len());
+    for (n, line) in input.lines.iter().enumerate() {
+        let item_row = match pre_read.as_mut().and_then(Iterator::next) {
+            Some(row) => row,
+            None => get_item(tx, t, line.i_id)?,
+        };
+        lines.push(order_line(
+            tx,
+            t,
+            input,
+            o_id,
+            n + 1,
+            item_row,
+            &mut dist_info,
+        )?);
+    }
+    Ok(lines)
+}
+
 /// Runs New-Order. An unused item number ends it with [`TxError::UserAbort`]; the caller
 /// rolls back.
 pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult<NewOrderOutput> {
     if !(1..=10).contains(&input.d_id) || input.lines.is_empty() {
         return Err(TxError::Invalid(format!("bad New-Order input {input:?}")));
     }
-    let mut lines = Vec::with_capacity(input.lines.len());
-    let (o_id, w_tax, d_tax, c_discount);
+    let (o_id, w_tax, d_tax, c_discount, lines);
     if input.paper {
         let items = input
             .lines
@@ -231,37 +260,14 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
-        let mut dist_info = String::new();
-        for (n, item_row) in items.into_iter().enumerate() {
-            lines.push(order_line(
-                tx,
-                t,
-                input,
-                o_id,
-                n + 1,
-                item_row,
-                &mut dist_info,
-            )?);
-        }
+        lines = order_lines(tx, t, input, o_id, Some(items))?;
         insert_order(tx, t, input, o_id)?;
     } else {
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
         insert_order(tx, t, input, o_id)?;
-        let mut dist_info = String::new();
-        for (n, line) in input.lines.iter().enumerate() {
-            let item_row = get_item(tx, t, line.i_id)?;
-            lines.push(order_line(
-                tx,
-                t,
-                input,
-                o_id,
-                n + 1,
-                item_row,
-                &mut dist_info,
-            )?);
-        }
+        lines = order_lines(tx, t, input, o_id, None)?;
     }
     let sum: f64 = lines.iter().map(|l| l.ol_amount).sum();
     Ok(NewOrderOutput {
