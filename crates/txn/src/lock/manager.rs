@@ -173,6 +173,8 @@ pub struct TxnLocks {
     txn: TxnId,
     /// Every lock held, once per name, with its current mode.
     held: Vec<(LockName, LockMode)>,
+    /// `held_buckets[i]`: the lock-table bucket of `held[i]`'s name (release does not hash).
+    held_buckets: Vec<u32>,
     /// The mode held on the database.
     database: Option<LockMode>,
     /// Per table touched; few per transaction, so a vector searched linearly.
@@ -252,6 +254,13 @@ impl TxnLocks {
         }
     }
 
+    /// Records a new lock on `name`, whose head lies in lock-table bucket `bucket`.
+    #[inline]
+    fn push_held(&mut self, name: LockName, mode: LockMode, bucket: u32) {
+        self.held.push((name, mode));
+        self.held_buckets.push(bucket);
+    }
+
     fn note_upgrade(&mut self, name: LockName, mode: LockMode) {
         if let Some(h) = self.held.iter_mut().rev().find(|(n, _)| *n == name) {
             h.1 = mode;
@@ -263,6 +272,7 @@ impl TxnLocks {
 /// idle wait slot.
 struct TxnBuffers {
     held: Vec<(LockName, LockMode)>,
+    held_buckets: Vec<u32>,
     tables: Vec<TableLocks>,
     slot: Arc<WaitSlot>,
 }
@@ -291,6 +301,7 @@ impl Drop for TxnLocks {
             tables.clear();
             let buffers = TxnBuffers {
                 held: std::mem::take(&mut self.held),
+                held_buckets: std::mem::take(&mut self.held_buckets),
                 tables,
                 slot: self.slot.clone(),
             };
@@ -334,13 +345,20 @@ impl LockManager {
 
     /// The lock state of a new transaction.
     pub fn begin(&self, txn: TxnId) -> TxnLocks {
-        let (held, tables, slot) = match RECYCLED.try_with(Cell::take).ok().flatten() {
-            Some(b) => (b.held, b.tables, b.slot),
-            None => (Vec::new(), Vec::new(), Arc::new(WaitSlot::new())),
+        let (held, held_buckets, tables, slot) = match RECYCLED.try_with(Cell::take).ok().flatten()
+        {
+            Some(b) => (b.held, b.held_buckets, b.tables, b.slot),
+            None => (
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Arc::new(WaitSlot::new()),
+            ),
         };
         TxnLocks {
             txn,
             held,
+            held_buckets,
             database: None,
             tables,
             slot,
@@ -435,9 +453,12 @@ impl LockManager {
     pub fn release_all(&self, t: &mut TxnLocks) {
         let mut timer = self.timer();
         let txn = t.txn;
-        for (name, _) in t.held.drain(..) {
-            self.release(txn, name, &mut timer);
+        debug_assert_eq!(t.held.len(), t.held_buckets.len());
+        for (&(name, _), &bucket) in t.held.iter().zip(&t.held_buckets) {
+            self.release(txn, name, bucket, &mut timer);
         }
+        t.held.clear();
+        t.held_buckets.clear();
         t.database = None;
         t.tables.clear();
         self.stop(t, timer);
@@ -503,6 +524,7 @@ impl LockManager {
 
     // ---- the hierarchy ----
 
+    #[inline(always)]
     fn lock_leaf(
         &self,
         t: &mut TxnLocks,
@@ -535,6 +557,7 @@ impl LockManager {
     }
 
     /// [`Self::lock_leaf`] that never waits: false where it would have to.
+    #[inline(always)]
     fn try_lock_leaf(
         &self,
         t: &mut TxnLocks,
@@ -602,6 +625,7 @@ impl LockManager {
     }
 
     /// Makes `t` hold at least `want` on table `tables[i]`, database intention first.
+    #[inline(never)]
     fn ensure_table(
         &self,
         t: &mut TxnLocks,
@@ -638,6 +662,8 @@ impl LockManager {
 
     /// Replaces `t`'s leaf locks in table `tables[i]` by one table lock covering them and
     /// `mode`. On error nothing changes (the leaf locks stay).
+    #[cold]
+    #[inline(never)]
     fn escalate(
         &self,
         t: &mut TxnLocks,
@@ -658,21 +684,31 @@ impl LockManager {
         }
         t.tables[i].leaf_count = 0;
         let txn = t.txn;
-        let mut held = std::mem::take(&mut t.held);
-        held.retain(|(n, _)| {
-            let leaf_here = n.is_leaf() && n.table() == Some(table);
-            if leaf_here {
-                self.release(txn, *n, timer);
+        let mut keep = 0;
+        for k in 0..t.held.len() {
+            let (n, m) = t.held[k];
+            let bucket = t.held_buckets[k];
+            if n.is_leaf() && n.table() == Some(table) {
+                self.release(txn, n, bucket, timer);
+            } else {
+                t.held[keep] = (n, m);
+                t.held_buckets[keep] = bucket;
+                keep += 1;
             }
-            !leaf_here
-        });
-        t.held = held;
+        }
+        t.held.truncate(keep);
+        t.held_buckets.truncate(keep);
         Ok(())
     }
 
     // ---- the lock table ----
 
     /// Requests `mode` on `name` for `t`, waiting if needed; returns the mode then held.
+    ///
+    /// The immediate grants (a covering re-request, a compatible new request on a head
+    /// nobody waits for) are handled here, inlined into the callers; upgrades and blocking
+    /// go to [`Self::request_slow`].
+    #[inline(always)]
     fn request(
         &self,
         t: &mut TxnLocks,
@@ -682,16 +718,46 @@ impl LockManager {
     ) -> Result<LockMode, LockError> {
         t.stats.requests += 1;
         let txn = t.txn;
-        let mut guard = self.latch(self.table.bucket(name), timer);
+        let bucket = self.table.bucket_index(name);
+        let mut guard = self.latch(self.table.bucket_at(bucket), timer);
         let index = guard.head_index(name);
+        let head = guard.head_at(index);
+        match head.grant_of(txn) {
+            Some(g) if head.granted[g].mode.covers(mode) => {
+                t.stats.immediate += 1;
+                Ok(head.granted[g].mode)
+            }
+            None if head.queue.is_empty() && head.compatible_with_others(txn, mode) => {
+                head.granted.push(Grant { txn, mode });
+                drop(guard);
+                t.stats.immediate += 1;
+                t.push_held(name, mode, bucket);
+                Ok(mode)
+            }
+            _ => self.request_slow(t, name, mode, guard, index, timer),
+        }
+    }
+
+    /// The rest of [`Self::request`]: an upgrade (granted at once when compatible with the
+    /// other holders) or a request that must queue. Called with `name`'s bucket latched and
+    /// its head at `index`.
+    #[cold]
+    #[inline(never)]
+    fn request_slow(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        mode: LockMode,
+        mut guard: LatchWriteGuard<'_, Bucket>,
+        index: usize,
+        timer: &mut Timer,
+    ) -> Result<LockMode, LockError> {
+        let txn = t.txn;
         let head = guard.head_at(index);
         let (want, upgrade) = match head.grant_of(txn) {
             Some(g) => {
                 let held = head.granted[g].mode;
-                if held.covers(mode) {
-                    t.stats.immediate += 1;
-                    return Ok(held);
-                }
+                debug_assert!(!held.covers(mode), "covered requests are granted inline");
                 t.stats.upgrades += 1;
                 let want = held.supremum(mode);
                 if head.compatible_with_others(txn, want) {
@@ -707,16 +773,7 @@ impl LockManager {
                 }
                 (want, true)
             }
-            None => {
-                if head.queue.is_empty() && head.compatible_with_others(txn, mode) {
-                    head.granted.push(Grant { txn, mode });
-                    drop(guard);
-                    t.stats.immediate += 1;
-                    t.held.push((name, mode));
-                    return Ok(mode);
-                }
-                (mode, false)
-            }
+            None => (mode, false),
         };
 
         // Block: queue, register in the wait-for graph, search for a cycle through us.
@@ -734,6 +791,7 @@ impl LockManager {
             if graph.cycle_through(txn).is_some() {
                 withdraw(head, txn, &mut graph);
                 drop(graph);
+                guard.retire_if_unused(index);
                 drop(guard);
                 t.slot.disarm();
                 t.stats.deadlocks += 1;
@@ -746,6 +804,7 @@ impl LockManager {
 
     /// [`Self::request`] without the blocking half: `None` (and nothing changed) where
     /// `request` would queue.
+    #[inline(always)]
     fn try_request(
         &self,
         t: &mut TxnLocks,
@@ -754,7 +813,8 @@ impl LockManager {
         timer: &mut Timer,
     ) -> Option<LockMode> {
         let txn = t.txn;
-        let mut guard = self.latch(self.table.bucket(name), timer);
+        let bucket = self.table.bucket_index(name);
+        let mut guard = self.latch(self.table.bucket_at(bucket), timer);
         let index = guard.head_index(name);
         let head = guard.head_at(index);
         let got = match head.grant_of(txn) {
@@ -784,7 +844,7 @@ impl LockManager {
                 }
                 head.granted.push(Grant { txn, mode });
                 drop(guard);
-                t.held.push((name, mode));
+                t.push_held(name, mode, bucket);
                 mode
             }
         };
@@ -840,7 +900,7 @@ impl LockManager {
                 if upgrade {
                     t.note_upgrade(name, want);
                 } else {
-                    t.held.push((name, want));
+                    t.push_held(name, want, self.table.bucket_index(name));
                 }
                 Ok(want)
             }
@@ -854,24 +914,34 @@ impl LockManager {
         }
     }
 
-    /// Releases `txn`'s grant on `name` and grants what became grantable.
-    fn release(&self, txn: TxnId, name: LockName, timer: &mut Timer) {
-        let mut guard = self.latch(self.table.bucket(name), timer);
+    /// Releases `txn`'s grant on `name` (whose head is in bucket `bucket`) and grants what
+    /// became grantable.
+    #[inline(always)]
+    fn release(&self, txn: TxnId, name: LockName, bucket: u32, timer: &mut Timer) {
+        debug_assert_eq!(bucket, self.table.bucket_index(name));
+        let mut guard = self.latch(self.table.bucket_at(bucket), timer);
         let Some(index) = guard.position(name) else {
             return;
         };
         let head = guard.head_at(index);
         head.remove_grant(txn);
         if !head.queue.is_empty() {
-            let mut graph = self.graph.lock();
-            head.grant_waiters(|g| graph.remove(g));
-            refresh_edges(head, &mut graph);
+            self.grant_after_release(head);
         }
         guard.retire_if_unused(index);
     }
 
+    /// Grants the waiters a release unblocked and refreshes the wait-for edges of the rest.
+    #[cold]
+    #[inline(never)]
+    fn grant_after_release(&self, head: &mut LockHead) {
+        let mut graph = self.graph.lock();
+        head.grant_waiters(|g| graph.remove(g));
+        refresh_edges(head, &mut graph);
+    }
+
     /// Latches a bucket, timing the wait when the latch is contended and timing is on.
-    #[inline]
+    #[inline(always)]
     fn latch<'a>(
         &self,
         bucket: &'a Latch<Bucket>,
@@ -880,6 +950,16 @@ impl LockManager {
         if timer.start.is_none() {
             return bucket.write();
         }
+        Self::latch_timed(bucket, timer)
+    }
+
+    /// [`Self::latch`] with timing on: a `try` first, so only a contended latch is timed.
+    #[cold]
+    #[inline(never)]
+    fn latch_timed<'a>(
+        bucket: &'a Latch<Bucket>,
+        timer: &mut Timer,
+    ) -> LatchWriteGuard<'a, Bucket> {
         if let Some(guard) = bucket.try_write() {
             return guard;
         }

@@ -13,8 +13,10 @@
 //! table. A record is named by a 64-bit hash of its primary key, computed by the engine, so
 //! two keys that collide share a lock (harmless: a false conflict, never a missed one).
 //!
-//! Names hash with [`NameHasher`], a multiply-rotate hash (FxHash's mixing step): the lock
-//! table hashes on every request, and SipHash would be a visible part of the lock path.
+//! [`LockName::hash64`] picks a name's lock-table bucket with two multiplications and a
+//! fold (a handful of instructions: the lock table hashes on every request, and SipHash
+//! would be a visible part of the lock path). [`NameHasher`], FxHash's multiply-rotate
+//! step, serves the hash maps keyed by small integers (the wait-for graph).
 
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -68,12 +70,11 @@ impl LockName {
             LockName::Page { table, page } => (2, table as u64, page),
             LockName::Record { table, key } => (3, table as u64, key),
         };
-        let mut h = NameHasher::default();
-        h.add(tag | (a << 2));
-        h.add(b);
-        // Final avalanche so the low bits (the bucket index) depend on every input bit.
-        let x = h.0;
-        (x ^ (x >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (x >> 29)
+        // Two multiplications by odd constants (bijections, so names differing in one word
+        // hash apart), then a fold so the low bits (the bucket index) depend on the high
+        // bits of the product, which depend on every input bit below them.
+        let x = ((tag | (a << 2)).wrapping_mul(SEED) ^ b).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^ (x >> 32)
     }
 }
 

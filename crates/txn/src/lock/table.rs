@@ -294,7 +294,7 @@ impl Bucket {
     }
 
     /// Index of `name`'s head, if it has one.
-    #[inline]
+    #[inline(always)]
     pub fn position(&self, name: LockName) -> Option<usize> {
         self.heads[..self.live].iter().position(|h| h.name == name)
     }
@@ -307,7 +307,7 @@ impl Bucket {
 
     /// Index of `name`'s head, taking a spare (or, before the bucket is warm, a new head)
     /// if it has none.
-    #[inline]
+    #[inline(always)]
     pub fn head_index(&mut self, name: LockName) -> usize {
         if let Some(i) = self.position(name) {
             return i;
@@ -325,7 +325,7 @@ impl Bucket {
     }
 
     /// Retires the head at `index` if it became unused, keeping it as a spare.
-    #[inline]
+    #[inline(always)]
     pub fn retire_if_unused(&mut self, index: usize) {
         if !self.heads[index].is_unused() {
             return;
@@ -349,9 +349,9 @@ pub(crate) struct LockTable {
 }
 
 impl LockTable {
-    /// `buckets` is rounded up to a power of two (at least 1).
+    /// `buckets` is rounded up to a power of two (at least 1, at most 2^30).
     pub fn new(buckets: usize, latching: bool) -> Self {
-        let n = buckets.max(1).next_power_of_two();
+        let n = buckets.clamp(1, 1 << 30).next_power_of_two();
         LockTable {
             buckets: (0..n)
                 .map(|_| Latch::new(Bucket::default(), latching))
@@ -362,7 +362,19 @@ impl LockTable {
 
     #[inline]
     pub fn bucket(&self, name: LockName) -> &Latch<Bucket> {
-        &self.buckets[(name.hash64() & self.mask) as usize]
+        self.bucket_at(self.bucket_index(name))
+    }
+
+    /// Index of `name`'s bucket; a held lock keeps it, so its release does not hash again.
+    #[inline]
+    pub fn bucket_index(&self, name: LockName) -> u32 {
+        (name.hash64() & self.mask) as u32
+    }
+
+    /// The bucket at `index` (from [`LockTable::bucket_index`]).
+    #[inline]
+    pub fn bucket_at(&self, index: u32) -> &Latch<Bucket> {
+        &self.buckets[index as usize]
     }
 
     pub fn buckets(&self) -> impl Iterator<Item = &Latch<Bucket>> {
