@@ -778,3 +778,74 @@ fn try_lock_refused_by_a_table_lock_and_at_the_escalation_threshold() {
     m.release_all(&mut t);
     assert_eq!(m.lock_name_count(), 0);
 }
+
+#[test]
+fn escalation_among_other_tables_releases_exactly_the_escalated_leaves() {
+    // Held locks keep their bucket index; escalation compacts them. Afterwards every lock
+    // must still release through its own bucket: a second transaction then gets X on all.
+    let m = manager(LockConfig {
+        escalation_threshold: 6,
+        ..config()
+    });
+    let mut t = m.begin(TxnId(1));
+    for key in 0..6u64 {
+        m.lock_record(&mut t, 1, key * 7919, X).unwrap();
+        m.lock_record(&mut t, 2, key, S).unwrap();
+        m.lock_record(&mut t, 3, key << 40, X).unwrap();
+    }
+    m.lock_record(&mut t, 2, 100, S).unwrap();
+    assert!(t.is_escalated(2) && !t.is_escalated(1) && !t.is_escalated(3));
+    assert!(t
+        .held()
+        .iter()
+        .all(|(n, _)| !(n.is_leaf() && n.table() == Some(2))));
+    assert_eq!(
+        t.held().len(),
+        1 + 3 + 6 + 6,
+        "database, 3 tables, 12 records"
+    );
+    m.check_invariants();
+    let before = m.lock_name_count();
+    m.release_all(&mut t);
+    assert_eq!(m.lock_name_count(), 0, "{before} names before, none after");
+    let mut u = m.begin(TxnId(2));
+    for key in 0..6u64 {
+        m.lock_record(&mut u, 1, key * 7919, X).unwrap();
+        m.lock_record(&mut u, 2, key, X).unwrap();
+        m.lock_record(&mut u, 3, key << 40, X).unwrap();
+    }
+    assert_eq!(u.stats().waits, 0);
+    m.release_all(&mut u);
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+#[test]
+fn covered_re_request_is_immediate_even_with_a_waiter() {
+    let m = manager(config());
+    let mut t1 = m.begin(TxnId(1));
+    m.lock_record(&mut t1, 1, 5, X).unwrap();
+    let m2 = m.clone();
+    let waiter = thread::spawn(move || {
+        let mut t2 = m2.begin(TxnId(2));
+        m2.lock_record(&mut t2, 1, 5, S).unwrap();
+        let s = t2.stats();
+        m2.release_all(&mut t2);
+        s
+    });
+    until_waiting(&m, TxnId(2));
+    // Re-requests of held (or weaker) modes are granted at once; no new grant appears.
+    m.lock_record(&mut t1, 1, 5, S).unwrap();
+    m.lock(&mut t1, rec(1, 5), X).unwrap();
+    let s = t1.stats();
+    assert_eq!(s.waits, 0);
+    assert_eq!(s.requests, s.immediate + s.waits);
+    assert_eq!(t1.mode_of(rec(1, 5)), Some(X));
+    m.check_invariants();
+    m.release_all(&mut t1);
+    let s2 = waiter.join().unwrap();
+    assert_eq!(s2.waits, 1);
+    assert_eq!(s2.requests, s2.immediate + s2.waits);
+    let total = m.stats();
+    assert_eq!(total.requests, total.immediate + total.waits);
+    assert_eq!(m.lock_name_count(), 0);
+}
