@@ -27,6 +27,14 @@
 //! and sleeps on the transaction's wait slot with the bucket latch released. See
 //! [`super::deadlock`] for when waiting ends in a deadlock error.
 //!
+//! The common path is one function: the immediate grants of `request` (a covering
+//! re-request; a compatible new request on a head nobody waits for) and the release of a
+//! head without waiters are inlined into the entry points, and everything else — upgrades,
+//! queueing, waking waiters, timed latching, escalation, a table's first intention lock —
+//! lives in cold functions. Each held lock keeps its bucket index next to it in
+//! `TxnLocks` (`held_buckets[i]` for `held[i]`), so `release_all` latches the bucket
+//! without hashing the name again.
+//!
 //! Conditional requests ([`LockManager::try_lock_record`]) run the same grant test and
 //! return `false` where `request` would queue, leaving the name's head as it was: the engine
 //! calls them while it holds a B+-tree leaf latch, where waiting could deadlock against
