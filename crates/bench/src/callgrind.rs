@@ -346,9 +346,15 @@ pub fn operation_of(symbol: &str) -> Option<Operation> {
         "engine::txn::Transaction::commit" => Operation::Commit,
         "engine::table::IndexStore::get" => Operation::BtreeLookup,
         "engine::table::Records::with" => Operation::PinUnpin,
-        "engine::table::Records::write" => Operation::UpdateRecord,
+        "engine::table::Records::write" | "engine::table::Records::write_pieces" => {
+            Operation::UpdateRecord
+        }
         "engine::table::Records::insert" => Operation::CreateRecord,
-        "engine::table::IndexStore::insert" => Operation::InsertIndex,
+        // Under record locking an index insert also try-locks its next key, in the same
+        // descent (`insert_with_next`).
+        "engine::table::IndexStore::insert" | "engine::table::IndexStore::insert_with_next" => {
+            Operation::InsertIndex
+        }
         _ => return None,
     })
 }
@@ -709,6 +715,14 @@ totals: 1000
         assert_eq!(
             operation_of("engine::table::IndexStore::insert"),
             Some(Operation::InsertIndex)
+        );
+        assert_eq!(
+            operation_of("engine::table::IndexStore::insert_with_next"),
+            Some(Operation::InsertIndex)
+        );
+        assert_eq!(
+            operation_of("engine::table::Records::write_pieces"),
+            Some(Operation::UpdateRecord)
         );
         assert_eq!(
             operation_of("engine::table::Records::with::{{closure}}"),

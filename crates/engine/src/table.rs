@@ -11,8 +11,9 @@
 //! The operations the 2008 paper breaks instructions down by (Figures 5 and 6) each have one
 //! non-inlined entry point here, so a callgrind profile attributes their inclusive cost:
 //! B-tree lookup = [`IndexStore::get`], pin/unpin = [`Records::with`], update record =
-//! [`Records::write`], create record = [`Records::insert`], insert index = [`IndexStore::insert`]
-//! (begin and commit are `Transaction::begin` and `Transaction::commit`).
+//! [`Records::write`] and [`Records::write_pieces`], create record = [`Records::insert`], insert
+//! index = [`IndexStore::insert`] and [`IndexStore::insert_with_next`] (begin and commit are
+//! `Transaction::begin` and `Transaction::commit`).
 
 use std::ops::Bound;
 use std::sync::Arc;
