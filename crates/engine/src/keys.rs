@@ -13,12 +13,35 @@
 
 use std::ops::Bound;
 
-use storage::btree::keys::{encode_key, pack_int_key, prefix_successor, KeyField, KeyPart};
+use storage::btree::keys::{encode_key, prefix_successor, KeyField, KeyPart};
 
 use crate::api::{TxError, TxResult};
 use crate::record::Layout;
 use crate::schema::ColumnType;
 use crate::value::Value;
+
+/// A value with its low `width` bits set (all 64 for `width` ≥ 64).
+#[inline]
+fn low_bits(width: u8) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+/// Appends a `width`-bit field to a packed key (the same layout as `pack_int_key`, whose
+/// total-width check `KeySpec::new` did once); `None` if `value` does not fit.
+#[inline]
+fn push_field(packed: u64, value: u64, width: u8) -> Option<u64> {
+    if width >= 64 {
+        return Some(value);
+    }
+    if value > low_bits(width) {
+        return None;
+    }
+    Some((packed << width) | value)
+}
 
 /// The key of an index: which columns, and how they are encoded.
 #[derive(Clone, Debug)]
@@ -102,31 +125,26 @@ impl KeySpec {
             )));
         }
         if let Some(bits) = &self.packed {
-            let mut ints = [0u64; 8];
-            for (i, v) in values.iter().enumerate() {
-                match v {
-                    Value::Int(x) if *x >= 0 => ints[i] = *x as u64,
-                    other => {
+            let mut packed = 0u64;
+            for (i, &width) in bits.iter().enumerate() {
+                let value = match values.get(i) {
+                    Some(Value::Int(x)) if *x >= 0 => *x as u64,
+                    Some(other) => {
                         return Err(TxError::Invalid(format!(
                             "{}: packed key column {} needs a non-negative integer, got {other:?}",
                             self.what, i
                         )))
                     }
-                }
-            }
-            for (i, b) in bits.iter().enumerate().skip(values.len()) {
-                ints[i] = if fill_high {
-                    (1u128 << *b) as u64 - 1
-                } else {
-                    0
+                    None if fill_high => low_bits(width),
+                    None => 0,
                 };
+                packed = push_field(packed, value, width).ok_or_else(|| {
+                    TxError::Invalid(format!(
+                        "{}: key {values:?} does not fit the declared bit widths {bits:?}",
+                        self.what
+                    ))
+                })?;
             }
-            let packed = pack_int_key(&ints[..bits.len()], bits).ok_or_else(|| {
-                TxError::Invalid(format!(
-                    "{}: key {values:?} does not fit the declared bit widths {bits:?}",
-                    self.what
-                ))
-            })?;
             out.extend_from_slice(&packed.to_be_bytes());
             return Ok(());
         }
@@ -170,16 +188,16 @@ impl KeySpec {
     pub fn encode_record(&self, layout: &Layout, rec: &[u8], out: &mut Vec<u8>) -> TxResult<()> {
         out.clear();
         if let Some(bits) = &self.packed {
-            let mut ints = [0u64; 8];
-            for (i, c) in self.columns.iter().enumerate() {
-                ints[i] = layout.read_int(rec, *c) as u64;
+            let mut packed = 0u64;
+            for (&width, c) in bits.iter().zip(&self.columns) {
+                let value = layout.read_int(rec, *c) as u64;
+                packed = push_field(packed, value, width).ok_or_else(|| {
+                    TxError::Invalid(format!(
+                        "{}: stored key does not fit its bit widths",
+                        self.what
+                    ))
+                })?;
             }
-            let packed = pack_int_key(&ints[..bits.len()], bits).ok_or_else(|| {
-                TxError::Invalid(format!(
-                    "{}: stored key does not fit its bit widths",
-                    self.what
-                ))
-            })?;
             out.extend_from_slice(&packed.to_be_bytes());
             return Ok(());
         }
@@ -264,6 +282,25 @@ pub fn key_hash(table: u32, key: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Field-by-field packing gives exactly `pack_int_key`'s result, and refuses exactly
+        /// what it refuses, for widths that sum to at most 64.
+        #[test]
+        fn packing_matches_pack_int_key(
+            fields in proptest::collection::vec((1u8..=24, proptest::prelude::any::<u64>()), 1..=3),
+            shift in 0u32..30,
+        ) {
+            let bits: Vec<u8> = fields.iter().map(|f| f.0).collect();
+            // Mostly values that fit, sometimes ones that do not.
+            let values: Vec<u64> = fields.iter().map(|&(w, v)| v >> (64 - u32::from(w)).saturating_sub(shift)).collect();
+            let ours = bits
+                .iter()
+                .zip(&values)
+                .try_fold(0u64, |packed, (&w, &v)| push_field(packed, v, w));
+            proptest::prop_assert_eq!(ours, storage::btree::keys::pack_int_key(&values, &bits));
+        }
+    }
 
     #[test]
     fn successor_covers_every_extension() {
