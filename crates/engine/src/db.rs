@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use storage::buffer::{BufferPool, PoolConfig};
 use storage::file::{FilePageStore, MemPageStore, PageStore};
@@ -168,8 +169,10 @@ pub struct Database {
     packed_keys: bool,
     tables: Box<[OnceLock<Table>]>,
     indexes: Box<[OnceLock<Index>]>,
-    table_names: Latch<HashMap<String, u32>>,
-    index_names: Latch<HashMap<String, u32>>,
+    /// The catalog's name directory, consulted on every operation with `dir-lookup` on
+    /// (hashed with Fx, as an engine's catalog cache would be, not SipHash).
+    table_names: Latch<FxHashMap<String, u32>>,
+    index_names: Latch<FxHashMap<String, u32>>,
     /// Serialises schema changes and catalog writes.
     ddl: Mutex<Catalog>,
     pub(crate) next_txn: AtomicU64,
@@ -311,8 +314,8 @@ impl Database {
             packed_keys: catalog.packed_keys,
             tables: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
             indexes: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
-            table_names: Latch::new(HashMap::new(), latching),
-            index_names: Latch::new(HashMap::new(), latching),
+            table_names: Latch::new(FxHashMap::default(), latching),
+            index_names: Latch::new(FxHashMap::default(), latching),
             ddl: Mutex::new(Catalog::default()),
             next_txn: AtomicU64::new(1),
             next_checkpoint: AtomicU64::new(u64::MAX),
