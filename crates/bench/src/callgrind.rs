@@ -346,9 +346,7 @@ pub fn operation_of(symbol: &str) -> Option<Operation> {
         "engine::txn::Transaction::commit" => Operation::Commit,
         "engine::table::IndexStore::get" => Operation::BtreeLookup,
         "engine::table::Records::with" => Operation::PinUnpin,
-        "engine::table::Records::write" | "engine::table::Records::write_pieces" => {
-            Operation::UpdateRecord
-        }
+        "engine::table::Records::write_pieces" => Operation::UpdateRecord,
         "engine::table::Records::insert" => Operation::CreateRecord,
         // Under record locking an index insert also try-locks its next key, in the same
         // descent (`insert_with_next`).

@@ -900,7 +900,9 @@ impl Database {
             KIND_UPDATE => {
                 let live = table.records.with(op.loc, |_| ())?;
                 if live.is_some() {
-                    table.records.write(op.loc, op.offset as usize, op.before)?;
+                    table
+                        .records
+                        .write_pieces(op.loc, &[(op.offset as usize, op.before)])?;
                 }
             }
             KIND_UPDATE_PIECES => {

@@ -11,7 +11,7 @@
 //! The operations the 2008 paper breaks instructions down by (Figures 5 and 6) each have one
 //! non-inlined entry point here, so a callgrind profile attributes their inclusive cost:
 //! B-tree lookup = [`IndexStore::get`], pin/unpin = [`Records::with`], update record =
-//! [`Records::write`] and [`Records::write_pieces`], create record = [`Records::insert`], insert
+//! [`Records::write_pieces`], create record = [`Records::insert`], insert
 //! index = [`IndexStore::insert`] and [`IndexStore::insert_with_next`] (begin and commit are
 //! `Transaction::begin` and `Transaction::commit`).
 
@@ -52,18 +52,6 @@ impl Records {
         })
     }
 
-    /// Overwrites `bytes` at `offset` of the record at `loc`.
-    #[inline(never)]
-    pub fn write(&self, loc: u64, offset: usize, bytes: &[u8]) -> StorageResult<()> {
-        crate::profile::record_access(|| {
-            match self {
-                Records::Heap(h) => h.update_in_place(RecordId::from_u64(loc), offset, bytes),
-                // SAFETY: as for `with`; the transaction holds the record's exclusive lock.
-                Records::Mem(m) => unsafe { m.write(RecordPtr(loc), offset, bytes) },
-            }
-        })
-    }
-
     /// Overwrites several byte ranges of the record at `loc` at once (one page latch, one redo
     /// record on the heap).
     #[inline(never)]
@@ -71,7 +59,7 @@ impl Records {
         crate::profile::record_access(|| match self {
             Records::Heap(h) => h.update_pieces(RecordId::from_u64(loc), pieces),
             Records::Mem(m) => pieces.iter().try_for_each(|(offset, bytes)| {
-                // SAFETY: as for `write`.
+                // SAFETY: as for `with`; the transaction holds the record's exclusive lock.
                 unsafe { m.write(RecordPtr(loc), *offset, bytes) }
             }),
         })
@@ -97,7 +85,7 @@ impl Records {
             match self {
                 Records::Heap(h) => h.delete(RecordId::from_u64(loc)),
                 Records::Mem(m) => {
-                    // SAFETY: as for `write`.
+                    // SAFETY: as for `write_pieces`.
                     unsafe { m.delete(RecordPtr(loc))? };
                     Ok(true)
                 }

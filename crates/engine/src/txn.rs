@@ -56,7 +56,6 @@ pub(crate) struct Session {
     rec: Vec<u8>,
     payload: Vec<u8>,
     after: Vec<u8>,
-    next: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
     /// The changes an `update_with` closure asks for.
     set: Vec<(usize, Value)>,
@@ -91,7 +90,6 @@ impl Session {
             rec: Vec::with_capacity(1024),
             payload: Vec::with_capacity(1024),
             after: Vec::with_capacity(1024),
-            next: Vec::with_capacity(64),
             hits: Vec::new(),
             set: Vec::with_capacity(8),
             spans: Vec::with_capacity(8),
@@ -508,15 +506,8 @@ impl<'db> Transaction<'db> {
             // lock is granted; waiting here holds no latch.
             self.lock_page_of(table.id, loc, true)?;
         }
-        if next_in_tree {
-            self.insert_entry_locked(&table.primary, table.id, k, loc)
-                .map_err(|e| Self::duplicate_in(e, &table.schema.name))?;
-        } else {
-            table
-                .primary
-                .insert(k, loc)
-                .map_err(|e| Self::duplicate_in(e.into(), &table.schema.name))?;
-        }
+        self.add_entry(&table.primary, table.id, k, loc, next_in_tree)
+            .map_err(|e| Self::duplicate_in(e, &table.schema.name))?;
         let secondaries = table.secondaries.read();
         for ix in secondaries.iter() {
             let index = self.db.index_by_id(*ix)?;
@@ -549,23 +540,31 @@ impl<'db> Transaction<'db> {
         loc: u64,
         next_in_tree: bool,
     ) -> TxResult<()> {
-        if self.db.locks.is_none() {
-            return Ok(index.store.insert(entry, loc)?);
-        }
         let space = crate::db::index_lock_space(index.id);
         self.lock_key(space, entry, true)?;
-        if next_in_tree && index.store.is_btree() {
-            return self.insert_entry_locked(&index.store, space, entry, loc);
+        self.add_entry(&index.store, space, entry, loc, next_in_tree)
+    }
+
+    /// Adds `k → loc` to `store` with the key after it locked X in lock space `space` (the
+    /// caller holds `k`'s own lock): in the insert's own descent on a B+-tree under record
+    /// locking (`next_in_tree`), else after a scan for it. Without locks, just the insert.
+    /// A duplicate is `TxError::Storage(DuplicateKey)`.
+    fn add_entry(
+        &mut self,
+        store: &crate::table::IndexStore,
+        space: u32,
+        k: &[u8],
+        loc: u64,
+        next_in_tree: bool,
+    ) -> TxResult<()> {
+        if self.db.locks.is_none() {
+            return Ok(store.insert(k, loc)?);
         }
-        self.lock_next_key(
-            space,
-            &index.store,
-            Some(entry),
-            Bound::Unbounded,
-            false,
-            true,
-        )?;
-        Ok(index.store.insert(entry, loc)?)
+        if next_in_tree && store.is_btree() {
+            return self.insert_entry_locked(store, space, k, loc);
+        }
+        self.lock_next_key(space, store, Some(k), Bound::Unbounded, false, true)?;
+        Ok(store.insert(k, loc)?)
     }
 
     /// Adds the entry `k → loc` to `store` (record locking), locking the key after it in the
@@ -748,34 +747,10 @@ impl Tx for Transaction<'_> {
             table.key.encode_record(&table.layout, &rec, &mut k)?;
             self.lock_key(table.id, &k, true)?;
             // Record locking: the next key is locked while the primary insert holds the
-            // leaf latch (`insert_primary_locked`), one descent for both.
+            // leaf latch (`insert_entry_locked`), one descent for both; page locking locks it
+            // after a scan (`add_entry`). Either way a duplicate is reported by the index
+            // insert itself, and the record is taken back below.
             let next_in_tree = self.db.locks.is_some() && !self.db.page_locking;
-            if self.db.locks.is_some() && !next_in_tree {
-                // One descent finds both the key itself (a duplicate) and the key after it.
-                // That next key is locked: a scan that covered the gap this key falls into
-                // holds it, so the insert waits until that scan's transaction ends.
-                let mut next = std::mem::take(&mut self.s.next);
-                next.clear();
-                let mut duplicate = false;
-                table
-                    .primary
-                    .scan(Bound::Included(&k), Bound::Unbounded, false, 1, |key, _| {
-                        duplicate = key == k.as_slice();
-                        next.extend_from_slice(key);
-                        false
-                    })?;
-                let locked = if duplicate {
-                    Err(TxError::DuplicateKey(table.schema.name.clone()))
-                } else if next.is_empty() {
-                    self.lock_key(table.id, END_OF_INDEX, true)
-                } else {
-                    self.lock_key(table.id, &next, true)
-                };
-                self.s.next = next;
-                locked?;
-            }
-            // Without locks there is no pre-check either: the primary insert itself reports a
-            // duplicate, and the record is taken back below.
             let mut payload = std::mem::take(&mut self.s.payload);
             let mut logged_prev = 0;
             let loc = table.records.insert(&rec, |loc| {
