@@ -98,6 +98,19 @@ pub struct PhaseOutcome {
     pub elapsed_ns: Vec<u64>,
 }
 
+impl PhaseOutcome {
+    /// A phase of `txns` transactions, nothing measured yet.
+    fn new(phase: Phase, txns: u64) -> Self {
+        PhaseOutcome {
+            phase,
+            txns,
+            retries: 0,
+            rollbacks: 0,
+            elapsed_ns: Vec::new(),
+        }
+    }
+}
+
 /// What the child prints (one JSON line on stdout).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RungOutcome {
@@ -147,13 +160,7 @@ fn run_engine(run: &RungRun) -> anyhow::Result<RungOutcome> {
     client::start_instrumentation();
     let mut phases = Vec::new();
     for &phase in &run.phases {
-        let mut outcome = PhaseOutcome {
-            phase,
-            txns: run.txns,
-            retries: 0,
-            rollbacks: 0,
-            elapsed_ns: Vec::new(),
-        };
+        let mut outcome = PhaseOutcome::new(phase, run.txns);
         for _ in 0..run.reps.max(1) {
             let mut elapsed_ns = 0u64;
             for _ in 0..run.txns {
@@ -259,13 +266,7 @@ fn run_kernel(run: &RungRun) -> anyhow::Result<RungOutcome> {
     client::start_instrumentation();
     let mut phases = Vec::new();
     for &phase in &run.phases {
-        let mut outcome = PhaseOutcome {
-            phase,
-            txns: run.txns,
-            retries: 0,
-            rollbacks: 0,
-            elapsed_ns: Vec::new(),
-        };
+        let mut outcome = PhaseOutcome::new(phase, run.txns);
         for _ in 0..run.reps.max(1) {
             let inputs = draw(phase, run.txns as usize);
             k.reserve_for(&inputs);
