@@ -6,38 +6,189 @@
 //!
 //! ```text
 //!   MemIndex<K> ── Latch ── Map::Bytes     BTreeMap<key bytes, value>          (generic keys)
-//!                           Map::Int       BTreeMap<u64, value>                (IntKeyOrder, unique)
-//!                                          + HashMap<u64, value> for point operations
+//!                           Map::Int       IntMap                              (IntKeyOrder, unique)
 //!                           Map::IntMulti  BTreeSet<u128 = key << 64 | value>  (IntKeyOrder, non-unique)
+//!
+//!   IntMap:  points   FxHashMap<u64, value>   every entry: the source of truth
+//!            pending  Vec<u64>                keys inserted since the last merge (may repeat,
+//!               │                             may name keys deleted since)
+//!               │ merge: sort, dedup, keep the keys `points` still holds, with its values
+//!               ▼        (first scan after inserts, under the exclusive latch)
+//!            ordered  BTreeMap<u64, value>    the merged entries, for scans
 //! ```
 //!
 //! Byte keys compare with `memcmp`, which the order-preserving encoding
 //! ([`crate::btree::keys`]) makes equal to the logical order; a non-unique byte index stores
 //! `key ++ value` (8 bytes big-endian) like the B+-tree. Integer keys ([`KeyOrder::FIXED_U64`])
-//! take the fast path: the map compares integers. A unique integer index also keeps a hash
-//! map with the same entries, so a point lookup (and an insert's duplicate check) costs one
-//! hash probe instead of a tree descent; scans use the ordered map. Both change together under
-//! the latch.
+//! take the fast path: the map compares integers.
+//!
+//! A unique integer index (`IntMap`) answers point operations (lookups, an insert's duplicate
+//! check, deletes) from a hash map, one probe each, and keeps its ordered map *lazily*: an
+//! insert costs one hash insert and one `Vec` push, and the ordered map is brought up to date
+//! only when something needs order — a scan (the first after inserts merges the pending keys).
+//! Many workloads (the TPC-C paper mix among them) insert into indexes they never scan, and a
+//! B-tree insert there was a tenth of a transaction's instructions. A delete removes the key
+//! from both maps at once (cheap when the key is still only pending); a pending key that was
+//! deleted since is dropped at merge time. Invariants, checked by
+//! [`MemIndex::check_invariants`], as sets of `(key, value)`:
+//!
+//! - `ordered ⊆ points`, and no pending key is in `ordered` (a key is pushed only when absent
+//!   from `points`, hence from `ordered`, and reaches `ordered` only by a merge, which empties
+//!   `pending`);
+//! - `ordered ∪ {(k, points[k]) : k ∈ pending, k ∈ points} == points`; after a merge `pending`
+//!   is empty and `ordered == points`.
+//!
+//! So that `pending` stays bounded when a workload inserts and deletes but never scans, an
+//! insert that finds it longer than `2 × points + PENDING_SLACK` compacts it (sort, dedup, drop
+//! the keys `points` no longer holds) without touching `ordered`: afterwards it is no longer
+//! than `points`, so compactions cost O(log n) per insert amortised.
 //!
 //! One latch guards the whole map (disabled when latching is off): the rung this index serves
-//! runs partitioned or single-threaded, and `std`'s B-tree is not concurrent.
+//! runs partitioned or single-threaded, and `std`'s B-tree is not concurrent. Lookups and scans
+//! take it shared, changes exclusive; a scan that finds pending keys takes it exclusive and
+//! merges *and* scans under that one acquisition, so no insert can slip in between.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::btree::keys::{KeyOrder, KeyRange};
 use crate::error::{StorageError, StorageResult};
-use crate::latch::Latch;
+use crate::latch::{Latch, LatchWriteGuard};
+
+/// Pending keys an insert tolerates beyond twice the entry count before it compacts them.
+const PENDING_SLACK: usize = 1024;
+
+/// A merge rebuilds the ordered map from one sorted pass, instead of inserting key by key,
+/// when the pending keys number at least `1 / REBUILD_FRACTION` of the merged entries.
+const REBUILD_FRACTION: usize = 8;
+
+/// Capacity `pending` keeps after a merge, so that alternating inserts and scans do not
+/// reallocate it, while a load's worth of keys is given back.
+const PENDING_KEPT_CAPACITY: usize = 1024;
+
+/// A unique integer index: a hash map of every entry and an ordered map that lags behind it by
+/// the keys in `pending` (see the module documentation for the invariants).
+#[derive(Default)]
+struct IntMap {
+    /// The entries merged so far, for scans.
+    ordered: BTreeMap<u64, u64>,
+    /// Every entry.
+    points: FxHashMap<u64, u64>,
+    /// Keys inserted since the last merge, in insertion order; some may have been deleted
+    /// since, and a key deleted and inserted again appears twice.
+    pending: Vec<u64>,
+}
+
+impl IntMap {
+    /// Adds `k → value` unless `k` is present; returns whether it was added.
+    #[inline]
+    fn insert(&mut self, k: u64, value: u64) -> bool {
+        match self.points.entry(k) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(value);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => return false,
+        }
+        self.pending.push(k);
+        if self.pending.len() > 2 * self.points.len() + PENDING_SLACK {
+            self.compact();
+        }
+        true
+    }
+
+    /// Removes `k` if it maps to `value`; returns whether it did.
+    fn remove(&mut self, k: u64, value: u64) -> bool {
+        if self.points.get(&k) != Some(&value) {
+            return false;
+        }
+        self.points.remove(&k);
+        // Absent (a cheap miss) when `k` is still only pending; the pending key itself is
+        // dropped by the next merge or compaction.
+        self.ordered.remove(&k);
+        true
+    }
+
+    /// Sorts and dedups `pending` and drops the keys `points` no longer holds; `ordered` is
+    /// untouched. Afterwards `pending.len() == points.len() - ordered.len()`.
+    fn compact(&mut self) {
+        self.pending.sort_unstable();
+        self.pending.dedup();
+        let points = &self.points;
+        self.pending.retain(|k| points.contains_key(k));
+    }
+
+    /// Brings `ordered` up to date: every pending key `points` still holds goes in, with the
+    /// value `points` has for it; `pending` is emptied. Afterwards `ordered == points`.
+    fn merge(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_unstable();
+        pending.dedup();
+        let points = &self.points;
+        let fresh = pending
+            .iter()
+            .filter_map(|&k| points.get(&k).map(|&v| (k, v)));
+        if pending.len() * REBUILD_FRACTION >= self.ordered.len() {
+            // Both sides are sorted and their keys disjoint: one merge pass, then
+            // `BTreeMap`'s bulk build (its sort finds the input sorted).
+            let old = std::mem::take(&mut self.ordered);
+            self.ordered = merge_sorted(old.into_iter(), fresh).collect();
+        } else {
+            for (k, v) in fresh {
+                self.ordered.insert(k, v);
+            }
+        }
+        pending.clear();
+        pending.shrink_to(PENDING_KEPT_CAPACITY);
+        self.pending = pending;
+    }
+
+    /// The invariants of the module documentation; the reason of the first one broken.
+    fn check(&self) -> Result<(), &'static str> {
+        if self
+            .ordered
+            .iter()
+            .any(|(k, v)| self.points.get(k) != Some(v))
+        {
+            return Err("the ordered map holds an entry the hash map does not");
+        }
+        if self.pending.iter().any(|k| self.ordered.contains_key(k)) {
+            return Err("a pending key is already in the ordered map");
+        }
+        let pending: FxHashSet<u64> = self.pending.iter().copied().collect();
+        if self
+            .points
+            .keys()
+            .any(|k| !self.ordered.contains_key(k) && !pending.contains(k))
+        {
+            return Err("an entry is neither in the ordered map nor pending");
+        }
+        Ok(())
+    }
+}
+
+/// The union of two ascending sequences with disjoint keys, ascending.
+fn merge_sorted(
+    a: impl Iterator<Item = (u64, u64)>,
+    b: impl Iterator<Item = (u64, u64)>,
+) -> impl Iterator<Item = (u64, u64)> {
+    let mut a = a.peekable();
+    let mut b = b.peekable();
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+        (Some(_), Some(_)) => b.next(),
+        (Some(_), None) => a.next(),
+        (None, _) => b.next(),
+    })
+}
 
 enum Map {
     Bytes(BTreeMap<Vec<u8>, u64>),
-    Int {
-        ordered: BTreeMap<u64, u64>,
-        /// The same entries as `ordered`.
-        points: FxHashMap<u64, u64>,
-    },
+    Int(IntMap),
     IntMulti(BTreeSet<u128>),
 }
 
@@ -45,7 +196,8 @@ enum Map {
 pub struct MemIndex<K: KeyOrder> {
     order: K,
     unique: bool,
-    /// Protects the map: shared for lookups and scans, exclusive for inserts and deletes.
+    /// Protects the map: shared for lookups and scans, exclusive for inserts, deletes and the
+    /// scans that first merge a unique integer index's pending keys.
     map: Latch<Map>,
 }
 
@@ -122,10 +274,7 @@ impl<K: KeyOrder> MemIndex<K> {
     /// An empty index; `K::FIXED_U64` orders get the integer map.
     pub fn new(order: K, unique: bool, latching: bool) -> Self {
         let map = match (K::FIXED_U64, unique) {
-            (true, true) => Map::Int {
-                ordered: BTreeMap::new(),
-                points: FxHashMap::default(),
-            },
+            (true, true) => Map::Int(IntMap::default()),
             (true, false) => Map::IntMulti(BTreeSet::new()),
             (false, _) => Map::Bytes(BTreeMap::new()),
         };
@@ -157,7 +306,7 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn get(&self, key: &[u8]) -> StorageResult<Option<u64>> {
         let map = self.map.read();
         Ok(match &*map {
-            Map::Int { points, .. } => points.get(&int_key(key)?).copied(),
+            Map::Int(m) => m.points.get(&int_key(key)?).copied(),
             Map::IntMulti(s) => {
                 let k = (int_key(key)? as u128) << 64;
                 s.range(k..=k | u64::MAX as u128).next().map(|&e| e as u64)
@@ -175,17 +324,7 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
         let mut map = self.map.write();
         let fresh = match &mut *map {
-            Map::Int { ordered, points } => {
-                let k = int_key(key)?;
-                match points.entry(k) {
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(value);
-                        ordered.insert(k, value);
-                        true
-                    }
-                    std::collections::hash_map::Entry::Occupied(_) => false,
-                }
-            }
+            Map::Int(m) => m.insert(int_key(key)?, value),
             Map::IntMulti(s) => s.insert(((int_key(key)? as u128) << 64) | value as u128),
             Map::Bytes(m) => match m.entry(self.stored_key(key, value)) {
                 std::collections::btree_map::Entry::Vacant(e) => {
@@ -206,16 +345,7 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn delete(&self, key: &[u8], value: u64) -> StorageResult<bool> {
         let mut map = self.map.write();
         Ok(match &mut *map {
-            Map::Int { ordered, points } => {
-                let k = int_key(key)?;
-                if points.get(&k) == Some(&value) {
-                    points.remove(&k);
-                    ordered.remove(&k);
-                    true
-                } else {
-                    false
-                }
-            }
+            Map::Int(m) => m.remove(int_key(key)?, value),
             Map::IntMulti(s) => s.remove(&(((int_key(key)? as u128) << 64) | value as u128)),
             Map::Bytes(m) => {
                 let stored = self.stored_key(key, value);
@@ -231,7 +361,9 @@ impl<K: KeyOrder> MemIndex<K> {
 
     /// Same contract as [`crate::btree::BTree::scan`]: entries with `lo <= key <= hi` (bounds
     /// may be prefixes), ascending or descending, at most `limit`, until `f` returns false.
-    /// Returns the number of entries passed to `f`. `f` runs under the index latch (shared).
+    /// Returns the number of entries passed to `f`. `f` runs under the index latch: shared, or
+    /// exclusive when this scan first merges a unique integer index's pending keys; either
+    /// way `f` must not call back into this index.
     pub fn scan(
         &self,
         lo: Bound<&[u8]>,
@@ -247,14 +379,41 @@ impl<K: KeyOrder> MemIndex<K> {
             return Ok(0);
         }
         let map = self.map.read();
-        let f = &mut f;
-        Ok(match &*map {
-            Map::Int { ordered: m, .. } => {
-                let Some((lo, hi)) = int_range(&range, 8) else {
-                    return Ok(0);
+        if matches!(&*map, Map::Int(m) if !m.pending.is_empty()) {
+            drop(map);
+            let map = self.merged();
+            return Ok(self.scan_map(&map, &range, reverse, limit, &mut f));
+        }
+        Ok(self.scan_map(&map, &range, reverse, limit, &mut f))
+    }
+
+    /// The map under the exclusive latch, a unique integer index's pending keys merged.
+    fn merged(&self) -> LatchWriteGuard<'_, Map> {
+        let mut map = self.map.write();
+        if let Map::Int(m) = &mut *map {
+            m.merge();
+        }
+        map
+    }
+
+    /// [`Self::scan`] on a map whose ordered part is up to date.
+    fn scan_map(
+        &self,
+        map: &Map,
+        range: &KeyRange,
+        reverse: bool,
+        limit: usize,
+        f: &mut impl FnMut(&[u8], u64) -> bool,
+    ) -> usize {
+        match map {
+            Map::Int(m) => {
+                debug_assert!(m.pending.is_empty(), "scan of an unmerged integer map");
+                let Some((lo, hi)) = int_range(range, 8) else {
+                    return 0;
                 };
                 let hi = hi.map_or(Bound::Unbounded, |h| Bound::Excluded(h as u64));
                 let iter = m
+                    .ordered
                     .range((Bound::Included(lo as u64), hi))
                     .map(|(&k, &v)| (k.to_be_bytes(), v));
                 if reverse {
@@ -264,8 +423,8 @@ impl<K: KeyOrder> MemIndex<K> {
                 }
             }
             Map::IntMulti(s) => {
-                let Some((lo, hi)) = int_range(&range, 16) else {
-                    return Ok(0);
+                let Some((lo, hi)) = int_range(range, 16) else {
+                    return 0;
                 };
                 let hi = hi.map_or(Bound::Unbounded, Bound::Excluded);
                 let iter = s
@@ -296,13 +455,13 @@ impl<K: KeyOrder> MemIndex<K> {
                     visit(iter, limit, f)
                 }
             }
-        })
+        }
     }
 
-    /// Entries in the index.
+    /// Entries in the index (a unique integer index counts its hash map: no merge needed).
     pub fn len(&self) -> usize {
         match &*self.map.read() {
-            Map::Int { ordered, .. } => ordered.len(),
+            Map::Int(m) => m.points.len(),
             Map::IntMulti(s) => s.len(),
             Map::Bytes(m) => m.len(),
         }
@@ -312,22 +471,16 @@ impl<K: KeyOrder> MemIndex<K> {
         self.len() == 0
     }
 
-    /// Checks that the map variant fits the key order, that a unique integer index's hash map
-    /// and ordered map agree, and, for non-unique byte keys, that every stored key ends with
-    /// its value.
+    /// Checks that the map variant fits the key order, that a unique integer index's hash map,
+    /// ordered map and pending keys keep the invariants of the module documentation (without
+    /// merging: the lagging state is what is checked), and, for non-unique byte keys, that
+    /// every stored key ends with its value.
     pub fn check_invariants(&self) -> StorageResult<()> {
         let map = self.map.read();
         let bad = |reason: &str| Err(StorageError::Invalid(format!("mem index: {reason}")));
         match &*map {
-            Map::Int { .. } | Map::IntMulti(_) if !K::FIXED_U64 => bad("integer map for byte keys"),
-            Map::Int { ordered, points } => {
-                if ordered.len() != points.len()
-                    || ordered.iter().any(|(k, v)| points.get(k) != Some(v))
-                {
-                    return bad("hash map and ordered map hold different entries");
-                }
-                Ok(())
-            }
+            Map::Int(_) | Map::IntMulti(_) if !K::FIXED_U64 => bad("integer map for byte keys"),
+            Map::Int(m) => m.check().or_else(|reason| bad(reason)),
             Map::Bytes(_) if K::FIXED_U64 => bad("byte map for integer keys"),
             Map::Bytes(m) if !self.unique => {
                 for (k, &v) in m {
@@ -387,5 +540,129 @@ mod tests {
         assert_eq!(seen, vec![3, 2]);
         assert!(index.delete(&key, 3).unwrap());
         assert_eq!(index.len(), 2);
+    }
+
+    fn int(k: u64) -> [u8; 8] {
+        k.to_be_bytes()
+    }
+
+    /// The unique integer map's `(ordered, points, pending)` sizes.
+    fn sizes(index: &MemIndex<IntKeyOrder>) -> (usize, usize, usize) {
+        match &*index.map.read() {
+            Map::Int(m) => (m.ordered.len(), m.points.len(), m.pending.len()),
+            _ => panic!("a unique integer index has the integer map"),
+        }
+    }
+
+    fn all(index: &MemIndex<IntKeyOrder>, reverse: bool) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        index
+            .scan(
+                Bound::Unbounded,
+                Bound::Unbounded,
+                reverse,
+                usize::MAX,
+                |k, v| {
+                    out.push((u64::from_be_bytes(k.try_into().unwrap()), v));
+                    true
+                },
+            )
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn unique_int_inserts_leave_the_ordered_map_alone_until_a_scan() {
+        let index = MemIndex::new(IntKeyOrder, true, true);
+        for k in (0..100u64).rev() {
+            index.insert(&int(k), k * 10).unwrap();
+        }
+        assert_eq!(index.get(&int(42)).unwrap(), Some(420));
+        assert!(
+            index.insert(&int(42), 1).is_err(),
+            "the hash map sees pending keys"
+        );
+        assert_eq!(index.len(), 100);
+        assert!(index.delete(&int(7), 70).unwrap());
+        index.check_invariants().unwrap();
+        // Lookups, inserts, deletes, len and the invariant check merge nothing.
+        assert_eq!(sizes(&index), (0, 99, 100));
+
+        let entries = all(&index, false);
+        assert_eq!(sizes(&index), (99, 99, 0));
+        let expected: Vec<_> = (0..100u64)
+            .filter(|&k| k != 7)
+            .map(|k| (k, k * 10))
+            .collect();
+        assert_eq!(entries, expected);
+        index.check_invariants().unwrap();
+
+        // Later inserts are pending again; a reverse scan merges them one by one.
+        index.insert(&int(7), 71).unwrap();
+        index.insert(&int(500), 5).unwrap();
+        assert_eq!(sizes(&index), (99, 101, 2));
+        let entries = all(&index, true);
+        assert_eq!(entries[0], (500, 5));
+        assert!(entries.contains(&(7, 71)));
+        assert_eq!(sizes(&index), (101, 101, 0));
+        index.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn merge_takes_the_current_value_of_a_key_deleted_and_inserted_again() {
+        let index = MemIndex::new(IntKeyOrder, true, false);
+        for k in 0..50u64 {
+            index.insert(&int(k), 0).unwrap();
+        }
+        assert_eq!(all(&index, false).len(), 50);
+        // Key 3: merged, deleted, inserted twice more; key 60: pending, deleted, gone.
+        for v in [1, 2] {
+            assert!(index.delete(&int(3), v - 1).unwrap());
+            index.insert(&int(3), v).unwrap();
+        }
+        index.insert(&int(60), 6).unwrap();
+        assert!(
+            !index.delete(&int(60), 5).unwrap(),
+            "a pending key keeps its value"
+        );
+        assert!(index.delete(&int(60), 6).unwrap());
+        assert_eq!(sizes(&index), (49, 50, 3));
+        index.check_invariants().unwrap();
+        let entries = all(&index, false);
+        assert_eq!(entries.len(), 50);
+        assert_eq!(entries[3], (3, 2));
+        assert_eq!(sizes(&index), (50, 50, 0));
+    }
+
+    #[test]
+    fn pending_keys_stay_bounded_without_scans() {
+        let index = MemIndex::new(IntKeyOrder, true, false);
+        for round in 0..20_000u64 {
+            index.insert(&int(round % 8), round).unwrap();
+            assert!(index.delete(&int(round % 8), round).unwrap());
+        }
+        let (ordered, points, pending) = sizes(&index);
+        assert_eq!((ordered, points), (0, 0));
+        assert!(pending <= PENDING_SLACK + 1, "{pending} pending keys");
+        index.check_invariants().unwrap();
+        assert!(all(&index, false).is_empty());
+    }
+
+    #[test]
+    fn invariant_check_catches_a_lost_pending_key() {
+        let index = MemIndex::new(IntKeyOrder, true, false);
+        index.insert(&int(1), 1).unwrap();
+        if let Map::Int(m) = &mut *index.map.write() {
+            m.pending.clear();
+        }
+        assert!(index.check_invariants().is_err());
+    }
+
+    #[test]
+    fn merged_sequences_stay_sorted() {
+        let a = [(1, 0), (4, 0), (9, 0)].into_iter();
+        let b = [(0, 1), (5, 1), (10, 1), (11, 1)].into_iter();
+        let keys: Vec<u64> = merge_sorted(a, b).map(|(k, _)| k).collect();
+        assert_eq!(keys, vec![0, 1, 4, 5, 9, 10, 11]);
     }
 }
