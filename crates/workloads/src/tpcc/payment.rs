@@ -11,6 +11,7 @@
 //! Lock order: every TPC-C transaction here that writes the district takes it before the
 //! warehouse (New-Order too), so New-Order and Payment cannot deadlock on that pair.
 
+use arrayvec::ArrayString;
 use engine::{Fetch, KeyRange, Tx, TxError, TxResult, Value};
 
 use super::input::{CustomerSelector, PaymentInput};
@@ -18,11 +19,29 @@ use super::schema::{customer, district, warehouse};
 use super::Tables;
 use crate::util::int;
 
+/// C_CREDIT: "GC" or "BC".
+pub type Credit = ArrayString<2>;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct PaymentOutput {
     pub c_id: i64,
     pub c_balance: f64,
-    pub c_credit: String,
+    pub c_credit: Credit,
+}
+
+/// `text` in a fixed-capacity string; an error naming `what` if it does not fit.
+fn fixed<const N: usize>(text: &str, what: &str) -> TxResult<ArrayString<N>> {
+    ArrayString::from(text).map_err(|_| {
+        TxError::Invalid(format!(
+            "{what} has {} bytes, more than the {N} the schema allows",
+            text.len()
+        ))
+    })
+}
+
+/// Cuts `data` to at most `max` bytes, at a character boundary.
+fn truncate_to(data: &mut String, max: usize) {
+    data.truncate(data.floor_char_boundary(max));
 }
 
 /// Finds a customer by last name: of those in (w, d) with `last`, sorted by c_first, the
@@ -74,11 +93,11 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
     let amount = input.h_amount;
     // H_DATA: w_name, four spaces, d_name.
     let mut h_data = String::with_capacity(24);
-    let mut d_name = String::new();
+    let mut d_name = ArrayString::<10>::new();
     let mut h_id = 0;
     let d_key = [Value::Int(input.w_id), Value::Int(input.d_id)];
     let found = tx.update_with(&t.district, &d_key, &mut |r, set| {
-        d_name.push_str(r.str(district::D_NAME)?);
+        d_name = fixed(r.str(district::D_NAME)?, "D_NAME")?;
         h_id = r.int(district::D_NEXT_H_ID)?;
         let d_ytd = r.float(district::D_YTD)? + amount;
         set.push((district::D_YTD, Value::Float(d_ytd)));
@@ -106,24 +125,23 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
         Value::Int(input.c_d_id),
         Value::Int(c_id),
     ];
-    let mut c_credit = String::new();
+    let mut c_credit = Credit::new();
     let mut c_balance = 0.0;
     let found = tx.update_with(&t.customer, &c_key, &mut |r, set| {
-        c_credit.clear();
-        c_credit.push_str(r.str(customer::C_CREDIT)?);
+        c_credit = fixed(r.str(customer::C_CREDIT)?, "C_CREDIT")?;
         c_balance = r.float(customer::C_BALANCE)? - amount;
         set.push((customer::C_BALANCE, Value::Float(c_balance)));
         let ytd = r.float(customer::C_YTD_PAYMENT)? + amount;
         set.push((customer::C_YTD_PAYMENT, Value::Float(ytd)));
         let count = r.int(customer::C_PAYMENT_CNT)? + 1;
         set.push((customer::C_PAYMENT_CNT, Value::Int(count)));
-        if c_credit == "BC" {
+        if c_credit.as_str() == "BC" {
             let mut data = format!(
                 "{} {} {} {} {} {:.2} | ",
                 c_id, input.c_d_id, input.c_w_id, input.d_id, input.w_id, amount
             );
             data.push_str(r.str(customer::C_DATA)?);
-            data.truncate(500);
+            truncate_to(&mut data, 500);
             set.push((customer::C_DATA, Value::Str(data)));
         }
         Ok(())
@@ -150,4 +168,27 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
         c_balance,
         c_credit,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_data_is_cut_at_a_character_boundary() {
+        // '€' is three bytes: cutting at 4 would split it.
+        let mut data = "ab€cd".to_string();
+        truncate_to(&mut data, 4);
+        assert_eq!(data, "ab");
+        let mut ascii = "x".repeat(600);
+        truncate_to(&mut ascii, 500);
+        assert_eq!(ascii.len(), 500);
+    }
+
+    #[test]
+    fn an_oversized_fixed_column_is_an_error_naming_it() {
+        assert_eq!(fixed::<2>("BC", "C_CREDIT").unwrap().as_str(), "BC");
+        let err = fixed::<2>("BCX", "C_CREDIT").unwrap_err().to_string();
+        assert!(err.contains("C_CREDIT") && err.contains("3 bytes"), "{err}");
+    }
 }
