@@ -480,7 +480,7 @@ impl<K: KeyOrder> MemIndex<K> {
         let bad = |reason: &str| Err(StorageError::Invalid(format!("mem index: {reason}")));
         match &*map {
             Map::Int(_) | Map::IntMulti(_) if !K::FIXED_U64 => bad("integer map for byte keys"),
-            Map::Int(m) => m.check().or_else(|reason| bad(reason)),
+            Map::Int(m) => m.check().or_else(bad),
             Map::Bytes(_) if K::FIXED_U64 => bad("byte map for integer keys"),
             Map::Bytes(m) if !self.unique => {
                 for (k, &v) in m {
