@@ -122,6 +122,9 @@ pub struct LockStats {
     pub escalations: u64,
     /// Requests for a name already held in a weaker mode.
     pub upgrades: u64,
+    /// Conditional requests ([`LockManager::try_lock_record`]) refused because they would
+    /// have waited (not part of `requests`).
+    pub refused: u64,
     /// `Lock`: time in the lock manager's entry points, waits excluded.
     pub lock_ns: u64,
     /// `Lock-PC`: time acquiring contended bucket latches.
@@ -130,7 +133,7 @@ pub struct LockStats {
     pub logical_contention_ns: u64,
 }
 
-const STAT_FIELDS: usize = 10;
+const STAT_FIELDS: usize = 11;
 
 impl LockStats {
     fn to_array(self) -> [u64; STAT_FIELDS] {
@@ -145,6 +148,7 @@ impl LockStats {
             self.lock_ns,
             self.physical_contention_ns,
             self.logical_contention_ns,
+            self.refused,
         ]
     }
 
@@ -160,6 +164,7 @@ impl LockStats {
             lock_ns: a[7],
             physical_contention_ns: a[8],
             logical_contention_ns: a[9],
+            refused: a[10],
         }
     }
 }
@@ -396,8 +401,8 @@ impl LockManager {
     /// record lock's state unchanged. Intention locks on database and table are requested
     /// conditionally too; ones it got stay held when the record lock is refused (as after a
     /// failed `lock_record`). A request that would escalate is refused: the caller's
-    /// unconditional `lock_record` escalates. Refused requests are not counted in the
-    /// statistics (which keep `requests = immediate + waits`).
+    /// unconditional `lock_record` escalates. A refused request is counted in
+    /// [`LockStats::refused`] only (the statistics keep `requests = immediate + waits`).
     pub fn try_lock_record(
         &self,
         t: &mut TxnLocks,
@@ -407,6 +412,7 @@ impl LockManager {
     ) -> Result<bool, LockError> {
         let mut timer = self.timer();
         let r = self.try_lock_leaf(t, table, LockName::Record { table, key }, mode, &mut timer);
+        t.stats.refused += u64::from(!r);
         self.stop(t, timer);
         Ok(r)
     }

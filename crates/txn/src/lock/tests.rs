@@ -704,6 +704,10 @@ fn try_lock_refuses_a_conflict_without_queueing_or_leaving_state() {
     assert_eq!(m.lock_name_count(), 0);
     let stats = m.stats();
     assert_eq!((stats.waits, stats.requests), (0, stats.immediate));
+    assert_eq!(
+        stats.refused, 2,
+        "the two refused conditional requests are counted"
+    );
     m.check_invariants();
 }
 
