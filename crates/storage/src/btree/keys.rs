@@ -37,9 +37,11 @@ pub trait KeyOrder: Send + Sync + 'static {
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering;
 
     /// Binary search over `n` keys in ascending order, `key(i)` giving key `i`: the number of
-    /// keys `< probe` (`strict`) or `<= probe` (`!strict`). `Err(i)` when `key(i)` is `None`
-    /// (a cell that does not lie inside its page). An order may override it to prepare the
-    /// probe once per search instead of once per comparison; the result must be the same.
+    /// keys `< probe` (`strict`) or `<= probe` (`!strict`), and whether the search met a key
+    /// equal to the probe at the edge of that count ([`Rank::found`]). `Err(i)` when `key(i)`
+    /// is `None` (a cell that does not lie inside its page). An order may override it to
+    /// prepare the probe once per search instead of once per comparison; the result must be
+    /// the same.
     #[inline]
     fn rank<'k>(
         &self,
@@ -47,18 +49,115 @@ pub trait KeyOrder: Send + Sync + 'static {
         key: impl Fn(usize) -> Option<&'k [u8]>,
         probe: &[u8],
         strict: bool,
-    ) -> Result<usize, usize> {
-        let (mut lo, mut hi) = (0usize, n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let ord = self.compare(key(mid).ok_or(mid)?, probe);
-            if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+    ) -> Result<Rank, usize> {
+        if strict {
+            plain_rank::<true, Self>(self, n, &key, probe)
+        } else {
+            plain_rank::<false, Self>(self, n, &key, probe)
+        }
+    }
+}
+
+/// The binary search of [`KeyOrder::rank`], one [`KeyOrder::compare`] per step.
+#[inline(always)]
+fn plain_rank<'k, const STRICT: bool, O: KeyOrder + ?Sized>(
+    order: &O,
+    n: usize,
+    key: &impl Fn(usize) -> Option<&'k [u8]>,
+    probe: &[u8],
+) -> Result<Rank, usize> {
+    let mut search = Search::<STRICT>::new(n);
+    while let Some(mid) = search.mid() {
+        search.step(mid, order.compare(key(mid).ok_or(mid)?, probe), 0);
+    }
+    Ok(search.rank())
+}
+
+/// Where a probe falls among sorted keys: what [`KeyOrder::rank`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rank {
+    /// The number of keys `< probe` (strict search) or `<= probe` (non-strict): the probe's
+    /// insertion point.
+    pub index: usize,
+    /// Whether the key next to `index` on the probe's side — key `index` in a strict search,
+    /// key `index - 1` in a non-strict one — compared equal to the probe. In a node of
+    /// strictly ascending keys: whether the node holds the probe. It lets a point lookup or a
+    /// duplicate check skip comparing that key a second time.
+    pub found: bool,
+}
+
+/// The state of one binary search over `n` keys, shared by every [`KeyOrder::rank`]: the
+/// interval `[lo, hi)` still open, and how many leading words of the probe the keys at
+/// `lo - 1` and `hi` share (an order that compares word by word may skip those words: every
+/// key between the bounds shares them too). `STRICT` (a compile-time constant, so that a
+/// step is one comparison of the ordering) says whether keys equal to the probe go right of
+/// it (`< probe` counted) or left (`<= probe` counted).
+///
+/// `found` follows the bound on the probe's side: `hi` in a strict search, `lo` otherwise.
+/// Once the interval is empty, that bound's key is the one [`Rank::found`] speaks of, and
+/// it was compared when the bound was last set (a bound never set is `0` or `n`, no key).
+pub(crate) struct Search<const STRICT: bool> {
+    lo: usize,
+    hi: usize,
+    lo_words: usize,
+    hi_words: usize,
+    found: bool,
+}
+
+impl<const STRICT: bool> Search<STRICT> {
+    #[inline(always)]
+    pub(crate) fn new(n: usize) -> Self {
+        Search {
+            lo: 0,
+            hi: n,
+            lo_words: 0,
+            hi_words: 0,
+            found: false,
+        }
+    }
+
+    /// The key to compare next, `None` once the interval is empty.
+    #[inline(always)]
+    pub(crate) fn mid(&self) -> Option<usize> {
+        (self.lo < self.hi).then(|| self.lo + (self.hi - self.lo) / 2)
+    }
+
+    /// Leading probe words shared by every key left in the interval.
+    #[inline(always)]
+    pub(crate) fn shared_words(&self) -> usize {
+        self.lo_words.min(self.hi_words)
+    }
+
+    /// Narrows the interval by the key at `mid` (what [`Search::mid`] returned), which
+    /// compared `ord` to the probe and shares its first `words` words with it.
+    #[inline(always)]
+    pub(crate) fn step(&mut self, mid: usize, ord: Ordering, words: usize) {
+        let right = if STRICT {
+            ord == Ordering::Less
+        } else {
+            ord != Ordering::Greater
+        };
+        if right {
+            self.lo = mid + 1;
+            self.lo_words = words;
+            if !STRICT {
+                self.found = ord == Ordering::Equal;
+            }
+        } else {
+            self.hi = mid;
+            self.hi_words = words;
+            if STRICT {
+                self.found = ord == Ordering::Equal;
             }
         }
-        Ok(lo)
+    }
+
+    #[inline(always)]
+    pub(crate) fn rank(&self) -> Rank {
+        Rank {
+            index: self.lo,
+            found: self.found,
+        }
     }
 }
 
@@ -364,17 +463,18 @@ impl SchemaKeyOrder {
             }
         }
         // Past the schema (the value suffix of a non-unique entry): bytewise.
-        a.cmp(b)
+        bytewise(a, b)
     }
 }
 
-/// Word `i` (8 bytes from `8 * i`) of a key as a big-endian integer; the caller has checked
-/// that the key is long enough.
+/// `a.cmp(b)`, answered without calling `memcmp` when either side is empty: the common
+/// case past the schema of a unique key (both empty) and of a prefix bound.
 #[inline(always)]
-fn word(key: &[u8], i: usize) -> u64 {
-    match key[8 * i..].first_chunk::<8>() {
-        Some(w) => u64::from_be_bytes(*w),
-        None => unreachable!("caller checked the key length"),
+fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
+    if a.is_empty() || b.is_empty() {
+        a.len().cmp(&b.len())
+    } else {
+        a.cmp(b)
     }
 }
 
@@ -387,23 +487,26 @@ impl KeyOrder for SchemaKeyOrder {
     #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         let ints = self.int_prefix;
-        let n = 8 * ints;
-        if a.len() < n || b.len() < n {
+        let bytes = 8 * ints;
+        let (Some((a_ints, a_rest)), Some((b_ints, b_rest))) =
+            (a.split_at_checked(bytes), b.split_at_checked(bytes))
+        else {
             return Self::compare_parts(&self.parts, a, b);
-        }
-        for i in 0..ints {
-            let (x, y) = (word(a, i), word(b, i));
+        };
+        let (a_words, _) = a_ints.as_chunks::<8>();
+        let (b_words, _) = b_ints.as_chunks::<8>();
+        for (x, y) in a_words.iter().zip(b_words) {
             if x != y {
-                return x.cmp(&y);
+                return u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y));
             }
         }
-        Self::compare_parts(&self.parts[ints..], &a[n..], &b[n..])
+        Self::compare_parts(&self.parts[ints..], a_rest, b_rest)
     }
 
     /// The node search with the schema's integer prefix compared word by word and the words
     /// shared by both bounds of the interval skipped: after a few steps every key left
     /// between the bounds starts with the same fields as the probe, which are then not
-    /// compared again.
+    /// compared again. See [`SchemaKeyOrder::rank_words`].
     #[inline]
     fn rank<'k>(
         &self,
@@ -411,66 +514,63 @@ impl KeyOrder for SchemaKeyOrder {
         key: impl Fn(usize) -> Option<&'k [u8]>,
         probe: &[u8],
         strict: bool,
-    ) -> Result<usize, usize> {
+    ) -> Result<Rank, usize> {
+        if strict {
+            self.rank_words::<true>(n, &key, probe)
+        } else {
+            self.rank_words::<false>(n, &key, probe)
+        }
+    }
+}
+
+impl SchemaKeyOrder {
+    /// [`KeyOrder::rank`] for this order. The probe is split into its integer words and the
+    /// rest once per search; a step loads one slot, checks the key's length once for all its
+    /// words and compares raw 8-byte words from the first one not known shared (byte-swapped
+    /// only where they differ, to order them); only keys whose integer prefix equals the
+    /// probe's go on to the rest of the schema.
+    #[inline(always)]
+    fn rank_words<'k, const STRICT: bool>(
+        &self,
+        n: usize,
+        key: &impl Fn(usize) -> Option<&'k [u8]>,
+        probe: &[u8],
+    ) -> Result<Rank, usize> {
         let ints = self.int_prefix;
         let bytes = 8 * ints;
-        let (mut lo, mut hi) = (0usize, n);
-        if ints == 0 || probe.len() < bytes {
-            // Nothing to skip: the plain search.
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                let ord = self.compare(key(mid).ok_or(mid)?, probe);
-                if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            return Ok(lo);
-        }
-        let (p_ints, p_rest) = probe.split_at(bytes);
+        let (p_ints, p_rest) = match probe.split_at_checked(bytes) {
+            Some(split) if ints > 0 => split,
+            // No integer prefix, or a probe shorter than it (a prefix bound): nothing to
+            // skip, the plain search.
+            _ => return plain_rank::<STRICT, Self>(self, n, key, probe),
+        };
+        let (p_words, _) = p_ints.as_chunks::<8>();
         let rest_parts = &self.parts[ints..];
-        // Bytes of the probe that the keys at `lo - 1` and `hi` (the bounds found so far)
-        // share with it, in whole words: every key between them shares the smaller count.
-        let (mut lo_eq, mut hi_eq) = (0usize, 0usize);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
+        let mut search = Search::<STRICT>::new(n);
+        while let Some(mid) = search.mid() {
             let k = key(mid).ok_or(mid)?;
-            let (ord, eq) = match k.split_at_checked(bytes) {
+            let (ord, words) = match k.split_at_checked(bytes) {
                 Some((k_ints, k_rest)) => {
-                    let skip = lo_eq.min(hi_eq);
-                    let words = k_ints[skip..]
-                        .chunks_exact(8)
-                        .zip(p_ints[skip..].chunks_exact(8));
-                    let mut eq = skip;
-                    let mut ord = Ordering::Equal;
-                    for (x, y) in words {
-                        let x = u64::from_be_bytes(x.try_into().expect("8-byte chunk"));
-                        let y = u64::from_be_bytes(y.try_into().expect("8-byte chunk"));
+                    let (k_words, _) = k_ints.as_chunks::<8>();
+                    let mut w = search.shared_words();
+                    loop {
+                        let (Some(x), Some(y)) = (k_words.get(w), p_words.get(w)) else {
+                            // Every word equal: the fields after the prefix decide.
+                            break (Self::compare_parts(rest_parts, k_rest, p_rest), w);
+                        };
                         if x != y {
-                            ord = x.cmp(&y);
-                            break;
+                            break (u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y)), w);
                         }
-                        eq += 8;
+                        w += 1;
                     }
-                    if ord == Ordering::Equal {
-                        ord = Self::compare_parts(rest_parts, k_rest, p_rest);
-                    }
-                    (ord, eq)
                 }
                 // A key shorter than the integer prefix (only in a corrupt or foreign tree):
                 // the general comparison, and no words known shared.
                 None => (self.compare(k, probe), 0),
             };
-            if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
-                lo = mid + 1;
-                lo_eq = eq;
-            } else {
-                hi = mid;
-                hi_eq = eq;
-            }
+            search.step(mid, ord, words);
         }
-        Ok(lo)
+        Ok(search.rank())
     }
 }
 
@@ -678,6 +778,7 @@ mod tests {
             suffix in proptest::collection::vec(any::<u8>(), 0..9),
             all_int in any::<bool>(),
             strict in any::<bool>(),
+            present in proptest::option::of(any::<proptest::sample::Index>()),
         ) {
             // Either the `Int, Str, Int` schema (one integer word before the string) or an
             // all-integer one (so the shared-word skipping does all the work).
@@ -697,7 +798,13 @@ mod tests {
             sorted.dedup();
             let mut p = encode(&probe);
             if cut < p.len() { p.truncate(cut) } else { p.extend(&suffix) }
-            let expected = sorted.partition_point(|k| if strict { *k < p } else { *k <= p });
+            // Often one of the keys itself, so that `found` is exercised both ways.
+            if let (Some(at), false) = (present, sorted.is_empty()) {
+                p = sorted[at.index(sorted.len())].clone();
+            }
+            let index = sorted.partition_point(|k| if strict { *k < p } else { *k <= p });
+            let found = sorted.binary_search(&p).is_ok();
+            let expected = Rank { index, found };
             let got = order.rank(sorted.len(), |i| sorted.get(i).map(|k| &k[..]), &p, strict);
             prop_assert_eq!(got, Ok(expected));
             // The default search (what every other order runs) agrees too.

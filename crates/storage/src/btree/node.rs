@@ -40,7 +40,7 @@
 
 use std::cmp::Ordering;
 
-use super::keys::KeyOrder;
+use super::keys::{KeyOrder, Rank, Search};
 use crate::error::{StorageError, StorageResult};
 use crate::page::{PageId, PageKind, OFFSET_KIND, OFFSET_PAGE_ID, PAGE_HEADER_SIZE};
 
@@ -200,23 +200,6 @@ impl<'a> Node<'a> {
         Some((&key[..key_len], value_at))
     }
 
-    /// The key of entry `slot` alone, `None` if its cell does not lie inside the page: what a
-    /// search reads per probe (one slot load, one bounds check for the key and the value).
-    #[inline(always)]
-    fn cell_key(&self, slot: usize) -> Option<&'a [u8]> {
-        let page = self.page;
-        let at = NODE_HEADER_SIZE + SLOT_SIZE * slot;
-        let offset = u16::from_le_bytes(*page.get(at..)?.first_chunk::<2>()?) as usize;
-        let cell = page.get(offset..)?;
-        let (len, rest) = cell.split_first_chunk::<2>()?;
-        let key_len = u16::from_le_bytes(*len) as usize;
-        // The value's 8 bytes must be in the page too.
-        if rest.len() < key_len + 8 {
-            return None;
-        }
-        Some(&rest[..key_len])
-    }
-
     /// The key of entry `slot` (`slot < len`).
     #[inline]
     pub fn key(&self, slot: usize) -> StorageResult<&'a [u8]> {
@@ -261,40 +244,31 @@ impl<'a> Node<'a> {
     }
 
     /// Number of entries whose key is `< probe` (`strict`) or `<= probe` (`!strict`): the
-    /// insertion point of `probe`. Binary search; for a [`KeyOrder::FIXED_U64`] order it compares
+    /// insertion point of `probe`. See [`Node::search`].
+    #[inline]
+    pub fn rank<K: KeyOrder>(&self, order: &K, probe: &[u8], strict: bool) -> StorageResult<usize> {
+        Ok(self.search(order, probe, strict)?.index)
+    }
+
+    /// The insertion point of `probe` ([`Node::rank`]) and whether the node holds it
+    /// ([`Rank::found`]), in one binary search. For a [`KeyOrder::FIXED_U64`] order it compares
     /// `u64`s read straight from the cells (the bytes after the first eight, a non-unique
     /// entry's value suffix, only on a tie); any other order runs its [`KeyOrder::rank`] over
     /// the node's keys.
+    ///
+    /// Every key is read through the slot array, sliced once (it lies inside the page, which
+    /// [`check_header`] made sure of), and a cell that does not lie inside the page is a
+    /// corruption error naming its slot.
     #[inline]
-    pub fn rank<K: KeyOrder>(&self, order: &K, probe: &[u8], strict: bool) -> StorageResult<usize> {
-        let (mut lo, mut hi) = (0usize, self.len());
-        if K::FIXED_U64 && probe.len() >= 8 {
-            let (p, p_rest) = probe.split_at(8);
-            let p = u64::from_be_bytes(p.try_into().expect("8 bytes"));
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                let Some(key) = self.cell_key(mid) else {
-                    return Err(self.bad_cell(mid));
-                };
-                let Some((k, k_rest)) = key.split_first_chunk::<8>() else {
-                    return Err(self.corrupt("integer key shorter than 8 bytes"));
-                };
-                let ord = match u64::from_be_bytes(*k).cmp(&p) {
-                    Ordering::Equal => k_rest.cmp(p_rest),
-                    other => other,
-                };
-                if ord == Ordering::Less || (!strict && ord == Ordering::Equal) {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            return Ok(lo);
-        }
-        // The slot array lies inside the page (`check_header`); slicing it once leaves one
-        // bounds check per slot read.
+    pub fn search<K: KeyOrder>(
+        &self,
+        order: &K,
+        probe: &[u8],
+        strict: bool,
+    ) -> StorageResult<Rank> {
+        let n = self.len();
         let page = self.page;
-        let Some(slots) = page.get(NODE_HEADER_SIZE..NODE_HEADER_SIZE + SLOT_SIZE * hi) else {
+        let Some(slots) = page.get(NODE_HEADER_SIZE..NODE_HEADER_SIZE + SLOT_SIZE * n) else {
             return Err(self.corrupt("slot array runs past the page"));
         };
         let (slots, _) = slots.as_chunks::<SLOT_SIZE>();
@@ -306,23 +280,56 @@ impl<'a> Node<'a> {
             let cell = rest.get(..key_len + 8)?;
             Some(&cell[..key_len])
         };
+        if K::FIXED_U64 && probe.len() >= 8 {
+            return if strict {
+                self.search_u64::<true>(n, key, probe)
+            } else {
+                self.search_u64::<false>(n, key, probe)
+            };
+        }
         order
-            .rank(hi, key, probe, strict)
+            .rank(n, key, probe, strict)
             .map_err(|slot| self.bad_cell(slot))
     }
 
-    /// The slot holding exactly `key`, if any.
-    pub fn find<K: KeyOrder>(&self, order: &K, key: &[u8]) -> StorageResult<Option<usize>> {
-        let slot = self.rank(order, key, true)?;
-        if slot < self.len() && order.compare(self.key(slot)?, key) == Ordering::Equal {
-            Ok(Some(slot))
-        } else {
-            Ok(None)
+    /// [`Node::search`] for a [`KeyOrder::FIXED_U64`] order and a probe of at least 8 bytes:
+    /// the first 8 bytes of each key compared as one `u64`, the rest bytewise on a tie.
+    #[inline(always)]
+    fn search_u64<const STRICT: bool>(
+        &self,
+        n: usize,
+        key: impl Fn(usize) -> Option<&'a [u8]>,
+        probe: &[u8],
+    ) -> StorageResult<Rank> {
+        let (p, p_rest) = probe.split_at(8);
+        let p = u64::from_be_bytes(p.try_into().expect("8 bytes"));
+        let mut search = Search::<STRICT>::new(n);
+        while let Some(mid) = search.mid() {
+            let Some(key) = key(mid) else {
+                return Err(self.bad_cell(mid));
+            };
+            let Some((k, k_rest)) = key.split_first_chunk::<8>() else {
+                return Err(self.corrupt("integer key shorter than 8 bytes"));
+            };
+            let ord = match u64::from_be_bytes(*k).cmp(&p) {
+                Ordering::Equal => k_rest.cmp(p_rest),
+                other => other,
+            };
+            search.step(mid, ord, 0);
         }
+        Ok(search.rank())
+    }
+
+    /// The slot holding exactly `key`, if any.
+    #[inline]
+    pub fn find<K: KeyOrder>(&self, order: &K, key: &[u8]) -> StorageResult<Option<usize>> {
+        let rank = self.search(order, key, true)?;
+        Ok(rank.found.then_some(rank.index))
     }
 
     /// Inner node: the child whose subtree holds `probe` (last separator `<= probe`), or with
     /// `strict`, the child holding the greatest keys `< probe` (last separator `< probe`).
+    #[inline(always)]
     pub fn child_for<K: KeyOrder>(
         &self,
         order: &K,
@@ -334,6 +341,7 @@ impl<'a> Node<'a> {
     }
 
     /// Inner node: child `i` (0 = leftmost, `i` = right of separator `i - 1`).
+    #[inline(always)]
     pub fn child(&self, i: usize) -> StorageResult<PageId> {
         let raw = if i == 0 {
             read_u64(self.page, OFFSET_LEFTMOST)

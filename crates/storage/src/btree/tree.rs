@@ -196,6 +196,7 @@ impl<K: KeyOrder> BTree<K> {
         Ok(guard)
     }
 
+    #[inline(always)]
     fn child_of(&self, node: &Node<'_>, target: Target<'_>) -> StorageResult<PageId> {
         match target {
             Target::Key { probe, strict } => node.child_for(&self.order, probe, strict),
@@ -355,10 +356,11 @@ impl<K: KeyOrder> BTree<K> {
     ) -> StorageResult<Option<InsertOutcome>> {
         let mut leaf = self.descend_to_leaf_exclusive(stored)?;
         let node = Node::new(&leaf)?;
-        let slot = node.rank(&self.order, stored, true)?;
-        if slot < node.len() && self.order.compare(node.key(slot)?, stored) == Ordering::Equal {
+        let rank = node.search(&self.order, stored, true)?;
+        if rank.found {
             return Err(StorageError::DuplicateKey);
         }
+        let slot = rank.index;
         if let Some(f) = next {
             if node.free_space() < entry_space(stored.len()) {
                 return Ok(None);
@@ -409,10 +411,11 @@ impl<K: KeyOrder> BTree<K> {
         }
         let mut leaf = path.pop().expect("the path ends at a leaf");
         let node = Node::new(&leaf)?;
-        let slot = node.rank(&self.order, stored, true)?;
-        if slot < node.len() && self.order.compare(node.key(slot)?, stored) == Ordering::Equal {
+        let rank = node.search(&self.order, stored, true)?;
+        if rank.found {
             return Err(StorageError::DuplicateKey);
         }
+        let slot = rank.index;
         if let Some(f) = next {
             if !self.visit_next(&node, slot, f)? {
                 return Ok(InsertOutcome::Blocked);
