@@ -490,6 +490,56 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Collects the entries of `store` within the bounds and, with locking on, locks them:
+    /// `lock_entry` on each, then the key after the last (or the end of the index) in lock
+    /// space `next.0`, exclusively if `next.1`. Then it collects again, and repeats until the
+    /// entries it locked are the entries there are.
+    ///
+    /// Why: the entries are read under latches, the locks taken after. An insert into a gap
+    /// of the range that lands in between holds its next key's lock until it commits, so the
+    /// scan waits for it there, but its entry is not among those collected: without the
+    /// second look, a rescan in the same transaction would find it (a phantom). Once every
+    /// collected entry and the next key are locked, no insert or delete can reach the range
+    /// (each needs an exclusive lock on the key after its own), so the second look is final
+    /// unless something slipped in before the locks.
+    #[allow(clippy::too_many_arguments)]
+    fn collect_locked(
+        &mut self,
+        store: &crate::table::IndexStore,
+        (lo, hi): ((&[u8], Bound<()>), (&[u8], Bound<()>)),
+        reverse: bool,
+        limit: usize,
+        hits: &mut Vec<(Vec<u8>, u64)>,
+        what: &str,
+        next: (u32, bool),
+        mut lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
+    ) -> TxResult<()> {
+        Self::collect(store, lo, hi, reverse, limit, hits, what)?;
+        if self.db.locks.is_none() {
+            return Ok(());
+        }
+        let mut fresh = Vec::new();
+        loop {
+            for (key, loc) in hits.iter() {
+                lock_entry(self, key, *loc)?;
+            }
+            if hits.len() < limit {
+                let end = if reverse {
+                    lo.1.map(|_| lo.0)
+                } else {
+                    hi.1.map(|_| hi.0)
+                };
+                let last = hits.last().map(|h| h.0.as_slice());
+                self.lock_next_key(next.0, store, last, end, reverse, next.1)?;
+            }
+            Self::collect(store, lo, hi, reverse, limit, &mut fresh, what)?;
+            if fresh == *hits {
+                return Ok(());
+            }
+            std::mem::swap(hits, &mut fresh);
+        }
+    }
+
     /// Adds the index entries of the record at `loc` that `insert` just created: the
     /// primary key `k`, then every secondary index's entry, each after its next-key lock.
     /// `DuplicateKey` if an index holds the key already (the caller undoes the record).
@@ -847,22 +897,24 @@ impl Tx for Transaction<'_> {
         let hib = table.key.high_bound(range.high, &mut hi)?;
         let mut hits = std::mem::take(&mut self.s.hits);
         let r = (|| {
-            Self::collect(
+            self.collect_locked(
                 &table.primary,
-                (&lo, lob),
-                (&hi, hib),
+                ((&lo, lob), (&hi, hib)),
                 reverse,
                 limit,
                 &mut hits,
                 &table.schema.name,
+                (table.id, for_update),
+                |this, key, loc| {
+                    if this.db.page_locking {
+                        this.lock_page_of(table.id, loc, for_update)
+                    } else {
+                        this.lock_key(table.id, key, for_update)
+                    }
+                },
             )?;
             let mut rows = Vec::with_capacity(hits.len());
-            for (key, loc) in hits.iter() {
-                if self.db.page_locking {
-                    self.lock_page_of(table.id, *loc, for_update)?;
-                } else {
-                    self.lock_key(table.id, key, for_update)?;
-                }
+            for (key, _) in hits.iter() {
                 // Re-read under the lock: the entry may have changed since it was collected.
                 if let Some(loc) = table.primary.get(key)? {
                     if let Some(row) = table
@@ -872,22 +924,6 @@ impl Tx for Transaction<'_> {
                         rows.push(row);
                     }
                 }
-            }
-            if rows.len() < limit {
-                let end = if reverse {
-                    lob.map(|_| lo.as_slice())
-                } else {
-                    hib.map(|_| hi.as_slice())
-                };
-                let last = hits.last().map(|h| h.0.clone());
-                self.lock_next_key(
-                    table.id,
-                    &table.primary,
-                    last.as_deref(),
-                    end,
-                    reverse,
-                    for_update,
-                )?;
             }
             Ok(rows)
         })();
@@ -916,32 +952,35 @@ impl Tx for Transaction<'_> {
         let index_lock = crate::db::index_lock_space(index.id);
         let mut hits = std::mem::take(&mut self.s.hits);
         let r = (|| {
-            Self::collect(
+            let mut pk = Vec::new();
+            self.collect_locked(
                 &index.store,
-                (&lo, lob),
-                (&hi, hib),
+                ((&lo, lob), (&hi, hib)),
                 reverse,
                 limit,
                 &mut hits,
                 &index.schema.name,
+                (index_lock, for_update),
+                |this, entry, loc| {
+                    this.lock_key(index_lock, entry, for_update)?;
+                    // Lock the row by its primary key; it is confirmed below.
+                    let Some(()) = table.records.with(loc, |rec| {
+                        let _ = table.key.encode_record(&table.layout, rec, &mut pk);
+                    })?
+                    else {
+                        return Ok(());
+                    };
+                    if this.db.page_locking {
+                        this.lock_page_of(table.id, loc, for_update)
+                    } else {
+                        this.lock_key(table.id, &pk, for_update)
+                    }
+                },
             )?;
             let mut rows = Vec::with_capacity(hits.len());
-            let mut pk = Vec::new();
             let mut check = Vec::new();
             for (entry, loc) in hits.iter() {
-                self.lock_key(index_lock, entry, for_update)?;
-                // Lock the row by its primary key, then confirm it still carries this entry.
-                let Some(()) = table.records.with(*loc, |rec| {
-                    let _ = table.key.encode_record(&table.layout, rec, &mut pk);
-                })?
-                else {
-                    continue;
-                };
-                if self.db.page_locking {
-                    self.lock_page_of(table.id, *loc, for_update)?;
-                } else {
-                    self.lock_key(table.id, &pk, for_update)?;
-                }
+                // The record must still carry this entry.
                 let row = table.records.with(*loc, |rec| {
                     let _ = index.key.encode_record(&table.layout, rec, &mut check);
                     if entry.starts_with(&check) {
@@ -953,22 +992,6 @@ impl Tx for Transaction<'_> {
                 if let Some(Some(row)) = row {
                     rows.push(row);
                 }
-            }
-            if rows.len() < limit {
-                let end = if reverse {
-                    lob.map(|_| lo.as_slice())
-                } else {
-                    hib.map(|_| hi.as_slice())
-                };
-                let last = hits.last().map(|h| h.0.clone());
-                self.lock_next_key(
-                    index_lock,
-                    &index.store,
-                    last.as_deref(),
-                    end,
-                    reverse,
-                    for_update,
-                )?;
             }
             Ok(rows)
         })();
