@@ -46,6 +46,9 @@ use crate::value::{Row, Value};
 /// to the end locks, and what an insert after the last key locks.
 const END_OF_INDEX: &[u8] = b"\xff\xffEND";
 
+/// A scan's low and high bounds: an encoded key and whether (and how) it bounds.
+type ScanBounds<'b> = ((&'b [u8], Bound<()>), (&'b [u8], Bound<()>));
+
 /// Reusable per-session buffers. With the `xactions` switch on every transaction sets up a
 /// fresh session; with it off a thread keeps one and reuses it.
 #[derive(Default)]
@@ -506,7 +509,7 @@ impl<'db> Transaction<'db> {
     fn collect_locked(
         &mut self,
         store: &crate::table::IndexStore,
-        (lo, hi): ((&[u8], Bound<()>), (&[u8], Bound<()>)),
+        (lo, hi): ScanBounds<'_>,
         reverse: bool,
         limit: usize,
         hits: &mut Vec<(Vec<u8>, u64)>,
