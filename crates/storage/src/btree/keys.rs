@@ -137,17 +137,25 @@ impl<const STRICT: bool> Search<STRICT> {
         } else {
             ord != Ordering::Greater
         };
+        self.narrow(mid, right, ord == Ordering::Equal, words);
+    }
+
+    /// [`Search::step`] with the comparison already reduced: `right` when the probe lies
+    /// right of key `mid` (the key is `< probe`, or `<= probe` in a non-strict search),
+    /// `equal` when the key equals the probe.
+    #[inline(always)]
+    pub(crate) fn narrow(&mut self, mid: usize, right: bool, equal: bool, words: usize) {
         if right {
             self.lo = mid + 1;
             self.lo_words = words;
             if !STRICT {
-                self.found = ord == Ordering::Equal;
+                self.found = equal;
             }
         } else {
             self.hi = mid;
             self.hi_words = words;
             if STRICT {
-                self.found = ord == Ordering::Equal;
+                self.found = equal;
             }
         }
     }
@@ -549,26 +557,28 @@ impl SchemaKeyOrder {
         let mut search = Search::<STRICT>::new(n);
         while let Some(mid) = search.mid() {
             let k = key(mid).ok_or(mid)?;
-            let (ord, words) = match k.split_at_checked(bytes) {
-                Some((k_ints, k_rest)) => {
-                    let (k_words, _) = k_ints.as_chunks::<8>();
-                    let mut w = search.shared_words();
-                    loop {
-                        let (Some(x), Some(y)) = (k_words.get(w), p_words.get(w)) else {
-                            // Every word equal: the fields after the prefix decide.
-                            break (Self::compare_parts(rest_parts, k_rest, p_rest), w);
-                        };
-                        if x != y {
-                            break (u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y)), w);
-                        }
-                        w += 1;
-                    }
-                }
+            let Some((k_ints, k_rest)) = k.split_at_checked(bytes) else {
                 // A key shorter than the integer prefix (only in a corrupt or foreign tree):
                 // the general comparison, and no words known shared.
-                None => (self.compare(k, probe), 0),
+                search.step(mid, self.compare(k, probe), 0);
+                continue;
             };
-            search.step(mid, ord, words);
+            let (k_words, _) = k_ints.as_chunks::<8>();
+            let mut w = search.shared_words();
+            loop {
+                let (Some(x), Some(y)) = (k_words.get(w), p_words.get(w)) else {
+                    // Every word equal: the fields after the prefix decide.
+                    search.step(mid, Self::compare_parts(rest_parts, k_rest, p_rest), w);
+                    break;
+                };
+                if x != y {
+                    // The common case: a word decides, and the key is not equal.
+                    let less = u64::from_be_bytes(*x) < u64::from_be_bytes(*y);
+                    search.narrow(mid, less, false, w);
+                    break;
+                }
+                w += 1;
+            }
         }
         Ok(search.rank())
     }

@@ -220,32 +220,41 @@ impl<K: KeyOrder> BTree<K> {
     }
 
     /// Descends with shared latches to the last inner level and fixes the leaf exclusively.
+    /// Each node's header is checked once, when it is fixed.
     fn descend_to_leaf_exclusive(&self, probe: &[u8]) -> StorageResult<PageWriteGuard<'_>> {
         let target = Target::Key {
             probe,
             strict: false,
         };
+        let mut guard = self.fix_shared(self.root)?;
         loop {
-            let root = self.fix_shared(self.root)?;
-            if Node::new(&root)?.is_leaf() {
-                drop(root);
+            let node = Node::new(&guard)?;
+            let level = node.level();
+            if level == 0 {
+                // Only the root can be a leaf here: the descent stops above the leaves.
+                if guard.page_id() != self.root {
+                    return Err(StorageError::Corruption {
+                        page: guard.page_id(),
+                        reason: "b+-tree leaf where an inner node was expected".into(),
+                    });
+                }
+                drop(guard);
                 let root = self.fix_exclusive(self.root)?;
                 if Node::new(&root)?.is_leaf() {
                     return Ok(root);
                 }
-                continue; // the root split in between
+                // The root split in between: descend again.
+                drop(root);
+                guard = self.fix_shared(self.root)?;
+                continue;
             }
-            let mut guard = root;
-            loop {
-                let node = Node::new(&guard)?;
-                let child = self.child_of(&node, target)?;
-                if node.level() == 1 {
-                    let leaf = self.fix_exclusive(child)?;
-                    drop(guard);
-                    return Ok(leaf);
-                }
-                guard = self.fix_shared(child)?;
+            let child = self.child_of(&node, target)?;
+            if level == 1 {
+                let leaf = self.fix_exclusive(child)?;
+                drop(guard);
+                return Ok(leaf);
             }
+            guard = self.fix_shared(child)?;
         }
     }
 
