@@ -715,9 +715,22 @@ impl<'db> Transaction<'db> {
             next = Some(k.to_vec());
             false
         })?;
-        match next {
-            Some(k) => self.lock_key(lock_table, &k, exclusive),
-            None => self.lock_key(lock_table, END_OF_INDEX, exclusive),
+        // The key is read under latches and locked after: a key that arrived in between is
+        // the true next key, so look again after locking until the locked one is still next.
+        loop {
+            match &next {
+                Some(k) => self.lock_key(lock_table, k, exclusive)?,
+                None => self.lock_key(lock_table, END_OF_INDEX, exclusive)?,
+            }
+            let mut now: Option<Vec<u8>> = None;
+            store.scan(lo, hi2, reverse, 1, |k, _| {
+                now = Some(k.to_vec());
+                false
+            })?;
+            if now == next {
+                return Ok(());
+            }
+            next = now;
         }
     }
 }
