@@ -863,3 +863,56 @@ impl<K: KeyOrder> BTree<K> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::keys::BytewiseKeyOrder;
+    use crate::buffer::PoolConfig;
+    use crate::file::MemPageStore;
+    use crate::page::{PageSize, OFFSET_KIND};
+
+    fn key(i: u32) -> Vec<u8> {
+        let mut k = vec![0xAB; 1000];
+        k[..4].copy_from_slice(&i.to_be_bytes());
+        k
+    }
+
+    /// A leaf where the exclusive descent expects an inner node (a corrupt level field) is
+    /// reported as corruption: the descent neither treats it as an inner node nor restarts
+    /// from the root forever.
+    #[test]
+    fn leaf_above_the_last_inner_level_is_corruption() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 256,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        // 1000-byte keys: a handful per node, so a few hundred make three levels.
+        let mut n = 0;
+        while tree.height().unwrap() < 3 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        assert_eq!(tree.get(&key(0)).unwrap(), Some(0));
+        let first_inner = {
+            let root = pool.fix_shared(tree.root()).unwrap();
+            Node::new(&root).unwrap().child(0).unwrap()
+        };
+        {
+            // Relabel the level-1 node under the root as a leaf (kind and level agree, so
+            // its header alone looks sound).
+            let mut page = pool.fix_exclusive(first_inner).unwrap();
+            page.range_mut(OFFSET_KIND, 1)[0] = PageKind::BTreeLeaf as u8;
+            page.range_mut(node::OFFSET_LEVEL, 2).fill(0);
+        }
+        assert!(matches!(
+            tree.insert(&key(0), 7),
+            Err(StorageError::Corruption { .. })
+        ));
+        assert!(tree.check_invariants().is_err());
+    }
+}
