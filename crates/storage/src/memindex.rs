@@ -189,6 +189,9 @@ fn merge_sorted(
     })
 }
 
+/// Explicitly tagged: without `repr`, the tag hides in a niche of `IntMap`'s `Vec` and every
+/// lookup pays a few instructions to decode it.
+#[repr(u8)]
 enum Map {
     Bytes(BTreeMap<Vec<u8>, u64>),
     Int(IntMap),
