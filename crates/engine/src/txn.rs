@@ -683,6 +683,39 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Before a delete removes the record `rec`'s secondary index entries: locks each entry
+    /// and the key after it exclusively, in the index's lock space. A scan of a secondary
+    /// index locks the rows it returns, but the key after its range only in the index's space:
+    /// a delete that removed that key without its lock would open the scan's gap to inserts
+    /// (a phantom).
+    fn lock_secondary_entries(&mut self, table: &Table, rec: &[u8]) -> TxResult<()> {
+        // A copy: the list's latch must not be held while this waits for a lock.
+        let secondaries = {
+            let list = table.secondaries.read();
+            if list.is_empty() {
+                return Ok(());
+            }
+            list.clone()
+        };
+        let mut entry = std::mem::take(&mut self.s.key2);
+        let r = secondaries.iter().try_for_each(|ix| {
+            let index = self.db.index_by_id(*ix)?;
+            let space = crate::db::index_lock_space(index.id);
+            index.key.encode_record(&table.layout, rec, &mut entry)?;
+            self.lock_key(space, &entry, true)?;
+            self.lock_next_key(
+                space,
+                &index.store,
+                Some(&entry),
+                Bound::Unbounded,
+                false,
+                true,
+            )
+        });
+        self.s.key2 = entry;
+        r
+    }
+
     /// Locks the key that follows the last entry of a scan (or the end of the index), so no
     /// insert can slip a phantom into the range until this transaction ends.
     fn lock_next_key(
@@ -877,6 +910,7 @@ impl Tx for Transaction<'_> {
                     false,
                     true,
                 )?;
+                self.lock_secondary_entries(table, &rec)?;
             }
             let prev = self.log_undo(UndoOp {
                 kind: KIND_DELETE,

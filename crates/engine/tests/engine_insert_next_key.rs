@@ -270,26 +270,44 @@ const STRESS_TXNS: usize = 300;
 /// Returns the owned keys' new states (key, present) for the model, applied at commit only.
 fn stress_txn(
     tx: &mut dyn Tx,
-    t: &TableRef,
+    (t, ix): (&TableRef, &engine::IndexRef),
     rng: &mut impl rand::Rng,
     me: usize,
 ) -> Result<Vec<(i64, bool)>, TxError> {
     let lo = rng.gen_range(0..STRESS_KEYS);
     let hi = (lo + rng.gen_range(8..60)).min(STRESS_KEYS);
-    let (lo_k, hi_k) = ([Value::Int(lo)], [Value::Int(hi)]);
+    // Half the transactions scan the primary key range [lo, hi), half the owner index range
+    // ["o{lo}", "o{hi}"), whose keys order as strings ("o100" < "o11").
+    let by_owner = rng.gen_bool(0.5);
+    let (lo_k, hi_k) = if by_owner {
+        (
+            [Value::Str(format!("o{lo}"))],
+            [Value::Str(format!("o{hi}"))],
+        )
+    } else {
+        ([Value::Int(lo)], [Value::Int(hi)])
+    };
+    let in_range = |key: i64| {
+        if by_owner {
+            (format!("o{lo}")..format!("o{hi}")).contains(&format!("o{key}"))
+        } else {
+            (lo..hi).contains(&key)
+        }
+    };
     let scan = |tx: &mut dyn Tx| -> Result<Vec<i64>, TxError> {
-        let rows = tx.scan(
-            t,
-            KeyRange {
-                low: std::ops::Bound::Included(&lo_k[..]),
-                high: std::ops::Bound::Excluded(&hi_k[..]),
-            },
-            None,
-            false,
-            Fetch::Cols(&[0]),
-            false,
-        )?;
-        Ok(rows.iter().map(|r| r[0].as_int().unwrap()).collect())
+        let range = KeyRange {
+            low: std::ops::Bound::Included(&lo_k[..]),
+            high: std::ops::Bound::Excluded(&hi_k[..]),
+        };
+        let cols = Fetch::Cols(&[0]);
+        let rows = if by_owner {
+            tx.scan_index(ix, range, None, false, cols, false)?
+        } else {
+            tx.scan(t, range, None, false, cols, false)?
+        };
+        let mut ids: Vec<i64> = rows.iter().map(|r| r[0].as_int().unwrap()).collect();
+        ids.sort_unstable();
+        Ok(ids)
     };
     let mut expected: std::collections::BTreeSet<i64> = scan(tx)?.into_iter().collect();
     let mut changes = Vec::new();
@@ -313,7 +331,7 @@ fn stress_txn(
             }
             Err(e) => return Err(e),
         };
-        if (lo..hi).contains(&key) {
+        if in_range(key) {
             if present {
                 expected.insert(key);
             } else {
@@ -326,19 +344,21 @@ fn stress_txn(
     assert_eq!(
         again,
         expected.into_iter().collect::<Vec<_>>(),
-        "thread {me}: rescan of [{lo}, {hi}) differs from the first scan plus own changes"
+        "thread {me}: rescan of [{lo}, {hi}) (by owner: {by_owner}) differs from the first \
+         scan plus own changes"
     );
     Ok(changes)
 }
 
 fn stress(db: Arc<engine::Database>, name: &str) {
     let t = db.create_table(accounts_schema()).unwrap();
+    let ix = owner_index(&db, false);
     // Every fourth key present at the start.
     db.run(|tx| (0..STRESS_KEYS / 4).try_for_each(|i| tx.insert(&t, &row(i * 4))))
         .unwrap();
     let handles: Vec<_> = (0..STRESS_THREADS)
         .map(|me| {
-            let (db, t) = (db.clone(), t.clone());
+            let (db, t, ix) = (db.clone(), t.clone(), ix.clone());
             std::thread::spawn(move || {
                 let mut rng = rand::rngs::SmallRng::seed_from_u64(me as u64 + 7);
                 // The owned keys' committed states.
@@ -350,7 +370,7 @@ fn stress(db: Arc<engine::Database>, name: &str) {
                 for _ in 0..STRESS_TXNS {
                     loop {
                         let mut tx = db.begin().unwrap();
-                        match stress_txn(&mut tx, &t, &mut rng, me) {
+                        match stress_txn(&mut tx, (&t, &ix), &mut rng, me) {
                             Ok(changes) => {
                                 tx.commit().unwrap();
                                 model.extend(changes);
