@@ -207,6 +207,7 @@ fn load(
     workload
         .load(db, &report)
         .with_context(|| format!("load {}", workload.name()))?;
+    db.finish_load();
     progress.lock().finish();
     let took = started.elapsed();
     status.say(format_args!("loaded in {:.2} s", took.as_secs_f64()));

@@ -41,6 +41,7 @@ pub fn run(
     let db = Database::open(config).context("open the database")?;
     workload.create_schema(&db).context("create the schema")?;
     workload.load(&db, &|_, _| {}).context("load")?;
+    db.finish_load();
     let mut terminal = workload
         .terminal(&db, 0, 1, seed)
         .context("start a terminal")?;

@@ -208,6 +208,16 @@ impl IndexStore {
         }
     }
 
+    /// Brings a main-memory ordered index's ordered map up to date with the entries inserted
+    /// since its last scan (see `storage::memindex`); nothing for the other stores.
+    pub fn merge_pending(&self) {
+        match self {
+            IndexStore::Mem(m) => m.merge_pending(),
+            IndexStore::MemInt(m) => m.merge_pending(),
+            _ => {}
+        }
+    }
+
     /// Whether this is a B+-tree (whose inserts can lock the next key under the leaf latch).
     pub fn is_btree(&self) -> bool {
         matches!(self, IndexStore::Generic(_) | IndexStore::Int(_))

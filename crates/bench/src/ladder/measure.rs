@@ -149,6 +149,7 @@ fn run_engine(run: &RungRun) -> anyhow::Result<RungOutcome> {
     let tpcc = Tpcc::new(config).map_err(|e| crate::UsageError(e.to_string()))?;
     tpcc.create_schema(&db).context("create the TPC-C schema")?;
     tpcc.load(&db, &|_, _| {}).context("load TPC-C")?;
+    db.finish_load();
     let load_s = started.elapsed().as_secs_f64();
     let mut terminal = tpcc
         .terminal(&db, 0, 1, run.seed)

@@ -45,6 +45,7 @@ pub fn run_child(
     let db = Database::open(db_config.clone()).context("open the database")?;
     workload.create_schema(&db).context("create the schema")?;
     workload.load(&db, &|_, _| {}).context("load")?;
+    db.finish_load();
     let mut terminal = workload
         .terminal(&db, 0, 1, seed)
         .context("start a terminal")?;
