@@ -300,6 +300,7 @@ impl Database {
                 wait_timeout: std::time::Duration::from_secs(10),
                 latching,
                 timing: config.lock_timing,
+                spin_wait: lock_spin(config.threads),
                 ..LockConfig::default()
             })
         });
@@ -950,6 +951,17 @@ impl Database {
             }
         }
         Ok(())
+    }
+}
+
+/// How long a blocked transaction spins before it sleeps (`LockConfig::spin_wait`): 50 µs
+/// when every worker thread has a hardware thread of its own, else none.
+fn lock_spin(threads: usize) -> std::time::Duration {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores > 1 && threads <= cores {
+        std::time::Duration::from_micros(50)
+    } else {
+        std::time::Duration::ZERO
     }
 }
 

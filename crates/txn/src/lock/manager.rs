@@ -91,6 +91,15 @@ pub struct LockConfig {
     /// How often a blocked transaction searches the wait-for graph again (a backstop to
     /// the search made when it blocks).
     pub deadlock_check_interval: Duration,
+    /// How long a blocked transaction spins, watching for its grant, before it sleeps
+    /// (zero: it sleeps at once). Most waits in an OLTP mix last part of one short
+    /// transaction, tens of µs; sleeping and being woken costs two system calls and the time
+    /// an idle core takes to wake, which can exceed the wait. Spinning pays only while every
+    /// thread has a core of its own: with more threads than cores the spinner may keep the
+    /// holder off its core. The default is zero; `engine` spins when its worker threads fit
+    /// the machine's cores (on 2 cores, 2 threads on one TPC-C warehouse ran the paper mix
+    /// about 1.7× as fast as with sleeping at once; 4 threads ran about 20% slower).
+    pub spin_wait: Duration,
 }
 
 impl Default for LockConfig {
@@ -103,6 +112,7 @@ impl Default for LockConfig {
             timing: false,
             buckets: 4096,
             deadlock_check_interval: Duration::from_millis(50),
+            spin_wait: Duration::ZERO,
         }
     }
 }
@@ -880,9 +890,11 @@ impl LockManager {
         let txn = t.txn;
         let started = Instant::now();
         let timeout_at = started + self.config.wait_timeout;
+        // Spin on the first wait only: a transaction still blocked after it waits long.
+        let mut spin = self.config.spin_wait;
         let outcome = loop {
             let tick = (Instant::now() + self.config.deadlock_check_interval).min(timeout_at);
-            if t.slot.wait_until(tick) {
+            if t.slot.wait_until(std::mem::take(&mut spin), tick) {
                 break Ok(());
             }
             let mut guard = self.table.latch(name);

@@ -32,8 +32,9 @@
 //! head, no grant or queue vector (`tests/lock_alloc.rs` counts allocations to check it).
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use storage::latch::{Latch, LatchWriteGuard};
@@ -64,9 +65,14 @@ pub(crate) struct Waiter {
 
 /// Where a blocked transaction sleeps. One per transaction; a transaction waits for at most
 /// one request at a time.
+///
+/// A waiter may first spin, watching `granted`, then sleeps on the condition variable (see
+/// `LockConfig::spin_wait` for when spinning pays).
 pub(crate) struct WaitSlot {
     /// Protects the wait state; the granter sets `Granted` under the bucket latch.
     state: Mutex<WaitState>,
+    /// `state == Granted`, readable without the mutex, for the spin.
+    granted: AtomicBool,
     wake: Condvar,
 }
 
@@ -81,13 +87,16 @@ impl WaitSlot {
     pub fn new() -> Self {
         WaitSlot {
             state: Mutex::new(WaitState::Idle),
+            granted: AtomicBool::new(false),
             wake: Condvar::new(),
         }
     }
 
     /// Marks the owner as about to wait. Called under the bucket latch, before it is released.
     pub fn arm(&self) {
-        *self.state.lock() = WaitState::Waiting;
+        let mut state = self.state.lock();
+        *state = WaitState::Waiting;
+        self.granted.store(false, Ordering::Relaxed);
     }
 
     /// Grants the owner's request and wakes it. Called under the bucket latch.
@@ -95,11 +104,34 @@ impl WaitSlot {
         let mut state = self.state.lock();
         debug_assert_eq!(*state, WaitState::Waiting);
         *state = WaitState::Granted;
+        self.granted.store(true, Ordering::Release);
         self.wake.notify_one();
     }
 
-    /// Sleeps until granted or `deadline`; returns whether granted. Never holds a bucket latch.
-    pub fn wait_until(&self, deadline: Instant) -> bool {
+    /// Spins until granted, for at most `spin` and never past `deadline`; returns whether
+    /// granted.
+    fn spin_until(&self, spin: Duration, deadline: Instant) -> bool {
+        let until = (Instant::now() + spin).min(deadline);
+        loop {
+            // The clock is read once per 64 checks: a check is a few instructions.
+            for _ in 0..64 {
+                if self.granted.load(Ordering::Acquire) {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+        }
+    }
+
+    /// Waits until granted or `deadline`: spins for up to `spin` (zero: not at all), then
+    /// sleeps. Returns whether granted. Never holds a bucket latch.
+    pub fn wait_until(&self, spin: Duration, deadline: Instant) -> bool {
+        if !spin.is_zero() && self.spin_until(spin, deadline) {
+            return true;
+        }
         let mut state = self.state.lock();
         while *state == WaitState::Waiting {
             if self.wake.wait_until(&mut state, deadline).timed_out() {
@@ -116,7 +148,9 @@ impl WaitSlot {
 
     /// Back to idle after the wait ends (granted, timed out or chosen as victim).
     pub fn disarm(&self) {
-        *self.state.lock() = WaitState::Idle;
+        let mut state = self.state.lock();
+        *state = WaitState::Idle;
+        self.granted.store(false, Ordering::Relaxed);
     }
 }
 

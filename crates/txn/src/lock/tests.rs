@@ -853,3 +853,93 @@ fn covered_re_request_is_immediate_even_with_a_waiter() {
     assert_eq!(total.requests, total.immediate + total.waits);
     assert_eq!(m.lock_name_count(), 0);
 }
+
+// ---- spinning before sleeping (spin_wait) ----
+
+#[test]
+fn a_spinning_waiter_is_granted_when_the_holder_releases() {
+    // A spin far longer than the wait: the grant must be seen while spinning.
+    let m = manager(LockConfig {
+        spin_wait: Duration::from_secs(5),
+        ..config()
+    });
+    let mut holder = m.begin(TxnId(1));
+    m.lock_record(&mut holder, 1, 1, X).unwrap();
+    let waiter = {
+        let m = m.clone();
+        thread::spawn(move || {
+            let mut t = m.begin(TxnId(2));
+            let started = Instant::now();
+            m.lock_record(&mut t, 1, 1, S).unwrap();
+            let waited = started.elapsed();
+            let mode = t.mode_of(rec(1, 1));
+            m.release_all(&mut t);
+            (mode, waited)
+        })
+    };
+    until_waiting(&m, TxnId(2));
+    thread::sleep(Duration::from_millis(20));
+    m.release_all(&mut holder);
+    let (mode, waited) = waiter.join().unwrap();
+    assert_eq!(mode, Some(S));
+    assert!(
+        waited < Duration::from_secs(5),
+        "granted only after the spin ended"
+    );
+    assert_eq!(m.stats().waits, 1);
+    m.check_invariants();
+}
+
+#[test]
+fn a_spin_longer_than_the_timeout_still_times_out() {
+    let m = manager(LockConfig {
+        spin_wait: Duration::from_secs(30),
+        wait_timeout: Duration::from_millis(50),
+        ..config()
+    });
+    let mut holder = m.begin(TxnId(1));
+    m.lock_record(&mut holder, 1, 1, X).unwrap();
+    let mut t = m.begin(TxnId(2));
+    let started = Instant::now();
+    let err = m.lock_record(&mut t, 1, 1, X).unwrap_err();
+    assert!(matches!(err, LockError::Timeout { txn: TxnId(2), .. }));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the spin ignored the deadline"
+    );
+    m.release_all(&mut t);
+    m.release_all(&mut holder);
+    assert_eq!(m.lock_name_count(), 0);
+    m.check_invariants();
+}
+
+#[test]
+fn spinning_waiters_still_find_a_deadlock() {
+    let m = manager(LockConfig {
+        spin_wait: Duration::from_secs(30),
+        ..config()
+    });
+    let barrier = Arc::new(Barrier::new(2));
+    let handles: Vec<_> = [(1u64, 2u64), (2, 1)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (first, second))| {
+            let (m, barrier) = (m.clone(), barrier.clone());
+            thread::spawn(move || {
+                let mut t = m.begin(TxnId(i as u64 + 1));
+                m.lock_record(&mut t, 1, first, X).unwrap();
+                barrier.wait();
+                let r = m.lock_record(&mut t, 1, second, X);
+                m.release_all(&mut t);
+                r.is_err()
+            })
+        })
+        .collect();
+    let victims = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|&v| v)
+        .count();
+    assert_eq!(victims, 1, "exactly one of the two is chosen as the victim");
+    assert_eq!(m.stats().deadlocks, 1);
+}
