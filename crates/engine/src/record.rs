@@ -11,6 +11,8 @@
 //! | column offset     | 8             | `Float`: f64 little-endian                   |
 //! | column offset     | 2 + max_len   | `Str`: u16 length, then the bytes, zero-padded |
 
+use storage::btree::keys::contains_nul;
+
 use crate::api::{TxError, TxResult};
 use crate::schema::{ColumnType, TableSchema};
 use crate::value::Value;
@@ -99,7 +101,7 @@ impl Layout {
                     out[at..at + 8].copy_from_slice(&f.to_le_bytes());
                 }
                 (ColumnType::Str { max_len }, Value::Str(s))
-                    if s.len() <= max_len as usize && !s.as_bytes().contains(&0) =>
+                    if s.len() <= max_len as usize && !contains_nul(s.as_bytes()) =>
                 {
                     let b = s.as_bytes();
                     out[at..at + 2].copy_from_slice(&(b.len() as u16).to_le_bytes());
@@ -132,7 +134,7 @@ impl Layout {
                         rest.len()
                     )));
                 }
-                if b.contains(&0) {
+                if contains_nul(b) {
                     return Err(TxError::Invalid(format!(
                         "string for column {} contains a NUL byte",
                         self.names[col]

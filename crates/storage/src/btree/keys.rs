@@ -192,7 +192,7 @@ pub fn encode_key(fields: &[KeyField<'_>], out: &mut Vec<u8>) -> StorageResult<(
         match *field {
             KeyField::Int(v) => out.extend_from_slice(&encode_i64(v)),
             KeyField::Str(s) => {
-                if s.contains(&0) {
+                if contains_nul(s) {
                     return Err(StorageError::Invalid(
                         "a string key field contains a NUL byte".into(),
                     ));
@@ -203,6 +203,21 @@ pub fn encode_key(fields: &[KeyField<'_>], out: &mut Vec<u8>) -> StorageResult<(
         }
     }
     Ok(())
+}
+
+/// Whether `bytes` holds a NUL (the string terminator of the key encoding, which stored
+/// strings may therefore not contain). Eight bytes at a time: a word has a zero byte exactly
+/// when `(w − 0x01…01) & !w & 0x80…80` is non-zero. Short strings are the common case, where
+/// this is several times cheaper than `memchr`'s setup.
+#[inline]
+pub fn contains_nul(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let (words, rest) = bytes.as_chunks::<8>();
+    words.iter().any(|w| {
+        let w = u64::from_le_bytes(*w);
+        w.wrapping_sub(ONES) & !w & HIGHS != 0
+    }) || rest.iter().any(|&b| b == 0)
 }
 
 /// The order-preserving encoding of one integer field.
@@ -630,6 +645,35 @@ impl KeyOrder for BytewiseKeyOrder {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn contains_nul_matches_a_plain_search(
+            mut bytes in proptest::collection::vec(1u8..=255, 0..40),
+            at in proptest::option::of(0usize..40),
+        ) {
+            if let Some(at) = at {
+                if at < bytes.len() {
+                    bytes[at] = 0;
+                }
+            }
+            prop_assert_eq!(contains_nul(&bytes), bytes.contains(&0));
+        }
+    }
+
+    #[test]
+    fn contains_nul_sees_every_position_and_no_false_zero() {
+        for len in 0..20 {
+            // 0x80 and 0x01 bytes are the classic false-positive traps of the word trick.
+            let clean: Vec<u8> = (0..len).map(|i| [0x80, 0x01, 0xFF, 0x7F][i % 4]).collect();
+            assert!(!contains_nul(&clean), "{clean:?}");
+            for at in 0..len {
+                let mut b = clean.clone();
+                b[at] = 0;
+                assert!(contains_nul(&b), "NUL at {at} of {len}");
+            }
+        }
+    }
 
     #[derive(Clone, Debug)]
     enum OwnedField {
