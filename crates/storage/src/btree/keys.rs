@@ -217,7 +217,7 @@ pub fn contains_nul(bytes: &[u8]) -> bool {
     words.iter().any(|w| {
         let w = u64::from_le_bytes(*w);
         w.wrapping_sub(ONES) & !w & HIGHS != 0
-    }) || rest.iter().any(|&b| b == 0)
+    }) || rest.contains(&0)
 }
 
 /// The order-preserving encoding of one integer field.
