@@ -2,8 +2,9 @@
 //!
 //! * [`WalError::Io`] and [`WalError::Failed`]: the log can no longer promise durability; the
 //!   engine must stop accepting commits and restart (recovery repairs the log).
-//! * [`WalError::Corrupt`] and [`WalError::BadHeader`]: bytes on storage are not a valid log;
-//!   an operator must look (a torn tail is *not* this: [`crate::LogManager::open`] cuts it).
+//! * [`WalError::Corrupt`], [`WalError::BadHeader`] and [`WalError::UnsupportedVersion`]: bytes
+//!   on storage are not a valid log for this build; an operator must look (a torn tail is *not*
+//!   this: [`crate::LogManager::open`] cuts it).
 //! * [`WalError::OutOfRange`] and [`WalError::NotLogged`]: the caller asked for a record that
 //!   does not exist (a bug in the caller, or a log mode that builds no records).
 
@@ -31,6 +32,17 @@ pub enum WalError {
     /// The log file does not start with a Glass log header, or the master record is invalid.
     #[error("not a Glass log: {0}")]
     BadHeader(&'static str),
+    /// The log (or its master record) was written in a format version this build cannot read:
+    /// by an older or newer Glass. Recover it with the build that wrote it, or start afresh.
+    #[error(
+        "the {what} is in format version {found}, but this build reads only version {supported}: \
+         recover it with the Glass build that wrote it, or remove it to start a new log"
+    )]
+    UnsupportedVersion {
+        what: &'static str,
+        found: u32,
+        supported: u32,
+    },
     /// No record starts at or can be read from this LSN (before the first or past the end).
     #[error("no log record at {lsn}: the log holds {first}..{end}")]
     OutOfRange { lsn: Lsn, first: Lsn, end: Lsn },

@@ -16,11 +16,13 @@
 //!
 //! * [`record`]: the records and their codec (frame and body tables).
 //! * [`buffer`]: the in-memory tail of the log.
+//! * [`checksum`]: CRC-32C, in hardware where the CPU has it.
 //! * [`log`]: the log manager: modes, group commit, reading, checkpoints' master record.
 //! * [`storage`]: where the bytes live.
 //! * [`reader`]: chunked forward scans (open-time torn-tail scan, [`LogIter`]).
 
 mod buffer;
+pub mod checksum;
 pub mod error;
 pub mod log;
 pub mod reader;

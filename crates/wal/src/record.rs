@@ -9,7 +9,7 @@
 //! | offset | size | field | meaning                                                        |
 //! |-------:|-----:|-------|----------------------------------------------------------------|
 //! | 0      | 4    | len   | total frame length in bytes, header included (`9..=MAX_RECORD_BYTES`) |
-//! | 4      | 4    | crc   | CRC-32 of bytes `0..4` (len) followed by bytes `8..len`        |
+//! | 4      | 4    | crc   | CRC-32C of bytes `0..4` (len) followed by bytes `8..len`       |
 //! | 8      | 1    | kind  | [`RecordKind`]                                                 |
 //! | 9      | len-9| body  | depends on kind, below                                         |
 //!
@@ -45,6 +45,7 @@ use std::fmt;
 use storage::page::PageRedo;
 use storage::{Lsn, PageId};
 
+use crate::checksum::{crc32c, crc32c_append, Crc32c};
 use crate::error::{WalError, WalResult};
 
 /// Bytes before the body: `len`, `crc`, `kind`.
@@ -235,7 +236,7 @@ pub(crate) trait Sink {
     fn put(&mut self, bytes: &[u8]);
 }
 
-impl Sink for crc32fast::Hasher {
+impl Sink for Crc32c {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.update(bytes);
@@ -265,7 +266,7 @@ pub(crate) fn frame_len_and_crc<E: Encode>(record: &E) -> (u32, u32) {
         "log record of {len} bytes exceeds the maximum of {MAX_RECORD_BYTES}"
     );
     let len = len as u32;
-    let mut hasher = crc32fast::Hasher::new();
+    let mut hasher = Crc32c::default();
     hasher.put(&len.to_le_bytes());
     hasher.put(&[record.kind() as u8]);
     record.write_body(&mut hasher);
@@ -273,17 +274,12 @@ pub(crate) fn frame_len_and_crc<E: Encode>(record: &E) -> (u32, u32) {
 }
 
 /// Appends the whole frame of `record` to `out` in one pass: header, body, then the checksum
-/// of the written bytes in one `update` (instead of one per field). `hasher` is a fresh hasher (cloned from one made once: `Hasher::new` detects
-/// the CPU's features each time).
+/// of the written bytes in one call (instead of one per field).
 ///
 /// # Panics
 /// As [`LogRecord::encode`].
 #[inline]
-pub(crate) fn encode_frame<E: Encode>(
-    record: &E,
-    out: &mut Vec<u8>,
-    mut hasher: crc32fast::Hasher,
-) {
+pub(crate) fn encode_frame<E: Encode>(record: &E, out: &mut Vec<u8>) {
     let len = FRAME_HEADER_SIZE + record.body_len();
     assert!(
         len <= MAX_RECORD_BYTES,
@@ -300,8 +296,8 @@ pub(crate) fn encode_frame<E: Encode>(
     record.write_body(out);
     debug_assert_eq!(out.len() - start, len);
     let frame = &mut out[start..];
-    hasher.update(&frame[OFFSET_CRC..]);
-    frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&hasher.finalize().to_le_bytes());
+    let crc = crc32c(&frame[OFFSET_CRC..]);
+    frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Appends the frame of `record`, whose length and checksum were computed beforehand.
@@ -606,10 +602,11 @@ pub(crate) fn check_frame(bytes: &[u8]) -> FrameCheck {
         return FrameCheck::Incomplete(len);
     }
     let stored = read_u32(bytes, OFFSET_CRC);
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&bytes[OFFSET_LEN..OFFSET_CRC]);
-    hasher.update(&bytes[OFFSET_KIND..len]);
-    if hasher.finalize() != stored {
+    let crc = crc32c_append(
+        crc32c(&bytes[OFFSET_LEN..OFFSET_CRC]),
+        &bytes[OFFSET_KIND..len],
+    );
+    if crc != stored {
         return FrameCheck::Bad("checksum mismatch");
     }
     FrameCheck::Complete(len)
@@ -961,7 +958,7 @@ mod tests {
             let (len, crc) = frame_len_and_crc(&update);
             write_frame(&update, len, crc, out);
         });
-        let b = two_pass(&|out| encode_frame(&update, out, crc32fast::Hasher::new()));
+        let b = two_pass(&|out| encode_frame(&update, out));
         assert_eq!(a, b);
 
         // A page's ranges straight from an image encode as the borrowed redo view does.
@@ -988,7 +985,7 @@ mod tests {
             image: &image,
             ranges: &pairs,
         };
-        let b = two_pass(&|out| encode_frame(&direct, out, crc32fast::Hasher::new()));
+        let b = two_pass(&|out| encode_frame(&direct, out));
         assert_eq!(a, b);
         let (decoded, len) = LogRecord::decode(&b[1..], Lsn(16)).unwrap();
         assert_eq!(len, b.len() - 1);

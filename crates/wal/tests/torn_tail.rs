@@ -185,3 +185,98 @@ fn a_master_naming_a_cut_checkpoint_is_ignored() {
     assert_eq!(report.checkpoint, None);
     assert_eq!(log.last_checkpoint(), None);
 }
+
+/// The header of a version-1 log (CRC-32 checksums), as the builds before CRC-32C wrote it.
+fn version_1_header() -> Vec<u8> {
+    let mut header = b"GLASSWAL".to_vec();
+    header.extend_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&header);
+    header.extend_from_slice(&crc.to_le_bytes());
+    header
+}
+
+#[test]
+fn a_log_of_an_older_format_version_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old");
+    let mut bytes = version_1_header();
+    // One version-1 frame (a `CheckpointBegin`): length 9, CRC-32 of len and kind.
+    let mut frame = 9u32.to_le_bytes().to_vec();
+    let crc = crc32fast::hash(&[9, 0, 0, 0, 7]);
+    frame.extend_from_slice(&crc.to_le_bytes());
+    frame.push(7);
+    bytes.extend_from_slice(&frame);
+    std::fs::write(&path, &bytes).unwrap();
+    let result = LogManager::open(
+        Box::new(FileLogStorage::open(&path).unwrap()),
+        LogConfig::default(),
+    );
+    let Err(err) = result else {
+        panic!("a version-1 log was opened");
+    };
+    assert!(
+        matches!(
+            err,
+            WalError::UnsupportedVersion {
+                what: "log",
+                found: 1,
+                supported: wal::log::LOG_VERSION,
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("format version 1"), "{err}");
+    // Nothing was cut or rewritten: the old build can still recover it.
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+}
+
+#[test]
+fn a_master_record_of_an_older_format_version_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let (log, _) = open(&path);
+    let begin = log.append(&LogRecord::CheckpointBegin);
+    log.set_checkpoint(begin).unwrap();
+    drop(log);
+    let storage = FileLogStorage::open(&path).unwrap();
+    let mut master = wal::LogStorage::read_master(&storage).unwrap().unwrap();
+    master[4..8].copy_from_slice(&1u32.to_le_bytes());
+    let crc = crc32fast::hash(&master[..16]);
+    master[16..20].copy_from_slice(&crc.to_le_bytes());
+    wal::LogStorage::write_master(&storage, &master).unwrap();
+    let result = LogManager::open(Box::new(storage), LogConfig::default());
+    assert!(
+        matches!(
+            result,
+            Err(WalError::UnsupportedVersion {
+                what: "master record",
+                found: 1,
+                ..
+            })
+        ),
+        "{:?}",
+        result.err()
+    );
+}
+
+#[test]
+fn a_header_with_a_bad_checksum_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    drop(open(&path));
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    file.write_all_at(&[0xEE], 13).unwrap();
+    let result = LogManager::open(
+        Box::new(FileLogStorage::open(&path).unwrap()),
+        LogConfig::default(),
+    );
+    assert!(
+        matches!(result, Err(WalError::BadHeader("bad header checksum"))),
+        "{:?}",
+        result.err()
+    );
+}
