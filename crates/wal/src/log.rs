@@ -68,9 +68,9 @@ use crate::checksum::crc32c;
 use crate::error::{WalError, WalResult};
 use crate::reader::{ChunkReader, FrameAt, LogIter};
 use crate::record::{
-    check_frame, decode_checked_frame, encode_frame, frame_len_and_crc, CompensationView, Encode,
-    FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind, TxnId, TxnMarkView,
-    UpdateView,
+    check_frame, decode_checked_frame, encode_frame_into, frame_len, frame_len_and_crc,
+    CompensationView, Encode, FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind,
+    TxnId, TxnMarkView, UpdateView,
 };
 use crate::storage::LogStorage;
 
@@ -88,8 +88,9 @@ const MASTER_SIZE: usize = 20;
 const READ_AHEAD_BYTES: usize = 512;
 
 thread_local! {
-    /// Where this thread encodes a frame before copying it into the log buffer; its capacity
-    /// is kept, so appends allocate nothing once the largest record has been seen.
+    /// Where this thread encodes a frame before copying it into the log buffer. Its length is
+    /// the largest frame seen so far (a frame is encoded into a prefix), so appends neither
+    /// allocate nor zero anything once the largest record has been seen.
     static FRAME_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -396,14 +397,19 @@ impl LogManager {
         if self.mode == LogMode::LsnOnly {
             return Lsn(self.next_lsn.fetch_add(1, Ordering::Relaxed));
         }
+        let len = frame_len(record);
         let appended = FRAME_SCRATCH.try_with(|scratch| {
-            let Ok(mut frame) = scratch.try_borrow_mut() else {
+            let Ok(mut scratch) = scratch.try_borrow_mut() else {
                 return None;
             };
-            frame.clear();
-            encode_frame(record, &mut frame);
+            if scratch.len() < len {
+                // Grows (zeroed) to the largest frame seen, then stays: no per-record fill.
+                scratch.resize(len, 0);
+            }
+            let frame = &mut scratch[..len];
+            encode_frame_into(record, frame);
             let mut buffer = self.buffer.lock();
-            let lsn = buffer.append_frame(&frame);
+            let lsn = buffer.append_frame(frame);
             Some((lsn, self.note_commit(&mut buffer, is_commit)))
         });
         let (lsn, buffered) = match appended {

@@ -210,8 +210,7 @@ impl LogRecord {
     /// If the record is larger than [`MAX_RECORD_BYTES`] or a page redo has more than
     /// `u16::MAX` pages, ranges or range bytes (a caller bug, never a property of stored bytes).
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let (len, crc) = frame_len_and_crc(self);
-        write_frame(self, len, crc, out);
+        encode_frame(self, out);
     }
 
     /// Decodes the frame at the start of `bytes` (which may continue past it); `lsn` only
@@ -231,7 +230,7 @@ impl LogRecord {
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
-/// Where encoded bytes go: a checksum (before the latch) or the log buffer (under it).
+/// Where encoded bytes go: a checksum, a frame of known length, or the log buffer.
 pub(crate) trait Sink {
     fn put(&mut self, bytes: &[u8]);
 }
@@ -250,6 +249,21 @@ impl Sink for Vec<u8> {
     }
 }
 
+/// Fills a slice sized to the frame beforehand: each field is one bounds check and one copy,
+/// with none of a `Vec`'s capacity checks and growth paths.
+struct SliceSink<'a> {
+    rest: &'a mut [u8],
+}
+
+impl Sink for SliceSink<'_> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let (head, rest) = std::mem::take(&mut self.rest).split_at_mut(bytes.len());
+        head.copy_from_slice(bytes);
+        self.rest = rest;
+    }
+}
+
 /// Something that can be written as a record body without first being built as a `LogRecord`.
 pub(crate) trait Encode {
     fn kind(&self) -> RecordKind;
@@ -257,15 +271,24 @@ pub(crate) trait Encode {
     fn write_body<S: Sink>(&self, sink: &mut S);
 }
 
-/// The frame length and checksum of a record: everything but its position.
+/// The length of the frame of `record`.
+///
+/// # Panics
+/// As [`LogRecord::encode`].
 #[inline]
-pub(crate) fn frame_len_and_crc<E: Encode>(record: &E) -> (u32, u32) {
+pub(crate) fn frame_len<E: Encode>(record: &E) -> usize {
     let len = FRAME_HEADER_SIZE + record.body_len();
     assert!(
         len <= MAX_RECORD_BYTES,
         "log record of {len} bytes exceeds the maximum of {MAX_RECORD_BYTES}"
     );
-    let len = len as u32;
+    len
+}
+
+/// The frame length and checksum of a record: everything but its position.
+#[inline]
+pub(crate) fn frame_len_and_crc<E: Encode>(record: &E) -> (u32, u32) {
+    let len = frame_len(record) as u32;
     let mut hasher = Crc32c::default();
     hasher.put(&len.to_le_bytes());
     hasher.put(&[record.kind() as u8]);
@@ -273,31 +296,39 @@ pub(crate) fn frame_len_and_crc<E: Encode>(record: &E) -> (u32, u32) {
     (len, hasher.finalize())
 }
 
-/// Appends the whole frame of `record` to `out` in one pass: header, body, then the checksum
-/// of the written bytes in one call (instead of one per field).
+/// Encodes the whole frame of `record` into `frame`, which is exactly [`frame_len`] bytes, in
+/// one pass: header, body, then the checksum of the written bytes in one call (instead of one
+/// per field).
+///
+/// # Panics
+/// If `frame` is not [`frame_len`] bytes long (a bug in the caller or in an `Encode`).
+#[inline]
+pub(crate) fn encode_frame_into<E: Encode>(record: &E, frame: &mut [u8]) {
+    let len_bytes = (frame.len() as u32).to_le_bytes();
+    let mut sink = SliceSink { rest: frame };
+    sink.put(&len_bytes);
+    // The checksum covers `len` then `kind..`: with a copy of `len` standing where the
+    // checksum goes, that is one contiguous run, hashed in one call.
+    sink.put(&len_bytes);
+    sink.put(&[record.kind() as u8]);
+    record.write_body(&mut sink);
+    assert!(
+        sink.rest.is_empty(),
+        "record body shorter than its body_len"
+    );
+    let crc = crc32c(&frame[OFFSET_CRC..]);
+    frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Appends the whole frame of `record` to `out` in one pass (see [`encode_frame_into`]).
 ///
 /// # Panics
 /// As [`LogRecord::encode`].
-#[inline]
 pub(crate) fn encode_frame<E: Encode>(record: &E, out: &mut Vec<u8>) {
-    let len = FRAME_HEADER_SIZE + record.body_len();
-    assert!(
-        len <= MAX_RECORD_BYTES,
-        "log record of {len} bytes exceeds the maximum of {MAX_RECORD_BYTES}"
-    );
+    let len = frame_len(record);
     let start = out.len();
-    out.reserve(len);
-    let len_bytes = (len as u32).to_le_bytes();
-    out.put(&len_bytes);
-    // The checksum covers `len` then `kind..`: with a copy of `len` standing where the
-    // checksum goes, that is one contiguous run, hashed in one update.
-    out.put(&len_bytes);
-    out.put(&[record.kind() as u8]);
-    record.write_body(out);
-    debug_assert_eq!(out.len() - start, len);
-    let frame = &mut out[start..];
-    let crc = crc32c(&frame[OFFSET_CRC..]);
-    frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&crc.to_le_bytes());
+    out.resize(start + len, 0);
+    encode_frame_into(record, &mut out[start..]);
 }
 
 /// Appends the frame of `record`, whose length and checksum were computed beforehand.
