@@ -38,20 +38,14 @@ impl<T> Latch<T> {
     /// Acquires the latch in shared mode.
     #[inline]
     pub fn read(&self) -> LatchReadGuard<'_, T> {
-        if self.enabled {
-            self.raw.lock_shared();
-            crate::counters::bump_latch();
-        }
+        self.lock_shared();
         LatchReadGuard { latch: self }
     }
 
     /// Acquires the latch in exclusive mode.
     #[inline]
     pub fn write(&self) -> LatchWriteGuard<'_, T> {
-        if self.enabled {
-            self.raw.lock_exclusive();
-            crate::counters::bump_latch();
-        }
+        self.lock_exclusive();
         LatchWriteGuard { latch: self }
     }
 
@@ -65,6 +59,78 @@ impl<T> Latch<T> {
             crate::counters::bump_latch();
         }
         Some(LatchWriteGuard { latch: self })
+    }
+
+    /// Acquires the latch in shared mode without building a guard; the caller must later call
+    /// [`Latch::unlock_shared`] exactly once. For guards that keep a reference to the
+    /// structure holding the latch instead of a [`LatchReadGuard`] (the buffer pool's page
+    /// guards), so that one pointer serves the latch, the value and its neighbours.
+    #[inline]
+    pub(crate) fn lock_shared(&self) {
+        if self.enabled {
+            self.raw.lock_shared();
+            crate::counters::bump_latch();
+        }
+    }
+
+    /// Acquires the latch exclusively without building a guard; the caller must later call
+    /// [`Latch::unlock_exclusive`] exactly once.
+    #[inline]
+    pub(crate) fn lock_exclusive(&self) {
+        if self.enabled {
+            self.raw.lock_exclusive();
+            crate::counters::bump_latch();
+        }
+    }
+
+    /// Releases a shared latch taken by [`Latch::lock_shared`].
+    ///
+    /// # Safety
+    /// The caller holds the latch in shared mode and gives up that hold (and every reference
+    /// it obtained through [`Latch::value`]).
+    #[inline]
+    pub(crate) unsafe fn unlock_shared(&self) {
+        if self.enabled {
+            // SAFETY: the caller holds a shared latch, as this function's contract says.
+            unsafe { self.raw.unlock_shared() };
+        }
+    }
+
+    /// Releases an exclusive latch taken by [`Latch::lock_exclusive`] (or kept from a guard
+    /// by [`LatchWriteGuard::into_held`]).
+    ///
+    /// # Safety
+    /// The caller holds the latch exclusively and gives up that hold (and every reference it
+    /// obtained through [`Latch::value`] or [`Latch::value_mut`]).
+    #[inline]
+    pub(crate) unsafe fn unlock_exclusive(&self) {
+        if self.enabled {
+            // SAFETY: the caller holds the exclusive latch, as this function's contract says.
+            unsafe { self.raw.unlock_exclusive() };
+        }
+    }
+
+    /// The protected value, for a caller that holds the latch (either mode).
+    ///
+    /// # Safety
+    /// The caller holds the latch (or latching is off and one thread runs) for as long as the
+    /// reference lives, and no `&mut` to the value exists meanwhile.
+    #[inline]
+    pub(crate) unsafe fn value(&self) -> &T {
+        // SAFETY: the caller's hold on the latch keeps writers out.
+        unsafe { &*self.value.get() }
+    }
+
+    /// The protected value, mutable, for a caller that holds the latch exclusively.
+    ///
+    /// # Safety
+    /// The caller holds the latch exclusively (or latching is off and one thread runs) for as
+    /// long as the reference lives, and no other reference to the value exists meanwhile.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn value_mut(&self) -> &mut T {
+        // SAFETY: the caller's exclusive hold on the latch keeps everyone else out.
+        unsafe { &mut *self.value.get() }
     }
 
     /// Mutable access without latching, through exclusive ownership.
@@ -120,6 +186,17 @@ impl<T> DerefMut for LatchWriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as for `deref`.
         unsafe { &mut *self.latch.value.get() }
+    }
+}
+
+impl<'a, T> LatchWriteGuard<'a, T> {
+    /// Gives up the guard but keeps the exclusive latch: the caller now holds it and must
+    /// release it with [`Latch::unlock_exclusive`].
+    #[inline]
+    pub(crate) fn into_held(self) -> &'a Latch<T> {
+        let latch = self.latch;
+        std::mem::forget(self);
+        latch
     }
 }
 

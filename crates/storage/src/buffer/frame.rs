@@ -16,7 +16,7 @@
 //! before it got the latch sees `page` changed and retries. Guards release the latch *before*
 //! they unpin, so a frame nobody fixes has a free latch.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::latch::Latch;
 use crate::page::PageId;
@@ -45,6 +45,10 @@ pub(crate) struct FrameData {
     pub ranges: Vec<(u32, u32)>,
 }
 
+/// Aligned to a cache line: frames fixed by different threads at once do not share a line
+/// (their pin counts and latch words are written on every fix), and a frame's address is
+/// its index shifted, not multiplied.
+#[repr(align(64))]
 pub(crate) struct Frame {
     /// Protects the page image and `FrameData::page`.
     pub data: Latch<FrameData>,
@@ -59,6 +63,18 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
+    /// Takes one pin (a fix in progress or a guard).
+    #[inline]
+    pub fn pin(&self) {
+        self.pins.fetch_add(1, Ordering::Acquire);
+    }
+
+    /// Gives back one pin.
+    #[inline]
+    pub fn unpin(&self) {
+        self.pins.fetch_sub(1, Ordering::Release);
+    }
+
     pub fn new(page_size: usize, latching: bool) -> Frame {
         Frame {
             data: Latch::new(

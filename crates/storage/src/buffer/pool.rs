@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -59,6 +58,7 @@ impl Hasher for PageIdHasher {
 const DIRECT_PAGES_MAX: u64 = 1 << 26;
 const DIRECTORY_CHUNK_BITS: u32 = 14;
 const DIRECTORY_CHUNK: usize = 1 << DIRECTORY_CHUNK_BITS;
+const DIRECTORY_CHUNKS: usize = (DIRECT_PAGES_MAX >> DIRECTORY_CHUNK_BITS) as usize;
 /// An entry of the directory that maps its page to no frame.
 const NO_FRAME: u32 = u32::MAX;
 
@@ -69,33 +69,32 @@ const NO_FRAME: u32 = u32::MAX;
 /// no hashing, probing or latching. Entries change only under the exclusive page-table latch;
 /// a reader may see a mapping that is being replaced, which the frame latch then catches (the
 /// fix compares the frame's `page` with the page it wants and retries; see [`crate::buffer`]).
+///
+/// Both levels are arrays of fixed length, so a lookup of an id below `DIRECT_PAGES_MAX`
+/// needs no bounds check: the chunk index and the masked entry index are in range by
+/// construction.
 struct FrameDirectory {
     /// Chunk `i` maps pages `i << DIRECTORY_CHUNK_BITS ..`; made on first use, never freed.
-    chunks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+    chunks: Box<[OnceLock<Box<[AtomicU32; DIRECTORY_CHUNK]>>; DIRECTORY_CHUNKS]>,
 }
 
 impl FrameDirectory {
     fn new() -> FrameDirectory {
-        let n = (DIRECT_PAGES_MAX >> DIRECTORY_CHUNK_BITS) as usize;
+        let chunks: Box<[OnceLock<_>]> = (0..DIRECTORY_CHUNKS).map(|_| OnceLock::new()).collect();
         FrameDirectory {
-            chunks: (0..n).map(|_| OnceLock::new()).collect(),
+            chunks: chunks
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("made with DIRECTORY_CHUNKS entries")),
         }
     }
 
-    /// The entry of `id`, if its chunk exists (`None` also for ids past the directory).
-    #[inline]
-    fn entry(&self, id: PageId) -> Option<&AtomicU32> {
-        let chunk = self
-            .chunks
-            .get((id.0 >> DIRECTORY_CHUNK_BITS) as usize)?
-            .get()?;
-        chunk.get(id.0 as usize & (DIRECTORY_CHUNK - 1))
-    }
-
-    /// The frame `id` is mapped to; `Some` only for ids below `DIRECT_PAGES_MAX`.
-    #[inline]
+    /// The frame `id` is mapped to, for an id below `DIRECT_PAGES_MAX`.
+    #[inline(always)]
     fn get(&self, id: PageId) -> Option<FrameId> {
-        let f = self.entry(id)?.load(Ordering::Acquire);
+        debug_assert!(id.0 < DIRECT_PAGES_MAX);
+        let chunk =
+            self.chunks[(id.0 >> DIRECTORY_CHUNK_BITS) as usize % DIRECTORY_CHUNKS].get()?;
+        let f = chunk[id.0 as usize & (DIRECTORY_CHUNK - 1)].load(Ordering::Acquire);
         (f != NO_FRAME).then_some(FrameId(f))
     }
 
@@ -104,9 +103,12 @@ impl FrameDirectory {
     fn set(&self, id: PageId, f: u32) {
         debug_assert!(id.0 < DIRECT_PAGES_MAX);
         let chunk = self.chunks[(id.0 >> DIRECTORY_CHUNK_BITS) as usize].get_or_init(|| {
-            (0..DIRECTORY_CHUNK)
+            let entries: Box<[AtomicU32]> = (0..DIRECTORY_CHUNK)
                 .map(|_| AtomicU32::new(NO_FRAME))
-                .collect()
+                .collect();
+            entries
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("made with DIRECTORY_CHUNK entries"))
         });
         chunk[id.0 as usize & (DIRECTORY_CHUNK - 1)].store(f, Ordering::Release);
     }
@@ -169,10 +171,11 @@ impl PageTable {
     }
 }
 
-/// What `pin` hands back: a pinned frame, or a frame it just loaded (exclusively latched).
+/// What the miss path hands back: a pinned frame, or a frame it just loaded (pinned and
+/// exclusively latched, holding the page).
 enum Pinned<'a> {
-    Hit(FrameId),
-    Loaded(FrameId, LatchWriteGuard<'a, FrameData>),
+    Hit(&'a Frame),
+    Loaded(&'a Frame, LatchWriteGuard<'a, FrameData>),
 }
 
 /// Why a page is being fixed.
@@ -257,14 +260,9 @@ impl BufferPool {
         self.log.is_some()
     }
 
-    #[inline]
-    pub(crate) fn frame(&self, f: FrameId) -> &Frame {
+    #[inline(always)]
+    fn frame(&self, f: FrameId) -> &Frame {
         &self.frames[f.index()]
-    }
-
-    #[inline]
-    pub(crate) fn unpin(&self, f: FrameId) {
-        self.frame(f).pins.fetch_sub(1, Ordering::Release);
     }
 
     fn check_allocated(&self, id: PageId) -> StorageResult<()> {
@@ -282,7 +280,7 @@ impl BufferPool {
     pub fn allocate_page(&self, kind: PageKind) -> StorageResult<PageWriteGuard<'_>> {
         let id = PageId(self.next_page.fetch_add(1, Ordering::AcqRel));
         counters::bump_fix(id.0);
-        let mut g = self.fix_write(id, Intent::Fresh, self.log.is_some(), false)?;
+        let mut g = self.fix_write_slow(id, Intent::Fresh, self.log.is_some(), false)?;
         let page = g.page_mut();
         page.fill(0);
         page[OFFSET_MAGIC..OFFSET_MAGIC + 2].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
@@ -292,36 +290,62 @@ impl BufferPool {
     }
 
     /// Fixes page `id` in shared mode.
+    ///
+    /// Inlined: a hit (the page is in a frame and the frame still holds it once latched) is
+    /// the directory lookup, a pin, the latch and a compare, and hands the guard back in
+    /// registers; everything else goes to [`BufferPool::fix_shared_slow`].
+    #[inline(always)]
     pub fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
         counters::bump_fix(id.0);
+        if let Some(frame) = self.pin_hit(id) {
+            if let Some(g) = Self::latch_shared(frame, id) {
+                return Ok(g);
+            }
+        }
+        self.fix_shared_slow(id)
+    }
+
+    /// The rest of [`BufferPool::fix_shared`]: a miss, or a hit on a frame that was remapped
+    /// (or whose load failed) before the fix got its latch.
+    #[inline(never)]
+    fn fix_shared_slow(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
         loop {
-            let f = match self.pin_hit(id) {
-                Some(f) => f,
+            let frame = match self.pin_hit(id) {
+                Some(frame) => frame,
                 // A mapped page is allocated, so only a miss checks.
                 None => match self.pin_miss(id, Intent::Existing, true)? {
-                    Pinned::Hit(f) => f,
-                    Pinned::Loaded(f, w) => {
+                    Pinned::Hit(frame) => frame,
+                    Pinned::Loaded(frame, w) => {
                         drop(w);
-                        f
+                        frame
                     }
                 },
             };
-            let data = self.frame(f).data.read();
-            if data.page == Some(id) {
-                return Ok(PageReadGuard {
-                    pool: self,
-                    frame: f,
-                    page: id,
-                    data: ManuallyDrop::new(data),
-                });
+            if let Some(g) = Self::latch_shared(frame, id) {
+                return Ok(g);
             }
-            // The load this fix waited for failed; try again (and see its error ourselves).
-            drop(data);
-            self.unpin(f);
+            // The load this fix waited for failed, or the frame went to another page; try
+            // again (and see the load's error ourselves).
         }
     }
 
-    /// Fixes page `id` exclusively.
+    /// Latches a pinned `frame` in shared mode and checks that it holds `id`: a guard if so,
+    /// else the latch and the pin are given back.
+    #[inline(always)]
+    fn latch_shared(frame: &Frame, id: PageId) -> Option<PageReadGuard<'_>> {
+        frame.data.lock_shared();
+        // SAFETY: the shared latch is held; the reference ends with this statement.
+        if unsafe { frame.data.value() }.page == Some(id) {
+            return Some(PageReadGuard::new(frame, id));
+        }
+        // SAFETY: taken above, no reference into the data is left.
+        unsafe { frame.data.unlock_shared() };
+        frame.unpin();
+        None
+    }
+
+    /// Fixes page `id` exclusively (inlined like [`BufferPool::fix_shared`]).
+    #[inline(always)]
     pub fn fix_exclusive(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
         counters::bump_fix(id.0);
         self.fix_write(id, Intent::Existing, self.log.is_some(), true)
@@ -332,10 +356,12 @@ impl BufferPool {
     pub fn fix_for_redo(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
         counters::bump_fix(id.0);
         self.next_page.fetch_max(id.0 + 1, Ordering::AcqRel);
-        self.fix_write(id, Intent::Existing, false, false)
+        self.fix_write_slow(id, Intent::Existing, false, false)
     }
 
-    /// Fixes `id` exclusively; `check`: fail on a miss if the page is not allocated.
+    /// Fixes `id` exclusively; `check`: fail on a miss if the page is not allocated. Inlined
+    /// like [`BufferPool::fix_shared`]: the hit is handled here, the rest out of line.
+    #[inline(always)]
     fn fix_write(
         &self,
         id: PageId,
@@ -343,27 +369,66 @@ impl BufferPool {
         track: bool,
         check: bool,
     ) -> StorageResult<PageWriteGuard<'_>> {
+        if let Some(frame) = self.pin_hit(id) {
+            frame.data.lock_exclusive();
+            if let Some(g) = self.latched_exclusive(frame, id, track) {
+                return Ok(g);
+            }
+        }
+        self.fix_write_slow(id, intent, track, check)
+    }
+
+    /// The rest of [`BufferPool::fix_write`]: a miss, or a hit on a frame remapped meanwhile.
+    #[inline(never)]
+    fn fix_write_slow(
+        &self,
+        id: PageId,
+        intent: Intent,
+        track: bool,
+        check: bool,
+    ) -> StorageResult<PageWriteGuard<'_>> {
         loop {
-            let (f, data) = match self.pin_hit(id) {
-                Some(f) => (f, self.frame(f).data.write()),
+            let frame = match self.pin_hit(id) {
+                Some(frame) => {
+                    frame.data.lock_exclusive();
+                    frame
+                }
                 None => match self.pin_miss(id, intent, check)? {
-                    Pinned::Hit(f) => (f, self.frame(f).data.write()),
-                    Pinned::Loaded(f, w) => (f, w),
+                    Pinned::Hit(frame) => {
+                        frame.data.lock_exclusive();
+                        frame
+                    }
+                    Pinned::Loaded(frame, w) => {
+                        // The guard takes over the exclusive latch the load holds.
+                        w.into_held();
+                        frame
+                    }
                 },
             };
-            if data.page == Some(id) {
-                return Ok(PageWriteGuard {
-                    pool: self,
-                    frame: f,
-                    page: id,
-                    data: ManuallyDrop::new(data),
-                    track,
-                    changed: false,
-                });
+            if let Some(g) = self.latched_exclusive(frame, id, track) {
+                return Ok(g);
             }
-            drop(data);
-            self.unpin(f);
         }
+    }
+
+    /// For a pinned `frame` whose latch the caller holds exclusively: a guard if it holds
+    /// `id`, else the latch and the pin are given back.
+    #[inline(always)]
+    fn latched_exclusive<'a>(
+        &'a self,
+        frame: &'a Frame,
+        id: PageId,
+        track: bool,
+    ) -> Option<PageWriteGuard<'a>> {
+        // SAFETY: the caller holds the exclusive latch; the reference ends with this statement.
+        if unsafe { frame.data.value() }.page == Some(id) {
+            return Some(PageWriteGuard::new(self, frame, id, track));
+        }
+        // SAFETY: the caller's exclusive latch, given up here; no reference into the data is
+        // left.
+        unsafe { frame.data.unlock_exclusive() };
+        frame.unpin();
+        None
     }
 
     /// Pins the frame holding `id` if the page is in the pool.
@@ -371,20 +436,31 @@ impl BufferPool {
     /// A hit takes no page-table latch: the frame comes from the lock-free directory, and the
     /// caller validates it under the frame latch (`data.page == Some(id)`, else unpin and try
     /// again), which catches a frame remapped between the lookup and the latch.
-    #[inline]
-    fn pin_hit(&self, id: PageId) -> Option<FrameId> {
-        let f = if id.0 < DIRECT_PAGES_MAX {
-            self.directory.get(id)?
-        } else {
-            self.table.read().overflow.get(&id).copied()?
-        };
-        let frame = self.frame(f);
-        frame.pins.fetch_add(1, Ordering::Acquire);
+    #[inline(always)]
+    fn pin_hit(&self, id: PageId) -> Option<&Frame> {
+        if id.0 >= DIRECT_PAGES_MAX {
+            return self.pin_hit_overflow(id);
+        }
+        let frame = self.frame(self.directory.get(id)?);
+        frame.pin();
         if !frame.referenced.load(Ordering::Relaxed) {
             frame.referenced.store(true, Ordering::Relaxed);
         }
         counters::bump_hit();
-        Some(f)
+        Some(frame)
+    }
+
+    /// [`BufferPool::pin_hit`] for a page id past the directory (only a damaged log names
+    /// one): looked up in the overflow map under the page-table latch.
+    #[cold]
+    #[inline(never)]
+    fn pin_hit_overflow(&self, id: PageId) -> Option<&Frame> {
+        let f = self.table.read().overflow.get(&id).copied()?;
+        let frame = self.frame(f);
+        frame.pin();
+        frame.referenced.store(true, Ordering::Relaxed);
+        counters::bump_hit();
+        Some(frame)
     }
 
     /// After a missed [`BufferPool::pin_hit`]: checks (with `check`) that the page is
@@ -405,10 +481,11 @@ impl BufferPool {
             let mut table = self.table.write();
             if let Some(f) = table.get(&self.directory, id) {
                 // Someone else loaded (or is loading) it meanwhile.
-                self.frame(f).pins.fetch_add(1, Ordering::Acquire);
+                let frame = self.frame(f);
+                frame.pin();
                 drop(table);
                 counters::bump_hit();
-                return Ok(Pinned::Hit(f));
+                return Ok(Pinned::Hit(frame));
             }
             let Some(v) = table.clock.pick(&self.frames) else {
                 return Err(StorageError::PoolExhausted {
@@ -416,11 +493,11 @@ impl BufferPool {
                 });
             };
             let frame = self.frame(v);
-            frame.pins.fetch_add(1, Ordering::Acquire);
+            frame.pin();
             // A frame seen unpinned has a free latch unless a fix pinned it just now.
             let Some(mut data) = frame.data.try_write() else {
                 drop(table);
-                self.unpin(v);
+                frame.unpin();
                 continue;
             };
             if frame.dirty.load(Ordering::Acquire) {
@@ -429,7 +506,7 @@ impl BufferPool {
                 drop(table);
                 let written = self.write_back(frame, &data);
                 drop(data);
-                self.unpin(v);
+                frame.unpin();
                 written?;
                 continue;
             }
@@ -452,7 +529,7 @@ impl BufferPool {
             return match loaded {
                 Ok(()) => {
                     data.page = Some(id);
-                    Ok(Pinned::Loaded(v, data))
+                    Ok(Pinned::Loaded(frame, data))
                 }
                 Err(e) => {
                     // Unmap the page so the next fix tries again; waiters see `page == None`.
@@ -461,7 +538,7 @@ impl BufferPool {
                     table.frame_page[v.index()] = None;
                     drop(table);
                     drop(data);
-                    self.unpin(v);
+                    frame.unpin();
                     Err(e)
                 }
             };
@@ -503,58 +580,73 @@ impl BufferPool {
     /// page with its LSN, and leaves the guards with nothing pending. Without a log it only
     /// forgets the (empty) pending lists.
     ///
-    /// The common case, one guard, hands its range list to [`PageLog::log_page_redo`], which
-    /// encodes it without building anything; several guards (a B+-tree split) take the
+    /// One guard takes [`BufferPool::log_pending`]; several guards (a B+-tree split) take the
     /// general path, which collects the ranges into vectors.
     pub fn log_together(&self, guards: &mut [&mut PageWriteGuard<'_>]) {
+        if let [g] = guards {
+            self.log_pending(g);
+            return;
+        }
         let Some(log) = &self.log else {
             for g in guards.iter_mut() {
-                g.data.ranges.clear();
+                g.data_mut().ranges.clear();
             }
             return;
         };
-        let lsn = match guards {
-            [g] => {
-                if g.data.ranges.is_empty() {
-                    return;
-                }
-                log.log_page_redo(g.page, &g.data.buf, &g.data.ranges)
-            }
-            _ => {
-                let ranges: Vec<Vec<RedoRange<'_>>> = guards
+        let ranges: Vec<Vec<RedoRange<'_>>> = guards
+            .iter()
+            .map(|g| {
+                let data = g.data();
+                data.ranges
                     .iter()
-                    .map(|g| {
-                        g.data
-                            .ranges
-                            .iter()
-                            .map(|&(s, e)| RedoRange {
-                                offset: s as u16,
-                                bytes: &g.data.buf[s as usize..e as usize],
-                            })
-                            .collect()
+                    .map(|&(s, e)| RedoRange {
+                        offset: s as u16,
+                        bytes: &data.buf[s as usize..e as usize],
                     })
-                    .collect();
-                let pages: Vec<PageRedo<'_>> = guards
-                    .iter()
-                    .zip(&ranges)
-                    .filter(|(_, r)| !r.is_empty())
-                    .map(|(g, r)| PageRedo {
-                        page: g.page,
-                        ranges: r,
-                    })
-                    .collect();
-                if pages.is_empty() {
-                    return;
-                }
-                log.log_redo(&pages)
-            }
-        };
+                    .collect()
+            })
+            .collect();
+        let pages: Vec<PageRedo<'_>> = guards
+            .iter()
+            .zip(&ranges)
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(g, r)| PageRedo {
+                page: g.page,
+                ranges: r,
+            })
+            .collect();
+        if pages.is_empty() {
+            return;
+        }
+        let lsn = log.log_redo(&pages);
+        drop(ranges);
         for g in guards.iter_mut() {
-            if !g.data.ranges.is_empty() {
-                g.data.ranges.clear();
+            let data = g.data_mut();
+            if !data.ranges.is_empty() {
+                data.ranges.clear();
                 g.stamp(lsn);
             }
         }
+    }
+
+    /// Logs the pending changes of one guard (a write guard's release, or
+    /// [`BufferPool::log_together`] of one guard): its frame's range list goes to
+    /// [`PageLog::log_page_redo`] as it is, which encodes it without building anything; the
+    /// page is stamped with the record's LSN and the list emptied (its capacity stays with the
+    /// frame).
+    #[inline(never)]
+    pub(crate) fn log_pending(&self, g: &mut PageWriteGuard<'_>) {
+        let data = g.data();
+        if data.ranges.is_empty() {
+            return;
+        }
+        let Some(log) = &self.log else {
+            g.data_mut().ranges.clear();
+            return;
+        };
+        let lsn = log.log_page_redo(g.page, &data.buf, &data.ranges);
+        g.data_mut().ranges.clear();
+        g.stamp(lsn);
     }
 
     /// Writes every dirty page back (WAL rule included), then syncs the store.
@@ -569,10 +661,9 @@ impl BufferPool {
                 let Some(page) = table.frame_page[i] else {
                     continue;
                 };
-                frame.pins.fetch_add(1, Ordering::Acquire);
+                frame.pin();
                 page
             };
-            let f = FrameId(i as u32);
             let written = {
                 let data = frame.data.read();
                 if data.page == Some(page) && frame.dirty.load(Ordering::Acquire) {
@@ -581,7 +672,7 @@ impl BufferPool {
                     Ok(())
                 }
             };
-            self.unpin(f);
+            frame.unpin();
             written?;
         }
         self.store.sync()
