@@ -81,12 +81,18 @@ mod x86 {
             state = _mm_crc32_u64(state, word(&block[16..24]));
             state = _mm_crc32_u64(state, word(&block[24..32]));
         }
-        let mut words = blocks.remainder().chunks_exact(8);
-        for w in &mut words {
-            state = _mm_crc32_u64(state, word(w));
+        // At most three words remain: straight-line code, not a loop.
+        let mut tail = blocks.remainder();
+        if tail.len() >= 16 {
+            state = _mm_crc32_u64(state, word(&tail[0..8]));
+            state = _mm_crc32_u64(state, word(&tail[8..16]));
+            tail = &tail[16..];
+        }
+        if tail.len() >= 8 {
+            state = _mm_crc32_u64(state, word(&tail[0..8]));
+            tail = &tail[8..];
         }
         let mut state = state as u32;
-        let mut tail = words.remainder();
         if tail.len() >= 4 {
             state = _mm_crc32_u32(
                 state,
