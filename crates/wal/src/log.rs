@@ -39,6 +39,21 @@
 //! Latch order: checkpoint latch, writer latch, log buffer latch. The buffer latch is held only to copy a
 //! frame in or swap the bytes out, never during a write or sync.
 //!
+//! # The append path (what one record costs)
+//!
+//! ```text
+//!  frame_len(view)            sum of field sizes (asserts the format's limits)
+//!  FRAME_SCRATCH[..len]       this thread's scratch, as long as the largest frame seen
+//!    encode_frame_into        one bounds check + copy per field, no Vec growth checks
+//!    crc32c(len, kind..)      SSE 4.2 `crc32`: 8 bytes per instruction, no setup
+//!  lock buffer latch ─ memcpy frame ─ bump counters ─ unlock
+//! ```
+//!
+//! Everything but the final copy runs before the latch, because a frame does not contain its
+//! own LSN. Encoding straight into the log buffer would save that copy (a `memcpy` of the frame
+//! and the thread-local access, some 30–40 instructions) but would put the encoding and the
+//! checksum under the latch that every appending thread shares.
+//!
 //! # Modes (the removal ladder)
 //!
 //! | mode       | ladder switch      | records built | written                  | synced | commit waits |
@@ -345,12 +360,12 @@ impl LogManager {
         self.append_encoded(record, record.kind() == RecordKind::Commit)
     }
 
-    /// Appends an `Update` encoded straight into the log buffer.
+    /// Appends an `Update` encoded from its borrowed fields (no `LogRecord` is built).
     pub fn append_update(&self, txn: TxnId, prev: Lsn, payload: &[u8]) -> Lsn {
         self.append_encoded(&UpdateView { txn, prev, payload }, false)
     }
 
-    /// Appends a `Compensation` encoded straight into the log buffer.
+    /// Appends a `Compensation` encoded from its borrowed fields (no `LogRecord` is built).
     pub fn append_compensation(
         &self,
         txn: TxnId,

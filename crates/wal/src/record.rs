@@ -37,7 +37,7 @@
 //!   (counts are checked against the remaining length before any `Vec` is sized).
 //!
 //! The hot records (`Update`, `Compensation`, `Commit`, page redo from the buffer pool) are
-//! encoded through borrowed views ([`UpdateView`] and friends) straight into the log buffer;
+//! encoded through borrowed views ([`UpdateView`] and friends), without building a record;
 //! [`LogRecord`] is the owned form that decoding returns and that rarer callers append.
 
 use std::fmt;
@@ -1024,6 +1024,30 @@ mod tests {
             panic!("not a page redo: {decoded:?}");
         };
         assert_eq!(pages[0].ranges[2], (8000, image[8000..].to_vec()));
+    }
+
+    #[test]
+    fn the_frame_checksum_is_crc32c_of_len_then_kind_and_body() {
+        let record = LogRecord::Commit {
+            txn: TxnId(0x0102_0304),
+            prev: Lsn(77),
+        };
+        let mut frame = Vec::new();
+        record.encode(&mut frame);
+        assert_eq!(frame.len(), 25);
+        assert_eq!(frame[..4], 25u32.to_le_bytes());
+        let mut covered = frame[..4].to_vec();
+        covered.extend_from_slice(&frame[8..]);
+        assert_eq!(frame[4..8], crate::checksum::crc32c(&covered).to_le_bytes());
+        // One flipped bit in the stored checksum, the length or the body is a bad frame.
+        for at in [1, 5, 8, 24] {
+            let mut damaged = frame.clone();
+            damaged[at] ^= 0x04;
+            assert!(
+                !matches!(check_frame(&damaged), FrameCheck::Complete(_)),
+                "flip at {at}"
+            );
+        }
     }
 
     #[test]
