@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::frame::{Frame, FrameData, FrameId};
 use super::guard::{PageReadGuard, PageWriteGuard};
@@ -72,15 +73,22 @@ const NO_FRAME: u32 = u32::MAX;
 ///
 /// Both levels are arrays of fixed length, so a lookup of an id below `DIRECT_PAGES_MAX`
 /// needs no bounds check: the chunk index and the masked entry index are in range by
-/// construction.
+/// construction. A chunk is a plain pointer (null until made), so finding it is one load and
+/// a null test.
 struct FrameDirectory {
-    /// Chunk `i` maps pages `i << DIRECTORY_CHUNK_BITS ..`; made on first use, never freed.
-    chunks: Box<[OnceLock<Box<[AtomicU32; DIRECTORY_CHUNK]>>; DIRECTORY_CHUNKS]>,
+    /// Chunk `i` maps pages `i << DIRECTORY_CHUNK_BITS ..`: null until a page of its range is
+    /// first mapped, then a chunk from `Box::into_raw`, freed only by `drop` (so a reference
+    /// to a chunk lives as long as the directory). Made under the exclusive page-table latch.
+    chunks: Box<[AtomicPtr<DirectoryChunk>; DIRECTORY_CHUNKS]>,
 }
+
+type DirectoryChunk = [AtomicU32; DIRECTORY_CHUNK];
 
 impl FrameDirectory {
     fn new() -> FrameDirectory {
-        let chunks: Box<[OnceLock<_>]> = (0..DIRECTORY_CHUNKS).map(|_| OnceLock::new()).collect();
+        let chunks: Box<[AtomicPtr<DirectoryChunk>]> = (0..DIRECTORY_CHUNKS)
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
         FrameDirectory {
             chunks: chunks
                 .try_into()
@@ -88,29 +96,66 @@ impl FrameDirectory {
         }
     }
 
+    /// The chunk mapping `id` (below `DIRECT_PAGES_MAX`), if it has been made.
+    #[inline(always)]
+    fn chunk(&self, id: PageId) -> Option<&DirectoryChunk> {
+        let slot = &self.chunks[(id.0 >> DIRECTORY_CHUNK_BITS) as usize % DIRECTORY_CHUNKS];
+        let chunk = slot.load(Ordering::Acquire);
+        // SAFETY: a non-null chunk came from `Box::into_raw` in `set` (published with
+        // Release, read with Acquire) and is freed only when the directory is dropped.
+        (!chunk.is_null()).then(|| unsafe { &*chunk })
+    }
+
     /// The frame `id` is mapped to, for an id below `DIRECT_PAGES_MAX`.
     #[inline(always)]
     fn get(&self, id: PageId) -> Option<FrameId> {
         debug_assert!(id.0 < DIRECT_PAGES_MAX);
-        let chunk =
-            self.chunks[(id.0 >> DIRECTORY_CHUNK_BITS) as usize % DIRECTORY_CHUNKS].get()?;
-        let f = chunk[id.0 as usize & (DIRECTORY_CHUNK - 1)].load(Ordering::Acquire);
+        let f = self.chunk(id)?[id.0 as usize & (DIRECTORY_CHUNK - 1)].load(Ordering::Acquire);
         (f != NO_FRAME).then_some(FrameId(f))
     }
 
     /// Maps `id` (below `DIRECT_PAGES_MAX`) to `f`, or to no frame. Under the exclusive
-    /// page-table latch.
+    /// page-table latch (which is what lets a missing chunk be made without a race).
     fn set(&self, id: PageId, f: u32) {
         debug_assert!(id.0 < DIRECT_PAGES_MAX);
-        let chunk = self.chunks[(id.0 >> DIRECTORY_CHUNK_BITS) as usize].get_or_init(|| {
-            let entries: Box<[AtomicU32]> = (0..DIRECTORY_CHUNK)
-                .map(|_| AtomicU32::new(NO_FRAME))
-                .collect();
-            entries
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("made with DIRECTORY_CHUNK entries"))
-        });
+        let chunk = match self.chunk(id) {
+            Some(chunk) => chunk,
+            None => {
+                let entries: Box<[AtomicU32]> = (0..DIRECTORY_CHUNK)
+                    .map(|_| AtomicU32::new(NO_FRAME))
+                    .collect();
+                let entries: Box<DirectoryChunk> = entries
+                    .try_into()
+                    .unwrap_or_else(|_| unreachable!("made with DIRECTORY_CHUNK entries"));
+                let raw = Box::into_raw(entries);
+                self.chunks[(id.0 >> DIRECTORY_CHUNK_BITS) as usize].store(raw, Ordering::Release);
+                // SAFETY: just made; freed only when the directory is dropped.
+                unsafe { &*raw }
+            }
+        };
         chunk[id.0 as usize & (DIRECTORY_CHUNK - 1)].store(f, Ordering::Release);
+    }
+
+    /// Every chunk made so far, with its index.
+    fn chunks(&self) -> impl Iterator<Item = (usize, &DirectoryChunk)> {
+        self.chunks.iter().enumerate().filter_map(|(c, slot)| {
+            let chunk = slot.load(Ordering::Acquire);
+            // SAFETY: as in `chunk`.
+            (!chunk.is_null()).then(|| (c, unsafe { &*chunk }))
+        })
+    }
+}
+
+impl Drop for FrameDirectory {
+    fn drop(&mut self) {
+        for slot in self.chunks.iter_mut() {
+            let chunk = *slot.get_mut();
+            if !chunk.is_null() {
+                // SAFETY: made by `Box::into_raw` in `set`; `&mut self` means no reference
+                // into it is left, and the slot is never read again.
+                drop(unsafe { Box::from_raw(chunk) });
+            }
+        }
     }
 }
 
@@ -157,9 +202,7 @@ impl PageTable {
         &'a self,
         dir: &'a FrameDirectory,
     ) -> impl Iterator<Item = (PageId, FrameId)> + 'a {
-        let chunks = dir.chunks.iter().enumerate();
-        let direct = chunks.filter_map(|(c, chunk)| Some((c, chunk.get()?)));
-        direct
+        dir.chunks()
             .flat_map(|(c, chunk)| {
                 chunk.iter().enumerate().filter_map(move |(i, f)| {
                     let f = f.load(Ordering::Acquire);
@@ -263,6 +306,17 @@ impl BufferPool {
     #[inline(always)]
     fn frame(&self, f: FrameId) -> &Frame {
         &self.frames[f.index()]
+    }
+
+    /// The frame of a directory entry, without a bounds check: the directory holds only
+    /// frame ids the clock handed out, which index `frames` (`check_invariants` verifies
+    /// every mapping's frame).
+    #[inline(always)]
+    fn mapped_frame(&self, f: FrameId) -> &Frame {
+        debug_assert!(f.index() < self.frames.len());
+        // SAFETY: every frame id stored in the directory came from `Clock::pick` over
+        // `self.frames` (see `load`), so it is in bounds; `frames` never shrinks.
+        unsafe { self.frames.get_unchecked(f.index()) }
     }
 
     fn check_allocated(&self, id: PageId) -> StorageResult<()> {
@@ -441,7 +495,7 @@ impl BufferPool {
         if id.0 >= DIRECT_PAGES_MAX {
             return self.pin_hit_overflow(id);
         }
-        let frame = self.frame(self.directory.get(id)?);
+        let frame = self.mapped_frame(self.directory.get(id)?);
         frame.pin();
         if !frame.referenced.load(Ordering::Relaxed) {
             frame.referenced.store(true, Ordering::Relaxed);
@@ -701,6 +755,11 @@ impl BufferPool {
             "page table and frame map disagree in size"
         );
         for (page, f) in table.mappings(&self.directory) {
+            assert!(
+                f.index() < self.frames.len(),
+                "page {page} maps to frame {f:?}, past the pool's {} frames",
+                self.frames.len()
+            );
             assert_eq!(
                 table.frame_page[f.index()],
                 Some(page),
@@ -788,3 +847,28 @@ pub(crate) fn verify_page(id: PageId, buf: &[u8]) -> StorageResult<()> {
 }
 
 const _: () = assert!(PAGE_HEADER_SIZE < PageSize::Kib8.bytes());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_maps_across_chunks_and_unmaps() {
+        let dir = FrameDirectory::new();
+        let chunk = DIRECTORY_CHUNK as u64;
+        let ids = [0, chunk - 1, chunk, DIRECT_PAGES_MAX - 1];
+        for (f, &id) in ids.iter().enumerate() {
+            assert_eq!(dir.get(PageId(id)), None);
+            dir.set(PageId(id), f as u32);
+        }
+        for (f, &id) in ids.iter().enumerate() {
+            assert_eq!(dir.get(PageId(id)), Some(FrameId(f as u32)));
+        }
+        // Same chunk as page 0, never mapped; chunks are made only where a page was mapped.
+        assert_eq!(dir.get(PageId(1)), None);
+        assert_eq!(dir.chunks().count(), 3);
+        dir.set(PageId(chunk), NO_FRAME);
+        assert_eq!(dir.get(PageId(chunk)), None);
+        assert_eq!(dir.get(PageId(chunk - 1)), Some(FrameId(1)));
+    }
+}
