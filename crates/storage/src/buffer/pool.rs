@@ -347,7 +347,7 @@ impl BufferPool {
     ///
     /// Inlined: a hit (the page is in a frame and the frame still holds it once latched) is
     /// the directory lookup, a pin, the latch and a compare, and hands the guard back in
-    /// registers; everything else goes to [`BufferPool::fix_shared_slow`].
+    /// registers; everything else goes to `fix_shared_slow`, out of line.
     #[inline(always)]
     pub fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
         counters::bump_fix(id.0);
@@ -634,7 +634,7 @@ impl BufferPool {
     /// page with its LSN, and leaves the guards with nothing pending. Without a log it only
     /// forgets the (empty) pending lists.
     ///
-    /// One guard takes [`BufferPool::log_pending`]; several guards (a B+-tree split) take the
+    /// One guard takes `log_pending` (what a write guard's release calls); several guards (a B+-tree split) take the
     /// general path, which collects the ranges into vectors.
     pub fn log_together(&self, guards: &mut [&mut PageWriteGuard<'_>]) {
         if let [g] = guards {
