@@ -634,8 +634,8 @@ impl BufferPool {
     /// page with its LSN, and leaves the guards with nothing pending. Without a log it only
     /// forgets the (empty) pending lists.
     ///
-    /// One guard takes `log_pending` (what a write guard's release calls); several guards (a B+-tree split) take the
-    /// general path, which collects the ranges into vectors.
+    /// One guard takes `log_pending` (what a write guard's release calls); several guards
+    /// (a B+-tree split) take the general path, which collects the ranges into vectors.
     pub fn log_together(&self, guards: &mut [&mut PageWriteGuard<'_>]) {
         if let [g] = guards {
             self.log_pending(g);
