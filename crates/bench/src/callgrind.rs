@@ -452,7 +452,9 @@ impl Component {
             },
             "parking_lot" | "parking_lot_core" | "lock_api" => Component::Latching,
             "txn" => Component::Locking,
-            "wal" | "crc32fast" => Component::Logging,
+            "wal" => Component::Logging,
+            // Page checksums (the log has its own CRC-32C in `wal::checksum`).
+            "crc32fast" => Component::BufferManager,
             "engine" => match module {
                 "keys" | "record" | "value" | "schema" => Component::KeysAndRecords,
                 _ => Component::TransactionEngine,
@@ -752,9 +754,10 @@ totals: 1000
             ("txn::lock::manager::LockManager::lock", Component::Locking),
             ("txn::cc::two_pl::TwoPhaseLocking::read", Component::Locking),
             ("wal::log::LogManager::append", Component::Logging),
+            ("wal::checksum::x86::append", Component::Logging),
             (
                 "crc32fast::specialized::pclmulqdq::calculate",
-                Component::Logging,
+                Component::BufferManager,
             ),
             ("engine::keys::encode_key", Component::KeysAndRecords),
             ("engine::record::Layout::decode", Component::KeysAndRecords),
