@@ -182,14 +182,14 @@ impl<K: KeyOrder> BTree<K> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
         let guard = self.pool.fix_shared(id)?;
         counters::bump_node_visit();
         Ok(guard)
     }
 
-    #[inline]
+    #[inline(always)]
     fn fix_exclusive(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
         let guard = self.pool.fix_exclusive(id)?;
         counters::bump_node_visit();

@@ -311,7 +311,8 @@ pub(crate) fn put(
         return Ok(false);
     }
     let offset = alloc(g, size, dir_growth)?;
-    g.range_mut(offset, record.len()).copy_from_slice(record);
+    // Header, then directory, then the record: from low offsets to high, so the guard's
+    // changed ranges grow at their end (its cheap case) instead of being inserted before.
     let free = free_slots(g);
     if i >= count {
         // Entries between the old end of the directory and `i` become free slots; the gap
@@ -329,6 +330,7 @@ pub(crate) fn put(
         set16(g, OFFSET_FREE_SLOTS, free - 1);
     }
     set_slot(g, i, offset, record.len(), kind as u16);
+    g.range_mut(offset, record.len()).copy_from_slice(record);
     Ok(true)
 }
 
