@@ -964,9 +964,16 @@ impl Tx for Transaction<'_> {
                 },
             )?;
             let mut rows = Vec::with_capacity(hits.len());
-            for (key, _) in hits.iter() {
-                // Re-read under the lock: the entry may have changed since it was collected.
-                if let Some(loc) = table.primary.get(key)? {
+            // With locking, `collect_locked` has checked that the entries it locked are the
+            // entries there are, so their locations stand. Without it, look each key up again.
+            let locked = self.db.locks.is_some();
+            for (key, loc) in hits.iter() {
+                let loc = if locked {
+                    Some(*loc)
+                } else {
+                    table.primary.get(key)?
+                };
+                if let Some(loc) = loc {
                     if let Some(row) = table
                         .records
                         .with(loc, |rec| Self::project(&table.layout, rec, fetch))?
