@@ -27,7 +27,11 @@
 //!
 //! [`operation_of`] maps the engine's non-inlined entry points to the 2008 paper's operations
 //! (Figures 5 and 6); [`Component::of`] maps any demangled symbol, by crate and module path,
-//! to the component it belongs to (Figure 8).
+//! to the component it belongs to (Figure 8). Components are counted per cost line, by the
+//! source file the line comes from when that file is a workspace or registry crate's
+//! ([`Component::of_source`]: `fl=` for the function, `fi=`/`fe=` for code inlined into it),
+//! else by the function's symbol: an inlined buffer-pool hit inside a B+-tree descent is
+//! buffer-manager work wherever the compiler put it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -65,6 +69,9 @@ pub struct Profile {
     pub stated_total: Option<u64>,
     /// `desc: Trigger: ...` (e.g. the client request that dumped it).
     pub trigger: Option<String>,
+    /// Self cost per component, each cost line attributed by the source file it came from
+    /// where that names a component (see [`Component::of_source`]), else by its function.
+    pub components: BTreeMap<Component, u64>,
 }
 
 #[derive(Default)]
@@ -125,6 +132,11 @@ impl Profile {
         // Set by a `calls=` line: the next cost line is that call's inclusive cost.
         let mut pending_call: Option<(String, u64)> = None;
         let mut self_costs: BTreeMap<String, u64> = BTreeMap::new();
+        // The source file of the cost lines that follow (`fl=`, then `fi=`/`fe=` for inlined
+        // code), and the component it names, if it names one.
+        let mut file_component: Option<Component> = None;
+        // The function's own file (`fl=`): a new `fn=` returns to it after inlined code.
+        let mut fn_file_component: Option<Component> = None;
 
         for (index, raw) in text.lines().enumerate() {
             let line_no = index + 1;
@@ -148,6 +160,8 @@ impl Profile {
                         line: line_no,
                         message: "cost line before any fn=".into(),
                     })?;
+                    let component = file_component.unwrap_or_else(|| Component::of(&name));
+                    *profile.components.entry(component).or_insert(0) += cost;
                     *self_costs.entry(name).or_insert(0) += cost;
                 }
                 continue;
@@ -160,6 +174,7 @@ impl Profile {
             };
             match key {
                 "fn" => {
+                    file_component = fn_file_component;
                     let name = functions.resolve(value, line_no)?;
                     current = Some(base_name(&name).to_string());
                     self_costs.entry(base_name(&name).to_string()).or_insert(0);
@@ -183,7 +198,16 @@ impl Profile {
                     })?;
                     pending_call = Some((target, count));
                 }
-                "fl" | "fi" | "fe" | "cfi" | "cfl" => {
+                "fl" => {
+                    let file = files.resolve(value, line_no)?;
+                    fn_file_component = Component::of_source(&file);
+                    file_component = fn_file_component;
+                }
+                "fi" | "fe" => {
+                    let file = files.resolve(value, line_no)?;
+                    file_component = Component::of_source(&file);
+                }
+                "cfi" | "cfl" => {
                     files.resolve(value, line_no)?;
                 }
                 "ob" | "cob" => {
@@ -255,13 +279,13 @@ impl Profile {
         sum
     }
 
-    /// Self cost per component.
+    /// Self cost per component. Code the compiler inlined into a function of another
+    /// component counts where its source lies: a buffer-pool hit inlined into a B+-tree
+    /// descent is buffer manager, parking_lot's inlined latch is latching; `std` and `core`
+    /// helpers (bounds checks, iterators) and libc count by the function they run in, as
+    /// before.
     pub fn by_component(&self) -> BTreeMap<Component, u64> {
-        let mut split = BTreeMap::new();
-        for (name, cost) in &self.functions {
-            *split.entry(Component::of(name)).or_insert(0) += cost.self_cost;
-        }
-        split
+        self.components.clone()
     }
 
     /// Cost per operation (Figures 5 and 6): each entry point's inclusive cost, less what it
@@ -434,6 +458,33 @@ impl Component {
             }
         }
         Component::of_path(s)
+    }
+
+    /// The component a source file belongs to, if its path says: a workspace crate's file
+    /// (`…/crates/storage/src/buffer/pool.rs` → `storage::buffer`) or a registry crate's
+    /// (`…/registry/src/<index>/parking_lot-0.12.5/src/raw_rwlock.rs` → `parking_lot`).
+    /// `None` for the standard library, libc and anything unknown: those count by function.
+    pub fn of_source(file: &str) -> Option<Component> {
+        let (krate, rest) = if let Some(at) = file.rfind("/crates/") {
+            file[at + "/crates/".len()..].split_once("/src/")?
+        } else if let Some(at) = file.find("/registry/src/") {
+            // `<index dir>/<name>-<version>/src/...`
+            let (_, after_index) = file[at + "/registry/src/".len()..].split_once('/')?;
+            after_index.split_once("/src/")?
+        } else {
+            return None;
+        };
+        // A registry directory is `name-version`; crate names use `_` in paths.
+        let krate = match krate.rsplit_once('-') {
+            Some((name, version)) if version.starts_with(|c: char| c.is_ascii_digit()) => name,
+            _ => krate,
+        }
+        .replace('-', "_");
+        let module = rest.split(['/', '.']).next().unwrap_or("");
+        match Component::of_path(&format!("{krate}::{module}")) {
+            Component::Other => None,
+            component => Some(component),
+        }
     }
 
     fn of_path(path: &str) -> Component {
@@ -681,6 +732,73 @@ totals: 1000
         assert_eq!(c[&Component::Index], 100);
         assert_eq!(c[&Component::TransactionEngine], 60 + 250 + 200 + 300);
         assert_eq!(c[&Component::Other], 50);
+    }
+
+    #[test]
+    fn inlined_code_counts_where_its_source_lies() {
+        // A B+-tree descent with a buffer-pool hit and a parking_lot latch inlined into it,
+        // a core bounds check (counts as the function), then the function's own lines again.
+        let text = "\
+events: Ir
+fl=(1) /work/main/crates/storage/src/btree/tree.rs
+fn=(1) storage::btree::tree::BTree<K>::descend_shared
+1 100
+fi=(2) /work/main/crates/storage/src/buffer/pool.rs
+2 30
+fi=(3) /root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/parking_lot-0.12.5/src/raw_rwlock.rs
+3 7
+fi=(4) /rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/slice/index.rs
+4 5
+fe=(1)
+5 11
+fl=(5) /work/main/crates/workloads/src/tpcc/new_order.rs
+fn=(2) workloads::tpcc::new_order::new_order
+6 40
+fi=(6) /work/main/crates/engine/src/record.rs
+7 9
+";
+        let p = Profile::parse(text).unwrap();
+        let c = p.by_component();
+        assert_eq!(c[&Component::Index], 100 + 5 + 11);
+        assert_eq!(c[&Component::BufferManager], 30);
+        assert_eq!(c[&Component::Latching], 7);
+        assert_eq!(c[&Component::UsefulWork], 40);
+        assert_eq!(c[&Component::KeysAndRecords], 9);
+        assert_eq!(c.values().sum::<u64>(), p.total);
+        // The function's own cost is unchanged: attribution by file is for components only.
+        assert_eq!(
+            p.functions["storage::btree::tree::BTree<K>::descend_shared"].self_cost,
+            153
+        );
+    }
+
+    #[test]
+    fn source_files_name_components() {
+        let of = Component::of_source;
+        assert_eq!(
+            of("/work/main/crates/storage/src/heap/page.rs"),
+            Some(Component::Records)
+        );
+        assert_eq!(
+            of("/x/crates/engine/src/txn.rs"),
+            Some(Component::TransactionEngine)
+        );
+        assert_eq!(
+            of("/x/crates/kernel/src/lib.rs"),
+            Some(Component::UsefulWork)
+        );
+        assert_eq!(
+            of("/root/.cargo/registry/src/index.crates.io-1/lock_api-0.4.14/src/rwlock.rs"),
+            Some(Component::Latching)
+        );
+        // Unmapped crates, std and libc count by the function they run in.
+        assert_eq!(
+            of("/root/.cargo/registry/src/i/rustc-hash-2.1.3/src/lib.rs"),
+            None
+        );
+        assert_eq!(of("/rustc/abc/library/core/src/slice/index.rs"), None);
+        assert_eq!(of("./string/../sysdeps/x86_64/multiarch/memmove.S"), None);
+        assert_eq!(of("src/txn.rs"), None);
     }
 
     #[test]
