@@ -289,21 +289,61 @@ impl Profile {
     }
 
     /// Cost per operation (Figures 5 and 6): each entry point's inclusive cost, less what it
-    /// spends in calls to other entry points (so nested operations are not counted twice);
-    /// [`Operation::Other`] is the rest of the total.
+    /// spends in other entry points and in the procedure's own code; [`Operation::Other`] is
+    /// the rest of the total (the procedure's work included).
+    ///
+    /// What an operation spends elsewhere is found through the functions it alone reaches:
+    /// the calls from the entry point itself, or from a function reached (without crossing
+    /// another entry point or procedure code) from this entry point and no other, into an
+    /// entry point or into procedure code (`workloads`, `kernel`) are taken off it. So a
+    /// read-modify-write's callback, which runs inside `Records::with` under the page latch,
+    /// counts as the procedure's, and the update it computes there as "update record", not
+    /// as "pin/unpin". A function several operations reach keeps its calls in each (the
+    /// aggregated call graph cannot tell them apart).
     pub fn by_operation(&self) -> BTreeMap<Operation, u64> {
+        let is_procedure = |name: &str| Component::of(name) == Component::UsefulWork;
+        let boundary = |name: &str| operation_of(name).is_some() || is_procedure(name);
+        let mut callees: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (caller, target) in self.calls.keys() {
+            if caller != target {
+                callees.entry(caller).or_default().push(target);
+            }
+        }
+        // The operation that alone reaches each function (None: more than one does).
+        let mut owner: HashMap<&str, Option<Operation>> = HashMap::new();
         let mut split: BTreeMap<Operation, u64> = BTreeMap::new();
         for (name, cost) in &self.functions {
-            if let Some(op) = operation_of(name) {
-                *split.entry(op).or_insert(0) += cost.inclusive;
+            let Some(op) = operation_of(name) else {
+                continue;
+            };
+            *split.entry(op).or_insert(0) += cost.inclusive;
+            owner.insert(name, Some(op));
+            let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+            let mut stack: Vec<&str> = vec![name];
+            while let Some(f) = stack.pop() {
+                for &g in callees.get(f).map(Vec::as_slice).unwrap_or(&[]) {
+                    if boundary(g) || !seen.insert(g) {
+                        continue;
+                    }
+                    owner
+                        .entry(g)
+                        .and_modify(|o| {
+                            if *o != Some(op) {
+                                *o = None;
+                            }
+                        })
+                        .or_insert(Some(op));
+                    stack.push(g);
+                }
             }
         }
         for ((caller, target), (_, cost)) in &self.calls {
-            if let (Some(a), Some(_)) = (operation_of(caller), operation_of(target)) {
-                if caller != target {
-                    let e = split.entry(a).or_insert(0);
-                    *e = e.saturating_sub(*cost);
-                }
+            if caller == target || !boundary(target) {
+                continue;
+            }
+            if let Some(Some(op)) = owner.get(caller.as_str()) {
+                let e = split.entry(*op).or_insert(0);
+                *e = e.saturating_sub(*cost);
             }
         }
         let named: u64 = split.values().sum();
@@ -370,7 +410,11 @@ pub fn operation_of(symbol: &str) -> Option<Operation> {
         "engine::txn::Transaction::commit" => Operation::Commit,
         "engine::table::IndexStore::get" => Operation::BtreeLookup,
         "engine::table::Records::with" => Operation::PinUnpin,
-        "engine::table::Records::write_pieces" => Operation::UpdateRecord,
+        // The new image and the before image, computed under the page latch inside
+        // `Records::with`, then written.
+        "engine::table::Records::write_pieces" | "engine::txn::Transaction::stage_update" => {
+            Operation::UpdateRecord
+        }
         "engine::table::Records::insert" => Operation::CreateRecord,
         // Under record locking an index insert also try-locks its next key, in the same
         // descent (`insert_with_next`).
@@ -735,6 +779,43 @@ totals: 1000
     }
 
     #[test]
+    fn callbacks_inside_an_operation_count_as_the_procedure_and_nested_operations() {
+        // Records::with (pin/unpin) → HeapFile::with_record → the update closure (update
+        // record) → the procedure's callback; and a read callback straight from with_record.
+        let text = "\
+events: Ir
+fn=(1) engine::table::Records::with
+0 10
+cfn=(2) storage::heap::file::HeapFile::with_record
+calls=2 0
+0 100
+fn=(2)
+0 20
+cfn=(3) engine::txn::Transaction::stage_update
+calls=1 0
+0 50
+cfn=(4) workloads::tpcc::new_order::get_item::{{closure}}
+calls=1 0
+0 30
+fn=(3)
+0 30
+cfn=(5) workloads::tpcc::new_order::order_line::{{closure}}
+calls=1 0
+0 20
+fn=(4)
+0 30
+fn=(5)
+0 20
+";
+        let p = Profile::parse(text).unwrap();
+        let ops = p.by_operation();
+        assert_eq!(ops[&Operation::PinUnpin], 10 + 20);
+        assert_eq!(ops[&Operation::UpdateRecord], 30);
+        assert_eq!(ops[&Operation::Other], 30 + 20);
+        assert_eq!(ops.values().sum::<u64>(), p.total);
+    }
+
+    #[test]
     fn inlined_code_counts_where_its_source_lies() {
         // A B+-tree descent with a buffer-pool hit and a parking_lot latch inlined into it,
         // a core bounds check (counts as the function), then the function's own lines again.
@@ -840,6 +921,10 @@ fi=(6) /work/main/crates/engine/src/record.rs
         );
         assert_eq!(
             operation_of("engine::table::Records::write_pieces"),
+            Some(Operation::UpdateRecord)
+        );
+        assert_eq!(
+            operation_of("engine::txn::Transaction::stage_update"),
             Some(Operation::UpdateRecord)
         );
         assert_eq!(

@@ -71,6 +71,18 @@ pub(crate) struct Session {
 }
 
 /// Where an update's new values come from.
+/// The scratch an update is staged in (see `Transaction::stage_update`).
+struct Staged<'a> {
+    /// The changes a callback computed.
+    set: &'a mut Vec<(usize, Value)>,
+    /// The byte spans the changes rewrite, sorted.
+    spans: &'a mut Vec<(usize, usize)>,
+    /// The new bytes of those spans, at their record offsets.
+    rec: &'a mut Vec<u8>,
+    /// The before image (one span's bytes, or pieces).
+    before: &'a mut Vec<u8>,
+}
+
 enum Changes<'s, 'f> {
     /// Given by the caller ([`Tx::update`]).
     Given(&'s [(usize, Value)]),
@@ -365,7 +377,6 @@ impl<'db> Transaction<'db> {
     ) -> TxResult<bool> {
         let table = self.table(t)?;
         let db = self.db;
-        let layout = &table.layout;
         let mut k = std::mem::take(&mut self.s.key);
         let mut rec = std::mem::take(&mut self.s.rec);
         let mut before = std::mem::take(&mut self.s.after);
@@ -378,33 +389,13 @@ impl<'db> Transaction<'db> {
             };
             set.clear();
             let changed = table.records.with(loc, |bytes| {
-                let changes: &[(usize, Value)] = match &mut changes {
-                    Changes::Given(given) => given,
-                    Changes::Computed(f) => {
-                        f(RowRef::record(layout, bytes), &mut set)?;
-                        &set
-                    }
+                let mut staged = Staged {
+                    set: &mut set,
+                    spans: &mut spans,
+                    rec: &mut rec,
+                    before: &mut before,
                 };
-                if changes.is_empty() {
-                    return Ok(false);
-                }
-                db.changed_spans(table, changes, &mut spans)?;
-                // Bytes of `rec` outside the spans are stale scratch: never read or written.
-                rec.resize(layout.record_size(), 0);
-                before.clear();
-                for &(lo, hi) in spans.iter() {
-                    rec[lo..hi].copy_from_slice(&bytes[lo..hi]);
-                    if spans.len() == 1 {
-                        before.extend_from_slice(&bytes[lo..hi]);
-                    } else {
-                        push_piece(&mut before, lo, &bytes[lo..hi]);
-                    }
-                }
-                // A bad value fails here, before anything is logged or written.
-                for (c, v) in changes {
-                    layout.write_column(&mut rec, *c, v)?;
-                }
-                TxResult::Ok(true)
+                Self::stage_update(db, table, bytes, &mut changes, &mut staged)
             })?;
             match changed {
                 None => return Ok(false),
@@ -445,6 +436,49 @@ impl<'db> Transaction<'db> {
         self.s.set = set;
         self.s.spans = spans;
         r
+    }
+
+    /// Computes an update of the stored record `bytes` (under its page latch, inside
+    /// `Records::with`): the changes (given, or from the procedure's callback), the byte
+    /// spans they rewrite, the new bytes of those spans in `rec` and the before image in
+    /// `before`. False if there is nothing to change. Never inlined, so profiles can tell
+    /// this "update record" work from the record access around it.
+    #[inline(never)]
+    fn stage_update(
+        db: &Database,
+        table: &Table,
+        bytes: &[u8],
+        changes: &mut Changes<'_, '_>,
+        out: &mut Staged<'_>,
+    ) -> TxResult<bool> {
+        let layout = &table.layout;
+        let changes: &[(usize, Value)] = match changes {
+            Changes::Given(given) => given,
+            Changes::Computed(f) => {
+                f(RowRef::record(layout, bytes), out.set)?;
+                out.set
+            }
+        };
+        if changes.is_empty() {
+            return Ok(false);
+        }
+        db.changed_spans(table, changes, out.spans)?;
+        // Bytes of `rec` outside the spans are stale scratch: never read or written.
+        out.rec.resize(layout.record_size(), 0);
+        out.before.clear();
+        for &(lo, hi) in out.spans.iter() {
+            out.rec[lo..hi].copy_from_slice(&bytes[lo..hi]);
+            if out.spans.len() == 1 {
+                out.before.extend_from_slice(&bytes[lo..hi]);
+            } else {
+                push_piece(out.before, lo, &bytes[lo..hi]);
+            }
+        }
+        // A bad value fails here, before anything is logged or written.
+        for (c, v) in changes {
+            layout.write_column(out.rec, *c, v)?;
+        }
+        Ok(true)
     }
 
     fn project(layout: &Layout, rec: &[u8], fetch: Fetch<'_>) -> Row {
