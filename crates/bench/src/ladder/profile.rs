@@ -138,8 +138,8 @@ pub fn run_parent(exe: &Path, args: &[String], out: &Path) -> anyhow::Result<Str
     }
     let _ = writeln!(
         table,
-        "(instructions per transaction under callgrind, begin to commit; components by symbol \
-         crate/module; callgrind files in {})",
+        "(instructions per transaction under callgrind, begin to commit; components by the crate \
+         and module of each line's source, inlined code included; callgrind files in {})",
         out.display()
     );
     Ok(table)

@@ -318,7 +318,8 @@ pub fn render_markdown(result: &LadderResult) -> String {
     // Per-component split.
     let _ = writeln!(
         md,
-        "\n## {} instructions per transaction by component (self cost by crate and module)\n",
+        "\n## {} instructions per transaction by component (self cost by the crate and module of each \
+         line's source, inlined code included)\n",
         phase.name()
     );
     let comps: Vec<String> = result
