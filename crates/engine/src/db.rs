@@ -572,6 +572,15 @@ impl Database {
         }
     }
 
+    /// Index entries main-memory ordered indexes have not merged yet, over every index (0 on
+    /// B+-trees and hash indexes, and after [`Database::finish_load`] or a scan of each).
+    pub fn pending_index_entries(&self) -> usize {
+        let primaries = self.tables.iter().filter_map(|t| t.get());
+        let secondaries = self.indexes.iter().filter_map(|i| i.get());
+        primaries.map(|t| t.primary.pending()).sum::<usize>()
+            + secondaries.map(|i| i.store.pending()).sum::<usize>()
+    }
+
     /// Checks the structural invariants of every index and the pool (tests, stress runs).
     pub fn check_invariants(&self) -> TxResult<()> {
         for t in self.tables.iter().filter_map(|t| t.get()) {

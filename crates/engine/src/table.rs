@@ -208,6 +208,16 @@ impl IndexStore {
         }
     }
 
+    /// Entries a main-memory ordered index has not merged into its ordered map yet (see
+    /// `storage::memindex`); 0 for the other stores.
+    pub fn pending(&self) -> usize {
+        match self {
+            IndexStore::Mem(m) => m.pending(),
+            IndexStore::MemInt(m) => m.pending(),
+            _ => 0,
+        }
+    }
+
     /// Brings a main-memory ordered index's ordered map up to date with the entries inserted
     /// since its last scan (see `storage::memindex`); nothing for the other stores.
     pub fn merge_pending(&self) {

@@ -179,3 +179,35 @@ fn xactions_off_keeps_no_active_transaction_table() {
     );
     tx.commit().unwrap();
 }
+
+#[test]
+fn page_access_off_merges_a_bulk_load_when_it_ends() {
+    let db = open(Preset::Stripped, 1);
+    let t = load_accounts(&db, 1000);
+    // Integer keys on a main-memory index: inserts leave the ordered map alone.
+    assert_eq!(db.pending_index_entries(), 1000);
+    db.finish_load();
+    assert_eq!(db.pending_index_entries(), 0);
+    db.check_invariants().unwrap();
+    let ids: Vec<i64> = dump(&db, &t)
+        .iter()
+        .map(|r| r[0].as_int().unwrap())
+        .collect();
+    assert_eq!(ids, (0..1000).collect::<Vec<_>>());
+    // A later insert is pending again, and the next scan merges it.
+    db.run(|tx| {
+        tx.insert(
+            &t,
+            &[Value::Int(5000), Value::Str("late".into()), Value::Int(1)],
+        )
+    })
+    .unwrap();
+    assert_eq!(db.pending_index_entries(), 1);
+    assert_eq!(dump(&db, &t).len(), 1001);
+    assert_eq!(db.pending_index_entries(), 0);
+
+    // B+-trees keep nothing pending.
+    let full = open(Preset::Full, 1);
+    load_accounts(&full, 100);
+    assert_eq!(full.pending_index_entries(), 0);
+}

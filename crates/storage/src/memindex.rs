@@ -484,6 +484,16 @@ impl<K: KeyOrder> MemIndex<K> {
         self.len() == 0
     }
 
+    /// Keys inserted since the last merge (0 for the kinds that keep no pending keys): what
+    /// the next scan, or [`Self::merge_pending`], will merge. Counts duplicates and keys
+    /// deleted since, which the merge drops.
+    pub fn pending(&self) -> usize {
+        match &*self.map.read() {
+            Map::Int(m) => m.pending.len(),
+            Map::IntMulti(_) | Map::Bytes(_) => 0,
+        }
+    }
+
     /// Checks that the map variant fits the key order, that a unique integer index's hash map,
     /// ordered map and pending keys keep the invariants of the module documentation (without
     /// merging: the lagging state is what is checked), and, for non-unique byte keys, that
