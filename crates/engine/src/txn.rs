@@ -560,14 +560,17 @@ impl<'db> Transaction<'db> {
             for (key, loc) in hits.iter() {
                 lock_entry(self, key, *loc)?;
             }
-            if hits.len() < limit {
-                let end = if reverse {
-                    lo.1.map(|_| lo.0)
-                } else {
-                    hi.1.map(|_| hi.0)
-                };
+            // The gaps between entries are guarded by the entries' own locks (an insert
+            // locks the key after it). What is left is the gap above the highest entry: a
+            // forward scan that stopped at its limit took no more than its entries; otherwise
+            // the key after the last entry guards the rest of the range. A backward scan
+            // starts at the top, so the key after the range's high end guards it, whatever
+            // the limit.
+            if reverse {
+                self.lock_next_key(next.0, store, None, hi.1.map(|_| hi.0), next.1)?;
+            } else if hits.len() < limit {
                 let last = hits.last().map(|h| h.0.as_slice());
-                self.lock_next_key(next.0, store, last, end, reverse, next.1)?;
+                self.lock_next_key(next.0, store, last, hi.1.map(|_| hi.0), next.1)?;
             }
             Self::collect(store, lo, hi, reverse, limit, &mut fresh, what)?;
             if fresh == *hits {
@@ -650,7 +653,7 @@ impl<'db> Transaction<'db> {
         if next_in_tree && store.is_btree() {
             return self.insert_entry_locked(store, space, k, loc);
         }
-        self.lock_next_key(space, store, Some(k), Bound::Unbounded, false, true)?;
+        self.lock_next_key(space, store, Some(k), Bound::Unbounded, true)?;
         Ok(store.insert(k, loc)?)
     }
 
@@ -737,48 +740,35 @@ impl<'db> Transaction<'db> {
             let space = crate::db::index_lock_space(index.id);
             index.key.encode_record(&table.layout, rec, &mut entry)?;
             self.lock_key(space, &entry, true)?;
-            self.lock_next_key(
-                space,
-                &index.store,
-                Some(&entry),
-                Bound::Unbounded,
-                false,
-                true,
-            )
+            self.lock_next_key(space, &index.store, Some(&entry), Bound::Unbounded, true)
         });
         self.s.key2 = entry;
         r
     }
 
-    /// Locks the key that follows the last entry of a scan (or the end of the index), so no
-    /// insert can slip a phantom into the range until this transaction ends.
+    /// Locks the key that follows `after` (an entry), or without one the key that follows a
+    /// range ending at `hi`, or the end of the index; so no insert can slip a phantom into
+    /// the gap before it until this transaction ends.
     fn lock_next_key(
         &mut self,
         lock_table: u32,
         store: &crate::table::IndexStore,
         after: Option<&[u8]>,
         hi: Bound<&[u8]>,
-        reverse: bool,
         exclusive: bool,
     ) -> TxResult<()> {
         if self.db.locks.is_none() {
             return Ok(());
         }
         let mut next: Option<Vec<u8>> = None;
-        let (lo, hi2) = match (reverse, after) {
-            (false, Some(a)) => (Bound::Excluded(a), Bound::Unbounded),
-            (false, None) => (
-                match hi {
-                    Bound::Included(h) => Bound::Excluded(h),
-                    Bound::Excluded(h) => Bound::Included(h),
-                    Bound::Unbounded => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
-                },
-                Bound::Unbounded,
-            ),
-            (true, Some(a)) => (Bound::Unbounded, Bound::Excluded(a)),
-            (true, None) => (Bound::Unbounded, hi),
+        let lo = match (after, hi) {
+            (Some(a), _) => Bound::Excluded(a),
+            (None, Bound::Included(h)) => Bound::Excluded(h),
+            (None, Bound::Excluded(h)) => Bound::Included(h),
+            (None, Bound::Unbounded) => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
         };
-        store.scan(lo, hi2, reverse, 1, |k, _| {
+        let hi2 = Bound::Unbounded;
+        store.scan(lo, hi2, false, 1, |k, _| {
             next = Some(k.to_vec());
             false
         })?;
@@ -790,7 +780,7 @@ impl<'db> Transaction<'db> {
                 None => self.lock_key(lock_table, END_OF_INDEX, exclusive)?,
             }
             let mut now: Option<Vec<u8>> = None;
-            store.scan(lo, hi2, reverse, 1, |k, _| {
+            store.scan(lo, hi2, false, 1, |k, _| {
                 now = Some(k.to_vec());
                 false
             })?;
@@ -936,14 +926,7 @@ impl Tx for Transaction<'_> {
             };
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided.
-                self.lock_next_key(
-                    table.id,
-                    &table.primary,
-                    Some(&k),
-                    Bound::Unbounded,
-                    false,
-                    true,
-                )?;
+                self.lock_next_key(table.id, &table.primary, Some(&k), Bound::Unbounded, true)?;
                 self.lock_secondary_entries(table, &rec)?;
             }
             let prev = self.log_undo(UndoOp {

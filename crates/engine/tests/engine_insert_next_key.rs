@@ -279,6 +279,9 @@ fn stress_txn(
     // Half the transactions scan the primary key range [lo, hi), half the owner index range
     // ["o{lo}", "o{hi}"), whose keys order as strings ("o100" < "o11").
     let by_owner = rng.gen_bool(0.5);
+    // Some scans run backwards (highest key first): the gap above their range must be
+    // protected as well as a forward scan's.
+    let reverse = rng.gen_bool(0.3);
     let (lo_k, hi_k) = if by_owner {
         (
             [Value::Str(format!("o{lo}"))],
@@ -301,9 +304,9 @@ fn stress_txn(
         };
         let cols = Fetch::Cols(&[0]);
         let rows = if by_owner {
-            tx.scan_index(ix, range, None, false, cols, false)?
+            tx.scan_index(ix, range, None, reverse, cols, false)?
         } else {
-            tx.scan(t, range, None, false, cols, false)?
+            tx.scan(t, range, None, reverse, cols, false)?
         };
         let mut ids: Vec<i64> = rows.iter().map(|r| r[0].as_int().unwrap()).collect();
         ids.sort_unstable();
@@ -344,8 +347,8 @@ fn stress_txn(
     assert_eq!(
         again,
         expected.into_iter().collect::<Vec<_>>(),
-        "thread {me}: rescan of [{lo}, {hi}) (by owner: {by_owner}) differs from the first \
-         scan plus own changes"
+        "thread {me}: rescan of [{lo}, {hi}) (by owner: {by_owner}, reverse: {reverse}) differs \
+         from the first scan plus own changes"
     );
     Ok(changes)
 }
