@@ -312,6 +312,33 @@ fn stress_txn(
         ids.sort_unstable();
         Ok(ids)
     };
+    // A scan that stops at its limit (the first or last three keys, in scan order) must
+    // read the same twice, with other transactions running in between.
+    let limited = |tx: &mut dyn Tx| -> Result<Vec<i64>, TxError> {
+        let range = KeyRange {
+            low: std::ops::Bound::Included(&lo_k[..]),
+            high: std::ops::Bound::Excluded(&hi_k[..]),
+        };
+        let cols = Fetch::Cols(&[0]);
+        let rows = if by_owner {
+            tx.scan_index(ix, range, Some(3), reverse, cols, false)?
+        } else {
+            tx.scan(t, range, Some(3), reverse, cols, false)?
+        };
+        Ok(rows.iter().map(|r| r[0].as_int().unwrap()).collect())
+    };
+    if rng.gen_bool(0.3) {
+        let first = limited(tx)?;
+        for _ in 0..3 {
+            std::thread::yield_now();
+        }
+        assert_eq!(
+            limited(tx)?,
+            first,
+            "thread {me}: a scan of [{lo}, {hi}) limited to 3 (by owner: {by_owner}, reverse: \
+             {reverse}) read differently twice"
+        );
+    }
     let mut expected: std::collections::BTreeSet<i64> = scan(tx)?.into_iter().collect();
     let mut changes = Vec::new();
     for _ in 0..rng.gen_range(1..4) {
