@@ -767,8 +767,7 @@ impl<'db> Transaction<'db> {
             (None, Bound::Excluded(h)) => Bound::Included(h),
             (None, Bound::Unbounded) => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
         };
-        let hi2 = Bound::Unbounded;
-        store.scan(lo, hi2, false, 1, |k, _| {
+        store.scan(lo, Bound::Unbounded, false, 1, |k, _| {
             next = Some(k.to_vec());
             false
         })?;
@@ -780,7 +779,7 @@ impl<'db> Transaction<'db> {
                 None => self.lock_key(lock_table, END_OF_INDEX, exclusive)?,
             }
             let mut now: Option<Vec<u8>> = None;
-            store.scan(lo, hi2, false, 1, |k, _| {
+            store.scan(lo, Bound::Unbounded, false, 1, |k, _| {
                 now = Some(k.to_vec());
                 false
             })?;

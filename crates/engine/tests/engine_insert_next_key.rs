@@ -297,36 +297,29 @@ fn stress_txn(
             (lo..hi).contains(&key)
         }
     };
-    let scan = |tx: &mut dyn Tx| -> Result<Vec<i64>, TxError> {
+    // The ids in scan order, up to `limit`.
+    let scan_ids = |tx: &mut dyn Tx, limit: Option<usize>| -> Result<Vec<i64>, TxError> {
         let range = KeyRange {
             low: std::ops::Bound::Included(&lo_k[..]),
             high: std::ops::Bound::Excluded(&hi_k[..]),
         };
         let cols = Fetch::Cols(&[0]);
         let rows = if by_owner {
-            tx.scan_index(ix, range, None, reverse, cols, false)?
+            tx.scan_index(ix, range, limit, reverse, cols, false)?
         } else {
-            tx.scan(t, range, None, reverse, cols, false)?
+            tx.scan(t, range, limit, reverse, cols, false)?
         };
-        let mut ids: Vec<i64> = rows.iter().map(|r| r[0].as_int().unwrap()).collect();
+        Ok(rows.iter().map(|r| r[0].as_int().unwrap()).collect())
+    };
+    // The whole range's ids, sorted.
+    let scan = |tx: &mut dyn Tx| -> Result<Vec<i64>, TxError> {
+        let mut ids = scan_ids(tx, None)?;
         ids.sort_unstable();
         Ok(ids)
     };
     // A scan that stops at its limit (the first or last three keys, in scan order) must
     // read the same twice, with other transactions running in between.
-    let limited = |tx: &mut dyn Tx| -> Result<Vec<i64>, TxError> {
-        let range = KeyRange {
-            low: std::ops::Bound::Included(&lo_k[..]),
-            high: std::ops::Bound::Excluded(&hi_k[..]),
-        };
-        let cols = Fetch::Cols(&[0]);
-        let rows = if by_owner {
-            tx.scan_index(ix, range, Some(3), reverse, cols, false)?
-        } else {
-            tx.scan(t, range, Some(3), reverse, cols, false)?
-        };
-        Ok(rows.iter().map(|r| r[0].as_int().unwrap()).collect())
-    };
+    let limited = |tx: &mut dyn Tx| scan_ids(tx, Some(3));
     if rng.gen_bool(0.3) {
         let first = limited(tx)?;
         for _ in 0..3 {

@@ -2,10 +2,13 @@
 //! non-unique, 8 and 32 KiB pages, pools smaller than the tree) and the main-memory index, all
 //! through one harness.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use common::{in_high, in_low};
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -98,22 +101,6 @@ impl<K: KeyOrder> OrderedIndex for MemIndex<K> {
 struct Model {
     unique: bool,
     set: BTreeSet<(Vec<u8>, u64)>,
-}
-
-fn in_low(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {
-    match lo {
-        Bound::Included(p) => key >= &p[..],
-        Bound::Excluded(p) => key > &p[..] && !key.starts_with(p),
-        Bound::Unbounded => true,
-    }
-}
-
-fn in_high(key: &[u8], hi: &Bound<Vec<u8>>) -> bool {
-    match hi {
-        Bound::Included(p) => key <= &p[..] || key.starts_with(p),
-        Bound::Excluded(p) => key < &p[..],
-        Bound::Unbounded => true,
-    }
 }
 
 impl Model {

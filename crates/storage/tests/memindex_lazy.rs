@@ -6,10 +6,13 @@
 //! state is checked too, not only the merged one. A threaded run checks that scans racing
 //! inserts (latching on) see sorted, complete snapshots.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use common::{in_high, in_low};
 use proptest::prelude::*;
 use storage::btree::IntKeyOrder;
 use storage::memindex::MemIndex;
@@ -64,22 +67,6 @@ fn op_strategy() -> impl Strategy<Value = Op> {
               prop_oneof![Just(usize::MAX), 1usize..8], prop_oneof![Just(usize::MAX), 1usize..6])
             .prop_map(|(lo, hi, reverse, limit, stop_after)| Op::Scan { lo, hi, reverse, limit, stop_after }),
     ]
-}
-
-fn in_low(key: &[u8], lo: &Bound<Vec<u8>>) -> bool {
-    match lo {
-        Bound::Included(p) => key >= &p[..],
-        Bound::Excluded(p) => key > &p[..] && !key.starts_with(p),
-        Bound::Unbounded => true,
-    }
-}
-
-fn in_high(key: &[u8], hi: &Bound<Vec<u8>>) -> bool {
-    match hi {
-        Bound::Included(p) => key <= &p[..] || key.starts_with(p),
-        Bound::Excluded(p) => key < &p[..],
-        Bound::Unbounded => true,
-    }
 }
 
 /// What a scan must return: the model's entries within bounds, in order, cut at `limit` and
