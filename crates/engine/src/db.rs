@@ -792,6 +792,20 @@ impl Database {
         changes: &[(usize, Value)],
         spans: &mut Vec<(usize, usize)>,
     ) -> TxResult<()> {
+        spans.clear();
+        if table.layout.columns() <= 64 && self.spans_by_mask(table, changes, spans) {
+            return Ok(());
+        }
+        self.spans_general(table, changes, spans)
+    }
+
+    /// [`Database::changed_spans`] for any table: collect, sort, merge.
+    fn spans_general(
+        &self,
+        table: &Table,
+        changes: &[(usize, Value)],
+        spans: &mut Vec<(usize, usize)>,
+    ) -> TxResult<()> {
         let layout = &table.layout;
         spans.clear();
         for (c, _) in changes {
@@ -832,6 +846,50 @@ impl Database {
             spans.push((lo, hi));
         }
         Ok(())
+    }
+
+    /// [`Database::changed_spans`] for a table of at most 64 columns: the changed columns as a
+    /// bit mask, walked in column order, which is byte order (offsets grow with the column
+    /// number and the null bitmap comes first), so the spans come out sorted and are merged
+    /// as they are pushed. False, with `spans` to be recomputed, if a column does not exist
+    /// or is indexed: the general path reports which.
+    #[inline]
+    fn spans_by_mask(
+        &self,
+        table: &Table,
+        changes: &[(usize, Value)],
+        spans: &mut Vec<(usize, usize)>,
+    ) -> bool {
+        let layout = &table.layout;
+        let mut mask = 0u64;
+        for (c, _) in changes {
+            if *c >= layout.columns() {
+                return false;
+            }
+            mask |= 1 << *c;
+        }
+        if mask & table.indexed_columns.load(Ordering::Relaxed) != 0 {
+            return false;
+        }
+        let mut push = |lo: usize, hi: usize| match spans.last_mut() {
+            Some(last) if lo <= last.1 + SPAN_MERGE_GAP => last.1 = last.1.max(hi),
+            _ => spans.push((lo, hi)),
+        };
+        if mask & layout.nullable_mask() != 0 {
+            push(0, layout.columns().div_ceil(8));
+        }
+        let mut rest = mask;
+        while rest != 0 {
+            let r = layout.column_range(rest.trailing_zeros() as usize);
+            push(r.start, r.end);
+            rest &= rest - 1;
+        }
+        if spans.len() > MAX_SPANS {
+            let (lo, hi) = (spans[0].0, spans[spans.len() - 1].1);
+            spans.clear();
+            spans.push((lo, hi));
+        }
+        true
     }
 
     pub(crate) fn register(&self, t: &Arc<ActiveTxn>) {
@@ -1028,4 +1086,68 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::schema::{IndexKind, IndexSchema};
+
+    /// 20 columns: integers, strings of several widths, some nullable; the key is column 0
+    /// and a secondary index covers column 7.
+    fn mixed_table(db: &Database) -> u32 {
+        let mut schema = TableSchema::new("mixed").int("c0");
+        for c in 1..20 {
+            schema = match c % 4 {
+                0 => schema.string(&format!("c{c}"), 3 + c as u16),
+                1 => schema.int(&format!("c{c}")),
+                2 => schema.string(&format!("c{c}"), 24).nullable(),
+                _ => schema.int(&format!("c{c}")).nullable(),
+            };
+        }
+        let t = db.create_table(schema.key(&["c0"])).unwrap();
+        db.create_index(IndexSchema {
+            name: "mixed_c7".into(),
+            table: "mixed".into(),
+            columns: vec![7],
+            unique: false,
+            kind: IndexKind::BTree,
+            int_key_bits: None,
+        })
+        .unwrap();
+        t.id
+    }
+
+    /// The bit-mask path computes exactly the spans of the general one (sorted, merged,
+    /// bitmap first, at most `MAX_SPANS`), and leaves errors to it.
+    #[test]
+    fn spans_by_mask_agree_with_the_general_path() {
+        let db = Database::open(DbConfig::default()).unwrap();
+        let table = db.table_by_id(mixed_table(&db)).unwrap();
+        let mut runner = proptest::test_runner::TestRunner::default();
+        let cols = proptest::collection::vec(0usize..22, 1..12);
+        runner
+            .run(&cols, |cols| {
+                let changes: Vec<(usize, Value)> = cols.iter().map(|c| (*c, Value::Null)).collect();
+                let mut general = Vec::new();
+                let expected = db.spans_general(table, &changes, &mut general);
+                let mut by_mask = Vec::new();
+                let fast = db.spans_by_mask(table, &changes, &mut by_mask);
+                prop_assert_eq!(fast, expected.is_ok(), "{:?}", expected);
+                if fast {
+                    prop_assert_eq!(&by_mask, &general);
+                    prop_assert!(by_mask.len() <= MAX_SPANS);
+                }
+                let mut through = Vec::new();
+                let got = db.changed_spans(table, &changes, &mut through);
+                prop_assert_eq!(got.is_ok(), expected.is_ok());
+                if got.is_ok() {
+                    prop_assert_eq!(through, general);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 }

@@ -32,6 +32,8 @@ pub struct Layout {
     slots: Vec<Slot>,
     names: Vec<String>,
     size: usize,
+    /// Bit `c` set: column `c` (< 64) is nullable.
+    nullable_mask: u64,
 }
 
 impl Layout {
@@ -49,10 +51,18 @@ impl Layout {
             });
             at += width;
         }
+        let nullable_mask = schema
+            .columns
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, c)| c.nullable)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
         Layout {
             slots,
             names: schema.columns.iter().map(|c| c.name.clone()).collect(),
             size: at,
+            nullable_mask,
         }
     }
 
@@ -70,6 +80,11 @@ impl Layout {
 
     pub fn columns(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Bit `c` set for each nullable column `c` among the first 64.
+    pub fn nullable_mask(&self) -> u64 {
+        self.nullable_mask
     }
 
     /// Byte range of column `col` in a record (the null bitmap byte is separate).
