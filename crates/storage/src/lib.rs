@@ -24,6 +24,7 @@ pub mod error;
 pub mod file;
 pub mod hash;
 pub mod heap;
+mod int_hash;
 pub mod latch;
 pub mod memindex;
 pub mod memstore;

@@ -54,7 +54,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
+
+use crate::int_hash::IntHash;
 
 use crate::btree::keys::{KeyOrder, KeyRange};
 use crate::error::{StorageError, StorageResult};
@@ -78,7 +80,7 @@ struct IntMap {
     /// The entries merged so far, for scans.
     ordered: BTreeMap<u64, u64>,
     /// Every entry.
-    points: FxHashMap<u64, u64>,
+    points: IntHash,
     /// Keys inserted since the last merge, in insertion order; some may have been deleted
     /// since, and a key deleted and inserted again appears twice.
     pending: Vec<u64>,
@@ -88,11 +90,8 @@ impl IntMap {
     /// Adds `k → value` unless `k` is present; returns whether it was added.
     #[inline]
     fn insert(&mut self, k: u64, value: u64) -> bool {
-        match self.points.entry(k) {
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(value);
-            }
-            std::collections::hash_map::Entry::Occupied(_) => return false,
+        if !self.points.insert_new(k, value) {
+            return false;
         }
         self.pending.push(k);
         if self.pending.len() > 2 * self.points.len() + PENDING_SLACK {
@@ -103,10 +102,10 @@ impl IntMap {
 
     /// Removes `k` if it maps to `value`; returns whether it did.
     fn remove(&mut self, k: u64, value: u64) -> bool {
-        if self.points.get(&k) != Some(&value) {
+        if self.points.get(k) != Some(value) {
             return false;
         }
-        self.points.remove(&k);
+        self.points.remove(k);
         // Absent (a cheap miss) when `k` is still only pending; the pending key itself is
         // dropped by the next merge or compaction.
         self.ordered.remove(&k);
@@ -119,7 +118,7 @@ impl IntMap {
         self.pending.sort_unstable();
         self.pending.dedup();
         let points = &self.points;
-        self.pending.retain(|k| points.contains_key(k));
+        self.pending.retain(|k| points.contains_key(*k));
     }
 
     /// Brings `ordered` up to date: every pending key `points` still holds goes in, with the
@@ -134,7 +133,7 @@ impl IntMap {
         let points = &self.points;
         let fresh = pending
             .iter()
-            .filter_map(|&k| points.get(&k).map(|&v| (k, v)));
+            .filter_map(|&k| points.get(k).map(|v| (k, v)));
         if pending.len() * REBUILD_FRACTION >= self.ordered.len() {
             // Both sides are sorted and their keys disjoint: one merge pass, then
             // `BTreeMap`'s bulk build (its sort finds the input sorted).
@@ -155,7 +154,7 @@ impl IntMap {
         if self
             .ordered
             .iter()
-            .any(|(k, v)| self.points.get(k) != Some(v))
+            .any(|(k, v)| self.points.get(*k) != Some(*v))
         {
             return Err("the ordered map holds an entry the hash map does not");
         }
@@ -165,12 +164,14 @@ impl IntMap {
         let pending: FxHashSet<u64> = self.pending.iter().copied().collect();
         if self
             .points
-            .keys()
-            .any(|k| !self.ordered.contains_key(k) && !pending.contains(k))
+            .iter()
+            .any(|(k, _)| !self.ordered.contains_key(&k) && !pending.contains(&k))
         {
             return Err("an entry is neither in the ordered map nor pending");
         }
-        Ok(())
+        self.points
+            .check()
+            .map_err(|_| "the hash map's probe invariants are broken")
     }
 }
 
@@ -312,7 +313,7 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn get(&self, key: &[u8]) -> StorageResult<Option<u64>> {
         let map = self.map.read();
         Ok(match &*map {
-            Map::Int(m) => m.points.get(&int_key(key)?).copied(),
+            Map::Int(m) => m.points.get(int_key(key)?),
             Map::IntMulti(s) => {
                 let k = (int_key(key)? as u128) << 64;
                 s.range(k..=k | u64::MAX as u128).next().map(|&e| e as u64)
