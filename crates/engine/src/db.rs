@@ -25,7 +25,7 @@ use storage::buffer::{BufferPool, PoolConfig};
 use storage::file::{FilePageStore, MemPageStore, PageStore};
 use storage::heap::HeapFile;
 use storage::memstore::MemStore;
-use storage::{Latch, PageId, PageLog, PageSize};
+use storage::{Latch, Lsn, PageId, PageLog, PageSize};
 use txn::lock::{LockConfig, LockManager};
 use wal::{LogConfig, LogManager, LogMode, TxnId};
 
@@ -80,7 +80,9 @@ pub struct DbConfig {
     /// Measure time in the lock manager (Lock / physical / logical contention).
     pub lock_timing: bool,
     /// Take a fuzzy checkpoint whenever the log has grown by this many bytes since the last
-    /// one (databases on disk with logging and `xactions` on), bounding recovery time.
+    /// one (databases on disk, or in memory with a durable log; logging and `xactions` on),
+    /// bounding recovery time and the log: it is discarded behind each checkpoint, so about
+    /// two of these intervals stay (more while a transaction runs across them).
     pub checkpoint_bytes: u64,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
@@ -107,6 +109,11 @@ impl Default for DbConfig {
 pub struct ActiveTxn {
     pub id: TxnId,
     pub last_lsn: AtomicU64,
+    /// A lower bound on the LSN of the transaction's first record (0 until it is about to log
+    /// one): the log's end just before that record was appended. A checkpoint keeps the log
+    /// from here on, since a rollback reads the records back to the first one. Taken *before*
+    /// the append, so a checkpoint that reads 0 began before the record was appended.
+    pub first_lsn: AtomicU64,
     pub committed: std::sync::atomic::AtomicBool,
     started: std::time::Instant,
     operations: AtomicU64,
@@ -117,10 +124,17 @@ impl ActiveTxn {
         ActiveTxn {
             id,
             last_lsn: AtomicU64::new(0),
+            first_lsn: AtomicU64::new(0),
             committed: std::sync::atomic::AtomicBool::new(false),
             started: std::time::Instant::now(),
             operations: AtomicU64::new(0),
         }
+    }
+
+    /// Called before the transaction appends its first record.
+    #[cold]
+    pub(crate) fn note_first_record(&self, log: &LogManager) {
+        self.first_lsn.store(log.end_lsn().0, Ordering::Relaxed);
     }
 
     pub(crate) fn touch(&self) {
@@ -131,6 +145,16 @@ impl ActiveTxn {
     pub fn age(&self) -> std::time::Duration {
         self.started.elapsed()
     }
+}
+
+/// What a checkpoint reads of a running transaction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunningTxn {
+    pub txn: TxnId,
+    pub last_lsn: Lsn,
+    /// [`ActiveTxn::first_lsn`]: `Lsn::NONE` while it has logged nothing.
+    pub first_lsn: Lsn,
+    pub committed: bool,
 }
 
 /// The persistent catalog (`catalog.json`).
@@ -341,7 +365,13 @@ impl Database {
         let db = Arc::new(db);
         if db.config.path.is_some() {
             db.checkpoint()?;
-            if let (Some(log), true, true) = (&db.log, db.log_records, db.xactions) {
+        }
+        // Fuzzy checkpoints during a run bound recovery time and let the log be discarded
+        // behind them: on disk, and in memory where the log keeps its records (durable), which
+        // would otherwise grow in memory without bound. They read the active-transaction
+        // table, so need `xactions`.
+        if let (Some(log), true, true) = (&db.log, db.log_records, db.xactions) {
+            if db.config.path.is_some() || log.mode() == LogMode::Durable {
                 db.next_checkpoint.store(
                     log.end_lsn()
                         .0
@@ -916,20 +946,16 @@ impl Database {
     }
 
     /// Runs `f` with the active-transaction table latched exclusively, passing the table's
-    /// (txn, last LSN, committed) entries (checkpoints; see `recovery.rs`).
-    pub(crate) fn with_active_exclusive<R>(
-        &self,
-        f: impl FnOnce(Vec<(TxnId, u64, bool)>) -> R,
-    ) -> R {
+    /// entries (checkpoints; see `recovery.rs`).
+    pub(crate) fn with_active_exclusive<R>(&self, f: impl FnOnce(Vec<RunningTxn>) -> R) -> R {
         let table = self.active.write();
         let list = table
             .values()
-            .map(|a| {
-                (
-                    a.id,
-                    a.last_lsn.load(Ordering::Relaxed),
-                    a.committed.load(Ordering::Relaxed),
-                )
+            .map(|a| RunningTxn {
+                txn: a.id,
+                last_lsn: Lsn(a.last_lsn.load(Ordering::Relaxed)),
+                first_lsn: Lsn(a.first_lsn.load(Ordering::Relaxed)),
+                committed: a.committed.load(Ordering::Relaxed),
             })
             .collect();
         f(list)

@@ -14,7 +14,20 @@
 //! never undoes twice.
 //!
 //! Checkpoints are fuzzy: `CheckpointBegin`, then the active transactions and the dirty pages
-//! with their rec_lsn, then `CheckpointEnd`, then the master record. The active-transaction
+//! with their rec_lsn, then `CheckpointEnd`, then the master record. Then the log below the
+//! oldest LSN still needed is discarded:
+//!
+//! ```text
+//!   oldest = min( checkpoint begin,                        analysis starts here
+//!                 min rec_lsn of the dirty page table,     redo starts here
+//!                 min first LSN of running transactions )  undo (or a rollback) reads back to here
+//! ```
+//!
+//! Before its begin record a fuzzy checkpoint writes back the pages whose rec_lsn is older
+//! than the previous checkpoint's begin, so hot pages (written only on eviction) cannot hold
+//! `oldest` back: the log keeps about two checkpoint intervals, more only while a transaction
+//! runs across them. Recovery never reads below the start: a read there is
+//! `WalError::Discarded`, an error (a bug in this computation), never zeros. The active-transaction
 //! table's latch is held exclusively while the checkpoint appends its begin record and reads
 //! the table, and shared by a committing transaction while it appends its commit record, so a
 //! transaction is either listed as running or has its commit after the checkpoint's begin.
@@ -27,15 +40,23 @@ use storage::{Lsn, PageId};
 use wal::{ActiveTxn as LoggedTxn, LogRecord, LogStorage, TxnId};
 
 use crate::api::{TxError, TxResult};
-use crate::db::Database;
+use crate::db::{Database, RunningTxn};
 use crate::undo;
 
 /// Transactions that were running at the crash, with the LSN of their last record.
 #[derive(Default, Debug)]
 pub struct Losers(pub Vec<(TxnId, Lsn)>);
 
+/// A log error met by recovery or a checkpoint. Only I/O errors keep their own action: the
+/// others (a record that is corrupt, or discarded while still needed) name the log's work.
 fn wal_err(e: wal::WalError) -> TxError {
-    TxError::Storage(e.into())
+    match e {
+        e @ wal::WalError::Io { .. } => TxError::Storage(e.into()),
+        other => TxError::Storage(storage::StorageError::Io {
+            action: "recovering from or checkpointing the log",
+            source: io::Error::other(other),
+        }),
+    }
 }
 
 /// Analysis and redo passes. Needs the pool and the log (a database on disk with logging).
@@ -172,7 +193,10 @@ pub(crate) fn undo(db: &Database, losers: Losers) -> TxResult<()> {
 }
 
 /// A checkpoint. With no transaction running (open, close) it is sharp: every dirty page is
-/// written first, so the next recovery has nothing to redo.
+/// written first, so the next recovery has nothing to redo. A fuzzy one first writes the pages
+/// dirty since before the previous checkpoint's begin (so no page pins the log for more than
+/// two checkpoint intervals). Either way, once complete, the log below the oldest LSN still
+/// needed is discarded (see [`oldest_needed`]).
 pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
     let Some(log) = db.log.as_ref().filter(|_| db.log_records) else {
         if let Some(pool) = &db.pool {
@@ -184,26 +208,34 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
         if db.active_transactions().is_empty() {
             log.flush_to(log.end_lsn()).map_err(wal_err)?;
             pool.flush_all()?;
+        } else if let Some(previous) = log.last_checkpoint() {
+            pool.flush_older_than(previous)?;
         }
     }
     let (begin, active) = db.with_active_exclusive(|active| {
         let begin = log.append(&LogRecord::CheckpointBegin);
         (begin, active)
     });
-    let dirty = db
-        .pool
-        .as_ref()
-        .map(|p| p.dirty_pages())
-        .unwrap_or_default();
+    let dirty = match &db.pool {
+        Some(pool) => {
+            let dirty = pool.dirty_pages();
+            // Pages written back before the table was read are left out of it: make them
+            // durable before the checkpoint says recovery need not redo them.
+            pool.sync_store()?;
+            dirty
+        }
+        None => Vec::new(),
+    };
+    let oldest = oldest_needed(begin, &dirty, &active);
     let next = db.next_txn.load(Ordering::Relaxed);
     log.append(&LogRecord::CheckpointEnd {
         begin,
         active: active
             .into_iter()
-            .map(|(txn, last, committed)| LoggedTxn {
-                txn,
-                last_lsn: Lsn(last),
-                committed,
+            .map(|a| LoggedTxn {
+                txn: a.txn,
+                last_lsn: a.last_lsn,
+                committed: a.committed,
             })
             .collect(),
         dirty,
@@ -211,7 +243,28 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
     });
     log.flush_to(log.end_lsn()).map_err(wal_err)?;
     log.set_checkpoint(begin).map_err(wal_err)?;
+    log.discard_before(oldest).map_err(wal_err)?;
     Ok(())
+}
+
+/// The oldest LSN that recovery from the checkpoint beginning at `begin`, or the rollback of a
+/// transaction running at it, can read:
+///
+/// * analysis scans from `begin`;
+/// * redo scans from the smallest recovery LSN in the dirty page table, which starts as the
+///   checkpoint's `dirty` list (pages dirtied later get recovery LSNs past `begin`);
+/// * undo follows each loser's records back to its first, and a transaction running at the
+///   checkpoint may become one (or roll back before any crash, reading the same records).
+///
+/// A transaction's first LSN is taken before its first record is appended, so one that reads
+/// as none here appends its first record after `begin`.
+pub(crate) fn oldest_needed(begin: Lsn, dirty: &[(PageId, Lsn)], active: &[RunningTxn]) -> Lsn {
+    let pages = dirty.iter().map(|(_, rec_lsn)| *rec_lsn);
+    let txns = active.iter().map(|a| a.first_lsn);
+    pages
+        .chain(txns)
+        .filter(|lsn| *lsn != Lsn::NONE)
+        .fold(begin, Lsn::min)
 }
 
 /// Log storage for an in-memory database that is not durable: nothing ever reads the log

@@ -351,6 +351,9 @@ impl<'db> Transaction<'db> {
         if let Some(log) = &self.db.log {
             if let Some(a) = &self.active {
                 a.touch();
+                if prev == Lsn::NONE {
+                    a.note_first_record(log);
+                }
             }
             if self.db.log_records {
                 op.encode(&mut self.s.payload);
@@ -878,6 +881,9 @@ impl Tx for Transaction<'_> {
             let loc = table.records.insert(&rec, |loc| {
                 let prev = self.last_lsn;
                 if let Some(log) = &self.db.log {
+                    if let Some(a) = self.active.as_ref().filter(|_| prev == Lsn::NONE) {
+                        a.note_first_record(log);
+                    }
                     if self.db.log_records {
                         UndoOp {
                             kind: KIND_INSERT,

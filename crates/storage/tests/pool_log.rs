@@ -211,3 +211,108 @@ fn redo_guards_are_not_logged() {
     assert!(log.records.lock().unwrap().is_empty());
     assert_eq!(pool.dirty_pages(), vec![(PageId(3), Lsn(7))]);
 }
+
+#[test]
+fn flush_older_than_writes_exactly_the_pages_first_changed_below_the_lsn() {
+    let (pool, log, store) = logged_pool(32);
+    let ids: Vec<PageId> = (0..10)
+        .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+        .collect();
+    pool.flush_all().unwrap();
+    assert!(pool.dirty_pages().is_empty());
+    // Pages 0..10 first changed in order; pages 0..3 changed again later (their recovery LSN
+    // stays their first change).
+    for (i, &id) in ids.iter().enumerate() {
+        pool.fix_exclusive(id).unwrap().range_mut(500, 1)[0] = i as u8 + 1;
+    }
+    for &id in &ids[..3] {
+        pool.fix_exclusive(id).unwrap().range_mut(600, 1)[0] = 0xAA;
+    }
+    let before: std::collections::HashMap<PageId, Lsn> = pool.dirty_pages().into_iter().collect();
+    assert_eq!(before.len(), 10);
+    let cut = before[&ids[6]];
+    let writes = store.writes.load(Ordering::SeqCst);
+
+    assert_eq!(pool.flush_older_than(cut).unwrap(), 6);
+    assert_eq!(store.writes.load(Ordering::SeqCst), writes + 6);
+    let mut after = pool.dirty_pages();
+    after.sort();
+    let expected: Vec<(PageId, Lsn)> = ids[6..].iter().map(|id| (*id, before[id])).collect();
+    assert_eq!(
+        after, expected,
+        "only pages first changed at or past {cut} stay dirty"
+    );
+    assert!(store.violations.lock().unwrap().is_empty());
+    // What was written is the latest image, second changes included.
+    let mut buf = vec![0u8; 8192];
+    for (i, &id) in ids[..6].iter().enumerate() {
+        store.inner.read_page(id, &mut buf).unwrap();
+        assert_eq!(buf[500], i as u8 + 1);
+        assert_eq!(buf[600], if i < 3 { 0xAA } else { 0 });
+    }
+    assert!(log.flushed.load(Ordering::SeqCst) >= before[&ids[2]].0);
+    // Nothing older is left: a second call writes nothing.
+    assert_eq!(pool.flush_older_than(cut).unwrap(), 0);
+    pool.check_invariants();
+}
+
+/// A fuzzy checkpoint's dirty page table must list every page with a change logged before the
+/// checkpoint's begin, even a page whose write guard logged the change and has not yet marked
+/// the frame dirty when the table is read. Writers keep changing fresh pages (each one's first
+/// change) while a checkpointer takes "begin" LSNs from the log and reads the table.
+#[test]
+fn dirty_pages_lists_every_page_changed_before_a_begin_lsn() {
+    let (pool, log, _) = logged_pool(4096);
+    let pool = Arc::new(pool);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2)
+        .map(|_| {
+            let (pool, stop) = (pool.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) && n < 1800 {
+                    let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+                    pool.fix_exclusive(id).unwrap().range_mut(300, 4)[0] = 1;
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    let mut snapshots = Vec::new();
+    for _ in 0..400 {
+        // A begin record: an LSN from the same counter the pages' records take theirs from.
+        let begin = Lsn(log.next.fetch_add(100, Ordering::SeqCst) + 100);
+        let table: std::collections::HashMap<PageId, Lsn> =
+            pool.dirty_pages().into_iter().collect();
+        snapshots.push((begin, table));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    // No page was ever written back (the pool holds them all): each page's first record is
+    // its recovery LSN, and every checkpoint must list every page first changed before it.
+    let mut first: std::collections::HashMap<PageId, Lsn> = std::collections::HashMap::new();
+    for (lsn, rec) in log.records.lock().unwrap().iter() {
+        for (page, _) in rec {
+            let e = first.entry(*page).or_insert(*lsn);
+            *e = (*e).min(*lsn);
+        }
+    }
+    assert!(
+        first.len() > 100,
+        "the writers changed too little: {}",
+        first.len()
+    );
+    for (begin, table) in &snapshots {
+        for (page, lsn) in &first {
+            if lsn < begin {
+                assert_eq!(
+                    table.get(page),
+                    Some(lsn),
+                    "page {page} first changed at {lsn} is missing from the table at {begin}"
+                );
+            }
+        }
+    }
+}

@@ -7,6 +7,9 @@
 //!   this: [`crate::LogManager::open`] cuts it).
 //! * [`WalError::OutOfRange`] and [`WalError::NotLogged`]: the caller asked for a record that
 //!   does not exist (a bug in the caller, or a log mode that builds no records).
+//! * [`WalError::Discarded`] and [`WalError::DiscardPastCheckpoint`]: the caller asked for a
+//!   record below the log's start, or to discard records the last checkpoint still needs (a
+//!   bug in whoever computed the oldest LSN still needed).
 
 use storage::{Lsn, StorageError};
 
@@ -46,6 +49,16 @@ pub enum WalError {
     /// No record starts at or can be read from this LSN (before the first or past the end).
     #[error("no log record at {lsn}: the log holds {first}..{end}")]
     OutOfRange { lsn: Lsn, first: Lsn, end: Lsn },
+    /// The record was discarded: it lies below the log's start (the oldest LSN the last
+    /// checkpoint still needed). Recovery or a rollback asking for it is a bug.
+    #[error("log record at {lsn} was discarded: the log starts at {start}")]
+    Discarded { lsn: Lsn, start: Lsn },
+    /// A discard would drop records at or past the last complete checkpoint's begin (or there is
+    /// no checkpoint yet), which recovery scans from.
+    #[error(
+        "cannot discard the log below {lsn}: the last complete checkpoint begins at {checkpoint:?}"
+    )]
+    DiscardPastCheckpoint { lsn: Lsn, checkpoint: Option<Lsn> },
     /// The log runs in `LsnOnly` mode: LSNs are handed out but no record is kept.
     #[error("no log records are kept in lsn-only mode")]
     NotLogged,

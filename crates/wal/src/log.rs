@@ -10,15 +10,35 @@
 //! | 12     | 4    | crc     | CRC-32C of bytes 0..12                              |
 //! | 16     | …    | records | frames back to back (see [`crate::record`]); the first LSN is 16 |
 //!
-//! # Master record (20 bytes, replaced atomically by the storage)
+//! # Master record (28 bytes, replaced atomically by the storage)
 //!
 //! | offset | size | field      | meaning                                     |
 //! |-------:|-----:|------------|---------------------------------------------|
 //! | 0      | 4    | magic      | `b"GLMR"`                                   |
 //! | 4      | 4    | version    | [`LOG_VERSION`]                             |
 //! | 8      | 8    | checkpoint | LSN of the last complete checkpoint's `CheckpointBegin` |
-//! | 16     | 4    | crc        | CRC-32C of bytes 0..16                      |
+//! | 16     | 8    | start      | the log's start: its first record still held (16 until a discard) |
+//! | 24     | 4    | crc        | CRC-32C of bytes 0..24                      |
 //!
+//! Invariant: `16 <= start <= checkpoint`. Version 2 had no `start` (20 bytes, CRC at 16).
+//!
+//! # Discarding the log behind checkpoints
+//!
+//! ```text
+//!   [ header | discarded (a hole)  | start ... checkpoint begin ... durable end | buffer ]
+//!   0        16                    ^ master.start    ^ master.checkpoint
+//! ```
+//!
+//! [`LogManager::discard_before`] moves the start up to the oldest LSN the caller still needs
+//! (at most the last checkpoint's begin): it first replaces the master record durably with the
+//! new start, and only then lets the storage free the bytes below it ([`LogStorage::discard`]:
+//! a punched hole in a file, a dropped prefix in memory). A crash between the two leaves bytes
+//! that are never read again. [`LogManager::open`] scans from the master's start, never
+//! through the freed bytes (a hole reads as zeros, which a scan from the header would take for
+//! a torn tail and cut the whole log there); a log whose scan cannot reach the checkpoint
+//! named beside a start is refused as corrupt instead of cut. Reads and scans below the start
+//! give [`WalError::Discarded`]. Only `Durable` logs discard: elsewhere the master record is
+//! not kept on storage, so a reopen must scan from the first record.//!
 //! # Group commit: leader/follower on the writer latch
 //!
 //! ```text
@@ -36,7 +56,7 @@
 //! the previous sync. No flusher thread, no timer: batches are exactly as large as the
 //! concurrency that the sync's latency gathers.
 //!
-//! Latch order: checkpoint latch, writer latch, log buffer latch. The buffer latch is held only to copy a
+//! Latch order: master latch, writer latch, log buffer latch. The buffer latch is held only to copy a
 //! frame in or swap the bytes out, never during a write or sync.
 //!
 //! # The append path (what one record costs)
@@ -92,13 +112,16 @@ use crate::storage::LogStorage;
 /// Magic at offset 0 of a log.
 pub const LOG_MAGIC: [u8; 8] = *b"GLASSWAL";
 /// Format version of the log and master record. Version 1 checksummed with CRC-32 (zlib's
-/// polynomial); version 2 uses CRC-32C, which CPUs compute in hardware. A log of another
-/// version is refused with [`WalError::UnsupportedVersion`], never misread as torn.
-pub const LOG_VERSION: u32 = 2;
+/// polynomial); version 2 uses CRC-32C, which CPUs compute in hardware; version 3 adds the
+/// log's start to the master record, below which the log may be a hole of zeros (the header
+/// changes too, so that a version-2 build refuses such a log instead of cutting it at the
+/// hole as a torn tail). A log of another version is refused with
+/// [`WalError::UnsupportedVersion`], never misread as torn.
+pub const LOG_VERSION: u32 = 3;
 /// Size of the log header; the first record's LSN.
 pub const LOG_HEADER_SIZE: usize = 16;
 const MASTER_MAGIC: [u8; 4] = *b"GLMR";
-const MASTER_SIZE: usize = 20;
+const MASTER_SIZE: usize = 28;
 /// Bytes read speculatively for a random-access read (most records fit).
 const READ_AHEAD_BYTES: usize = 512;
 
@@ -146,6 +169,9 @@ impl Default for LogConfig {
 pub struct OpenReport {
     /// The storage held no log (or only part of a header); a fresh header was written.
     pub created: bool,
+    /// Where the scan started: the log's start per the master record (16 unless part of the
+    /// log was discarded).
+    pub start: Lsn,
     /// Intact records found.
     pub records: u64,
     /// The LSN the next record gets.
@@ -177,12 +203,27 @@ pub struct LogStats {
     /// Syncs that made at least one commit durable: `commits / commit_batches` is the mean
     /// group-commit batch size.
     pub commit_batches: u64,
+    /// The log's start: its first record still held.
+    pub start: Lsn,
+    /// Log bytes below the start (discarded, over the log's whole life, not since opened).
+    pub discarded_bytes: u64,
+    /// Log bytes from the start to the end: what the log still holds, buffered ones included.
+    pub live_bytes: u64,
 }
 
 const _: () = {
     const fn shared_across_threads<T: Send + Sync>() {}
     shared_across_threads::<LogManager>();
 };
+
+/// The master record's fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Master {
+    /// The last complete checkpoint's begin.
+    checkpoint: Option<Lsn>,
+    /// The log's first record still held.
+    start: Lsn,
+}
 
 /// The writer latch's state: bytes taken from the buffer until their write completes.
 struct Writer {
@@ -214,18 +255,24 @@ pub struct LogManager {
     failed: AtomicBool,
     /// `LsnOnly`: the next LSN to hand out.
     next_lsn: AtomicU64,
-    /// The last complete checkpoint; the latch also serialises master-record writes.
-    checkpoint: Mutex<Option<Lsn>>,
+    /// The master latch: the master record's contents as last written (or, outside `Durable`
+    /// mode, as kept in memory); serialises master-record writes and discards.
+    master: Mutex<Master>,
+    /// The log's start (`master.start`, readable without the latch): no record below it is
+    /// read. Only grows; set under `master` after the master record names it.
+    start: AtomicU64,
     writes: AtomicU64,
     syncs: AtomicU64,
     commit_batches: AtomicU64,
 }
 
 impl LogManager {
-    /// Opens the log: scans from the start to the last intact record; a torn or corrupt tail
-    /// (short record, bad length, bad checksum) ends the log cleanly there and is truncated.
-    /// A record whose checksum holds but whose body does not decode is corruption, not a torn
-    /// write, and fails the open.
+    /// Opens the log: scans from its start (per the master record) to the last intact record;
+    /// a torn or corrupt tail (short record, bad length, bad checksum) ends the log cleanly
+    /// there and is truncated. A record whose checksum holds but whose body does not decode is
+    /// corruption, not a torn write, and fails the open. So does a log part of which was
+    /// discarded whose scan stops before the checkpoint the master record names: cutting there
+    /// would drop records the checkpoint made durable.
     pub fn open(
         storage: Box<dyn LogStorage>,
         config: LogConfig,
@@ -233,17 +280,32 @@ impl LogManager {
         let len = storage
             .len()
             .map_err(|e| WalError::io("measuring the log", e))?;
+        let first = LOG_HEADER_SIZE as u64;
         let mut report = OpenReport {
             created: false,
+            start: Lsn(first),
             records: 0,
-            end: Lsn(LOG_HEADER_SIZE as u64),
+            end: Lsn(first),
             cut_bytes: 0,
             cut_reason: None,
             checkpoint: None,
             master_ignored: false,
         };
-        if len < LOG_HEADER_SIZE as u64 {
-            // New, or a crash tore the header while the log was being created.
+        let mut master = Master {
+            checkpoint: None,
+            start: Lsn(first),
+        };
+        if len < first {
+            // New, or a crash tore the header while the log was being created (before any
+            // master record could name it).
+            if let Some(found) = read_master(storage.as_ref())? {
+                if found.start.0 > first {
+                    return Err(WalError::BadHeader(
+                        "the master record names a discarded log, but the log file is empty",
+                    ));
+                }
+                report.master_ignored = true;
+            }
             storage
                 .truncate(0)
                 .and_then(|()| storage.write_at(0, &log_header()))
@@ -270,19 +332,46 @@ impl LogManager {
             if header != log_header() {
                 return Err(WalError::BadHeader("bad header checksum"));
             }
+            let found = read_master(storage.as_ref())?;
+            let start = found.map_or(first, |m| m.start.0);
+            if start > len {
+                return Err(WalError::BadHeader(
+                    "the master record names a start past the end of the log",
+                ));
+            }
+            // With part of the log discarded the scan must pass this frame (the checkpoint's
+            // begin); without, the master is merely ignored if it does not.
+            let must_reach = found.and_then(|m| m.checkpoint).filter(|_| start > first);
             let mut chunk = ChunkReader::new();
-            let mut pos = LOG_HEADER_SIZE as u64;
+            let mut pos = start;
+            let mut checkpoint_seen = None;
             loop {
-                let found = chunk
+                let at = chunk
                     .frame(storage.as_ref(), pos, len)
                     .map_err(|e| WalError::io("scanning the log", e))?;
-                match found {
+                match at {
                     FrameAt::Complete(frame_len) => {
-                        decode_checked_frame(chunk.frame_bytes(pos, frame_len), Lsn(pos))?;
+                        let record =
+                            decode_checked_frame(chunk.frame_bytes(pos, frame_len), Lsn(pos))?;
+                        if found.and_then(|m| m.checkpoint) == Some(Lsn(pos))
+                            && record == LogRecord::CheckpointBegin
+                        {
+                            checkpoint_seen = Some(Lsn(pos));
+                        }
                         report.records += 1;
                         pos += frame_len as u64;
                     }
                     FrameAt::End(reason) => {
+                        if let Some(checkpoint) = must_reach.filter(|_| checkpoint_seen.is_none()) {
+                            return Err(WalError::Corrupt {
+                                lsn: Lsn(pos),
+                                reason: if pos <= checkpoint.0 {
+                                    "the log ends before the checkpoint the master record names"
+                                } else {
+                                    "the master record names no checkpoint begin record"
+                                },
+                            });
+                        }
                         if pos < len {
                             report.cut_reason = Some(reason);
                         }
@@ -296,7 +385,17 @@ impl LogManager {
                     .map_err(|e| WalError::io("cutting the torn log tail", e))?;
                 report.cut_bytes = len - pos;
             }
+            report.start = Lsn(start);
             report.end = Lsn(pos);
+            if let Some(m) = found {
+                master.start = m.start;
+                if checkpoint_seen.is_some() {
+                    master.checkpoint = checkpoint_seen;
+                    report.checkpoint = checkpoint_seen;
+                } else {
+                    report.master_ignored = true;
+                }
+            }
         }
         let end = report.end.0;
         let log = LogManager {
@@ -313,30 +412,12 @@ impl LogManager {
             synced: AtomicU64::new(end),
             failed: AtomicBool::new(false),
             next_lsn: AtomicU64::new(end),
-            checkpoint: Mutex::new(None),
+            start: AtomicU64::new(master.start.0),
+            master: Mutex::new(master),
             writes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             commit_batches: AtomicU64::new(0),
         };
-        let master = log
-            .storage
-            .read_master()
-            .map_err(|e| WalError::io("reading the master record", e))?;
-        if let Some(bytes) = master {
-            let begin = decode_master(&bytes)?;
-            let names_checkpoint = begin.0 < end
-                && begin.0 >= LOG_HEADER_SIZE as u64
-                && matches!(
-                    log.read_from_storage(begin, end),
-                    Ok((LogRecord::CheckpointBegin, _))
-                );
-            if names_checkpoint {
-                report.checkpoint = Some(begin);
-                *log.checkpoint.lock() = Some(begin);
-            } else {
-                report.master_ignored = true;
-            }
-        }
         Ok((log, report))
     }
 
@@ -563,9 +644,10 @@ impl LogManager {
         }
     }
 
-    /// The LSN of the first record a log can hold (just past the header).
+    /// The LSN of the first record the log still holds: just past the header, or the start a
+    /// discard moved it to ([`LogManager::discard_before`]).
     pub fn first_lsn(&self) -> Lsn {
-        Lsn(LOG_HEADER_SIZE as u64)
+        Lsn(self.start.load(Ordering::Acquire))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -596,6 +678,7 @@ impl LogManager {
         if lsn.0 < LOG_HEADER_SIZE as u64 {
             return Err(out_of_range());
         }
+        self.check_not_discarded(lsn)?;
         loop {
             {
                 let buffer = self.buffer.lock();
@@ -611,7 +694,10 @@ impl LogManager {
             }
             let written = self.written.load(Ordering::Acquire);
             if lsn.0 < written {
-                return self.read_from_storage(lsn, written);
+                // A discard may have freed the bytes while they were read.
+                return self
+                    .read_from_storage(lsn, written)
+                    .or_else(|e| self.check_not_discarded(lsn).and(Err(e)));
             }
             // Taken from the buffer but not yet written: wait for the writer, then look at
             // what it holds (it keeps the bytes if the write failed).
@@ -622,6 +708,15 @@ impl LogManager {
                 return LogRecord::decode(&writer.pending[at..], lsn);
             }
         }
+    }
+
+    /// [`WalError::Discarded`] if `lsn` lies below the log's start.
+    pub(crate) fn check_not_discarded(&self, lsn: Lsn) -> WalResult<()> {
+        let start = self.first_lsn();
+        if lsn < start {
+            return Err(WalError::Discarded { lsn, start });
+        }
+        Ok(())
     }
 
     /// Reads the record at `lsn` from storage, which holds valid log bytes below `limit`.
@@ -651,42 +746,100 @@ impl LogManager {
 
     /// Records that the checkpoint beginning at `begin` is complete (its `CheckpointEnd` is
     /// appended). In `Durable` mode the log is first synced to its end, then the master record
-    /// is replaced durably, so the master never names a checkpoint a crash could lose. In
-    /// `NoForce` and `LsnOnly` modes (no durability promised) it is kept in memory only.
+    /// is replaced durably (the log's start unchanged), so the master never names a checkpoint
+    /// a crash could lose. In `NoForce` and `LsnOnly` modes (no durability promised) it is kept
+    /// in memory only.
     pub fn set_checkpoint(&self, begin: Lsn) -> WalResult<()> {
-        let mut checkpoint = self.checkpoint.lock();
+        let mut master = self.master.lock();
         if self.mode == LogMode::Durable {
             let end = self.end_lsn();
-            if begin.0 < LOG_HEADER_SIZE as u64 || begin >= end {
+            if begin < master.start || begin >= end {
                 return Err(WalError::OutOfRange {
                     lsn: begin,
-                    first: self.first_lsn(),
+                    first: master.start,
                     end,
                 });
             }
             self.flush_until(Lsn(end.0 - 1), true)?;
+            let next = Master {
+                checkpoint: Some(begin),
+                start: master.start,
+            };
             self.storage
-                .write_master(&encode_master(begin))
+                .write_master(&encode_master(next))
                 .map_err(|e| WalError::io("writing the master record", e))?;
         }
-        *checkpoint = Some(begin);
+        master.checkpoint = Some(begin);
         Ok(())
+    }
+
+    /// Discards every record below `lsn`, which must be a record's LSN no later than the last
+    /// complete checkpoint's begin: the oldest LSN that recovery (from that checkpoint) and
+    /// the rollback of every running transaction still need. First the master record names
+    /// `lsn` as the log's start, durably; then the storage may free the bytes below it
+    /// ([`LogStorage::discard`]). Returns the start, which only grows (a smaller `lsn` is a
+    /// no-op).
+    ///
+    /// Only a `Durable` log discards; in the other modes the master record is not on storage,
+    /// so a reopen scans from the first record and nothing may be freed (a no-op).
+    pub fn discard_before(&self, lsn: Lsn) -> WalResult<Lsn> {
+        let mut master = self.master.lock();
+        if self.mode != LogMode::Durable || lsn <= master.start {
+            return Ok(master.start);
+        }
+        match master.checkpoint {
+            Some(checkpoint) if lsn <= checkpoint => {}
+            checkpoint => return Err(WalError::DiscardPastCheckpoint { lsn, checkpoint }),
+        }
+        // A start that is not a record's LSN would make every later open fail; a checkpoint's
+        // begin is synced, so anything below it reads back from storage.
+        self.read_frame(lsn)?;
+        let next = Master {
+            checkpoint: master.checkpoint,
+            start: lsn,
+        };
+        self.storage
+            .write_master(&encode_master(next))
+            .map_err(|e| WalError::io("writing the master record", e))?;
+        *master = next;
+        self.start.store(lsn.0, Ordering::Release);
+        self.storage
+            .discard(LOG_HEADER_SIZE as u64..lsn.0)
+            .map_err(|e| WalError::io("freeing discarded log bytes", e))?;
+        Ok(lsn)
     }
 
     /// Where the last complete checkpoint begins, if one was taken.
     pub fn last_checkpoint(&self) -> Option<Lsn> {
-        *self.checkpoint.lock()
+        self.master.lock().checkpoint
+    }
+
+    /// Bytes of disk (a file's allocated blocks) or memory the log's storage holds now, where
+    /// it can tell: less than the log's length once a discard freed some.
+    pub fn held_bytes(&self) -> WalResult<Option<u64>> {
+        self.storage
+            .held_bytes()
+            .map_err(|e| WalError::io("measuring the log", e))
     }
 
     // -----------------------------------------------------------------------------------------
     // Introspection
 
     pub fn stats(&self) -> LogStats {
-        let (records, bytes, commits) = {
+        let start = self.first_lsn();
+        let (records, bytes, commits, end) = {
             let buffer = self.buffer.lock();
-            (buffer.records, buffer.bytes_appended, buffer.commits)
+            (
+                buffer.records,
+                buffer.bytes_appended,
+                buffer.commits,
+                buffer.end(),
+            )
         };
         LogStats {
+            start,
+            discarded_bytes: start.0 - LOG_HEADER_SIZE as u64,
+            live_bytes: end.saturating_sub(start.0),
             records,
             bytes,
             commits,
@@ -698,8 +851,8 @@ impl LogManager {
 
     /// Checks the log's invariants; panics on a violation. For tests and stress runs.
     pub fn check_invariants(&self) {
-        // The checkpoint latch comes first in the latch order (`set_checkpoint` flushes).
-        let checkpoint = *self.checkpoint.lock();
+        // The master latch comes first in the latch order (`set_checkpoint` flushes).
+        let master = *self.master.lock();
         let writer = self.writer.lock();
         let buffer = self.buffer.lock();
         let first = LOG_HEADER_SIZE as u64;
@@ -729,8 +882,31 @@ impl LogManager {
             assert!(buffer.bytes.is_empty() && buffer.records == 0 && buffer.bytes_appended == 0);
             assert!(self.next_lsn.load(Ordering::Relaxed) >= buffer.base);
         }
-        if let Some(begin) = checkpoint {
+        if let Some(begin) = master.checkpoint {
             assert!(begin.0 >= first, "checkpoint {begin} inside the header");
+            assert!(begin >= master.start, "checkpoint {begin} below the start");
+        }
+        assert!(
+            master.start.0 >= first,
+            "start {} inside the header",
+            master.start
+        );
+        assert_eq!(master.start.0, self.start.load(Ordering::Acquire));
+        if master.start.0 > first {
+            assert_eq!(
+                self.mode,
+                LogMode::Durable,
+                "a discard outside durable mode"
+            );
+            assert!(
+                master.checkpoint.is_some(),
+                "a discard without a checkpoint"
+            );
+            assert!(
+                master.start.0 < synced,
+                "start {} past the synced end",
+                master.start
+            );
         }
         assert!(self.commit_batches.load(Ordering::Relaxed) <= self.syncs.load(Ordering::Relaxed));
     }
@@ -774,20 +950,31 @@ fn log_header() -> [u8; LOG_HEADER_SIZE] {
     header
 }
 
-fn encode_master(begin: Lsn) -> [u8; MASTER_SIZE] {
+fn encode_master(master: Master) -> [u8; MASTER_SIZE] {
     let mut bytes = [0u8; MASTER_SIZE];
     bytes[..4].copy_from_slice(&MASTER_MAGIC);
     bytes[4..8].copy_from_slice(&LOG_VERSION.to_le_bytes());
-    bytes[8..16].copy_from_slice(&begin.0.to_le_bytes());
-    let crc = crc32c(&bytes[..16]);
-    bytes[16..20].copy_from_slice(&crc.to_le_bytes());
+    let checkpoint = master.checkpoint.unwrap_or(Lsn::NONE);
+    bytes[8..16].copy_from_slice(&checkpoint.0.to_le_bytes());
+    bytes[16..24].copy_from_slice(&master.start.0.to_le_bytes());
+    let crc = crc32c(&bytes[..24]);
+    bytes[24..28].copy_from_slice(&crc.to_le_bytes());
     bytes
 }
 
-fn decode_master(bytes: &[u8]) -> WalResult<Lsn> {
-    if bytes.len() != MASTER_SIZE || bytes[..4] != MASTER_MAGIC {
+fn read_master(storage: &dyn LogStorage) -> WalResult<Option<Master>> {
+    let bytes = storage
+        .read_master()
+        .map_err(|e| WalError::io("reading the master record", e))?;
+    bytes.map(|b| decode_master(&b)).transpose()
+}
+
+/// Decodes a master record; the version is checked before the size, so a master of another
+/// version is reported as such (version 2's was 20 bytes), never as damaged.
+fn decode_master(bytes: &[u8]) -> WalResult<Master> {
+    if bytes.len() < 8 || bytes[..4] != MASTER_MAGIC {
         return Err(WalError::BadHeader(
-            "master record has the wrong size or magic",
+            "master record is too short or has the wrong magic",
         ));
     }
     let version = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
@@ -798,11 +985,32 @@ fn decode_master(bytes: &[u8]) -> WalResult<Lsn> {
             supported: LOG_VERSION,
         });
     }
-    let stored = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
-    if crc32c(&bytes[..16]) != stored {
+    if bytes.len() != MASTER_SIZE {
+        return Err(WalError::BadHeader("master record has the wrong size"));
+    }
+    let stored = u32::from_le_bytes([bytes[24], bytes[25], bytes[26], bytes[27]]);
+    if crc32c(&bytes[..24]) != stored {
         return Err(WalError::BadHeader("master record checksum is wrong"));
     }
-    let mut lsn = [0u8; 8];
-    lsn.copy_from_slice(&bytes[8..16]);
-    Ok(Lsn(u64::from_le_bytes(lsn)))
+    let field = |at: usize| {
+        let mut lsn = [0u8; 8];
+        lsn.copy_from_slice(&bytes[at..at + 8]);
+        Lsn(u64::from_le_bytes(lsn))
+    };
+    let (checkpoint, start) = (field(8), field(16));
+    let first = Lsn(LOG_HEADER_SIZE as u64);
+    if start < first || (checkpoint != Lsn::NONE && checkpoint < start) {
+        return Err(WalError::BadHeader(
+            "master record names a start inside the header or past its checkpoint",
+        ));
+    }
+    if start > first && checkpoint == Lsn::NONE {
+        return Err(WalError::BadHeader(
+            "master record names a discarded log but no checkpoint",
+        ));
+    }
+    Ok(Master {
+        checkpoint: (checkpoint != Lsn::NONE).then_some(checkpoint),
+        start,
+    })
 }

@@ -11,7 +11,7 @@ use std::io;
 use storage::Lsn;
 
 use crate::error::{WalError, WalResult};
-use crate::log::{LogManager, LogMode};
+use crate::log::{LogManager, LogMode, LOG_HEADER_SIZE};
 use crate::record::{check_frame, decode_checked_frame, FrameCheck, LogRecord};
 use crate::storage::LogStorage;
 
@@ -81,6 +81,7 @@ impl ChunkReader {
 }
 
 /// Forward scan of the log from an LSN to its end, returned by [`LogManager::iter_from`].
+/// A scan from below the log's start yields [`WalError::Discarded`].
 ///
 /// Records on storage are read in chunks; records still in memory are read through the log
 /// buffer. The end is the log's end at the time of each `next` call. After an error the
@@ -107,30 +108,31 @@ impl<'a> LogIter<'a> {
             return Some(Err(WalError::NotLogged));
         }
         let lsn = Lsn(self.pos);
-        let first = self.log.first_lsn();
-        if self.pos < first.0 {
+        if self.pos < LOG_HEADER_SIZE as u64 {
             return Some(Err(WalError::OutOfRange {
                 lsn,
-                first,
+                first: self.log.first_lsn(),
                 end: self.log.end_lsn(),
             }));
         }
+        if let Err(e) = self.log.check_not_discarded(lsn) {
+            return Some(Err(e));
+        }
         let written = self.log.written_end();
         if self.pos < written {
-            let found = match self.chunk.frame(self.log.storage(), self.pos, written) {
-                Ok(found) => found,
-                Err(e) => return Some(Err(WalError::io("reading the log", e))),
-            };
-            return Some(match found {
-                FrameAt::Complete(len) => {
+            let read = match self.chunk.frame(self.log.storage(), self.pos, written) {
+                Ok(FrameAt::Complete(len)) => {
                     let bytes = self.chunk.frame_bytes(self.pos, len);
                     decode_checked_frame(bytes, lsn).map(|record| {
                         self.pos += len as u64;
                         (lsn, record)
                     })
                 }
-                FrameAt::End(reason) => Err(WalError::Corrupt { lsn, reason }),
-            });
+                Ok(FrameAt::End(reason)) => Err(WalError::Corrupt { lsn, reason }),
+                Err(e) => Err(WalError::io("reading the log", e)),
+            };
+            // A discard may have freed the bytes while they were read.
+            return Some(read.or_else(|e| self.log.check_not_discarded(lsn).and(Err(e))));
         }
         if self.pos >= self.log.end_lsn().0 {
             return None;

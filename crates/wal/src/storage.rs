@@ -13,10 +13,31 @@
 //!
 //! Invariant (both): `sync` makes every byte written before it survive a crash; `truncate`
 //! is durable when it returns.
+//!
+//! # Discarded bytes
+//!
+//! Once a checkpoint's master record names the log's *start* (the oldest LSN recovery or a
+//! rollback can still need), the log manager calls [`LogStorage::discard`] with
+//! `LOG_HEADER_SIZE..start`. Offsets never move: `len` and every byte at or past the range's
+//! end read as before; the header below it is kept.
+//!
+//! ```text
+//!   file:   [ header | hole (no disk blocks, reads as zeros) | live log ............ ]
+//!   memory: [ head   ]  (dropped)                            [ bytes, from `base` ... ]
+//!           0        16                             block-aligned start / base          len
+//! ```
+//!
+//! * [`FileLogStorage`] punches a hole (`fallocate(PUNCH_HOLE | KEEP_SIZE)` on Linux, whole
+//!   blocks only, so no live byte is touched). A file system that cannot punch keeps the
+//!   blocks; elsewhere than Linux nothing is freed. Either way the log is discarded logically:
+//!   the log manager never reads below its start.
+//! * [`MemLogStorage`] keeps the head and drops the discarded prefix of its buffer; a read
+//!   inside the discarded range is an error (a caller bug), never zeros.
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::ops::Range;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -42,6 +63,19 @@ pub trait LogStorage: Send + Sync {
     fn read_master(&self) -> io::Result<Option<Vec<u8>>>;
     /// Replaces the master record atomically and durably.
     fn write_master(&self, bytes: &[u8]) -> io::Result<()>;
+    /// The bytes in `range` will never be read again: the storage may free them, keeping every
+    /// offset (and `len`) as it is. Called with a range that starts where the last one started
+    /// and ends at or past where it ended. Freeing is an optimisation, never needed for
+    /// correctness (the master record says where the log starts), so the default keeps them.
+    fn discard(&self, range: Range<u64>) -> io::Result<()> {
+        let _ = range;
+        Ok(())
+    }
+    /// Bytes of disk or memory the log holds now: less than `len` where a discard freed some.
+    /// `None` where the storage cannot tell.
+    fn held_bytes(&self) -> io::Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// A log in one file, with its master record in a file beside it.
@@ -134,6 +168,57 @@ impl LogStorage for FileLogStorage {
         std::fs::rename(&tmp, self.master_path(".master"))?;
         self.sync_dir()
     }
+
+    /// Punches the whole file-system blocks inside `range` out of the file (Linux); the size
+    /// stays and the hole reads as zeros. A file system without hole punching
+    /// (`EOPNOTSUPP`) keeps the blocks, which is not an error.
+    fn discard(&self, range: Range<u64>) -> io::Result<()> {
+        let block = self.file.metadata()?.blksize().max(512);
+        let from = range.start.div_ceil(block) * block;
+        let to = range.end / block * block;
+        if to <= from {
+            return Ok(());
+        }
+        punch_hole(&self.file, from, to - from)
+    }
+
+    /// Allocated size (`st_blocks` × 512): what `du` shows.
+    fn held_bytes(&self) -> io::Result<Option<u64>> {
+        Ok(Some(self.file.metadata()?.blocks() * 512))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "hole past the largest file offset",
+        ));
+    };
+    // SAFETY: a plain system call on a descriptor this `File` owns; no memory is passed.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            offset,
+            len,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => Ok(()),
+        _ => Err(err),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn punch_hole(_file: &File, _offset: u64, _len: u64) -> io::Result<()> {
+    Ok(())
 }
 
 /// A log in memory. Clones share the same bytes, so a test can "reopen" a log.
@@ -143,12 +228,40 @@ pub struct MemLogStorage {
 }
 
 /// Latch-protected state of a [`MemLogStorage`].
+///
+/// Offsets `0..head.len()` are in `head`, `head.len()..base` were discarded, and
+/// `base..base + bytes.len()` are in `bytes`. With nothing discarded `head` is empty and
+/// `base` is 0.
 #[derive(Default)]
 struct MemInner {
+    head: Vec<u8>,
+    base: u64,
     bytes: Vec<u8>,
-    /// Length of `bytes` at the last `sync` (or durable truncate).
-    synced_len: usize,
+    /// Length of the log at the last `sync` (or durable truncate).
+    synced_len: u64,
     master: Option<Vec<u8>>,
+}
+
+impl MemInner {
+    fn len(&self) -> u64 {
+        self.base + self.bytes.len() as u64
+    }
+
+    /// Index into `bytes` of `offset`, which must not lie in the discarded range.
+    fn index(&self, offset: u64) -> io::Result<usize> {
+        if offset < self.base && offset >= self.head.len() as u64 {
+            return Err(discarded(offset, self.base));
+        }
+        usize::try_from(offset.saturating_sub(self.base))
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))
+    }
+}
+
+fn discarded(offset: u64, base: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("log offset {offset} was discarded (the log is held from {base})"),
+    )
 }
 
 impl MemLogStorage {
@@ -158,31 +271,44 @@ impl MemLogStorage {
 
     /// A storage holding what a disk would hold after a crash now: every synced byte, plus
     /// the first `unsynced_kept` bytes written since the last sync (a torn write keeps some).
-    /// Exact for a writer that only appends, as the log manager does.
+    /// Exact for a writer that only appends, as the log manager does. A discard is durable at
+    /// once (like the master record, which is written before it), so the image keeps it.
     pub fn crash_image(&self, unsynced_kept: usize) -> MemLogStorage {
         let inner = self.inner.lock();
         let keep = inner
             .synced_len
-            .saturating_add(unsynced_kept)
-            .min(inner.bytes.len());
+            .saturating_add(unsynced_kept as u64)
+            .min(inner.len())
+            .max(inner.base);
+        let kept = (keep - inner.base) as usize;
         MemLogStorage {
             inner: Arc::new(Mutex::new(MemInner {
-                bytes: inner.bytes[..keep].to_vec(),
+                head: inner.head.clone(),
+                base: inner.base,
+                bytes: inner.bytes[..kept].to_vec(),
                 synced_len: keep,
                 master: inner.master.clone(),
             })),
         }
     }
 
-    /// A copy of the stored bytes (for tests and tools that inspect a log).
+    /// A copy of the whole log image, discarded bytes as zeros (as a punched file reads), for
+    /// tests and tools that inspect a log.
     pub fn bytes(&self) -> Vec<u8> {
-        self.inner.lock().bytes.clone()
+        let inner = self.inner.lock();
+        let mut image = vec![0u8; inner.len() as usize];
+        image[..inner.head.len()].copy_from_slice(&inner.head);
+        image[inner.base as usize..].copy_from_slice(&inner.bytes);
+        image
     }
 
-    /// Replaces the stored bytes (for tests that damage a log on purpose).
+    /// Replaces the stored bytes (for tests that damage a log on purpose); nothing is
+    /// discarded afterwards.
     pub fn set_bytes(&self, bytes: Vec<u8>) {
         let mut inner = self.inner.lock();
-        inner.synced_len = bytes.len();
+        inner.synced_len = bytes.len() as u64;
+        inner.head.clear();
+        inner.base = 0;
         inner.bytes = bytes;
     }
 }
@@ -190,42 +316,54 @@ impl MemLogStorage {
 impl LogStorage for MemLogStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
         let inner = self.inner.lock();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(inner.bytes.len());
+        if offset < inner.head.len() as u64 {
+            // The header; a read never spans the head and the live bytes.
+            let head = &inner.head[offset as usize..];
+            let n = buf.len().min(head.len());
+            buf[..n].copy_from_slice(&head[..n]);
+            return Ok(n);
+        }
+        if offset >= inner.len() {
+            return Ok(0);
+        }
+        let start = inner.index(offset)?;
         let n = buf.len().min(inner.bytes.len() - start);
         buf[..n].copy_from_slice(&inner.bytes[start..start + n]);
         Ok(n)
     }
 
     fn write_at(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
-        let offset = usize::try_from(offset)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
         let mut inner = self.inner.lock();
-        let end = offset + bytes.len();
+        if offset < inner.base {
+            return Err(discarded(offset, inner.base));
+        }
+        let start = inner.index(offset)?;
+        let end = start + bytes.len();
         if inner.bytes.len() < end {
             inner.bytes.resize(end, 0);
         }
-        inner.bytes[offset..end].copy_from_slice(bytes);
+        inner.bytes[start..end].copy_from_slice(bytes);
         Ok(())
     }
 
     fn sync(&self) -> io::Result<()> {
         let mut inner = self.inner.lock();
-        inner.synced_len = inner.bytes.len();
+        inner.synced_len = inner.len();
         Ok(())
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.inner.lock().bytes.len() as u64)
+        Ok(self.inner.lock().len())
     }
 
     fn truncate(&self, len: u64) -> io::Result<()> {
         let mut inner = self.inner.lock();
-        let len = usize::try_from(len)
-            .unwrap_or(usize::MAX)
-            .min(inner.bytes.len());
-        inner.bytes.truncate(len);
+        let len = len.min(inner.len());
+        if len < inner.base {
+            return Err(discarded(len, inner.base));
+        }
+        let keep = (len - inner.base) as usize;
+        inner.bytes.truncate(keep);
         inner.synced_len = len;
         Ok(())
     }
@@ -237,6 +375,40 @@ impl LogStorage for MemLogStorage {
     fn write_master(&self, bytes: &[u8]) -> io::Result<()> {
         self.inner.lock().master = Some(bytes.to_vec());
         Ok(())
+    }
+
+    /// Keeps `0..range.start` as the head and drops the buffer's prefix below `range.end`
+    /// (one move of the live bytes); the buffer's capacity is cut to twice what it holds, so
+    /// the memory held follows the live log, not its peak.
+    fn discard(&self, range: Range<u64>) -> io::Result<()> {
+        let mut inner = self.inner.lock();
+        let end = range.end.min(inner.len());
+        if end <= inner.base.max(range.start) {
+            return Ok(());
+        }
+        if inner.base == 0 {
+            let head = usize::try_from(range.start)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?
+                .min(inner.bytes.len());
+            inner.head = inner.bytes[..head].to_vec();
+        } else if range.start != inner.head.len() as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a discard must keep the head the first one kept",
+            ));
+        }
+        let cut = (end - inner.base) as usize;
+        inner.bytes.drain(..cut);
+        let held = inner.bytes.len();
+        inner.bytes.shrink_to(held.saturating_mul(2));
+        inner.base = end;
+        Ok(())
+    }
+
+    /// The head plus the buffer's capacity.
+    fn held_bytes(&self) -> io::Result<Option<u64>> {
+        let inner = self.inner.lock();
+        Ok(Some((inner.head.len() + inner.bytes.capacity()) as u64))
     }
 }
 
@@ -278,6 +450,32 @@ mod tests {
     #[test]
     fn mem_storage_reads_what_it_wrote() {
         exercise(&MemLogStorage::new());
+    }
+
+    #[test]
+    fn mem_storage_discard_keeps_the_head_and_offsets_and_refuses_the_hole() {
+        let s = MemLogStorage::new();
+        s.write_at(0, b"HEADER--abcdefghij").unwrap();
+        s.sync().unwrap();
+        s.discard(8..12).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(s.read_at(0, &mut buf).unwrap(), 8);
+        assert_eq!(&buf, b"HEADER--");
+        assert_eq!(s.read_at(12, &mut buf[..3]).unwrap(), 3);
+        assert_eq!(&buf[..3], b"efg");
+        assert!(s.read_at(9, &mut buf).is_err(), "a read in the hole");
+        assert!(s.write_at(10, b"x").is_err(), "a write in the hole");
+        assert!(s.truncate(10).is_err(), "a cut into the hole");
+        assert_eq!(s.len().unwrap(), 18);
+        // A later discard grows the hole; one with another head is refused.
+        s.discard(8..14).unwrap();
+        assert!(s.discard(4..16).is_err());
+        s.write_at(18, b"kl").unwrap();
+        assert_eq!(s.bytes(), b"HEADER--\0\0\0\0\0\0ghijkl");
+        // A crash image keeps the hole and drops the unsynced tail.
+        let image = s.crash_image(1);
+        assert_eq!(image.bytes(), b"HEADER--\0\0\0\0\0\0ghijk");
+        assert!(image.read_at(13, &mut buf).is_err());
     }
 
     #[test]

@@ -447,6 +447,9 @@ enum Op {
     Commit(u64),
     Flush,
     Crash(usize),
+    /// A checkpoint, then a discard up to the record this fraction of the way from the start
+    /// to the checkpoint's begin (the oldest record still needed).
+    CheckpointDiscard(f64),
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
@@ -457,6 +460,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
         2 => any::<u64>().prop_map(Op::Commit),
         1 => Just(Op::Flush),
         1 => (0usize..200).prop_map(Op::Crash),
+        1 => (0.0f64..=1.0).prop_map(Op::CheckpointDiscard),
     ]
 }
 
@@ -464,13 +468,16 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Model: the log is a list of records; a crash keeps a prefix that holds at least every
-    /// record below the durable LSN, and the reopened log reads exactly that prefix.
+    /// record below the durable LSN, and the reopened log reads exactly that prefix from its
+    /// start: a discard drops the model's records below it, and records below it read as
+    /// discarded, before and after a crash.
     #[test]
     fn crash_model(ops in proptest::collection::vec(arb_op(), 1..60), buffer in 64usize..600) {
         let cfg = config(LogMode::Durable, buffer);
         let mut storage = MemLogStorage::new();
         let mut log = open_mem(&storage, cfg);
         let mut model: Vec<(Lsn, LogRecord)> = Vec::new();
+        let mut dropped: Vec<Lsn> = Vec::new();
         for op in ops {
             match op {
                 Op::Append(record) => {
@@ -483,6 +490,24 @@ proptest! {
                     model.push((lsn, LogRecord::Commit { txn: TxnId(t), prev: Lsn::NONE }));
                 }
                 Op::Flush => log.flush_to(log.end_lsn()).unwrap(),
+                Op::CheckpointDiscard(fraction) => {
+                    let begin = log.append(&LogRecord::CheckpointBegin);
+                    model.push((begin, LogRecord::CheckpointBegin));
+                    let end = LogRecord::CheckpointEnd {
+                        begin,
+                        active: vec![],
+                        dirty: vec![],
+                        meta: vec![],
+                    };
+                    model.push((log.append(&end), end));
+                    log.set_checkpoint(begin).unwrap();
+                    let below = model.iter().filter(|(l, _)| *l <= begin).count();
+                    let keep_from = model[((below - 1) as f64 * fraction) as usize].0;
+                    prop_assert_eq!(log.discard_before(keep_from).unwrap(), keep_from);
+                    prop_assert_eq!(log.first_lsn(), keep_from);
+                    let cut = model.iter().take_while(|(l, _)| *l < keep_from).count();
+                    dropped.extend(model.drain(..cut).map(|(l, _)| l));
+                }
                 Op::Crash(kept) => {
                     let durable = log.durable_lsn();
                     log.check_invariants();
@@ -499,6 +524,7 @@ proptest! {
                     let must_survive = model.iter().filter(|(l, _)| *l < durable).count();
                     prop_assert!(survived.len() >= must_survive);
                     prop_assert_eq!(report.records as usize, survived.len());
+                    prop_assert_eq!(report.start, reopened.first_lsn());
                     model.truncate(survived.len());
                     log = reopened;
                 }
@@ -507,6 +533,13 @@ proptest! {
         log.check_invariants();
         let all: Vec<_> = log.iter_from(log.first_lsn()).collect::<Result<_, _>>().unwrap();
         prop_assert_eq!(all, model);
+        let start = log.first_lsn();
+        for lsn in dropped {
+            prop_assert!(
+                matches!(log.read(lsn), Err(WalError::Discarded { lsn: l, start: s }) if l == lsn && s == start),
+                "read of discarded {} gave {:?}", lsn, log.read(lsn)
+            );
+        }
     }
 }
 

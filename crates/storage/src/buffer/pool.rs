@@ -705,9 +705,37 @@ impl BufferPool {
 
     /// Writes every dirty page back (WAL rule included), then syncs the store.
     pub fn flush_all(&self) -> StorageResult<()> {
+        self.flush_where(|_| true)?;
+        self.store.sync()
+    }
+
+    /// Writes back (WAL rule included) every dirty page whose recovery LSN is below `lsn`, then
+    /// syncs the store; returns how many pages it wrote. Fuzzy checkpoints pass the previous
+    /// checkpoint's begin: during a run pages are written only when evicted, so without this a
+    /// hot page's first change since it was last clean would pin the log forever.
+    pub fn flush_older_than(&self, lsn: Lsn) -> StorageResult<usize> {
+        let written = self.flush_where(|frame| {
+            let rec = frame.rec_lsn.load(Ordering::Relaxed);
+            rec != 0 && rec < lsn.0
+        })?;
+        self.store.sync()?;
+        Ok(written)
+    }
+
+    /// Makes every page written so far durable (a checkpoint's dirty page table leaves out
+    /// pages written back before it was read: their writes must not be lost to a crash).
+    pub fn sync_store(&self) -> StorageResult<()> {
+        self.store.sync()
+    }
+
+    /// Writes back the dirty frames that `pick` chooses (asked twice: before pinning, and again
+    /// under the frame latch). The page-table latch is held only to pin a frame, never across
+    /// I/O; the write happens under the frame's shared latch.
+    fn flush_where(&self, pick: impl Fn(&Frame) -> bool) -> StorageResult<usize> {
+        let mut count = 0;
         for i in 0..self.frames.len() {
             let frame = &self.frames[i];
-            if !frame.dirty.load(Ordering::Acquire) {
+            if !frame.dirty.load(Ordering::Acquire) || !pick(frame) {
                 continue;
             }
             let page = {
@@ -720,7 +748,8 @@ impl BufferPool {
             };
             let written = {
                 let data = frame.data.read();
-                if data.page == Some(page) && frame.dirty.load(Ordering::Acquire) {
+                if data.page == Some(page) && frame.dirty.load(Ordering::Acquire) && pick(frame) {
+                    count += 1;
                     self.write_back(frame, &data)
                 } else {
                     Ok(())
@@ -729,19 +758,51 @@ impl BufferPool {
             frame.unpin();
             written?;
         }
-        self.store.sync()
+        Ok(count)
     }
 
     /// Dirty pages with their recovery LSN (the LSN of the first change since the page was
     /// last clean; [`Lsn::NONE`] without a log), for fuzzy checkpoints.
+    ///
+    /// Complete for a checkpoint whose begin record was appended before the call: every page
+    /// with a change logged before that record is listed with a recovery LSN at or below the
+    /// change, or has been written back. A write guard logs its change and marks the frame
+    /// dirty while it holds the frame's exclusive latch, so a pinned frame is read under its
+    /// shared latch (waiting for such a guard); an unpinned one has no guard, and any guard
+    /// that pins it later logs after the begin record. The page-table latch is not held while
+    /// waiting (a guard holder may need it for a miss). With a log, a dirty frame without a
+    /// recovery LSN is being written back (or changed nothing that was logged) and is left out.
     pub fn dirty_pages(&self) -> Vec<(PageId, Lsn)> {
-        let table = self.table.read();
-        self.frames
-            .iter()
-            .zip(&table.frame_page)
-            .filter(|(f, _)| f.dirty.load(Ordering::Acquire))
-            .filter_map(|(f, p)| p.map(|p| (p, Lsn(f.rec_lsn.load(Ordering::Relaxed)))))
-            .collect()
+        let mut dirty = Vec::new();
+        let mut busy = Vec::new();
+        {
+            let table = self.table.read();
+            for (i, (frame, page)) in self.frames.iter().zip(&table.frame_page).enumerate() {
+                if frame.pins.load(Ordering::Acquire) != 0 {
+                    busy.push(i);
+                } else if let Some(entry) = self.dirty_entry(frame, *page) {
+                    dirty.push(entry);
+                }
+            }
+        }
+        for i in busy {
+            let frame = &self.frames[i];
+            let data = frame.data.read();
+            if let Some(entry) = self.dirty_entry(frame, data.page) {
+                dirty.push(entry);
+            }
+        }
+        dirty
+    }
+
+    /// The dirty page table entry of `frame` holding `page`, if it has one.
+    fn dirty_entry(&self, frame: &Frame, page: Option<PageId>) -> Option<(PageId, Lsn)> {
+        let page = page.filter(|_| frame.dirty.load(Ordering::Acquire))?;
+        let rec = Lsn(frame.rec_lsn.load(Ordering::Relaxed));
+        if rec == Lsn::NONE && self.log.is_some() {
+            return None;
+        }
+        Some((page, rec))
     }
 
     /// Panics if a frame or page-table invariant is broken. Meant for tests and stress runs
