@@ -196,8 +196,10 @@ fn a_file_log_punches_a_hole_and_reopens_from_its_start_not_through_the_hole() {
     );
     if punches_holes(dir.path()) {
         let freed = (blocks_before - meta.blocks()) * 512;
+        // Block accounting is the file system's (extent metadata, its block size): allow
+        // 64 KiB of slack on the ~4 MiB discarded.
         assert!(
-            freed + 2 * 4096 >= start.0 - 16,
+            freed + (64 << 10) >= start.0 - 16,
             "only {freed} of {} discarded bytes freed",
             start.0 - 16
         );
