@@ -529,25 +529,43 @@ impl BufferPool {
 
     /// The miss path: finds a victim frame, writes it back if dirty (without the page-table
     /// latch), maps `id` to it and loads the page holding only the frame's exclusive latch.
+    ///
+    /// A dirty victim stays pinned while it is written back and is then taken, if it is still
+    /// clean and unlatched, rather than left for the clock to pass: otherwise, in a pool whose
+    /// frames are all dirty (the first miss after a load filled it), one miss went on writing
+    /// back frame after frame, the whole pool, before it found a clean one (a 180 ms stall in a
+    /// TPC-C run with a 256 MiB pool).
     #[cold]
     fn load(&self, id: PageId, intent: Intent) -> StorageResult<Pinned<'_>> {
+        // The frame this miss just wrote back, still pinned by it.
+        let mut cleaned: Option<FrameId> = None;
         loop {
             let mut table = self.table.write();
             if let Some(f) = table.get(&self.directory, id) {
                 // Someone else loaded (or is loading) it meanwhile.
+                if let Some(c) = cleaned.take() {
+                    self.frame(c).unpin();
+                }
                 let frame = self.frame(f);
                 frame.pin();
                 drop(table);
                 counters::bump_hit();
                 return Ok(Pinned::Hit(frame));
             }
-            let Some(v) = table.clock.pick(&self.frames) else {
-                return Err(StorageError::PoolExhausted {
-                    frames: self.frames.len(),
-                });
+            let retry = cleaned.is_some();
+            let v = match cleaned.take() {
+                Some(c) => c,
+                None => {
+                    let Some(v) = table.clock.pick(&self.frames) else {
+                        return Err(StorageError::PoolExhausted {
+                            frames: self.frames.len(),
+                        });
+                    };
+                    self.frame(v).pin();
+                    v
+                }
             };
             let frame = self.frame(v);
-            frame.pin();
             // A frame seen unpinned has a free latch unless a fix pinned it just now.
             let Some(mut data) = frame.data.try_write() else {
                 drop(table);
@@ -555,13 +573,23 @@ impl BufferPool {
                 continue;
             };
             if frame.dirty.load(Ordering::Acquire) {
-                // Write the victim back without the page-table latch, then start over: others
-                // may have fixed it meanwhile.
                 drop(table);
+                if retry {
+                    // Dirtied again since this miss wrote it back: a busy page; leave it to
+                    // the clock rather than write it again.
+                    drop(data);
+                    frame.unpin();
+                    continue;
+                }
+                // Write the victim back without the page-table latch, then try it again
+                // (others may have fixed it meanwhile).
                 let written = self.write_back(frame, &data);
                 drop(data);
-                frame.unpin();
-                written?;
+                if let Err(e) = written {
+                    frame.unpin();
+                    return Err(e);
+                }
+                cleaned = Some(v);
                 continue;
             }
             if let Some(old) = table.frame_page[v.index()].take() {
