@@ -945,10 +945,14 @@ impl Database {
             .collect()
     }
 
-    /// Runs `f` with the active-transaction table latched exclusively, passing the table's
-    /// entries (checkpoints; see `recovery.rs`).
-    pub(crate) fn with_active_exclusive<R>(&self, f: impl FnOnce(Vec<RunningTxn>) -> R) -> R {
+    /// Runs `f` (a checkpoint's begin append) with the active-transaction table latched
+    /// exclusively, then reads the table's entries, still latched. Read *after* `f`: a record
+    /// appended before the begin has its LSN in its transaction's cell by then (it is stored
+    /// under the log buffer latch, which the begin's append takes after it); one appended
+    /// after is in the log the analysis scans.
+    pub(crate) fn with_active_exclusive<R>(&self, f: impl FnOnce() -> R) -> (R, Vec<RunningTxn>) {
         let table = self.active.write();
+        let r = f();
         let list = table
             .values()
             .map(|a| RunningTxn {
@@ -958,7 +962,7 @@ impl Database {
                 committed: a.committed.load(Ordering::Relaxed),
             })
             .collect();
-        f(list)
+        (r, list)
     }
 
     /// Runs `f` (a commit record's append) with the active-transaction table latched shared.

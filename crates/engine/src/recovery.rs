@@ -31,6 +31,12 @@
 //! table's latch is held exclusively while the checkpoint appends its begin record and reads
 //! the table, and shared by a committing transaction while it appends its commit record, so a
 //! transaction is either listed as running or has its commit after the checkpoint's begin.
+//! The table is read *after* the begin is appended, and a transaction's other records publish
+//! their LSN into its last-LSN cell under the log buffer latch
+//! (`LogManager::append_update_publishing`), so a record before the begin is always in the last
+//! LSN the checkpoint lists. (Before, the cell was stored after the append returned and the
+//! table read before the begin: a record could fall in between, and a crash then left it
+//! neither in the analysis scan nor on the undo chain.)
 
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
@@ -212,10 +218,7 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
             pool.flush_older_than(previous)?;
         }
     }
-    let (begin, active) = db.with_active_exclusive(|active| {
-        let begin = log.append(&LogRecord::CheckpointBegin);
-        (begin, active)
-    });
+    let (begin, active) = db.with_active_exclusive(|| log.append(&LogRecord::CheckpointBegin));
     let dirty = match &db.pool {
         Some(pool) => {
             let dirty = pool.dirty_pages();

@@ -202,10 +202,13 @@ impl<'db> Transaction<'db> {
         let logging = self.db.log_records;
         if logging && !self.s.undo.entries.is_empty() {
             let log = self.db.log.as_ref().unwrap();
-            self.last_lsn = log.append(&LogRecord::Abort {
-                txn: self.id,
-                prev: self.last_lsn,
-            });
+            self.last_lsn = log.append_publishing(
+                &LogRecord::Abort {
+                    txn: self.id,
+                    prev: self.last_lsn,
+                },
+                self.active.as_ref().map(|a| &a.last_lsn),
+            );
         }
         while !self.s.undo.entries.is_empty() {
             self.undo_last()?;
@@ -355,14 +358,14 @@ impl<'db> Transaction<'db> {
                     a.note_first_record(log);
                 }
             }
+            // The LSN goes into the active-transaction table under the log buffer latch (see
+            // `LogManager::append_publishing`: a checkpoint must not miss this record).
+            let cell = self.active.as_ref().map(|a| &a.last_lsn);
             if self.db.log_records {
                 op.encode(&mut self.s.payload);
-                self.last_lsn = log.append_update(self.id, prev, &self.s.payload);
+                self.last_lsn = log.append_update_publishing(self.id, prev, &self.s.payload, cell);
             } else {
-                self.last_lsn = log.append_update(self.id, prev, &[]);
-            }
-            if let Some(a) = &self.active {
-                a.last_lsn.store(self.last_lsn.0, Ordering::Relaxed);
+                self.last_lsn = log.append_update_publishing(self.id, prev, &[], cell);
             }
         }
         prev.0
@@ -715,10 +718,14 @@ impl<'db> Transaction<'db> {
         self.db.apply_undo(&op, &mut self.s.key, &mut self.s.rec)?;
         if self.db.log_records {
             let log = self.db.log.as_ref().unwrap();
-            self.last_lsn = log.append_compensation(self.id, self.last_lsn, Lsn(e.prev_lsn), &[]);
-            if let Some(a) = &self.active {
-                a.last_lsn.store(self.last_lsn.0, Ordering::Relaxed);
-            }
+            let cell = self.active.as_ref().map(|a| &a.last_lsn);
+            self.last_lsn = log.append_compensation_publishing(
+                self.id,
+                self.last_lsn,
+                Lsn(e.prev_lsn),
+                &[],
+                cell,
+            );
         }
         Ok(())
     }
@@ -884,6 +891,7 @@ impl Tx for Transaction<'_> {
                     if let Some(a) = self.active.as_ref().filter(|_| prev == Lsn::NONE) {
                         a.note_first_record(log);
                     }
+                    let cell = self.active.as_ref().map(|a| &a.last_lsn);
                     if self.db.log_records {
                         UndoOp {
                             kind: KIND_INSERT,
@@ -893,17 +901,14 @@ impl Tx for Transaction<'_> {
                             before: &[],
                         }
                         .encode(&mut payload);
-                        self.last_lsn = log.append_update(self.id, prev, &payload);
+                        self.last_lsn = log.append_update_publishing(self.id, prev, &payload, cell);
                     } else {
-                        self.last_lsn = log.append_update(self.id, prev, &[]);
+                        self.last_lsn = log.append_update_publishing(self.id, prev, &[], cell);
                     }
                 }
                 logged_prev = prev.0;
             })?;
             self.s.payload = payload;
-            if let Some(a) = &self.active {
-                a.last_lsn.store(self.last_lsn.0, Ordering::Relaxed);
-            }
             self.s
                 .undo
                 .push(KIND_INSERT, table.id, loc, 0, &[], logged_prev);

@@ -438,12 +438,34 @@ impl LogManager {
 
     /// Appends any record; returns its LSN. Allocates nothing beyond the record itself.
     pub fn append(&self, record: &LogRecord) -> Lsn {
-        self.append_encoded(record, record.kind() == RecordKind::Commit)
+        self.append_encoded(record, record.kind() == RecordKind::Commit, None)
+    }
+
+    /// [`LogManager::append`], storing the record's LSN into `last_lsn` (a transaction's
+    /// last-LSN cell, which checkpoints read) before the buffer latch is released. So a
+    /// checkpoint that appends its `CheckpointBegin` and then reads the cell sees every record
+    /// of the transaction that precedes the begin: storing after the append returned left a
+    /// window in which a record lay before the begin with the cell still naming the one before
+    /// it, and recovery, starting at the begin, would not have undone it.
+    pub fn append_publishing(&self, record: &LogRecord, last_lsn: Option<&AtomicU64>) -> Lsn {
+        self.append_encoded(record, record.kind() == RecordKind::Commit, last_lsn)
     }
 
     /// Appends an `Update` encoded from its borrowed fields (no `LogRecord` is built).
     pub fn append_update(&self, txn: TxnId, prev: Lsn, payload: &[u8]) -> Lsn {
-        self.append_encoded(&UpdateView { txn, prev, payload }, false)
+        self.append_encoded(&UpdateView { txn, prev, payload }, false, None)
+    }
+
+    /// [`LogManager::append_update`] publishing its LSN into `last_lsn` under the buffer latch
+    /// (see [`LogManager::append_publishing`]).
+    pub fn append_update_publishing(
+        &self,
+        txn: TxnId,
+        prev: Lsn,
+        payload: &[u8],
+        last_lsn: Option<&AtomicU64>,
+    ) -> Lsn {
+        self.append_encoded(&UpdateView { txn, prev, payload }, false, last_lsn)
     }
 
     /// Appends a `Compensation` encoded from its borrowed fields (no `LogRecord` is built).
@@ -454,31 +476,44 @@ impl LogManager {
         undo_next: Lsn,
         payload: &[u8],
     ) -> Lsn {
+        self.append_compensation_publishing(txn, prev, undo_next, payload, None)
+    }
+
+    /// [`LogManager::append_compensation`] publishing its LSN into `last_lsn` under the buffer
+    /// latch (see [`LogManager::append_publishing`]).
+    pub fn append_compensation_publishing(
+        &self,
+        txn: TxnId,
+        prev: Lsn,
+        undo_next: Lsn,
+        payload: &[u8],
+        last_lsn: Option<&AtomicU64>,
+    ) -> Lsn {
         let view = CompensationView {
             txn,
             prev,
             undo_next,
             payload,
         };
-        self.append_encoded(&view, false)
+        self.append_encoded(&view, false, last_lsn)
     }
 
     /// Appends an `Abort` (rollback begins).
     pub fn append_abort(&self, txn: TxnId, prev: Lsn) -> Lsn {
         let kind = RecordKind::Abort;
-        self.append_encoded(&TxnMarkView { kind, txn, prev }, false)
+        self.append_encoded(&TxnMarkView { kind, txn, prev }, false, None)
     }
 
     /// Appends an `End` (the transaction is finished: committed or fully rolled back).
     pub fn append_end(&self, txn: TxnId, prev: Lsn) -> Lsn {
         let kind = RecordKind::End;
-        self.append_encoded(&TxnMarkView { kind, txn, prev }, false)
+        self.append_encoded(&TxnMarkView { kind, txn, prev }, false, None)
     }
 
     /// Appends `Commit`; in `Durable` mode returns only once it is durable (group commit).
     pub fn commit(&self, txn: TxnId, prev: Lsn) -> WalResult<Lsn> {
         let kind = RecordKind::Commit;
-        let lsn = self.append_encoded(&TxnMarkView { kind, txn, prev }, true);
+        let lsn = self.append_encoded(&TxnMarkView { kind, txn, prev }, true, None);
         if self.mode == LogMode::Durable {
             self.flush_until(lsn, true)?;
         }
@@ -488,10 +523,20 @@ impl LogManager {
     /// Encodes `record` once, into this thread's scratch buffer (checksum included), then
     /// copies the frame into the log buffer under its latch. Without the scratch buffer
     /// (thread teardown) the frame is checksummed field by field and encoded under the latch.
+    /// `publish` receives the LSN before the latch is released.
     #[inline]
-    fn append_encoded<E: Encode>(&self, record: &E, is_commit: bool) -> Lsn {
+    fn append_encoded<E: Encode>(
+        &self,
+        record: &E,
+        is_commit: bool,
+        publish: Option<&AtomicU64>,
+    ) -> Lsn {
         if self.mode == LogMode::LsnOnly {
-            return Lsn(self.next_lsn.fetch_add(1, Ordering::Relaxed));
+            let lsn = self.next_lsn.fetch_add(1, Ordering::Relaxed);
+            if let Some(cell) = publish {
+                cell.store(lsn, Ordering::Relaxed);
+            }
+            return Lsn(lsn);
         }
         let len = frame_len(record);
         let appended = FRAME_SCRATCH.try_with(|scratch| {
@@ -506,6 +551,9 @@ impl LogManager {
             encode_frame_into(record, frame);
             let mut buffer = self.buffer.lock();
             let lsn = buffer.append_frame(frame);
+            if let Some(cell) = publish {
+                cell.store(lsn.0, Ordering::Relaxed);
+            }
             Some((lsn, self.note_commit(&mut buffer, is_commit)))
         });
         let (lsn, buffered) = match appended {
@@ -514,6 +562,9 @@ impl LogManager {
                 let (len, crc) = frame_len_and_crc(record);
                 let mut buffer = self.buffer.lock();
                 let lsn = buffer.append(record, len, crc);
+                if let Some(cell) = publish {
+                    cell.store(lsn.0, Ordering::Relaxed);
+                }
                 (lsn, self.note_commit(&mut buffer, is_commit))
             }
         };
@@ -924,7 +975,7 @@ impl Drop for LogManager {
 
 impl PageLog for LogManager {
     fn log_redo(&self, pages: &[PageRedo<'_>]) -> Lsn {
-        self.append_encoded(&PageRedoView(pages), false)
+        self.append_encoded(&PageRedoView(pages), false, None)
     }
 
     fn log_page_redo(&self, page: PageId, image: &[u8], ranges: &[(u32, u32)]) -> Lsn {
@@ -933,7 +984,7 @@ impl PageLog for LogManager {
             image,
             ranges,
         };
-        self.append_encoded(&view, false)
+        self.append_encoded(&view, false, None)
     }
 
     fn flush_to(&self, lsn: Lsn) -> StorageResult<()> {

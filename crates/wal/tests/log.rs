@@ -665,3 +665,67 @@ fn a_failed_sync_fails_the_commit() {
     assert_eq!(log.stats().syncs, 0);
     log.check_invariants();
 }
+
+/// The checkpoint protocol's half in the log: a record appended before a `CheckpointBegin`
+/// has its LSN in its transaction's cell by the time the begin's append returns. Writers append
+/// updates publishing into their own cell; a checkpointer appends begins and reads every cell
+/// right after. Scanning the log afterwards, each cell read must be at least the writer's last
+/// LSN before that begin (storing the LSN after the append returned broke this).
+#[test]
+fn a_record_before_a_checkpoint_begin_is_published_when_the_begin_returns() {
+    use std::sync::atomic::AtomicU64;
+    const WRITERS: usize = 3;
+    let storage = MemLogStorage::new();
+    let log = Arc::new(open_mem(&storage, config(LogMode::NoForce, 1 << 16)));
+    let cells: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (log, cells, stop) = (log.clone(), cells.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut prev = Lsn::NONE;
+                while !stop.load(Ordering::Relaxed) {
+                    prev = log.append_update_publishing(
+                        TxnId(w as u64 + 1),
+                        prev,
+                        b"x",
+                        Some(&cells[w]),
+                    );
+                }
+            })
+        })
+        .collect();
+    let mut seen: Vec<(Lsn, Vec<u64>)> = Vec::new();
+    for _ in 0..2000 {
+        let begin = log.append(&LogRecord::CheckpointBegin);
+        let read = cells.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+        seen.push((begin, read));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    log.flush_to(log.end_lsn()).unwrap();
+    // Every writer's record LSNs, in log order.
+    let mut by_writer: Vec<Vec<u64>> = vec![Vec::new(); WRITERS];
+    for item in log.iter_from(log.first_lsn()) {
+        let (lsn, rec) = item.unwrap();
+        if let LogRecord::Update { txn, .. } = rec {
+            by_writer[txn.0 as usize - 1].push(lsn.0);
+        }
+    }
+    assert!(by_writer.iter().all(|r| r.len() > 100), "writers ran");
+    for (begin, read) in &seen {
+        for w in 0..WRITERS {
+            let records = &by_writer[w];
+            let before = records.partition_point(|l| *l < begin.0);
+            let last_before = if before == 0 { 0 } else { records[before - 1] };
+            assert!(
+                read[w] >= last_before,
+                "writer {w}: record {last_before} precedes the begin at {begin}, \
+                 but its cell read {}",
+                read[w]
+            );
+        }
+    }
+}
