@@ -276,7 +276,7 @@ impl Database {
                 (Some(dir), true) => Box::new(
                     wal::FileLogStorage::open(dir.join("wal.log")).map_err(io_err("open log"))?,
                 ),
-                (None, true) if config.durable => Box::new(wal::MemLogStorage::new()),
+                (None, true) if mode == LogMode::Durable => Box::new(wal::MemLogStorage::new()),
                 _ => Box::new(crate::recovery::DiscardLogStorage::default()),
             };
             let (log, _report) = LogManager::open(

@@ -276,3 +276,37 @@ fn a_durable_database_in_memory_checkpoints_and_frees_its_log() {
     long.abort().unwrap();
     model.check(&db, &t, &r);
 }
+
+#[test]
+fn a_database_on_disk_that_never_forces_its_log_discards_it_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(DbConfig {
+        durable: false,
+        ..config(Some(dir.path()))
+    })
+    .unwrap();
+    assert_eq!(db.log().unwrap().mode(), wal::LogMode::NoForce);
+    let t = load_accounts(&db, ACCOUNTS);
+    let r = db.create_table(receipts_schema()).unwrap();
+    let mut model = Model::new();
+    let live_max = run_intervals(&db, &t, &r, &mut model, 16);
+    let (start, _, end) = log_extent(&db);
+    assert!(end.0 > 16 * CHECKPOINT_BYTES, "the log grew to {end} only");
+    assert!(live_max < 4 * CHECKPOINT_BYTES, "live log {live_max} bytes");
+    assert!(
+        start.0 > end.0 - 4 * CHECKPOINT_BYTES,
+        "start {start}, end {end}"
+    );
+    // Closed cleanly, it reopens from its start with every committed change.
+    db.close().unwrap();
+    let db = Database::open(DbConfig {
+        durable: false,
+        ..config(Some(dir.path()))
+    })
+    .unwrap();
+    model.check(
+        &db,
+        &db.table("accounts").unwrap(),
+        &db.table("receipts").unwrap(),
+    );
+}

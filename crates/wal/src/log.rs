@@ -796,13 +796,14 @@ impl LogManager {
     // Checkpoints
 
     /// Records that the checkpoint beginning at `begin` is complete (its `CheckpointEnd` is
-    /// appended). In `Durable` mode the log is first synced to its end, then the master record
-    /// is replaced durably (the log's start unchanged), so the master never names a checkpoint
-    /// a crash could lose. In `NoForce` and `LsnOnly` modes (no durability promised) it is kept
-    /// in memory only.
+    /// appended). The log is first synced to its end, then the master record is replaced
+    /// durably (the log's start unchanged), so the master never names a checkpoint a crash
+    /// could lose. A `NoForce` log does so too (commits are never forced, but a checkpoint,
+    /// every few MiB of log, is): it lets the log be discarded behind it. In `LsnOnly` mode
+    /// there are no records, and the checkpoint is kept in memory only.
     pub fn set_checkpoint(&self, begin: Lsn) -> WalResult<()> {
         let mut master = self.master.lock();
-        if self.mode == LogMode::Durable {
+        if self.mode != LogMode::LsnOnly {
             let end = self.end_lsn();
             if begin < master.start || begin >= end {
                 return Err(WalError::OutOfRange {
@@ -831,11 +832,10 @@ impl LogManager {
     /// ([`LogStorage::discard`]). Returns the start, which only grows (a smaller `lsn` is a
     /// no-op).
     ///
-    /// Only a `Durable` log discards; in the other modes the master record is not on storage,
-    /// so a reopen scans from the first record and nothing may be freed (a no-op).
+    /// An `LsnOnly` log (no records) discards nothing: a no-op.
     pub fn discard_before(&self, lsn: Lsn) -> WalResult<Lsn> {
         let mut master = self.master.lock();
-        if self.mode != LogMode::Durable || lsn <= master.start {
+        if self.mode == LogMode::LsnOnly || lsn <= master.start {
             return Ok(master.start);
         }
         match master.checkpoint {
