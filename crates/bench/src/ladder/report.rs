@@ -90,10 +90,10 @@ pub fn flat_rung_reason(switch: &str) -> &'static str {
         }
         "disk-log" => {
             "The ladder's log lives in memory, so a forced commit copies the log tail and \
-             takes the group-commit latch: a few hundred instructions. Unforced, the same bytes \
-             are still copied out when the log buffer fills, by whichever operation's append \
-             fills it (commit gets cheaper, create record dearer). On a disk the saving is the \
-             wait for the flush, which shows in time, not in instructions."
+             takes the group-commit latch: a few hundred instructions; unforced, the bytes are \
+             dropped when the log buffer fills, by whichever operation's append fills it. On \
+             a disk the saving is mostly the wait for the flush, which shows in time, not in \
+             instructions."
         }
         "main-log" => {
             "Log records are built from byte ranges the buffer pool already tracks; what \
