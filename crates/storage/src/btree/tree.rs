@@ -525,7 +525,14 @@ impl<K: KeyOrder> BTree<K> {
             let right_id = right.page_id();
             let left_id = guard.page_id();
             if is_leaf {
-                node::rebuild(&mut guard, 0, None, prev, Some(right_id), left_entries);
+                if mid == slot && slot + 1 == entries.len() {
+                    // A rightmost append (the new entry alone goes right): the left leaf
+                    // keeps its entries as they are, so only its next pointer changes,
+                    // instead of a rewrite of the whole leaf (and a full page image logged).
+                    node::set_next(&mut guard, Some(right_id));
+                } else {
+                    node::rebuild(&mut guard, 0, None, prev, Some(right_id), left_entries);
+                }
                 node::rebuild(&mut right, 0, None, Some(left_id), next, right_entries);
                 if let Some(next_id) = next {
                     // Left to right: allowed while holding the left leaf.
