@@ -18,6 +18,15 @@ pub fn accounts_schema() -> TableSchema {
         .int_key(&[32])
 }
 
+/// A `receipts(seq, amount)` table (the crash tests' record of what committed).
+pub fn receipts_schema() -> TableSchema {
+    TableSchema::new("receipts")
+        .int("seq")
+        .int("amount")
+        .key(&["seq"])
+        .int_key(&[40])
+}
+
 pub fn open(preset: Preset, threads: usize) -> Arc<Database> {
     Database::open(DbConfig {
         switches: Switches::preset(preset),

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use engine::{Database, DbConfig, TableRef, TableSchema, Tx, Value};
+use engine::{Database, DbConfig, TableRef, Tx, Value};
 use storage::Lsn;
 
 const ACCOUNTS: i64 = 400;
@@ -28,14 +28,6 @@ fn config(path: Option<&Path>) -> DbConfig {
         checkpoint_bytes: CHECKPOINT_BYTES,
         ..DbConfig::default()
     }
-}
-
-fn receipts_schema() -> TableSchema {
-    TableSchema::new("receipts")
-        .int("seq")
-        .int("amount")
-        .key(&["seq"])
-        .int_key(&[40])
 }
 
 /// The committed state the database must hold: every balance, every receipt.
@@ -143,6 +135,33 @@ fn start_long<'db>(
     (tx, first)
 }
 
+/// Runs `rounds` rounds of two checkpoint intervals of other transactions, `long` changing
+/// one more pinned account each round; the log must keep `long`'s first record throughout.
+fn keep_running(
+    db: &Database,
+    t: &TableRef,
+    r: &TableRef,
+    model: &mut Model,
+    long: &mut engine::Transaction<'_>,
+    first: Lsn,
+    rounds: i64,
+) {
+    for round in 0..rounds {
+        run_intervals(db, t, r, model, 2);
+        long.update(
+            t,
+            &[Value::Int(PINNED / 2 + round)],
+            &[(2, Value::Int(-1_000_000))],
+        )
+        .unwrap();
+        let (start, _, _) = log_extent(db);
+        assert!(
+            start <= first,
+            "start {start} passed the running transaction's first record {first}"
+        );
+    }
+}
+
 #[test]
 fn a_durable_database_on_disk_keeps_a_bounded_log_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
@@ -176,20 +195,7 @@ fn a_durable_database_on_disk_keeps_a_bounded_log_and_recovers() {
     // Phase 2: a transaction running across several checkpoints pins the log at its first
     // record; its rollback reads every record back.
     let (mut long, first) = start_long(&db, &r, &t);
-    for round in 0..6 {
-        run_intervals(&db, &t, &r, &mut model, 2);
-        long.update(
-            &t,
-            &[Value::Int(PINNED / 2 + round)],
-            &[(2, Value::Int(-1_000_000))],
-        )
-        .unwrap();
-        let (start, _, _) = log_extent(&db);
-        assert!(
-            start <= first,
-            "start {start} passed the running transaction's first record {first}"
-        );
-    }
+    keep_running(&db, &t, &r, &mut model, &mut long, first, 6);
     let (_, live, _) = log_extent(&db);
     assert!(
         live > 10 * CHECKPOINT_BYTES,
@@ -208,15 +214,7 @@ fn a_durable_database_on_disk_keeps_a_bounded_log_and_recovers() {
     // Phase 3: another one across checkpoints, then a crash (the pool's pages are lost, the
     // log is what was written): recovery must roll it back from records far behind the end.
     let (mut long, first) = start_long(&db, &r, &t);
-    for round in 0..4 {
-        run_intervals(&db, &t, &r, &mut model, 2);
-        long.update(
-            &t,
-            &[Value::Int(PINNED / 2 + round)],
-            &[(2, Value::Int(-1_000_000))],
-        )
-        .unwrap();
-    }
+    keep_running(&db, &t, &r, &mut model, &mut long, first, 4);
     let (start, _, end) = log_extent(&db);
     assert!(start <= first && end.0 - first.0 > 6 * CHECKPOINT_BYTES);
     db.log().unwrap().flush_to(end).unwrap();

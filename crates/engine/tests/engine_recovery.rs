@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use engine::{Database, DbConfig, Fetch, TableSchema, Tx, Value};
+use engine::{Database, DbConfig, Fetch, Tx, Value};
 use rand::{Rng, SeedableRng};
 
 const ACCOUNTS: i64 = 200;
@@ -27,14 +27,6 @@ fn open_durable(dir: &Path) -> Arc<Database> {
         ..DbConfig::default()
     })
     .unwrap()
-}
-
-fn receipts_schema() -> TableSchema {
-    TableSchema::new("receipts")
-        .int("seq")
-        .int("amount")
-        .key(&["seq"])
-        .int_key(&[40])
 }
 
 /// The child: transfers money and records a receipt per transfer, printing `ACK seq` once the

@@ -42,8 +42,8 @@ impl PageLog for RecordingLog {
     }
 }
 
-#[test]
-fn replaying_the_log_rebuilds_every_node() {
+/// A pool of 256 8 KiB frames in memory whose changes go to a [`RecordingLog`].
+fn recording_pool() -> (Arc<RecordingLog>, Arc<BufferPool>) {
     let log = Arc::new(RecordingLog::default());
     let config = PoolConfig {
         page_size: PageSize::Kib8,
@@ -58,6 +58,35 @@ fn replaying_the_log_rebuilds_every_node() {
         )
         .unwrap(),
     );
+    (log, pool)
+}
+
+/// Replays every logged range onto blank pages and compares each page the log names with the
+/// pool's; returns how many pages were compared.
+fn assert_replay_rebuilds_every_page(log: &RecordingLog, pool: &BufferPool) -> usize {
+    let mut shadow: HashMap<PageId, Vec<u8>> = HashMap::new();
+    for record in log.records.lock().unwrap().iter() {
+        for (page, ranges) in record {
+            let image = shadow.entry(*page).or_insert_with(|| vec![0; 8192]);
+            for (offset, bytes) in ranges {
+                image[*offset..*offset + bytes.len()].copy_from_slice(bytes);
+            }
+        }
+    }
+    for (page, image) in &shadow {
+        let live = pool.fix_shared(*page).unwrap();
+        assert_eq!(
+            &live[PAGE_HEADER_SIZE..],
+            &image[PAGE_HEADER_SIZE..],
+            "page {page}"
+        );
+    }
+    shadow.len()
+}
+
+#[test]
+fn replaying_the_log_rebuilds_every_node() {
+    let (log, pool) = recording_pool();
     let tree = BTree::create(pool.clone(), IntKeyOrder, true).unwrap();
     let created = log.records.lock().unwrap().len();
     for k in 0..6000u64 {
@@ -94,27 +123,9 @@ fn replaying_the_log_rebuilds_every_node() {
     let median = small[small.len() / 2];
     assert!(median < 600, "median plain change logs {median} bytes");
 
+    drop(records);
     // Replay onto blank pages and compare every page the tree uses.
-    let mut shadow: HashMap<PageId, Vec<u8>> = HashMap::new();
-    for record in records.iter() {
-        for (page, ranges) in record {
-            let image = shadow.entry(*page).or_insert_with(|| vec![0; 8192]);
-            for (offset, bytes) in ranges {
-                image[*offset..*offset + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-    }
-    let mut compared = 0;
-    for (page, image) in &shadow {
-        let live = pool.fix_shared(*page).unwrap();
-        assert_eq!(
-            &live[PAGE_HEADER_SIZE..],
-            &image[PAGE_HEADER_SIZE..],
-            "page {page}"
-        );
-        compared += 1;
-    }
-    assert!(compared > 10);
+    assert!(assert_replay_rebuilds_every_page(&log, &pool) > 10);
 }
 
 /// Ascending inserts (TPC-C's order lines, orders, new orders) split by appending a leaf: the
@@ -122,20 +133,7 @@ fn replaying_the_log_rebuilds_every_node() {
 /// right leaf's image and the parent's separator are the rest. Replay still rebuilds every node.
 #[test]
 fn an_appending_split_logs_the_new_leaf_and_a_pointer_not_the_full_leaf() {
-    let log = Arc::new(RecordingLog::default());
-    let config = PoolConfig {
-        page_size: PageSize::Kib8,
-        frames: 256,
-        latching: true,
-    };
-    let pool = Arc::new(
-        BufferPool::new(
-            Box::new(MemPageStore::new(PageSize::Kib8)),
-            config,
-            Some(log.clone()),
-        )
-        .unwrap(),
-    );
+    let (log, pool) = recording_pool();
     let tree = BTree::create(pool.clone(), IntKeyOrder, true).unwrap();
     let created = log.records.lock().unwrap().len();
     for k in 0..20_000u64 {
@@ -165,22 +163,5 @@ fn an_appending_split_logs_the_new_leaf_and_a_pointer_not_the_full_leaf() {
     }
     assert!(appends >= 20, "only {appends} appending splits");
     drop(records);
-    // Replay onto blank pages and compare every page the tree uses.
-    let mut shadow: HashMap<PageId, Vec<u8>> = HashMap::new();
-    for record in log.records.lock().unwrap().iter() {
-        for (page, ranges) in record {
-            let image = shadow.entry(*page).or_insert_with(|| vec![0; 8192]);
-            for (offset, bytes) in ranges {
-                image[*offset..*offset + bytes.len()].copy_from_slice(bytes);
-            }
-        }
-    }
-    for (page, image) in &shadow {
-        let live = pool.fix_shared(*page).unwrap();
-        assert_eq!(
-            &live[PAGE_HEADER_SIZE..],
-            &image[PAGE_HEADER_SIZE..],
-            "page {page}"
-        );
-    }
+    assert!(assert_replay_rebuilds_every_page(&log, &pool) > 20);
 }
