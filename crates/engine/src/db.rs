@@ -11,7 +11,8 @@
 //!
 //! On disk a database is a directory: `pages.db` (the page file), `wal.log` (the log and its
 //! master record) and `catalog.json` (table and index definitions with their root pages, written
-//! synchronously at every schema change: schema changes are not transactional).
+//! synchronously at every schema change: schema changes are not transactional), and `LOCK`,
+//! locked exclusively (`flock`) while the database is open, so a second process is refused.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -182,6 +183,9 @@ struct CatalogIndex {
 /// An open database.
 pub struct Database {
     pub(crate) config: DbConfig,
+    /// An exclusive lock on the directory's `LOCK` file while the database is open (on disk),
+    /// so that a second process opening it is refused instead of both writing the same files.
+    _dir_lock: Option<std::fs::File>,
     pub(crate) pool: Option<Arc<BufferPool>>,
     pub(crate) log: Option<Arc<LogManager>>,
     /// Whether log records are built (main-log on); else the log only hands out LSNs.
@@ -208,6 +212,30 @@ pub struct Database {
 
 fn io_err(action: &'static str) -> impl FnOnce(std::io::Error) -> TxError {
     move |e| TxError::Storage(storage::StorageError::io(action, e))
+}
+
+/// Takes the exclusive lock on `dir/LOCK` (created if absent), or says who holds it: another
+/// process, or another open database in this one. Advisory (`flock`); released when the
+/// database is dropped or the process ends, however it ends.
+fn lock_directory(dir: &std::path::Path) -> TxResult<std::fs::File> {
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_err("open the database directory's lock file"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(TxError::Invalid(format!(
+            "database directory {} is in use: another process (or another open of it in this \
+             one) holds {}",
+            dir.display(),
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock the database directory")(e)),
+    }
 }
 
 impl Database {
@@ -245,8 +273,10 @@ impl Database {
             ..Catalog::default()
         };
         let mut existing = false;
+        let mut dir_lock = None;
         if let Some(dir) = &config.path {
             std::fs::create_dir_all(dir).map_err(io_err("create database directory"))?;
+            dir_lock = Some(lock_directory(dir)?);
             let cat_path = dir.join("catalog.json");
             if cat_path.exists() {
                 let bytes = std::fs::read(&cat_path).map_err(io_err("read catalog"))?;
@@ -346,6 +376,7 @@ impl Database {
             next_checkpoint: AtomicU64::new(u64::MAX),
             active: Latch::new(HashMap::new(), latching),
             config,
+            _dir_lock: dir_lock,
         };
         let losers = if existing && db.log_records {
             crate::recovery::analyze_and_redo(&db)?

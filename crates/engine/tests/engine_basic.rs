@@ -194,3 +194,28 @@ fn bad_requests_are_clear_errors() {
     });
     assert!(bad.is_err());
 }
+
+#[test]
+fn a_database_directory_opens_once_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || engine::DbConfig {
+        path: Some(dir.path().to_path_buf()),
+        pool_mib: 2,
+        ..engine::DbConfig::default()
+    };
+    let db = engine::Database::open(config()).unwrap();
+    let second = engine::Database::open(config())
+        .err()
+        .expect("a second open is refused");
+    let message = second.to_string();
+    assert!(message.contains("is in use"), "{message}");
+    assert!(
+        message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
+    // Closed (or dropped, as when a process dies), the directory opens again.
+    db.close().unwrap();
+    let again = engine::Database::open(config()).unwrap();
+    drop(again);
+    engine::Database::open(config()).unwrap();
+}
