@@ -678,10 +678,12 @@ fn a_record_before_a_checkpoint_begin_is_published_when_the_begin_returns() {
     let storage = MemLogStorage::new();
     let log = Arc::new(open_mem(&storage, config(LogMode::NoForce, 1 << 16)));
     let cells: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
+    let appended: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
-            let (log, cells, stop) = (log.clone(), cells.clone(), stop.clone());
+            let (log, cells, appended, stop) =
+                (log.clone(), cells.clone(), appended.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut prev = Lsn::NONE;
                 while !stop.load(Ordering::Relaxed) {
@@ -691,15 +693,26 @@ fn a_record_before_a_checkpoint_begin_is_published_when_the_begin_returns() {
                         b"x",
                         Some(&cells[w]),
                     );
+                    appended[w].fetch_add(1, Ordering::Relaxed);
                 }
             })
         })
         .collect();
+    // Begins interleaved with every writer's records: at least 2000, and until each writer
+    // has appended 200 (threads start late on a loaded machine), within a minute.
     let mut seen: Vec<(Lsn, Vec<u64>)> = Vec::new();
-    for _ in 0..2000 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while seen.len() < 2000
+        || (appended.iter().any(|a| a.load(Ordering::Relaxed) < 200)
+            && std::time::Instant::now() < deadline)
+    {
         let begin = log.append(&LogRecord::CheckpointBegin);
         let read = cells.iter().map(|c| c.load(Ordering::Relaxed)).collect();
         seen.push((begin, read));
+        if seen.len() >= 2000 {
+            // Waiting for a late writer: slowly, so the log stays small.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
     stop.store(true, Ordering::Relaxed);
     for w in writers {
