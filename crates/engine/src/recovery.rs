@@ -178,6 +178,10 @@ pub(crate) fn analyze_and_redo(db: &Database) -> TxResult<Losers> {
                 if g.lsn() >= lsn {
                     continue;
                 }
+                if p.zeroed {
+                    // A fresh page: logged as "zeroed", then its header and contents.
+                    g.page_mut().fill(0);
+                }
                 for (offset, bytes) in &p.ranges {
                     let at = *offset as usize;
                     if at + bytes.len() > g.len() {
@@ -384,6 +388,7 @@ mod tests {
         LogRecord::PageRedo {
             pages: vec![PageRedoOwned {
                 page: PageId(page),
+                zeroed: false,
                 ranges: vec![(100, vec![1, 2, 3])],
             }],
         }

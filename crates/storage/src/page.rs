@@ -121,6 +121,9 @@ pub struct RedoRange<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct PageRedo<'a> {
     pub page: PageId,
+    /// The page was zero-filled first (a fresh allocation): redo zeroes it, then writes the
+    /// ranges, so the log carries no page of zeroes.
+    pub zeroed: bool,
     pub ranges: &'a [RedoRange<'a>],
 }
 
@@ -143,8 +146,15 @@ pub trait PageLog: Send + Sync {
     /// disjoint, each inside the page and at most `u16::MAX` long) now stand in the page. The
     /// same record as [`PageLog::log_redo`] with one [`PageRedo`]; this is the path of every
     /// single write guard, so a log may encode it straight from the ranges. The default builds
-    /// the [`RedoRange`] list (on the stack when short) and calls `log_redo`.
-    fn log_page_redo(&self, page: PageId, image: &[u8], ranges: &[(u32, u32)]) -> Lsn {
+    /// the [`RedoRange`] list (on the stack when short) and calls `log_redo`. `zeroed` as in
+    /// [`PageRedo::zeroed`].
+    fn log_page_redo(
+        &self,
+        page: PageId,
+        zeroed: bool,
+        image: &[u8],
+        ranges: &[(u32, u32)],
+    ) -> Lsn {
         const INLINE: usize = 16;
         let redo = |r: &(u32, u32)| RedoRange {
             offset: r.0 as u16,
@@ -159,11 +169,16 @@ pub trait PageLog: Send + Sync {
                 *slot = redo(r);
             }
             let ranges = &inline[..ranges.len()];
-            self.log_redo(&[PageRedo { page, ranges }])
+            self.log_redo(&[PageRedo {
+                page,
+                zeroed,
+                ranges,
+            }])
         } else {
             let ranges: Vec<RedoRange<'_>> = ranges.iter().map(redo).collect();
             self.log_redo(&[PageRedo {
                 page,
+                zeroed,
                 ranges: &ranges,
             }])
         }

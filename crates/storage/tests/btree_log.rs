@@ -11,8 +11,8 @@ use storage::file::MemPageStore;
 use storage::page::{PageRedo, PAGE_HEADER_SIZE};
 use storage::{Lsn, PageId, PageLog, PageSize, StorageResult};
 
-/// One redo record: for each page, its changed ranges.
-type Record = Vec<(PageId, Vec<(usize, Vec<u8>)>)>;
+/// One redo record: for each page, its changed ranges (after zeroing it, if flagged).
+type Record = Vec<(PageId, bool, Vec<(usize, Vec<u8>)>)>;
 
 #[derive(Default)]
 struct RecordingLog {
@@ -29,7 +29,7 @@ impl PageLog for RecordingLog {
                     .iter()
                     .map(|r| (r.offset as usize, r.bytes.to_vec()))
                     .collect();
-                (p.page, ranges)
+                (p.page, p.zeroed, ranges)
             })
             .collect();
         let mut records = self.records.lock().unwrap();
@@ -66,8 +66,11 @@ fn recording_pool() -> (Arc<RecordingLog>, Arc<BufferPool>) {
 fn assert_replay_rebuilds_every_page(log: &RecordingLog, pool: &BufferPool) -> usize {
     let mut shadow: HashMap<PageId, Vec<u8>> = HashMap::new();
     for record in log.records.lock().unwrap().iter() {
-        for (page, ranges) in record {
+        for (page, zeroed, ranges) in record {
             let image = shadow.entry(*page).or_insert_with(|| vec![0; 8192]);
+            if *zeroed {
+                image.fill(0);
+            }
             for (offset, bytes) in ranges {
                 image[*offset..*offset + bytes.len()].copy_from_slice(bytes);
             }
@@ -106,7 +109,7 @@ fn replaying_the_log_rebuilds_every_node() {
     for record in &records[created..] {
         let bytes: usize = record
             .iter()
-            .flat_map(|(_, r)| r)
+            .flat_map(|(_, _, r)| r)
             .map(|(_, b)| b.len())
             .sum();
         if record.len() >= 3 {
@@ -150,7 +153,7 @@ fn an_appending_split_logs_the_new_leaf_and_a_pointer_not_the_full_leaf() {
         // its own shape (the root rewritten too): skipped.
         let sizes: Vec<usize> = record
             .iter()
-            .map(|(_, r)| r.iter().map(|(_, b)| b.len()).sum())
+            .map(|(_, _, r)| r.iter().map(|(_, b)| b.len()).sum())
             .collect();
         if sizes.len() == 3 && sizes[2] < 4096 {
             appends += 1;

@@ -15,11 +15,17 @@ struct FakeLog {
     next: AtomicU64,
     flushed: AtomicU64,
     records: Mutex<Vec<(Lsn, Record)>>,
+    /// Pages logged as zero-filled first (fresh allocations).
+    zeroed: Mutex<Vec<PageId>>,
 }
 
 impl PageLog for FakeLog {
     fn log_redo(&self, pages: &[PageRedo<'_>]) -> Lsn {
         let lsn = Lsn(self.next.fetch_add(100, Ordering::SeqCst) + 100);
+        self.zeroed
+            .lock()
+            .unwrap()
+            .extend(pages.iter().filter(|p| p.zeroed).map(|p| p.page));
         let rec = pages
             .iter()
             .map(|p| {
@@ -101,13 +107,24 @@ fn log_redo_receives_exactly_the_changed_ranges_coalesced() {
     let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
     {
         let recs = log.records.lock().unwrap();
-        assert_eq!(recs.len(), 1, "allocation logs the new page's image");
+        assert_eq!(recs.len(), 1, "allocation logs the new page");
         let (lsn, rec) = &recs[0];
         assert_eq!(rec[0].0, id);
-        assert_eq!(rec[0].1.len(), 1);
-        assert_eq!(rec[0].1[0].0 as usize, OFFSET_MAGIC);
-        assert_eq!(rec[0].1[0].1.len(), 8192 - OFFSET_MAGIC);
-        assert_eq!(pool.fix_shared(id).unwrap().lsn(), *lsn);
+        // Zero-filled, then the header: magic and kind (adjacent, one range), and the page
+        // id. Not a page image of zeroes.
+        assert_eq!(*log.zeroed.lock().unwrap(), vec![id]);
+        let g = pool.fix_shared(id).unwrap();
+        assert_eq!(
+            rec[0].1,
+            vec![
+                (
+                    OFFSET_MAGIC as u16,
+                    g[OFFSET_MAGIC..OFFSET_MAGIC + 3].to_vec()
+                ),
+                (16, id.0.to_le_bytes().to_vec()),
+            ]
+        );
+        assert_eq!(g.lsn(), *lsn);
     }
     {
         let mut g = pool.fix_exclusive(id).unwrap();

@@ -978,9 +978,16 @@ impl PageLog for LogManager {
         self.append_encoded(&PageRedoView(pages), false, None)
     }
 
-    fn log_page_redo(&self, page: PageId, image: &[u8], ranges: &[(u32, u32)]) -> Lsn {
+    fn log_page_redo(
+        &self,
+        page: PageId,
+        zeroed: bool,
+        image: &[u8],
+        ranges: &[(u32, u32)],
+    ) -> Lsn {
         let view = PageRangesView {
             page,
+            zeroed,
             image,
             ranges,
         };

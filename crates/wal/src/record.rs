@@ -21,7 +21,7 @@
 //!
 //! | kind | record            | body                                                                                  |
 //! |-----:|-------------------|---------------------------------------------------------------------------------------|
-//! | 1    | `PageRedo`        | `page_count u16`, then per page: `page u64`, `range_count u16`, then per range: `offset u16`, `len u16`, `len` bytes |
+//! | 1    | `PageRedo`        | `page_count u16`, then per page: `page u64` (top bit: zero the page first), `range_count u16`, then per range: `offset u16`, `len u16`, `len` bytes |
 //! | 2    | `Update`          | `txn u64`, `prev u64`, payload (the rest of the frame)                                 |
 //! | 3    | `Compensation`    | `txn u64`, `prev u64`, `undo_next u64`, payload (the rest)                             |
 //! | 4    | `Commit`          | `txn u64`, `prev u64`                                                                  |
@@ -69,11 +69,24 @@ impl fmt::Display for TxnId {
     }
 }
 
-/// The owned form of one page's redo: `bytes` now stand at `offset`, for every range.
+/// The owned form of one page's redo: `bytes` now stand at `offset`, for every range (after
+/// the whole page was zeroed, if `zeroed`: a fresh page).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageRedoOwned {
     pub page: PageId,
+    pub zeroed: bool,
     pub ranges: Vec<(u16, Vec<u8>)>,
+}
+
+/// In a page redo's `page u64`: the page was zero-filled before its ranges (page ids stay
+/// below 2^63).
+const PAGE_ZEROED: u64 = 1 << 63;
+
+/// The `page u64` field of a page redo.
+#[inline]
+fn page_field(page: PageId, zeroed: bool) -> [u8; 8] {
+    assert!(page.0 < PAGE_ZEROED, "page id {page} too large for the log");
+    (page.0 | if zeroed { PAGE_ZEROED } else { 0 }).to_le_bytes()
 }
 
 /// A transaction that was running when a checkpoint was taken.
@@ -441,7 +454,7 @@ impl Encode for PageRedoView<'_> {
     fn write_body<S: Sink>(&self, sink: &mut S) {
         sink.put(&(self.0.len() as u16).to_le_bytes());
         for page in self.0 {
-            sink.put(&page.page.0.to_le_bytes());
+            sink.put(&page_field(page.page, page.zeroed));
             sink.put(&(page.ranges.len() as u16).to_le_bytes());
             for range in page.ranges {
                 sink.put(&range.offset.to_le_bytes());
@@ -456,6 +469,7 @@ impl Encode for PageRedoView<'_> {
 /// Encodes exactly as a [`PageRedoView`] of one page with those ranges.
 pub(crate) struct PageRangesView<'a> {
     pub page: PageId,
+    pub zeroed: bool,
     pub image: &'a [u8],
     pub ranges: &'a [(u32, u32)],
 }
@@ -480,7 +494,7 @@ impl Encode for PageRangesView<'_> {
     #[inline]
     fn write_body<S: Sink>(&self, sink: &mut S) {
         sink.put(&1u16.to_le_bytes());
-        sink.put(&self.page.0.to_le_bytes());
+        sink.put(&page_field(self.page, self.zeroed));
         sink.put(&(self.ranges.len() as u16).to_le_bytes());
         for &(start, end) in self.ranges {
             let mut head = [0u8; 4];
@@ -540,7 +554,7 @@ impl Encode for LogRecord {
             LogRecord::PageRedo { pages } => {
                 sink.put(&(pages.len() as u16).to_le_bytes());
                 for page in pages {
-                    sink.put(&page.page.0.to_le_bytes());
+                    sink.put(&page_field(page.page, page.zeroed));
                     sink.put(&(page.ranges.len() as u16).to_le_bytes());
                     for (offset, bytes) in &page.ranges {
                         sink.put(&offset.to_le_bytes());
@@ -725,7 +739,8 @@ pub(crate) fn decode_body(kind: RecordKind, body: &[u8]) -> Result<LogRecord, &'
             r.check_count(page_count, 10)?;
             let mut pages = Vec::with_capacity(page_count);
             for _ in 0..page_count {
-                let page = PageId(r.u64()?);
+                let field = r.u64()?;
+                let (page, zeroed) = (PageId(field & !PAGE_ZEROED), field & PAGE_ZEROED != 0);
                 let range_count = r.u16()? as usize;
                 r.check_count(range_count, 4)?;
                 let mut ranges = Vec::with_capacity(range_count);
@@ -734,7 +749,11 @@ pub(crate) fn decode_body(kind: RecordKind, body: &[u8]) -> Result<LogRecord, &'
                     let len = r.u16()? as usize;
                     ranges.push((offset, r.take(len)?.to_vec()));
                 }
-                pages.push(PageRedoOwned { page, ranges });
+                pages.push(PageRedoOwned {
+                    page,
+                    zeroed,
+                    ranges,
+                });
             }
             r.finish()?;
             LogRecord::PageRedo { pages }
@@ -820,14 +839,16 @@ mod tests {
 
     fn arb_page_redo() -> impl Strategy<Value = PageRedoOwned> {
         (
-            any::<u64>(),
+            0..PAGE_ZEROED,
+            any::<bool>(),
             proptest::collection::vec(
                 (any::<u16>(), proptest::collection::vec(any::<u8>(), 0..64)),
                 0..6,
             ),
         )
-            .prop_map(|(page, ranges)| PageRedoOwned {
+            .prop_map(|(page, zeroed, ranges)| PageRedoOwned {
                 page: PageId(page),
+                zeroed,
                 ranges,
             })
     }
@@ -954,6 +975,7 @@ mod tests {
         ];
         let redo = [PageRedo {
             page: PageId(5),
+            zeroed: false,
             ranges: &ranges,
         }];
         let view = PageRedoView(&redo);
@@ -966,6 +988,7 @@ mod tests {
             LogRecord::PageRedo {
                 pages: vec![PageRedoOwned {
                     page: PageId(5),
+                    zeroed: false,
                     ranges: vec![(24, vec![1, 2, 3]), (100, vec![])],
                 }]
             }
@@ -1004,6 +1027,7 @@ mod tests {
             .collect();
         let redo = [PageRedo {
             page: PageId(9),
+            zeroed: true,
             ranges: &ranges,
         }];
         let a = two_pass(&|out| {
@@ -1013,6 +1037,7 @@ mod tests {
         });
         let direct = PageRangesView {
             page: PageId(9),
+            zeroed: true,
             image: &image,
             ranges: &pairs,
         };
@@ -1024,6 +1049,8 @@ mod tests {
             panic!("not a page redo: {decoded:?}");
         };
         assert_eq!(pages[0].ranges[2], (8000, image[8000..].to_vec()));
+        assert!(pages[0].zeroed, "the zero-fill flag survives");
+        assert_eq!(pages[0].page, PageId(9));
     }
 
     #[test]

@@ -130,6 +130,7 @@ fn iter_from_scans_forward_from_any_record() {
             _ => LogRecord::PageRedo {
                 pages: vec![PageRedoOwned {
                     page: PageId(i),
+                    zeroed: i % 8 == 3,
                     ranges: vec![(24, vec![1; 10])],
                 }],
             },
@@ -177,10 +178,12 @@ fn page_log_redo_is_read_back_and_flush_to_syncs() {
     let lsn = pool_side.log_redo(&[
         PageRedo {
             page: PageId(3),
+            zeroed: false,
             ranges: &ranges_a,
         },
         PageRedo {
             page: PageId(4),
+            zeroed: true,
             ranges: &ranges_b,
         },
     ]);
@@ -197,10 +200,12 @@ fn page_log_redo_is_read_back_and_flush_to_syncs() {
             pages: vec![
                 PageRedoOwned {
                     page: PageId(3),
+                    zeroed: false,
                     ranges: vec![(24, b"abc".to_vec())],
                 },
                 PageRedoOwned {
                     page: PageId(4),
+                    zeroed: true,
                     ranges: vec![(100, b"defg".to_vec()), (8000, b"h".to_vec())],
                 },
             ]

@@ -43,6 +43,9 @@ pub(crate) struct FrameData {
     /// the frame. Kept with the frame so that its capacity is reused by every later guard
     /// (a write guard allocates nothing once the frame has been written once).
     pub ranges: Vec<(u32, u32)>,
+    /// The pending changes start from a zero-filled page (a fresh allocation, with a tracking
+    /// guard): logged as "zero the page, then these ranges", not as a page image of zeroes.
+    pub zeroed: bool,
 }
 
 /// Aligned to a cache line: frames fixed by different threads at once do not share a line
@@ -82,6 +85,7 @@ impl Frame {
                     buf: vec![0u8; page_size].into_boxed_slice(),
                     page: None,
                     ranges: Vec::new(),
+                    zeroed: false,
                 },
                 latching,
             ),

@@ -151,6 +151,19 @@ impl<'a> PageWriteGuard<'a> {
         bytes
     }
 
+    /// Zero-fills the page as a fresh allocation: with tracking, no range is recorded; the
+    /// change is logged as "zeroed" with whatever is written after it ([`PageRedo::zeroed`]).
+    ///
+    /// [`PageRedo::zeroed`]: crate::page::PageRedo::zeroed
+    pub(crate) fn zero_fresh(&mut self) {
+        let track = self.track;
+        self.changed = true;
+        let data = self.data_mut();
+        data.buf.fill(0);
+        data.ranges.clear();
+        data.zeroed = track;
+    }
+
     /// The whole page, mutable; everything after the checksum counts as changed.
     pub fn page_mut(&mut self) -> &mut [u8] {
         let len = self.data().buf.len();
@@ -170,7 +183,8 @@ impl<'a> PageWriteGuard<'a> {
 
     /// Whether changes made through this guard are still waiting for the log.
     pub fn has_pending_changes(&self) -> bool {
-        !self.data().ranges.is_empty()
+        let data = self.data();
+        !data.ranges.is_empty() || data.zeroed
     }
 
     /// Writes `lsn` into the header, marks the page changed and, if the frame was clean,
@@ -196,7 +210,7 @@ impl Deref for PageWriteGuard<'_> {
 impl Drop for PageWriteGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        if !self.data().ranges.is_empty() {
+        if self.has_pending_changes() {
             self.pool.log_pending(self);
         }
         if self.changed {

@@ -335,11 +335,13 @@ impl BufferPool {
         let id = PageId(self.next_page.fetch_add(1, Ordering::AcqRel));
         counters::bump_fix(id.0);
         let mut g = self.fix_write_slow(id, Intent::Fresh, self.log.is_some(), false)?;
-        let page = g.page_mut();
-        page.fill(0);
-        page[OFFSET_MAGIC..OFFSET_MAGIC + 2].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
-        page[OFFSET_KIND] = kind as u8;
-        page[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].copy_from_slice(&id.0.to_le_bytes());
+        // Zeroes logged as "zeroed", not as a page image of them: then the header.
+        g.zero_fresh();
+        g.range_mut(OFFSET_MAGIC, 2)
+            .copy_from_slice(&PAGE_MAGIC.to_le_bytes());
+        g.range_mut(OFFSET_KIND, 1)[0] = kind as u8;
+        g.range_mut(OFFSET_PAGE_ID, 8)
+            .copy_from_slice(&id.0.to_le_bytes());
         Ok(g)
     }
 
@@ -671,7 +673,9 @@ impl BufferPool {
         }
         let Some(log) = &self.log else {
             for g in guards.iter_mut() {
-                g.data_mut().ranges.clear();
+                let data = g.data_mut();
+                data.ranges.clear();
+                data.zeroed = false;
             }
             return;
         };
@@ -691,9 +695,10 @@ impl BufferPool {
         let pages: Vec<PageRedo<'_>> = guards
             .iter()
             .zip(&ranges)
-            .filter(|(_, r)| !r.is_empty())
+            .filter(|(g, r)| !r.is_empty() || g.data().zeroed)
             .map(|(g, r)| PageRedo {
                 page: g.page,
+                zeroed: g.data().zeroed,
                 ranges: r,
             })
             .collect();
@@ -704,8 +709,9 @@ impl BufferPool {
         drop(ranges);
         for g in guards.iter_mut() {
             let data = g.data_mut();
-            if !data.ranges.is_empty() {
+            if !data.ranges.is_empty() || data.zeroed {
                 data.ranges.clear();
+                data.zeroed = false;
                 g.stamp(lsn);
             }
         }
@@ -719,15 +725,19 @@ impl BufferPool {
     #[inline(never)]
     pub(crate) fn log_pending(&self, g: &mut PageWriteGuard<'_>) {
         let data = g.data();
-        if data.ranges.is_empty() {
+        if data.ranges.is_empty() && !data.zeroed {
             return;
         }
         let Some(log) = &self.log else {
-            g.data_mut().ranges.clear();
+            let data = g.data_mut();
+            data.ranges.clear();
+            data.zeroed = false;
             return;
         };
-        let lsn = log.log_page_redo(g.page, &data.buf, &data.ranges);
-        g.data_mut().ranges.clear();
+        let lsn = log.log_page_redo(g.page, data.zeroed, &data.buf, &data.ranges);
+        let data = g.data_mut();
+        data.ranges.clear();
+        data.zeroed = false;
         g.stamp(lsn);
     }
 
