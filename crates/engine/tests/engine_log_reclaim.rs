@@ -135,6 +135,34 @@ fn start_long<'db>(
     (tx, first)
 }
 
+/// Runs `intervals` checkpoint intervals of transactions and checks the log kept fewer than
+/// four of them live throughout, and starts within four of its end; returns the largest live
+/// size seen.
+fn assert_log_stays_bounded(
+    db: &Database,
+    t: &TableRef,
+    r: &TableRef,
+    model: &mut Model,
+    intervals: u64,
+) -> u64 {
+    let live_max = run_intervals(db, t, r, model, intervals);
+    let (start, _, end) = log_extent(db);
+    assert!(
+        end.0 > intervals * CHECKPOINT_BYTES,
+        "the log grew to {end} only"
+    );
+    assert!(
+        live_max < 4 * CHECKPOINT_BYTES,
+        "the live log reached {live_max} bytes, {} intervals",
+        live_max as f64 / CHECKPOINT_BYTES as f64
+    );
+    assert!(
+        start.0 > end.0 - 4 * CHECKPOINT_BYTES,
+        "start {start}, end {end}"
+    );
+    live_max
+}
+
 /// Runs `rounds` rounds of two checkpoint intervals of other transactions, `long` changing
 /// one more pinned account each round; the log must keep `long`'s first record throughout.
 fn keep_running(
@@ -171,18 +199,7 @@ fn a_durable_database_on_disk_keeps_a_bounded_log_and_recovers() {
     let mut model = Model::new();
 
     // Phase 1: many intervals of log; only a few stay, on disk too.
-    let live_max = run_intervals(&db, &t, &r, &mut model, 24);
-    let (start, _, end) = log_extent(&db);
-    assert!(end.0 > 24 * CHECKPOINT_BYTES, "the log grew to {end} only");
-    assert!(
-        live_max < 4 * CHECKPOINT_BYTES,
-        "the live log reached {live_max} bytes, {} intervals",
-        live_max as f64 / CHECKPOINT_BYTES as f64
-    );
-    assert!(
-        start.0 > end.0 - 4 * CHECKPOINT_BYTES,
-        "start {start}, end {end}"
-    );
+    let live_max = assert_log_stays_bounded(&db, &t, &r, &mut model, 24);
     let held = db.log().unwrap().held_bytes().unwrap().unwrap();
     let len = std::fs::metadata(dir.path().join("wal.log")).unwrap().len();
     eprintln!("log: {len} bytes long, {held} held on disk, live at most {live_max}");
@@ -287,14 +304,7 @@ fn a_database_on_disk_that_never_forces_its_log_discards_it_too() {
     let t = load_accounts(&db, ACCOUNTS);
     let r = db.create_table(receipts_schema()).unwrap();
     let mut model = Model::new();
-    let live_max = run_intervals(&db, &t, &r, &mut model, 16);
-    let (start, _, end) = log_extent(&db);
-    assert!(end.0 > 16 * CHECKPOINT_BYTES, "the log grew to {end} only");
-    assert!(live_max < 4 * CHECKPOINT_BYTES, "live log {live_max} bytes");
-    assert!(
-        start.0 > end.0 - 4 * CHECKPOINT_BYTES,
-        "start {start}, end {end}"
-    );
+    assert_log_stays_bounded(&db, &t, &r, &mut model, 16);
     // Closed cleanly, it reopens from its start with every committed change.
     db.close().unwrap();
     let db = Database::open(DbConfig {

@@ -105,6 +105,30 @@ fn check_reads(log: &LogManager, records: &[(Lsn, LogRecord)], start: Lsn) {
 }
 
 /// The LSN of the record halfway to the checkpoint's begin: the oldest one "still needed".
+/// A file log in a new temporary directory, filled by [`fill`] with `n` records each side of a
+/// checkpoint: (directory, log path, log, records, checkpoint begin).
+struct FilledFileLog {
+    dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    log: LogManager,
+    records: Vec<(Lsn, LogRecord)>,
+    begin: Lsn,
+}
+
+fn filled_file_log(n: usize) -> FilledFileLog {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let (log, _) = open_file(&path);
+    let (records, begin) = fill(&log, n);
+    FilledFileLog {
+        dir,
+        path,
+        log,
+        records,
+        begin,
+    }
+}
+
 fn halfway(records: &[(Lsn, LogRecord)], begin: Lsn) -> Lsn {
     let below = records.iter().filter(|(l, _)| *l < begin).count();
     records[below / 2].0
@@ -176,10 +200,13 @@ fn punches_holes(dir: &Path) -> bool {
 
 #[test]
 fn a_file_log_punches_a_hole_and_reopens_from_its_start_not_through_the_hole() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log");
-    let (log, _) = open_file(&path);
-    let (records, begin) = fill(&log, 1000);
+    let FilledFileLog {
+        dir,
+        path,
+        log,
+        records,
+        begin,
+    } = filled_file_log(1000);
     let len = std::fs::metadata(&path).unwrap().len();
     let blocks_before = std::fs::metadata(&path).unwrap().blocks();
     let start = begin;
@@ -269,10 +296,13 @@ fn a_crash_between_the_master_write_and_the_free_leaves_a_log_that_opens() {
     check_reads(&log, &records, start);
 
     // File: the punched bytes come back (the punch never reached the disk).
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log");
-    let (log, _) = open_file(&path);
-    let (records, begin) = fill(&log, 300);
+    let FilledFileLog {
+        dir: _dir,
+        path,
+        log,
+        records,
+        begin,
+    } = filled_file_log(300);
     let before = std::fs::read(&path).unwrap();
     let start = halfway(&records, begin);
     log.discard_before(start).unwrap();
@@ -352,10 +382,13 @@ fn a_log_that_is_never_forced_discards_behind_its_checkpoints_and_an_lsn_only_on
 
 #[test]
 fn a_scan_that_cannot_reach_the_checkpoint_past_a_discard_fails_and_cuts_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log");
-    let (log, _) = open_file(&path);
-    let (records, begin) = fill(&log, 100);
+    let FilledFileLog {
+        dir: _dir,
+        path,
+        log,
+        records,
+        begin,
+    } = filled_file_log(100);
     let start = halfway(&records, begin);
     log.discard_before(start).unwrap();
     drop(log);
@@ -379,10 +412,13 @@ fn a_scan_that_cannot_reach_the_checkpoint_past_a_discard_fails_and_cuts_nothing
     );
 
     // A torn tail past the checkpoint is still cut as usual.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("log");
-    let (log, _) = open_file(&path);
-    let (records, begin) = fill(&log, 100);
+    let FilledFileLog {
+        dir: _dir,
+        path,
+        log,
+        records,
+        begin,
+    } = filled_file_log(100);
     let start = halfway(&records, begin);
     log.discard_before(start).unwrap();
     let end = log.end_lsn().0;
