@@ -74,20 +74,20 @@ impl Model {
     }
 
     fn check(&self, db: &Database, t: &TableRef, r: &TableRef) {
-        let balances: Vec<i64> = dump(db, t)
-            .iter()
-            .map(|row| row[2].as_int().unwrap())
-            .collect();
+        let column = |table: &TableRef, c: usize| -> Vec<i64> {
+            dump(db, table)
+                .iter()
+                .map(|row| row[c].as_int().unwrap())
+                .collect()
+        };
         assert_eq!(
-            balances, self.balances,
+            column(t, 2),
+            self.balances,
             "balances differ from the committed ones"
         );
-        let receipts: Vec<i64> = dump(db, r)
-            .iter()
-            .map(|row| row[0].as_int().unwrap())
-            .collect();
         assert_eq!(
-            receipts, self.receipts,
+            column(r, 0),
+            self.receipts,
             "receipts differ from the committed ones"
         );
     }

@@ -105,28 +105,23 @@ fn check_reads(log: &LogManager, records: &[(Lsn, LogRecord)], start: Lsn) {
 }
 
 /// The LSN of the record halfway to the checkpoint's begin: the oldest one "still needed".
-/// A file log in a new temporary directory, filled by [`fill`] with `n` records each side of a
-/// checkpoint: (directory, log path, log, records, checkpoint begin).
-struct FilledFileLog {
-    dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-    log: LogManager,
-    records: Vec<(Lsn, LogRecord)>,
-    begin: Lsn,
-}
-
-fn filled_file_log(n: usize) -> FilledFileLog {
+/// A file log in a new temporary directory (kept while the first value lives), filled by
+/// [`fill`] with `n` records each side of a checkpoint: (directory, log path, log, records,
+/// checkpoint begin).
+fn filled_file_log(
+    n: usize,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    LogManager,
+    Vec<(Lsn, LogRecord)>,
+    Lsn,
+) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("log");
     let (log, _) = open_file(&path);
     let (records, begin) = fill(&log, n);
-    FilledFileLog {
-        dir,
-        path,
-        log,
-        records,
-        begin,
-    }
+    (dir, path, log, records, begin)
 }
 
 fn halfway(records: &[(Lsn, LogRecord)], begin: Lsn) -> Lsn {
@@ -200,13 +195,7 @@ fn punches_holes(dir: &Path) -> bool {
 
 #[test]
 fn a_file_log_punches_a_hole_and_reopens_from_its_start_not_through_the_hole() {
-    let FilledFileLog {
-        dir,
-        path,
-        log,
-        records,
-        begin,
-    } = filled_file_log(1000);
+    let (dir, path, log, records, begin) = filled_file_log(1000);
     let len = std::fs::metadata(&path).unwrap().len();
     let blocks_before = std::fs::metadata(&path).unwrap().blocks();
     let start = begin;
@@ -296,13 +285,7 @@ fn a_crash_between_the_master_write_and_the_free_leaves_a_log_that_opens() {
     check_reads(&log, &records, start);
 
     // File: the punched bytes come back (the punch never reached the disk).
-    let FilledFileLog {
-        dir: _dir,
-        path,
-        log,
-        records,
-        begin,
-    } = filled_file_log(300);
+    let (_dir, path, log, records, begin) = filled_file_log(300);
     let before = std::fs::read(&path).unwrap();
     let start = halfway(&records, begin);
     log.discard_before(start).unwrap();
@@ -382,13 +365,7 @@ fn a_log_that_is_never_forced_discards_behind_its_checkpoints_and_an_lsn_only_on
 
 #[test]
 fn a_scan_that_cannot_reach_the_checkpoint_past_a_discard_fails_and_cuts_nothing() {
-    let FilledFileLog {
-        dir: _dir,
-        path,
-        log,
-        records,
-        begin,
-    } = filled_file_log(100);
+    let (_dir, path, log, records, begin) = filled_file_log(100);
     let start = halfway(&records, begin);
     log.discard_before(start).unwrap();
     drop(log);
@@ -412,13 +389,7 @@ fn a_scan_that_cannot_reach_the_checkpoint_past_a_discard_fails_and_cuts_nothing
     );
 
     // A torn tail past the checkpoint is still cut as usual.
-    let FilledFileLog {
-        dir: _dir,
-        path,
-        log,
-        records,
-        begin,
-    } = filled_file_log(100);
+    let (_dir, path, log, records, begin) = filled_file_log(100);
     let start = halfway(&records, begin);
     log.discard_before(start).unwrap();
     let end = log.end_lsn().0;
