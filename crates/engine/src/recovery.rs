@@ -293,8 +293,7 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
         meta: next.to_le_bytes().to_vec(),
     });
     log.flush_to(log.end_lsn()).map_err(wal_err)?;
-    log.set_checkpoint(begin).map_err(wal_err)?;
-    log.discard_before(oldest).map_err(wal_err)?;
+    log.complete_checkpoint(begin, oldest).map_err(wal_err)?;
     Ok(())
 }
 

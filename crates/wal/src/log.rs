@@ -802,27 +802,7 @@ impl LogManager {
     /// every few MiB of log, is): it lets the log be discarded behind it. In `LsnOnly` mode
     /// there are no records, and the checkpoint is kept in memory only.
     pub fn set_checkpoint(&self, begin: Lsn) -> WalResult<()> {
-        let mut master = self.master.lock();
-        if self.mode != LogMode::LsnOnly {
-            let end = self.end_lsn();
-            if begin < master.start || begin >= end {
-                return Err(WalError::OutOfRange {
-                    lsn: begin,
-                    first: master.start,
-                    end,
-                });
-            }
-            self.flush_until(Lsn(end.0 - 1), true)?;
-            let next = Master {
-                checkpoint: Some(begin),
-                start: master.start,
-            };
-            self.storage
-                .write_master(&encode_master(next))
-                .map_err(|e| WalError::io("writing the master record", e))?;
-        }
-        master.checkpoint = Some(begin);
-        Ok(())
+        self.complete_checkpoint(begin, Lsn::NONE).map(|_| ())
     }
 
     /// Discards every record below `lsn`, which must be a record's LSN no later than the last
@@ -835,29 +815,69 @@ impl LogManager {
     /// An `LsnOnly` log (no records) discards nothing: a no-op.
     pub fn discard_before(&self, lsn: Lsn) -> WalResult<Lsn> {
         let mut master = self.master.lock();
-        if self.mode == LogMode::LsnOnly || lsn <= master.start {
+        let checkpoint = master.checkpoint;
+        self.move_master(&mut master, checkpoint, lsn)
+    }
+
+    /// [`LogManager::set_checkpoint`] and [`LogManager::discard_before`] in one master-record
+    /// write (one file sync, rename and directory sync instead of two): what a checkpoint
+    /// calls. `discard_before` may be [`Lsn::NONE`] (nothing to discard). Returns the start.
+    pub fn complete_checkpoint(&self, begin: Lsn, discard_before: Lsn) -> WalResult<Lsn> {
+        let mut master = self.master.lock();
+        if self.mode == LogMode::LsnOnly {
+            master.checkpoint = Some(begin);
             return Ok(master.start);
         }
-        match master.checkpoint {
-            Some(checkpoint) if lsn <= checkpoint => {}
-            checkpoint => return Err(WalError::DiscardPastCheckpoint { lsn, checkpoint }),
+        let end = self.end_lsn();
+        if begin < master.start || begin >= end {
+            return Err(WalError::OutOfRange {
+                lsn: begin,
+                first: master.start,
+                end,
+            });
         }
-        // A start that is not a record's LSN would make every later open fail; a checkpoint's
-        // begin is synced, so anything below it reads back from storage.
-        self.read_frame(lsn)?;
+        self.flush_until(Lsn(end.0 - 1), true)?;
+        self.move_master(&mut master, Some(begin), discard_before)
+    }
+
+    /// Replaces the master record by one naming `checkpoint` and the start `max(start, lsn)`,
+    /// then frees the bytes below a start that moved. The caller holds the master latch and has
+    /// synced the log past `checkpoint`'s begin.
+    fn move_master(
+        &self,
+        master: &mut Master,
+        checkpoint: Option<Lsn>,
+        lsn: Lsn,
+    ) -> WalResult<Lsn> {
+        let moves = self.mode != LogMode::LsnOnly && lsn > master.start;
+        if moves {
+            match checkpoint {
+                Some(c) if lsn <= c => {}
+                checkpoint => return Err(WalError::DiscardPastCheckpoint { lsn, checkpoint }),
+            }
+            // A start that is not a record's LSN would make every later open fail; a
+            // checkpoint's begin is synced, so anything below it reads back from storage.
+            self.read_frame(lsn)?;
+        } else if checkpoint == master.checkpoint {
+            return Ok(master.start);
+        }
         let next = Master {
-            checkpoint: master.checkpoint,
-            start: lsn,
+            checkpoint,
+            start: if moves { lsn } else { master.start },
         };
-        self.storage
-            .write_master(&encode_master(next))
-            .map_err(|e| WalError::io("writing the master record", e))?;
+        if self.mode != LogMode::LsnOnly {
+            self.storage
+                .write_master(&encode_master(next))
+                .map_err(|e| WalError::io("writing the master record", e))?;
+        }
         *master = next;
-        self.start.store(lsn.0, Ordering::Release);
-        self.storage
-            .discard(LOG_HEADER_SIZE as u64..lsn.0)
-            .map_err(|e| WalError::io("freeing discarded log bytes", e))?;
-        Ok(lsn)
+        if moves {
+            self.start.store(lsn.0, Ordering::Release);
+            self.storage
+                .discard(LOG_HEADER_SIZE as u64..lsn.0)
+                .map_err(|e| WalError::io("freeing discarded log bytes", e))?;
+        }
+        Ok(master.start)
     }
 
     /// Where the last complete checkpoint begins, if one was taken.

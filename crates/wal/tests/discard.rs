@@ -460,3 +460,27 @@ fn a_version_2_master_or_log_is_refused_not_misread() {
     );
     assert_eq!(old.bytes(), image);
 }
+
+/// A checkpoint's completion records its begin and the new start in one master write: after
+/// a reopen both are there, and the records below the start are gone.
+#[test]
+fn completing_a_checkpoint_sets_it_and_discards_behind_it_at_once() {
+    let (_dir, path, log, mut records, begin) = filled_file_log(100);
+    let start = halfway(&records, begin);
+    let next = log.append(&LogRecord::CheckpointBegin);
+    records.push((next, LogRecord::CheckpointBegin));
+    assert_eq!(log.complete_checkpoint(next, start).unwrap(), start);
+    assert_eq!(log.last_checkpoint(), Some(next));
+    check_reads(&log, &records, start);
+    // A start past the checkpoint is refused, and changes nothing.
+    let later = log.append(&LogRecord::CheckpointBegin);
+    records.push((later, LogRecord::CheckpointBegin));
+    assert!(matches!(
+        log.discard_before(later),
+        Err(WalError::DiscardPastCheckpoint { .. })
+    ));
+    drop(log);
+    let (log, report) = open_file(&path);
+    assert_eq!((report.start, report.checkpoint), (start, Some(next)));
+    check_reads(&log, &records, start);
+}
