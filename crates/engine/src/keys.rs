@@ -267,21 +267,69 @@ fn successor(key: &mut Vec<u8>) -> bool {
     }
 }
 
-/// Hash of an encoded key, naming its record lock.
+/// Hash of an encoded key, naming its record lock. (The lock table hashes the name again to
+/// pick a bucket, so this only has to tell keys apart.)
+///
+/// Eight key bytes per step: xor, multiply by an odd constant, rotate. Each step is a
+/// bijection of the running value for a fixed word, so two keys of equal length that differ in
+/// one word never collide (TPC-C's keys differ in their last integer). The length seeds the
+/// hash and the tail is zero-padded. One step per word instead of FNV-1a's one per byte: a
+/// generic four-integer key is 4 steps, not 32.
 #[inline]
 pub fn key_hash(table: u32, key: &[u8]) -> u64 {
-    // FNV-1a over the bytes, seeded with the table: cheap and good enough to spread locks.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ (table as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    for b in key {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = ((u64::from(table) << 32) | key.len() as u64).wrapping_mul(K);
+    let (words, tail) = key.as_chunks::<8>();
+    for w in words {
+        h = (h ^ u64::from_le_bytes(*w)).wrapping_mul(K).rotate_left(31);
     }
-    h
+    if !tail.is_empty() {
+        let mut last = [0u8; 8];
+        last[..tail.len()].copy_from_slice(tail);
+        h = (h ^ u64::from_le_bytes(last))
+            .wrapping_mul(K)
+            .rotate_left(31);
+    }
+    h ^ (h >> 29)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every key of a 100 × 100,000 grid of generic two-integer keys (stock's shape) names a
+    /// different lock, in one table and across two.
+    #[test]
+    fn key_hash_tells_a_grid_of_keys_apart() {
+        let mut seen = std::collections::HashSet::new();
+        let mut key = Vec::new();
+        for table in [3u32, 4] {
+            for w in 0..100i64 {
+                for i in (0..100_000i64).step_by(7) {
+                    key.clear();
+                    encode_key(&[KeyField::Int(w), KeyField::Int(i)], &mut key).unwrap();
+                    assert!(
+                        seen.insert(key_hash(table, &key)),
+                        "collision at {table} {w} {i}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Keys of equal length that differ in one 8-byte word (or in the tail) never collide.
+        #[test]
+        fn key_hash_separates_keys_differing_in_one_word(
+            key in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..40),
+            at in proptest::prelude::any::<proptest::sample::Index>(),
+            flip in 1u8..=255,
+        ) {
+            let mut other = key.clone();
+            other[at.index(key.len())] ^= flip;
+            proptest::prop_assert_ne!(key_hash(7, &key), key_hash(7, &other));
+        }
+    }
 
     proptest::proptest! {
         /// Field-by-field packing gives exactly `pack_int_key`'s result, and refuses exactly
