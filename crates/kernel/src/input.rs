@@ -112,48 +112,78 @@ pub fn generate_inputs(seed: u64, count: usize, warehouses: u32) -> Vec<KernelIn
     generate_inputs_for(seed, count, Scale::spec(warehouses))
 }
 
-/// `count` inputs of the paper's mix for a database of `scale`: each picks a home warehouse
-/// uniformly, then New-Order or Payment with probability ½.
+/// `count` inputs of the paper's mix for a database of `scale` (the first `count` of
+/// [`InputGenerator::new`]`(seed, scale)`).
 pub fn generate_inputs_for(seed: u64, count: usize, scale: Scale) -> Vec<KernelInput> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let customers = scale.customers_per_district.max(1);
-    let items = scale.items.max(1);
-    (0..count)
-        .map(|n| {
-            let w_id = rng.gen_range(1..=scale.warehouses.max(1));
-            let d_id = rng.gen_range(1..=DISTRICTS_PER_WAREHOUSE);
-            let c_id = nurand(&mut rng, 1023, 1, customers, C_FOR_C_ID);
-            let date = FIRST_DATE + n as i64;
-            if rng.gen_bool(0.5) {
-                let mut lines = [LineInput::default(); MAX_LINES];
-                for line in &mut lines[..PAPER_LINES] {
-                    *line = LineInput {
-                        i_id: nurand(&mut rng, 8191, 1, items, C_FOR_I_ID),
-                        supply_w_id: w_id,
-                        quantity: rng.gen_range(1..=10),
-                    };
-                }
-                KernelInput::NewOrder(NewOrderInput {
-                    w_id,
-                    d_id,
-                    c_id,
-                    lines,
-                    line_count: PAPER_LINES as u8,
-                    entry_d: date,
-                })
-            } else {
-                KernelInput::Payment(PaymentInput {
-                    w_id,
-                    d_id,
-                    c_w_id: w_id,
-                    c_d_id: d_id,
-                    c_id,
-                    h_amount: rng.gen_range(100..=500_000) as f64 / 100.0,
-                    h_date: date,
-                })
+    InputGenerator::new(seed, scale).take(count).collect()
+}
+
+/// The paper's mix for a database of `scale`, one input at a time (an endless iterator): each
+/// picks a home warehouse uniformly, then New-Order or Payment with probability ½. The same
+/// seed gives the same sequence.
+pub struct InputGenerator {
+    rng: SmallRng,
+    scale: Scale,
+    /// Inputs drawn so far (dates advance by one second per input).
+    drawn: i64,
+}
+
+impl InputGenerator {
+    pub fn new(seed: u64, scale: Scale) -> InputGenerator {
+        InputGenerator {
+            rng: SmallRng::seed_from_u64(seed),
+            scale,
+            drawn: 0,
+        }
+    }
+
+    /// The next input.
+    pub fn draw(&mut self) -> KernelInput {
+        let (scale, rng) = (self.scale, &mut self.rng);
+        let customers = scale.customers_per_district.max(1);
+        let items = scale.items.max(1);
+        let w_id = rng.gen_range(1..=scale.warehouses.max(1));
+        let d_id = rng.gen_range(1..=DISTRICTS_PER_WAREHOUSE);
+        let c_id = nurand(rng, 1023, 1, customers, C_FOR_C_ID);
+        let date = FIRST_DATE + self.drawn;
+        self.drawn += 1;
+        if rng.gen_bool(0.5) {
+            let mut lines = [LineInput::default(); MAX_LINES];
+            for line in &mut lines[..PAPER_LINES] {
+                *line = LineInput {
+                    i_id: nurand(rng, 8191, 1, items, C_FOR_I_ID),
+                    supply_w_id: w_id,
+                    quantity: rng.gen_range(1..=10),
+                };
             }
-        })
-        .collect()
+            KernelInput::NewOrder(NewOrderInput {
+                w_id,
+                d_id,
+                c_id,
+                lines,
+                line_count: PAPER_LINES as u8,
+                entry_d: date,
+            })
+        } else {
+            KernelInput::Payment(PaymentInput {
+                w_id,
+                d_id,
+                c_w_id: w_id,
+                c_d_id: d_id,
+                c_id,
+                h_amount: rng.gen_range(100..=500_000) as f64 / 100.0,
+                h_date: date,
+            })
+        }
+    }
+}
+
+impl Iterator for InputGenerator {
+    type Item = KernelInput;
+
+    fn next(&mut self) -> Option<KernelInput> {
+        Some(self.draw())
+    }
 }
 
 #[cfg(test)]

@@ -34,8 +34,8 @@ pub mod tables;
 pub use error::KernelError;
 pub use fixed::FixedStr;
 pub use input::{
-    generate_inputs, generate_inputs_for, KernelInput, LineInput, LineOutput, NewOrderInput,
-    NewOrderOutput, PaymentInput, PaymentOutput, MAX_LINES, PAPER_LINES,
+    generate_inputs, generate_inputs_for, InputGenerator, KernelInput, LineInput, LineOutput,
+    NewOrderInput, NewOrderOutput, PaymentInput, PaymentOutput, MAX_LINES, PAPER_LINES,
 };
 pub use kernel::{Kernel, Scale};
 pub use tables::{Table, COLUMNS, DISTRICTS_PER_WAREHOUSE};

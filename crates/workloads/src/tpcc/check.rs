@@ -36,8 +36,10 @@ use crate::util::{float, int, is_null, money_eq, scan_all, with_txn};
 use crate::workload::Condition;
 
 type District = (i64, i64);
-type OrderKey = (i64, i64, i64);
-type CustomerKey = (i64, i64, i64);
+/// (w_id, d_id, o_id).
+pub type OrderKey = (i64, i64, i64);
+/// (w_id, d_id, c_id).
+pub type CustomerKey = (i64, i64, i64);
 
 #[derive(Default)]
 struct DistrictAgg {
@@ -83,10 +85,123 @@ pub struct Snapshot {
     orphan_lines: i64,
 }
 
+/// Builds a [`Snapshot`] from rows fed one by one, in this order: warehouses, districts,
+/// customers, history, orders, new-orders, order lines (each aggregate is keyed by what came
+/// before it). The engine's reader below feeds it from scans; a database kept elsewhere (the
+/// optimal kernel) feeds it from its own structures, so both are judged by the same
+/// [`conditions`].
+#[derive(Default)]
+pub struct SnapshotBuilder {
+    s: Snapshot,
+}
+
+impl SnapshotBuilder {
+    pub fn new() -> SnapshotBuilder {
+        SnapshotBuilder::default()
+    }
+
+    pub fn warehouse(&mut self, w_id: i64, w_ytd: f64) {
+        self.s.warehouses.insert(w_id, (w_ytd, 0.0, 0.0));
+    }
+
+    pub fn district(&mut self, w_id: i64, d_id: i64, d_ytd: f64, next_o_id: i64) {
+        let d = self.s.districts.entry((w_id, d_id)).or_default();
+        d.seen = true;
+        d.d_ytd = d_ytd;
+        d.next_o_id = next_o_id;
+        if let Some(w) = self.s.warehouses.get_mut(&w_id) {
+            w.1 += d_ytd;
+        }
+    }
+
+    pub fn customer(&mut self, key: CustomerKey, balance: f64, ytd_payment: f64, deliveries: i64) {
+        let c = self.s.customers.entry(key).or_default();
+        c.seen = true;
+        c.balance = balance;
+        c.ytd_payment = ytd_payment;
+        self.s
+            .districts
+            .entry((key.0, key.1))
+            .or_default()
+            .delivery_cnt_sum += deliveries;
+    }
+
+    /// A HISTORY row of district (`w_id`, `d_id`) paid by customer `customer`.
+    pub fn history(&mut self, w_id: i64, d_id: i64, customer: CustomerKey, amount: f64) {
+        self.s.warehouses.entry(w_id).or_insert((0.0, 0.0, 0.0)).2 += amount;
+        self.s
+            .districts
+            .entry((w_id, d_id))
+            .or_default()
+            .history_sum += amount;
+        self.s.customers.entry(customer).or_default().history_sum += amount;
+    }
+
+    pub fn order(&mut self, key: OrderKey, c_id: i64, carrier_null: bool, ol_cnt: i64) {
+        let d = self.s.districts.entry((key.0, key.1)).or_default();
+        d.max_o_id = d.max_o_id.max(Some(key.2));
+        d.order_count += 1;
+        d.ol_cnt_sum += ol_cnt;
+        self.s.orders.insert(
+            key,
+            OrderAgg {
+                c_id,
+                carrier_null,
+                ol_cnt,
+                ol_rows: 0,
+                mismatched_lines: 0,
+                delivered_amount: 0.0,
+            },
+        );
+    }
+
+    pub fn new_order(&mut self, key: OrderKey) {
+        self.s
+            .districts
+            .entry((key.0, key.1))
+            .or_default()
+            .no_ids
+            .push(key.2);
+        self.s.new_orders.insert(key);
+    }
+
+    /// An ORDER-LINE row of order `order`; `delivered`: OL_DELIVERY_D is not null.
+    pub fn order_line(&mut self, order: OrderKey, delivered: bool, amount: f64) {
+        self.s
+            .districts
+            .entry((order.0, order.1))
+            .or_default()
+            .ol_rows += 1;
+        let Some(o) = self.s.orders.get_mut(&order) else {
+            self.s.orphan_lines += 1;
+            return;
+        };
+        o.ol_rows += 1;
+        if delivered == o.carrier_null {
+            o.mismatched_lines += 1;
+        }
+        if delivered {
+            o.delivered_amount += amount;
+        }
+    }
+
+    /// The snapshot, with each customer's delivered amount summed from its orders.
+    pub fn build(mut self) -> Snapshot {
+        let s = &mut self.s;
+        for ((w, d, _), o) in &s.orders {
+            s.customers
+                .entry((*w, *d, o.c_id))
+                .or_default()
+                .delivered_amount += o.delivered_amount;
+        }
+        self.s
+    }
+}
+
 fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
-    let mut s = Snapshot::default();
+    let mut b = SnapshotBuilder::new();
     for r in scan_all(tx, &t.warehouse, &[warehouse::W_ID, warehouse::W_YTD])? {
-        s.warehouses.insert(int(&r, 0)?, (float(&r, 1)?, 0.0, 0.0));
+        b.warehouse(int(&r, 0)?, float(&r, 1)?);
     }
     let cols = [
         district::D_W_ID,
@@ -95,14 +210,7 @@ fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
         district::D_NEXT_O_ID,
     ];
     for r in scan_all(tx, &t.district, &cols)? {
-        let key = (int(&r, 0)?, int(&r, 1)?);
-        let d = s.districts.entry(key).or_default();
-        d.seen = true;
-        d.d_ytd = float(&r, 2)?;
-        d.next_o_id = int(&r, 3)?;
-        if let Some(w) = s.warehouses.get_mut(&key.0) {
-            w.1 += d.d_ytd;
-        }
+        b.district(int(&r, 0)?, int(&r, 1)?, float(&r, 2)?, int(&r, 3)?);
     }
     let cols = [
         customer::C_W_ID,
@@ -114,14 +222,7 @@ fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
     ];
     for r in scan_all(tx, &t.customer, &cols)? {
         let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
-        let c = s.customers.entry(key).or_default();
-        c.seen = true;
-        c.balance = float(&r, 3)?;
-        c.ytd_payment = float(&r, 4)?;
-        s.districts
-            .entry((key.0, key.1))
-            .or_default()
-            .delivery_cnt_sum += int(&r, 5)?;
+        b.customer(key, float(&r, 3)?, float(&r, 4)?, int(&r, 5)?);
     }
     let cols = [
         history::H_W_ID,
@@ -132,12 +233,8 @@ fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
         history::H_AMOUNT,
     ];
     for r in scan_all(tx, &t.history, &cols)? {
-        let amount = float(&r, 5)?;
-        let (w, d) = (int(&r, 0)?, int(&r, 1)?);
-        s.warehouses.entry(w).or_insert((0.0, 0.0, 0.0)).2 += amount;
-        s.districts.entry((w, d)).or_default().history_sum += amount;
-        let c = (int(&r, 2)?, int(&r, 3)?, int(&r, 4)?);
-        s.customers.entry(c).or_default().history_sum += amount;
+        let customer = (int(&r, 2)?, int(&r, 3)?, int(&r, 4)?);
+        b.history(int(&r, 0)?, int(&r, 1)?, customer, float(&r, 5)?);
     }
     let cols = [
         order::O_W_ID,
@@ -149,32 +246,11 @@ fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
     ];
     for r in scan_all(tx, &t.order, &cols)? {
         let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
-        let ol_cnt = int(&r, 5)?;
-        let d = s.districts.entry((key.0, key.1)).or_default();
-        d.max_o_id = d.max_o_id.max(Some(key.2));
-        d.order_count += 1;
-        d.ol_cnt_sum += ol_cnt;
-        s.orders.insert(
-            key,
-            OrderAgg {
-                c_id: int(&r, 3)?,
-                carrier_null: is_null(&r, 4)?,
-                ol_cnt,
-                ol_rows: 0,
-                mismatched_lines: 0,
-                delivered_amount: 0.0,
-            },
-        );
+        b.order(key, int(&r, 3)?, is_null(&r, 4)?, int(&r, 5)?);
     }
     let cols = [new_order::NO_W_ID, new_order::NO_D_ID, new_order::NO_O_ID];
     for r in scan_all(tx, &t.new_order, &cols)? {
-        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
-        s.districts
-            .entry((key.0, key.1))
-            .or_default()
-            .no_ids
-            .push(key.2);
-        s.new_orders.insert(key);
+        b.new_order((int(&r, 0)?, int(&r, 1)?, int(&r, 2)?));
     }
     let cols = [
         order_line::OL_W_ID,
@@ -185,27 +261,12 @@ fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
     ];
     for r in scan_all(tx, &t.order_line, &cols)? {
         let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
-        s.districts.entry((key.0, key.1)).or_default().ol_rows += 1;
-        let Some(o) = s.orders.get_mut(&key) else {
-            s.orphan_lines += 1;
-            continue;
-        };
-        o.ol_rows += 1;
-        let undelivered = is_null(&r, 3)?;
-        if undelivered != o.carrier_null {
-            o.mismatched_lines += 1;
-        }
-        if !undelivered {
-            o.delivered_amount += float(&r, 4)?;
-        }
+        let delivered = !is_null(&r, 3)?;
+        // The amount is read only where it counts (a delivered line), as before.
+        let amount = if delivered { float(&r, 4)? } else { 0.0 };
+        b.order_line(key, delivered, amount);
     }
-    for ((w, d, _), o) in &s.orders {
-        s.customers
-            .entry((*w, *d, o.c_id))
-            .or_default()
-            .delivered_amount += o.delivered_amount;
-    }
-    Ok(s)
+    Ok(b.build())
 }
 
 /// Collects violations: the count and the first few.
