@@ -16,6 +16,7 @@ pub mod driver;
 pub mod embedded;
 pub mod ladder;
 pub mod manifest;
+pub mod optimal;
 pub mod plot;
 pub mod progress;
 pub mod report;

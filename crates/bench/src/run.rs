@@ -21,9 +21,9 @@ use anyhow::{bail, Context};
 use engine::db::{Database, DbConfig};
 use engine::{Preset, Switches};
 use parking_lot::Mutex;
-use workloads::{Condition, Distribution, Workload, WorkloadOptions};
+use workloads::{Condition, Distribution, Terminal, Workload, WorkloadOptions};
 
-use crate::driver::{drive, DriverConfig, Stop};
+use crate::driver::{drive, DriverConfig, DriverOutcome, Executor, Stop};
 use crate::embedded::EmbeddedExecutor;
 use crate::manifest::{distribution_name, mix_name, LoadManifest};
 use crate::progress::{bar, ProgressLine};
@@ -99,6 +99,13 @@ pub fn build_switches(
     threads: usize,
 ) -> Result<Switches, UsageError> {
     let preset = Preset::from_name(preset).map_err(|e| UsageError(e.to_string()))?;
+    if preset == Preset::Optimal {
+        if let Some(setting) = settings.first() {
+            return Err(UsageError(format!(
+                "--switch {setting}: the optimal preset is the hand-coded kernel, which has no switches"
+            )));
+        }
+    }
     let mut switches = Switches::preset(preset);
     for setting in settings {
         switches
@@ -110,12 +117,6 @@ pub fn build_switches(
 }
 
 fn validate_switches(switches: &Switches, threads: usize) -> Result<(), UsageError> {
-    if switches.optimal {
-        return Err(UsageError(
-            "preset 'optimal' is the hand-coded kernel, which runs only the paper's TPC-C mix single-threaded: measure it with `glass ladder tpcc` (rung 11); `glass bench` runs the engine (valid: full, stripped)"
-                .to_string(),
-        ));
-    }
     if threads == 0 {
         return Err(UsageError("--threads must be at least 1".to_string()));
     }
@@ -134,12 +135,16 @@ fn build_workload(name: &str, options: &WorkloadOptions) -> anyhow::Result<Arc<d
 }
 
 /// Prints status lines on stderr unless quiet.
-struct Status {
+pub(crate) struct Status {
     quiet: bool,
 }
 
 impl Status {
-    fn say(&self, line: std::fmt::Arguments<'_>) {
+    pub(crate) fn new(quiet: bool) -> Status {
+        Status { quiet }
+    }
+
+    pub(crate) fn say(&self, line: std::fmt::Arguments<'_>) {
         if !self.quiet {
             let mut err = std::io::stderr().lock();
             let _ = writeln!(err, "{line}");
@@ -222,11 +227,14 @@ pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
             options.scale = manifest.scale;
         }
     }
-    let workload = build_workload(&config.workload, &options)?;
     let config = BenchConfig {
         options,
         ..config.clone()
     };
+    if crate::optimal::wants_kernel(&config) {
+        return crate::optimal::run_optimal(&config);
+    }
+    let workload = build_workload(&config.workload, &config.options)?;
     run_workload(workload, &config)
 }
 
@@ -236,9 +244,8 @@ pub fn run_workload(
     workload: Arc<dyn Workload>,
     config: &BenchConfig,
 ) -> anyhow::Result<BenchResult> {
-    let status = Status {
-        quiet: config.quiet,
-    };
+    let status = Status::new(config.quiet);
+    crate::optimal::refuse_kernel(&config.db.switches, "running a workload on the engine")?;
     validate_switches(&config.db.switches, config.threads)?;
     match config.stop {
         Stop::Duration(d) if d.is_zero() => {
@@ -306,6 +313,35 @@ pub fn run_workload(
                 .with_context(|| format!("start terminal {i}"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let executor = EmbeddedExecutor { db: db.clone() };
+    let outcome = run_driver(config, terminals, &executor, txn_names, &status)?;
+
+    status.say(format_args!("checking consistency..."));
+    let conditions = workload
+        .check(&db)
+        .with_context(|| format!("check {} consistency", config.workload))?;
+    drop(executor);
+    db.close().context("close the database")?;
+    bench_result(
+        config,
+        &db_config,
+        timestamp,
+        load_s,
+        txn_names,
+        &outcome,
+        &conditions,
+    )
+}
+
+/// Drives `terminals` through `executor` as `config` says (warm-up, stop, retries), with a
+/// status line first and the progress line while it runs.
+pub(crate) fn run_driver(
+    config: &BenchConfig,
+    terminals: Vec<Box<dyn Terminal>>,
+    executor: &dyn Executor,
+    txn_names: &[&str],
+    status: &Status,
+) -> anyhow::Result<DriverOutcome> {
     let what = match config.stop {
         Stop::Duration(d) => format!("{:.0} s", d.as_secs_f64()),
         Stop::Txns(n) => format!("{n} transactions"),
@@ -328,23 +364,28 @@ pub fn run_workload(
     } else {
         ProgressLine::stderr()
     };
-    let executor = EmbeddedExecutor { db: db.clone() };
-    let outcome = drive(
+    drive(
         terminals,
-        &executor,
+        executor,
         txn_names,
         &driver_config,
         &mut progress,
     )
-    .with_context(|| format!("run {}", config.workload))?;
+    .with_context(|| format!("run {}", config.workload))
+}
 
-    status.say(format_args!("checking consistency..."));
-    let conditions = workload
-        .check(&db)
-        .with_context(|| format!("check {} consistency", config.workload))?;
-    drop(executor);
-    db.close().context("close the database")?;
-
+/// The result record of a run (its full configuration, statistics and consistency), also
+/// written as JSON when `config.json` names a file.
+pub(crate) fn bench_result(
+    config: &BenchConfig,
+    db_config: &DbConfig,
+    timestamp: String,
+    load_s: Option<f64>,
+    txn_names: &[&str],
+    outcome: &DriverOutcome,
+    conditions: &[Condition],
+) -> anyhow::Result<BenchResult> {
+    let options = &config.options;
     let switches = &db_config.switches;
     let run_configuration = RunConfiguration {
         glass_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -371,7 +412,7 @@ pub fn run_workload(
         txn_names,
         &outcome.stats,
         outcome.elapsed,
-        &conditions,
+        conditions,
     );
     if let Some(path) = &config.json {
         std::fs::write(path, result.to_json() + "\n")
@@ -413,10 +454,11 @@ pub fn run_load(
     db: &DbConfig,
     quiet: bool,
 ) -> anyhow::Result<Duration> {
-    let status = Status { quiet };
+    let status = Status::new(quiet);
     let Some(dir) = db.path.clone() else {
         bail!(UsageError("glass load needs --db DIR".into()));
     };
+    crate::optimal::refuse_kernel(&db.switches, "glass load")?;
     validate_switches(&db.switches, db.threads.max(1))?;
     let workload = build_workload(workload_name, options)?;
     if let Some(manifest) = LoadManifest::read(&dir)? {

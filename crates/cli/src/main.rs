@@ -191,7 +191,8 @@ struct DataArgs {
 /// Options that decide how the engine runs.
 #[derive(Args, Debug)]
 struct EngineArgs {
-    /// Starting configuration of the removal ladder.
+    /// Starting configuration of the removal ladder (optimal: the hand-coded kernel, for
+    /// `bench tpcc --mix paper --threads 1` only).
     #[arg(long, value_enum, default_value = "full")]
     preset: PresetName,
     /// Turn one component off (or on) after the preset, e.g. --switch locking=off.
@@ -488,6 +489,7 @@ fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
 
 fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let switches = build_switches(preset_name(args.engine.preset), &args.engine.switches, 1)?;
+    bench::optimal::refuse_kernel(&switches, "glass profile")?;
     let mut options = workload_options(args.workload, &args.data);
     options.mix = match args.mix {
         MixName::Full => Mix::Full,

@@ -103,10 +103,22 @@ fn impossible_configurations_are_refused_before_anything_runs() {
         &["bench", "tpcb", "--switch", "lsn=off", "--threads", "1"],
         &["lsn=off", "main-log=off"],
     );
-    // The hand-coded kernel runs under `glass ladder`, not `glass bench`.
+    // The hand-coded kernel runs TPC-C's paper mix, on one thread, and has no switches.
     assert_usage_error(
         &["bench", "tpcb", "--preset", "optimal", "--threads", "1"],
-        &["optimal", "glass ladder tpcc"],
+        &["optimal", "tpcc --mix paper"],
+    );
+    assert_usage_error(
+        &["bench", "tpcc", "--preset", "optimal", "--threads", "1"],
+        &["optimal", "--mix paper"],
+    );
+    assert_usage_error(
+        &["bench", "tpcc", "--mix", "paper", "--preset", "optimal"],
+        &["optimal kernel is single-threaded"],
+    );
+    assert_usage_error(
+        &["profile", "tpcc", "--preset", "optimal"],
+        &["glass profile needs the engine"],
     );
 }
 

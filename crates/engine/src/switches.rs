@@ -197,6 +197,11 @@ impl Switches {
 
     /// Refuses combinations that cannot run correctly with `threads` worker threads.
     pub fn validate(&self, threads: usize) -> Result<(), ConfigError> {
+        if threads > 1 && self.optimal {
+            return Err(ConfigError::Impossible(
+                "the optimal kernel is single-threaded".to_string(),
+            ));
+        }
         if threads > 1 && !self.is_on(Switch::Latching) {
             return Err(ConfigError::Impossible(format!(
                 "latching=off allows one thread only, not {threads}: without latches shared structures would be corrupted"
@@ -206,11 +211,6 @@ impl Switches {
             return Err(ConfigError::Impossible(format!(
                 "locking=off allows one thread only, not {threads}: without locks concurrent transactions are not isolated"
             )));
-        }
-        if threads > 1 && self.optimal {
-            return Err(ConfigError::Impossible(
-                "the optimal kernel is single-threaded".to_string(),
-            ));
         }
         if !self.is_on(Switch::Lsn) && self.is_on(Switch::MainLog) {
             return Err(ConfigError::Impossible(
