@@ -57,6 +57,9 @@ pub(crate) struct Session {
     key: Vec<u8>,
     key2: Vec<u8>,
     rec: Vec<u8>,
+    /// An update's new span bytes at their record offsets (see `Staged::rec`); apart from
+    /// `rec`, which inserts encode whole records into, so that it keeps its length.
+    staged: Vec<u8>,
     payload: Vec<u8>,
     after: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
@@ -103,6 +106,7 @@ impl Session {
             key: Vec::with_capacity(64),
             key2: Vec::with_capacity(64),
             rec: Vec::with_capacity(1024),
+            staged: Vec::with_capacity(1024),
             payload: Vec::with_capacity(1024),
             after: Vec::with_capacity(1024),
             hits: Vec::new(),
@@ -384,7 +388,7 @@ impl<'db> Transaction<'db> {
         let table = self.table(t)?;
         let db = self.db;
         let mut k = std::mem::take(&mut self.s.key);
-        let mut rec = std::mem::take(&mut self.s.rec);
+        let mut rec = std::mem::take(&mut self.s.staged);
         let mut before = std::mem::take(&mut self.s.after);
         let mut set = std::mem::take(&mut self.s.set);
         let mut spans = std::mem::take(&mut self.s.spans);
@@ -437,7 +441,7 @@ impl<'db> Transaction<'db> {
             Ok(true)
         })();
         self.s.key = k;
-        self.s.rec = rec;
+        self.s.staged = rec;
         self.s.after = before;
         self.s.set = set;
         self.s.spans = spans;
@@ -469,8 +473,12 @@ impl<'db> Transaction<'db> {
             return Ok(false);
         }
         db.changed_spans(table, changes, out.spans)?;
-        // Bytes of `rec` outside the spans are stale scratch: never read or written.
-        out.rec.resize(layout.record_size(), 0);
+        // Bytes of `rec` outside the spans are stale scratch: never read or written. It only
+        // grows (to the largest record updated; inserts use another buffer), so updates of
+        // tables of different sizes do not zero-fill it again each time it grows back.
+        if out.rec.len() < layout.record_size() {
+            out.rec.resize(layout.record_size(), 0);
+        }
         out.before.clear();
         for &(lo, hi) in out.spans.iter() {
             out.rec[lo..hi].copy_from_slice(&bytes[lo..hi]);
