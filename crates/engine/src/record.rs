@@ -129,8 +129,27 @@ impl Layout {
     }
 
     /// Writes one column's value into a record image (`record_size` bytes), null bit included.
+    /// An integer or a float into its own type (what updates set) is written here, small
+    /// enough to inline; everything else, and every error, in [`Layout::write_value`].
     #[inline]
     pub fn write_column(&self, rec: &mut [u8], col: usize, v: &Value) -> TxResult<()> {
+        let slot = &self.slots[col];
+        let at = slot.offset;
+        let bytes = match (slot.ty, v) {
+            (ColumnType::Int, Value::Int(i)) => i.to_le_bytes(),
+            (ColumnType::Float, Value::Float(f)) => f.to_le_bytes(),
+            _ => return self.write_value(rec, col, v),
+        };
+        rec[at..at + 8].copy_from_slice(&bytes);
+        rec[col / 8] &= !(1u8 << (col % 8));
+        Ok(())
+    }
+
+    /// [`Layout::write_column`] for any value: strings, NULL, an integer into a float column,
+    /// and the errors (a value of the wrong type, too long, with a NUL byte, or NULL in a
+    /// column that is not nullable).
+    #[inline(never)]
+    fn write_value(&self, rec: &mut [u8], col: usize, v: &Value) -> TxResult<()> {
         let slot = self.slots[col];
         let (byte, bit) = (col / 8, 1u8 << (col % 8));
         let field = &mut rec[slot.offset..slot.offset + slot.width];
