@@ -337,6 +337,32 @@ mod tests {
         assert!(layout.encode(&[Value::Int(1)], &mut rec).is_err());
     }
 
+    /// Column writes: the inline path (a number into its own type) clears a NULL; the general
+    /// path converts an integer into a float column and refuses the wrong type or a NULL in a
+    /// column that is not nullable, naming the column.
+    #[test]
+    fn column_writes_set_and_clear_null_and_refuse_the_wrong_type() {
+        let layout = Layout::new(&schema());
+        let mut rec = vec![0u8; layout.record_size()];
+        layout.write_column(&mut rec, 3, &Value::Null).unwrap();
+        assert!(layout.is_null(&rec, 3));
+        layout.write_column(&mut rec, 3, &Value::Int(7)).unwrap();
+        assert!(!layout.is_null(&rec, 3));
+        assert_eq!(layout.read_column(&rec, 3), Value::Int(7));
+        layout.write_column(&mut rec, 2, &Value::Int(3)).unwrap();
+        assert_eq!(layout.read_column(&rec, 2), Value::Float(3.0));
+        let err = layout
+            .write_column(&mut rec, 0, &Value::Str("x".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("column id"), "{err}");
+        let err = layout.write_column(&mut rec, 0, &Value::Null).unwrap_err();
+        assert!(err.to_string().contains("not nullable"), "{err}");
+        let err = layout
+            .write_column(&mut rec, 2, &Value::Str("1.5".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("balance"), "{err}");
+    }
+
     proptest::proptest! {
         /// The fast encoder writes exactly the bytes that column-by-column writes produce,
         /// and every value decodes back.
