@@ -108,6 +108,18 @@ impl<'a> RowRef<'a> {
     /// The integer in column `col` (NULL is an error: see [`RowRef::is_null`]).
     #[inline]
     pub fn int(&self, col: usize) -> TxResult<i64> {
+        if let RowSource::Record { layout, bytes } = self.0 {
+            if let Some(v) = layout.int_at(bytes, col) {
+                return Ok(v);
+            }
+        }
+        self.int_slow(col)
+    }
+
+    /// [`RowRef::int`] from values, and its errors (kept out of line so the record path
+    /// inlines).
+    #[inline(never)]
+    fn int_slow(&self, col: usize) -> TxResult<i64> {
         match self.0 {
             RowSource::Record { layout, bytes } => match layout.type_of(col) {
                 Some(ColumnType::Int) if !layout.is_null(bytes, col) => {
@@ -126,6 +138,17 @@ impl<'a> RowRef<'a> {
     /// The number in column `col` (a float, or an integer widened).
     #[inline]
     pub fn float(&self, col: usize) -> TxResult<f64> {
+        if let RowSource::Record { layout, bytes } = self.0 {
+            if let Some(v) = layout.float_at(bytes, col) {
+                return Ok(v);
+            }
+        }
+        self.float_slow(col)
+    }
+
+    /// [`RowRef::float`] from values, widened integers, and the errors.
+    #[inline(never)]
+    fn float_slow(&self, col: usize) -> TxResult<f64> {
         match self.0 {
             RowSource::Record { layout, bytes } => match layout.type_of(col) {
                 Some(ColumnType::Float) if !layout.is_null(bytes, col) => {
@@ -147,6 +170,17 @@ impl<'a> RowRef<'a> {
     /// The string in column `col`, borrowed from the row.
     #[inline]
     pub fn str(&self, col: usize) -> TxResult<&'a str> {
+        if let RowSource::Record { layout, bytes } = self.0 {
+            if let Some(v) = layout.ascii_at(bytes, col) {
+                return Ok(v);
+            }
+        }
+        self.str_slow(col)
+    }
+
+    /// [`RowRef::str`] from values, of text that is not ASCII, and the errors.
+    #[inline(never)]
+    fn str_slow(&self, col: usize) -> TxResult<&'a str> {
         match self.0 {
             RowSource::Record { layout, bytes } => match layout.type_of(col) {
                 Some(ColumnType::Str { .. }) if !layout.is_null(bytes, col) => {

@@ -217,6 +217,47 @@ impl Layout {
         }
     }
 
+    /// The integer in column `col` if it is an integer column and not NULL (the inline path
+    /// of `RowRef::int`).
+    #[inline]
+    pub fn int_at(&self, rec: &[u8], col: usize) -> Option<i64> {
+        let slot = self.slots.get(col)?;
+        if slot.ty != ColumnType::Int || self.is_null(rec, col) {
+            return None;
+        }
+        Some(i64::from_le_bytes(
+            rec.get(slot.offset..slot.offset + 8)?.try_into().ok()?,
+        ))
+    }
+
+    /// The float in column `col` if it is a float column and not NULL.
+    #[inline]
+    pub fn float_at(&self, rec: &[u8], col: usize) -> Option<f64> {
+        let slot = self.slots.get(col)?;
+        if slot.ty != ColumnType::Float || self.is_null(rec, col) {
+            return None;
+        }
+        Some(f64::from_le_bytes(
+            rec.get(slot.offset..slot.offset + 8)?.try_into().ok()?,
+        ))
+    }
+
+    /// The text in string column `col` if the column is not NULL and the text is ASCII (as
+    /// TPC-C's all is; other text takes `RowRef::str`'s general path).
+    #[inline]
+    pub fn ascii_at<'r>(&self, rec: &'r [u8], col: usize) -> Option<&'r str> {
+        let slot = self.slots.get(col)?;
+        if !matches!(slot.ty, ColumnType::Str { .. }) || self.is_null(rec, col) {
+            return None;
+        }
+        let field = rec.get(slot.offset..slot.offset + slot.width)?;
+        let (len, text) = field.split_first_chunk::<2>()?;
+        let text = text.get(..u16::from_le_bytes(*len) as usize)?;
+        // SAFETY: ASCII bytes are valid UTF-8.
+        text.is_ascii()
+            .then(|| unsafe { std::str::from_utf8_unchecked(text) })
+    }
+
     /// The integer in column `col` without building a `Value` (0 for NULL).
     #[inline]
     pub fn read_int(&self, rec: &[u8], col: usize) -> i64 {
@@ -335,6 +376,41 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("id"), "{err}");
         assert!(layout.encode(&[Value::Int(1)], &mut rec).is_err());
+    }
+
+    /// `RowRef` reads the same values from a record (inline paths) as from the row of values
+    /// it encodes (general path), takes text that is not ASCII the general way, widens an
+    /// integer to a float, and names the column it refuses (NULL, wrong type, no column).
+    #[test]
+    fn row_reads_agree_between_records_and_values_and_refuse_by_name() {
+        use crate::api::RowRef;
+        let layout = Layout::new(&schema());
+        let row = vec![
+            Value::Int(-3),
+            Value::Str("glaß".into()),
+            Value::Float(2.5),
+            Value::Null,
+        ];
+        let mut rec = Vec::new();
+        layout.encode(&row, &mut rec).unwrap();
+        for r in [RowRef::record(&layout, &rec), RowRef::values(&row)] {
+            assert_eq!(r.int(0).unwrap(), -3);
+            assert_eq!(r.float(0).unwrap(), -3.0);
+            assert_eq!(r.str(1).unwrap(), "glaß");
+            assert_eq!(r.float(2).unwrap(), 2.5);
+            assert!(r.int(3).is_err());
+            assert!(r.str(0).is_err());
+            assert!(r.int(9).is_err());
+        }
+        let record = RowRef::record(&layout, &rec);
+        let null = record.int(3).unwrap_err().to_string();
+        assert!(null.contains("carrier") && null.contains("NULL"), "{null}");
+        let wrong = record.int(2).unwrap_err().to_string();
+        assert!(wrong.contains("balance"), "{wrong}");
+        layout
+            .write_column(&mut rec, 1, &Value::Str("plain".into()))
+            .unwrap();
+        assert_eq!(RowRef::record(&layout, &rec).str(1).unwrap(), "plain");
     }
 
     /// Column writes: the inline path (a number into its own type) clears a NULL; the general
