@@ -13,7 +13,7 @@
 
 use std::ops::Bound;
 
-use storage::btree::keys::{encode_key, prefix_successor, KeyField, KeyPart};
+use storage::btree::keys::{encode_i64, encode_key, prefix_successor, KeyField, KeyPart};
 
 use crate::api::{TxError, TxResult};
 use crate::record::Layout;
@@ -41,6 +41,20 @@ fn push_field(packed: u64, value: u64, width: u8) -> Option<u64> {
         return None;
     }
     Some((packed << width) | value)
+}
+
+/// `values` packed by `bits` (the layout of `KeySpec::encode_inner`), if every value is a
+/// non-negative integer that fits its width.
+#[inline]
+fn pack_ints(values: &[Value], bits: &[u8]) -> Option<u64> {
+    let mut packed = 0u64;
+    for (v, &width) in values.iter().zip(bits) {
+        match v {
+            Value::Int(x) if *x >= 0 => packed = push_field(packed, *x as u64, width)?,
+            _ => return None,
+        }
+    }
+    Some(packed)
 }
 
 /// The key of an index: which columns, and how they are encoded.
@@ -171,8 +185,41 @@ impl KeySpec {
         Ok(())
     }
 
-    /// Encodes a full key.
+    /// Encodes a full key. An all-integer key (packed, or generic with integer columns only)
+    /// is encoded inline; strings, and every error, take [`KeySpec::encode_general`].
+    #[inline]
     pub fn encode(&self, values: &[Value], out: &mut Vec<u8>) -> TxResult<()> {
+        if values.len() == self.columns.len() {
+            out.clear();
+            match &self.packed {
+                Some(bits) => {
+                    if let Some(packed) = pack_ints(values, bits) {
+                        out.extend_from_slice(&packed.to_be_bytes());
+                        return Ok(());
+                    }
+                }
+                None => {
+                    let ints = values
+                        .iter()
+                        .zip(&self.types)
+                        .all(|(v, t)| matches!((v, t), (Value::Int(_), ColumnType::Int)));
+                    if ints {
+                        for v in values {
+                            if let Value::Int(x) = v {
+                                out.extend_from_slice(&encode_i64(*x));
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.encode_general(values, out)
+    }
+
+    /// [`KeySpec::encode`] for any key, with its errors.
+    #[inline(never)]
+    fn encode_general(&self, values: &[Value], out: &mut Vec<u8>) -> TxResult<()> {
         if values.len() != self.columns.len() {
             return Err(TxError::Invalid(format!(
                 "{}: {} key values for a key of {} columns",
@@ -347,6 +394,38 @@ mod tests {
                 .zip(&values)
                 .try_fold(0u64, |packed, (&w, &v)| push_field(packed, v, w));
             proptest::prop_assert_eq!(ours, storage::btree::keys::pack_int_key(&values, &bits));
+        }
+    }
+
+    proptest::proptest! {
+        /// The inline encoding of an all-integer key is byte for byte the general one, packed
+        /// or generic, and a value the packed widths cannot hold (negative, too wide, or not
+        /// an integer) still gets the general path's error.
+        #[test]
+        fn inline_key_encoding_matches_the_general_one(
+            a in -5i64..70_000,
+            b in -5i64..40,
+            text in proptest::prelude::any::<bool>(),
+        ) {
+            let schema = crate::schema::TableSchema::new("t")
+                .int("a")
+                .int("b")
+                .string("s", 8)
+                .key(&["a", "b"]);
+            let layout = Layout::new(&schema);
+            let values = [Value::Int(a), if text { Value::Str("x".into()) } else { Value::Int(b) }];
+            for packed in [true, false] {
+                let spec = KeySpec::new("k", &layout, &[0, 1], Some(&[16, 5]), packed).unwrap();
+                let (mut fast, mut general) = (Vec::new(), Vec::new());
+                let inline = spec.encode(&values, &mut fast);
+                let reference = spec.encode_general(&values, &mut general);
+                proptest::prop_assert_eq!(inline.is_ok(), reference.is_ok());
+                if let (Err(x), Err(y)) = (&inline, &reference) {
+                    proptest::prop_assert_eq!(x.to_string(), y.to_string());
+                } else {
+                    proptest::prop_assert_eq!(&fast, &general);
+                }
+            }
         }
     }
 
