@@ -272,9 +272,18 @@ impl<'db> Transaction<'db> {
         self.db.resolve_table(t)
     }
 
-    /// Locks the record whose encoded primary key is in `self.s.key`.
+    /// Locks the record with encoded primary key `key`. Without a lock manager (`locking`
+    /// off) this is one inlined test; the request itself is out of line.
     #[inline]
     fn lock_key(&mut self, table: u32, key: &[u8], exclusive: bool) -> TxResult<()> {
+        if self.db.locks.is_none() {
+            return Ok(());
+        }
+        self.request_key_lock(table, key, exclusive)
+    }
+
+    #[inline(never)]
+    fn request_key_lock(&mut self, table: u32, key: &[u8], exclusive: bool) -> TxResult<()> {
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
             let mode = if exclusive { LockMode::X } else { LockMode::S };
             lm.lock_record(locks, table, key_hash(table, key), mode)
@@ -299,11 +308,23 @@ impl<'db> Transaction<'db> {
     /// appear under a point read). With page locking the record's heap page is locked after
     /// the lookup, and the lookup is repeated to confirm the record did not move meanwhile;
     /// an absent key is locked by name.
+    #[inline]
     fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
         if !self.db.page_locking {
             self.lock_key(table.id, k, exclusive)?;
             return Ok(table.primary.get(k)?);
         }
+        self.find_page_locked(table, k, exclusive)
+    }
+
+    /// [`Transaction::find_locked`] under page-level locking.
+    #[inline(never)]
+    fn find_page_locked(
+        &mut self,
+        table: &Table,
+        k: &[u8],
+        exclusive: bool,
+    ) -> TxResult<Option<u64>> {
         let mut loc = table.primary.get(k)?;
         for _ in 0..8 {
             match loc {
