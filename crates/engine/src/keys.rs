@@ -185,36 +185,42 @@ impl KeySpec {
         Ok(())
     }
 
-    /// Encodes a full key. An all-integer key (packed, or generic with integer columns only)
-    /// is encoded inline; strings, and every error, take [`KeySpec::encode_general`].
+    /// Encodes a full key. A packed key of integers is encoded inline; other keys go to
+    /// [`KeySpec::encode_unpacked`], and every error to [`KeySpec::encode_general`].
     #[inline]
     pub fn encode(&self, values: &[Value], out: &mut Vec<u8>) -> TxResult<()> {
-        if values.len() == self.columns.len() {
-            out.clear();
-            match &self.packed {
-                Some(bits) => {
-                    if let Some(packed) = pack_ints(values, bits) {
-                        out.extend_from_slice(&packed.to_be_bytes());
-                        return Ok(());
-                    }
-                }
-                None => {
-                    let ints = values
-                        .iter()
-                        .zip(&self.types)
-                        .all(|(v, t)| matches!((v, t), (Value::Int(_), ColumnType::Int)));
-                    if ints {
-                        for v in values {
-                            if let Value::Int(x) = v {
-                                out.extend_from_slice(&encode_i64(*x));
-                            }
-                        }
-                        return Ok(());
-                    }
+        if let Some(bits) = &self.packed {
+            if values.len() == bits.len() {
+                if let Some(packed) = pack_ints(values, bits) {
+                    out.clear();
+                    out.extend_from_slice(&packed.to_be_bytes());
+                    return Ok(());
                 }
             }
+            return self.encode_general(values, out);
         }
-        self.encode_general(values, out)
+        self.encode_unpacked(values, out)
+    }
+
+    /// [`KeySpec::encode`] of a generic key: all integers (the common case) encoded here, any
+    /// other key by [`KeySpec::encode_general`].
+    #[inline(never)]
+    fn encode_unpacked(&self, values: &[Value], out: &mut Vec<u8>) -> TxResult<()> {
+        let ints = values.len() == self.columns.len()
+            && values
+                .iter()
+                .zip(&self.types)
+                .all(|(v, t)| matches!((v, t), (Value::Int(_), ColumnType::Int)));
+        if !ints {
+            return self.encode_general(values, out);
+        }
+        out.clear();
+        for v in values {
+            if let Value::Int(x) = v {
+                out.extend_from_slice(&encode_i64(*x));
+            }
+        }
+        Ok(())
     }
 
     /// [`KeySpec::encode`] for any key, with its errors.
@@ -231,23 +237,43 @@ impl KeySpec {
         self.encode_inner(values, false, out)
     }
 
-    /// Encodes the key of a record image.
+    /// Encodes the key of a record image (a packed key inline, any other out of line).
+    #[inline]
     pub fn encode_record(&self, layout: &Layout, rec: &[u8], out: &mut Vec<u8>) -> TxResult<()> {
-        out.clear();
         if let Some(bits) = &self.packed {
             let mut packed = 0u64;
             for (&width, c) in bits.iter().zip(&self.columns) {
                 let value = layout.read_int(rec, *c) as u64;
-                packed = push_field(packed, value, width).ok_or_else(|| {
-                    TxError::Invalid(format!(
-                        "{}: stored key does not fit its bit widths",
-                        self.what
-                    ))
-                })?;
+                match push_field(packed, value, width) {
+                    Some(p) => packed = p,
+                    None => return Err(self.misfit_record()),
+                }
             }
+            out.clear();
             out.extend_from_slice(&packed.to_be_bytes());
             return Ok(());
         }
+        self.encode_record_unpacked(layout, rec, out)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn misfit_record(&self) -> TxError {
+        TxError::Invalid(format!(
+            "{}: stored key does not fit its bit widths",
+            self.what
+        ))
+    }
+
+    /// [`KeySpec::encode_record`] of a generic key.
+    #[inline(never)]
+    fn encode_record_unpacked(
+        &self,
+        layout: &Layout,
+        rec: &[u8],
+        out: &mut Vec<u8>,
+    ) -> TxResult<()> {
+        out.clear();
         let mut fields: [KeyField<'_>; 8] = [KeyField::Int(0); 8];
         for (i, c) in self.columns.iter().enumerate() {
             fields[i] = match self.types[i] {
