@@ -138,6 +138,7 @@ pub(crate) fn free_space(page: &[u8]) -> usize {
 
 /// Slot `i`: `Ok(None)` if it is free or beyond the directory; corruption if it points outside
 /// the record area.
+#[inline]
 pub(crate) fn slot(page: &[u8], i: usize) -> StorageResult<Option<Slot>> {
     let count = slot_count(page);
     if i >= count {
@@ -151,20 +152,31 @@ pub(crate) fn slot(page: &[u8], i: usize) -> StorageResult<Option<Slot>> {
     let len = get16(page, at + 2);
     let kind = match get16(page, at + 4) {
         0 => SlotKind::Live,
-        1 => SlotKind::Forward,
+        1 if len == 8 => SlotKind::Forward,
         2 => SlotKind::Moved,
-        k => return Err(corrupt(page, format!("slot {i} has unknown kind {k}"))),
+        _ => return Err(bad_slot(page, i)),
     };
     if offset < dir_end(count) || offset + alloc_size(len) > page.len() {
-        return Err(corrupt(
-            page,
-            format!("slot {i} points outside the record area ({offset}+{len})"),
-        ));
-    }
-    if kind == SlotKind::Forward && len != 8 {
-        return Err(corrupt(page, format!("forwarding stub {i} of {len} bytes")));
+        return Err(bad_slot(page, i));
     }
     Ok(Some(Slot { offset, len, kind }))
+}
+
+/// What is wrong with slot `i`, which [`slot`] refused (kept out of line, so that `slot`
+/// itself is a few inlined loads and compares).
+#[cold]
+#[inline(never)]
+fn bad_slot(page: &[u8], i: usize) -> StorageError {
+    let at = dir_end(i);
+    let (offset, len, kind) = (get16(page, at), get16(page, at + 2), get16(page, at + 4));
+    let reason = if kind > 2 {
+        format!("slot {i} has unknown kind {kind}")
+    } else if offset < dir_end(slot_count(page)) || offset + alloc_size(len) > page.len() {
+        format!("slot {i} points outside the record area ({offset}+{len})")
+    } else {
+        format!("forwarding stub {i} of {len} bytes")
+    };
+    corrupt(page, reason)
 }
 
 /// The bytes of a validated slot.
@@ -432,4 +444,46 @@ pub(crate) fn check(page: &[u8]) -> StorageResult<Vec<(usize, Slot)>> {
         ));
     }
     Ok(used)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An 8 KiB page whose directory holds one slot entry.
+    fn page_with_slot(offset: u16, len: u16, kind: u16) -> Vec<u8> {
+        let mut page = vec![0u8; 8192];
+        page[OFFSET_SLOT_COUNT..OFFSET_SLOT_COUNT + 2].copy_from_slice(&1u16.to_le_bytes());
+        let at = dir_end(0);
+        for (i, v) in [offset, len, kind].into_iter().enumerate() {
+            page[at + 2 * i..at + 2 * i + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        page
+    }
+
+    #[test]
+    fn slots_decode_and_corrupt_ones_are_named() {
+        let live = slot(&page_with_slot(4000, 20, 0), 0).unwrap();
+        assert_eq!(
+            live,
+            Some(Slot {
+                offset: 4000,
+                len: 20,
+                kind: SlotKind::Live
+            })
+        );
+        let stub = slot(&page_with_slot(4000, 8, 1), 0).unwrap();
+        assert_eq!(stub.map(|s| s.kind), Some(SlotKind::Forward));
+        assert_eq!(slot(&page_with_slot(0, 20, 0), 0).unwrap(), None, "free");
+        assert_eq!(
+            slot(&page_with_slot(4000, 20, 0), 1).unwrap(),
+            None,
+            "beyond"
+        );
+        let error = |page: Vec<u8>| slot(&page, 0).unwrap_err().to_string();
+        assert!(error(page_with_slot(4000, 20, 7)).contains("unknown kind 7"));
+        assert!(error(page_with_slot(8190, 20, 0)).contains("outside the record area"));
+        assert!(error(page_with_slot(20, 20, 0)).contains("outside the record area"));
+        assert!(error(page_with_slot(4000, 9, 1)).contains("forwarding stub 0 of 9 bytes"));
+    }
 }
