@@ -118,7 +118,7 @@ impl Session {
 }
 
 thread_local! {
-    static SESSION: std::cell::RefCell<Option<Session>> = const { std::cell::RefCell::new(None) };
+    static SESSION: std::cell::RefCell<Option<Box<Session>>> = const { std::cell::RefCell::new(None) };
 }
 
 /// A running transaction. Commit or abort it; dropping it unfinished aborts it.
@@ -127,7 +127,9 @@ pub struct Transaction<'db> {
     id: TxnId,
     locks: Option<TxnLocks>,
     last_lsn: Lsn,
-    s: Session,
+    /// Boxed: a transaction is moved by value (begin returns it, commit takes it), and the
+    /// session's buffers inline were most of its size.
+    s: Box<Session>,
     active: Option<Arc<ActiveTxn>>,
     finished: bool,
 }
@@ -139,12 +141,12 @@ impl<'db> Transaction<'db> {
         let (s, active) = if db.xactions {
             let active = Arc::new(ActiveTxn::new(id));
             db.register(&active);
-            (Session::sized(), Some(active))
+            (Box::new(Session::sized()), Some(active))
         } else {
             (
                 SESSION
                     .with(|c| c.borrow_mut().take())
-                    .unwrap_or_else(Session::sized),
+                    .unwrap_or_else(|| Box::new(Session::sized())),
                 None,
             )
         };
@@ -260,6 +262,8 @@ impl<'db> Transaction<'db> {
         if let Some(a) = self.active.take() {
             self.db.deregister(&a);
         } else {
+            // An empty session (no buffers: one small allocation) stands in until the
+            // transaction is dropped.
             let mut s = std::mem::take(&mut self.s);
             s.undo.clear();
             s.deleted.clear();
