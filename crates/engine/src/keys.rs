@@ -238,7 +238,9 @@ impl KeySpec {
     }
 
     /// Encodes the key of a record image (a packed key inline, any other out of line).
-    #[inline]
+    /// Forced inline: left to itself the compiler kept this call, which cost more than the
+    /// packing.
+    #[inline(always)]
     pub fn encode_record(&self, layout: &Layout, rec: &[u8], out: &mut Vec<u8>) -> TxResult<()> {
         if let Some(bits) = &self.packed {
             let mut packed = 0u64;
