@@ -323,11 +323,6 @@ impl Tx for NoEngine {
     }
 }
 
-/// Whether `config` asks for the kernel.
-pub(crate) fn wants_kernel(config: &BenchConfig) -> bool {
-    config.db.switches.optimal
-}
-
 /// Refuses the optimal preset where only the engine can serve (`what`: the command).
 pub fn refuse_kernel(switches: &engine::Switches, what: &str) -> anyhow::Result<()> {
     if switches.optimal {

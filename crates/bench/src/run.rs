@@ -231,7 +231,7 @@ pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
         options,
         ..config.clone()
     };
-    if crate::optimal::wants_kernel(&config) {
+    if config.db.switches.optimal {
         return crate::optimal::run_optimal(&config);
     }
     let workload = build_workload(&config.workload, &config.options)?;

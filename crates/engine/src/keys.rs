@@ -206,18 +206,15 @@ impl KeySpec {
     /// other key by [`KeySpec::encode_general`].
     #[inline(never)]
     fn encode_unpacked(&self, values: &[Value], out: &mut Vec<u8>) -> TxResult<()> {
-        let ints = values.len() == self.columns.len()
-            && values
-                .iter()
-                .zip(&self.types)
-                .all(|(v, t)| matches!((v, t), (Value::Int(_), ColumnType::Int)));
-        if !ints {
+        if values.len() != self.columns.len() {
             return self.encode_general(values, out);
         }
         out.clear();
-        for v in values {
-            if let Value::Int(x) = v {
-                out.extend_from_slice(&encode_i64(*x));
+        for (v, t) in values.iter().zip(&self.types) {
+            match (v, t) {
+                (Value::Int(x), ColumnType::Int) => out.extend_from_slice(&encode_i64(*x)),
+                // The general path starts the key again.
+                _ => return self.encode_general(values, out),
             }
         }
         Ok(())

@@ -221,25 +221,25 @@ impl Layout {
     /// of `RowRef::int`).
     #[inline]
     pub fn int_at(&self, rec: &[u8], col: usize) -> Option<i64> {
-        let slot = self.slots.get(col)?;
-        if slot.ty != ColumnType::Int || self.is_null(rec, col) {
-            return None;
-        }
-        Some(i64::from_le_bytes(
-            rec.get(slot.offset..slot.offset + 8)?.try_into().ok()?,
-        ))
+        self.word_at(rec, col, ColumnType::Int)
+            .map(i64::from_le_bytes)
     }
 
     /// The float in column `col` if it is a float column and not NULL.
     #[inline]
     pub fn float_at(&self, rec: &[u8], col: usize) -> Option<f64> {
+        self.word_at(rec, col, ColumnType::Float)
+            .map(f64::from_le_bytes)
+    }
+
+    /// The 8 bytes of column `col` if it has type `ty` (an integer or a float) and is not NULL.
+    #[inline]
+    fn word_at(&self, rec: &[u8], col: usize, ty: ColumnType) -> Option<[u8; 8]> {
         let slot = self.slots.get(col)?;
-        if slot.ty != ColumnType::Float || self.is_null(rec, col) {
+        if slot.ty != ty || self.is_null(rec, col) {
             return None;
         }
-        Some(f64::from_le_bytes(
-            rec.get(slot.offset..slot.offset + 8)?.try_into().ok()?,
-        ))
+        rec.get(slot.offset..slot.offset + 8)?.try_into().ok()
     }
 
     /// The text in string column `col` if the column is not NULL and the text is ASCII (as
