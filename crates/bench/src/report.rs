@@ -10,6 +10,7 @@
 //! | `ycsb_workload`, `distribution` | YCSB only                                              |
 //! | `preset`, `switches`          | preset name or `custom`; names of the switches that are off |
 //! | `threads`, `seed`, `durable`, `pool_mib`, `db` | how it ran (`db`: null = in memory)     |
+//! | `prefetch`                    | prefetch hints acted on (false with `--no-prefetch`)     |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
@@ -46,6 +47,8 @@ pub struct RunConfiguration {
     pub threads: usize,
     pub seed: u64,
     pub durable: bool,
+    /// Whether the engine acted on the procedures' prefetch hints (`--no-prefetch` clears it).
+    pub prefetch: bool,
     pub pool_mib: usize,
     /// Database directory; `None` in memory.
     pub db: Option<String>,
@@ -322,11 +325,12 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
     };
     let _ = write!(
         line,
-        " threads={} preset={} switches-off={} durable={} pool-mib={} db={} warmup={}s seed={} glass={} at={}",
+        " threads={} preset={} switches-off={} durable={}{} pool-mib={} db={} warmup={}s seed={} glass={} at={}",
         c.threads,
         c.preset,
         switches,
         c.durable,
+        if c.prefetch { "" } else { " prefetch=off" },
         c.pool_mib,
         c.db.as_deref().unwrap_or("memory"),
         c.warmup_s,
@@ -387,6 +391,7 @@ mod tests {
             threads: 1,
             seed: 7,
             durable: false,
+            prefetch: true,
             pool_mib: 64,
             db: None,
             warmup_s: 0.0,
@@ -436,6 +441,7 @@ mod tests {
             "by_type",
             "seed",
             "durable",
+            "prefetch",
             "pool_mib",
             "glass_version",
             "timestamp",

@@ -402,6 +402,7 @@ pub(crate) fn bench_result(
         threads: config.threads,
         seed: config.seed,
         durable: db_config.durable,
+        prefetch: db_config.prefetch,
         pool_mib: db_config.pool_mib,
         db: db_config.path.as_ref().map(|p| p.display().to_string()),
         warmup_s: config.warmup.as_secs_f64(),

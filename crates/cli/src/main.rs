@@ -210,6 +210,10 @@ struct EngineArgs {
     /// Lock heap pages instead of records (Berkeley DB style).
     #[arg(long)]
     page_locking: bool,
+    /// Ignore the procedures' prefetch hints, to measure what they buy (they are acted on
+    /// only with page-access off).
+    #[arg(long)]
+    no_prefetch: bool,
 }
 
 #[derive(Args, Debug)]
@@ -351,6 +355,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         path: args.engine.db,
         pool_mib: args.engine.pool_mib as usize,
         page_locking: args.engine.page_locking,
+        prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
         switches,
         threads,
@@ -504,6 +509,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             path: args.engine.db,
             pool_mib: args.engine.pool_mib as usize,
             page_locking: args.engine.page_locking,
+            prefetch: !args.engine.no_prefetch,
             durable: args.engine.durable,
             switches,
             threads: 1,
@@ -518,6 +524,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         path: args.engine.db.clone(),
         pool_mib: args.engine.pool_mib as usize,
         page_locking: args.engine.page_locking,
+        prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
         switches,
         threads: 1,

@@ -309,6 +309,18 @@ pub trait Tx {
         self.update(table, key, &set)
     }
 
+    /// A hint that the transaction will soon read, update or insert the rows with these
+    /// primary keys, `(table, key)` each: an engine may start loading what reaching them
+    /// reads, so that their cache misses overlap instead of following one another. It changes
+    /// nothing, locks nothing and reports nothing (a key that does not exist, or a bad key, is
+    /// left to the operation that follows). Keys are integers, one per key column (as every
+    /// benchmark's are), so that naming them costs next to nothing; a key of any other kind is
+    /// not prefetched. The default does nothing, which is also what a client-side form does:
+    /// a hint is not worth a round trip.
+    fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
+        let _ = rows;
+    }
+
     /// Sets columns of the row with primary key `key`; returns whether the row existed.
     /// Key columns cannot be changed.
     fn update(&mut self, table: &TableRef, key: &[Value], set: &[(usize, Value)])

@@ -88,6 +88,9 @@ pub struct DbConfig {
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
+    /// Act on [`crate::Tx::prefetch`] hints (main-memory records and indexes only, that is
+    /// with `page-access` off). Off, the hints are ignored: for measuring what they buy.
+    pub prefetch: bool,
 }
 
 impl Default for DbConfig {
@@ -102,6 +105,7 @@ impl Default for DbConfig {
             lock_timing: false,
             checkpoint_bytes: 64 << 20,
             page_locking: false,
+            prefetch: true,
         }
     }
 }
@@ -193,6 +197,8 @@ pub struct Database {
     pub(crate) locks: Option<LockManager>,
     pub(crate) xactions: bool,
     pub(crate) page_locking: bool,
+    /// Whether [`crate::Tx::prefetch`] hints are acted on (see [`DbConfig::prefetch`]).
+    pub(crate) prefetch: bool,
     dir_lookup: bool,
     packed_keys: bool,
     tables: Box<[OnceLock<Table>]>,
@@ -365,6 +371,7 @@ impl Database {
             locks,
             xactions: sw.is_on(Switch::Xactions),
             page_locking: config.page_locking,
+            prefetch: config.prefetch && !sw.is_on(Switch::PageAccess),
             dir_lookup: sw.is_on(Switch::DirLookup),
             packed_keys: catalog.packed_keys,
             tables: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),

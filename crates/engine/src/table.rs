@@ -31,6 +31,10 @@ use crate::keys::KeySpec;
 use crate::record::Layout;
 use crate::schema::{IndexSchema, TableSchema};
 
+/// The most record bytes [`Records::prefetch`] loads: eight cache lines with the block header,
+/// which covers most rows; a procedure rarely reads every column of a wider one.
+const PREFETCH_RECORD_BYTES: usize = 512 - 24;
+
 /// Where a table's records live.
 pub enum Records {
     Heap(HeapFile),
@@ -78,6 +82,15 @@ impl Records {
                 Ok(p.0)
             }
         })
+    }
+
+    /// Starts loading the first `len` bytes of the record at `loc` into the cache: a hint
+    /// (see `storage::prefetch`), for main-memory records only. A stale `loc` is harmless.
+    #[inline]
+    pub fn prefetch(&self, loc: u64, len: usize) {
+        if let Records::Mem(m) = self {
+            m.prefetch(RecordPtr(loc), len.min(PREFETCH_RECORD_BYTES));
+        }
     }
 
     pub fn delete(&self, loc: u64) -> StorageResult<bool> {
@@ -194,6 +207,31 @@ impl IndexStore {
             IndexStore::Mem(m) => m.get(key),
             IndexStore::MemInt(m) => m.get(key),
             IndexStore::Hash(h) => Ok(h.get(key)),
+        }
+    }
+
+    /// Starts loading what a point lookup or insert of the packed integer key `key` reads
+    /// first; true if this store can do that without reading anything itself (a main-memory
+    /// integer index: the hash slot), false for the stores whose lookups walk a chain of
+    /// nodes or pages.
+    #[inline]
+    pub fn prefetch_int(&self, key: u64) -> bool {
+        match self {
+            IndexStore::MemInt(m) => {
+                m.prefetch(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The value of the packed integer key `key` in a main-memory integer index (as
+    /// [`IndexStore::get`] of its bytes); `None` from every other store.
+    #[inline]
+    pub fn get_int(&self, key: u64) -> Option<u64> {
+        match self {
+            IndexStore::MemInt(m) => m.get_int(key),
+            _ => None,
         }
     }
 

@@ -25,6 +25,8 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use arrayvec::ArrayVec;
+
 use storage::btree::InsertOutcome;
 use storage::Lsn;
 use txn::lock::{LockMode, TxnLocks};
@@ -45,6 +47,10 @@ use crate::value::{Row, Value};
 /// Lock name (hashed with the table) standing for the end of an index: what a scan that ran
 /// to the end locks, and what an insert after the last key locks.
 const END_OF_INDEX: &[u8] = b"\xff\xffEND";
+
+/// Rows one pass of [`Tx::prefetch`] handles: enough for a TPC-C New-Order's reads, few
+/// enough that the first loads are still in the cache when the rows are used.
+const PREFETCH_BATCH: usize = 32;
 
 /// A scan's low and high bounds: an encoded key and whether (and how) it bounds.
 type ScanBounds<'b> = ((&'b [u8], Bound<()>), (&'b [u8], Bound<()>));
@@ -897,6 +903,32 @@ impl Tx for Transaction<'_> {
 
     fn update(&mut self, t: &TableRef, key: &[Value], set: &[(usize, Value)]) -> TxResult<bool> {
         self.update_row(t, key, Changes::Given(set))
+    }
+
+    /// In two passes over the rows, each issuing every load before waiting for any: first
+    /// the index slots, then (each slot found) the records. Only main-memory integer indexes
+    /// take part (see `IndexStore::prefetch_int`); on the buffer pool a lookup is a descent
+    /// under latches, which a hint should not pay for twice.
+    fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
+        if !self.db.prefetch {
+            return;
+        }
+        for batch in rows.chunks(PREFETCH_BATCH) {
+            let mut slots: ArrayVec<(&Table, u64), PREFETCH_BATCH> = ArrayVec::new();
+            for (t, key) in batch {
+                let Ok(table) = self.table(t) else { continue };
+                if let Some(k) = table.key.pack(key) {
+                    if table.primary.prefetch_int(k) {
+                        slots.push((table, k));
+                    }
+                }
+            }
+            for (table, k) in slots {
+                if let Some(loc) = table.primary.get_int(k) {
+                    table.records.prefetch(loc, table.layout.record_size());
+                }
+            }
+        }
     }
 
     fn update_with(&mut self, t: &TableRef, key: &[Value], f: &mut UpdateFn<'_>) -> TxResult<bool> {

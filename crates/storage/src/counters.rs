@@ -19,6 +19,7 @@
 //! | `evictions`    | frames taken away from one page for another                       |
 //! | `node_visits`  | B+-tree nodes visited (bumped by the B+-tree)                     |
 //! | `latches`      | latch acquisitions (bumped by [`crate::latch::Latch`])            |
+//! | `prefetches`   | records a prefetch hint started loading ([`crate::memstore`])     |
 //!
 //! Unique-page tracking keeps a thread-local set of page ids, so it costs a hash insert per fix;
 //! it is off until [`set_unique_tracking`] switches it on.
@@ -45,6 +46,7 @@ struct LiveCounters {
     evictions: Cell<u64>,
     node_visits: Cell<u64>,
     latches: Cell<u64>,
+    prefetches: Cell<u64>,
     unique_tracking: Cell<bool>,
 }
 
@@ -63,6 +65,7 @@ thread_local! {
             evictions: Cell::new(0),
             node_visits: Cell::new(0),
             latches: Cell::new(0),
+            prefetches: Cell::new(0),
             unique_tracking: Cell::new(false),
         }
     };
@@ -83,6 +86,7 @@ pub struct StorageCounters {
     pub evictions: u64,
     pub node_visits: u64,
     pub latches: u64,
+    pub prefetches: u64,
 }
 
 macro_rules! field_wise {
@@ -100,6 +104,7 @@ macro_rules! field_wise {
                     evictions: self.evictions.$op(o.evictions),
                     node_visits: self.node_visits.$op(o.node_visits),
                     latches: self.latches.$op(o.latches),
+                    prefetches: self.prefetches.$op(o.prefetches),
                 }
             }
         }
@@ -197,6 +202,13 @@ pub fn bump_latch() {
     bump(|c| &c.latches);
 }
 
+/// Counts one record a prefetch hint started loading.
+#[inline]
+pub fn bump_prefetch() {
+    #[cfg(feature = "counters")]
+    bump(|c| &c.prefetches);
+}
+
 /// Latch acquisitions on this thread so far.
 pub fn latch_acquisitions() -> u64 {
     snapshot().latches
@@ -236,6 +248,7 @@ pub fn snapshot() -> StorageCounters {
             evictions: c.evictions.get(),
             node_visits: c.node_visits.get(),
             latches: c.latches.get(),
+            prefetches: c.prefetches.get(),
         })
     }
     #[cfg(not(feature = "counters"))]
@@ -257,6 +270,7 @@ pub fn reset() {
                 &c.evictions,
                 &c.node_visits,
                 &c.latches,
+                &c.prefetches,
             ] {
                 counter.set(0);
             }

@@ -102,6 +102,12 @@ impl Slots {
         }
     }
 
+    /// Starts loading the line of `key`'s home slot (see [`crate::prefetch`]).
+    #[inline(always)]
+    fn prefetch(&self, key: u64) {
+        crate::prefetch::line(self.slots[self.home(key)].as_ptr().cast());
+    }
+
     #[inline(always)]
     fn get(&self, key: u64) -> Option<u64> {
         match self.probe(key) {
@@ -227,6 +233,16 @@ impl IntHash {
         match self.table.get(key) {
             Some(v) => Some(v),
             None => self.old.as_ref().and_then(|o| o.table.get(key)),
+        }
+    }
+
+    /// Starts loading the slot a lookup or insert of `key` reads first, in the new table and,
+    /// while growing, in the old one: a hint, see [`crate::prefetch`].
+    #[inline]
+    pub(crate) fn prefetch(&self, key: u64) {
+        self.table.prefetch(key);
+        if let Some(old) = &self.old {
+            old.table.prefetch(key);
         }
     }
 

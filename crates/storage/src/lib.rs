@@ -29,6 +29,7 @@ pub mod latch;
 pub mod memindex;
 pub mod memstore;
 pub mod page;
+pub mod prefetch;
 
 pub use btree::{BTree, IntKeyOrder, KeyOrder, SchemaKeyOrder};
 pub use buffer::{BufferPool, FrameId, PageReadGuard, PageWriteGuard, PoolConfig};

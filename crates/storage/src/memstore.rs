@@ -228,6 +228,15 @@ impl MemStore {
         f(bytes)
     }
 
+    /// Starts loading the block at `ptr` (its header and the first `len` record bytes) into
+    /// the cache: a hint (see [`crate::prefetch`]). Safe whatever `ptr` is, since a prefetch
+    /// reads nothing and never faults.
+    #[inline]
+    pub fn prefetch(&self, ptr: RecordPtr, len: usize) {
+        crate::counters::bump_prefetch();
+        crate::prefetch::range(ptr.addr(), BLOCK_HEADER_SIZE + len);
+    }
+
     /// The record's length in bytes.
     ///
     /// # Safety

@@ -142,6 +142,12 @@ fn add(tx: &mut dyn Tx, table: &TableRef, id: i64, col: usize, delta: i64) -> Tx
 
 /// The AccountUpdate transaction; returns the account's new balance.
 pub fn account_update(tx: &mut dyn Tx, t: &TpcbTables, input: &AccountUpdate) -> TxResult<i64> {
+    // The three rows it updates, known from the input (see `Tx::prefetch`).
+    tx.prefetch(&[
+        (&t.account, &[input.a_id]),
+        (&t.teller, &[input.t_id]),
+        (&t.branch, &[input.b_id]),
+    ]);
     let balance = add(tx, &t.account, input.a_id, A_BALANCE, input.delta)?;
     let mut seq = 0;
     let found = tx.update_with(&t.teller, &[Value::Int(input.t_id)], &mut |r, set| {

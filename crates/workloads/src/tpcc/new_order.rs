@@ -16,8 +16,8 @@
 //! Stock: `s_quantity − q` if that leaves at least 10, else `s_quantity − q + 91`;
 //! `s_ytd += q`, `s_order_cnt += 1`, `s_remote_cnt += 1` for a remote supplier.
 
-use arrayvec::ArrayString;
-use engine::{Tx, TxError, TxResult, Value};
+use arrayvec::{ArrayString, ArrayVec};
+use engine::{TableRef, Tx, TxError, TxResult, Value};
 
 use super::input::NewOrderInput;
 use super::schema::{customer, district, item, stock, warehouse};
@@ -265,6 +265,42 @@ fn order_lines(
     Ok(lines)
 }
 
+/// Lines whose item and stock rows [`prefetch_rows`] names: the specification's most.
+const PREFETCH_LINES: usize = 15;
+
+/// Tells the engine every row New-Order will read or update, all known from the input: the
+/// district, warehouse and customer, and each line's item and stock (see [`Tx::prefetch`]).
+fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
+    let lines = &input.lines[..input.lines.len().min(PREFETCH_LINES)];
+    let items: ArrayVec<[i64; 1], PREFETCH_LINES> = lines.iter().map(|l| [l.i_id]).collect();
+    let stocks: ArrayVec<[i64; 2], PREFETCH_LINES> =
+        lines.iter().map(|l| [l.supply_w_id, l.i_id]).collect();
+    let (w, d) = (input.w_id, input.d_id);
+    let (district, warehouse, customer) = ([w, d], [w], [w, d, input.c_id]);
+    let mut rows: ArrayVec<(&TableRef, &[i64]), { 3 + 2 * PREFETCH_LINES }> = ArrayVec::new();
+    rows.extend(items.iter().map(|k| (&t.item, &k[..])));
+    rows.extend(stocks.iter().map(|k| (&t.stock, &k[..])));
+    rows.push((&t.district, &district));
+    rows.push((&t.warehouse, &warehouse));
+    rows.push((&t.customer, &customer));
+    tx.prefetch(&rows);
+}
+
+/// Tells the engine the keys of the rows New-Order is about to insert (order, new-order and
+/// every order line): an insert's first read is its index slot, as a lookup's is.
+fn prefetch_inserts(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i64) {
+    let (w, d) = (input.w_id, input.d_id);
+    let lines: ArrayVec<[i64; 4], PREFETCH_LINES> = (1..=input.lines.len().min(PREFETCH_LINES))
+        .map(|n| [w, d, o_id, n as i64])
+        .collect();
+    let order = [w, d, o_id];
+    let mut rows: ArrayVec<(&TableRef, &[i64]), { 2 + PREFETCH_LINES }> = ArrayVec::new();
+    rows.push((&t.order, &order));
+    rows.push((&t.new_order, &order));
+    rows.extend(lines.iter().map(|k| (&t.order_line, &k[..])));
+    tx.prefetch(&rows);
+}
+
 /// Runs New-Order. An unused item number ends it with [`TxError::UserAbort`]; the caller
 /// rolls back.
 pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult<NewOrderOutput> {
@@ -272,18 +308,21 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
         return Err(TxError::Invalid(format!("bad New-Order input {input:?}")));
     }
     let (o_id, w_tax, d_tax, c_discount, lines);
+    prefetch_rows(tx, t, input);
     if input.paper {
         let mut items = Vec::with_capacity(input.lines.len());
         for line in &input.lines {
             items.push(get_item(tx, t, line.i_id)?);
         }
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
+        prefetch_inserts(tx, t, input, o_id);
         w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
         lines = order_lines(tx, t, input, o_id, Some(items))?;
         insert_order(tx, t, input, o_id)?;
     } else {
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
+        prefetch_inserts(tx, t, input, o_id);
         w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
         insert_order(tx, t, input, o_id)?;

@@ -96,6 +96,20 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
     let mut d_name = ArrayString::<10>::new();
     let mut h_id = 0;
     let d_key = [Value::Int(input.w_id), Value::Int(input.d_id)];
+    let w_key = [Value::Int(input.w_id)];
+    // The rows it updates, all known from the input unless the customer is chosen by name
+    // (see `Tx::prefetch`).
+    let (w, d) = (input.w_id, input.d_id);
+    match &input.customer {
+        CustomerSelector::ById(c_id) => tx.prefetch(&[
+            (&t.district, &[w, d]),
+            (&t.warehouse, &[w]),
+            (&t.customer, &[input.c_w_id, input.c_d_id, *c_id]),
+        ]),
+        CustomerSelector::ByLastName(_) => {
+            tx.prefetch(&[(&t.district, &[w, d]), (&t.warehouse, &[w])])
+        }
+    }
     let found = tx.update_with(&t.district, &d_key, &mut |r, set| {
         d_name = fixed(r.str(district::D_NAME)?, "D_NAME")?;
         h_id = r.int(district::D_NEXT_H_ID)?;
@@ -107,7 +121,7 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
     if !found {
         return Err(TxError::Invalid(format!("no district {d_key:?}")));
     }
-    let found = tx.update_with(&t.warehouse, &[Value::Int(input.w_id)], &mut |r, set| {
+    let found = tx.update_with(&t.warehouse, &w_key, &mut |r, set| {
         h_data.push_str(r.str(warehouse::W_NAME)?);
         let w_ytd = r.float(warehouse::W_YTD)? + amount;
         set.push((warehouse::W_YTD, Value::Float(w_ytd)));

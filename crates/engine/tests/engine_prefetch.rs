@@ -1,0 +1,90 @@
+//! `Tx::prefetch`: a hint that starts loading rows and changes nothing. It acts only on
+//! main-memory records reached through an integer index (`page-access` off), and only when the
+//! configuration lets it; it counts what it started in the storage counters.
+
+mod common;
+
+use common::*;
+use engine::{Database, DbConfig, Preset, Switches, TableRef, TableSchema, Tx, Value};
+use storage::counters;
+
+fn open_with(preset: Preset, prefetch: bool) -> std::sync::Arc<Database> {
+    Database::open(DbConfig {
+        switches: Switches::preset(preset),
+        pool_mib: 16,
+        prefetch,
+        ..DbConfig::default()
+    })
+    .unwrap()
+}
+
+/// How many records a hint naming `rows` started loading.
+fn hint(db: &Database, rows: &[(&TableRef, &[i64])]) -> u64 {
+    db.run(|tx| {
+        let before = counters::snapshot().prefetches;
+        tx.prefetch(rows);
+        Ok(counters::snapshot().prefetches - before)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_hint_loads_exactly_the_rows_that_exist_and_changes_nothing() {
+    let db = open_with(Preset::Stripped, true);
+    let t = load_accounts(&db, 100);
+    let before = dump(&db, &t);
+    // Three rows that exist; one that does not; a negative key and a key of the wrong number
+    // of columns, which no packed key can be; and a table that does not exist.
+    let unknown = TableRef {
+        name: "nowhere".into(),
+        id: 999,
+    };
+    let started = hint(
+        &db,
+        &[
+            (&t, &[1]),
+            (&t, &[50]),
+            (&t, &[99]),
+            (&t, &[100]),
+            (&t, &[-1]),
+            (&t, &[1, 2]),
+            (&unknown, &[1]),
+        ],
+    );
+    assert_eq!(started, 3);
+    assert_eq!(dump(&db, &t), before);
+    // More rows than one pass handles.
+    let keys: Vec<[i64; 1]> = (0..100).map(|id| [id]).collect();
+    let rows: Vec<(&TableRef, &[i64])> = keys.iter().map(|k| (&t, &k[..])).collect();
+    assert_eq!(hint(&db, &rows), 100);
+    // The transaction goes on as if nothing happened.
+    let balance = db
+        .run(|tx| {
+            tx.prefetch(&[(&t, &[7])]);
+            tx.update(&t, &[Value::Int(7)], &[(2, Value::Int(5))])?;
+            Ok(tx.get(&t, &[Value::Int(7)], engine::Fetch::All, false)?)
+        })
+        .unwrap();
+    assert_eq!(balance.unwrap()[2], Value::Int(5));
+}
+
+#[test]
+fn a_hint_is_ignored_on_the_buffer_pool_when_off_and_for_generic_keys() {
+    for (preset, prefetch) in [(Preset::Full, true), (Preset::Stripped, false)] {
+        let db = open_with(preset, prefetch);
+        let t = load_accounts(&db, 10);
+        assert_eq!(
+            hint(&db, &[(&t, &[1]), (&t, &[2])]),
+            0,
+            "{preset:?} {prefetch}"
+        );
+    }
+    // A key without declared integer widths is not packed: its index is an ordered map.
+    let db = open_with(Preset::Stripped, true);
+    let t = db
+        .create_table(TableSchema::new("plain").int("id").int("v").key(&["id"]))
+        .unwrap();
+    db.run(|tx| tx.insert(&t, &[Value::Int(1), Value::Int(2)]))
+        .unwrap();
+    assert_eq!(hint(&db, &[(&t, &[1])]), 0);
+}
