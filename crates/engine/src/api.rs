@@ -231,9 +231,153 @@ impl<'a> RowRef<'a> {
 /// The closure of [`Tx::read_with`].
 pub type ReadFn<'f> = dyn FnMut(RowRef<'_>) -> TxResult<()> + 'f;
 
-/// The closure of [`Tx::update_with`]: reads the current row, pushes `(column, new value)`
-/// pairs onto the vector (which arrives empty).
-pub type UpdateFn<'f> = dyn FnMut(RowRef<'_>, &mut Vec<(usize, Value)>) -> TxResult<()> + 'f;
+/// The closure of [`Tx::update_with`]: reads the current row and sets the columns to change
+/// through the [`RowWriter`].
+pub type UpdateFn<'f> = dyn FnMut(RowRef<'_>, &mut RowWriter<'_>) -> TxResult<()> + 'f;
+
+/// Where the closure of [`Tx::update_with`] sets the columns it changes, by column number.
+/// Setting a column does not change what the closure reads through its [`RowRef`] (the row
+/// as it was).
+///
+/// Embedded, each value is written at once into a copy of the stored record (an integer or a
+/// float in a few instructions, nothing allocated), and the engine then writes back only the
+/// byte spans that changed. A client-side transaction collects `(column, value)` pairs for an
+/// update instead ([`RowWriter::values`]); the procedure cannot tell the difference.
+///
+/// A value the column cannot take (wrong type, too long, NULL where not allowed, no such
+/// column) is not an error at the call, so that setters chain without `?`: the first one is
+/// kept, and `update_with` returns it without changing the row. So does setting a column of
+/// the primary key or of an index key.
+pub struct RowWriter<'a> {
+    sink: Sink<'a>,
+    error: Option<TxError>,
+}
+
+enum Sink<'a> {
+    Values(&'a mut Vec<(usize, Value)>),
+    Record {
+        layout: &'a Layout,
+        /// A copy of the record, which the values are written into.
+        rec: &'a mut [u8],
+        /// Bit `c` set when column `c` (< 64) was set.
+        mask: u64,
+        /// Columns from 64 on that were set.
+        wide: &'a mut Vec<usize>,
+    },
+}
+
+impl<'a> RowWriter<'a> {
+    /// A writer that collects `(column, value)` pairs (the default [`Tx::update_with`] passes
+    /// them to [`Tx::update`]).
+    pub fn values(out: &'a mut Vec<(usize, Value)>) -> Self {
+        RowWriter {
+            sink: Sink::Values(out),
+            error: None,
+        }
+    }
+
+    /// A writer into `rec`, a copy of a record of `layout` (`wide` arrives empty).
+    pub(crate) fn record(layout: &'a Layout, rec: &'a mut [u8], wide: &'a mut Vec<usize>) -> Self {
+        RowWriter {
+            sink: Sink::Record {
+                layout,
+                rec,
+                mask: 0,
+                wide,
+            },
+            error: None,
+        }
+    }
+
+    /// Sets column `col` to the integer `v`.
+    #[inline]
+    pub fn int(&mut self, col: usize, v: i64) {
+        if !self.put_word(col, ColumnType::Int, v.to_le_bytes()) {
+            self.set(col, Value::Int(v));
+        }
+    }
+
+    /// Sets column `col` to the number `v`.
+    #[inline]
+    pub fn float(&mut self, col: usize, v: f64) {
+        if !self.put_word(col, ColumnType::Float, v.to_le_bytes()) {
+            self.set(col, Value::Float(v));
+        }
+    }
+
+    /// The inline path of [`RowWriter::int`] and [`RowWriter::float`]: a number into a column
+    /// of its own type below 64, written straight into the record copy. False, with nothing
+    /// done, for anything else (collected values, conversions, errors), which goes through
+    /// [`RowWriter::set`].
+    #[inline(always)]
+    fn put_word(&mut self, col: usize, ty: ColumnType, word: [u8; 8]) -> bool {
+        if let Sink::Record {
+            layout, rec, mask, ..
+        } = &mut self.sink
+        {
+            if col < 64 && layout.put_word(rec, col, ty, word) {
+                *mask |= 1 << col;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Sets column `col` to any value: a string, NULL, a number.
+    #[inline(never)]
+    pub fn set(&mut self, col: usize, v: Value) {
+        match &mut self.sink {
+            Sink::Values(out) => out.push((col, v)),
+            Sink::Record { .. } => self.write(col, &v),
+        }
+    }
+
+    /// Sets column `col` to a copy of `v` (what [`Tx::update`] does for each pair).
+    pub(crate) fn set_ref(&mut self, col: usize, v: &Value) {
+        match &mut self.sink {
+            Sink::Values(out) => out.push((col, v.clone())),
+            Sink::Record { .. } => self.write(col, v),
+        }
+    }
+
+    /// Writes `v` into the record copy (the `Record` sink) and notes the column.
+    fn write(&mut self, col: usize, v: &Value) {
+        let Sink::Record {
+            layout,
+            rec,
+            mask,
+            wide,
+        } = &mut self.sink
+        else {
+            return;
+        };
+        if col >= layout.columns() {
+            return self.fail(RowRef::missing(col));
+        }
+        match layout.write_column(rec, col, v) {
+            Ok(()) if col < 64 => *mask |= 1 << col,
+            Ok(()) => wide.push(col),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    #[cold]
+    fn fail(&mut self, e: TxError) {
+        self.error.get_or_insert(e);
+    }
+
+    /// The columns set (as [`Sink::Record`]'s mask; 0 for collected values), or the first
+    /// value refused.
+    pub(crate) fn finish(self) -> TxResult<u64> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        Ok(match self.sink {
+            Sink::Record { mask, .. } => mask,
+            Sink::Values(_) => 0,
+        })
+    }
+}
 
 /// Why a transaction failed, classified by what the caller must do.
 #[derive(Debug, thiserror::Error)]
@@ -305,7 +449,9 @@ pub trait Tx {
             return Ok(false);
         };
         let mut set = Vec::new();
-        f(RowRef::values(&row), &mut set)?;
+        let mut writer = RowWriter::values(&mut set);
+        f(RowRef::values(&row), &mut writer)?;
+        writer.finish()?;
         self.update(table, key, &set)
     }
 
@@ -355,4 +501,109 @@ pub trait Tx {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Vec<Row>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::TableSchema;
+
+    /// `(id int, note str(8) nullable, amount float, count int)`, 4 columns; or, with
+    /// `wide`, 70 integer columns after them.
+    fn layout(wide: bool) -> Layout {
+        let mut schema = TableSchema::new("t")
+            .int("id")
+            .string("note", 8)
+            .nullable()
+            .float("amount")
+            .int("count");
+        if wide {
+            for c in 0..70 {
+                schema = schema.int(&format!("w{c}"));
+            }
+        }
+        Layout::new(&schema.key(&["id"]))
+    }
+
+    fn record(layout: &Layout, row: &[Value]) -> Vec<u8> {
+        let mut rec = Vec::new();
+        layout.encode(row, &mut rec).unwrap();
+        rec
+    }
+
+    /// Writing through the record writer gives the bytes of encoding the new row whole, and
+    /// notes exactly the columns set; the values writer collects the same pairs.
+    #[test]
+    fn the_record_writer_writes_what_encoding_the_row_writes() {
+        let layout = layout(false);
+        let old = [Value::Int(1), Value::Null, Value::Float(2.5), Value::Int(3)];
+        let mut rec = record(&layout, &old);
+        let mut wide = Vec::new();
+        let mut writer = RowWriter::record(&layout, &mut rec, &mut wide);
+        writer.float(2, 7.25);
+        writer.int(3, -4);
+        writer.set(1, Value::Str("hi".into()));
+        // An integer into a float column is converted, as `update` converts it.
+        writer.int(2, 8);
+        assert_eq!(writer.finish().unwrap(), 0b1110);
+        let new = [
+            Value::Int(1),
+            Value::Str("hi".into()),
+            Value::Float(8.0),
+            Value::Int(-4),
+        ];
+        assert_eq!(rec, record(&layout, &new));
+        assert!(wide.is_empty());
+
+        let mut pairs = Vec::new();
+        let mut writer = RowWriter::values(&mut pairs);
+        writer.float(2, 7.25);
+        writer.int(3, -4);
+        writer.set(1, Value::Null);
+        assert_eq!(writer.finish().unwrap(), 0);
+        assert_eq!(
+            pairs,
+            vec![
+                (2, Value::Float(7.25)),
+                (3, Value::Int(-4)),
+                (1, Value::Null)
+            ]
+        );
+    }
+
+    /// The first refused value is the error, and later ones do not replace it; columns from
+    /// 64 on are listed apart from the mask.
+    #[test]
+    fn the_first_refusal_is_kept_and_wide_columns_are_listed() {
+        let layout = layout(true);
+        let mut row = vec![Value::Int(1), Value::Null, Value::Float(0.0), Value::Int(0)];
+        row.extend((0..70).map(Value::Int));
+        let before = record(&layout, &row);
+        let mut rec = before.clone();
+        let mut wide = Vec::new();
+        let mut writer = RowWriter::record(&layout, &mut rec, &mut wide);
+        writer.int(70, 5);
+        writer.int(3, 9);
+        assert_eq!(writer.finish().unwrap(), 1 << 3);
+        assert_eq!(wide, vec![70]);
+
+        for (bad, message) in [
+            (0usize, "is Str"),
+            (1, "longer than column note"),
+            (2, "no column 200"),
+        ] {
+            let mut rec = before.clone();
+            let mut wide = Vec::new();
+            let mut writer = RowWriter::record(&layout, &mut rec, &mut wide);
+            match bad {
+                0 => writer.set(1, Value::Int(3)),
+                1 => writer.set(1, Value::Str("far too long".into())),
+                _ => writer.int(200, 1),
+            }
+            writer.int(200, 2);
+            writer.set(3, Value::Null);
+            let e = writer.finish().unwrap_err().to_string();
+            assert!(e.contains(message), "{e}");
+        }
+    }
 }

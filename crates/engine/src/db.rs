@@ -38,7 +38,6 @@ use crate::switches::{Switch, Switches};
 use crate::table::{Index, IndexStore, Records, Table};
 use crate::txn::Transaction;
 use crate::undo::{UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE, KIND_UPDATE_PIECES};
-use crate::value::Value;
 
 /// Most tables (and, separately, secondary indexes) a database holds.
 pub const MAX_TABLES: usize = 256;
@@ -850,49 +849,55 @@ impl Database {
             })
     }
 
-    /// The byte spans of a record that `changes` rewrite, sorted and merged (spans closer
-    /// than [`SPAN_MERGE_GAP`] bytes become one; more than [`MAX_SPANS`] become one covering
-    /// them all), after checking every column exists and belongs to no index key. A nullable
-    /// column adds the null bitmap, which leads the record.
+    /// The byte spans of a record that an update of columns `mask` (bit `c` for column
+    /// `c` < 64) and `wide` (the rest) rewrites, sorted and merged (spans closer than
+    /// [`SPAN_MERGE_GAP`] bytes become one; more than [`MAX_SPANS`] become one covering them
+    /// all), after checking every column exists and belongs to no index key. A nullable column
+    /// adds the null bitmap, which leads the record.
     pub(crate) fn changed_spans(
         &self,
         table: &Table,
-        changes: &[(usize, Value)],
+        mask: u64,
+        wide: &[usize],
         spans: &mut Vec<(usize, usize)>,
     ) -> TxResult<()> {
         spans.clear();
-        if table.layout.columns() <= 64 && self.spans_by_mask(table, changes, spans) {
+        if wide.is_empty() && self.spans_by_mask(table, mask, spans) {
             return Ok(());
         }
-        self.spans_general(table, changes, spans)
+        let cols: Vec<usize> = (0..64)
+            .filter(|c| mask & (1 << c) != 0)
+            .chain(wide.iter().copied())
+            .collect();
+        self.spans_general(table, &cols, spans)
     }
 
-    /// [`Database::changed_spans`] for any table: collect, sort, merge.
+    /// [`Database::changed_spans`] for any columns: collect, sort, merge.
     fn spans_general(
         &self,
         table: &Table,
-        changes: &[(usize, Value)],
+        cols: &[usize],
         spans: &mut Vec<(usize, usize)>,
     ) -> TxResult<()> {
         let layout = &table.layout;
         spans.clear();
-        for (c, _) in changes {
-            if *c >= layout.columns() {
+        for &c in cols {
+            if c >= layout.columns() {
                 return Err(TxError::Invalid(format!(
                     "table {} has no column {c}",
                     table.schema.name
                 )));
             }
-            if self.is_indexed(table, *c) {
+            if self.is_indexed(table, c) {
                 return Err(TxError::Invalid(format!(
                     "column {} of {} is part of an index key and cannot be updated",
-                    layout.column_name(*c),
+                    layout.column_name(c),
                     table.schema.name
                 )));
             }
-            let r = layout.column_range(*c);
+            let r = layout.column_range(c);
             spans.push((r.start, r.end));
-            if table.schema.columns[*c].nullable {
+            if table.schema.columns[c].nullable {
                 spans.push((0, layout.columns().div_ceil(8)));
             }
         }
@@ -916,25 +921,16 @@ impl Database {
         Ok(())
     }
 
-    /// [`Database::changed_spans`] for a table of at most 64 columns: the changed columns as a
-    /// bit mask, walked in column order, which is byte order (offsets grow with the column
-    /// number and the null bitmap comes first), so the spans come out sorted and are merged
-    /// as they are pushed. False, with `spans` to be recomputed, if a column does not exist
-    /// or is indexed: the general path reports which.
+    /// [`Database::changed_spans`] of columns below 64, given as a bit mask, walked in column
+    /// order, which is byte order (offsets grow with the column number and the null bitmap
+    /// comes first), so the spans come out sorted and are merged as they are pushed. False,
+    /// with `spans` to be recomputed, if a column does not exist or is indexed: the general
+    /// path reports which.
     #[inline]
-    fn spans_by_mask(
-        &self,
-        table: &Table,
-        changes: &[(usize, Value)],
-        spans: &mut Vec<(usize, usize)>,
-    ) -> bool {
+    fn spans_by_mask(&self, table: &Table, mask: u64, spans: &mut Vec<(usize, usize)>) -> bool {
         let layout = &table.layout;
-        let mut mask = 0u64;
-        for (c, _) in changes {
-            if *c >= layout.columns() {
-                return false;
-            }
-            mask |= 1 << *c;
+        if layout.columns() < 64 && mask >> layout.columns() != 0 {
+            return false;
         }
         if mask & table.indexed_columns.load(Ordering::Relaxed) != 0 {
             return false;
@@ -1198,18 +1194,18 @@ mod tests {
         let cols = proptest::collection::vec(0usize..22, 1..12);
         runner
             .run(&cols, |cols| {
-                let changes: Vec<(usize, Value)> = cols.iter().map(|c| (*c, Value::Null)).collect();
+                let mask = cols.iter().fold(0u64, |m, c| m | 1 << c);
                 let mut general = Vec::new();
-                let expected = db.spans_general(table, &changes, &mut general);
+                let expected = db.spans_general(table, &cols, &mut general);
                 let mut by_mask = Vec::new();
-                let fast = db.spans_by_mask(table, &changes, &mut by_mask);
+                let fast = db.spans_by_mask(table, mask, &mut by_mask);
                 prop_assert_eq!(fast, expected.is_ok(), "{:?}", expected);
                 if fast {
                     prop_assert_eq!(&by_mask, &general);
                     prop_assert!(by_mask.len() <= MAX_SPANS);
                 }
                 let mut through = Vec::new();
-                let got = db.changed_spans(table, &changes, &mut through);
+                let got = db.changed_spans(table, mask, &[], &mut through);
                 prop_assert_eq!(got.is_ok(), expected.is_ok());
                 if got.is_ok() {
                     prop_assert_eq!(through, general);

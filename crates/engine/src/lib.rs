@@ -15,7 +15,7 @@ pub mod undo;
 pub mod value;
 
 pub use api::{
-    Fetch, IndexRef, KeyRange, ReadFn, RowRef, TableRef, Tx, TxError, TxResult, UpdateFn,
+    Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter, TableRef, Tx, TxError, TxResult, UpdateFn,
 };
 pub use db::{Database, DbConfig};
 pub use schema::{ColumnType, IndexSchema, TableSchema};

@@ -242,6 +242,22 @@ impl Layout {
         rec.get(slot.offset..slot.offset + 8)?.try_into().ok()
     }
 
+    /// Writes the 8 bytes of column `col` and clears its null bit, if it has type `ty` (an
+    /// integer or a float) and `rec` holds it; false, with nothing written, otherwise (the
+    /// inline path of `RowWriter::int` and `RowWriter::float`).
+    #[inline]
+    pub fn put_word(&self, rec: &mut [u8], col: usize, ty: ColumnType, word: [u8; 8]) -> bool {
+        let Some(slot) = self.slots.get(col) else {
+            return false;
+        };
+        if slot.ty != ty || rec.len() < self.size {
+            return false;
+        }
+        rec[slot.offset..slot.offset + 8].copy_from_slice(&word);
+        rec[col / 8] &= !(1u8 << (col % 8));
+        true
+    }
+
     /// The text in string column `col` if the column is not NULL and the text is ASCII (as
     /// TPC-C's all is; other text takes `RowRef::str`'s general path).
     #[inline]

@@ -33,7 +33,7 @@ use txn::lock::{LockMode, TxnLocks};
 use wal::{LogRecord, TxnId};
 
 use crate::api::{
-    Fetch, IndexRef, KeyRange, ReadFn, RowRef, TableRef, Tx, TxError, TxResult, UpdateFn,
+    Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter, TableRef, Tx, TxError, TxResult, UpdateFn,
 };
 use crate::db::{ActiveTxn, Database};
 use crate::keys::key_hash;
@@ -69,8 +69,8 @@ pub(crate) struct Session {
     payload: Vec<u8>,
     after: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
-    /// The changes an `update_with` closure asks for.
-    set: Vec<(usize, Value)>,
+    /// Columns from 64 on that an update set (see `RowWriter`).
+    wide: Vec<usize>,
     /// The byte spans an update rewrites.
     spans: Vec<(usize, usize)>,
     /// Records deleted by this transaction: their index entries are gone at once, the records
@@ -79,19 +79,19 @@ pub(crate) struct Session {
     deleted: Vec<(u32, u64)>,
 }
 
-/// Where an update's new values come from.
 /// The scratch an update is staged in (see `Transaction::stage_update`).
 struct Staged<'a> {
-    /// The changes a callback computed.
-    set: &'a mut Vec<(usize, Value)>,
+    /// Columns from 64 on that the update set.
+    wide: &'a mut Vec<usize>,
     /// The byte spans the changes rewrite, sorted.
     spans: &'a mut Vec<(usize, usize)>,
-    /// The new bytes of those spans, at their record offsets.
+    /// A copy of the record with the new values written in.
     rec: &'a mut Vec<u8>,
     /// The before image (one span's bytes, or pieces).
     before: &'a mut Vec<u8>,
 }
 
+/// Where an update's new values come from.
 enum Changes<'s, 'f> {
     /// Given by the caller ([`Tx::update`]).
     Given(&'s [(usize, Value)]),
@@ -116,7 +116,7 @@ impl Session {
             payload: Vec::with_capacity(1024),
             after: Vec::with_capacity(1024),
             hits: Vec::new(),
-            set: Vec::with_capacity(8),
+            wide: Vec::new(),
             spans: Vec::with_capacity(8),
             deleted: Vec::new(),
         }
@@ -421,17 +421,16 @@ impl<'db> Transaction<'db> {
         let mut k = std::mem::take(&mut self.s.key);
         let mut rec = std::mem::take(&mut self.s.staged);
         let mut before = std::mem::take(&mut self.s.after);
-        let mut set = std::mem::take(&mut self.s.set);
+        let mut wide = std::mem::take(&mut self.s.wide);
         let mut spans = std::mem::take(&mut self.s.spans);
         let r = (|| {
             table.key.encode(key, &mut k)?;
             let Some(loc) = self.find_locked(table, &k, true)? else {
                 return Ok(false);
             };
-            set.clear();
             let changed = table.records.with(loc, |bytes| {
                 let mut staged = Staged {
-                    set: &mut set,
+                    wide: &mut wide,
                     spans: &mut spans,
                     rec: &mut rec,
                     before: &mut before,
@@ -474,16 +473,17 @@ impl<'db> Transaction<'db> {
         self.s.key = k;
         self.s.staged = rec;
         self.s.after = before;
-        self.s.set = set;
+        self.s.wide = wide;
         self.s.spans = spans;
         r
     }
 
     /// Computes an update of the stored record `bytes` (under its page latch, inside
-    /// `Records::with`): the changes (given, or from the procedure's callback), the byte
-    /// spans they rewrite, the new bytes of those spans in `rec` and the before image in
-    /// `before`. False if there is nothing to change. Never inlined, so profiles can tell
-    /// this "update record" work from the record access around it.
+    /// `Records::with`): copies the record into `rec`, writes the new values into the copy
+    /// (given, or set by the procedure's callback through a [`RowWriter`]), and works out the
+    /// byte spans that changed and their before image. False if nothing was set. Never
+    /// inlined, so profiles can tell this "update record" work from the record access around
+    /// it.
     #[inline(never)]
     fn stage_update(
         db: &Database,
@@ -493,35 +493,31 @@ impl<'db> Transaction<'db> {
         out: &mut Staged<'_>,
     ) -> TxResult<bool> {
         let layout = &table.layout;
-        let changes: &[(usize, Value)] = match changes {
-            Changes::Given(given) => given,
-            Changes::Computed(f) => {
-                f(RowRef::record(layout, bytes), out.set)?;
-                out.set
+        out.rec.clear();
+        out.rec.extend_from_slice(bytes);
+        out.wide.clear();
+        let mut writer = RowWriter::record(layout, out.rec, out.wide);
+        match changes {
+            Changes::Given(given) => {
+                for (c, v) in given.iter() {
+                    writer.set_ref(*c, v);
+                }
             }
-        };
-        if changes.is_empty() {
+            Changes::Computed(f) => f(RowRef::record(layout, bytes), &mut writer)?,
+        }
+        // A bad value fails here, before anything is logged or written.
+        let mask = writer.finish()?;
+        if mask == 0 && out.wide.is_empty() {
             return Ok(false);
         }
-        db.changed_spans(table, changes, out.spans)?;
-        // Bytes of `rec` outside the spans are stale scratch: never read or written. It only
-        // grows (to the largest record updated; inserts use another buffer), so updates of
-        // tables of different sizes do not zero-fill it again each time it grows back.
-        if out.rec.len() < layout.record_size() {
-            out.rec.resize(layout.record_size(), 0);
-        }
+        db.changed_spans(table, mask, out.wide, out.spans)?;
         out.before.clear();
         for &(lo, hi) in out.spans.iter() {
-            out.rec[lo..hi].copy_from_slice(&bytes[lo..hi]);
             if out.spans.len() == 1 {
                 out.before.extend_from_slice(&bytes[lo..hi]);
             } else {
                 push_piece(out.before, lo, &bytes[lo..hi]);
             }
-        }
-        // A bad value fails here, before anything is logged or written.
-        for (c, v) in changes {
-            layout.write_column(out.rec, *c, v)?;
         }
         Ok(true)
     }

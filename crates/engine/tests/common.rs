@@ -120,7 +120,7 @@ pub fn transfer_in_place(
 ) -> Result<(), TxError> {
     for (id, delta) in [(from, -amount), (to, amount)] {
         let found = tx.update_with(t, &[Value::Int(id)], &mut |r, set| {
-            set.push((2, Value::Int(r.int(2)? + delta)));
+            set.int(2, r.int(2)? + delta);
             Ok(())
         })?;
         if !found {

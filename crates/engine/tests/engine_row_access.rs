@@ -83,7 +83,7 @@ fn deposit(tx: &mut dyn Tx, t: &TableRef, id: i64, amount: i64) -> TxResult<Opti
     let f: &mut UpdateFn<'_> = &mut |r, set| {
         let balance = r.int(2)?;
         before = Some(balance);
-        set.push((2, Value::Int(balance + amount)));
+        set.int(2, balance + amount);
         Ok(())
     };
     tx.update_with(t, &[Value::Int(id)], f)?;
@@ -147,7 +147,7 @@ fn a_failing_closure_changes_nothing_and_errors_name_the_column() {
         // A closure that fails after asking for a change: the row keeps its value.
         let err = tx
             .update_with(&t, &[Value::Int(3)], &mut |_, set| {
-                set.push((2, Value::Int(0)));
+                set.int(2, 0);
                 Err(TxError::UserAbort("changed my mind".into()))
             })
             .unwrap_err();
@@ -155,8 +155,8 @@ fn a_failing_closure_changes_nothing_and_errors_name_the_column() {
         // A bad value is refused before anything is written.
         let err = tx
             .update_with(&t, &[Value::Int(3)], &mut |_, set| {
-                set.push((2, Value::Int(1)));
-                set.push((1, Value::Str("x".repeat(40))));
+                set.int(2, 1);
+                set.set(1, Value::Str("x".repeat(40)));
                 Ok(())
             })
             .unwrap_err();
@@ -167,7 +167,7 @@ fn a_failing_closure_changes_nothing_and_errors_name_the_column() {
         // The key column cannot change.
         let err = tx
             .update_with(&t, &[Value::Int(3)], &mut |_, set| {
-                set.push((0, Value::Int(77)));
+                set.int(0, 77);
                 Ok(())
             })
             .unwrap_err();
@@ -244,9 +244,9 @@ fn columns_far_apart_are_logged_and_undone_in_pieces() {
         db.run(|tx| {
             for id in 0..50 {
                 tx.update_with(&t, &[Value::Int(id)], &mut |r, set| {
-                    set.push((1, Value::Int(r.int(1)? + 1000)));
-                    set.push((3, Value::Int(r.int(3)? - 1000)));
-                    set.push((4, Value::Str("noted".into())));
+                    set.int(1, r.int(1)? + 1000);
+                    set.int(3, r.int(3)? - 1000);
+                    set.set(4, Value::Str("noted".into()));
                     Ok(())
                 })?;
             }

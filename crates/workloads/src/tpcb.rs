@@ -131,7 +131,7 @@ fn add(tx: &mut dyn Tx, table: &TableRef, id: i64, col: usize, delta: i64) -> Tx
     let mut balance = 0;
     let found = tx.update_with(table, &[Value::Int(id)], &mut |r, set| {
         balance = r.int(col)? + delta;
-        set.push((col, Value::Int(balance)));
+        set.int(col, balance);
         Ok(())
     })?;
     if !found {
@@ -153,8 +153,8 @@ pub fn account_update(tx: &mut dyn Tx, t: &TpcbTables, input: &AccountUpdate) ->
     let found = tx.update_with(&t.teller, &[Value::Int(input.t_id)], &mut |r, set| {
         seq = r.int(T_NEXT_H_ID)?;
         let t_balance = r.int(T_BALANCE)? + input.delta;
-        set.push((T_BALANCE, Value::Int(t_balance)));
-        set.push((T_NEXT_H_ID, Value::Int(seq + 1)));
+        set.int(T_BALANCE, t_balance);
+        set.int(T_NEXT_H_ID, seq + 1);
         Ok(())
     })?;
     if !found {

@@ -216,7 +216,7 @@ pub fn run_op(tx: &mut dyn Tx, table: &TableRef, op: &YcsbOp) -> TxResult<usize>
             // Read the record (in place), then write one field: one step embedded.
             let found = tx.update_with(table, &[Value::Int(*key)], &mut |r, set| {
                 r.str(1 + field)?;
-                set.push((1 + field, Value::Str(value.clone())));
+                set.set(1 + field, Value::Str(value.clone()));
                 Ok(())
             })?;
             Ok(usize::from(found))

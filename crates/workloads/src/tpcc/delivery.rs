@@ -75,9 +75,9 @@ pub fn delivery(tx: &mut dyn Tx, t: &Tables, input: &DeliveryInput) -> TxResult<
         let c_key = [Value::Int(w), Value::Int(d), Value::Int(c_id)];
         let found = tx.update_with(&t.customer, &c_key, &mut |r, set| {
             let balance = r.float(customer::C_BALANCE)? + amount;
-            set.push((customer::C_BALANCE, Value::Float(balance)));
+            set.float(customer::C_BALANCE, balance);
             let count = r.int(customer::C_DELIVERY_CNT)? + 1;
-            set.push((customer::C_DELIVERY_CNT, Value::Int(count)));
+            set.int(customer::C_DELIVERY_CNT, count);
             Ok(())
         })?;
         if !found {

@@ -98,7 +98,7 @@ fn next_order_id(tx: &mut dyn Tx, t: &Tables, w_id: i64, d_id: i64) -> TxResult<
         &mut |r, set| {
             d_tax = r.float(district::D_TAX)?;
             o_id = r.int(district::D_NEXT_O_ID)?;
-            set.push((district::D_NEXT_O_ID, Value::Int(o_id + 1)));
+            set.int(district::D_NEXT_O_ID, o_id + 1);
             Ok(())
         },
     )?;
@@ -192,13 +192,13 @@ fn order_line(
         dist_info.clear();
         dist_info.push_str(r.str(dist_col)?);
         stock_original = is_original(r.str(stock::S_DATA)?);
-        set.push((stock::S_QUANTITY, Value::Int(new_quantity)));
+        set.int(stock::S_QUANTITY, new_quantity);
         let ytd = r.int(stock::S_YTD)? + line.quantity;
-        set.push((stock::S_YTD, Value::Int(ytd)));
+        set.int(stock::S_YTD, ytd);
         let order_cnt = r.int(stock::S_ORDER_CNT)? + 1;
-        set.push((stock::S_ORDER_CNT, Value::Int(order_cnt)));
+        set.int(stock::S_ORDER_CNT, order_cnt);
         let remote_cnt = r.int(stock::S_REMOTE_CNT)? + remote;
-        set.push((stock::S_REMOTE_CNT, Value::Int(remote_cnt)));
+        set.int(stock::S_REMOTE_CNT, remote_cnt);
         Ok(())
     })?;
     if !found {

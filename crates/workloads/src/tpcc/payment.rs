@@ -114,8 +114,8 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
         d_name = fixed(r.str(district::D_NAME)?, "D_NAME")?;
         h_id = r.int(district::D_NEXT_H_ID)?;
         let d_ytd = r.float(district::D_YTD)? + amount;
-        set.push((district::D_YTD, Value::Float(d_ytd)));
-        set.push((district::D_NEXT_H_ID, Value::Int(h_id + 1)));
+        set.float(district::D_YTD, d_ytd);
+        set.int(district::D_NEXT_H_ID, h_id + 1);
         Ok(())
     })?;
     if !found {
@@ -124,7 +124,7 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
     let found = tx.update_with(&t.warehouse, &w_key, &mut |r, set| {
         h_data.push_str(r.str(warehouse::W_NAME)?);
         let w_ytd = r.float(warehouse::W_YTD)? + amount;
-        set.push((warehouse::W_YTD, Value::Float(w_ytd)));
+        set.float(warehouse::W_YTD, w_ytd);
         Ok(())
     })?;
     if !found {
@@ -144,11 +144,11 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
     let found = tx.update_with(&t.customer, &c_key, &mut |r, set| {
         c_credit = fixed(r.str(customer::C_CREDIT)?, "C_CREDIT")?;
         c_balance = r.float(customer::C_BALANCE)? - amount;
-        set.push((customer::C_BALANCE, Value::Float(c_balance)));
+        set.float(customer::C_BALANCE, c_balance);
         let ytd = r.float(customer::C_YTD_PAYMENT)? + amount;
-        set.push((customer::C_YTD_PAYMENT, Value::Float(ytd)));
+        set.float(customer::C_YTD_PAYMENT, ytd);
         let count = r.int(customer::C_PAYMENT_CNT)? + 1;
-        set.push((customer::C_PAYMENT_CNT, Value::Int(count)));
+        set.int(customer::C_PAYMENT_CNT, count);
         if c_credit.as_str() == "BC" {
             let mut data = format!(
                 "{} {} {} {} {} {:.2} | ",
@@ -156,7 +156,7 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
             );
             data.push_str(r.str(customer::C_DATA)?);
             truncate_to(&mut data, 500);
-            set.push((customer::C_DATA, Value::Str(data)));
+            set.set(customer::C_DATA, Value::Str(data));
         }
         Ok(())
     })?;
