@@ -919,7 +919,7 @@ impl Tx for Transaction<'_> {
                     }
                 }
             }
-            for (table, k) in slots {
+            for &(table, k) in &slots {
                 if let Some(loc) = table.primary.get_int(k) {
                     table.records.prefetch(loc, table.layout.record_size());
                 }
