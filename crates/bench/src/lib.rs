@@ -9,8 +9,10 @@
 //! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls;
 //! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
 //!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
-//!   [`plot`]: the ladder's figures.
+//!   [`plot`]: the ladder's figures;
+//! - [`allocator`]: the process allocator's setting for a growing main-memory database.
 
+pub mod allocator;
 pub mod callgrind;
 pub mod driver;
 pub mod embedded;

@@ -575,6 +575,8 @@ fn one_line(err: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    // Large, growing buffers are moved by remapping, not copied (see `bench::allocator`).
+    bench::allocator::tune();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
