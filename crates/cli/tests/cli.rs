@@ -231,6 +231,38 @@ fn bench_tpcb_end_to_end_writes_every_field() {
     assert_result_json(&json, "tpcb", 200);
 }
 
+/// `--no-prefetch` reaches the engine's configuration and the result: recorded in the JSON
+/// and on the config line, where a run with hints says nothing.
+#[test]
+fn no_prefetch_is_recorded_in_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, prefetch) in [(None, true), (Some("--no-prefetch"), false)] {
+        let json = dir.path().join(format!("{prefetch}.json"));
+        let mut args = vec![
+            "bench",
+            "tpcb",
+            "--preset",
+            "stripped",
+            "--threads",
+            "1",
+            "--txns",
+            "100",
+            "--warmup",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend(flag);
+        let out = glass(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_result_json(&json, "tpcb", 100);
+        let result: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(result["prefetch"], prefetch);
+        assert_eq!(stdout(&out).contains("prefetch=off"), !prefetch);
+    }
+}
+
 #[test]
 fn load_then_check_then_bench_on_disk() {
     let dir = tempfile::tempdir().unwrap();
