@@ -43,18 +43,21 @@ fn push_field(packed: u64, value: u64, width: u8) -> Option<u64> {
     Some((packed << width) | value)
 }
 
-/// `values` packed by `bits` (the layout of `KeySpec::encode_inner`), if every value is a
-/// non-negative integer that fits its width.
+/// `fields` packed by `bits` (the layout of `KeySpec::encode_inner`), if every field is a
+/// non-negative integer (`Some`) that fits its width.
 #[inline]
-fn pack_ints(values: &[Value], bits: &[u8]) -> Option<u64> {
+fn pack_fields(fields: impl Iterator<Item = Option<i64>>, bits: &[u8]) -> Option<u64> {
     let mut packed = 0u64;
-    for (v, &width) in values.iter().zip(bits) {
-        match v {
-            Value::Int(x) if *x >= 0 => packed = push_field(packed, *x as u64, width)?,
-            _ => return None,
-        }
+    for (field, &width) in fields.zip(bits) {
+        packed = push_field(packed, u64::try_from(field?).ok()?, width)?;
     }
     Some(packed)
+}
+
+/// [`pack_fields`] of key values.
+#[inline]
+fn pack_ints(values: &[Value], bits: &[u8]) -> Option<u64> {
+    pack_fields(values.iter().map(Value::as_int), bits)
 }
 
 /// The key of an index: which columns, and how they are encoded.
@@ -124,11 +127,7 @@ impl KeySpec {
         if key.len() != bits.len() {
             return None;
         }
-        let mut packed = 0u64;
-        for (&x, &width) in key.iter().zip(bits) {
-            packed = push_field(packed, u64::try_from(x).ok()?, width)?;
-        }
-        Some(packed)
+        pack_fields(key.iter().copied().map(Some), bits)
     }
 
     /// The parts the generic comparator interprets.

@@ -31,10 +31,6 @@ use crate::keys::KeySpec;
 use crate::record::Layout;
 use crate::schema::{IndexSchema, TableSchema};
 
-/// The most record bytes [`Records::prefetch`] loads: eight cache lines with the block header,
-/// which covers most rows; a procedure rarely reads every column of a wider one.
-const PREFETCH_RECORD_BYTES: usize = 512 - 24;
-
 /// Where a table's records live.
 pub enum Records {
     Heap(HeapFile),
@@ -84,12 +80,13 @@ impl Records {
         })
     }
 
-    /// Starts loading the first `len` bytes of the record at `loc` into the cache: a hint
-    /// (see `storage::prefetch`), for main-memory records only. A stale `loc` is harmless.
+    /// Starts loading the record at `loc`, of `len` bytes, into the cache (its first eight
+    /// lines at most, see `MemStore::prefetch`): a hint, for main-memory records only. A stale
+    /// `loc` is harmless.
     #[inline]
     pub fn prefetch(&self, loc: u64, len: usize) {
         if let Records::Mem(m) = self {
-            m.prefetch(RecordPtr(loc), len.min(PREFETCH_RECORD_BYTES));
+            m.prefetch(RecordPtr(loc), len);
         }
     }
 

@@ -62,10 +62,9 @@ pub(crate) struct Session {
     undo: UndoList,
     key: Vec<u8>,
     key2: Vec<u8>,
+    /// A whole record: what an insert encodes, a copy an update writes its new values into
+    /// (see `Staged::rec`), a delete's before image.
     rec: Vec<u8>,
-    /// An update's new span bytes at their record offsets (see `Staged::rec`); apart from
-    /// `rec`, which inserts encode whole records into, so that it keeps its length.
-    staged: Vec<u8>,
     payload: Vec<u8>,
     after: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
@@ -112,7 +111,6 @@ impl Session {
             key: Vec::with_capacity(64),
             key2: Vec::with_capacity(64),
             rec: Vec::with_capacity(1024),
-            staged: Vec::with_capacity(1024),
             payload: Vec::with_capacity(1024),
             after: Vec::with_capacity(1024),
             hits: Vec::new(),
@@ -419,7 +417,7 @@ impl<'db> Transaction<'db> {
         let table = self.table(t)?;
         let db = self.db;
         let mut k = std::mem::take(&mut self.s.key);
-        let mut rec = std::mem::take(&mut self.s.staged);
+        let mut rec = std::mem::take(&mut self.s.rec);
         let mut before = std::mem::take(&mut self.s.after);
         let mut wide = std::mem::take(&mut self.s.wide);
         let mut spans = std::mem::take(&mut self.s.spans);
@@ -471,7 +469,7 @@ impl<'db> Transaction<'db> {
             Ok(true)
         })();
         self.s.key = k;
-        self.s.staged = rec;
+        self.s.rec = rec;
         self.s.after = before;
         self.s.wide = wide;
         self.s.spans = spans;
