@@ -255,14 +255,10 @@ impl KeySpec {
     #[inline(always)]
     pub fn encode_record(&self, layout: &Layout, rec: &[u8], out: &mut Vec<u8>) -> TxResult<()> {
         if let Some(bits) = &self.packed {
-            let mut packed = 0u64;
-            for (&width, c) in bits.iter().zip(&self.columns) {
-                let value = layout.read_int(rec, *c) as u64;
-                match push_field(packed, value, width) {
-                    Some(p) => packed = p,
-                    None => return Err(self.misfit_record()),
-                }
-            }
+            let fields = self.columns.iter().map(|c| Some(layout.read_int(rec, *c)));
+            let Some(packed) = pack_fields(fields, bits) else {
+                return Err(self.misfit_record());
+            };
             out.clear();
             out.extend_from_slice(&packed.to_be_bytes());
             return Ok(());
