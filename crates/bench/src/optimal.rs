@@ -32,7 +32,7 @@ use workloads::{Condition, Mix, Terminal};
 
 use crate::driver::Executor;
 use crate::report::{rfc3339_utc, BenchResult};
-use crate::run::{bench_result, run_driver, BenchConfig, Status, UsageError};
+use crate::run::{bench_result, run_rounds, BenchConfig, Status, UsageError};
 
 /// Checks that `config` is something the kernel can run: TPC-C's paper mix, in memory.
 /// (One thread is checked with the switches.)
@@ -77,15 +77,20 @@ pub(crate) fn run_optimal(config: &BenchConfig) -> anyhow::Result<BenchResult> {
     let load_s = started.elapsed().as_secs_f64();
     status.say(format_args!("populated in {load_s:.2} s"));
 
-    let home = Arc::new(Mutex::new(None));
-    let terminal = KernelTerminal::new(kernel, config.seed, home.clone());
-    let outcome = run_driver(
-        config,
-        vec![Box::new(terminal)],
-        &KernelExecutor,
-        &TXN_NAMES,
-        &status,
-    )?;
+    // Each round's terminal hands the kernel back here when it is dropped.
+    let home = Arc::new(Mutex::new(Some(kernel)));
+    let terminals = |seed: u64| -> anyhow::Result<Vec<Box<dyn Terminal>>> {
+        let kernel = home
+            .lock()
+            .take()
+            .context("the kernel terminal did not hand the kernel back")?;
+        Ok(vec![Box::new(KernelTerminal::new(
+            kernel,
+            seed,
+            home.clone(),
+        ))])
+    };
+    let outcome = run_rounds(config, terminals, &KernelExecutor, &TXN_NAMES, &status)?;
 
     status.say(format_args!("checking consistency..."));
     let kernel = home

@@ -15,6 +15,8 @@
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
 //! | `tps`                         | `txn_count / duration_s`                                 |
+//! | `rounds`                      | each measured round (`--rounds`): `{txn_count, duration_s, tps, p50_us, p99_us}` |
+//! | `tps_median`                  | the median of the rounds' `tps` (with one round, `tps`)  |
 //! | `p50_us` `p90_us` `p99_us` `p999_us` `max_us` | latency over all types               |
 //! | `consistency`                 | `"ok"`, or `"failed: NAME (detail); ..."`                |
 //! | `conditions`                  | every condition: `name`, `description`, `holds`, `detail` |
@@ -99,6 +101,42 @@ impl TypeResult {
     }
 }
 
+/// One measured round of a run (`glass bench --rounds N`: N rounds after one load, each with
+/// its own warm-up and terminals).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RoundResult {
+    pub txn_count: u64,
+    pub duration_s: f64,
+    pub tps: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+}
+
+impl RoundResult {
+    pub fn of(stats: &RunStats, elapsed: Duration) -> RoundResult {
+        let overall = stats.overall();
+        let latency = overall.latency();
+        RoundResult {
+            txn_count: overall.count(),
+            duration_s: elapsed.as_secs_f64(),
+            tps: per_second(overall.count(), elapsed),
+            p50_us: latency.p50_us,
+            p99_us: latency.p99_us,
+        }
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count; 0 for none).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
 /// One consistency condition's outcome.
 #[derive(Clone, Debug, Serialize)]
 pub struct ConditionResult {
@@ -136,6 +174,9 @@ pub struct BenchResult {
     pub p99_us: u64,
     pub p999_us: u64,
     pub max_us: u64,
+    /// Every measured round; the fields above cover all of them together.
+    pub rounds: Vec<RoundResult>,
+    pub tps_median: f64,
     pub consistency: String,
     pub conditions: Vec<ConditionResult>,
     #[serde(serialize_with = "types_as_map")]
@@ -185,7 +226,10 @@ impl BenchResult {
     ) -> BenchResult {
         let overall = stats.overall();
         let latency = overall.latency();
+        let round = RoundResult::of(stats, elapsed);
         BenchResult {
+            tps_median: round.tps,
+            rounds: vec![round],
             config,
             duration_s: elapsed.as_secs_f64(),
             txn_count: overall.count(),
@@ -206,6 +250,14 @@ impl BenchResult {
                 .map(|(name, t)| TypeResult::of(name, t, elapsed))
                 .collect(),
         }
+    }
+
+    /// The same result with its rounds listed (the statistics given to [`BenchResult::new`]
+    /// are then those of all rounds together).
+    pub fn with_rounds(mut self, rounds: Vec<RoundResult>) -> BenchResult {
+        self.tps_median = median(&rounds.iter().map(|r| r.tps).collect::<Vec<_>>());
+        self.rounds = rounds;
+        self
     }
 
     pub fn to_json(&self) -> String {
@@ -282,6 +334,29 @@ impl BenchResult {
             "{} transactions in {:.2} s: {:.1} txn/s ({} committed, {} rolled back, {} retried aborts)",
             self.txn_count, self.duration_s, self.tps, self.commits, self.rollbacks, self.aborts
         );
+        if self.rounds.len() > 1 {
+            let each: Vec<String> = self
+                .rounds
+                .iter()
+                .map(|r| format!("{:.0}", r.tps))
+                .collect();
+            let spread = |tps: f64| 100.0 * (tps / self.tps_median - 1.0);
+            let (low, high) = self
+                .rounds
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(l, h), r| {
+                    (l.min(r.tps), h.max(r.tps))
+                });
+            let _ = writeln!(
+                out,
+                "{} rounds: {} txn/s; median {:.0} (lowest {:+.0}%, highest {:+.0}%)",
+                self.rounds.len(),
+                each.join(" / "),
+                self.tps_median,
+                spread(low),
+                spread(high)
+            );
+        }
         let held = self.conditions.iter().filter(|c| c.holds).count();
         if self.consistency == "ok" {
             let _ = writeln!(
@@ -416,6 +491,31 @@ mod tests {
     }
 
     #[test]
+    fn rounds_report_their_median_and_spread() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+        let single = result(&[]);
+        assert!(!single.render().contains("rounds:"));
+        let round = |tps: f64| RoundResult {
+            txn_count: tps as u64,
+            duration_s: 1.0,
+            tps,
+            p50_us: 1,
+            p99_us: 2,
+        };
+        let r = result(&[]).with_rounds(vec![round(100.0), round(50.0), round(200.0)]);
+        assert_eq!(r.tps_median, 100.0);
+        let text = r.render();
+        assert!(
+            text.contains(
+                "3 rounds: 100 / 50 / 200 txn/s; median 100 (lowest -50%, highest +100%)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn json_carries_every_required_field() {
         let r = result(&[]);
         let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
@@ -449,6 +549,8 @@ mod tests {
             "load_s",
             "db",
             "conditions",
+            "rounds",
+            "tps_median",
         ] {
             assert!(json.get(key).is_some(), "missing {key} in {json}");
         }
@@ -459,6 +561,10 @@ mod tests {
         assert_eq!(json["switches"], serde_json::json!(["locking"]));
         assert_eq!(json["consistency"], "ok");
         assert!(json.get("ycsb_workload").is_none());
+        // One round unless `--rounds` says more: the run itself.
+        assert_eq!(json["rounds"].as_array().map(Vec::len), Some(1));
+        assert_eq!(json["rounds"][0]["txn_count"], 101);
+        assert_eq!(json["tps_median"], 50.5);
         let t = &json["by_type"]["AccountUpdate"];
         for key in [
             "count",

@@ -27,7 +27,7 @@ use crate::driver::{drive, DriverConfig, DriverOutcome, Executor, Stop};
 use crate::embedded::EmbeddedExecutor;
 use crate::manifest::{distribution_name, mix_name, LoadManifest};
 use crate::progress::{bar, ProgressLine};
-use crate::report::{rfc3339_utc, BenchResult, RunConfiguration};
+use crate::report::{rfc3339_utc, BenchResult, RoundResult, RunConfiguration};
 
 /// A configuration the user must change; its message is one line naming the bad value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,8 +46,11 @@ pub struct BenchConfig {
     pub warmup: Duration,
     /// The database: `path: None` is in memory; `threads` is overwritten with `threads`.
     pub db: DbConfig,
-    /// Terminal i draws its inputs from `seed + i`.
+    /// Terminal i draws its inputs from `seed + i` (in round r of several, from
+    /// `seed + r * threads + i`, so no two rounds repeat a stream).
     pub seed: u64,
+    /// Measured rounds after the one load, each with its own warm-up and terminals (at least 1).
+    pub rounds: u32,
     /// Also write the result as JSON to this file.
     pub json: Option<PathBuf>,
     /// Attempts of one transaction aborted as a deadlock victim before the run fails.
@@ -74,6 +77,7 @@ impl BenchConfig {
             warmup: Duration::from_secs(1),
             db: DbConfig::default(),
             seed: 42,
+            rounds: 1,
             json: None,
             retry_limit: 1000,
             quiet: false,
@@ -306,15 +310,17 @@ pub fn run_workload(
     };
 
     let txn_names = workload.txn_names();
-    let terminals = (0..config.threads)
-        .map(|i| {
-            workload
-                .terminal(&db, i, config.threads, config.seed.wrapping_add(i as u64))
-                .with_context(|| format!("start terminal {i}"))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
     let executor = EmbeddedExecutor { db: db.clone() };
-    let outcome = run_driver(config, terminals, &executor, txn_names, &status)?;
+    let terminals = |seed: u64| {
+        (0..config.threads)
+            .map(|i| {
+                workload
+                    .terminal(&db, i, config.threads, seed.wrapping_add(i as u64))
+                    .with_context(|| format!("start terminal {i}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
+    let outcome = run_rounds(config, terminals, &executor, txn_names, &status)?;
 
     status.say(format_args!("checking consistency..."));
     let conditions = workload
@@ -331,6 +337,56 @@ pub fn run_workload(
         &outcome,
         &conditions,
     )
+}
+
+/// What the rounds of a run measured: all of them together, and each.
+pub(crate) struct Rounds {
+    pub merged: DriverOutcome,
+    pub each: Vec<RoundResult>,
+}
+
+/// Runs `config.rounds` rounds through [`run_driver`], each with terminals from
+/// `terminals(seed)` (round r's first terminal seed is `config.seed + r * threads`).
+pub(crate) fn run_rounds(
+    config: &BenchConfig,
+    mut terminals: impl FnMut(u64) -> anyhow::Result<Vec<Box<dyn Terminal>>>,
+    executor: &dyn Executor,
+    txn_names: &[&str],
+    status: &Status,
+) -> anyhow::Result<Rounds> {
+    if config.rounds == 0 {
+        bail!(UsageError("--rounds must be at least 1".into()));
+    }
+    let mut merged: Option<DriverOutcome> = None;
+    let mut each = Vec::with_capacity(config.rounds as usize);
+    for round in 0..config.rounds {
+        let seed = config
+            .seed
+            .wrapping_add(u64::from(round).wrapping_mul(config.threads as u64));
+        if config.rounds > 1 {
+            status.say(format_args!("round {} of {}:", round + 1, config.rounds));
+        }
+        let outcome = run_driver(config, terminals(seed)?, executor, txn_names, status)?;
+        let result = RoundResult::of(&outcome.stats, outcome.elapsed);
+        if config.rounds > 1 {
+            status.say(format_args!(
+                "round {} of {}: {:.0} txn/s",
+                round + 1,
+                config.rounds,
+                result.tps
+            ));
+        }
+        each.push(result);
+        match &mut merged {
+            None => merged = Some(outcome),
+            Some(m) => {
+                m.stats.merge(&outcome.stats);
+                m.elapsed += outcome.elapsed;
+            }
+        }
+    }
+    let merged = merged.expect("at least one round ran");
+    Ok(Rounds { merged, each })
 }
 
 /// Drives `terminals` through `executor` as `config` says (warm-up, stop, retries), with a
@@ -382,7 +438,7 @@ pub(crate) fn bench_result(
     timestamp: String,
     load_s: Option<f64>,
     txn_names: &[&str],
-    outcome: &DriverOutcome,
+    outcome: &Rounds,
     conditions: &[Condition],
 ) -> anyhow::Result<BenchResult> {
     let options = &config.options;
@@ -411,10 +467,11 @@ pub(crate) fn bench_result(
     let result = BenchResult::new(
         run_configuration,
         txn_names,
-        &outcome.stats,
-        outcome.elapsed,
+        &outcome.merged.stats,
+        outcome.merged.elapsed,
         conditions,
-    );
+    )
+    .with_rounds(outcome.each.clone());
     if let Some(path) = &config.json {
         std::fs::write(path, result.to_json() + "\n")
             .with_context(|| format!("write results to {}", path.display()))?;

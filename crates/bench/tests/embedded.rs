@@ -160,6 +160,40 @@ fn bank_transfers_conserve_money_and_counts_add_up() {
 }
 
 #[test]
+fn rounds_are_measured_apart_and_added_up() {
+    let mut config = BenchConfig::new("bank");
+    config.threads = 2;
+    config.stop = Stop::Txns(150);
+    config.warmup = Duration::ZERO;
+    config.quiet = true;
+    config.rounds = 3;
+    config.db = DbConfig {
+        threads: 2,
+        ..DbConfig::default()
+    };
+    let result = run_workload(Arc::new(Bank), &config).unwrap();
+    assert_eq!(result.consistency, "ok", "{:?}", result.conditions);
+    assert_eq!(result.rounds.len(), 3);
+    assert!(result
+        .rounds
+        .iter()
+        .all(|r| r.txn_count == 150 && r.tps > 0.0));
+    // The table covers every round: their transactions and their time.
+    assert_eq!(result.txn_count, 450);
+    let time: f64 = result.rounds.iter().map(|r| r.duration_s).sum();
+    assert!((result.duration_s - time).abs() < 1e-9);
+    let mut tps: Vec<f64> = result.rounds.iter().map(|r| r.tps).collect();
+    tps.sort_by(f64::total_cmp);
+    assert_eq!(result.tps_median, tps[1]);
+    let rendered = result.render();
+    assert!(rendered.contains("3 rounds: "), "{rendered}");
+
+    config.rounds = 0;
+    let err = run_workload(Arc::new(Bank), &config).unwrap_err();
+    assert!(err.to_string().contains("--rounds"), "{err}");
+}
+
+#[test]
 fn a_duration_run_on_one_thread_with_switches_off_also_checks_out() {
     let mut config = BenchConfig::new("bank");
     config.threads = 1;

@@ -22,6 +22,17 @@ fn kernel_config(txns: u64) -> BenchConfig {
 }
 
 #[test]
+fn the_kernel_runs_several_rounds_on_one_population() {
+    let mut config = kernel_config(1_000);
+    config.rounds = 2;
+    let result = run_bench(&config).expect("kernel bench");
+    assert_eq!(result.rounds.len(), 2);
+    assert_eq!(result.txn_count, 2_000);
+    // The second round went on with the first one's database: the conditions hold over both.
+    assert_eq!(result.consistency, "ok", "{:?}", result.conditions);
+}
+
+#[test]
 fn the_optimal_preset_runs_the_kernel_through_the_driver() {
     let result = run_bench(&kernel_config(3_000)).expect("kernel bench");
     assert_eq!(result.config.preset, "optimal");

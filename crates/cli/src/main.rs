@@ -246,9 +246,14 @@ struct BenchArgs {
     distribution: Option<DistributionName>,
     #[command(flatten)]
     engine: EngineArgs,
-    /// Seed of the terminals' random streams (terminal i uses SEED + i).
+    /// Seed of the terminals' random streams (terminal i uses SEED + i; in round r,
+    /// SEED + r * THREADS + i).
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Measure N rounds after one load, each with its own warm-up, and print each round's
+    /// throughput and their median (the table covers all rounds together).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
     /// Also write the result as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -362,6 +367,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         ..DbConfig::default()
     };
     config.seed = args.seed;
+    config.rounds = args.rounds;
     config.json = args.json;
     config.quiet = args.quiet;
     config.adopt_loaded_scale = args.data.scale.is_none();

@@ -57,6 +57,7 @@ fn bad_flags_and_values_are_one_line_errors_naming_them() {
         &["locking=maybe", "NAME=off"],
     );
     assert_usage_error(&["bench", "tpcb", "--bogus"], &["--bogus"]);
+    assert_usage_error(&["bench", "tpcb", "--rounds", "0"], &["--rounds", "0"]);
     assert_usage_error(&["bench", "tpcb", "--threads", "0"], &["--threads", "0"]);
     assert_usage_error(
         &["bench", "tpcb", "--threads", "many"],
