@@ -250,8 +250,9 @@ struct BenchArgs {
     /// SEED + r * THREADS + i).
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Measure N rounds after one load, each with its own warm-up, and print each round's
-    /// throughput and their median (the table covers all rounds together).
+    /// Measure N rounds after one load, each with its own warm-up and the whole --duration
+    /// or --txns, and print each round's throughput and their median (the table covers all
+    /// rounds together).
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     rounds: u32,
     /// Also write the result as JSON to this file.
