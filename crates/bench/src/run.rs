@@ -363,10 +363,19 @@ pub(crate) fn run_rounds(
         let seed = config
             .seed
             .wrapping_add(u64::from(round).wrapping_mul(config.threads as u64));
-        if config.rounds > 1 {
-            status.say(format_args!("round {} of {}:", round + 1, config.rounds));
-        }
-        let outcome = run_driver(config, terminals(seed)?, executor, txn_names, status)?;
+        let label = if config.rounds > 1 {
+            format!("round {} of {}: ", round + 1, config.rounds)
+        } else {
+            String::new()
+        };
+        let outcome = run_driver(
+            config,
+            &label,
+            terminals(seed)?,
+            executor,
+            txn_names,
+            status,
+        )?;
         let result = RoundResult::of(&outcome.stats, outcome.elapsed);
         if config.rounds > 1 {
             status.say(format_args!(
@@ -390,20 +399,21 @@ pub(crate) fn run_rounds(
 }
 
 /// Drives `terminals` through `executor` as `config` says (warm-up, stop, retries), with a
-/// status line first and the progress line while it runs.
+/// status line (after `label`) first and the progress line while it runs.
 pub(crate) fn run_driver(
     config: &BenchConfig,
+    label: &str,
     terminals: Vec<Box<dyn Terminal>>,
     executor: &dyn Executor,
     txn_names: &[&str],
     status: &Status,
 ) -> anyhow::Result<DriverOutcome> {
     let what = match config.stop {
-        Stop::Duration(d) => format!("{:.0} s", d.as_secs_f64()),
+        Stop::Duration(d) => format!("{} s", d.as_secs_f64()),
         Stop::Txns(n) => format!("{n} transactions"),
     };
     status.say(format_args!(
-        "running {} for {what} on {} thread{} ({:.0} s warm-up)...",
+        "{label}running {} for {what} on {} thread{} ({} s warm-up)...",
         config.workload,
         config.threads,
         if config.threads == 1 { "" } else { "s" },
