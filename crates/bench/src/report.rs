@@ -113,8 +113,8 @@ pub struct RoundResult {
 }
 
 impl RoundResult {
-    pub fn of(stats: &RunStats, elapsed: Duration) -> RoundResult {
-        let overall = stats.overall();
+    /// The round's totals from its statistics over all types (`RunStats::overall`).
+    pub fn of(overall: &TypeStats, elapsed: Duration) -> RoundResult {
         let latency = overall.latency();
         RoundResult {
             txn_count: overall.count(),
@@ -226,7 +226,7 @@ impl BenchResult {
     ) -> BenchResult {
         let overall = stats.overall();
         let latency = overall.latency();
-        let round = RoundResult::of(stats, elapsed);
+        let round = RoundResult::of(&overall, elapsed);
         BenchResult {
             tps_median: round.tps,
             rounds: vec![round],

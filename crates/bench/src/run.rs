@@ -376,7 +376,7 @@ pub(crate) fn run_rounds(
             txn_names,
             status,
         )?;
-        let result = RoundResult::of(&outcome.stats, outcome.elapsed);
+        let result = RoundResult::of(&outcome.stats.overall(), outcome.elapsed);
         if config.rounds > 1 {
             status.say(format_args!(
                 "round {} of {}: {:.0} txn/s",
