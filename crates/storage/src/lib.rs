@@ -39,7 +39,7 @@ pub use error::{StorageError, StorageResult};
 pub use file::{FilePageStore, MemPageStore, PageStore};
 pub use hash::HashIndex;
 pub use heap::{HeapFile, RecordId};
-pub use latch::Latch;
+pub use latch::{Latch, SpinLatch};
 pub use memindex::MemIndex;
 pub use memstore::{MemStore, RecordPtr};
 pub use page::{Lsn, PageId, PageLog, PageSize};

@@ -63,7 +63,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use storage::latch::{Latch, LatchWriteGuard};
+use storage::latch::{SpinGuard, SpinLatch};
 
 use super::deadlock::WaitForGraph;
 use super::mode::LockMode;
@@ -509,7 +509,7 @@ impl LockManager {
 
     /// Lock names with a head in the table (granted or waited for).
     pub fn lock_name_count(&self) -> usize {
-        self.table.buckets().map(|b| b.write().heads().len()).sum()
+        self.table.buckets().map(|b| b.lock().heads().len()).sum()
     }
 
     /// Panics unless every head satisfies the lock table's invariants and the wait-for
@@ -518,7 +518,7 @@ impl LockManager {
     pub fn check_invariants(&self) {
         let mut waiting = Vec::new();
         for bucket in self.table.buckets() {
-            let guard = bucket.write();
+            let guard = bucket.lock();
             for head in guard.heads() {
                 head.check_invariants();
                 waiting.extend(head.queue.iter().map(|w| w.txn));
@@ -772,7 +772,7 @@ impl LockManager {
         t: &mut TxnLocks,
         name: LockName,
         mode: LockMode,
-        mut guard: LatchWriteGuard<'_, Bucket>,
+        mut guard: SpinGuard<'_, Bucket>,
         index: usize,
         timer: &mut Timer,
     ) -> Result<LockMode, LockError> {
@@ -968,13 +968,9 @@ impl LockManager {
 
     /// Latches a bucket, timing the wait when the latch is contended and timing is on.
     #[inline(always)]
-    fn latch<'a>(
-        &self,
-        bucket: &'a Latch<Bucket>,
-        timer: &mut Timer,
-    ) -> LatchWriteGuard<'a, Bucket> {
+    fn latch<'a>(&self, bucket: &'a SpinLatch<Bucket>, timer: &mut Timer) -> SpinGuard<'a, Bucket> {
         if timer.start.is_none() {
-            return bucket.write();
+            return bucket.lock();
         }
         Self::latch_timed(bucket, timer)
     }
@@ -982,15 +978,12 @@ impl LockManager {
     /// [`Self::latch`] with timing on: a `try` first, so only a contended latch is timed.
     #[cold]
     #[inline(never)]
-    fn latch_timed<'a>(
-        bucket: &'a Latch<Bucket>,
-        timer: &mut Timer,
-    ) -> LatchWriteGuard<'a, Bucket> {
-        if let Some(guard) = bucket.try_write() {
+    fn latch_timed<'a>(bucket: &'a SpinLatch<Bucket>, timer: &mut Timer) -> SpinGuard<'a, Bucket> {
+        if let Some(guard) = bucket.try_lock() {
             return guard;
         }
         let started = Instant::now();
-        let guard = bucket.write();
+        let guard = bucket.lock();
         timer.physical_ns += started.elapsed().as_nanos() as u64;
         guard
     }

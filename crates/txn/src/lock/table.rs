@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!   LockTable
-//!   ├── bucket 0: Latch<Bucket> ── heads: [ Record{1,42} | Table(1) ‖ spare | spare ]
-//!   ├── bucket 1: Latch<Bucket> ── …           in use: heads[..live]  ‖ recycled heads
+//!   ├── bucket 0: SpinLatch<Bucket> ── heads: [ Record{1,42} | Table(1) ‖ spare | spare ]
+//!   ├── bucket 1: SpinLatch<Bucket> ── …           in use: heads[..live]  ‖ recycled heads
 //!   └── …  (a power of two; bucket = hash64(name) & mask)
 //!
 //!   LockHead
@@ -11,10 +11,11 @@
 //!   └── queue:   [ T2 X→SIX upgrade | T7 S | T9 X ]   FIFO; upgrades ahead of new requests
 //! ```
 //!
-//! Latching. Each bucket's [`Latch`] (exclusive only) protects its map, every head in it,
-//! and the heads' grant and queue vectors. It is held for the few instructions of one
+//! Latching. Each bucket's [`SpinLatch`] (exclusive only) protects its map, every head in
+//! it, and the heads' grant and queue vectors. It is held for the few instructions of one
 //! request or release and never while a transaction waits; no code holds two bucket latches
-//! at once. Lock order: bucket latch → wait-for-graph mutex → a waiter's slot mutex.
+//! at once. That is why it spins instead of sleeping, and why it pays to release it with a
+//! plain store rather than a [`storage::Latch`]'s compare-and-swap. Lock order: bucket latch → wait-for-graph mutex → a waiter's slot mutex.
 //!
 //! Invariants of a head (checked by [`LockHead::check_invariants`]):
 //! 1. a head in the map is never empty (granted group or queue non-empty): no orphans;
@@ -37,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use storage::latch::{Latch, LatchWriteGuard};
+use storage::latch::{SpinGuard, SpinLatch};
 
 use super::mode::LockMode;
 use super::name::LockName;
@@ -378,7 +379,7 @@ impl Bucket {
 /// The partitioned table.
 pub(crate) struct LockTable {
     /// Each latch protects its bucket's map and all heads in it.
-    buckets: Box<[Latch<Bucket>]>,
+    buckets: Box<[SpinLatch<Bucket>]>,
     mask: u64,
 }
 
@@ -388,14 +389,14 @@ impl LockTable {
         let n = buckets.clamp(1, 1 << 30).next_power_of_two();
         LockTable {
             buckets: (0..n)
-                .map(|_| Latch::new(Bucket::default(), latching))
+                .map(|_| SpinLatch::new(Bucket::default(), latching))
                 .collect(),
             mask: n as u64 - 1,
         }
     }
 
     #[inline]
-    pub fn bucket(&self, name: LockName) -> &Latch<Bucket> {
+    pub fn bucket(&self, name: LockName) -> &SpinLatch<Bucket> {
         self.bucket_at(self.bucket_index(name))
     }
 
@@ -407,17 +408,17 @@ impl LockTable {
 
     /// The bucket at `index` (from [`LockTable::bucket_index`]).
     #[inline]
-    pub fn bucket_at(&self, index: u32) -> &Latch<Bucket> {
+    pub fn bucket_at(&self, index: u32) -> &SpinLatch<Bucket> {
         &self.buckets[index as usize]
     }
 
-    pub fn buckets(&self) -> impl Iterator<Item = &Latch<Bucket>> {
+    pub fn buckets(&self) -> impl Iterator<Item = &SpinLatch<Bucket>> {
         self.buckets.iter()
     }
 
     /// Latches `name`'s bucket exclusively.
     #[inline]
-    pub fn latch(&self, name: LockName) -> LatchWriteGuard<'_, Bucket> {
-        self.bucket(name).write()
+    pub fn latch(&self, name: LockName) -> SpinGuard<'_, Bucket> {
+        self.bucket(name).lock()
     }
 }
