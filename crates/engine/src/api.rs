@@ -455,8 +455,9 @@ pub trait Tx {
         self.update(table, key, &set)
     }
 
-    /// A hint that the transaction will soon read, update or insert the rows with these
-    /// primary keys, `(table, key)` each: an engine may start loading what reaching them
+    /// A hint that the transaction will soon read or update the rows with these primary keys
+    /// (for rows it will insert, see [`Tx::prefetch_inserts`]), `(table, key)` each: an
+    /// engine may start loading what reaching them
     /// reads, so that their cache misses overlap instead of following one another. It changes
     /// nothing, locks nothing and reports nothing (a key that does not exist, or a bad key, is
     /// left to the operation that follows). Keys are integers, one per key column (as every
@@ -464,6 +465,16 @@ pub trait Tx {
     /// not prefetched. The default does nothing, which is also what a client-side form does:
     /// a hint is not worth a round trip.
     fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
+        let _ = rows;
+    }
+
+    /// A hint that the transaction will soon insert rows with these primary keys, which
+    /// therefore do not exist yet: an engine may start loading where the inserts will write
+    /// (an index's slot), but has no record to load and should read nothing to find one. On
+    /// memory the run has not touched yet, a read would map the kernel's zero page only for
+    /// the insert's write to fault a second time; a prefetch instruction never faults. Like
+    /// [`Tx::prefetch`] it changes, locks and reports nothing, and the default does nothing.
+    fn prefetch_inserts(&mut self, rows: &[(&TableRef, &[i64])]) {
         let _ = rows;
     }
 

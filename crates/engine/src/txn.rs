@@ -925,6 +925,19 @@ impl Tx for Transaction<'_> {
         }
     }
 
+    fn prefetch_inserts(&mut self, rows: &[(&TableRef, &[i64])]) {
+        if !self.db.prefetch {
+            return;
+        }
+        for (t, key) in rows {
+            let Ok(table) = self.table(t) else { continue };
+            if let Some(k) = table.key.pack(key) {
+                // The slot only: no probe, so nothing is read (or faulted in).
+                table.primary.prefetch_int(k);
+            }
+        }
+    }
+
     fn update_with(&mut self, t: &TableRef, key: &[Value], f: &mut UpdateFn<'_>) -> TxResult<bool> {
         self.update_row(t, key, Changes::Computed(f))
     }

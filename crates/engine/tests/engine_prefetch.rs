@@ -88,3 +88,54 @@ fn a_hint_is_ignored_on_the_buffer_pool_when_off_and_for_generic_keys() {
         .unwrap();
     assert_eq!(hint(&db, &[(&t, &[1])]), 0);
 }
+
+/// How many records a hint for inserts of `rows` started loading.
+fn insert_hint(db: &Database, rows: &[(&TableRef, &[i64])]) -> u64 {
+    db.run(|tx| {
+        let before = counters::snapshot().prefetches;
+        tx.prefetch_inserts(rows);
+        Ok(counters::snapshot().prefetches - before)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_hint_for_inserts_looks_nothing_up_and_the_inserts_that_follow_work() {
+    let db = open_with(Preset::Stripped, true);
+    let t = load_accounts(&db, 100);
+    let before = dump(&db, &t);
+    let unknown = TableRef {
+        name: "nowhere".into(),
+        id: 999,
+    };
+    // New keys, an existing key (a lookup hint would load its record; this one does not look
+    // for it), bad keys and an unknown table: nothing is loaded, nothing fails.
+    let started = insert_hint(
+        &db,
+        &[
+            (&t, &[100]),
+            (&t, &[101]),
+            (&t, &[5]),
+            (&t, &[-1]),
+            (&t, &[1, 2]),
+            (&unknown, &[1]),
+        ],
+    );
+    assert_eq!(started, 0);
+    assert_eq!(hint(&db, &[(&t, &[5])]), 1, "the lookup hint does load it");
+    assert_eq!(dump(&db, &t), before);
+    db.run(|tx| {
+        tx.prefetch_inserts(&[(&t, &[100])]);
+        tx.insert(
+            &t,
+            &[Value::Int(100), Value::Str("new".into()), Value::Int(7)],
+        )
+    })
+    .unwrap();
+    let after = dump(&db, &t);
+    assert_eq!(after.len(), 101);
+    assert_eq!(
+        after.last().unwrap(),
+        &vec![Value::Int(100), Value::Str("new".into()), Value::Int(7)]
+    );
+}

@@ -287,7 +287,8 @@ fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
 }
 
 /// Tells the engine the keys of the rows New-Order is about to insert (order, new-order and
-/// every order line): an insert's first read is its index slot, as a lookup's is.
+/// every order line): an insert's first read is its index slot, as a lookup's is (see
+/// [`Tx::prefetch_inserts`]).
 fn prefetch_inserts(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i64) {
     let (w, d) = (input.w_id, input.d_id);
     let lines: ArrayVec<[i64; 4], PREFETCH_LINES> = (1..=input.lines.len().min(PREFETCH_LINES))
@@ -298,7 +299,7 @@ fn prefetch_inserts(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i6
     rows.push((&t.order, &order));
     rows.push((&t.new_order, &order));
     rows.extend(lines.iter().map(|k| (&t.order_line, &k[..])));
-    tx.prefetch(&rows);
+    tx.prefetch_inserts(&rows);
 }
 
 /// Runs New-Order. An unused item number ends it with [`TxError::UserAbort`]; the caller
