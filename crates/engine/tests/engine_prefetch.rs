@@ -1,6 +1,7 @@
-//! `Tx::prefetch`: a hint that starts loading rows and changes nothing. It acts only on
-//! main-memory records reached through an integer index (`page-access` off), and only when the
-//! configuration lets it; it counts what it started in the storage counters.
+//! `Tx::prefetch` and `Tx::prefetch_inserts`: hints that start loading rows (for inserts, only
+//! their index slots) and change nothing. They act only on main-memory records reached through
+//! an integer index (`page-access` off), and only when the configuration lets them; the
+//! storage counters count the records they started loading.
 
 mod common;
 
@@ -18,14 +19,29 @@ fn open_with(preset: Preset, prefetch: bool) -> std::sync::Arc<Database> {
     .unwrap()
 }
 
+/// Which hint a test gives: `Tx::prefetch` (rows to read or update) or
+/// `Tx::prefetch_inserts` (rows to insert).
+#[derive(Clone, Copy)]
+enum Hint {
+    Lookups,
+    Inserts,
+}
+
 /// How many records a hint naming `rows` started loading.
-fn hint(db: &Database, rows: &[(&TableRef, &[i64])]) -> u64 {
+fn hint_of(db: &Database, kind: Hint, rows: &[(&TableRef, &[i64])]) -> u64 {
     db.run(|tx| {
         let before = counters::snapshot().prefetches;
-        tx.prefetch(rows);
+        match kind {
+            Hint::Lookups => tx.prefetch(rows),
+            Hint::Inserts => tx.prefetch_inserts(rows),
+        }
         Ok(counters::snapshot().prefetches - before)
     })
     .unwrap()
+}
+
+fn hint(db: &Database, rows: &[(&TableRef, &[i64])]) -> u64 {
+    hint_of(db, Hint::Lookups, rows)
 }
 
 #[test]
@@ -39,19 +55,18 @@ fn a_hint_loads_exactly_the_rows_that_exist_and_changes_nothing() {
         name: "nowhere".into(),
         id: 999,
     };
-    let started = hint(
-        &db,
-        &[
-            (&t, &[1]),
-            (&t, &[50]),
-            (&t, &[99]),
-            (&t, &[100]),
-            (&t, &[-1]),
-            (&t, &[1, 2]),
-            (&unknown, &[1]),
-        ],
-    );
-    assert_eq!(started, 3);
+    let mixed: [(&TableRef, &[i64]); 7] = [
+        (&t, &[1]),
+        (&t, &[50]),
+        (&t, &[99]),
+        (&t, &[100]),
+        (&t, &[-1]),
+        (&t, &[1, 2]),
+        (&unknown, &[1]),
+    ];
+    assert_eq!(hint(&db, &mixed), 3);
+    // A hint for inserts looks nothing up, so it loads no record, not even of rows that exist.
+    assert_eq!(hint_of(&db, Hint::Inserts, &mixed), 0);
     assert_eq!(dump(&db, &t), before);
     // More rows than one pass handles.
     let keys: Vec<[i64; 1]> = (0..100).map(|id| [id]).collect();
@@ -89,53 +104,17 @@ fn a_hint_is_ignored_on_the_buffer_pool_when_off_and_for_generic_keys() {
     assert_eq!(hint(&db, &[(&t, &[1])]), 0);
 }
 
-/// How many records a hint for inserts of `rows` started loading.
-fn insert_hint(db: &Database, rows: &[(&TableRef, &[i64])]) -> u64 {
-    db.run(|tx| {
-        let before = counters::snapshot().prefetches;
-        tx.prefetch_inserts(rows);
-        Ok(counters::snapshot().prefetches - before)
-    })
-    .unwrap()
-}
-
 #[test]
-fn a_hint_for_inserts_looks_nothing_up_and_the_inserts_that_follow_work() {
+fn the_inserts_a_hint_names_go_ahead_as_without_it() {
     let db = open_with(Preset::Stripped, true);
     let t = load_accounts(&db, 100);
-    let before = dump(&db, &t);
-    let unknown = TableRef {
-        name: "nowhere".into(),
-        id: 999,
-    };
-    // New keys, an existing key (a lookup hint would load its record; this one does not look
-    // for it), bad keys and an unknown table: nothing is loaded, nothing fails.
-    let started = insert_hint(
-        &db,
-        &[
-            (&t, &[100]),
-            (&t, &[101]),
-            (&t, &[5]),
-            (&t, &[-1]),
-            (&t, &[1, 2]),
-            (&unknown, &[1]),
-        ],
-    );
-    assert_eq!(started, 0);
-    assert_eq!(hint(&db, &[(&t, &[5])]), 1, "the lookup hint does load it");
-    assert_eq!(dump(&db, &t), before);
+    let row = [Value::Int(100), Value::Str("new".into()), Value::Int(7)];
     db.run(|tx| {
-        tx.prefetch_inserts(&[(&t, &[100])]);
-        tx.insert(
-            &t,
-            &[Value::Int(100), Value::Str("new".into()), Value::Int(7)],
-        )
+        tx.prefetch_inserts(&[(&t, &[100]), (&t, &[5])]);
+        tx.insert(&t, &row)
     })
     .unwrap();
     let after = dump(&db, &t);
     assert_eq!(after.len(), 101);
-    assert_eq!(
-        after.last().unwrap(),
-        &vec![Value::Int(100), Value::Str("new".into()), Value::Int(7)]
-    );
+    assert_eq!(after.last().unwrap(), &row.to_vec());
 }
