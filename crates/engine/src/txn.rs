@@ -311,6 +311,15 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
+    /// Starts loading the index slot of the row `key` of `t` (an integer key of a main-memory
+    /// integer index); the table and packed key when it did, for a pass that follows.
+    #[inline(always)]
+    fn prefetch_slot(&self, t: &TableRef, key: &[i64]) -> Option<(&'db Table, u64)> {
+        let table = self.table(t).ok()?;
+        let k = table.key.pack(key)?;
+        table.primary.prefetch_int(k).then_some((table, k))
+    }
+
     /// Finds the record with encoded primary key `k` and locks it. With record locking the
     /// key is locked *before* the lookup, so an absent key stays locked (no phantom can
     /// appear under a point read). With page locking the record's heap page is locked after
@@ -910,11 +919,8 @@ impl Tx for Transaction<'_> {
         for batch in rows.chunks(PREFETCH_BATCH) {
             let mut slots: ArrayVec<(&Table, u64), PREFETCH_BATCH> = ArrayVec::new();
             for (t, key) in batch {
-                let Ok(table) = self.table(t) else { continue };
-                if let Some(k) = table.key.pack(key) {
-                    if table.primary.prefetch_int(k) {
-                        slots.push((table, k));
-                    }
+                if let Some(slot) = self.prefetch_slot(t, key) {
+                    slots.push(slot);
                 }
             }
             for &(table, k) in &slots {
@@ -925,16 +931,14 @@ impl Tx for Transaction<'_> {
         }
     }
 
+    /// The first pass of [`Tx::prefetch`] alone: an insert has no record to load, and a probe
+    /// would only cost instructions (and read the slot's memory before the insert writes it).
     fn prefetch_inserts(&mut self, rows: &[(&TableRef, &[i64])]) {
         if !self.db.prefetch {
             return;
         }
         for (t, key) in rows {
-            let Ok(table) = self.table(t) else { continue };
-            if let Some(k) = table.key.pack(key) {
-                // The slot only: no probe, so nothing is read (or faulted in).
-                table.primary.prefetch_int(k);
-            }
+            self.prefetch_slot(t, key);
         }
     }
 

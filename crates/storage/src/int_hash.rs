@@ -282,9 +282,9 @@ impl Moving {
         let first = (self.start + 1 + self.released) & self.table.mask();
         let mut left = self.cursor - self.released;
         let mut at = first;
+        let base = self.table.slots.as_ptr().cast::<u8>();
         while left > 0 {
             let run = left.min(capacity - at);
-            let base = self.table.slots.as_ptr().cast::<u8>();
             release(base.wrapping_add(at * SLOT_BYTES), run * SLOT_BYTES);
             left -= run;
             at = 0;

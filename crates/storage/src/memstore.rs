@@ -56,7 +56,7 @@ const _: () = assert!(OFFSET_SLOT + 8 == BLOCK_HEADER_SIZE);
 /// The most bytes of a block [`MemStore::prefetch`] loads: eight cache lines, which hold most
 /// rows whole; a procedure rarely reads every column of a wider one. (Loading 40, 232 or 488
 /// record bytes of a TPC-C row: 40 was clearly slower, the other two alike.)
-pub const PREFETCH_BLOCK_BYTES: usize = 512;
+const PREFETCH_BLOCK_BYTES: usize = 512;
 
 /// Registry shards when latching is on.
 const SHARDS_LATCHED: usize = 16;
