@@ -423,6 +423,8 @@ mod tests {
             shift in 0u32..30,
         ) {
             let bits: Vec<u8> = fields.iter().map(|f| f.0).collect();
+            // `KeySpec::new` refuses wider keys once, so packing need not check the total.
+            proptest::prop_assume!(bits.iter().map(|&b| u32::from(b)).sum::<u32>() <= 64);
             // Mostly values that fit, sometimes ones that do not.
             let values: Vec<u64> = fields.iter().map(|&(w, v)| v >> (64 - u32::from(w)).saturating_sub(shift)).collect();
             let ours = bits
