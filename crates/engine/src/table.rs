@@ -19,7 +19,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use storage::btree::keys::{IntKeyOrder, SchemaKeyOrder};
-use storage::btree::{BTree, InsertOutcome};
+use storage::btree::{BTree, InsertOutcome, LeafHint};
 use storage::buffer::BufferPool;
 use storage::hash::HashIndex;
 use storage::heap::{HeapFile, RecordId};
@@ -243,6 +243,18 @@ impl IndexStore {
         }
     }
 
+    /// [`IndexStore::insert`] through a [`LeafHint`]: a B+-tree tries the leaf of the last
+    /// insert through the same hint first (see [`BTree::insert_hinted`]); the other stores
+    /// ignore the hint.
+    #[inline(never)]
+    pub fn insert_hinted(&self, key: &[u8], value: u64, hint: &mut LeafHint) -> StorageResult<()> {
+        match self {
+            IndexStore::Generic(t) => t.insert_hinted(key, value, hint),
+            IndexStore::Int(t) => t.insert_hinted(key, value, hint),
+            _ => self.insert(key, value),
+        }
+    }
+
     /// Entries a main-memory ordered index has not merged into its ordered map yet (see
     /// `storage::memindex`); 0 for the other stores.
     pub fn pending(&self) -> usize {
@@ -273,18 +285,20 @@ impl IndexStore {
     /// `next` runs under the leaf latch, so nobody can insert between that key and this one
     /// before the entry is in; the other stores find the next key with a scan first (not
     /// atomic with the insert; a hash index, which cannot scan, reports `None`; only unique
-    /// indexes there, whose duplicate is the key itself).
+    /// indexes there, whose duplicate is the key itself). A B+-tree tries the leaf `hint`
+    /// names first (see [`BTree::insert_with_next_hinted`]); the other stores ignore it.
     /// `StorageError::DuplicateKey` if the key is present (`next` not called).
     #[inline(never)]
     pub fn insert_with_next(
         &self,
         key: &[u8],
         value: u64,
+        hint: &mut LeafHint,
         mut next: impl FnMut(Option<&[u8]>) -> bool,
     ) -> StorageResult<InsertOutcome> {
         match self {
-            IndexStore::Generic(t) => t.insert_with_next(key, value, next),
-            IndexStore::Int(t) => t.insert_with_next(key, value, next),
+            IndexStore::Generic(t) => t.insert_with_next_hinted(key, value, hint, next),
+            IndexStore::Int(t) => t.insert_with_next_hinted(key, value, hint, next),
             _ => {
                 let mut following: Option<Vec<u8>> = None;
                 let mut duplicate = false;

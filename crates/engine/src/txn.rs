@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use arrayvec::ArrayVec;
 
-use storage::btree::InsertOutcome;
+use storage::btree::{InsertOutcome, LeafHint};
 use storage::Lsn;
 use txn::lock::{LockMode, TxnLocks};
 use wal::{LogRecord, TxnId};
@@ -76,7 +76,15 @@ pub(crate) struct Session {
     /// themselves are freed only after the commit record, so no other transaction can reuse
     /// their slots while the delete might still be undone.
     deleted: Vec<(u32, u64)>,
+    /// Per index (by lock space) the leaf of this transaction's last insert into it, tried
+    /// first by its next insert (see [`LeafHint`]): the lines of one order go to one leaf.
+    /// Emptied when a transaction begins, so a hint never outlives its transaction (nor its
+    /// database: sessions are kept per thread).
+    leaf_hints: ArrayVec<(u32, LeafHint), LEAF_HINTS>,
 }
+
+/// How many indexes a transaction keeps a leaf hint for; further ones take the last place.
+const LEAF_HINTS: usize = 4;
 
 /// The scratch an update is staged in (see `Transaction::stage_update`).
 struct Staged<'a> {
@@ -117,7 +125,23 @@ impl Session {
             wide: Vec::new(),
             spans: Vec::with_capacity(8),
             deleted: Vec::new(),
+            leaf_hints: ArrayVec::new(),
         }
+    }
+
+    /// The leaf hint for the index of lock space `space`, made empty the first time.
+    fn leaf_hint(&mut self, space: u32) -> &mut LeafHint {
+        let at = match self.leaf_hints.iter().position(|(s, _)| *s == space) {
+            Some(at) => at,
+            None => {
+                if self.leaf_hints.is_full() {
+                    self.leaf_hints.pop();
+                }
+                self.leaf_hints.push((space, LeafHint::default()));
+                self.leaf_hints.len() - 1
+            }
+        };
+        &mut self.leaf_hints[at].1
     }
 }
 
@@ -142,7 +166,7 @@ impl<'db> Transaction<'db> {
     #[inline(never)]
     pub(crate) fn begin(db: &'db Database) -> Transaction<'db> {
         let id = TxnId(db.next_txn.fetch_add(1, Ordering::Relaxed));
-        let (s, active) = if db.xactions {
+        let (mut s, active) = if db.xactions {
             let active = Arc::new(ActiveTxn::new(id));
             db.register(&active);
             (Box::new(Session::sized()), Some(active))
@@ -154,6 +178,7 @@ impl<'db> Transaction<'db> {
                 None,
             )
         };
+        s.leaf_hints.clear();
         if crate::profile::enabled() {
             crate::profile::begin(db.log.as_ref().map_or(0, |l| l.stats().bytes));
         }
@@ -696,6 +721,9 @@ impl<'db> Transaction<'db> {
         next_in_tree: bool,
     ) -> TxResult<()> {
         if self.db.locks.is_none() {
+            if store.is_btree() {
+                return Ok(store.insert_hinted(k, loc, self.s.leaf_hint(space))?);
+            }
             return Ok(store.insert(k, loc)?);
         }
         if next_in_tree && store.is_btree() {
@@ -722,7 +750,8 @@ impl<'db> Transaction<'db> {
         };
         loop {
             let mut refused = None;
-            let r = store.insert_with_next(k, loc, |next| {
+            let hint = self.s.leaf_hint(space);
+            let r = store.insert_with_next(k, loc, hint, |next| {
                 let name = key_hash(space, next.unwrap_or(END_OF_INDEX));
                 let granted = lm
                     .try_lock_record(locks, space, name, LockMode::X)

@@ -25,6 +25,12 @@
 //!   right) and may refuse, which releases everything and changes nothing. The engine
 //!   try-locks the next key there instead of descending a second time to find it.
 //!
+//! * **Hinted inserts** ([`LeafHint`]): an insert may fix the leaf of the last insert through
+//!   the same hint directly, holding nothing else, and uses it only if the leaf provably
+//!   covers the key (it has not split since a descent recorded the separator to its right,
+//!   the key is below that separator and above the leaf's first key); otherwise it lets go
+//!   and descends. Ascending keys at one place (the ten lines of an order) skip the descent.
+//!
 //! Latch order, which makes the protocol deadlock-free: parent before child; among leaves,
 //! left before right. Nobody waits for a parent or for a left sibling while holding a node.
 //!
@@ -53,7 +59,7 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::keys::{KeyBuf, KeyOrder, KeyRange, KeyRef};
+use super::keys::{KeyBuf, KeyOrder, KeyRange, KeyRef, Rank};
 use super::node::{self, entry_space, max_internal_key_len, Node, NodePage};
 use crate::buffer::{BufferPool, PageReadGuard, PageWriteGuard};
 use crate::counters;
@@ -91,6 +97,111 @@ pub enum InsertOutcome {
     Inserted,
     /// The callback refused the next key: nothing changed, no latch is held.
     Blocked,
+}
+
+/// Where the last insert through this hint put its entry, so that the next one can try that
+/// leaf before descending from the root ([`BTree::insert_hinted`],
+/// [`BTree::insert_with_next_hinted`]). Keys that arrive in ascending order at one place (the
+/// lines of one order) then skip the descent, and within the leaf two key comparisons at the
+/// slot after the last entry replace the binary search.
+///
+/// The hint keeps the leaf's upper bound as the descent that found the leaf saw it (the
+/// separator to its right in its parent) and the leaf's right neighbour at that time. A
+/// leaf's bounds change only when it splits, and a split always gives it a new right
+/// neighbour (a page never used before: nodes are never freed), so a hinted leaf whose
+/// neighbour is unchanged still has that upper bound. A hint is only a guess: the leaf is used
+/// only if it provably covers the key, so a stale hint costs one leaf fix, never a wrong
+/// insert. It names a page of one tree and must not be passed to another tree.
+#[derive(Clone, Copy, Debug)]
+pub struct LeafHint {
+    leaf: Option<PageId>,
+    /// The slot where the next key is expected: right after the last insert.
+    expected: u16,
+    /// The leaf's right neighbour when `upper` was read.
+    next: Option<PageId>,
+    upper: UpperBound,
+    /// The upper bound's bytes (`UpperBound::Key(len)`: the first `len`).
+    high: [u8; LEAF_HINT_KEY_MAX],
+}
+
+/// The longest separator a [`LeafHint`] keeps as a leaf's upper bound; a leaf bounded by a
+/// longer one is not hinted.
+pub const LEAF_HINT_KEY_MAX: usize = 48;
+
+/// A hinted leaf's upper bound, as the descent that found it saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UpperBound {
+    /// No separator to the right anywhere on the path: the rightmost leaf.
+    Unbounded,
+    /// `high[..len]`.
+    Key(u8),
+    /// Longer than [`LEAF_HINT_KEY_MAX`]: the leaf cannot be hinted.
+    Unknown,
+}
+
+impl Default for LeafHint {
+    fn default() -> Self {
+        LeafHint {
+            leaf: None,
+            expected: 0,
+            next: None,
+            upper: UpperBound::Unknown,
+            high: [0; LEAF_HINT_KEY_MAX],
+        }
+    }
+}
+
+impl LeafHint {
+    /// The hinted leaf and the slot where the next key is expected, if any.
+    pub fn get(&self) -> Option<(PageId, usize)> {
+        self.leaf.map(|page| (page, self.expected as usize))
+    }
+
+    /// Starts a descent: no separator seen yet.
+    #[inline]
+    fn start_descent(&mut self) {
+        self.leaf = None;
+        self.upper = UpperBound::Unbounded;
+    }
+
+    /// A descent passed separator `key` on the right of the child it took; the deepest such
+    /// separator is the leaf's upper bound, so each one replaces the last.
+    #[inline]
+    fn bound_by(&mut self, key: &[u8]) {
+        self.upper = match self.high.get_mut(..key.len()) {
+            Some(high) => {
+                high.copy_from_slice(key);
+                UpperBound::Key(key.len() as u8)
+            }
+            None => UpperBound::Unknown,
+        };
+    }
+
+    /// Records the leaf an entry just went to (the next key is expected at `expected`) and
+    /// the leaf's right neighbour; the upper bound is the one already recorded for it.
+    #[inline]
+    fn remember(&mut self, leaf: PageId, expected: usize, next: Option<PageId>) {
+        if self.upper == UpperBound::Unknown {
+            self.leaf = None;
+            return;
+        }
+        self.leaf = Some(leaf);
+        // A slot past u16 cannot exist in a page.
+        self.expected = u16::try_from(expected).unwrap_or(u16::MAX);
+        self.next = next;
+    }
+
+    /// Whether `key` lies below the hinted leaf's upper bound.
+    #[inline]
+    fn below_upper<K: KeyOrder>(&self, order: &K, key: &[u8]) -> bool {
+        match self.upper {
+            UpperBound::Unbounded => true,
+            UpperBound::Key(len) => {
+                order.compare(key, &self.high[..len as usize]) == Ordering::Less
+            }
+            UpperBound::Unknown => false,
+        }
+    }
 }
 
 /// A B+-tree mapping encoded keys to `u64` values, on buffer-pool pages.
@@ -220,13 +331,17 @@ impl<K: KeyOrder> BTree<K> {
     }
 
     /// Descends with shared latches to the last inner level and fixes the leaf exclusively.
-    /// Each node's header is checked once, when it is fixed.
-    fn descend_to_leaf_exclusive(&self, probe: &[u8]) -> StorageResult<PageWriteGuard<'_>> {
-        let target = Target::Key {
-            probe,
-            strict: false,
-        };
+    /// Each node's header is checked once, when it is fixed. With `hint`, records in it the
+    /// leaf's upper bound as the path shows it (see [`LeafHint`]).
+    fn descend_to_leaf_exclusive(
+        &self,
+        probe: &[u8],
+        mut hint: Option<&mut LeafHint>,
+    ) -> StorageResult<PageWriteGuard<'_>> {
         let mut guard = self.fix_shared(self.root)?;
+        if let Some(h) = hint.as_deref_mut() {
+            h.start_descent();
+        }
         loop {
             let node = Node::new(&guard)?;
             let level = node.level();
@@ -241,14 +356,27 @@ impl<K: KeyOrder> BTree<K> {
                 drop(guard);
                 let root = self.fix_exclusive(self.root)?;
                 if Node::new(&root)?.is_leaf() {
+                    if let Some(h) = hint.as_deref_mut() {
+                        h.start_descent();
+                    }
                     return Ok(root);
                 }
                 // The root split in between: descend again.
                 drop(root);
                 guard = self.fix_shared(self.root)?;
+                if let Some(h) = hint.as_deref_mut() {
+                    h.start_descent();
+                }
                 continue;
             }
-            let child = self.child_of(&node, target)?;
+            // The child holding `probe` (last separator <= probe), as `child_of` finds it.
+            let at = node.rank(&self.order, probe, false)?;
+            if let Some(h) = hint.as_deref_mut() {
+                if at < node.len() {
+                    h.bound_by(node.key(at)?);
+                }
+            }
+            let child = node.child(at)?;
             if level == 1 {
                 let leaf = self.fix_exclusive(child)?;
                 drop(guard);
@@ -293,10 +421,32 @@ impl<K: KeyOrder> BTree<K> {
     /// Adds an entry. Unique tree: [`StorageError::DuplicateKey`] if `key` is present;
     /// non-unique tree: if the pair `(key, value)` is present.
     pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
+        self.insert_entry(key, value, None)
+    }
+
+    /// [`BTree::insert`], trying the leaf `hint` names first and leaving in it where this entry
+    /// went. The hinted leaf is used only if it provably covers the key: it has not split since
+    /// a descent recorded its upper bound, the key is below that bound, and the key is above
+    /// the leaf's first key or no leaf lies to its left (separators never change, so a leaf's
+    /// lower bound never moves). Otherwise, or if the leaf has no room, the insert descends
+    /// from the root as usual (and records the new leaf's bound).
+    pub fn insert_hinted(&self, key: &[u8], value: u64, hint: &mut LeafHint) -> StorageResult<()> {
+        self.insert_entry(key, value, Some(hint))
+    }
+
+    fn insert_entry(
+        &self,
+        key: &[u8],
+        value: u64,
+        hint: Option<&mut LeafHint>,
+    ) -> StorageResult<()> {
         self.check_key(key)?;
         let stored = self.internal_key(key, value);
         let none = None::<&mut fn(Option<&[u8]>) -> bool>;
-        if self.insert_optimistic(&stored, value, none)?.is_some() {
+        if self
+            .insert_optimistic(&stored, value, none, hint)?
+            .is_some()
+        {
             return Ok(());
         }
         self.insert_pessimistic(&stored, value, None::<&mut fn(Option<&[u8]>) -> bool>)
@@ -319,11 +469,33 @@ impl<K: KeyOrder> BTree<K> {
         &self,
         key: &[u8],
         value: u64,
+        next: impl FnMut(Option<&[u8]>) -> bool,
+    ) -> StorageResult<InsertOutcome> {
+        self.insert_next(key, value, None, next)
+    }
+
+    /// [`BTree::insert_with_next`] with a [`LeafHint`], as [`BTree::insert_hinted`]. A refused
+    /// insert leaves the hint on its leaf, for the retry.
+    pub fn insert_with_next_hinted(
+        &self,
+        key: &[u8],
+        value: u64,
+        hint: &mut LeafHint,
+        next: impl FnMut(Option<&[u8]>) -> bool,
+    ) -> StorageResult<InsertOutcome> {
+        self.insert_next(key, value, Some(hint), next)
+    }
+
+    fn insert_next(
+        &self,
+        key: &[u8],
+        value: u64,
+        hint: Option<&mut LeafHint>,
         mut next: impl FnMut(Option<&[u8]>) -> bool,
     ) -> StorageResult<InsertOutcome> {
         self.check_key(key)?;
         let stored = self.internal_key(key, value);
-        if let Some(outcome) = self.insert_optimistic(&stored, value, Some(&mut next))? {
+        if let Some(outcome) = self.insert_optimistic(&stored, value, Some(&mut next), hint)? {
             return Ok(outcome);
         }
         self.insert_pessimistic(&stored, value, Some(&mut next))
@@ -355,30 +527,113 @@ impl<K: KeyOrder> BTree<K> {
         Ok(f(None))
     }
 
-    /// Inserts into the leaf if it has room. Ok(None): the leaf must split (`next` not
-    /// called).
+    /// Inserts into a leaf if it has room: the hinted one if it covers the key, else the one a
+    /// descent finds. Ok(None): the leaf must split (`next` not called); the hint then names
+    /// no leaf, and the pessimistic insert does not set it.
     fn insert_optimistic<F: FnMut(Option<&[u8]>) -> bool>(
         &self,
         stored: &[u8],
         value: u64,
-        next: Option<&mut F>,
+        mut next: Option<&mut F>,
+        mut hint: Option<&mut LeafHint>,
     ) -> StorageResult<Option<InsertOutcome>> {
-        let mut leaf = self.descend_to_leaf_exclusive(stored)?;
+        if let Some(h) = hint.as_deref_mut() {
+            if let Some(page) = h.leaf.take() {
+                let leaf = self.fix_exclusive(page)?;
+                let outcome =
+                    self.insert_into_leaf(leaf, stored, value, next.as_deref_mut(), true, h)?;
+                if outcome.is_some() {
+                    return Ok(outcome);
+                }
+            }
+        }
+        let leaf = self.descend_to_leaf_exclusive(stored, hint.as_deref_mut())?;
+        let mut unused = LeafHint::default();
+        self.insert_into_leaf(
+            leaf,
+            stored,
+            value,
+            next,
+            false,
+            hint.unwrap_or(&mut unused),
+        )
+    }
+
+    /// Inserts into `leaf`, latched exclusively, if it has room. `hinted`: the leaf came from
+    /// `hint` and is used only if it covers the key (Ok(None) otherwise, nothing changed);
+    /// else a descent found it and recorded its upper bound in `hint`. On success, or a
+    /// refusal by `next`, `hint` names this leaf.
+    fn insert_into_leaf<F: FnMut(Option<&[u8]>) -> bool>(
+        &self,
+        mut leaf: PageWriteGuard<'_>,
+        stored: &[u8],
+        value: u64,
+        next: Option<&mut F>,
+        hinted: bool,
+        hint: &mut LeafHint,
+    ) -> StorageResult<Option<InsertOutcome>> {
         let node = Node::new(&leaf)?;
-        let rank = node.search(&self.order, stored, true)?;
+        let rank = if hinted {
+            match self.rank_in_hinted_leaf(&node, stored, hint)? {
+                Some(rank) => rank,
+                None => return Ok(None),
+            }
+        } else {
+            node.search(&self.order, stored, true)?
+        };
         if rank.found {
             return Err(StorageError::DuplicateKey);
         }
         let slot = rank.index;
+        let right = node.next();
         if let Some(f) = next {
             if node.free_space() < entry_space(stored.len()) {
                 return Ok(None);
             }
             if !self.visit_next(&node, slot, f)? {
+                hint.remember(leaf.page_id(), slot, right);
                 return Ok(Some(InsertOutcome::Blocked));
             }
         }
-        Ok(node::insert_at(&mut leaf, slot, stored, value).then_some(InsertOutcome::Inserted))
+        if !node::insert_at(&mut leaf, slot, stored, value) {
+            return Ok(None);
+        }
+        hint.remember(leaf.page_id(), slot + 1, right);
+        Ok(Some(InsertOutcome::Inserted))
+    }
+
+    /// Where `stored` goes in the leaf `node` that `hint` named, if the leaf still covers it:
+    /// it is still a leaf (the root page goes up a level when it splits), it has not split
+    /// since its upper bound was recorded (same right neighbour), the key is below that bound,
+    /// and above the leaf's first key or the leaf is the leftmost. `None` otherwise. A key
+    /// found in the leaf is reported wherever it is: it is in the tree. The slot the hint
+    /// expects is checked first, with two comparisons; the binary search runs only if the
+    /// key does not go there.
+    fn rank_in_hinted_leaf(
+        &self,
+        node: &Node<'_>,
+        stored: &[u8],
+        hint: &LeafHint,
+    ) -> StorageResult<Option<Rank>> {
+        if !node.is_leaf() || node.next() != hint.next || !hint.below_upper(&self.order, stored) {
+            return Ok(None);
+        }
+        let n = node.len();
+        let expected = hint.expected as usize;
+        let goes_there = (1..=n).contains(&expected)
+            && self.order.compare(node.key(expected - 1)?, stored) == Ordering::Less
+            && (expected == n
+                || self.order.compare(node.key(expected)?, stored) == Ordering::Greater);
+        let rank = if goes_there {
+            Rank {
+                index: expected,
+                found: false,
+            }
+        } else {
+            node.search(&self.order, stored, true)?
+        };
+        let covered = rank.index > 0 || node.prev().is_none();
+        Ok((covered || rank.found).then_some(rank))
     }
 
     /// Whether a node has room for one more entry of the largest size (so a split below it
@@ -574,7 +829,7 @@ impl<K: KeyOrder> BTree<K> {
     /// Returns whether an entry was removed.
     pub fn delete(&self, key: &[u8], value: u64) -> StorageResult<bool> {
         let stored = self.internal_key(key, value);
-        let mut leaf = self.descend_to_leaf_exclusive(&stored)?;
+        let mut leaf = self.descend_to_leaf_exclusive(&stored, None)?;
         let node = Node::new(&leaf)?;
         match node.find(&self.order, &stored)? {
             Some(slot) if node.value(slot)? == value => {
