@@ -417,10 +417,11 @@ pub fn operation_of(symbol: &str) -> Option<Operation> {
         }
         "engine::table::Records::insert" => Operation::CreateRecord,
         // Under record locking an index insert also try-locks its next key, in the same
-        // descent (`insert_with_next`).
-        "engine::table::IndexStore::insert" | "engine::table::IndexStore::insert_with_next" => {
-            Operation::InsertIndex
-        }
+        // descent (`insert_with_next`); without it a transaction's inserts go through its
+        // leaf hints (`insert_hinted`).
+        "engine::table::IndexStore::insert"
+        | "engine::table::IndexStore::insert_with_next"
+        | "engine::table::IndexStore::insert_hinted" => Operation::InsertIndex,
         _ => return None,
     })
 }
@@ -917,6 +918,10 @@ fi=(6) /work/main/crates/engine/src/record.rs
         );
         assert_eq!(
             operation_of("engine::table::IndexStore::insert_with_next"),
+            Some(Operation::InsertIndex)
+        );
+        assert_eq!(
+            operation_of("engine::table::IndexStore::insert_hinted"),
             Some(Operation::InsertIndex)
         );
         assert_eq!(

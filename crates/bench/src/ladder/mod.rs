@@ -30,7 +30,7 @@ use engine::Switch;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::callgrind::Profile;
+use crate::callgrind::{Operation, Profile};
 use measure::{Phase, RungOutcome};
 
 /// Default measured transactions per phase and rung: the whole default ladder (3 phases ×
@@ -225,7 +225,7 @@ type Split = Vec<(String, f64)>;
 fn attribute(profile: &Profile, txns: u64) -> (f64, Split, Split) {
     let per = |v: u64| v as f64 / txns.max(1) as f64;
     let ops = profile.by_operation();
-    let by_operation = crate::callgrind::Operation::ALL
+    let by_operation = Operation::ALL
         .iter()
         .map(|op| {
             (
@@ -442,6 +442,24 @@ fn fill_instructions(
         if profile.total == 0 {
             bail!(
                 "{} counted no instructions (was the measured function renamed or inlined?)",
+                path.display()
+            );
+        }
+        // Every record created gets an index entry: a transaction that creates records with
+        // no "insert index" cost means an index insert's entry point went unnamed in
+        // `callgrind::operation_of` (renamed, or a new one), and its cost into "other".
+        let cost = |name: &str| {
+            by_operation
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, c)| *c)
+        };
+        if cost(Operation::CreateRecord.name()) > Some(0.0)
+            && cost(Operation::InsertIndex.name()) == Some(0.0)
+        {
+            bail!(
+                "{}: records were created but no index insert was counted \
+                 (an index insert's entry point is missing from callgrind::operation_of)",
                 path.display()
             );
         }
