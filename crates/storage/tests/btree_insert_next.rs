@@ -2,31 +2,22 @@
 //! that follows the new entry (across splits and leaves emptied by deletes), is called once
 //! per insert that is not a duplicate, and a refusal leaves the tree unchanged.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ops::Bound;
-use std::sync::Arc;
 
+use common::{filler_key as schema_key, pool_8k as pool, tree_entries};
 use proptest::prelude::*;
 use storage::btree::SchemaKeyOrder;
-use storage::btree::{encode_key, BTree, InsertOutcome, IntKeyOrder, KeyField, KeyOrder, KeyPart};
-use storage::buffer::{BufferPool, PoolConfig};
-use storage::file::MemPageStore;
-use storage::{PageSize, StorageError};
+use storage::btree::{BTree, InsertOutcome, IntKeyOrder, KeyOrder, KeyPart};
+use storage::StorageError;
 
 #[derive(Clone, Debug)]
 enum Op {
     /// Insert `(key, value)`; the callback answers `accept`.
     Insert(Vec<u8>, u64, bool),
     Delete(Vec<u8>, u64),
-}
-
-fn pool(frames: usize) -> Arc<BufferPool> {
-    let config = PoolConfig {
-        page_size: PageSize::Kib8,
-        frames,
-        latching: true,
-    };
-    Arc::new(BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config, None).unwrap())
 }
 
 /// The model: `(key, value)` pairs; a unique tree keeps one per key.
@@ -86,28 +77,8 @@ fn run<K: KeyOrder>(tree: &BTree<K>, unique: bool, ops: &[Op]) {
         }
     }
     tree.check_invariants().unwrap();
-    let mut got = Vec::new();
-    tree.scan(
-        Bound::Unbounded,
-        Bound::Unbounded,
-        false,
-        usize::MAX,
-        |k, v| {
-            got.push((k.to_vec(), v));
-            true
-        },
-    )
-    .unwrap();
     let want: Vec<_> = model.into_iter().collect();
-    assert_eq!(got, want);
-}
-
-/// Schema keys `(Int, Str)` with a long filler so that a few dozen entries split leaves.
-fn schema_key(i: i64, filler: usize) -> Vec<u8> {
-    let s = vec![b'x'; filler];
-    let mut out = Vec::new();
-    encode_key(&[KeyField::Int(i), KeyField::Str(&s)], &mut out).unwrap();
-    out
+    assert_eq!(tree_entries(tree), want);
 }
 
 fn ops(key: impl Strategy<Value = Vec<u8>> + Clone) -> impl Strategy<Value = Vec<Op>> {

@@ -3,43 +3,18 @@
 //! around), and the tree must still end up exactly as with plain inserts. Keys that arrive in
 //! ascending order at one place must skip the descent.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
+use common::{filler_key as schema_key, pool_8k as pool, tree_entries as entries};
 use proptest::prelude::*;
 use storage::btree::{
-    encode_key, BTree, InsertOutcome, IntKeyOrder, KeyField, KeyOrder, KeyPart, LeafHint,
-    SchemaKeyOrder,
+    BTree, InsertOutcome, IntKeyOrder, KeyOrder, KeyPart, LeafHint, SchemaKeyOrder,
 };
-use storage::buffer::{BufferPool, PoolConfig};
-use storage::file::MemPageStore;
-use storage::{counters, PageSize, StorageError};
-
-fn pool(frames: usize) -> Arc<BufferPool> {
-    let config = PoolConfig {
-        page_size: PageSize::Kib8,
-        frames,
-        latching: true,
-    };
-    Arc::new(BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config, None).unwrap())
-}
-
-fn entries<K: KeyOrder>(tree: &BTree<K>) -> Vec<(Vec<u8>, u64)> {
-    let mut got = Vec::new();
-    tree.scan(
-        Bound::Unbounded,
-        Bound::Unbounded,
-        false,
-        usize::MAX,
-        |k, v| {
-            got.push((k.to_vec(), v));
-            true
-        },
-    )
-    .unwrap();
-    got
-}
+use storage::{counters, StorageError};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -128,15 +103,6 @@ fn run<K: KeyOrder>(tree: &BTree<K>, unique: bool, ops: &[Op]) {
     }
     tree.check_invariants().unwrap();
     assert_eq!(entries(tree), model.into_iter().collect::<Vec<_>>());
-}
-
-/// Schema keys `(Int, Str)`; a long filler makes a few dozen entries split a leaf, and
-/// separators longer than a hint keeps.
-fn schema_key(i: i64, filler: usize) -> Vec<u8> {
-    let s = vec![b'x'; filler];
-    let mut out = Vec::new();
-    encode_key(&[KeyField::Int(i), KeyField::Str(&s)], &mut out).unwrap();
-    out
 }
 
 /// Runs of ascending keys from a few places (what the hint is for) mixed with random keys,
