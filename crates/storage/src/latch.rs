@@ -43,6 +43,13 @@ impl<T> Latch<T> {
         self.enabled
     }
 
+    /// Whether somebody holds the latch (in either mode) right now: a hint that may be stale
+    /// by the time the caller acts on it. Always false when disabled.
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.enabled && self.raw.is_locked()
+    }
+
     /// Acquires the latch in shared mode.
     #[inline]
     pub fn read(&self) -> LatchReadGuard<'_, T> {

@@ -156,6 +156,77 @@ fn all_frames_fixed_is_pool_exhausted_until_one_is_released() {
     pool.check_invariants();
 }
 
+/// With latching on a read guard holds no pin: its shared latch alone keeps the evictor off
+/// the frame. Pages held by read guards stay in place, byte for byte, while other fixes evict
+/// everything else; a pool held entirely by read guards reports exhaustion rather than
+/// waiting; and without latching (where the latch keeps nobody off) read guards pin.
+#[test]
+fn read_guards_keep_their_frames_through_evictions() {
+    for latching in [true, false] {
+        let pool = Arc::new(
+            BufferPool::new(
+                Box::new(MemPageStore::new(PageSize::Kib8)),
+                PoolConfig {
+                    latching,
+                    ..config(4)
+                },
+                None,
+            )
+            .unwrap(),
+        );
+        let ids: Vec<PageId> = (0..12)
+            .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+            .collect();
+        for &id in &ids {
+            fill(&pool, id);
+        }
+        let held: Vec<_> = ids[..2]
+            .iter()
+            .map(|&id| pool.fix_shared(id).unwrap())
+            .collect();
+        // Two frames for ten pages: each fix below evicts.
+        for _ in 0..3 {
+            for &id in &ids[2..] {
+                check(&pool, id);
+            }
+        }
+        for (g, &id) in held.iter().zip(&ids) {
+            assert_eq!(g.page_id(), id);
+            for (i, &b) in g[PAGE_HEADER_SIZE..].iter().enumerate() {
+                assert_eq!(
+                    b,
+                    pattern(id.0, i),
+                    "held page {id} byte {i}, latching {latching}"
+                );
+            }
+        }
+        let more: Vec<_> = ids[2..4]
+            .iter()
+            .map(|&id| pool.fix_shared(id).unwrap())
+            .collect();
+        // On another thread, so that a fix that waits instead of failing fails the test.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (fixer, wanted) = (pool.clone(), ids[5]);
+        std::thread::spawn(move || {
+            let exhausted = matches!(
+                fixer.fix_shared(wanted),
+                Err(StorageError::PoolExhausted { frames: 4 })
+            );
+            let _ = tx.send(exhausted);
+        });
+        let answer = rx.recv_timeout(std::time::Duration::from_secs(20));
+        assert_eq!(
+            answer,
+            Ok(true),
+            "a fix with every frame held, latching {latching}"
+        );
+        drop(more);
+        drop(held);
+        check(&pool, ids[5]);
+        pool.check_invariants();
+    }
+}
+
 #[test]
 fn fixing_an_unallocated_page_is_invalid() {
     let pool =

@@ -6,7 +6,7 @@
 //! |--------------|---------------------------------------------------------------------|
 //! | `data`       | the frame's own [`Latch`]: shared for readers, exclusive for writers, the loader and the evictor |
 //! | `data.ranges`| the exclusive frame latch: only the write guard holding it touches them |
-//! | `pins`       | atomic; incremented by a fix before it latches the frame (a hit without the page-table latch, so the clock may pick a frame a fix pins a moment later: the frame latch and the `page` check settle that race) |
+//! | `pins`       | atomic; incremented by a fix before it latches the frame (a hit without the page-table latch, so the clock may pick a frame a fix pins a moment later: the frame latch and the `page` check settle that race); a read guard with latching on holds no pin, its shared latch keeping the evictor off |
 //! | `referenced` | atomic; set on every fix, cleared by the clock hand                  |
 //! | `dirty`      | atomic; set by a write guard at release (exclusive frame latch held), cleared by write-back (frame latch held) |
 //! | `rec_lsn`    | atomic; same discipline as `dirty`                                   |

@@ -30,17 +30,19 @@ use crate::page::{page_lsn, Lsn, PageId, OFFSET_LSN, OFFSET_MAGIC};
 
 /// Shared access to a fixed page.
 ///
-/// Two words: the frame (whose latch this guard holds shared, and which it pins) and the
-/// page id. Small enough that a fix returns it in registers and its drop is two atomic
-/// instructions (release the latch, then the pin) on one pointer.
+/// Two words: the frame (whose latch this guard holds shared) and the page id. Small enough
+/// that a fix returns it in registers and its drop is one atomic instruction on one pointer
+/// (the latch's release). Without latching, where the latch keeps nobody off, the guard also
+/// pins the frame and its drop gives the pin back.
 pub struct PageReadGuard<'a> {
-    /// Pinned, its latch held in shared mode; released by `drop`.
+    /// Its latch held in shared mode (and pinned without latching); released by `drop`.
     pub(crate) frame: &'a Frame,
     pub(crate) page: PageId,
 }
 
 impl<'a> PageReadGuard<'a> {
-    /// Wraps a frame that the caller pinned and latched in shared mode, holding `page`.
+    /// Wraps a frame that the caller latched in shared mode (and pinned, without latching),
+    /// holding `page`.
     #[inline]
     pub(crate) fn new(frame: &'a Frame, page: PageId) -> PageReadGuard<'a> {
         PageReadGuard { frame, page }
@@ -75,9 +77,11 @@ impl Drop for PageReadGuard<'_> {
     #[inline]
     fn drop(&mut self) {
         // SAFETY: this guard holds the shared latch and no reference from `data()` outlives
-        // it. The latch goes before the pin.
+        // it. The latch goes before the pin (held only without latching).
         unsafe { self.frame.data.unlock_shared() };
-        self.frame.unpin();
+        if !self.frame.data.is_enabled() {
+            self.frame.unpin();
+        }
     }
 }
 

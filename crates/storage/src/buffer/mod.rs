@@ -19,12 +19,18 @@
 //!   latches it, then checks the frame's `page`: a frame remapped between the lookup and the
 //!   latch (an eviction raced with the fix) holds another page or none, and the fix unpins and
 //!   starts over. The directory changes only under the exclusive page-table latch.
+//! * **Read guards hold no pin when latching is on.** Their shared latch keeps the evictor
+//!   off the frame as well as a pin would (the evictor must `try_write` it, and the clock
+//!   passes over latched frames), so a shared hit skips the pin and its release. Exclusive
+//!   fixes pin (`dirty_pages` finds the frames writers may be changing by their pins), and so
+//!   does every fix without latching, where the latch keeps nobody off.
 //! * **The hit is inlined into the caller** (`fix_shared`, `fix_exclusive`): directory
 //!   lookup, pin, latch, page check, and a two-word read guard (frame, page id) handed back
 //!   in registers; misses, retries and page ids past the directory go out of line. Guards
 //!   hold the frame itself, so a release touches no pool state: latch, then pin (plus, for a
 //!   write guard, the log hand-off when it has pending ranges and the dirty flag).
-//! * **Victims.** The clock takes a frame it sees unpinned, pins it and `try_write`s its latch.
+//! * **Victims.** The clock takes a frame it sees unpinned and unlatched, pins it and
+//!   `try_write`s its latch.
 //!   A fix that pinned the frame meanwhile either holds its latch (the `try_write` fails and
 //!   the clock moves on) or waits for it and then finds the page changed. Guards release the
 //!   frame latch *before* they unpin, so a frame nobody is fixing has a free latch.

@@ -348,14 +348,27 @@ impl BufferPool {
     /// Fixes page `id` in shared mode.
     ///
     /// Inlined: a hit (the page is in a frame and the frame still holds it once latched) is
-    /// the directory lookup, a pin, the latch and a compare, and hands the guard back in
-    /// registers; everything else goes to `fix_shared_slow`, out of line.
+    /// the directory lookup, the latch and a compare (and a pin, without latching), and hands
+    /// the guard back in registers; everything else goes to `fix_shared_slow`, out of line.
     #[inline(always)]
     pub fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
         counters::bump_fix(id.0);
-        if let Some(frame) = self.pin_hit(id) {
-            if let Some(g) = Self::latch_shared(frame, id) {
-                return Ok(g);
+        if let Some(frame) = self.find_hit(id) {
+            if frame.data.is_enabled() {
+                // The shared latch keeps the evictor off the frame (it must `try_write` it):
+                // a latched read guard needs no pin.
+                frame.data.lock_shared();
+                // SAFETY: the shared latch is held; the reference ends with this statement.
+                if unsafe { frame.data.value() }.page == Some(id) {
+                    return Ok(PageReadGuard::new(frame, id));
+                }
+                // SAFETY: taken above, no reference into the data is left.
+                unsafe { frame.data.unlock_shared() };
+            } else {
+                frame.pin();
+                if let Some(g) = Self::latch_shared(frame, id) {
+                    return Ok(g);
+                }
             }
         }
         self.fix_shared_slow(id)
@@ -385,13 +398,18 @@ impl BufferPool {
         }
     }
 
-    /// Latches a pinned `frame` in shared mode and checks that it holds `id`: a guard if so,
-    /// else the latch and the pin are given back.
+    /// Latches a pinned `frame` in shared mode and checks that it holds `id`: a guard if so
+    /// (which keeps the pin only without latching), else the latch and the pin are given
+    /// back.
     #[inline(always)]
     fn latch_shared(frame: &Frame, id: PageId) -> Option<PageReadGuard<'_>> {
         frame.data.lock_shared();
         // SAFETY: the shared latch is held; the reference ends with this statement.
         if unsafe { frame.data.value() }.page == Some(id) {
+            if frame.data.is_enabled() {
+                // Latched, the guard needs no pin (see `fix_shared`).
+                frame.unpin();
+            }
             return Some(PageReadGuard::new(frame, id));
         }
         // SAFETY: taken above, no reference into the data is left.
@@ -499,6 +517,22 @@ impl BufferPool {
         }
         let frame = self.mapped_frame(self.directory.get(id)?);
         frame.pin();
+        if !frame.referenced.load(Ordering::Relaxed) {
+            frame.referenced.store(true, Ordering::Relaxed);
+        }
+        counters::bump_hit();
+        Some(frame)
+    }
+
+    /// [`BufferPool::pin_hit`] without the pin, for a fix that latches the frame at once.
+    #[inline(always)]
+    fn find_hit(&self, id: PageId) -> Option<&Frame> {
+        if id.0 >= DIRECT_PAGES_MAX {
+            let frame = self.pin_hit_overflow(id)?;
+            frame.unpin();
+            return Some(frame);
+        }
+        let frame = self.mapped_frame(self.directory.get(id)?);
         if !frame.referenced.load(Ordering::Relaxed) {
             frame.referenced.store(true, Ordering::Relaxed);
         }

@@ -1,11 +1,15 @@
 //! Replacement policy: clock (second chance) over unpinned frames.
 //!
-//! The hand sweeps the frames in a circle. A pinned frame is skipped; an unpinned frame whose
+//! The hand sweeps the frames in a circle. A pinned frame is skipped, and so is one whose
+//! latch is held (a read guard holds no pin when latching is on); an unpinned frame whose
 //! reference bit is set gets a second chance (the bit is cleared); the first unpinned frame
-//! with a clear bit is the victim. Two full sweeps without a victim mean every frame is pinned.
+//! with a clear bit is the victim. Two full sweeps without a victim mean every frame is pinned or
+//! latched.
 //!
-//! The clock runs only under the exclusive page-table latch, which is what makes "unpinned"
-//! stable while it looks (pins are taken only under the page-table latch).
+//! The clock runs only under the exclusive page-table latch, which makes its sweep
+//! the only sweep at a time; a fix may pin or latch a frame just after the clock looked (hits
+//! take no table latch), and the victim's `try_write` then fails or the fix finds its page
+//! changed.
 
 use std::sync::atomic::Ordering;
 
@@ -21,15 +25,15 @@ impl Clock {
         Clock { hand: 0 }
     }
 
-    /// Picks an unpinned frame, preferring ones not referenced since the last sweep; `None` if
-    /// every frame is pinned.
+    /// Picks an unpinned, unlatched frame, preferring ones not referenced since the last
+    /// sweep; `None` if every frame is pinned or latched.
     pub fn pick(&mut self, frames: &[Frame]) -> Option<FrameId> {
         let n = frames.len();
         for _ in 0..2 * n {
             let i = self.hand;
             self.hand = if i + 1 == n { 0 } else { i + 1 };
             let frame = &frames[i];
-            if frame.pins.load(Ordering::Acquire) != 0 {
+            if frame.pins.load(Ordering::Acquire) != 0 || frame.data.is_locked() {
                 continue;
             }
             if frame.referenced.load(Ordering::Relaxed) {
@@ -61,5 +65,19 @@ mod tests {
             f.pins.store(1, Ordering::Relaxed);
         }
         assert_eq!(clock.pick(&frames), None);
+    }
+
+    /// A read guard holds no pin when latching is on: the clock passes over its frame by the
+    /// latch, and reports no victim when every frame is latched.
+    #[test]
+    fn clock_skips_latched_frames() {
+        let frames: Vec<Frame> = (0..3).map(|_| Frame::new(64, true)).collect();
+        let mut clock = Clock::new();
+        let held = frames[0].data.read();
+        assert_eq!(clock.pick(&frames), Some(FrameId(1)));
+        let (_b, _c) = (frames[1].data.read(), frames[2].data.write());
+        assert_eq!(clock.pick(&frames), None);
+        drop(held);
+        assert_eq!(clock.pick(&frames), Some(FrameId(0)));
     }
 }
