@@ -541,28 +541,20 @@ impl<K: KeyOrder> BTree<K> {
             if let Some(page) = h.leaf.take() {
                 let leaf = self.fix_exclusive(page)?;
                 let outcome =
-                    self.insert_into_leaf(leaf, stored, value, next.as_deref_mut(), true, h)?;
+                    self.insert_into_leaf(leaf, stored, value, next.as_deref_mut(), true, Some(h))?;
                 if outcome.is_some() {
                     return Ok(outcome);
                 }
             }
         }
         let leaf = self.descend_to_leaf_exclusive(stored, hint.as_deref_mut())?;
-        let mut unused = LeafHint::default();
-        self.insert_into_leaf(
-            leaf,
-            stored,
-            value,
-            next,
-            false,
-            hint.unwrap_or(&mut unused),
-        )
+        self.insert_into_leaf(leaf, stored, value, next, false, hint)
     }
 
     /// Inserts into `leaf`, latched exclusively, if it has room. `hinted`: the leaf came from
     /// `hint` and is used only if it covers the key (Ok(None) otherwise, nothing changed);
-    /// else a descent found it and recorded its upper bound in `hint`. On success, or a
-    /// refusal by `next`, `hint` names this leaf.
+    /// else a descent found it (and recorded its upper bound in `hint`, if any). On success,
+    /// or a refusal by `next`, `hint` names this leaf.
     fn insert_into_leaf<F: FnMut(Option<&[u8]>) -> bool>(
         &self,
         mut leaf: PageWriteGuard<'_>,
@@ -570,16 +562,15 @@ impl<K: KeyOrder> BTree<K> {
         value: u64,
         next: Option<&mut F>,
         hinted: bool,
-        hint: &mut LeafHint,
+        mut hint: Option<&mut LeafHint>,
     ) -> StorageResult<Option<InsertOutcome>> {
         let node = Node::new(&leaf)?;
-        let rank = if hinted {
-            match self.rank_in_hinted_leaf(&node, stored, hint)? {
+        let rank = match hint.as_deref() {
+            Some(h) if hinted => match self.rank_in_hinted_leaf(&node, stored, h)? {
                 Some(rank) => rank,
                 None => return Ok(None),
-            }
-        } else {
-            node.search(&self.order, stored, true)?
+            },
+            _ => node.search(&self.order, stored, true)?,
         };
         if rank.found {
             return Err(StorageError::DuplicateKey);
@@ -591,14 +582,18 @@ impl<K: KeyOrder> BTree<K> {
                 return Ok(None);
             }
             if !self.visit_next(&node, slot, f)? {
-                hint.remember(leaf.page_id(), slot, right);
+                if let Some(h) = hint.as_deref_mut() {
+                    h.remember(leaf.page_id(), slot, right);
+                }
                 return Ok(Some(InsertOutcome::Blocked));
             }
         }
         if !node::insert_at(&mut leaf, slot, stored, value) {
             return Ok(None);
         }
-        hint.remember(leaf.page_id(), slot + 1, right);
+        if let Some(h) = hint {
+            h.remember(leaf.page_id(), slot + 1, right);
+        }
         Ok(Some(InsertOutcome::Inserted))
     }
 

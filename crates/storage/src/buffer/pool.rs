@@ -354,21 +354,14 @@ impl BufferPool {
     pub fn fix_shared(&self, id: PageId) -> StorageResult<PageReadGuard<'_>> {
         counters::bump_fix(id.0);
         if let Some(frame) = self.find_hit(id) {
-            if frame.data.is_enabled() {
-                // The shared latch keeps the evictor off the frame (it must `try_write` it):
-                // a latched read guard needs no pin.
-                frame.data.lock_shared();
-                // SAFETY: the shared latch is held; the reference ends with this statement.
-                if unsafe { frame.data.value() }.page == Some(id) {
-                    return Ok(PageReadGuard::new(frame, id));
-                }
-                // SAFETY: taken above, no reference into the data is left.
-                unsafe { frame.data.unlock_shared() };
-            } else {
+            // With latching on, the shared latch keeps the evictor off the frame (it must
+            // `try_write` it): a read guard needs no pin, and the fix takes none.
+            let pinned = !frame.data.is_enabled();
+            if pinned {
                 frame.pin();
-                if let Some(g) = Self::latch_shared(frame, id) {
-                    return Ok(g);
-                }
+            }
+            if let Some(g) = Self::latch_shared(frame, id, pinned) {
+                return Ok(g);
             }
         }
         self.fix_shared_slow(id)
@@ -390,7 +383,7 @@ impl BufferPool {
                     }
                 },
             };
-            if let Some(g) = Self::latch_shared(frame, id) {
+            if let Some(g) = Self::latch_shared(frame, id, true) {
                 return Ok(g);
             }
             // The load this fix waited for failed, or the frame went to another page; try
@@ -398,23 +391,24 @@ impl BufferPool {
         }
     }
 
-    /// Latches a pinned `frame` in shared mode and checks that it holds `id`: a guard if so
-    /// (which keeps the pin only without latching), else the latch and the pin are given
-    /// back.
+    /// Latches `frame` (pinned by the caller iff `pinned`) in shared mode and checks that it
+    /// holds `id`: a guard if so, which keeps a pin only without latching (see `fix_shared`);
+    /// else the latch and any pin are given back.
     #[inline(always)]
-    fn latch_shared(frame: &Frame, id: PageId) -> Option<PageReadGuard<'_>> {
+    fn latch_shared(frame: &Frame, id: PageId, pinned: bool) -> Option<PageReadGuard<'_>> {
         frame.data.lock_shared();
         // SAFETY: the shared latch is held; the reference ends with this statement.
         if unsafe { frame.data.value() }.page == Some(id) {
-            if frame.data.is_enabled() {
-                // Latched, the guard needs no pin (see `fix_shared`).
+            if pinned && frame.data.is_enabled() {
                 frame.unpin();
             }
             return Some(PageReadGuard::new(frame, id));
         }
         // SAFETY: taken above, no reference into the data is left.
         unsafe { frame.data.unlock_shared() };
-        frame.unpin();
+        if pinned {
+            frame.unpin();
+        }
         None
     }
 
@@ -512,25 +506,18 @@ impl BufferPool {
     /// again), which catches a frame remapped between the lookup and the latch.
     #[inline(always)]
     fn pin_hit(&self, id: PageId) -> Option<&Frame> {
-        if id.0 >= DIRECT_PAGES_MAX {
-            return self.pin_hit_overflow(id);
-        }
-        let frame = self.mapped_frame(self.directory.get(id)?);
+        let frame = self.find_hit(id)?;
         frame.pin();
-        if !frame.referenced.load(Ordering::Relaxed) {
-            frame.referenced.store(true, Ordering::Relaxed);
-        }
-        counters::bump_hit();
         Some(frame)
     }
 
-    /// [`BufferPool::pin_hit`] without the pin, for a fix that latches the frame at once.
+    /// The frame holding `id` if the page is in the pool, unpinned: [`BufferPool::pin_hit`]
+    /// without the pin, for a shared fix with latching on. The same validation under the
+    /// frame latch catches a frame remapped meanwhile.
     #[inline(always)]
     fn find_hit(&self, id: PageId) -> Option<&Frame> {
         if id.0 >= DIRECT_PAGES_MAX {
-            let frame = self.pin_hit_overflow(id)?;
-            frame.unpin();
-            return Some(frame);
+            return self.find_hit_overflow(id);
         }
         let frame = self.mapped_frame(self.directory.get(id)?);
         if !frame.referenced.load(Ordering::Relaxed) {
@@ -540,14 +527,13 @@ impl BufferPool {
         Some(frame)
     }
 
-    /// [`BufferPool::pin_hit`] for a page id past the directory (only a damaged log names
+    /// [`BufferPool::find_hit`] for a page id past the directory (only a damaged log names
     /// one): looked up in the overflow map under the page-table latch.
     #[cold]
     #[inline(never)]
-    fn pin_hit_overflow(&self, id: PageId) -> Option<&Frame> {
+    fn find_hit_overflow(&self, id: PageId) -> Option<&Frame> {
         let f = self.table.read().overflow.get(&id).copied()?;
         let frame = self.frame(f);
-        frame.pin();
         frame.referenced.store(true, Ordering::Relaxed);
         counters::bump_hit();
         Some(frame)
