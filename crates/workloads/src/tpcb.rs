@@ -26,7 +26,7 @@ use engine::{TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{int, scan_all, with_txn, BatchLoader};
+use crate::util::{int, with_txn, BatchLoader, TableScan};
 use crate::workload::{Condition, Interactions, Terminal, Workload};
 
 pub const BRANCH: &str = "tpcb_branch";
@@ -38,7 +38,6 @@ const B_BALANCE: usize = 1;
 const T_B_ID: usize = 1;
 const T_BALANCE: usize = 2;
 const T_NEXT_H_ID: usize = 3;
-const A_B_ID: usize = 1;
 const A_BALANCE: usize = 2;
 const H_DELTA: usize = 4;
 
@@ -335,23 +334,40 @@ impl Workload for Tpcb {
 
     fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
         let t = TpcbTables::resolve(db)?;
-        let (accounts, tellers, branches, history) = with_txn(db, |tx| {
-            Ok((
-                scan_all(tx, &t.account, &[A_B_ID, A_BALANCE])?,
-                scan_all(tx, &t.teller, &[T_B_ID, T_BALANCE])?,
-                scan_all(tx, &t.branch, &[0, B_BALANCE])?,
-                scan_all(tx, &t.history, &[H_DELTA])?,
-            ))
+        let accounts = TableScan::new(db, &t.account, &[A_BALANCE])?;
+        let tellers = TableScan::new(db, &t.teller, &[T_B_ID, T_BALANCE])?;
+        let branches = TableScan::new(db, &t.branch, &[0, B_BALANCE])?;
+        let history = TableScan::new(db, &t.history, &[H_DELTA])?;
+        // Per table: (rows, Σ balance or delta); per branch: (b_balance, Σ its t_balance).
+        let (totals, per_branch) = with_txn(db, |tx| {
+            let mut totals = [(0i64, 0i64); 4];
+            let mut per_branch = std::collections::BTreeMap::<i64, (i64, i64)>::new();
+            let mut add = |table: usize, amount: i64| {
+                totals[table].0 += 1;
+                totals[table].1 += amount;
+            };
+            accounts.for_each(tx, |r| {
+                add(0, int(r, 0)?);
+                Ok(())
+            })?;
+            tellers.for_each(tx, |r| {
+                add(1, int(r, 1)?);
+                per_branch.entry(int(r, 0)?).or_default().1 += int(r, 1)?;
+                Ok(())
+            })?;
+            branches.for_each(tx, |r| {
+                add(2, int(r, 1)?);
+                per_branch.entry(int(r, 0)?).or_default().0 += int(r, 1)?;
+                Ok(())
+            })?;
+            history.for_each(tx, |r| {
+                add(3, int(r, 0)?);
+                Ok(())
+            })?;
+            Ok((totals, per_branch))
         })?;
-        let sum = |rows: &[Vec<Value>], col: usize| -> TxResult<i64> {
-            rows.iter().map(|r| int(r, col)).sum()
-        };
-        let sums = [
-            sum(&accounts, 1)?,
-            sum(&tellers, 1)?,
-            sum(&branches, 1)?,
-            sum(&history, 0)?,
-        ];
+        let sums = totals.map(|(_, sum)| sum);
+        let [accounts, tellers, branches, _] = totals.map(|(rows, _)| rows);
         let c = &self.config;
         let expected_accounts = c.branches as i64 * c.accounts_per_branch;
         let mut out = vec![Condition {
@@ -365,13 +381,6 @@ impl Workload for Tpcb {
                 )
             }),
         }];
-        let mut per_branch = std::collections::BTreeMap::<i64, (i64, i64)>::new();
-        for r in &tellers {
-            per_branch.entry(int(r, 0)?).or_default().1 += int(r, 1)?;
-        }
-        for r in &branches {
-            per_branch.entry(int(r, 0)?).or_default().0 += int(r, 1)?;
-        }
         let bad: Vec<String> = per_branch
             .iter()
             .filter(|(_, (b, t))| b != t)
@@ -386,17 +395,10 @@ impl Workload for Tpcb {
         out.push(Condition {
             name: "TPC-B cardinality".to_string(),
             description: "accounts, tellers and branches as loaded".to_string(),
-            violation: (accounts.len() as i64 != expected_accounts
-                || tellers.len() as i64 != c.branches as i64 * c.tellers_per_branch
-                || branches.len() as u64 != c.branches)
-                .then(|| {
-                    format!(
-                        "{} accounts, {} tellers, {} branches",
-                        accounts.len(),
-                        tellers.len(),
-                        branches.len()
-                    )
-                }),
+            violation: (accounts != expected_accounts
+                || tellers != c.branches as i64 * c.tellers_per_branch
+                || branches as u64 != c.branches)
+                .then(|| format!("{accounts} accounts, {tellers} tellers, {branches} branches")),
         });
         Ok(out)
     }

@@ -39,7 +39,7 @@ use engine::{Fetch, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{int, scan_all, string, with_txn, BatchLoader};
+use crate::util::{int, string, with_txn, BatchLoader, TableScan};
 use crate::workload::{Condition, Interactions, Terminal, Workload};
 
 pub const CONTESTANTS: &str = "voter_contestants";
@@ -485,34 +485,39 @@ impl Workload for Voter {
 
     fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
         let t = VoterTables::resolve(db)?;
-        let (votes, by_phone, tallies) = with_txn(db, |tx| {
-            Ok((
-                scan_all(tx, &t.votes, &[0, 2, 3])?,
-                scan_all(tx, &t.votes_by_phone, &[0, 1])?,
-                scan_all(tx, &t.votes_by_contestant_area, &[0, 2])?,
-            ))
-        })?;
+        let votes = TableScan::new(db, &t.votes, &[0, 2, 3])?;
+        let by_phone = TableScan::new(db, &t.votes_by_phone, &[0, 1])?;
+        let tallies = TableScan::new(db, &t.votes_by_contestant_area, &[0, 2])?;
         let states: BTreeMap<i64, &str> = AREA_CODES.iter().copied().collect();
-        let mut per_contestant = BTreeMap::<i64, (i64, i64)>::new();
-        let mut per_phone = BTreeMap::<i64, (i64, i64)>::new();
-        let mut bad_votes = Vec::new();
-        for v in &votes {
-            let (phone, state, contestant) = (int(v, 0)?, string(v, 1)?, int(v, 2)?);
-            per_contestant.entry(contestant).or_default().0 += 1;
-            per_phone.entry(phone).or_default().0 += 1;
-            let expected = states.get(&(phone / PHONE_BASE)).copied().unwrap_or("XX");
-            if !(1..=self.config.contestants).contains(&contestant) || state != expected {
-                bad_votes.push(format!(
-                    "phone {phone}: contestant {contestant}, state {state}"
-                ));
-            }
-        }
-        for r in &tallies {
-            per_contestant.entry(int(r, 0)?).or_default().1 += int(r, 1)?;
-        }
-        for r in &by_phone {
-            per_phone.entry(int(r, 0)?).or_default().1 += int(r, 1)?;
-        }
+        // Per contestant: (votes, Σ tallies); per phone: (votes, its count).
+        let (per_contestant, per_phone, bad_votes) = with_txn(db, |tx| {
+            let mut per_contestant = BTreeMap::<i64, (i64, i64)>::new();
+            let mut per_phone = BTreeMap::<i64, (i64, i64)>::new();
+            let mut bad_votes = Vec::new();
+            votes.for_each(tx, |v| {
+                let (phone, state, contestant) = (int(v, 0)?, string(v, 1)?, int(v, 2)?);
+                per_contestant.entry(contestant).or_default().0 += 1;
+                per_phone.entry(phone).or_default().0 += 1;
+                let expected = states.get(&(phone / PHONE_BASE)).copied().unwrap_or("XX");
+                if (!(1..=self.config.contestants).contains(&contestant) || state != expected)
+                    && bad_votes.len() < 3
+                {
+                    bad_votes.push(format!(
+                        "phone {phone}: contestant {contestant}, state {state}"
+                    ));
+                }
+                Ok(())
+            })?;
+            tallies.for_each(tx, |r| {
+                per_contestant.entry(int(r, 0)?).or_default().1 += int(r, 1)?;
+                Ok(())
+            })?;
+            by_phone.for_each(tx, |r| {
+                per_phone.entry(int(r, 0)?).or_default().1 += int(r, 1)?;
+                Ok(())
+            })?;
+            Ok((per_contestant, per_phone, bad_votes))
+        })?;
         let totals: Vec<String> = per_contestant
             .iter()
             .filter(|(_, (votes, tally))| votes != tally)
@@ -526,7 +531,6 @@ impl Workload for Voter {
             .take(3)
             .map(|(p, (votes, count))| format!("phone {p}: {votes} votes, count {count}"))
             .collect();
-        bad_votes.truncate(3);
         let condition = |name: &str, description: &str, bad: Vec<String>| Condition {
             name: name.to_string(),
             description: description.to_string(),

@@ -30,7 +30,7 @@ use engine::{Fetch, KeyRange, TableRef, TableSchema, Tx, TxError, TxResult, Valu
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{fnv1a_64, int, scan_all, with_txn, BatchLoader};
+use crate::util::{fnv1a_64, int, with_txn, BatchLoader, TableScan};
 use crate::workload::{Condition, Interactions, Terminal, Workload};
 use crate::Distribution;
 
@@ -446,39 +446,41 @@ impl Workload for Ycsb {
     fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
         let table = db.table(USERTABLE)?;
         let cols: Vec<usize> = (0..=self.config.field_count).collect();
-        let rows = with_txn(db, |tx| scan_all(tx, &table, &cols))?;
+        let scan = TableScan::new(db, &table, &cols)?;
         let loaded = self.config.record_count as i64;
         let handed_out = self.shared.next_key.load(Ordering::Relaxed) as i64;
-        let (mut loaded_present, mut inserted, mut beyond, mut bad_fields) =
-            (0i64, 0i64, 0i64, 0usize);
-        for row in &rows {
-            let key = int(row, 0)?;
-            if (0..loaded).contains(&key) {
-                loaded_present += 1;
-            } else if (loaded..handed_out).contains(&key) {
-                inserted += 1;
-            } else {
-                beyond += 1;
-            }
-            bad_fields += row[1..]
-                .iter()
-                .filter(|v| v.as_str().map(str::len) != Some(self.config.field_size))
-                .count();
-        }
+        let (rows, loaded_present, inserted, beyond, bad_fields) = with_txn(db, |tx| {
+            let (mut rows, mut loaded_present, mut inserted, mut beyond, mut bad_fields) =
+                (0i64, 0i64, 0i64, 0i64, 0usize);
+            scan.for_each(tx, |row| {
+                rows += 1;
+                let key = int(row, 0)?;
+                if (0..loaded).contains(&key) {
+                    loaded_present += 1;
+                } else if (loaded..handed_out).contains(&key) {
+                    inserted += 1;
+                } else {
+                    beyond += 1;
+                }
+                bad_fields += row[1..]
+                    .iter()
+                    .filter(|v| v.as_str().map(str::len) != Some(self.config.field_size))
+                    .count();
+                Ok(())
+            })?;
+            Ok((rows, loaded_present, inserted, beyond, bad_fields))
+        })?;
         Ok(vec![
             Condition {
                 name: "YCSB records".to_string(),
                 description: "record count = loaded + inserted; every loaded key present; no \
                               key beyond those handed out to inserts"
                     .to_string(),
-                violation: (loaded_present != loaded
-                    || beyond != 0
-                    || rows.len() as i64 != loaded + inserted)
+                violation: (loaded_present != loaded || beyond != 0 || rows != loaded + inserted)
                     .then(|| {
                         format!(
-                            "{} records: {loaded_present} of {loaded} loaded keys, {inserted} \
-                             inserted, {beyond} unexpected",
-                            rows.len()
+                            "{rows} records: {loaded_present} of {loaded} loaded keys, \
+                             {inserted} inserted, {beyond} unexpected"
                         )
                     }),
             },

@@ -176,3 +176,94 @@ fn voter_enforces_the_limit_and_keeps_totals() {
         "{conditions:?}"
     );
 }
+
+#[test]
+fn tpcb_check_catches_a_lost_account_and_a_stray_history_row() {
+    let w = Tpcb::new(TpcbConfig {
+        accounts_per_branch: 1000,
+        ..TpcbConfig::new(2)
+    })
+    .unwrap();
+    let db = common::loaded(&w, 1);
+    let t = TpcbTables::resolve(&db).unwrap();
+    // An account with no money gone: the sums still agree, the count does not.
+    with_txn(&db, |tx| {
+        let row = tx.get(&t.account, &[Value::Int(7)], Fetch::Cols(&[2]), true)?;
+        assert_eq!(
+            row,
+            Some(vec![Value::Int(0)]),
+            "a loaded account holds nothing"
+        );
+        assert!(tx.delete(&t.account, &[Value::Int(7)])?);
+        Ok(())
+    })
+    .unwrap();
+    let holds = |db| -> Vec<bool> { w.check(db).unwrap().iter().map(|c| c.holds()).collect() };
+    assert_eq!(holds(&db), [true, true, false]);
+    // A history row no account, teller or branch paid for breaks the four-way sum only.
+    with_txn(&db, |tx| {
+        tx.insert(
+            &t.history,
+            &[
+                Value::Int(1),
+                Value::Int(1_000_000),
+                Value::Int(1),
+                Value::Int(1),
+                Value::Int(5),
+                Value::Int(0),
+                Value::Str("stray".into()),
+            ],
+        )
+    })
+    .unwrap();
+    assert_eq!(holds(&db), [false, true, false]);
+}
+
+#[test]
+fn voter_check_catches_a_vote_from_the_wrong_state() {
+    let w = Voter::new(VoterConfig {
+        voters: 50,
+        ..VoterConfig::new(1)
+    })
+    .unwrap();
+    let db = common::loaded(&w, 1);
+    let t = VoterTables::resolve(&db).unwrap();
+    let phone = 617 * 10_000_000 + 1;
+    let input = VoteInput {
+        phone_number: phone,
+        contestant_number: 2,
+        max_votes: 2,
+        created: 0,
+    };
+    let outcome = with_txn(&db, |tx| vote(tx, &t, &input)).unwrap();
+    assert_eq!(outcome, VoteOutcome::Accepted);
+    common::assert_all_hold(&w.check(&db).unwrap());
+    // Area code 617 is Massachusetts; the counts and tallies stay as they were.
+    with_txn(&db, |tx| {
+        let rows = tx.scan(
+            &t.votes,
+            engine::KeyRange::prefix(&[Value::Int(phone)]),
+            None,
+            false,
+            Fetch::Cols(&[1, 2]),
+            true,
+        )?;
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0][1], Value::Str("MA".into()));
+        let key = [Value::Int(phone), rows[0][0].clone()];
+        tx.update(&t.votes, &key, &[(2, Value::Str("TX".into()))])
+            .map(drop)
+    })
+    .unwrap();
+    let conditions = w.check(&db).unwrap();
+    let holds: Vec<bool> = conditions.iter().map(|c| c.holds()).collect();
+    assert_eq!(holds, [true, true, false], "{conditions:?}");
+    assert!(
+        conditions[2]
+            .violation
+            .as_deref()
+            .unwrap()
+            .contains("state TX"),
+        "{conditions:?}"
+    );
+}

@@ -1,8 +1,9 @@
 //! The twelve consistency conditions of clause 3.3.2, checked on the database as it is.
 //!
-//! All tables are read in one transaction (columns the conditions need only) and folded into
-//! per-warehouse, per-district, per-order and per-customer aggregates; each condition then
-//! compares two of them and, when violated, names the first offending rows and the count.
+//! All tables are read in one transaction (columns the conditions need only), a page of rows
+//! at a time ([`crate::util::TableScan`]), and folded into per-warehouse, per-district,
+//! per-order and per-customer aggregates; each condition then compares two of them and, when
+//! violated, names the first offending rows and the count.
 //!
 //! | # | condition                                                                 |
 //! |---|---------------------------------------------------------------------------|
@@ -30,9 +31,10 @@ use std::sync::Arc;
 use engine::db::Database;
 use engine::{Tx, TxResult};
 
-use super::schema::{customer, district, history, new_order, order, order_line, warehouse};
+use super::schema::{customer as c, district as d, history as h, order as o};
+use super::schema::{new_order as no, order_line as ol, warehouse as w};
 use super::{Tables, TpccConfig};
-use crate::util::{float, int, is_null, money_eq, scan_all, with_txn};
+use crate::util::{float, int, is_null, money_eq, with_txn, TableScan};
 use crate::workload::Condition;
 
 type District = (i64, i64);
@@ -198,74 +200,117 @@ impl SnapshotBuilder {
     }
 }
 
-fn read(tx: &mut dyn Tx, t: &Tables) -> TxResult<Snapshot> {
+/// The scans [`read`] makes, one per table, resolved once.
+struct Scans {
+    warehouse: TableScan,
+    district: TableScan,
+    customer: TableScan,
+    history: TableScan,
+    order: TableScan,
+    new_order: TableScan,
+    order_line: TableScan,
+}
+
+impl Scans {
+    fn new(db: &Database, t: &Tables) -> TxResult<Scans> {
+        Ok(Scans {
+            warehouse: TableScan::new(db, &t.warehouse, &[w::W_ID, w::W_YTD])?,
+            district: TableScan::new(
+                db,
+                &t.district,
+                &[d::D_W_ID, d::D_ID, d::D_YTD, d::D_NEXT_O_ID],
+            )?,
+            customer: TableScan::new(
+                db,
+                &t.customer,
+                &[
+                    c::C_W_ID,
+                    c::C_D_ID,
+                    c::C_ID,
+                    c::C_BALANCE,
+                    c::C_YTD_PAYMENT,
+                    c::C_DELIVERY_CNT,
+                ],
+            )?,
+            history: TableScan::new(
+                db,
+                &t.history,
+                &[
+                    h::H_W_ID,
+                    h::H_D_ID,
+                    h::H_C_W_ID,
+                    h::H_C_D_ID,
+                    h::H_C_ID,
+                    h::H_AMOUNT,
+                ],
+            )?,
+            order: TableScan::new(
+                db,
+                &t.order,
+                &[
+                    o::O_W_ID,
+                    o::O_D_ID,
+                    o::O_ID,
+                    o::O_C_ID,
+                    o::O_CARRIER_ID,
+                    o::O_OL_CNT,
+                ],
+            )?,
+            new_order: TableScan::new(db, &t.new_order, &[no::NO_W_ID, no::NO_D_ID, no::NO_O_ID])?,
+            order_line: TableScan::new(
+                db,
+                &t.order_line,
+                &[
+                    ol::OL_W_ID,
+                    ol::OL_D_ID,
+                    ol::OL_O_ID,
+                    ol::OL_DELIVERY_D,
+                    ol::OL_AMOUNT,
+                ],
+            )?,
+        })
+    }
+}
+
+/// Folds every table into a [`Snapshot`], a page of rows at a time ([`TableScan`]): memory
+/// grows with the orders, not with their lines.
+fn read(tx: &mut dyn Tx, scans: &Scans) -> TxResult<Snapshot> {
     let mut b = SnapshotBuilder::new();
-    for r in scan_all(tx, &t.warehouse, &[warehouse::W_ID, warehouse::W_YTD])? {
-        b.warehouse(int(&r, 0)?, float(&r, 1)?);
-    }
-    let cols = [
-        district::D_W_ID,
-        district::D_ID,
-        district::D_YTD,
-        district::D_NEXT_O_ID,
-    ];
-    for r in scan_all(tx, &t.district, &cols)? {
-        b.district(int(&r, 0)?, int(&r, 1)?, float(&r, 2)?, int(&r, 3)?);
-    }
-    let cols = [
-        customer::C_W_ID,
-        customer::C_D_ID,
-        customer::C_ID,
-        customer::C_BALANCE,
-        customer::C_YTD_PAYMENT,
-        customer::C_DELIVERY_CNT,
-    ];
-    for r in scan_all(tx, &t.customer, &cols)? {
-        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
-        b.customer(key, float(&r, 3)?, float(&r, 4)?, int(&r, 5)?);
-    }
-    let cols = [
-        history::H_W_ID,
-        history::H_D_ID,
-        history::H_C_W_ID,
-        history::H_C_D_ID,
-        history::H_C_ID,
-        history::H_AMOUNT,
-    ];
-    for r in scan_all(tx, &t.history, &cols)? {
-        let customer = (int(&r, 2)?, int(&r, 3)?, int(&r, 4)?);
-        b.history(int(&r, 0)?, int(&r, 1)?, customer, float(&r, 5)?);
-    }
-    let cols = [
-        order::O_W_ID,
-        order::O_D_ID,
-        order::O_ID,
-        order::O_C_ID,
-        order::O_CARRIER_ID,
-        order::O_OL_CNT,
-    ];
-    for r in scan_all(tx, &t.order, &cols)? {
-        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
-        b.order(key, int(&r, 3)?, is_null(&r, 4)?, int(&r, 5)?);
-    }
-    let cols = [new_order::NO_W_ID, new_order::NO_D_ID, new_order::NO_O_ID];
-    for r in scan_all(tx, &t.new_order, &cols)? {
-        b.new_order((int(&r, 0)?, int(&r, 1)?, int(&r, 2)?));
-    }
-    let cols = [
-        order_line::OL_W_ID,
-        order_line::OL_D_ID,
-        order_line::OL_O_ID,
-        order_line::OL_DELIVERY_D,
-        order_line::OL_AMOUNT,
-    ];
-    for r in scan_all(tx, &t.order_line, &cols)? {
-        let key = (int(&r, 0)?, int(&r, 1)?, int(&r, 2)?);
-        let delivered = !is_null(&r, 3)?;
+    scans.warehouse.for_each(tx, |r| {
+        b.warehouse(int(r, 0)?, float(r, 1)?);
+        Ok(())
+    })?;
+    scans.district.for_each(tx, |r| {
+        b.district(int(r, 0)?, int(r, 1)?, float(r, 2)?, int(r, 3)?);
+        Ok(())
+    })?;
+    scans.customer.for_each(tx, |r| {
+        let key = (int(r, 0)?, int(r, 1)?, int(r, 2)?);
+        b.customer(key, float(r, 3)?, float(r, 4)?, int(r, 5)?);
+        Ok(())
+    })?;
+    scans.history.for_each(tx, |r| {
+        let customer = (int(r, 2)?, int(r, 3)?, int(r, 4)?);
+        b.history(int(r, 0)?, int(r, 1)?, customer, float(r, 5)?);
+        Ok(())
+    })?;
+    scans.order.for_each(tx, |r| {
+        let key = (int(r, 0)?, int(r, 1)?, int(r, 2)?);
+        b.order(key, int(r, 3)?, is_null(r, 4)?, int(r, 5)?);
+        Ok(())
+    })?;
+    scans.new_order.for_each(tx, |r| {
+        b.new_order((int(r, 0)?, int(r, 1)?, int(r, 2)?));
+        Ok(())
+    })?;
+    scans.order_line.for_each(tx, |r| {
+        let key = (int(r, 0)?, int(r, 1)?, int(r, 2)?);
+        let delivered = !is_null(r, 3)?;
         // The amount is read only where it counts (a delivered line), as before.
-        let amount = if delivered { float(&r, 4)? } else { 0.0 };
+        let amount = if delivered { float(r, 4)? } else { 0.0 };
         b.order_line(key, delivered, amount);
-    }
+        Ok(())
+    })?;
     Ok(b.build())
 }
 
@@ -467,7 +512,7 @@ pub fn conditions(s: &Snapshot, config: &TpccConfig) -> Vec<Condition> {
 }
 
 pub fn check(db: &Arc<Database>, config: &TpccConfig) -> TxResult<Vec<Condition>> {
-    let tables = Tables::resolve(db)?;
-    let snapshot = with_txn(db, |tx| read(tx, &tables))?;
+    let scans = Scans::new(db, &Tables::resolve(db)?)?;
+    let snapshot = with_txn(db, |tx| read(tx, &scans))?;
     Ok(conditions(&snapshot, config))
 }
