@@ -251,10 +251,11 @@ impl<'a> Node<'a> {
     }
 
     /// The insertion point of `probe` ([`Node::rank`]) and whether the node holds it
-    /// ([`Rank::found`]), in one binary search. For a [`KeyOrder::FIXED_U64`] order it compares
+    /// ([`Rank::found`]), in one search. For a [`KeyOrder::FIXED_U64`] order it compares
     /// `u64`s read straight from the cells (the bytes after the first eight, a non-unique
     /// entry's value suffix, only on a tie); any other order runs its [`KeyOrder::rank`] over
-    /// the node's keys.
+    /// the node's keys. Integer keys and schema keys with integer fields are searched by
+    /// interpolation before bisection ([`Search::interpolating`]).
     ///
     /// Every key is read through the slot array, sliced once (it lies inside the page, which
     /// [`check_header`] made sure of), and a cell that does not lie inside the page is a
@@ -293,7 +294,8 @@ impl<'a> Node<'a> {
     }
 
     /// [`Node::search`] for a [`KeyOrder::FIXED_U64`] order and a probe of at least 8 bytes:
-    /// the first 8 bytes of each key compared as one `u64`, the rest bytewise on a tie.
+    /// the first 8 bytes of each key compared as one `u64`, the rest bytewise on a tie, by
+    /// interpolation on that `u64` ([`Search::interpolating`]).
     #[inline(always)]
     fn search_u64<const STRICT: bool>(
         &self,
@@ -303,21 +305,29 @@ impl<'a> Node<'a> {
     ) -> StorageResult<Rank> {
         let (p, p_rest) = probe.split_at(8);
         let p = u64::from_be_bytes(p.try_into().expect("8 bytes"));
-        let mut search = Search::<STRICT>::new(n);
-        while let Some(mid) = search.mid() {
-            let Some(key) = key(mid) else {
-                return Err(self.bad_cell(mid));
+        let word = |i: usize| -> StorageResult<(u64, &'a [u8])> {
+            let Some(key) = key(i) else {
+                return Err(self.bad_cell(i));
             };
             let Some((k, k_rest)) = key.split_first_chunk::<8>() else {
                 return Err(self.corrupt("integer key shorter than 8 bytes"));
             };
-            let ord = match u64::from_be_bytes(*k).cmp(&p) {
+            Ok((u64::from_be_bytes(*k), k_rest))
+        };
+        let step = |search: &mut Search<STRICT>, i: usize| -> StorageResult<()> {
+            let (k, k_rest) = word(i)?;
+            let ord = match k.cmp(&p) {
                 Ordering::Equal => k_rest.cmp(p_rest),
                 other => other,
             };
-            search.step(mid, ord, 0);
-        }
-        Ok(search.rank())
+            search.step(i, ord, 0);
+            Ok(())
+        };
+        let coordinate = |search: &Search<STRICT>| {
+            let (lo, hi) = search.interval();
+            Some((word(lo - 1).ok()?.0, p, word(hi).ok()?.0))
+        };
+        Ok(Search::<STRICT>::interpolating(n, step, coordinate)?.rank())
     }
 
     /// The slot holding exactly `key`, if any.
@@ -614,7 +624,9 @@ fn entries_space(entries: &[(impl AsRef<[u8]>, u64)]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::btree::keys::{BytewiseKeyOrder, IntKeyOrder};
+    use crate::btree::keys::{
+        encode_key, BytewiseKeyOrder, IntKeyOrder, KeyField, KeyPart, SchemaKeyOrder,
+    };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -724,7 +736,151 @@ mod tests {
         assert_eq!(leaf_split_point(&big, 6, 4096), split_point(&big));
     }
 
+    /// Sorted numbers shaped as interpolation search meets them: dense runs with
+    /// gaps, uniform, skewed (each gap twice the last), and few values repeated many times.
+    fn shaped_numbers(shape: u8, n: usize, next: &mut impl FnMut() -> u64) -> Vec<u64> {
+        let base = next() % (1 << 40);
+        let mut numbers: Vec<u64> = match shape {
+            0 => (0..n as u64)
+                .filter(|_| !next().is_multiple_of(8))
+                .map(|i| base + i)
+                .collect(),
+            1 => (0..n).map(|_| next()).collect(),
+            2 => (0..n.min(60) as u32).map(|i| base + (1u64 << i)).collect(),
+            _ => (0..n).map(|_| base + next() % 3).collect(),
+        };
+        numbers.sort_unstable();
+        numbers
+    }
+
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed | 1;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    /// Fills a leaf with `keys` (sorted, distinct) as far as they fit, then checks that
+    /// `Node::search` ranks every probe as counting the keys below it does, strict and not.
+    fn search_agrees_with_counting<K: KeyOrder>(
+        order: &K,
+        keys: &[Vec<u8>],
+        probes: &[Vec<u8>],
+    ) -> Result<(), TestCaseError> {
+        let mut page = leaf(8192);
+        let mut stored = Vec::new();
+        for k in keys {
+            if !insert_at(&mut page, stored.len(), k, 0) {
+                break;
+            }
+            stored.push(k.clone());
+        }
+        let node = Node::new(&page).unwrap();
+        for probe in probes {
+            for strict in [true, false] {
+                let index = stored
+                    .iter()
+                    .filter(|k| if strict { *k < probe } else { *k <= probe })
+                    .count();
+                let next_to = if strict { index } else { index.wrapping_sub(1) };
+                let found = stored.get(next_to) == Some(probe);
+                let rank = node.search(order, probe, strict).unwrap();
+                prop_assert_eq!(
+                    (rank.index, rank.found),
+                    (index, found),
+                    "probe {:?}, strict {}",
+                    probe,
+                    strict
+                );
+            }
+        }
+        Ok(())
+    }
+
     proptest! {
+        /// One `u64` then `suffix` bytes (as a non-unique entry's value), by `search_u64`.
+        #[test]
+        fn integer_search_agrees_with_counting(
+            shape in 0u8..4,
+            n in 0usize..400,
+            seed in any::<u64>(),
+            suffix in 0usize..3,
+            extra in proptest::collection::vec(any::<u64>(), 8),
+        ) {
+            let mut next = xorshift(seed);
+            let mut keys: Vec<Vec<u8>> = shaped_numbers(shape, n, &mut next)
+                .iter()
+                .map(|p| {
+                    let mut k = p.to_be_bytes().to_vec();
+                    k.extend((0..suffix).map(|_| next() as u8));
+                    k
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            // Every key, its neighbours (as prefixes alone and with a suffix), the extremes,
+            // and a few anywhere.
+            let mut probes: Vec<Vec<u8>> = vec![vec![0; 8], vec![0xFF; 10]];
+            for k in &keys {
+                let p = u64::from_be_bytes(k[..8].try_into().unwrap());
+                probes.push(k.clone());
+                for q in [p.wrapping_sub(1), p, p.wrapping_add(1)] {
+                    probes.push(q.to_be_bytes().to_vec());
+                    probes.push([&q.to_be_bytes()[..], &[0x80]].concat());
+                }
+            }
+            probes.extend(extra.iter().map(|e| e.to_be_bytes().to_vec()));
+            search_agrees_with_counting(&IntKeyOrder, &keys, &probes)?;
+        }
+
+        /// Schema keys of two integers (a few warehouses, each with its shaped numbers) and
+        /// optionally a string, by `SchemaKeyOrder`'s word search: interpolation on the
+        /// first word the bounds do not share with the probe.
+        #[test]
+        fn schema_search_agrees_with_counting(
+            shape in 0u8..4,
+            n in 0usize..300,
+            seed in any::<u64>(),
+            warehouses in 1i64..4,
+            string in any::<bool>(),
+        ) {
+            let mut parts = vec![KeyPart::Int, KeyPart::Int];
+            if string {
+                parts.push(KeyPart::Str);
+            }
+            let order = SchemaKeyOrder::new(parts);
+            let mut next = xorshift(seed);
+            let numbers = shaped_numbers(shape, n, &mut next);
+            let encode = |w: i64, v: i64, s: Option<&[u8]>| {
+                let mut fields = vec![KeyField::Int(w), KeyField::Int(v)];
+                fields.extend(s.map(KeyField::Str));
+                let mut k = Vec::new();
+                encode_key(&fields, &mut k).unwrap();
+                k
+            };
+            let tag = |v: u64| [b'a' + (v % 3) as u8];
+            let mut keys = Vec::new();
+            let mut probes = Vec::new();
+            for (i, v) in numbers.iter().enumerate() {
+                let (w, v) = (1 + i as i64 % warehouses, *v as i64);
+                let s = string.then_some(tag(v as u64));
+                keys.push(encode(w, v, s.as_ref().map(|s| &s[..])));
+                for (pw, pv) in [(w, v - 1), (w, v), (w, v + 1), (w - 1, v), (w + 1, v)] {
+                    probes.push(encode(pw, pv, s.as_ref().map(|s| &s[..])));
+                    // A prefix of the key (its two integers), as a range bound probes.
+                    probes.push(encode(pw, pv, None));
+                }
+            }
+            keys.sort();
+            keys.dedup();
+            probes.push(encode(i64::MIN, i64::MIN, None));
+            probes.push(encode(i64::MAX, i64::MAX, None));
+            search_agrees_with_counting(&order, &keys, &probes)?;
+        }
+
         #[test]
         fn node_matches_model(ops in proptest::collection::vec(
             (any::<bool>(), proptest::collection::vec(0u8..4, 0..12), any::<u64>()), 1..300)) {
