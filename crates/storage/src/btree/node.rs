@@ -40,7 +40,7 @@
 
 use std::cmp::Ordering;
 
-use super::keys::{KeyOrder, Rank, Search};
+use super::keys::{Guide, KeyOrder, Rank, Search};
 use crate::error::{StorageError, StorageResult};
 use crate::page::{PageId, PageKind, OFFSET_KIND, OFFSET_PAGE_ID, PAGE_HEADER_SIZE};
 
@@ -267,6 +267,19 @@ impl<'a> Node<'a> {
         probe: &[u8],
         strict: bool,
     ) -> StorageResult<Rank> {
+        self.search_guided(order, probe, strict, None)
+    }
+
+    /// [`Node::search`], starting where `guide` (from this node's parent,
+    /// [`Node::guide_for_child`]) points. The same result with or without it.
+    #[inline]
+    pub fn search_guided<K: KeyOrder>(
+        &self,
+        order: &K,
+        probe: &[u8],
+        strict: bool,
+        guide: Option<Guide>,
+    ) -> StorageResult<Rank> {
         let n = self.len();
         let page = self.page;
         let Some(slots) = page.get(NODE_HEADER_SIZE..NODE_HEADER_SIZE + SLOT_SIZE * n) else {
@@ -283,14 +296,24 @@ impl<'a> Node<'a> {
         };
         if K::FIXED_U64 && probe.len() >= 8 {
             return if strict {
-                self.search_u64::<true>(n, key, probe)
+                self.search_u64::<true>(n, key, probe, guide)
             } else {
-                self.search_u64::<false>(n, key, probe)
+                self.search_u64::<false>(n, key, probe, guide)
             };
         }
         order
-            .rank(n, key, probe, strict)
+            .rank_guided(n, key, probe, strict, guide)
             .map_err(|slot| self.bad_cell(slot))
+    }
+
+    /// Inner node: what its separators around child `i` tell of the child's keys (`None` for
+    /// the leftmost and rightmost children, bounded on one side by an ancestor only).
+    #[inline]
+    pub fn guide_for_child<K: KeyOrder>(&self, order: &K, i: usize) -> Option<Guide> {
+        if i == 0 || i >= self.len() {
+            return None;
+        }
+        order.guide(self.key(i - 1).ok()?, self.key(i).ok()?)
     }
 
     /// [`Node::search`] for a [`KeyOrder::FIXED_U64`] order and a probe of at least 8 bytes:
@@ -302,6 +325,7 @@ impl<'a> Node<'a> {
         n: usize,
         key: impl Fn(usize) -> Option<&'a [u8]>,
         probe: &[u8],
+        guide: Option<Guide>,
     ) -> StorageResult<Rank> {
         let (p, p_rest) = probe.split_at(8);
         let p = u64::from_be_bytes(p.try_into().expect("8 bytes"));
@@ -327,7 +351,8 @@ impl<'a> Node<'a> {
             let (lo, hi) = search.interval();
             Some((word(lo - 1).ok()?.0, p, word(hi).ok()?.0))
         };
-        Ok(Search::<STRICT>::interpolating(n, step, coordinate)?.rank())
+        let start = guide.and_then(|g| g.slot_u64(n, p));
+        Ok(Search::<STRICT>::interpolating(n, start, step, coordinate)?.rank())
     }
 
     /// The slot holding exactly `key`, if any.
@@ -779,6 +804,19 @@ mod tests {
             stored.push(k.clone());
         }
         let node = Node::new(&page).unwrap();
+        // Guides as a parent's separators would give them: around the stored keys (as a
+        // parent that split them off), and between probes anywhere, which point the search
+        // at the wrong slots and must not change its answer.
+        let mut guides: Vec<Option<Guide>> = vec![None];
+        let mut separators: Vec<&Vec<u8>> = probes.iter().step_by(7).collect();
+        separators.sort();
+        separators.dedup();
+        for pair in separators.windows(2).take(3) {
+            guides.push(order.guide(pair[0], pair[1]));
+        }
+        if let (Some(first), Some(last)) = (probes.first(), probes.last()) {
+            guides.push(order.guide(first.min(last), first.max(last)));
+        }
         for probe in probes {
             for strict in [true, false] {
                 let index = stored
@@ -787,14 +825,17 @@ mod tests {
                     .count();
                 let next_to = if strict { index } else { index.wrapping_sub(1) };
                 let found = stored.get(next_to) == Some(probe);
-                let rank = node.search(order, probe, strict).unwrap();
-                prop_assert_eq!(
-                    (rank.index, rank.found),
-                    (index, found),
-                    "probe {:?}, strict {}",
-                    probe,
-                    strict
-                );
+                for guide in &guides {
+                    let rank = node.search_guided(order, probe, strict, *guide).unwrap();
+                    prop_assert_eq!(
+                        (rank.index, rank.found),
+                        (index, found),
+                        "probe {:?}, strict {}, guide {:?}",
+                        probe,
+                        strict,
+                        guide
+                    );
+                }
             }
         }
         Ok(())

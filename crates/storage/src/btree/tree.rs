@@ -59,7 +59,7 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::keys::{KeyBuf, KeyOrder, KeyRange, KeyRef, Rank};
+use super::keys::{Guide, KeyBuf, KeyOrder, KeyRange, KeyRef, Rank};
 use super::node::{self, entry_space, max_internal_key_len, Node, NodePage};
 use crate::buffer::{BufferPool, PageReadGuard, PageWriteGuard};
 use crate::counters;
@@ -316,15 +316,29 @@ impl<K: KeyOrder> BTree<K> {
         }
     }
 
-    /// Descends with shared latch coupling to the leaf `target` names.
-    fn descend_shared(&self, target: Target<'_>) -> StorageResult<PageReadGuard<'_>> {
+    /// Descends with shared latch coupling to the leaf `target` names; with it, what the
+    /// leaf's parent knows of its keys, for the leaf's search ([`Guide`]). Each inner node's
+    /// search is guided by its own parent's separators.
+    fn descend_shared(
+        &self,
+        target: Target<'_>,
+    ) -> StorageResult<(PageReadGuard<'_>, Option<Guide>)> {
         let mut guard = self.fix_shared(self.root)?;
+        let mut guide = None;
         loop {
             let node = Node::new(&guard)?;
             if node.is_leaf() {
-                return Ok(guard);
+                return Ok((guard, guide));
             }
-            let child = self.child_of(&node, target)?;
+            let at = match target {
+                Target::Key { probe, strict } => {
+                    node.search_guided(&self.order, probe, strict, guide)?.index
+                }
+                Target::Leftmost => 0,
+                Target::Rightmost => node.len(),
+            };
+            guide = node.guide_for_child(&self.order, at);
+            let child = node.child(at)?;
             // Child first, then the parent goes (assignment drops the old guard).
             guard = self.fix_shared(child)?;
         }
@@ -407,14 +421,15 @@ impl<K: KeyOrder> BTree<K> {
             )?;
             return Ok(found);
         }
-        let leaf = self.descend_shared(Target::Key {
+        let (leaf, guide) = self.descend_shared(Target::Key {
             probe: key,
             strict: false,
         })?;
         let node = Node::new(&leaf)?;
-        match node.find(&self.order, key)? {
-            Some(slot) => Ok(Some(node.value(slot)?)),
-            None => Ok(None),
+        let rank = node.search_guided(&self.order, key, true, guide)?;
+        match rank.found {
+            true => Ok(Some(node.value(rank.index)?)),
+            false => Ok(None),
         }
     }
 
@@ -879,9 +894,12 @@ impl<K: KeyOrder> BTree<K> {
             },
             None => Target::Leftmost,
         };
-        let mut guard = self.descend_shared(target)?;
+        let (mut guard, guide) = self.descend_shared(target)?;
         let mut slot = match lo {
-            Some(l) => Node::new(&guard)?.rank(&self.order, l, true)?,
+            Some(l) => {
+                let node = Node::new(&guard)?;
+                node.search_guided(&self.order, l, true, guide)?.index
+            }
             None => 0,
         };
         let mut count = 0;
@@ -922,7 +940,7 @@ impl<K: KeyOrder> BTree<K> {
             },
             None => Target::Rightmost,
         };
-        let mut guard = self.descend_shared(target)?;
+        let (mut guard, _) = self.descend_shared(target)?;
         // Exclusive upper limit for the entries still to visit: `hi`, then the last key passed
         // to `f` (guards against entries that moved while no leaf was latched). The last key
         // is copied only when the scan leaves a leaf, into a stack buffer when short.
