@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
+use smallvec::SmallVec;
 use storage::latch::{SpinGuard, SpinLatch};
 
 use super::mode::LockMode;
@@ -159,7 +160,9 @@ impl WaitSlot {
 pub(crate) struct LockHead {
     /// The name this head locks (meaningless while the head is a spare).
     pub name: LockName,
-    pub granted: Vec<Grant>,
+    /// Held inline up to two grants (almost every record lock has one holder), so that
+    /// granting writes the head's own cache line, not a separate allocation's.
+    pub granted: SmallVec<[Grant; 2]>,
     pub queue: VecDeque<Waiter>,
 }
 
@@ -167,7 +170,7 @@ impl LockHead {
     fn new(name: LockName) -> Self {
         LockHead {
             name,
-            granted: Vec::new(),
+            granted: SmallVec::new(),
             queue: VecDeque::new(),
         }
     }
