@@ -126,16 +126,28 @@ impl Guide {
     /// if the separators stood at slots `-1` and `n`.
     #[inline(always)]
     fn slot(&self, n: usize, probe: u64) -> Option<usize> {
-        if n < INTERPOLATE_MIN_KEYS || !(self.low <= probe && probe <= self.high) {
+        if n < INTERPOLATE_MIN_KEYS {
             return None;
         }
-        let share = (probe - self.low) as f64 / (self.high - self.low) as f64;
-        Some(
-            ((share * (n + 1) as f64) as usize)
-                .saturating_sub(1)
-                .min(n - 1),
-        )
+        interpolated_slot((self.low, probe, self.high), 0, n)
     }
+}
+
+/// The slot in `lo..hi` that `probe`'s share of `low..high` points to, where `low` and `high`
+/// are the values of the keys just outside the range (at slots `lo - 1` and `hi`); `None`
+/// where the range is empty or the probe is not between two different values.
+#[inline(always)]
+fn interpolated_slot((low, probe, high): (u64, u64, u64), lo: usize, hi: usize) -> Option<usize> {
+    if lo >= hi || !(low <= probe && probe <= high && low < high) {
+        return None;
+    }
+    let share = (probe - low) as f64 / (high - low) as f64;
+    let span = (hi - lo + 1) as f64;
+    Some(
+        (lo + (share * span) as usize)
+            .saturating_sub(1)
+            .clamp(lo, hi - 1),
+    )
 }
 
 /// The binary search of [`KeyOrder::rank`], one [`KeyOrder::compare`] per step.
@@ -345,14 +357,7 @@ impl<const STRICT: bool> Search<STRICT> {
         if self.lo >= self.hi || self.lo == 0 {
             return None;
         }
-        let (low, probe, high) = coordinate(self)?;
-        if !(low <= probe && probe <= high && low < high) {
-            return None;
-        }
-        // Keys `lo - 1` and `hi` hold `low` and `high`.
-        let share = (probe - low) as f64 / (high - low) as f64;
-        let span = (self.hi - self.lo + 1) as f64;
-        Some((self.lo - 1 + (share * span) as usize).clamp(self.lo, self.hi - 1))
+        interpolated_slot(coordinate(self)?, self.lo, self.hi)
     }
 }
 

@@ -362,19 +362,6 @@ impl<'a> Node<'a> {
         Ok(rank.found.then_some(rank.index))
     }
 
-    /// Inner node: the child whose subtree holds `probe` (last separator `<= probe`), or with
-    /// `strict`, the child holding the greatest keys `< probe` (last separator `< probe`).
-    #[inline(always)]
-    pub fn child_for<K: KeyOrder>(
-        &self,
-        order: &K,
-        probe: &[u8],
-        strict: bool,
-    ) -> StorageResult<PageId> {
-        let n = self.rank(order, probe, strict)?;
-        self.child(n)
-    }
-
     /// Inner node: child `i` (0 = leftmost, `i` = right of separator `i - 1`).
     #[inline(always)]
     pub fn child(&self, i: usize) -> StorageResult<PageId> {

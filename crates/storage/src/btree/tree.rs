@@ -307,13 +307,23 @@ impl<K: KeyOrder> BTree<K> {
         Ok(guard)
     }
 
+    /// Inner node: the index of the child `target` names (for a key: the child whose subtree
+    /// holds it, last separator `<= probe`, or with `strict` `< probe`), its search started
+    /// where `guide` points.
     #[inline(always)]
-    fn child_of(&self, node: &Node<'_>, target: Target<'_>) -> StorageResult<PageId> {
-        match target {
-            Target::Key { probe, strict } => node.child_for(&self.order, probe, strict),
-            Target::Leftmost => node.child(0),
-            Target::Rightmost => node.child(node.len()),
-        }
+    fn child_index(
+        &self,
+        node: &Node<'_>,
+        target: Target<'_>,
+        guide: Option<Guide>,
+    ) -> StorageResult<usize> {
+        Ok(match target {
+            Target::Key { probe, strict } => {
+                node.search_guided(&self.order, probe, strict, guide)?.index
+            }
+            Target::Leftmost => 0,
+            Target::Rightmost => node.len(),
+        })
     }
 
     /// Descends with shared latch coupling to the leaf `target` names; with it, what the
@@ -330,13 +340,7 @@ impl<K: KeyOrder> BTree<K> {
             if node.is_leaf() {
                 return Ok((guard, guide));
             }
-            let at = match target {
-                Target::Key { probe, strict } => {
-                    node.search_guided(&self.order, probe, strict, guide)?.index
-                }
-                Target::Leftmost => 0,
-                Target::Rightmost => node.len(),
-            };
+            let at = self.child_index(&node, target, guide)?;
             guide = node.guide_for_child(&self.order, at);
             let child = node.child(at)?;
             // Child first, then the parent goes (assignment drops the old guard).
@@ -383,8 +387,13 @@ impl<K: KeyOrder> BTree<K> {
                 }
                 continue;
             }
-            // The child holding `probe` (last separator <= probe), as `child_of` finds it.
-            let at = node.rank(&self.order, probe, false)?;
+            // The child holding `probe` (last separator <= probe). Unguided: inserts mostly
+            // append, where the node's first and last keys settle the slot at once.
+            let target = Target::Key {
+                probe,
+                strict: false,
+            };
+            let at = self.child_index(&node, target, None)?;
             if let Some(h) = hint.as_deref_mut() {
                 if at < node.len() {
                     h.bound_by(node.key(at)?);
@@ -427,9 +436,10 @@ impl<K: KeyOrder> BTree<K> {
         })?;
         let node = Node::new(&leaf)?;
         let rank = node.search_guided(&self.order, key, true, guide)?;
-        match rank.found {
-            true => Ok(Some(node.value(rank.index)?)),
-            false => Ok(None),
+        if rank.found {
+            Ok(Some(node.value(rank.index)?))
+        } else {
+            Ok(None)
         }
     }
 
@@ -670,7 +680,7 @@ impl<K: KeyOrder> BTree<K> {
             if node.is_leaf() {
                 break;
             }
-            let child_id = self.child_of(&node, target)?;
+            let child_id = node.child(self.child_index(&node, target, None)?)?;
             let child = self.fix_exclusive(child_id)?;
             let child_node = Node::new(&child)?;
             let safe = if child_node.is_leaf() {
