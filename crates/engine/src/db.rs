@@ -898,7 +898,7 @@ impl Database {
             let r = layout.column_range(c);
             spans.push((r.start, r.end));
             if table.schema.columns[c].nullable {
-                spans.push((0, layout.columns().div_ceil(8)));
+                spans.push((0, layout.bitmap_len()));
             }
         }
         spans.sort_unstable();
@@ -940,7 +940,7 @@ impl Database {
             _ => spans.push((lo, hi)),
         };
         if mask & layout.nullable_mask() != 0 {
-            push(0, layout.columns().div_ceil(8));
+            push(0, layout.bitmap_len());
         }
         let mut rest = mask;
         while rest != 0 {

@@ -39,7 +39,7 @@ pub struct Layout {
 impl Layout {
     pub fn new(schema: &TableSchema) -> Layout {
         let n = schema.columns.len();
-        let mut at = n.div_ceil(8);
+        let mut at = n.div_ceil(8); // the null bitmap
         let mut slots = Vec::with_capacity(n);
         for c in &schema.columns {
             let width = Self::width(c.ty);
@@ -80,6 +80,11 @@ impl Layout {
 
     pub fn columns(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Bytes of the null bitmap at the start of every record (one bit per column).
+    pub fn bitmap_len(&self) -> usize {
+        self.slots.len().div_ceil(8)
     }
 
     /// Bit `c` set for each nullable column `c` among the first 64.
