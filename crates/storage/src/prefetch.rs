@@ -22,6 +22,20 @@ pub fn line(addr: *const u8) {
     let _ = addr;
 }
 
+/// Starts loading the cache line holding `addr` in a state that lets this core write it
+/// (`prefetchw`): a store to a line that is not in the cache must first fetch it, and an
+/// atomic instruction after the store waits for that (x86 drains the store buffer first).
+#[inline(always)]
+pub fn line_for_write(addr: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as for `line`; on a CPU without `prefetchw` the instruction does nothing.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(addr.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
 /// Starts loading every cache line of `addr .. addr + len` (at least the first).
 #[inline]
 pub fn range(addr: *const u8, len: usize) {
@@ -46,6 +60,8 @@ mod tests {
         line(std::ptr::null());
         range((usize::MAX - 200) as *const u8, 100);
         line(8 as *const u8);
+        line_for_write(std::ptr::null());
+        line_for_write(data.as_ptr());
         assert!(data.iter().all(|&b| b == 7));
     }
 }
