@@ -18,11 +18,11 @@ use storage::Lsn;
 
 use crate::record::{check_frame, write_frame, Encode, FrameCheck};
 
-/// The latch-protected state of the log buffer.
 /// How far ahead of its end the log buffer is fetched for writing (see
 /// [`LogBuffer::prefetch_ahead`]): a few transactions' worth of log records.
 const WRITE_AHEAD: usize = 4096;
 
+/// The latch-protected state of the log buffer.
 pub(crate) struct LogBuffer {
     /// LSN of `bytes[0]`: everything below it has been taken by a writer.
     pub base: u64,
@@ -92,15 +92,10 @@ impl LogBuffer {
     /// stores. Only memory the vector already owns is touched.
     #[inline]
     fn prefetch_ahead(&self, len: usize) {
-        let end = self.bytes.len();
-        let from = (end + WRITE_AHEAD).saturating_sub(len) & !(storage::prefetch::LINE - 1);
-        let to = (end + WRITE_AHEAD).min(self.bytes.capacity());
-        let base = self.bytes.as_ptr();
-        let mut at = from;
-        while at < to {
-            // `at < capacity`: inside the vector's allocation.
-            storage::prefetch::line_for_write(base.wrapping_add(at));
-            at += storage::prefetch::LINE;
+        let to = (self.bytes.len() + WRITE_AHEAD).min(self.bytes.capacity());
+        let from = (self.bytes.len() + WRITE_AHEAD).saturating_sub(len);
+        if from < to {
+            storage::prefetch::range_for_write(self.bytes.as_ptr().wrapping_add(from), to - from);
         }
     }
 
