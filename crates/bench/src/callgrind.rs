@@ -411,10 +411,11 @@ pub fn operation_of(symbol: &str) -> Option<Operation> {
         "engine::table::IndexStore::get" => Operation::BtreeLookup,
         "engine::table::Records::with" => Operation::PinUnpin,
         // The new image and the before image, computed under the page latch inside
-        // `Records::with`, then written.
-        "engine::table::Records::write_pieces" | "engine::txn::Transaction::stage_update" => {
-            Operation::UpdateRecord
-        }
+        // `Records::with`, then written (in place, word by word, on the main-memory store
+        // without a log).
+        "engine::table::Records::write_pieces"
+        | "engine::table::Records::write_words"
+        | "engine::txn::Transaction::stage_update" => Operation::UpdateRecord,
         "engine::table::Records::insert" => Operation::CreateRecord,
         // Under record locking an index insert also try-locks its next key, in the same
         // descent (`insert_with_next`); without it a transaction's inserts go through its
@@ -926,6 +927,10 @@ fi=(6) /work/main/crates/engine/src/record.rs
         );
         assert_eq!(
             operation_of("engine::table::Records::write_pieces"),
+            Some(Operation::UpdateRecord)
+        );
+        assert_eq!(
+            operation_of("engine::table::Records::write_words"),
             Some(Operation::UpdateRecord)
         );
         assert_eq!(

@@ -241,8 +241,13 @@ pub type UpdateFn<'f> = dyn FnMut(RowRef<'_>, &mut RowWriter<'_>) -> TxResult<()
 ///
 /// Embedded, each value is written at once into a copy of the stored record (an integer or a
 /// float in a few instructions, nothing allocated), and the engine then writes back only the
-/// byte spans that changed. A client-side transaction collects `(column, value)` pairs for an
-/// update instead ([`RowWriter::values`]); the procedure cannot tell the difference.
+/// byte spans that changed. On the main-memory store without a log the writer starts
+/// *deferred*: integers and floats into columns of their own type are only noted, as
+/// `(offset, bytes)`, and the engine writes them into the record in place once the closure
+/// has returned (no copy of the record at all); the first value of any other kind makes the
+/// copy then and carries on as above. A client-side transaction collects `(column, value)`
+/// pairs for an update instead ([`RowWriter::values`]); the procedure cannot tell the
+/// difference.
 ///
 /// A value the column cannot take (wrong type, too long, NULL where not allowed, no such
 /// column) is not an error at the call, so that setters chain without `?`: the first one is
@@ -257,13 +262,30 @@ enum Sink<'a> {
     Values(&'a mut Vec<(usize, Value)>),
     Record {
         layout: &'a Layout,
-        /// A copy of the record, which the values are written into.
-        rec: &'a mut [u8],
+        /// The stored record, which the copy is made from.
+        bytes: &'a [u8],
+        /// A copy of the record, which the values are written into: made at the start, or
+        /// (deferred) by the first value that is not a word.
+        rec: &'a mut Vec<u8>,
+        /// False while deferred: no copy yet, the values set so far are in `words`.
+        copied: bool,
+        /// Deferred: the words set so far, `(byte offset, bytes)` in the order set.
+        words: &'a mut Vec<(usize, [u8; 8])>,
         /// Bit `c` set when column `c` (< 64) was set.
         mask: u64,
         /// Columns from 64 on that were set.
         wide: &'a mut Vec<usize>,
     },
+}
+
+/// What a [`RowWriter`] over a record was given, once its closure has returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// Bit `c` set when column `c` (< 64) was set.
+    pub mask: u64,
+    /// True if the values are written into the copy of the record; false if they are only in
+    /// the writer's words (deferred, and nothing but words was set).
+    pub copied: bool,
 }
 
 impl<'a> RowWriter<'a> {
@@ -276,12 +298,28 @@ impl<'a> RowWriter<'a> {
         }
     }
 
-    /// A writer into `rec`, a copy of a record of `layout` (`wide` arrives empty).
-    pub(crate) fn record(layout: &'a Layout, rec: &'a mut [u8], wide: &'a mut Vec<usize>) -> Self {
+    /// A writer over `bytes`, a stored record of `layout`: into `rec`, a copy of it made now,
+    /// or with `deferred` into `words` until something other than a word is set (see the
+    /// type's documentation). `wide` and `words` arrive empty.
+    pub(crate) fn record(
+        layout: &'a Layout,
+        bytes: &'a [u8],
+        rec: &'a mut Vec<u8>,
+        words: &'a mut Vec<(usize, [u8; 8])>,
+        wide: &'a mut Vec<usize>,
+        deferred: bool,
+    ) -> Self {
+        if !deferred {
+            rec.clear();
+            rec.extend_from_slice(bytes);
+        }
         RowWriter {
             sink: Sink::Record {
                 layout,
+                bytes,
                 rec,
+                copied: !deferred,
+                words,
                 mask: 0,
                 wide,
             },
@@ -312,15 +350,61 @@ impl<'a> RowWriter<'a> {
     #[inline(always)]
     fn put_word(&mut self, col: usize, ty: ColumnType, word: [u8; 8]) -> bool {
         if let Sink::Record {
-            layout, rec, mask, ..
+            layout,
+            rec,
+            copied,
+            words,
+            mask,
+            ..
         } = &mut self.sink
         {
-            if col < 64 && layout.put_word(rec, col, ty, word) {
+            if col >= 64 {
+                return false;
+            }
+            if !*copied {
+                let Some(offset) = layout.word_offset(col, ty) else {
+                    return false;
+                };
+                words.push((offset, word));
+                *mask |= 1 << col;
+                return true;
+            }
+            if layout.put_word(rec, col, ty, word) {
                 *mask |= 1 << col;
                 return true;
             }
         }
         false
+    }
+
+    /// Ends deferral: copies the stored record, writes the words set so far into the copy and
+    /// clears their columns' null bits.
+    #[cold]
+    fn materialize(&mut self) {
+        if let Sink::Record {
+            bytes,
+            rec,
+            copied,
+            words,
+            mask,
+            ..
+        } = &mut self.sink
+        {
+            if !*copied {
+                rec.clear();
+                rec.extend_from_slice(bytes);
+                for &(offset, word) in words.iter() {
+                    rec[offset..offset + 8].copy_from_slice(&word);
+                }
+                let mut rest = *mask;
+                while rest != 0 {
+                    let c = rest.trailing_zeros() as usize;
+                    rec[c / 8] &= !(1u8 << (c % 8));
+                    rest &= rest - 1;
+                }
+                *copied = true;
+            }
+        }
     }
 
     /// Sets column `col` to any value: a string, NULL, a number.
@@ -340,13 +424,16 @@ impl<'a> RowWriter<'a> {
         }
     }
 
-    /// Writes `v` into the record copy (the `Record` sink) and notes the column.
+    /// Writes `v` into the record copy (the `Record` sink, copied first if deferred) and notes
+    /// the column.
     fn write(&mut self, col: usize, v: &Value) {
+        self.materialize();
         let Sink::Record {
             layout,
             rec,
             mask,
             wide,
+            ..
         } = &mut self.sink
         else {
             return;
@@ -366,15 +453,18 @@ impl<'a> RowWriter<'a> {
         self.error.get_or_insert(e);
     }
 
-    /// The columns set (as [`Sink::Record`]'s mask; 0 for collected values), or the first
-    /// value refused.
-    pub(crate) fn finish(self) -> TxResult<u64> {
+    /// The columns set (as [`Sink::Record`]'s mask; 0 for collected values) and whether they
+    /// are in the copy or only in the words, or the first value refused.
+    pub(crate) fn finish(self) -> TxResult<Written> {
         if let Some(e) = self.error {
             return Err(e);
         }
         Ok(match self.sink {
-            Sink::Record { mask, .. } => mask,
-            Sink::Values(_) => 0,
+            Sink::Record { mask, copied, .. } => Written { mask, copied },
+            Sink::Values(_) => Written {
+                mask: 0,
+                copied: true,
+            },
         })
     }
 }
@@ -543,35 +633,41 @@ mod tests {
     }
 
     /// Writing through the record writer gives the bytes of encoding the new row whole, and
-    /// notes exactly the columns set; the values writer collects the same pairs.
+    /// notes exactly the columns set, whether it starts with a copy or deferred (the string
+    /// makes the copy then); the values writer collects the same pairs.
     #[test]
     fn the_record_writer_writes_what_encoding_the_row_writes() {
         let layout = layout(false);
         let old = [Value::Int(1), Value::Null, Value::Float(2.5), Value::Int(3)];
-        let mut rec = record(&layout, &old);
-        let mut wide = Vec::new();
-        let mut writer = RowWriter::record(&layout, &mut rec, &mut wide);
-        writer.float(2, 7.25);
-        writer.int(3, -4);
-        writer.set(1, Value::Str("hi".into()));
-        // An integer into a float column is converted, as `update` converts it.
-        writer.int(2, 8);
-        assert_eq!(writer.finish().unwrap(), 0b1110);
+        let stored = record(&layout, &old);
         let new = [
             Value::Int(1),
             Value::Str("hi".into()),
             Value::Float(8.0),
             Value::Int(-4),
         ];
-        assert_eq!(rec, record(&layout, &new));
-        assert!(wide.is_empty());
+        for deferred in [false, true] {
+            let (mut rec, mut words, mut wide) = (Vec::new(), Vec::new(), Vec::new());
+            let mut writer =
+                RowWriter::record(&layout, &stored, &mut rec, &mut words, &mut wide, deferred);
+            writer.float(2, 7.25);
+            writer.int(3, -4);
+            writer.set(1, Value::Str("hi".into()));
+            // An integer into a float column is converted, as `update` converts it.
+            writer.int(2, 8);
+            let written = writer.finish().unwrap();
+            assert_eq!(written.mask, 0b1110);
+            assert!(written.copied, "deferred {deferred}");
+            assert_eq!(rec, record(&layout, &new), "deferred {deferred}");
+            assert!(wide.is_empty());
+        }
 
         let mut pairs = Vec::new();
         let mut writer = RowWriter::values(&mut pairs);
         writer.float(2, 7.25);
         writer.int(3, -4);
         writer.set(1, Value::Null);
-        assert_eq!(writer.finish().unwrap(), 0);
+        assert_eq!(writer.finish().unwrap().mask, 0);
         assert_eq!(
             pairs,
             vec![
@@ -582,6 +678,75 @@ mod tests {
         );
     }
 
+    /// A deferred writer given only words copies nothing: it lists each word at its column's
+    /// offset, in the order set, and writing them over the record (null bits cleared) gives
+    /// what encoding the new row gives.
+    #[test]
+    fn a_deferred_writer_of_words_lists_them_at_their_offsets() {
+        let layout = layout(false);
+        let old = [Value::Int(1), Value::Null, Value::Float(2.5), Value::Int(3)];
+        let stored = record(&layout, &old);
+        let (mut rec, mut words, mut wide) = (Vec::new(), Vec::new(), Vec::new());
+        let mut writer = RowWriter::record(&layout, &stored, &mut rec, &mut words, &mut wide, true);
+        writer.int(3, 5);
+        writer.float(2, -1.5);
+        writer.int(3, 6);
+        let written = writer.finish().unwrap();
+        assert_eq!(
+            written,
+            Written {
+                mask: 0b1100,
+                copied: false
+            }
+        );
+        assert!(rec.is_empty(), "no copy was made");
+        assert_eq!(
+            words,
+            vec![
+                (layout.column_range(3).start, 5i64.to_le_bytes()),
+                (layout.column_range(2).start, (-1.5f64).to_le_bytes()),
+                (layout.column_range(3).start, 6i64.to_le_bytes()),
+            ]
+        );
+        let mut applied = stored.clone();
+        for (offset, word) in &words {
+            applied[*offset..offset + 8].copy_from_slice(word);
+        }
+        let new = [
+            Value::Int(1),
+            Value::Null,
+            Value::Float(-1.5),
+            Value::Int(6),
+        ];
+        assert_eq!(applied, record(&layout, &new));
+    }
+
+    /// Words set while deferred keep their place when a later value makes the copy: written
+    /// into it, their columns' null bits cleared.
+    #[test]
+    fn making_the_copy_keeps_the_words_set_before_it() {
+        let layout = Layout::new(
+            &TableSchema::new("t")
+                .int("id")
+                .int("opt")
+                .nullable()
+                .string("note", 8)
+                .key(&["id"]),
+        );
+        let stored = record(
+            &layout,
+            &[Value::Int(1), Value::Null, Value::Str("a".into())],
+        );
+        let (mut rec, mut words, mut wide) = (Vec::new(), Vec::new(), Vec::new());
+        let mut writer = RowWriter::record(&layout, &stored, &mut rec, &mut words, &mut wide, true);
+        writer.int(1, 5);
+        writer.set(2, Value::Str("b".into()));
+        let written = writer.finish().unwrap();
+        assert_eq!((written.mask, written.copied), (0b110, true));
+        let new = [Value::Int(1), Value::Int(5), Value::Str("b".into())];
+        assert_eq!(rec, record(&layout, &new));
+    }
+
     /// The first refused value is the error, and later ones do not replace it; columns from
     /// 64 on are listed apart from the mask.
     #[test]
@@ -590,31 +755,35 @@ mod tests {
         let mut row = vec![Value::Int(1), Value::Null, Value::Float(0.0), Value::Int(0)];
         row.extend((0..70).map(Value::Int));
         let before = record(&layout, &row);
-        let mut rec = before.clone();
-        let mut wide = Vec::new();
-        let mut writer = RowWriter::record(&layout, &mut rec, &mut wide);
-        writer.int(70, 5);
-        writer.int(3, 9);
-        assert_eq!(writer.finish().unwrap(), 1 << 3);
-        assert_eq!(wide, vec![70]);
+        for deferred in [false, true] {
+            let (mut rec, mut words, mut wide) = (Vec::new(), Vec::new(), Vec::new());
+            let mut writer =
+                RowWriter::record(&layout, &before, &mut rec, &mut words, &mut wide, deferred);
+            writer.int(70, 5);
+            writer.int(3, 9);
+            let written = writer.finish().unwrap();
+            assert_eq!(written.mask, 1 << 3);
+            assert!(written.copied, "a wide column makes the copy");
+            assert_eq!(wide, vec![70]);
 
-        for (bad, message) in [
-            (0usize, "is Str"),
-            (1, "longer than column note"),
-            (2, "no column 200"),
-        ] {
-            let mut rec = before.clone();
-            let mut wide = Vec::new();
-            let mut writer = RowWriter::record(&layout, &mut rec, &mut wide);
-            match bad {
-                0 => writer.set(1, Value::Int(3)),
-                1 => writer.set(1, Value::Str("far too long".into())),
-                _ => writer.int(200, 1),
+            for (bad, message) in [
+                (0usize, "is Str"),
+                (1, "longer than column note"),
+                (2, "no column 200"),
+            ] {
+                let (mut rec, mut words, mut wide) = (Vec::new(), Vec::new(), Vec::new());
+                let mut writer =
+                    RowWriter::record(&layout, &before, &mut rec, &mut words, &mut wide, deferred);
+                match bad {
+                    0 => writer.set(1, Value::Int(3)),
+                    1 => writer.set(1, Value::Str("far too long".into())),
+                    _ => writer.int(200, 1),
+                }
+                writer.int(200, 2);
+                writer.set(3, Value::Null);
+                let e = writer.finish().unwrap_err().to_string();
+                assert!(e.contains(message), "{e}");
             }
-            writer.int(200, 2);
-            writer.set(3, Value::Null);
-            let e = writer.finish().unwrap_err().to_string();
-            assert!(e.contains(message), "{e}");
         }
     }
 }

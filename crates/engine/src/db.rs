@@ -854,6 +854,7 @@ impl Database {
     /// [`SPAN_MERGE_GAP`] bytes become one; more than [`MAX_SPANS`] become one covering them
     /// all), after checking every column exists and belongs to no index key. A nullable column
     /// adds the null bitmap, which leads the record.
+    #[inline(always)]
     pub(crate) fn changed_spans(
         &self,
         table: &Table,
@@ -926,7 +927,7 @@ impl Database {
     /// comes first), so the spans come out sorted and are merged as they are pushed. False,
     /// with `spans` to be recomputed, if a column does not exist or is indexed: the general
     /// path reports which.
-    #[inline]
+    #[inline(always)]
     fn spans_by_mask(&self, table: &Table, mask: u64, spans: &mut Vec<(usize, usize)>) -> bool {
         let layout = &table.layout;
         if layout.columns() < 64 && mask >> layout.columns() != 0 {

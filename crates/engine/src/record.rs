@@ -247,6 +247,14 @@ impl Layout {
         rec.get(slot.offset..slot.offset + 8)?.try_into().ok()
     }
 
+    /// The byte offset of column `col` if it has type `ty` (an integer or a float): where a
+    /// deferred [`crate::api::RowWriter`] will write its 8 bytes.
+    #[inline]
+    pub fn word_offset(&self, col: usize, ty: ColumnType) -> Option<usize> {
+        let slot = self.slots.get(col)?;
+        (slot.ty == ty).then_some(slot.offset)
+    }
+
     /// Writes the 8 bytes of column `col` and clears its null bit, if it has type `ty` (an
     /// integer or a float) and `rec` holds it; false, with nothing written, otherwise (the
     /// inline path of `RowWriter::int` and `RowWriter::float`).

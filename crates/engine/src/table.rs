@@ -11,7 +11,7 @@
 //! The operations the 2008 paper breaks instructions down by (Figures 5 and 6) each have one
 //! non-inlined entry point here, so a callgrind profile attributes their inclusive cost:
 //! B-tree lookup = [`IndexStore::get`], pin/unpin = [`Records::with`], update record =
-//! [`Records::write_pieces`], create record = [`Records::insert`], insert
+//! [`Records::write_pieces`] or [`Records::write_words`], create record = [`Records::insert`], insert
 //! index = [`IndexStore::insert`] and [`IndexStore::insert_with_next`] (begin and commit are
 //! `Transaction::begin` and `Transaction::commit`).
 
@@ -63,6 +63,37 @@ impl Records {
                 unsafe { m.write(RecordPtr(loc), *offset, bytes) }
             }),
         })
+    }
+
+    /// Writes 8-byte words into the record at `loc` in place, in order, each `(offset, bytes)`,
+    /// and then `bitmap` (if not empty) over its null bitmap at offset 0: a main-memory update
+    /// that is not logged (see `Transaction::update_row`). The "update record" entry point of
+    /// such an update, as [`Records::write_pieces`] is of the others.
+    #[inline(never)]
+    pub fn write_words(
+        &self,
+        loc: u64,
+        words: &[(usize, [u8; 8])],
+        bitmap: &[u8],
+    ) -> StorageResult<()> {
+        crate::profile::record_access(|| match self {
+            Records::Heap(h) => {
+                let mut pieces: Vec<(usize, &[u8])> =
+                    words.iter().map(|(at, w)| (*at, &w[..])).collect();
+                if !bitmap.is_empty() {
+                    pieces.push((0, bitmap));
+                }
+                h.update_pieces(RecordId::from_u64(loc), &pieces)
+            }
+            // SAFETY: as for `write_pieces`.
+            Records::Mem(m) => unsafe { m.write_words(RecordPtr(loc), words, bitmap) },
+        })
+    }
+
+    /// Whether records live in the main-memory store (reached by pointer, written in place).
+    #[inline]
+    pub fn is_mem(&self) -> bool {
+        matches!(self, Records::Mem(_))
     }
 
     /// Inserts a record; `before_write(loc)` runs before any page changes (undo logging).

@@ -40,7 +40,8 @@ use crate::keys::key_hash;
 use crate::record::Layout;
 use crate::table::{Index, Table};
 use crate::undo::{
-    push_piece, UndoList, UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE, KIND_UPDATE_PIECES,
+    push_piece, push_word_piece, UndoList, UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE,
+    KIND_UPDATE_PIECES,
 };
 use crate::value::{Row, Value};
 
@@ -70,6 +71,8 @@ pub(crate) struct Session {
     hits: Vec<(Vec<u8>, u64)>,
     /// Columns from 64 on that an update set (see `RowWriter`).
     wide: Vec<usize>,
+    /// The words a deferred update set, `(byte offset, bytes)` (see `RowWriter`).
+    words: Vec<(usize, [u8; 8])>,
     /// The byte spans an update rewrites.
     spans: Vec<(usize, usize)>,
     /// Records deleted by this transaction: their index entries are gone at once, the records
@@ -90,12 +93,25 @@ const LEAF_HINTS: usize = 4;
 struct Staged<'a> {
     /// Columns from 64 on that the update set.
     wide: &'a mut Vec<usize>,
+    /// The words a deferred update set, `(byte offset, bytes)`.
+    words: &'a mut Vec<(usize, [u8; 8])>,
     /// The byte spans the changes rewrite, sorted.
     spans: &'a mut Vec<(usize, usize)>,
-    /// A copy of the record with the new values written in.
+    /// A copy of the record with the new values written in; for an update in place, the new
+    /// null bitmap (empty if no nullable column was set).
     rec: &'a mut Vec<u8>,
     /// The before image (one span's bytes, or pieces).
     before: &'a mut Vec<u8>,
+}
+
+/// What staging an update found to do.
+enum Stage {
+    /// Nothing was set.
+    Unchanged,
+    /// Write back `Staged::spans` of the copy `Staged::rec`.
+    Spans,
+    /// Write `Staged::words` (and the bitmap in `Staged::rec`) into the record in place.
+    Words,
 }
 
 /// Where an update's new values come from.
@@ -123,6 +139,7 @@ impl Session {
             after: Vec::with_capacity(1024),
             hits: Vec::new(),
             wide: Vec::new(),
+            words: Vec::with_capacity(16),
             spans: Vec::with_capacity(8),
             deleted: Vec::new(),
             leaf_hints: ArrayVec::new(),
@@ -442,6 +459,11 @@ impl<'db> Transaction<'db> {
     /// (computed from the row itself for `update_with`), and copies only the changed byte
     /// spans out of the record (see `Database::changed_spans`): they are both the before image
     /// (undo) and, once the new values are written into them, the after image.
+    ///
+    /// On the main-memory store without a log (the ladder's rung 4 and up, where no redo or
+    /// undo record is written) an update that sets only integers and floats is made in place
+    /// instead: the writer notes each word, and each is written straight into the record, its
+    /// before image going to the undo list as a piece of its own (see `RowWriter`).
     fn update_row(
         &mut self,
         t: &TableRef,
@@ -450,32 +472,47 @@ impl<'db> Transaction<'db> {
     ) -> TxResult<bool> {
         let table = self.table(t)?;
         let db = self.db;
+        let in_place = db.log.is_none() && table.records.is_mem();
         let mut k = std::mem::take(&mut self.s.key);
         let mut rec = std::mem::take(&mut self.s.rec);
         let mut before = std::mem::take(&mut self.s.after);
         let mut wide = std::mem::take(&mut self.s.wide);
+        let mut words = std::mem::take(&mut self.s.words);
         let mut spans = std::mem::take(&mut self.s.spans);
         let r = (|| {
             table.key.encode(key, &mut k)?;
             let Some(loc) = self.find_locked(table, &k, true)? else {
                 return Ok(false);
             };
-            let changed = table.records.with(loc, |bytes| {
+            let stage = table.records.with(loc, |bytes| {
                 let mut staged = Staged {
                     wide: &mut wide,
+                    words: &mut words,
                     spans: &mut spans,
                     rec: &mut rec,
                     before: &mut before,
                 };
-                Self::stage_update(db, table, bytes, &mut changes, &mut staged)
+                Self::stage_update(db, table, bytes, &mut changes, &mut staged, in_place)
             })?;
-            match changed {
+            match stage {
                 None => return Ok(false),
-                Some(changed) => {
-                    if !changed? {
+                Some(stage) => match stage? {
+                    Stage::Unchanged => return Ok(true),
+                    Stage::Words => {
+                        let written = table.records.write_words(loc, &words, &rec);
+                        self.s.undo.push(
+                            KIND_UPDATE_PIECES,
+                            table.id,
+                            loc,
+                            0,
+                            &before,
+                            self.last_lsn.0,
+                        );
+                        written?;
                         return Ok(true);
                     }
-                }
+                    Stage::Spans => {}
+                },
             }
             // One span: a plain update of `lo..hi`. Several (columns far apart): an update
             // in pieces, so neither log nor undo list carries the bytes between them.
@@ -506,6 +543,7 @@ impl<'db> Transaction<'db> {
         self.s.rec = rec;
         self.s.after = before;
         self.s.wide = wide;
+        self.s.words = words;
         self.s.spans = spans;
         r
     }
@@ -513,9 +551,11 @@ impl<'db> Transaction<'db> {
     /// Computes an update of the stored record `bytes` (under its page latch, inside
     /// `Records::with`): copies the record into `rec`, writes the new values into the copy
     /// (given, or set by the procedure's callback through a [`RowWriter`]), and works out the
-    /// byte spans that changed and their before image. False if nothing was set. Never
-    /// inlined, so profiles can tell this "update record" work from the record access around
-    /// it.
+    /// byte spans that changed and their before image. With `in_place` the writer starts
+    /// deferred (see `update_row`), and an update of words alone stays so: its before image is
+    /// a piece per column set (and the null bitmap, if a nullable column was set, whose new
+    /// bytes go to `rec`). Never inlined, so profiles can tell this "update record" work from
+    /// the record access around it.
     #[inline(never)]
     fn stage_update(
         db: &Database,
@@ -523,12 +563,12 @@ impl<'db> Transaction<'db> {
         bytes: &[u8],
         changes: &mut Changes<'_, '_>,
         out: &mut Staged<'_>,
-    ) -> TxResult<bool> {
+        in_place: bool,
+    ) -> TxResult<Stage> {
         let layout = &table.layout;
-        out.rec.clear();
-        out.rec.extend_from_slice(bytes);
         out.wide.clear();
-        let mut writer = RowWriter::record(layout, out.rec, out.wide);
+        out.words.clear();
+        let mut writer = RowWriter::record(layout, bytes, out.rec, out.words, out.wide, in_place);
         match changes {
             Changes::Given(given) => {
                 for (c, v) in given.iter() {
@@ -538,12 +578,15 @@ impl<'db> Transaction<'db> {
             Changes::Computed(f) => f(RowRef::record(layout, bytes), &mut writer)?,
         }
         // A bad value fails here, before anything is logged or written.
-        let mask = writer.finish()?;
-        if mask == 0 && out.wide.is_empty() {
-            return Ok(false);
+        let written = writer.finish()?;
+        if written.mask == 0 && out.wide.is_empty() {
+            return Ok(Stage::Unchanged);
         }
-        db.changed_spans(table, mask, out.wide, out.spans)?;
         out.before.clear();
+        if !written.copied {
+            return Self::stage_words(db, table, bytes, written.mask, out);
+        }
+        db.changed_spans(table, written.mask, out.wide, out.spans)?;
         for &(lo, hi) in out.spans.iter() {
             if out.spans.len() == 1 {
                 out.before.extend_from_slice(&bytes[lo..hi]);
@@ -551,7 +594,59 @@ impl<'db> Transaction<'db> {
                 push_piece(out.before, lo, &bytes[lo..hi]);
             }
         }
-        Ok(true)
+        Ok(Stage::Spans)
+    }
+
+    /// The rest of [`Transaction::stage_update`] for an update of words in place (columns
+    /// `mask`, all below 64 and of the table, as the writer checked): refuses key columns,
+    /// and builds the before image of each column set and, if any is nullable, of the null
+    /// bitmap, whose new bytes (those bits cleared) it puts in `out.rec`.
+    #[inline]
+    fn stage_words(
+        db: &Database,
+        table: &Table,
+        bytes: &[u8],
+        mask: u64,
+        out: &mut Staged<'_>,
+    ) -> TxResult<Stage> {
+        let layout = &table.layout;
+        if mask & table.indexed_columns.load(Ordering::Relaxed) != 0 {
+            return Err(Self::refuse_key_columns(db, table, mask));
+        }
+        out.rec.clear();
+        if mask & layout.nullable_mask() != 0 {
+            let bitmap = &bytes[..layout.bitmap_len()];
+            push_piece(out.before, 0, bitmap);
+            out.rec.extend_from_slice(bitmap);
+            let mut rest = mask & layout.nullable_mask();
+            while rest != 0 {
+                let c = rest.trailing_zeros() as usize;
+                out.rec[c / 8] &= !(1u8 << (c % 8));
+                rest &= rest - 1;
+            }
+        }
+        let mut rest = mask;
+        while rest != 0 {
+            let at = layout.column_range(rest.trailing_zeros() as usize).start;
+            let word = bytes[at..at + 8].try_into().expect("an 8-byte column");
+            push_word_piece(out.before, at, word);
+            rest &= rest - 1;
+        }
+        Ok(Stage::Words)
+    }
+
+    /// The error for an update of columns `mask`, some of which belong to an index key: the
+    /// general path's, which names the column.
+    #[cold]
+    #[inline(never)]
+    fn refuse_key_columns(db: &Database, table: &Table, mask: u64) -> TxError {
+        match db.changed_spans(table, mask, &[], &mut Vec::new()) {
+            Err(e) => e,
+            Ok(()) => TxError::Invalid(format!(
+                "an update of {} sets a key column",
+                table.schema.name
+            )),
+        }
     }
 
     fn project(layout: &Layout, rec: &[u8], fetch: Fetch<'_>) -> Row {

@@ -80,10 +80,21 @@ pub fn decode(bytes: &[u8]) -> TxResult<UndoOp<'_>> {
 }
 
 /// Appends one piece (`offset`, `bytes`) to the before image of an update in pieces.
+#[inline]
 pub fn push_piece(out: &mut Vec<u8>, offset: usize, bytes: &[u8]) {
     out.extend_from_slice(&(offset as u16).to_le_bytes());
     out.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
     out.extend_from_slice(bytes);
+}
+
+/// [`push_piece`] of one 8-byte word: the piece's header and bytes appended at once.
+#[inline]
+pub fn push_word_piece(out: &mut Vec<u8>, offset: usize, word: [u8; 8]) {
+    let mut piece = [0u8; 12];
+    piece[..2].copy_from_slice(&(offset as u16).to_le_bytes());
+    piece[2..4].copy_from_slice(&8u16.to_le_bytes());
+    piece[4..].copy_from_slice(&word);
+    out.extend_from_slice(&piece);
 }
 
 /// The pieces of an update-in-pieces before image, in order; malformed bytes (from a damaged
@@ -185,6 +196,15 @@ mod tests {
         bad = buf.clone();
         bad.push(0);
         assert!(decode(&bad).is_err());
+    }
+
+    #[test]
+    fn a_word_piece_is_a_piece_of_eight_bytes() {
+        let (mut words, mut general) = (Vec::new(), Vec::new());
+        push_word_piece(&mut words, 300, *b"12345678");
+        push_piece(&mut general, 300, b"12345678");
+        assert_eq!(words, general);
+        assert_eq!(pieces(&words).unwrap(), vec![(300, &b"12345678"[..])]);
     }
 
     #[test]

@@ -282,6 +282,46 @@ impl MemStore {
         Ok(())
     }
 
+    /// Overwrites 8-byte words of the record in place, each `(offset, bytes)` in order, then
+    /// `head` (if not empty) at offset 0: [`MemStore::write`] of each, with one bounds check.
+    ///
+    /// Fails with [`StorageError::Invalid`], writing nothing, if a word or `head` passes the
+    /// record's end.
+    ///
+    /// # Safety
+    /// As for [`MemStore::write`].
+    #[inline]
+    pub unsafe fn write_words(
+        &self,
+        ptr: RecordPtr,
+        words: &[(usize, [u8; 8])],
+        head: &[u8],
+    ) -> StorageResult<()> {
+        // SAFETY: the caller's contract.
+        let len = unsafe { self.record_len(ptr) };
+        let end = words
+            .iter()
+            .map(|(at, _)| at.saturating_add(8))
+            .max()
+            .unwrap_or(0);
+        if end > len || head.len() > len {
+            return Err(StorageError::Invalid(format!(
+                "write of words up to byte {} past a record of {len} bytes",
+                end.max(head.len())
+            )));
+        }
+        let record = ptr.addr().wrapping_add(BLOCK_HEADER_SIZE);
+        // SAFETY: every range is inside the record (checked above), which the caller has
+        // exclusively.
+        unsafe {
+            for (at, word) in words {
+                record.add(*at).cast::<[u8; 8]>().write_unaligned(*word);
+            }
+            std::ptr::copy_nonoverlapping(head.as_ptr(), record, head.len());
+        }
+        Ok(())
+    }
+
     /// Deletes the record: it leaves the live set, and its memory is freed by the next
     /// [`MemStore::reclaim`] (or drop). [`StorageError::NoSuchRecord`] if it is already deleted
     /// or belongs to another store.
@@ -397,6 +437,31 @@ mod tests {
             assert!(store.write(a, usize::MAX, b"x").is_err());
         }
         assert_eq!(store.len(), 2);
+    }
+
+    #[test]
+    fn words_are_written_in_order_and_out_of_bounds_writes_nothing() {
+        let store = MemStore::new();
+        let a = store.insert(&[0u8; 20]).unwrap();
+        // SAFETY: a pointer from this store, single thread.
+        unsafe {
+            store
+                .write_words(
+                    a,
+                    &[(4, *b"abcdefgh"), (12, *b"ijklmnop"), (4, *b"ABCDEFGH")],
+                    b"xy",
+                )
+                .unwrap();
+            assert_eq!(store.read(a, |r| r.to_vec()), b"xy\0\0ABCDEFGHijklmnop");
+            for (words, head) in [
+                (&[(4, [1u8; 8]), (13, [2u8; 8])][..], &b""[..]),
+                (&[(usize::MAX, [1u8; 8])][..], &b""[..]),
+                (&[][..], &[3u8; 21][..]),
+            ] {
+                assert!(store.write_words(a, words, head).is_err());
+                assert_eq!(store.read(a, |r| r.to_vec()), b"xy\0\0ABCDEFGHijklmnop");
+            }
+        }
     }
 
     #[test]
