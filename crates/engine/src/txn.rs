@@ -460,7 +460,7 @@ impl<'db> Transaction<'db> {
     /// spans out of the record (see `Database::changed_spans`): they are both the before image
     /// (undo) and, once the new values are written into them, the after image.
     ///
-    /// On the main-memory store without a log (the ladder's rung 4 and up, where no redo or
+    /// On the main-memory store without a log (the ladder's rungs 9 and 10, where no redo or
     /// undo record is written) an update that sets only integers and floats is made in place
     /// instead: the writer notes each word, and each is written straight into the record, its
     /// before image going to the undo list as a piece of its own (see `RowWriter`).
