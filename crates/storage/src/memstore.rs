@@ -7,15 +7,18 @@
 //! | offset | size | field    | meaning                                                    |
 //! |-------:|-----:|----------|------------------------------------------------------------|
 //! | 0      | 4    | len      | record bytes; fixed at insert                              |
-//! | 4      | 4    | store    | id of the owning [`MemStore`] (catches foreign pointers)   |
-//! | 8      | 4    | shard    | registry shard that lists the block                        |
-//! | 12     | 4    | state    | 1 live, 2 retired                                          |
-//! | 16     | 8    | slot     | position in the shard's live list (live records only)      |
-//! | 24     | len  | bytes    | the record                                                 |
+//! | 4      | 4    | tag      | bits 8–31: id of the owning [`MemStore`] (catches foreign  |
+//! |        |      |          | pointers); bits 4–7: its registry shard; bits 0–3: state,  |
+//! |        |      |          | 1 live, 2 retired                                          |
+//! | 8      | len  | bytes    | the record                                                 |
 //!
-//! `len` and `store` never change after insert; `shard`, `state` and `slot` are read and
-//! written only under the latch of the record's shard. The record bytes belong to whoever the
-//! engine's record locks admit.
+//! `len` and the tag's store and shard never change after insert; the state changes only under
+//! the latch of the record's shard (the tag is read and written atomically, since a delete
+//! reads the store and shard before it takes that latch). The record bytes belong to whoever
+//! the engine's record locks admit. The header is 8 bytes so that a small row carries little
+//! beside it: a TPC-C order line's block is 112 bytes, a 24-byte header made it 128, and a
+//! stripped New-Order's inserts are most of the memory the run grows into (each new page a
+//! page fault).
 //!
 //! **Lifetime rule.** The engine keeps a record's address in its indexes, so another thread may
 //! still hold a pointer to a record another thread has just deleted (it found it in an index
@@ -29,9 +32,9 @@
 //! blocks go to a per-size free list and are reused by later inserts of the same size (a
 //! table's records all have one size); chunks are freed when the store is dropped.
 //!
-//! The registry (per-shard lists of live and retired blocks) serves `len`, the double-delete
-//! check and `reclaim`; it costs a push under a shard latch per insert, and nothing on reads or
-//! writes.
+//! The registry (per shard, a count of live blocks and a list of retired ones) serves `len`
+//! and `reclaim`; the state in the tag catches a second delete. An insert costs a count under a
+//! shard latch, and reads and writes nothing.
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::cell::Cell;
@@ -41,17 +44,23 @@ use crate::error::{StorageError, StorageResult};
 use crate::latch::Latch;
 
 const OFFSET_LEN: usize = 0;
-const OFFSET_STORE: usize = 4;
-const OFFSET_SHARD: usize = 8;
-const OFFSET_STATE: usize = 12;
-const OFFSET_SLOT: usize = 16;
+const OFFSET_TAG: usize = 4;
 /// Bytes before the record in its block.
-const BLOCK_HEADER_SIZE: usize = 24;
+const BLOCK_HEADER_SIZE: usize = 8;
 const BLOCK_ALIGN: usize = 8;
 const STATE_LIVE: u32 = 1;
 const STATE_RETIRED: u32 = 2;
+/// The tag's state bits, and how far up its shard and store id sit.
+const TAG_STATE_MASK: u32 = 0xf;
+const TAG_SHARD_SHIFT: u32 = 4;
+const TAG_STORE_SHIFT: u32 = 8;
+/// Store ids are the low 24 bits of a counter: stores made 2^24 apart share one, so a
+/// pointer into one of them is not told from a pointer into the other (the check is a guard
+/// against mistakes, not part of the safety contract).
+const STORE_ID_MASK: u32 = (1 << (32 - TAG_STORE_SHIFT)) - 1;
 
-const _: () = assert!(OFFSET_SLOT + 8 == BLOCK_HEADER_SIZE);
+const _: () = assert!(OFFSET_TAG + 4 == BLOCK_HEADER_SIZE);
+const _: () = assert!(SHARDS_LATCHED <= 1 << (TAG_STORE_SHIFT - TAG_SHARD_SHIFT));
 
 /// The most bytes of a block [`MemStore::prefetch`] loads: eight cache lines, which hold most
 /// rows whole; a procedure rarely reads every column of a wider one. (Loading 40, 232 or 488
@@ -79,8 +88,8 @@ const CHUNK_MAX_BYTES: usize = 256 << 10;
 /// The blocks one shard knows about, and the memory it carves them from.
 #[derive(Default)]
 struct Shard {
-    /// Addresses of live blocks; a block's `slot` field is its position here.
-    live: Vec<usize>,
+    /// Live blocks carved by this shard.
+    live: usize,
     /// Addresses of deleted blocks, put on `free` by `reclaim`.
     retired: Vec<usize>,
     /// Every chunk allocated (address, layout), freed on drop.
@@ -148,11 +157,22 @@ fn block_size(len: usize) -> usize {
     (BLOCK_HEADER_SIZE + len).next_multiple_of(BLOCK_ALIGN)
 }
 
+/// The tag word of the block at `block` (see the module documentation).
+///
+/// # Safety
+/// `block` is a block of a [`MemStore`] that is still alive.
+#[inline]
+unsafe fn tag(block: *mut u8) -> &'static AtomicU32 {
+    // SAFETY: the block is valid (the caller's contract) and 8-aligned, so its tag word is
+    // 4-aligned; it is only ever accessed through this atomic once the block is published.
+    unsafe { AtomicU32::from_ptr(block.add(OFFSET_TAG).cast::<u32>()) }
+}
+
 /// Heap-allocated records reached by address.
 pub struct MemStore {
+    /// The store id, already shifted into place in a tag.
     id: u32,
-    /// Each latch protects its shard's lists and the `shard`, `state` and `slot` fields of the
-    /// blocks it lists.
+    /// Each latch protects its shard's count and list and the state of the blocks it carved.
     shards: Box<[Latch<Shard>]>,
 }
 
@@ -172,7 +192,7 @@ impl MemStore {
     pub fn with_latching(latching: bool) -> Self {
         let shards = if latching { SHARDS_LATCHED } else { 1 };
         MemStore {
-            id: NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed),
+            id: (NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed) & STORE_ID_MASK) << TAG_STORE_SHIFT,
             shards: (0..shards)
                 .map(|_| Latch::new(Shard::default(), latching))
                 .collect(),
@@ -192,26 +212,20 @@ impl MemStore {
         let block = shard.allocate(block_size(bytes.len()));
         // SAFETY: `block` is BLOCK_HEADER_SIZE + len bytes (at least) that no one else uses,
         // aligned to 8; every write below stays inside it and no other thread knows the address
-        // yet. The slot field is guarded by this shard's latch, which we hold.
+        // yet.
         unsafe {
             block.add(OFFSET_LEN).cast::<u32>().write(len);
-            block.add(OFFSET_STORE).cast::<u32>().write(self.id);
             block
-                .add(OFFSET_SHARD)
+                .add(OFFSET_TAG)
                 .cast::<u32>()
-                .write(shard_index as u32);
-            block.add(OFFSET_STATE).cast::<u32>().write(STATE_LIVE);
-            block
-                .add(OFFSET_SLOT)
-                .cast::<u64>()
-                .write(shard.live.len() as u64);
+                .write(self.id | (shard_index as u32) << TAG_SHARD_SHIFT | STATE_LIVE);
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
                 block.add(BLOCK_HEADER_SIZE),
                 bytes.len(),
             );
         }
-        shard.live.push(block as usize);
+        shard.live += 1;
         Ok(RecordPtr(block as usize as u64))
     }
 
@@ -331,49 +345,34 @@ impl MemStore {
     /// has not run since it was deleted.
     pub unsafe fn delete(&self, ptr: RecordPtr) -> StorageResult<()> {
         let block = ptr.addr();
-        // SAFETY: `store` is immutable; the block is valid by the contract.
-        let store = unsafe { block.add(OFFSET_STORE).cast::<u32>().read() };
-        if store != self.id {
+        // SAFETY: the block is valid by the contract.
+        let tag = unsafe { tag(block) };
+        let word = tag.load(Ordering::Relaxed);
+        if word & !((1 << TAG_STORE_SHIFT) - 1) != self.id {
             return Err(StorageError::NoSuchRecord(format!(
                 "{ptr:?} (another store)"
             )));
         }
-        // SAFETY: `shard` is written only at insert, before the address was published.
-        let shard_index = unsafe { block.add(OFFSET_SHARD).cast::<u32>().read() } as usize;
+        // The shard is written only at insert, before the address was published.
+        let shard_index = ((word >> TAG_SHARD_SHIFT) & TAG_STATE_MASK) as usize;
         let Some(latch) = self.shards.get(shard_index) else {
             return Err(StorageError::NoSuchRecord(format!("{ptr:?} (bad shard)")));
         };
         let mut shard = latch.write();
-        // SAFETY (this block and the next): `state` and `slot` of blocks this shard lists are
-        // accessed only under its latch, which we hold.
-        let (state, slot) = unsafe {
-            (
-                block.add(OFFSET_STATE).cast::<u32>().read(),
-                block.add(OFFSET_SLOT).cast::<u64>().read() as usize,
-            )
-        };
-        if state != STATE_LIVE || shard.live.get(slot) != Some(&(block as usize)) {
+        // The state changes only under this shard's latch, which we hold.
+        let word = tag.load(Ordering::Relaxed);
+        if word & TAG_STATE_MASK != STATE_LIVE {
             return Err(StorageError::NoSuchRecord(format!("{ptr:?} (deleted)")));
         }
-        shard.live.swap_remove(slot);
-        if let Some(&moved) = shard.live.get(slot) {
-            // SAFETY: `moved` is a live block of this shard; its slot field is ours to write.
-            unsafe {
-                (moved as *mut u8)
-                    .add(OFFSET_SLOT)
-                    .cast::<u64>()
-                    .write(slot as u64)
-            };
-        }
-        // SAFETY: as above.
-        unsafe { block.add(OFFSET_STATE).cast::<u32>().write(STATE_RETIRED) };
+        tag.store(word & !TAG_STATE_MASK | STATE_RETIRED, Ordering::Relaxed);
+        shard.live -= 1;
         shard.retired.push(block as usize);
         Ok(())
     }
 
     /// Live records.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.read().live.len()).sum()
+        self.shards.iter().map(|s| s.read().live).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -485,7 +484,7 @@ mod tests {
         assert_eq!((store.len(), store.retired_len()), (8, 2));
         assert_eq!(store.reclaim(), 2);
         assert_eq!(store.retired_len(), 0);
-        // The swap-removes kept the live list consistent: every live record deletes once.
+        // Every live record deletes once.
         for &p in ptrs.iter().filter(|&&p| p != ptrs[3] && p != ptrs[0]) {
             // SAFETY: live records of this store.
             unsafe { store.delete(p).unwrap() };
