@@ -128,6 +128,7 @@ where
             .x_labels(n)
             .x_label_formatter(&x_fmt)
             .y_desc(chart.y_label)
+            .y_label_formatter(&|v: &f64| tick_label(*v))
             .label_style(("sans-serif", 15))
             .disable_x_mesh()
             .draw()
@@ -149,23 +150,29 @@ where
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
         }
         ctx.configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font(("sans-serif", 16))
             .draw()
             .map_err(err)?;
     } else {
+        // Side-by-side bars get a quarter of the range as headroom, so that the legend in
+        // the top right corner has a band of its own above them (stacked bars fall from left
+        // to right along the ladder, and leave it free).
+        let top = (hi - lo) * if chart.stacked { 0.05 } else { 0.25 };
         let pad = (hi - lo) * 0.05;
         let mut ctx = builder
             .build_cartesian_2d(
                 x_range,
-                (lo.min(0.0) - if lo < 0.0 { pad } else { 0.0 })..hi + pad,
+                (lo.min(0.0) - if lo < 0.0 { pad } else { 0.0 })..hi + top,
             )
             .map_err(err)?;
         ctx.configure_mesh()
             .x_labels(n)
             .x_label_formatter(&x_fmt)
             .y_desc(chart.y_label)
+            .y_label_formatter(&|v: &f64| tick_label(*v))
             .label_style(("sans-serif", 15))
             .disable_x_mesh()
             .draw()
@@ -196,6 +203,7 @@ where
                 });
         }
         ctx.configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .label_font(("sans-serif", 16))
@@ -204,6 +212,23 @@ where
     }
     area.present().map_err(err)?;
     Ok(())
+}
+
+/// A y-axis tick: thousands as "20 K", whole numbers without a fraction ("45", not "45.0"),
+/// the rest with one decimal.
+fn tick_label(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        let k = v / 1000.0;
+        if (k - k.round()).abs() < 1e-9 {
+            format!("{k:.0} K")
+        } else {
+            format!("{k:.1} K")
+        }
+    } else if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// Writes `dir/name.svg` and `dir/name.png`.
@@ -336,4 +361,20 @@ pub fn ladder_figures(result: &LadderResult, dir: &Path) -> anyhow::Result<Vec<S
         written.push(name.clone());
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick_label;
+
+    #[test]
+    fn ticks_read_as_a_paper_would_print_them() {
+        assert_eq!(tick_label(100_000.0), "100 K");
+        assert_eq!(tick_label(2_500.0), "2.5 K");
+        assert_eq!(tick_label(-20_000.0), "-20 K");
+        assert_eq!(tick_label(45.0), "45");
+        assert_eq!(tick_label(0.0), "0");
+        assert_eq!(tick_label(-2.5), "-2.5");
+        assert_eq!(tick_label(500.0), "500");
+    }
 }

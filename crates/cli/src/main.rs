@@ -66,9 +66,12 @@ struct LadderArgs {
     /// Which transactions to measure: New-Order, Payment, or both and the paper's 50/50 mix.
     #[arg(long, value_enum, default_value = "mix")]
     txn: LadderTxn,
-    /// Measured transactions per phase and rung.
+    /// Measured transactions per phase and rung (counted under callgrind).
     #[arg(long, value_name = "N", default_value_t = bench::ladder::DEFAULT_TXNS, value_parser = clap::value_parser!(u64).range(1..))]
     txns: u64,
+    /// Transactions per phase, rung and repetition timed natively [default: 10 × --txns].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    native_txns: Option<u64>,
     /// Directory for the table, JSON, figures and callgrind files.
     #[arg(long, value_name = "DIR", default_value = "glass-out/ladder")]
     out: PathBuf,
@@ -460,6 +463,9 @@ fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
     let config = LadderConfig {
         phases: LadderConfig::phases_for(txn),
         txns: args.txns,
+        native_txns: args
+            .native_txns
+            .unwrap_or(args.txns.saturating_mul(bench::ladder::NATIVE_TXNS_FACTOR)),
         out: args.out.clone(),
         jobs: args.jobs as usize,
         items: args.items,

@@ -37,13 +37,20 @@ fn ladder_measures_every_rung_and_draws_the_figures() {
         .expect("run glass ladder");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "glass ladder failed: {stderr}");
-    assert!(stderr.contains("[24/24]"), "no progress lines: {stderr}");
+    // 12 rungs under callgrind, then 3 native rounds of the 12.
+    assert!(stderr.contains("[48/48]"), "no progress lines: {stderr}");
+    assert!(
+        stderr.contains("natively, round 3 of 3"),
+        "no native rounds: {stderr}"
+    );
 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("ladder.json")).unwrap())
             .unwrap();
     let rungs = json["rungs"].as_array().unwrap();
     assert_eq!(rungs.len(), 12);
+    // Native runs time ten times the transactions callgrind counts, unless told otherwise.
+    assert_eq!(json["config"]["native_txns"], 200);
     let mix = |rung: &serde_json::Value| {
         rung["phases"]
             .as_array()
@@ -67,6 +74,16 @@ fn ladder_measures_every_rung_and_draws_the_figures() {
                 "rung {}: {phase}",
                 rung["rung"]
             );
+            // One time per native round, and the reported time is their median.
+            let mut runs: Vec<f64> = phase["time_us_runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_f64().unwrap())
+                .collect();
+            runs.sort_by(f64::total_cmp);
+            assert_eq!(runs.len(), 3, "rung {}: {phase}", rung["rung"]);
+            assert_eq!(us, Some(runs[1]), "rung {}: {phase}", rung["rung"]);
             // The operations split the whole count.
             let ops: f64 = phase["by_operation"]
                 .as_array()

@@ -6,8 +6,8 @@
 //!                --toggle-collect=*measured_txn* --toggle-collect=*Kernel*run_mix*
 //!                glass ladder-child --rung K ...        ─► DIR/rung-K.callgrind.1..P
 //!                                                         (one dump per phase)
-//!   then for each rung, one at a time (so timings do not share the cores):
-//!       glass ladder-child --rung K --reps 3 ...        ─► µs per transaction (median of 3)
+//!   then 3 rounds of every rung, one at a time (so timings do not share the cores):
+//!       glass ladder-child --rung K --txns 10×N          ─► µs per transaction (median of 3)
 //!   ─► Profile::parse each dump ─► instructions/txn, by operation, by component
 //!   ─► DIR/ladder.json, DIR/ladder.md, DIR/*.svg + *.png (report.rs, plot.rs)
 //! ```
@@ -34,18 +34,27 @@ use crate::callgrind::{Operation, Profile};
 use measure::{Phase, RungOutcome};
 
 /// Default measured transactions per phase and rung: the whole default ladder (3 phases ×
-/// 12 rungs under callgrind, then natively) takes about 5 minutes on 2 cores.
+/// 12 rungs under callgrind, then three native rounds of ten times as many) takes about a
+/// minute and a half on 2 cores.
 pub const DEFAULT_TXNS: u64 = 1000;
 /// Rungs 0..=11.
 pub const RUNGS: usize = 12;
-/// Native repetitions of each phase; the median is reported.
+/// Native rounds (every rung once a round); each phase's median is reported.
 pub const NATIVE_REPS: usize = 3;
+/// Native runs measure this many times the transactions callgrind counts (unless told
+/// otherwise): they cost little (1,000 New-Orders take about 30 ms at rung 0), and a time
+/// measured over a few milliseconds moves with whatever else the machine does, which the
+/// instructions-vs-time figure, a difference of adjacent rungs, magnifies.
+pub const NATIVE_TXNS_FACTOR: u64 = 10;
 
 /// What `glass ladder tpcc` runs.
 #[derive(Clone, Debug, Serialize)]
 pub struct LadderConfig {
     pub phases: Vec<Phase>,
+    /// Transactions per phase counted under callgrind.
     pub txns: u64,
+    /// Transactions per phase and repetition timed natively.
+    pub native_txns: u64,
     pub out: PathBuf,
     pub jobs: usize,
     /// TPC-C sizes (full: 100,000 items, 3,000 customers per district).
@@ -150,7 +159,7 @@ pub fn valgrind_version() -> Result<String, String> {
     }
 }
 
-fn child_args(config: &LadderConfig, rung: usize, reps: usize) -> Vec<String> {
+fn child_args(config: &LadderConfig, rung: usize, reps: usize, txns: u64) -> Vec<String> {
     let phases: Vec<&str> = config.phases.iter().map(|p| p.name()).collect();
     vec![
         "ladder-child".into(),
@@ -159,7 +168,7 @@ fn child_args(config: &LadderConfig, rung: usize, reps: usize) -> Vec<String> {
         "--phases".into(),
         phases.join(","),
         "--txns".into(),
-        config.txns.to_string(),
+        txns.to_string(),
         "--warmup".into(),
         config.warmup.to_string(),
         "--reps".into(),
@@ -271,8 +280,8 @@ impl Progress {
             kinds[kind].2 += took;
             let mut left = 0.0;
             for (i, (total, done, spent)) in kinds.iter().enumerate() {
-                // Before any native run finishes, guess 5 s per rung.
-                let mean = if *done > 0 { spent / *done as f64 } else { 5.0 };
+                // Before any native run finishes, guess 2 s per rung and round.
+                let mean = if *done > 0 { spent / *done as f64 } else { 2.0 };
                 let lanes = if i == 0 { self.parallel.max(1) } else { 1 };
                 left += mean * (total - done) as f64 / lanes as f64;
             }
@@ -329,7 +338,7 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
         enabled: config.progress,
         started,
         parallel: config.jobs,
-        kinds: Mutex::new([(callgrind_tasks, 0, 0.0), (RUNGS, 0, 0.0)]),
+        kinds: Mutex::new([(callgrind_tasks, 0, 0.0), (RUNGS * NATIVE_REPS, 0, 0.0)]),
     };
 
     if let Err(why) = &valgrind {
@@ -356,7 +365,11 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
                     for stale in dump_paths(&out, config.phases.len() + 1) {
                         let _ = std::fs::remove_file(stale);
                     }
-                    let outcome = run_child(&config.exe, &child_args(config, k, 1), Some(&out));
+                    let outcome = run_child(
+                        &config.exe,
+                        &child_args(config, k, 1, config.txns),
+                        Some(&out),
+                    );
                     let took = t0.elapsed().as_secs_f64();
                     let label = rung_label(k).0.unwrap_or("full");
                     progress.finished(0, &format!("rung {k} ({label}) under callgrind"), took);
@@ -375,30 +388,46 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
         }
     }
 
-    for (k, rung) in rungs.iter_mut().enumerate() {
-        let t0 = Instant::now();
-        match run_child(&config.exe, &child_args(config, k, NATIVE_REPS), None) {
-            Ok(outcome) => {
-                rung.load_s = Some(outcome.load_s);
-                for (measure, phase) in rung.phases.iter_mut().zip(&outcome.phases) {
-                    measure.time_us_runs = phase
-                        .elapsed_ns
-                        .iter()
-                        .map(|ns| *ns as f64 / 1e3 / phase.txns.max(1) as f64)
-                        .collect();
-                    measure.time_us_per_txn = median(&measure.time_us_runs);
-                    measure.retries = phase.retries;
-                    measure.rollbacks = phase.rollbacks;
-                }
+    // Native timing in rounds, each running every rung once: a slow spell of this shared
+    // machine then falls on every rung of one round alike, instead of on all repetitions of
+    // one rung (which Figure 8, a difference of adjacent rungs, would show as a component).
+    for round in 1..=NATIVE_REPS {
+        for (k, rung) in rungs.iter_mut().enumerate() {
+            if rung.native_error.is_some() {
+                continue;
             }
-            Err(e) => rung.native_error = Some(format!("{e:#}")),
+            let t0 = Instant::now();
+            let args = child_args(config, k, 1, config.native_txns);
+            match run_child(&config.exe, &args, None) {
+                Ok(outcome) => {
+                    rung.load_s.get_or_insert(outcome.load_s);
+                    for (measure, phase) in rung.phases.iter_mut().zip(&outcome.phases) {
+                        if measure.time_us_runs.is_empty() {
+                            // Retries and rollbacks are the native runs' once there are any.
+                            (measure.retries, measure.rollbacks) = (0, 0);
+                        }
+                        measure.time_us_runs.extend(
+                            phase
+                                .elapsed_ns
+                                .iter()
+                                .map(|ns| *ns as f64 / 1e3 / phase.txns.max(1) as f64),
+                        );
+                        measure.retries += phase.retries;
+                        measure.rollbacks += phase.rollbacks;
+                    }
+                }
+                Err(e) => rung.native_error = Some(format!("{e:#}")),
+            }
+            let label = rung_label(k).0.unwrap_or("full");
+            progress.finished(
+                1,
+                &format!("rung {k} ({label}) natively, round {round} of {NATIVE_REPS}"),
+                t0.elapsed().as_secs_f64(),
+            );
         }
-        let label = rung_label(k).0.unwrap_or("full");
-        progress.finished(
-            1,
-            &format!("rung {k} ({label}) natively"),
-            t0.elapsed().as_secs_f64(),
-        );
+    }
+    for measure in rungs.iter_mut().flat_map(|r| r.phases.iter_mut()) {
+        measure.time_us_per_txn = median(&measure.time_us_runs);
     }
 
     let result = LadderResult {

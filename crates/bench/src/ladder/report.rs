@@ -161,11 +161,13 @@ pub fn render_markdown(result: &LadderResult) -> String {
                 md,
                 "Instructions: {v}, callgrind counting only `measured_txn` (begin → run → \
                  commit) and, at rung 11, `Kernel::run_mix`, divided by the transactions run. \
-                 Time: native runs of the same code, monotonic clock around each measured \
-                 transaction (rung 11: around `run_mix`), median of {} repetitions. \
+                 Time: native runs of the same code, {} transactions per phase, monotonic \
+                 clock around each measured transaction (rung 11: around `run_mix`), median \
+                 of {} rounds (each rung once a round). \
                  From rung 9 on (`page-access` off) the engine acts on the procedures' \
                  prefetch hints (`Tx::prefetch`): a second hash probe per row named, a few \
                  thousand instructions per New-Order, spent to overlap its cache misses.\n",
+                c.native_txns,
                 super::NATIVE_REPS
             );
         }
