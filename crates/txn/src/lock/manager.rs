@@ -86,7 +86,10 @@ pub struct LockConfig {
     pub latching: bool,
     /// Measure `Lock` / `Lock-PC` / `Lock-LC` time; off, no clock is read on the grant path.
     pub timing: bool,
-    /// Lock-table buckets (rounded up to a power of two).
+    /// Lock-table buckets (rounded up to a power of two). The default, 256, keeps the
+    /// bucket array (10 KB) and the lock heads in use in cache: a transaction holds a few
+    /// dozen locks, and a table of 4,096 buckets made each record lock miss the cache twice,
+    /// on its bucket and on its head (the full engine ran 6–25% slower on one thread).
     pub buckets: usize,
     /// How often a blocked transaction searches the wait-for graph again (a backstop to
     /// the search made when it blocks).
@@ -110,7 +113,7 @@ impl Default for LockConfig {
             wait_timeout: Duration::from_secs(10),
             latching: true,
             timing: false,
-            buckets: 4096,
+            buckets: 256,
             deadlock_check_interval: Duration::from_millis(50),
             spin_wait: Duration::ZERO,
         }
