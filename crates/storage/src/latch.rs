@@ -19,6 +19,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::lock_api::RawRwLock as _;
 
 /// A reader-writer latch guarding a `T`, that can be switched off at creation.
+///
+/// `repr(C)`: the latch word leads, then the value, so that a structure embedding a latch can
+/// place the latch and the value's first fields in one cache line (the buffer pool's frames).
+#[repr(C)]
 pub struct Latch<T> {
     raw: parking_lot::RawRwLock,
     enabled: bool,

@@ -33,6 +33,10 @@ impl FrameId {
 }
 
 /// The bytes of a frame and the page they currently hold.
+///
+/// `repr(C)`, fields in this order: what a fix reads (`buf`, `page`) first, so that they
+/// share the frame's first cache line with its latch word (see [`Frame`]).
+#[repr(C)]
 pub(crate) struct FrameData {
     /// One page image, header included.
     pub buf: Box<[u8]>,
@@ -51,16 +55,25 @@ pub(crate) struct FrameData {
 /// Aligned to a cache line: frames fixed by different threads at once do not share a line
 /// (their pin counts and latch words are written on every fix), and a frame's address is
 /// its index shifted, not multiplied.
-#[repr(align(64))]
+///
+/// `repr(C)`, so that everything a fix touches lies in the frame's first cache line: the
+/// pin count, the reference and dirty bits, the latch word and the frame's page and buffer
+/// (`FrameData` and [`Latch`] are `repr(C)` too). The rest — a write guard's pending ranges
+/// and the recovery LSN — is read and written only by writers, in the second line. Laid out
+/// by the compiler, the latch and buffer had fallen in the first line and the pin count and
+/// reference bit in the second, so every fix of a cold frame missed the cache twice
+/// (`perf annotate` of the shared fixes: 27% of their samples on the reference bit's load,
+/// another 4.5% on the latch word's).
+#[repr(C, align(64))]
 pub(crate) struct Frame {
-    /// Protects the page image and `FrameData::page`.
-    pub data: Latch<FrameData>,
     /// Guards (and fixes in progress) on this frame.
     pub pins: AtomicU32,
     /// Clock reference bit (second chance).
     pub referenced: AtomicBool,
     /// The image differs from the page store's.
     pub dirty: AtomicBool,
+    /// Protects the page image and `FrameData::page`.
+    pub data: Latch<FrameData>,
     /// LSN of the first logged change since the frame was last clean; 0 when none.
     pub rec_lsn: AtomicU64,
 }
@@ -94,5 +107,45 @@ impl Frame {
             dirty: AtomicBool::new(false),
             rec_lsn: AtomicU64::new(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Everything a fix touches lies in the frame's first cache line; frames are one line
+    /// apart in the pool's array.
+    #[test]
+    fn a_fix_touches_one_cache_line() {
+        let frame = Frame::new(64, true);
+        let base = &frame as *const Frame as usize;
+        let end_of = |field: usize, size: usize| field - base + size;
+        // SAFETY: no guard exists; the frame is only read here.
+        let data = unsafe { frame.data.value() };
+        for (what, end) in [
+            (
+                "pins",
+                end_of(&frame.pins as *const _ as usize, size_of::<AtomicU32>()),
+            ),
+            (
+                "referenced",
+                end_of(&frame.referenced as *const _ as usize, 1),
+            ),
+            ("dirty", end_of(&frame.dirty as *const _ as usize, 1)),
+            ("latch word", end_of(&frame.data as *const _ as usize, 8)),
+            (
+                "buf",
+                end_of(&data.buf as *const _ as usize, size_of::<Box<[u8]>>()),
+            ),
+            (
+                "page",
+                end_of(&data.page as *const _ as usize, size_of::<Option<PageId>>()),
+            ),
+        ] {
+            assert!(end <= 64, "{what} ends at byte {end} of the frame");
+        }
+        assert_eq!(base % 64, 0);
+        assert!(size_of::<Frame>() <= 128);
     }
 }
