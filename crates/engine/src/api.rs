@@ -396,12 +396,7 @@ impl<'a> RowWriter<'a> {
                 for &(offset, word) in words.iter() {
                     rec[offset..offset + 8].copy_from_slice(&word);
                 }
-                let mut rest = *mask;
-                while rest != 0 {
-                    let c = rest.trailing_zeros() as usize;
-                    rec[c / 8] &= !(1u8 << (c % 8));
-                    rest &= rest - 1;
-                }
+                Layout::clear_null_bits(rec, *mask);
                 *copied = true;
             }
         }

@@ -255,6 +255,18 @@ impl Layout {
         (slot.ty == ty).then_some(slot.offset)
     }
 
+    /// Clears the null bit of every column in `mask` (bit `c` for column `c` < 64) in
+    /// `bitmap`, the start of a record (at least the bits of the columns named).
+    #[inline]
+    pub fn clear_null_bits(bitmap: &mut [u8], mask: u64) {
+        let mut rest = mask;
+        while rest != 0 {
+            let c = rest.trailing_zeros() as usize;
+            bitmap[c / 8] &= !(1u8 << (c % 8));
+            rest &= rest - 1;
+        }
+    }
+
     /// Writes the 8 bytes of column `col` and clears its null bit, if it has type `ty` (an
     /// integer or a float) and `rec` holds it; false, with nothing written, otherwise (the
     /// inline path of `RowWriter::int` and `RowWriter::float`).

@@ -67,8 +67,9 @@ impl Records {
 
     /// Writes 8-byte words into the record at `loc` in place, in order, each `(offset, bytes)`,
     /// and then `bitmap` (if not empty) over its null bitmap at offset 0: a main-memory update
-    /// that is not logged (see `Transaction::update_row`). The "update record" entry point of
-    /// such an update, as [`Records::write_pieces`] is of the others.
+    /// that is not logged (see `Transaction::update_row`), so only the main-memory store takes
+    /// it; a heap file's records change under the log through [`Records::write_pieces`]. The
+    /// "update record" entry point of such an update, as `write_pieces` is of the others.
     #[inline(never)]
     pub fn write_words(
         &self,
@@ -77,14 +78,9 @@ impl Records {
         bitmap: &[u8],
     ) -> StorageResult<()> {
         crate::profile::record_access(|| match self {
-            Records::Heap(h) => {
-                let mut pieces: Vec<(usize, &[u8])> =
-                    words.iter().map(|(at, w)| (*at, &w[..])).collect();
-                if !bitmap.is_empty() {
-                    pieces.push((0, bitmap));
-                }
-                h.update_pieces(RecordId::from_u64(loc), &pieces)
-            }
+            Records::Heap(_) => Err(storage::StorageError::Invalid(
+                "an update in place of words needs the main-memory record store".into(),
+            )),
             // SAFETY: as for `write_pieces`.
             Records::Mem(m) => unsafe { m.write_words(RecordPtr(loc), words, bitmap) },
         })

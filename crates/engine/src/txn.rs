@@ -618,12 +618,7 @@ impl<'db> Transaction<'db> {
             let bitmap = &bytes[..layout.bitmap_len()];
             push_piece(out.before, 0, bitmap);
             out.rec.extend_from_slice(bitmap);
-            let mut rest = mask & layout.nullable_mask();
-            while rest != 0 {
-                let c = rest.trailing_zeros() as usize;
-                out.rec[c / 8] &= !(1u8 << (c % 8));
-                rest &= rest - 1;
-            }
+            Layout::clear_null_bits(out.rec, mask & layout.nullable_mask());
         }
         let mut rest = mask;
         while rest != 0 {

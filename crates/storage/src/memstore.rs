@@ -50,9 +50,10 @@ const BLOCK_HEADER_SIZE: usize = 8;
 const BLOCK_ALIGN: usize = 8;
 const STATE_LIVE: u32 = 1;
 const STATE_RETIRED: u32 = 2;
-/// The tag's state bits, and how far up its shard and store id sit.
+/// The tag's state bits, where its shard sits, and where its store id starts.
 const TAG_STATE_MASK: u32 = 0xf;
 const TAG_SHARD_SHIFT: u32 = 4;
+const TAG_SHARD_MASK: u32 = 0xf;
 const TAG_STORE_SHIFT: u32 = 8;
 /// Store ids are the low 24 bits of a counter: stores made 2^24 apart share one, so a
 /// pointer into one of them is not told from a pointer into the other (the check is a guard
@@ -60,7 +61,8 @@ const TAG_STORE_SHIFT: u32 = 8;
 const STORE_ID_MASK: u32 = (1 << (32 - TAG_STORE_SHIFT)) - 1;
 
 const _: () = assert!(OFFSET_TAG + 4 == BLOCK_HEADER_SIZE);
-const _: () = assert!(SHARDS_LATCHED <= 1 << (TAG_STORE_SHIFT - TAG_SHARD_SHIFT));
+const _: () = assert!(SHARDS_LATCHED <= TAG_SHARD_MASK as usize + 1);
+const _: () = assert!(TAG_SHARD_MASK << TAG_SHARD_SHIFT >> TAG_STORE_SHIFT == 0);
 
 /// The most bytes of a block [`MemStore::prefetch`] loads: eight cache lines, which hold most
 /// rows whole; a procedure rarely reads every column of a wider one. (Loading 40, 232 or 488
@@ -348,13 +350,13 @@ impl MemStore {
         // SAFETY: the block is valid by the contract.
         let tag = unsafe { tag(block) };
         let word = tag.load(Ordering::Relaxed);
-        if word & !((1 << TAG_STORE_SHIFT) - 1) != self.id {
+        if word >> TAG_STORE_SHIFT << TAG_STORE_SHIFT != self.id {
             return Err(StorageError::NoSuchRecord(format!(
                 "{ptr:?} (another store)"
             )));
         }
         // The shard is written only at insert, before the address was published.
-        let shard_index = ((word >> TAG_SHARD_SHIFT) & TAG_STATE_MASK) as usize;
+        let shard_index = ((word >> TAG_SHARD_SHIFT) & TAG_SHARD_MASK) as usize;
         let Some(latch) = self.shards.get(shard_index) else {
             return Err(StorageError::NoSuchRecord(format!("{ptr:?} (bad shard)")));
         };
