@@ -217,17 +217,14 @@ where
 /// A y-axis tick: thousands as "20 K", whole numbers without a fraction ("45", not "45.0"),
 /// the rest with one decimal.
 fn tick_label(v: f64) -> String {
+    let number = |x: f64| {
+        let decimals = usize::from((x - x.round()).abs() >= 1e-9);
+        format!("{x:.decimals$}")
+    };
     if v.abs() >= 1000.0 {
-        let k = v / 1000.0;
-        if (k - k.round()).abs() < 1e-9 {
-            format!("{k:.0} K")
-        } else {
-            format!("{k:.1} K")
-        }
-    } else if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
+        format!("{} K", number(v / 1000.0))
     } else {
-        format!("{v:.1}")
+        number(v)
     }
 }
 

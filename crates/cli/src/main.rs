@@ -97,8 +97,6 @@ struct LadderChildArgs {
     txns: u64,
     #[arg(long, default_value_t = 200)]
     warmup: u64,
-    #[arg(long, default_value_t = 1)]
-    reps: usize,
     #[arg(long, default_value_t = 100_000)]
     items: u32,
     #[arg(long, default_value_t = 3_000)]
@@ -441,7 +439,6 @@ fn ladder_child(args: LadderChildArgs) -> anyhow::Result<ExitCode> {
         phases,
         txns: args.txns,
         warmup: args.warmup,
-        reps: args.reps,
         items: args.items,
         customers: args.customers,
         seed: args.seed,

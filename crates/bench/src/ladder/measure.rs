@@ -76,8 +76,6 @@ pub struct RungRun {
     pub txns: u64,
     /// Transactions of the mix run before measuring.
     pub warmup: u64,
-    /// Times each phase is repeated (native timing; 1 under callgrind).
-    pub reps: usize,
     /// TPC-C ITEM rows (100,000 at full size; smaller only for quick tests).
     pub items: u32,
     /// Customers per district (3,000 at full size).
@@ -94,8 +92,8 @@ pub struct PhaseOutcome {
     pub retries: u64,
     /// Transactions rolled back at the procedure's request.
     pub rollbacks: u64,
-    /// Nanoseconds in the measured calls, one entry per repetition.
-    pub elapsed_ns: Vec<u64>,
+    /// Nanoseconds in the measured calls.
+    pub elapsed_ns: u64,
 }
 
 impl PhaseOutcome {
@@ -106,7 +104,7 @@ impl PhaseOutcome {
             txns,
             retries: 0,
             rollbacks: 0,
-            elapsed_ns: Vec::new(),
+            elapsed_ns: 0,
         }
     }
 }
@@ -167,25 +165,21 @@ fn run_engine(run: &RungRun) -> anyhow::Result<RungOutcome> {
     let mut phases = Vec::new();
     for &phase in &run.phases {
         let mut outcome = PhaseOutcome::new(phase, run.txns);
-        for _ in 0..run.reps.max(1) {
-            let mut elapsed_ns = 0u64;
-            for _ in 0..run.txns {
-                while let Some(wanted) = phase.txn_type() {
-                    if terminal.next() == wanted {
-                        break;
-                    }
+        for _ in 0..run.txns {
+            while let Some(wanted) = phase.txn_type() {
+                if terminal.next() == wanted {
+                    break;
                 }
-                if phase.txn_type().is_none() {
-                    terminal.next();
-                }
-                let t0 = Instant::now();
-                let attempt = measured_txn(&db, terminal.as_mut())
-                    .with_context(|| format!("{} transaction", phase.name()))?;
-                elapsed_ns += t0.elapsed().as_nanos() as u64;
-                outcome.retries += attempt.retries;
-                outcome.rollbacks += u64::from(attempt.rolled_back);
             }
-            outcome.elapsed_ns.push(elapsed_ns);
+            if phase.txn_type().is_none() {
+                terminal.next();
+            }
+            let t0 = Instant::now();
+            let attempt = measured_txn(&db, terminal.as_mut())
+                .with_context(|| format!("{} transaction", phase.name()))?;
+            outcome.elapsed_ns += t0.elapsed().as_nanos() as u64;
+            outcome.retries += attempt.retries;
+            outcome.rollbacks += u64::from(attempt.rolled_back);
         }
         client::dump_stats_at(phase.name());
         phases.push(outcome);
@@ -273,14 +267,12 @@ fn run_kernel(run: &RungRun) -> anyhow::Result<RungOutcome> {
     let mut phases = Vec::new();
     for &phase in &run.phases {
         let mut outcome = PhaseOutcome::new(phase, run.txns);
-        for _ in 0..run.reps.max(1) {
-            let inputs = draw(phase, run.txns as usize);
-            k.reserve_for(&inputs);
-            let t0 = Instant::now();
-            let committed = k.run_mix(&inputs);
-            outcome.elapsed_ns.push(t0.elapsed().as_nanos() as u64);
-            outcome.rollbacks += run.txns - committed;
-        }
+        let inputs = draw(phase, run.txns as usize);
+        k.reserve_for(&inputs);
+        let t0 = Instant::now();
+        let committed = k.run_mix(&inputs);
+        outcome.elapsed_ns = t0.elapsed().as_nanos() as u64;
+        outcome.rollbacks += run.txns - committed;
         client::dump_stats_at(phase.name());
         phases.push(outcome);
     }

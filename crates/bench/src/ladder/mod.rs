@@ -7,7 +7,7 @@
 //!                glass ladder-child --rung K ...        ─► DIR/rung-K.callgrind.1..P
 //!                                                         (one dump per phase)
 //!   then 3 rounds of every rung, one at a time (so timings do not share the cores):
-//!       glass ladder-child --rung K --txns 10×N          ─► µs per transaction (median of 3)
+//!       glass ladder-child --rung K --txns 10×N         ─► µs per transaction (median of 3)
 //!   ─► Profile::parse each dump ─► instructions/txn, by operation, by component
 //!   ─► DIR/ladder.json, DIR/ladder.md, DIR/*.svg + *.png (report.rs, plot.rs)
 //! ```
@@ -40,7 +40,7 @@ pub const DEFAULT_TXNS: u64 = 1000;
 /// Rungs 0..=11.
 pub const RUNGS: usize = 12;
 /// Native rounds (every rung once a round); each phase's median is reported.
-pub const NATIVE_REPS: usize = 3;
+pub const NATIVE_ROUNDS: usize = 3;
 /// Native runs measure this many times the transactions callgrind counts (unless told
 /// otherwise): they cost little (1,000 New-Orders take about 30 ms at rung 0), and a time
 /// measured over a few milliseconds moves with whatever else the machine does, which the
@@ -159,7 +159,7 @@ pub fn valgrind_version() -> Result<String, String> {
     }
 }
 
-fn child_args(config: &LadderConfig, rung: usize, reps: usize, txns: u64) -> Vec<String> {
+fn child_args(config: &LadderConfig, rung: usize, txns: u64) -> Vec<String> {
     let phases: Vec<&str> = config.phases.iter().map(|p| p.name()).collect();
     vec![
         "ladder-child".into(),
@@ -171,8 +171,6 @@ fn child_args(config: &LadderConfig, rung: usize, reps: usize, txns: u64) -> Vec
         txns.to_string(),
         "--warmup".into(),
         config.warmup.to_string(),
-        "--reps".into(),
-        reps.to_string(),
         "--items".into(),
         config.items.to_string(),
         "--customers".into(),
@@ -338,7 +336,7 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
         enabled: config.progress,
         started,
         parallel: config.jobs,
-        kinds: Mutex::new([(callgrind_tasks, 0, 0.0), (RUNGS * NATIVE_REPS, 0, 0.0)]),
+        kinds: Mutex::new([(callgrind_tasks, 0, 0.0), (RUNGS * NATIVE_ROUNDS, 0, 0.0)]),
     };
 
     if let Err(why) = &valgrind {
@@ -365,11 +363,8 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
                     for stale in dump_paths(&out, config.phases.len() + 1) {
                         let _ = std::fs::remove_file(stale);
                     }
-                    let outcome = run_child(
-                        &config.exe,
-                        &child_args(config, k, 1, config.txns),
-                        Some(&out),
-                    );
+                    let outcome =
+                        run_child(&config.exe, &child_args(config, k, config.txns), Some(&out));
                     let took = t0.elapsed().as_secs_f64();
                     let label = rung_label(k).0.unwrap_or("full");
                     progress.finished(0, &format!("rung {k} ({label}) under callgrind"), took);
@@ -391,13 +386,13 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
     // Native timing in rounds, each running every rung once: a slow spell of this shared
     // machine then falls on every rung of one round alike, instead of on all repetitions of
     // one rung (which Figure 8, a difference of adjacent rungs, would show as a component).
-    for round in 1..=NATIVE_REPS {
+    for round in 1..=NATIVE_ROUNDS {
         for (k, rung) in rungs.iter_mut().enumerate() {
             if rung.native_error.is_some() {
                 continue;
             }
             let t0 = Instant::now();
-            let args = child_args(config, k, 1, config.native_txns);
+            let args = child_args(config, k, config.native_txns);
             match run_child(&config.exe, &args, None) {
                 Ok(outcome) => {
                     rung.load_s.get_or_insert(outcome.load_s);
@@ -406,12 +401,9 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
                             // Retries and rollbacks are the native runs' once there are any.
                             (measure.retries, measure.rollbacks) = (0, 0);
                         }
-                        measure.time_us_runs.extend(
-                            phase
-                                .elapsed_ns
-                                .iter()
-                                .map(|ns| *ns as f64 / 1e3 / phase.txns.max(1) as f64),
-                        );
+                        measure
+                            .time_us_runs
+                            .push(phase.elapsed_ns as f64 / 1e3 / phase.txns.max(1) as f64);
                         measure.retries += phase.retries;
                         measure.rollbacks += phase.rollbacks;
                     }
@@ -421,7 +413,7 @@ pub fn run_ladder(config: &LadderConfig) -> anyhow::Result<LadderResult> {
             let label = rung_label(k).0.unwrap_or("full");
             progress.finished(
                 1,
-                &format!("rung {k} ({label}) natively, round {round} of {NATIVE_REPS}"),
+                &format!("rung {k} ({label}) natively, round {round} of {NATIVE_ROUNDS}"),
                 t0.elapsed().as_secs_f64(),
             );
         }

@@ -168,7 +168,7 @@ pub fn render_markdown(result: &LadderResult) -> String {
                  prefetch hints (`Tx::prefetch`): a second hash probe per row named, a few \
                  thousand instructions per New-Order, spent to overlap its cache misses.\n",
                 c.native_txns,
-                super::NATIVE_REPS
+                super::NATIVE_ROUNDS
             );
         }
         Err(why) => {
