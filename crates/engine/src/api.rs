@@ -553,6 +553,14 @@ pub trait Tx {
         let _ = rows;
     }
 
+    /// [`Tx::prefetch`] for rows of which the transaction will touch only `columns`
+    /// (positions in the table): an engine may load just the parts of each record that hold
+    /// them. The default is [`Tx::prefetch`].
+    fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
+        let _ = columns;
+        self.prefetch(rows);
+    }
+
     /// A hint that the transaction will soon insert rows with these primary keys, which
     /// therefore do not exist yet: an engine may start loading where the inserts will write
     /// (an index's slot), but has no record to load and should read nothing to find one. On

@@ -117,6 +117,21 @@ impl Records {
         }
     }
 
+    /// [`Records::prefetch`] of only the lines holding `columns` of `layout` (and the
+    /// record's first line).
+    #[inline]
+    pub fn prefetch_columns(&self, loc: u64, layout: &Layout, columns: &[usize]) {
+        if let Records::Mem(m) = self {
+            m.prefetch_ranges(
+                RecordPtr(loc),
+                columns.iter().filter(|&&c| c < layout.columns()).map(|&c| {
+                    let r = layout.column_range(c);
+                    (r.start, r.end)
+                }),
+            );
+        }
+    }
+
     pub fn delete(&self, loc: u64) -> StorageResult<bool> {
         crate::profile::record_access(|| {
             match self {

@@ -362,6 +362,28 @@ impl<'db> Transaction<'db> {
         table.primary.prefetch_int(k).then_some((table, k))
     }
 
+    /// The two passes of [`Tx::prefetch`]: every named row's index slot, then `load` of each
+    /// record found.
+    #[inline]
+    fn prefetch_found(&self, rows: &[(&TableRef, &[i64])], load: impl Fn(&Table, u64)) {
+        if !self.db.prefetch {
+            return;
+        }
+        for batch in rows.chunks(PREFETCH_BATCH) {
+            let mut slots: ArrayVec<(&Table, u64), PREFETCH_BATCH> = ArrayVec::new();
+            for (t, key) in batch {
+                if let Some(slot) = self.prefetch_slot(t, key) {
+                    slots.push(slot);
+                }
+            }
+            for &(table, k) in &slots {
+                if let Some(loc) = table.primary.get_int(k) {
+                    load(table, loc);
+                }
+            }
+        }
+    }
+
     /// Finds the record with encoded primary key `k` and locks it. With record locking the
     /// key is locked *before* the lookup, so an absent key stays locked (no phantom can
     /// appear under a point read). With page locking the record's heap page is locked after
@@ -1030,24 +1052,19 @@ impl Tx for Transaction<'_> {
     /// In two passes over the rows, each issuing every load before waiting for any: first
     /// the index slots, then (each slot found) the records. Only main-memory integer indexes
     /// take part (see `IndexStore::prefetch_int`); on the buffer pool a lookup is a descent
-    /// under latches, which a hint should not pay for twice.
+    /// under latches, which a hint should not pay for twice (measured: see
+    /// `docs/performance.md`).
     fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
-        if !self.db.prefetch {
-            return;
-        }
-        for batch in rows.chunks(PREFETCH_BATCH) {
-            let mut slots: ArrayVec<(&Table, u64), PREFETCH_BATCH> = ArrayVec::new();
-            for (t, key) in batch {
-                if let Some(slot) = self.prefetch_slot(t, key) {
-                    slots.push(slot);
-                }
-            }
-            for &(table, k) in &slots {
-                if let Some(loc) = table.primary.get_int(k) {
-                    table.records.prefetch(loc, table.layout.record_size());
-                }
-            }
-        }
+        self.prefetch_found(rows, |table, loc| {
+            table.records.prefetch(loc, table.layout.record_size())
+        });
+    }
+
+    /// [`Tx::prefetch`], loading of each record only the lines that hold `columns`.
+    fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
+        self.prefetch_found(rows, |table, loc| {
+            table.records.prefetch_columns(loc, &table.layout, columns)
+        });
     }
 
     /// The first pass of [`Tx::prefetch`] alone: an insert has no record to load, and a probe

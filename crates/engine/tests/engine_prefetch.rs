@@ -1,5 +1,5 @@
-//! `Tx::prefetch` and `Tx::prefetch_inserts`: hints that start loading rows (for inserts, only
-//! their index slots) and change nothing. They act only on main-memory records reached through
+//! `Tx::prefetch`, `Tx::prefetch_columns` and `Tx::prefetch_inserts`: hints that start loading
+//! rows (some of their columns; for inserts, only their index slots) and change nothing. They act only on main-memory records reached through
 //! an integer index (`page-access` off), and only when the configuration lets them; the
 //! storage counters count the records they started loading.
 
@@ -117,4 +117,38 @@ fn the_inserts_a_hint_names_go_ahead_as_without_it() {
     let after = dump(&db, &t);
     assert_eq!(after.len(), 101);
     assert_eq!(after.last().unwrap(), &row.to_vec());
+}
+
+#[test]
+fn a_column_hint_loads_the_rows_that_exist_and_changes_nothing() {
+    let db = open_with(Preset::Stripped, true);
+    let t = load_accounts(&db, 100);
+    let before = dump(&db, &t);
+    let columns_hint = |rows: &[(&TableRef, &[i64])], columns: &[usize]| {
+        db.run(|tx| {
+            let before = counters::snapshot().prefetches;
+            tx.prefetch_columns(rows, columns);
+            Ok(counters::snapshot().prefetches - before)
+        })
+        .unwrap()
+    };
+    // Two rows that exist, one that does not and a key no packed key can be; a column past
+    // the table's end is left out, and no column at all still loads the record's first line.
+    let rows: [(&TableRef, &[i64]); 4] = [(&t, &[1]), (&t, &[2]), (&t, &[500]), (&t, &[-3])];
+    assert_eq!(columns_hint(&rows, &[2, 0, 99]), 2);
+    assert_eq!(columns_hint(&rows[..1], &[]), 1);
+    assert_eq!(dump(&db, &t), before);
+    // Off, and on the buffer pool, it is ignored like `Tx::prefetch`.
+    for (preset, prefetch) in [(Preset::Full, true), (Preset::Stripped, false)] {
+        let db = open_with(preset, prefetch);
+        let t = load_accounts(&db, 10);
+        let loaded = db
+            .run(|tx| {
+                let before = counters::snapshot().prefetches;
+                tx.prefetch_columns(&[(&t, &[1])], &[1]);
+                Ok(counters::snapshot().prefetches - before)
+            })
+            .unwrap();
+        assert_eq!(loaded, 0, "{preset:?} {prefetch}");
+    }
 }

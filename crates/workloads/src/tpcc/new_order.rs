@@ -277,13 +277,28 @@ fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
         lines.iter().map(|l| [l.supply_w_id, l.i_id]).collect();
     let (w, d) = (input.w_id, input.d_id);
     let (district, warehouse, customer) = ([w, d], [w], [w, d, input.c_id]);
-    let mut rows: ArrayVec<(&TableRef, &[i64]), { 3 + 2 * PREFETCH_LINES }> = ArrayVec::new();
+    let mut rows: ArrayVec<(&TableRef, &[i64]), { 2 + PREFETCH_LINES }> = ArrayVec::new();
     rows.extend(items.iter().map(|k| (&t.item, &k[..])));
-    rows.extend(stocks.iter().map(|k| (&t.stock, &k[..])));
     rows.push((&t.district, &district));
     rows.push((&t.warehouse, &warehouse));
-    rows.push((&t.customer, &customer));
     tx.prefetch(&rows);
+    let stock_rows: ArrayVec<(&TableRef, &[i64]), PREFETCH_LINES> =
+        stocks.iter().map(|k| (&t.stock, &k[..])).collect();
+    tx.prefetch_columns(
+        &stock_rows,
+        &[
+            stock::S_QUANTITY,
+            stock::S_DIST_01 + input.d_id as usize - 1,
+            stock::S_YTD,
+            stock::S_ORDER_CNT,
+            stock::S_REMOTE_CNT,
+            stock::S_DATA,
+        ],
+    );
+    tx.prefetch_columns(
+        &[(&t.customer, &customer)],
+        &[customer::C_DISCOUNT, customer::C_LAST, customer::C_CREDIT],
+    );
 }
 
 /// Tells the engine the keys of the rows New-Order is about to insert (order, new-order and
