@@ -124,10 +124,10 @@ impl Records {
         if let Records::Mem(m) = self {
             m.prefetch_ranges(
                 RecordPtr(loc),
-                columns.iter().filter(|&&c| c < layout.columns()).map(|&c| {
-                    let r = layout.column_range(c);
-                    (r.start, r.end)
-                }),
+                columns
+                    .iter()
+                    .filter(|&&c| c < layout.columns())
+                    .map(|&c| layout.column_range(c)),
             );
         }
     }

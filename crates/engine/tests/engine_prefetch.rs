@@ -1,7 +1,8 @@
 //! `Tx::prefetch`, `Tx::prefetch_columns` and `Tx::prefetch_inserts`: hints that start loading
-//! rows (some of their columns; for inserts, only their index slots) and change nothing. They act only on main-memory records reached through
-//! an integer index (`page-access` off), and only when the configuration lets them; the
-//! storage counters count the records they started loading.
+//! rows (some of their columns; for inserts, only their index slots) and change nothing. They
+//! act only on main-memory records reached through an integer index (`page-access` off), and
+//! only when the configuration lets them; the storage counters count the records they started
+//! loading.
 
 mod common;
 
@@ -19,11 +20,12 @@ fn open_with(preset: Preset, prefetch: bool) -> std::sync::Arc<Database> {
     .unwrap()
 }
 
-/// Which hint a test gives: `Tx::prefetch` (rows to read or update) or
-/// `Tx::prefetch_inserts` (rows to insert).
+/// Which hint a test gives: `Tx::prefetch` (rows to read or update), `Tx::prefetch_columns`
+/// (the same, these columns only) or `Tx::prefetch_inserts` (rows to insert).
 #[derive(Clone, Copy)]
-enum Hint {
+enum Hint<'a> {
     Lookups,
+    Columns(&'a [usize]),
     Inserts,
 }
 
@@ -33,6 +35,7 @@ fn hint_of(db: &Database, kind: Hint, rows: &[(&TableRef, &[i64])]) -> u64 {
         let before = counters::snapshot().prefetches;
         match kind {
             Hint::Lookups => tx.prefetch(rows),
+            Hint::Columns(columns) => tx.prefetch_columns(rows, columns),
             Hint::Inserts => tx.prefetch_inserts(rows),
         }
         Ok(counters::snapshot().prefetches - before)
@@ -124,31 +127,17 @@ fn a_column_hint_loads_the_rows_that_exist_and_changes_nothing() {
     let db = open_with(Preset::Stripped, true);
     let t = load_accounts(&db, 100);
     let before = dump(&db, &t);
-    let columns_hint = |rows: &[(&TableRef, &[i64])], columns: &[usize]| {
-        db.run(|tx| {
-            let before = counters::snapshot().prefetches;
-            tx.prefetch_columns(rows, columns);
-            Ok(counters::snapshot().prefetches - before)
-        })
-        .unwrap()
-    };
     // Two rows that exist, one that does not and a key no packed key can be; a column past
     // the table's end is left out, and no column at all still loads the record's first line.
     let rows: [(&TableRef, &[i64]); 4] = [(&t, &[1]), (&t, &[2]), (&t, &[500]), (&t, &[-3])];
-    assert_eq!(columns_hint(&rows, &[2, 0, 99]), 2);
-    assert_eq!(columns_hint(&rows[..1], &[]), 1);
+    assert_eq!(hint_of(&db, Hint::Columns(&[2, 0, 99]), &rows), 2);
+    assert_eq!(hint_of(&db, Hint::Columns(&[]), &rows[..1]), 1);
     assert_eq!(dump(&db, &t), before);
     // Off, and on the buffer pool, it is ignored like `Tx::prefetch`.
     for (preset, prefetch) in [(Preset::Full, true), (Preset::Stripped, false)] {
         let db = open_with(preset, prefetch);
         let t = load_accounts(&db, 10);
-        let loaded = db
-            .run(|tx| {
-                let before = counters::snapshot().prefetches;
-                tx.prefetch_columns(&[(&t, &[1])], &[1]);
-                Ok(counters::snapshot().prefetches - before)
-            })
-            .unwrap();
+        let loaded = hint_of(&db, Hint::Columns(&[1]), &[(&t, &[1])]);
         assert_eq!(loaded, 0, "{preset:?} {prefetch}");
     }
 }

@@ -38,6 +38,7 @@
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::cell::Cell;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crate::error::{StorageError, StorageResult};
@@ -266,13 +267,14 @@ impl MemStore {
     /// which for a column narrower than a line are all of its lines). A hint, like
     /// [`MemStore::prefetch`], for a reader that will touch only these bytes.
     #[inline]
-    pub fn prefetch_ranges(&self, ptr: RecordPtr, ranges: impl Iterator<Item = (usize, usize)>) {
+    pub fn prefetch_ranges(&self, ptr: RecordPtr, ranges: impl Iterator<Item = Range<usize>>) {
         crate::counters::bump_prefetch();
         let block = ptr.addr().cast_const();
         crate::prefetch::line(block);
-        for (start, end) in ranges {
-            crate::prefetch::line(block.wrapping_add(BLOCK_HEADER_SIZE + start));
-            crate::prefetch::line(block.wrapping_add(BLOCK_HEADER_SIZE + end.max(start + 1) - 1));
+        for r in ranges {
+            let last = r.end.max(r.start + 1) - 1;
+            crate::prefetch::line(block.wrapping_add(BLOCK_HEADER_SIZE + r.start));
+            crate::prefetch::line(block.wrapping_add(BLOCK_HEADER_SIZE + last));
         }
     }
 
@@ -461,7 +463,7 @@ mod tests {
     fn prefetching_any_ranges_of_a_record_changes_nothing() {
         let store = MemStore::new();
         let a = store.insert(b"0123456789").unwrap();
-        store.prefetch_ranges(a, [(0, 10), (4, 4), (9, 2), (1 << 20, 1 << 21)].into_iter());
+        store.prefetch_ranges(a, [0..10, 4..4, 9..2, 1 << 20..1 << 21].into_iter());
         store.prefetch_ranges(a, std::iter::empty());
         // SAFETY: a pointer from this store, single thread.
         assert_eq!(unsafe { store.read(a, |r| r.to_vec()) }, b"0123456789");

@@ -269,7 +269,8 @@ fn order_lines(
 const PREFETCH_LINES: usize = 15;
 
 /// Tells the engine every row New-Order will read or update, all known from the input: the
-/// district, warehouse and customer, and each line's item and stock (see [`Tx::prefetch`]).
+/// district, warehouse and each line's item whole (see [`Tx::prefetch`]); of each line's stock
+/// and of the customer only the columns it uses (see [`Tx::prefetch_columns`]).
 fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
     let lines = &input.lines[..input.lines.len().min(PREFETCH_LINES)];
     let items: ArrayVec<[i64; 1], PREFETCH_LINES> = lines.iter().map(|l| [l.i_id]).collect();
