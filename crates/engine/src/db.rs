@@ -702,11 +702,16 @@ impl Database {
         let latching = self.config.switches.is_on(Switch::Latching);
         let (records, primary) = match (&self.pool, existing) {
             (Some(pool), None) => (
-                Records::Heap(HeapFile::create(pool.clone())?),
+                Records::Heap(
+                    HeapFile::create(pool.clone())?.expecting_records_of(layout.record_size()),
+                ),
                 IndexStore::create(Some(pool), &key, true, false, latching)?,
             ),
             (Some(pool), Some((first, root))) => (
-                Records::Heap(HeapFile::open(pool.clone(), PageId(first))?),
+                Records::Heap(
+                    HeapFile::open(pool.clone(), PageId(first))?
+                        .expecting_records_of(layout.record_size()),
+                ),
                 IndexStore::open(pool, PageId(root), &key, true),
             ),
             (None, _) => (

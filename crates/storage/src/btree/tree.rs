@@ -326,6 +326,14 @@ impl<K: KeyOrder> BTree<K> {
         })
     }
 
+    /// Starts loading the frame and header lines of node `id` together, so that the fix that
+    /// follows waits for one miss, not for the frame's and then the header's
+    /// ([`BufferPool::prefetch_page`]).
+    #[inline(always)]
+    fn prefetch_node(&self, id: PageId) {
+        self.pool.prefetch_page(id, &[(0, node::NODE_HEADER_SIZE)]);
+    }
+
     /// Descends with shared latch coupling to the leaf `target` names; with it, what the
     /// leaf's parent knows of its keys, for the leaf's search ([`Guide`]). Each inner node's
     /// search is guided by its own parent's separators.
@@ -343,6 +351,7 @@ impl<K: KeyOrder> BTree<K> {
             let at = self.child_index(&node, target, guide)?;
             guide = node.guide_for_child(&self.order, at);
             let child = node.child(at)?;
+            self.prefetch_node(child);
             // Child first, then the parent goes (assignment drops the old guard).
             guard = self.fix_shared(child)?;
         }
@@ -400,6 +409,7 @@ impl<K: KeyOrder> BTree<K> {
                 }
             }
             let child = node.child(at)?;
+            self.prefetch_node(child);
             if level == 1 {
                 let leaf = self.fix_exclusive(child)?;
                 drop(guard);

@@ -114,6 +114,9 @@ pub struct HeapFile {
     fsm: Latch<FreeSpaceMap>,
     /// Protects the id of the last page of the chain; held while a page is appended.
     tail: Latch<PageId>,
+    /// The length its records usually have (0: none), for [`HeapFile::prefetch_record`]'s
+    /// guess of where a record lies. See [`HeapFile::expecting_records_of`].
+    usual_len: usize,
 }
 
 impl HeapFile {
@@ -161,7 +164,36 @@ impl HeapFile {
             first,
             fsm: Latch::new(FreeSpaceMap::new(page_size), latching),
             tail: Latch::new(first, latching),
+            usual_len: 0,
         }
+    }
+
+    /// This file, told that its records are usually `len` bytes long (a table of fixed-size
+    /// rows): a read then loads the lines where such a record would lie along with the page's
+    /// header and slot (see [`HeapFile::prefetch_record`]). Only speed depends on it.
+    pub fn expecting_records_of(mut self, len: usize) -> HeapFile {
+        self.usual_len = len;
+        self
+    }
+
+    /// Starts loading, all at once, the cache lines a read of `rid` will wait on one after
+    /// another: the buffer frame's, the page header's, the slot's and (with a usual record
+    /// length) the record's where a page filled with such records in slot order keeps it,
+    /// `usual_len` bytes per slot back from the page's end. Records of a table loaded in order
+    /// and updated in place (TPC-C's stock, item, customer) lie exactly there; elsewhere the
+    /// guess only wastes a few loads.
+    #[inline]
+    fn prefetch_record(&self, rid: RecordId) {
+        let slot = rid.slot as usize;
+        let slot_at = hp::SLOTS_START + hp::SLOT_SIZE * slot;
+        let len = self.usual_len;
+        let body_from_end = (slot + 1) * hp::alloc_size(len);
+        let page_size = self.pool.page_size();
+        let mut ranges = [(0, OFFSET_KIND + 1), (slot_at, hp::SLOT_SIZE), (0, 0)];
+        if len > 0 && body_from_end <= page_size {
+            ranges[2] = (page_size - body_from_end, len);
+        }
+        self.pool.prefetch_page(rid.page, &ranges);
     }
 
     pub fn first_page(&self) -> PageId {
@@ -291,6 +323,7 @@ impl HeapFile {
         rid: RecordId,
         f: impl FnOnce(&[u8]) -> R,
     ) -> StorageResult<Option<R>> {
+        self.prefetch_record(rid);
         let g = self.heap_page_shared(rid.page)?;
         match hp::slot(&g, rid.slot as usize)? {
             Some(s) if s.kind == SlotKind::Live => Ok(Some(f(hp::bytes(&g, s)))),
