@@ -166,7 +166,11 @@ pub fn render_markdown(result: &LadderResult) -> String {
                  of {} rounds (each rung once a round). \
                  From rung 9 on (`page-access` off) the engine acts on the procedures' \
                  prefetch hints (`Tx::prefetch`): a second hash probe per row named, a few \
-                 thousand instructions per New-Order, spent to overlap its cache misses.\n",
+                 thousand instructions per New-Order, spent to overlap its cache misses. \
+                 Up to rung 8 (on the buffer pool) each page read starts loading the \
+                 frame's, header's, slot's and record's or cell's lines together \
+                 (`BufferPool::prefetch_page`), some 10 K instructions per New-Order spent \
+                 likewise.\n",
                 c.native_txns,
                 super::NATIVE_ROUNDS
             );

@@ -265,10 +265,9 @@ impl BufferPool {
             )));
         }
         let page_size = config.page_size.bytes();
-        let frames: Box<[Frame]> = (0..config.frames)
+        let mut frames: Box<[Frame]> = (0..config.frames)
             .map(|_| Frame::new(page_size, config.latching))
             .collect();
-        let mut frames = frames;
         let images = frames
             .iter_mut()
             .map(|f| f.data.get_mut().buf.as_ptr() as usize)
