@@ -182,7 +182,7 @@ impl<'a> Node<'a> {
 
     #[inline]
     fn cell_offset(&self, slot: usize) -> usize {
-        read_u16(self.page, NODE_HEADER_SIZE + SLOT_SIZE * slot)
+        read_u16(self.page, slot_offset(slot))
     }
 
     /// The key and the offset of the value of entry `slot`, or `None` if the cell does not
@@ -293,7 +293,7 @@ impl<'a> Node<'a> {
         // instead of the slot's and then the cell's. A wrong guess only wastes the loads.
         let stride = CELL_OVERHEAD + probe.len();
         let key = |i: usize| -> Option<&'a [u8]> {
-            if let Some(at) = cell_area_end(page.len()).checked_sub((i + 1) * stride) {
+            if let Some(at) = in_order_cell(page.len(), i, stride) {
                 let base = page.as_ptr();
                 crate::prefetch::line(base.wrapping_add(at));
                 crate::prefetch::line(base.wrapping_add(at + stride - 1));
@@ -452,6 +452,22 @@ pub fn format(page: &mut impl NodePage, level: usize) {
 /// Where the cell area ends: the page end (offsets are u16, which 8 and 32 KiB pages fit).
 const fn cell_area_end(page_size: usize) -> usize {
     page_size
+}
+
+/// Where slot `slot`'s entry starts in the slot array.
+#[inline(always)]
+pub(crate) const fn slot_offset(slot: usize) -> usize {
+    NODE_HEADER_SIZE + SLOT_SIZE * slot
+}
+
+/// Where slot `slot`'s cell starts in a node of `page_size` bytes whose cells lie in slot
+/// order and are all `cell_len` bytes long, as a rebuild and appends in key order leave them:
+/// `cell_len` bytes per slot back from the end of the cell area; `None` past the page start.
+/// The guess node search and a lookup's leaf prefetch make, to prefetch a cell before its
+/// slot is read.
+#[inline(always)]
+pub(crate) fn in_order_cell(page_size: usize, slot: usize, cell_len: usize) -> Option<usize> {
+    cell_area_end(page_size).checked_sub(slot.checked_add(1)?.checked_mul(cell_len)?)
 }
 
 const _: () = assert!(crate::page::PageSize::Kib32.bytes() <= u16::MAX as usize);
@@ -1013,6 +1029,36 @@ mod tests {
             }
             prop_assert_eq!(rebuilt, appended);
         }
+    }
+
+    /// The guess node search and the leaf prefetch make of where a cell lies holds for a
+    /// node rebuilt from, and then appended to with, keys of one length in key order; and
+    /// it refuses a slot whose cell would start before the page.
+    #[test]
+    fn in_order_cells_lie_where_the_guess_puts_them() {
+        let mut page = leaf(4096);
+        let keys: Vec<[u8; 16]> = (0u64..120)
+            .map(|i| {
+                let mut k = [0u8; 16];
+                k[8..].copy_from_slice(&i.to_be_bytes());
+                k
+            })
+            .collect();
+        let entries: Vec<(&[u8], u64)> = keys[..80].iter().map(|k| (&k[..], 0)).collect();
+        rebuild(&mut page, 0, None, None, None, &entries);
+        for (i, k) in keys.iter().enumerate().skip(80) {
+            assert!(insert_at(&mut page, i, k, i as u64));
+        }
+        let node = Node::new(&page).unwrap();
+        for i in 0..keys.len() {
+            assert_eq!(
+                Some(node.cell_offset(i)),
+                in_order_cell(4096, i, CELL_OVERHEAD + 16),
+                "slot {i}"
+            );
+        }
+        assert_eq!(in_order_cell(4096, 4096, 1), None);
+        assert_eq!(in_order_cell(4096, usize::MAX, 26), None);
     }
 
     #[test]

@@ -342,11 +342,10 @@ impl<K: KeyOrder> BTree<K> {
     #[inline(always)]
     fn prefetch_leaf(&self, id: PageId, guide: Guide, probe: &[u8]) {
         let stride = node::CELL_OVERHEAD + probe.len();
-        let page_size = self.pool.page_size();
         let header = (0, node::NODE_HEADER_SIZE);
         match guide.dense_slot(probe).and_then(|slot| {
-            let cell = page_size.checked_sub(slot.checked_add(1)?.checked_mul(stride)?)?;
-            Some((node::NODE_HEADER_SIZE + node::SLOT_SIZE * slot, cell))
+            let cell = node::in_order_cell(self.pool.page_size(), slot, stride)?;
+            Some((node::slot_offset(slot), cell))
         }) {
             Some((slot_at, cell)) => self
                 .pool

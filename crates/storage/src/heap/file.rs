@@ -185,7 +185,7 @@ impl HeapFile {
     #[inline]
     fn prefetch_record(&self, rid: RecordId) {
         let slot = rid.slot as usize;
-        let slot_at = hp::SLOTS_START + hp::SLOT_SIZE * slot;
+        let slot_at = hp::dir_end(slot);
         let len = self.usual_len;
         let body_from_end = (slot + 1) * hp::alloc_size(len);
         let page_size = self.pool.page_size();

@@ -120,7 +120,8 @@ fn free_slots(page: &[u8]) -> usize {
     get16(page, OFFSET_FREE_SLOTS)
 }
 
-fn dir_end(count: usize) -> usize {
+/// Where a directory of `count` slots ends: where slot `count` starts.
+pub(crate) fn dir_end(count: usize) -> usize {
     SLOTS_START + count * SLOT_SIZE
 }
 
