@@ -629,7 +629,9 @@ impl Database {
     /// Ends a bulk load: main-memory ordered indexes (`page-access=off`) merge the entries
     /// inserted since their last scan, which they otherwise merge at the first scan after
     /// (see `storage::memindex`), so a measured run that starts after the load does not pay
-    /// for the load's entries. Nothing to do for B+-trees and hash indexes.
+    /// for the load's entries; a unique integer one whose keys fill leaves densely switches to
+    /// a dense map (`storage::dense_map`), which keeps its own order. Nothing to do for
+    /// B+-trees and hash indexes.
     pub fn finish_load(&self) {
         for t in self.tables.iter().filter_map(|t| t.get()) {
             t.primary.merge_pending();

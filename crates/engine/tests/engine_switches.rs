@@ -194,7 +194,8 @@ fn page_access_off_merges_a_bulk_load_when_it_ends() {
         .map(|r| r[0].as_int().unwrap())
         .collect();
     assert_eq!(ids, (0..1000).collect::<Vec<_>>());
-    // A later insert is pending again, and the next scan merges it.
+    // Keys 0..1000 fill their leaves: the index is now a dense map, ordered as it goes, so
+    // a later insert is never pending and the next scan finds it in place.
     db.run(|tx| {
         tx.insert(
             &t,
@@ -202,9 +203,40 @@ fn page_access_off_merges_a_bulk_load_when_it_ends() {
         )
     })
     .unwrap();
-    assert_eq!(db.pending_index_entries(), 1);
-    assert_eq!(dump(&db, &t).len(), 1001);
     assert_eq!(db.pending_index_entries(), 0);
+    assert_eq!(dump(&db, &t).len(), 1001);
+
+    // Keys a million apart stay in a hash map: a later insert is pending again, and the next
+    // scan merges it.
+    let sparse = open(Preset::Stripped, 1);
+    let s = sparse.create_table(accounts_schema()).unwrap();
+    sparse
+        .run(|tx| {
+            for id in 0..1000i64 {
+                let row = [
+                    Value::Int(id * 1_000_000),
+                    Value::Str("far".into()),
+                    Value::Int(1),
+                ];
+                tx.insert(&s, &row)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    sparse.finish_load();
+    assert_eq!(sparse.pending_index_entries(), 0);
+    sparse
+        .run(|tx| {
+            tx.insert(
+                &s,
+                &[Value::Int(7), Value::Str("late".into()), Value::Int(1)],
+            )
+        })
+        .unwrap();
+    assert_eq!(sparse.pending_index_entries(), 1);
+    assert_eq!(dump(&sparse, &s).len(), 1001);
+    assert_eq!(sparse.pending_index_entries(), 0);
+    sparse.check_invariants().unwrap();
 
     // B+-trees keep nothing pending.
     let full = open(Preset::Full, 1);

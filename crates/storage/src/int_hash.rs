@@ -324,7 +324,7 @@ impl IntHash {
         self.len
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, key: u64) -> Option<u64> {
         if key == EMPTY {
             return self.empty_key_value;

@@ -19,6 +19,7 @@
 pub mod btree;
 pub mod buffer;
 pub mod counters;
+mod dense_map;
 pub mod device;
 pub mod error;
 pub mod file;

@@ -56,6 +56,7 @@ use std::ops::Bound;
 
 use rustc_hash::FxHashSet;
 
+use crate::dense_map::{self, DenseMap};
 use crate::int_hash::IntHash;
 
 use crate::btree::keys::{KeyOrder, KeyRange};
@@ -72,6 +73,11 @@ const REBUILD_FRACTION: usize = 8;
 /// Capacity `pending` keeps after a merge, so that alternating inserts and scans do not
 /// reallocate it, while a load's worth of keys is given back.
 const PENDING_KEPT_CAPACITY: usize = 1024;
+
+/// The fill of [`DenseMap`] leaves at which a loaded unique integer index switches to one
+/// (entries per leaf slot, as a fraction); it goes back to a hash map below
+/// `dense_map::SPARSE_FILL`, a quarter of this, so a table near the line does not flip.
+const DENSE_FILL: (usize, usize) = (1, 4);
 
 /// A unique integer index: a hash map of every entry and an ordered map that lags behind it by
 /// the keys in `pending` (see the module documentation for the invariants).
@@ -196,7 +202,54 @@ fn merge_sorted(
 enum Map {
     Bytes(BTreeMap<Vec<u8>, u64>),
     Int(IntMap),
+    /// A unique integer index whose keys fill [`DenseMap`] leaves densely (chosen by
+    /// [`MemIndex::merge_pending`], given back to `Int` when they stop doing so).
+    Dense(DenseMap),
     IntMulti(BTreeSet<u128>),
+}
+
+impl Map {
+    /// Switches a merged unique integer map whose keys would fill at least [`DENSE_FILL`] of
+    /// the [`DenseMap`] leaves they need (and at least one leaf's worth) to a `DenseMap`.
+    fn densify_if_dense(&mut self) {
+        let Map::Int(m) = self else {
+            return;
+        };
+        debug_assert!(m.pending.is_empty(), "densify an unmerged map");
+        let len = m.ordered.len();
+        // The keys are in order, so each leaf's keys are together.
+        let mut leaves = 0;
+        let mut last = None;
+        for leaf_key in m.ordered.keys().map(|k| k >> dense_map::LEAF_BITS) {
+            leaves += usize::from(last != Some(leaf_key));
+            last = Some(leaf_key);
+        }
+        let dense = len >= dense_map::LEAF_SLOTS
+            && len * DENSE_FILL.1 >= leaves * dense_map::LEAF_SLOTS * DENSE_FILL.0
+            && m.ordered.values().all(|&v| DenseMap::storable(v));
+        if dense {
+            let mut d = DenseMap::default();
+            for (&k, &v) in &m.ordered {
+                d.insert_new(k, v);
+            }
+            *self = Map::Dense(d);
+        }
+    }
+
+    /// Gives a [`Map::Dense`] back to a hash map (its ordered map built from the leaves, in
+    /// one sorted pass, nothing pending).
+    #[cold]
+    fn back_to_hash(&mut self) {
+        let Map::Dense(d) = self else {
+            return;
+        };
+        let mut m = IntMap::default();
+        for (k, v) in d.iter() {
+            m.points.insert_new(k, v);
+        }
+        m.ordered = d.iter().collect();
+        *self = Map::Int(m);
+    }
 }
 
 /// An in-memory ordered index from encoded keys to `u64` values.
@@ -314,6 +367,7 @@ impl<K: KeyOrder> MemIndex<K> {
         let map = self.map.read();
         Ok(match &*map {
             Map::Int(m) => m.points.get(int_key(key)?),
+            Map::Dense(d) => d.get(int_key(key)?),
             Map::IntMulti(s) => {
                 let k = (int_key(key)? as u128) << 64;
                 s.range(k..=k | u64::MAX as u128).next().map(|&e| e as u64)
@@ -329,19 +383,22 @@ impl<K: KeyOrder> MemIndex<K> {
     /// Starts loading what a point lookup or insert of the integer key `key` reads first (see
     /// [`crate::prefetch`]): its hash slot in a unique integer index; nothing for the other
     /// maps, whose first reads are a chain of nodes.
-    #[inline]
+    #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        if let Map::Int(m) = &*self.map.read() {
-            m.points.prefetch(key);
+        match &*self.map.read() {
+            Map::Int(m) => m.points.prefetch(key),
+            Map::Dense(d) => d.prefetch(key),
+            _ => {}
         }
     }
 
     /// Point lookup of an integer key (as [`MemIndex::get`] of its 8 big-endian bytes), on
     /// the hash map of a unique integer index; `None` from the other maps.
-    #[inline]
+    #[inline(always)]
     pub fn get_int(&self, key: u64) -> Option<u64> {
         match &*self.map.read() {
             Map::Int(m) => m.points.get(key),
+            Map::Dense(d) => d.get(key),
             _ => None,
         }
     }
@@ -350,8 +407,18 @@ impl<K: KeyOrder> MemIndex<K> {
     /// (non-unique) is present.
     pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
         let mut map = self.map.write();
+        if matches!(&*map, Map::Dense(_)) && !DenseMap::storable(value) {
+            map.back_to_hash();
+        }
         let fresh = match &mut *map {
             Map::Int(m) => m.insert(int_key(key)?, value),
+            Map::Dense(d) => {
+                let fresh = d.insert_new(int_key(key)?, value);
+                if d.is_sparse() {
+                    map.back_to_hash();
+                }
+                fresh
+            }
             Map::IntMulti(s) => s.insert(((int_key(key)? as u128) << 64) | value as u128),
             Map::Bytes(m) => match m.entry(self.stored_key(key, value)) {
                 std::collections::btree_map::Entry::Vacant(e) => {
@@ -373,6 +440,10 @@ impl<K: KeyOrder> MemIndex<K> {
         let mut map = self.map.write();
         Ok(match &mut *map {
             Map::Int(m) => m.remove(int_key(key)?, value),
+            Map::Dense(d) => {
+                let k = int_key(key)?;
+                d.get(k) == Some(value) && d.remove(k).is_some()
+            }
             Map::IntMulti(s) => s.remove(&(((int_key(key)? as u128) << 64) | value as u128)),
             Map::Bytes(m) => {
                 let stored = self.stored_key(key, value);
@@ -417,8 +488,11 @@ impl<K: KeyOrder> MemIndex<K> {
     /// Brings a unique integer index's ordered map up to date now (a no-op for the other
     /// kinds, and when nothing is pending). Meant for the end of a bulk load: otherwise the
     /// first scan after the load merges every loaded key, inside whatever is being measured.
+    ///
+    /// A unique integer index also chooses its structure here, from the keys it holds: a
+    /// [`DenseMap`] if they fill its leaves densely enough, else it stays a hash map.
     pub fn merge_pending(&self) {
-        drop(self.merged());
+        self.merged().densify_if_dense();
     }
 
     /// The map under the exclusive latch, a unique integer index's pending keys merged.
@@ -450,6 +524,20 @@ impl<K: KeyOrder> MemIndex<K> {
                     .ordered
                     .range((Bound::Included(lo as u64), hi))
                     .map(|(&k, &v)| (k.to_be_bytes(), v));
+                if reverse {
+                    visit(iter.rev(), limit, f)
+                } else {
+                    visit(iter, limit, f)
+                }
+            }
+            Map::Dense(d) => {
+                let Some((lo, hi)) = int_range(range, 8) else {
+                    return 0;
+                };
+                // Both fit: `int_range` keeps 8-byte bounds at most `u64::MAX`.
+                let iter = d
+                    .range(lo as u64, hi.map(|h| h as u64))
+                    .map(|(k, v)| (k.to_be_bytes(), v));
                 if reverse {
                     visit(iter.rev(), limit, f)
                 } else {
@@ -496,6 +584,7 @@ impl<K: KeyOrder> MemIndex<K> {
     pub fn len(&self) -> usize {
         match &*self.map.read() {
             Map::Int(m) => m.points.len(),
+            Map::Dense(d) => d.len(),
             Map::IntMulti(s) => s.len(),
             Map::Bytes(m) => m.len(),
         }
@@ -505,13 +594,19 @@ impl<K: KeyOrder> MemIndex<K> {
         self.len() == 0
     }
 
+    /// Whether this unique integer index now keeps its entries in a [`DenseMap`] (chosen by
+    /// [`Self::merge_pending`] for densely filled keys) rather than a hash map.
+    pub fn is_dense(&self) -> bool {
+        matches!(&*self.map.read(), Map::Dense(_))
+    }
+
     /// Keys inserted since the last merge (0 for the kinds that keep no pending keys): what
     /// the next scan, or [`Self::merge_pending`], will merge. Counts duplicates and keys
     /// deleted since, which the merge drops.
     pub fn pending(&self) -> usize {
         match &*self.map.read() {
             Map::Int(m) => m.pending.len(),
-            Map::IntMulti(_) | Map::Bytes(_) => 0,
+            Map::Dense(_) | Map::IntMulti(_) | Map::Bytes(_) => 0,
         }
     }
 
@@ -523,8 +618,12 @@ impl<K: KeyOrder> MemIndex<K> {
         let map = self.map.read();
         let bad = |reason: &str| Err(StorageError::Invalid(format!("mem index: {reason}")));
         match &*map {
-            Map::Int(_) | Map::IntMulti(_) if !K::FIXED_U64 => bad("integer map for byte keys"),
+            Map::Int(_) | Map::Dense(_) | Map::IntMulti(_) if !K::FIXED_U64 => {
+                bad("integer map for byte keys")
+            }
+            Map::Dense(_) if !self.unique => bad("dense map for a non-unique index"),
             Map::Int(m) => m.check().or_else(bad),
+            Map::Dense(d) => d.check().or_else(|e| bad(&e)),
             Map::Bytes(_) if K::FIXED_U64 => bad("byte map for integer keys"),
             Map::Bytes(m) if !self.unique => {
                 for (k, &v) in m {

@@ -118,7 +118,11 @@ fn index_scan(
 }
 
 fn run(index: &MemIndex<IntKeyOrder>, ops: &[Op]) {
-    let mut model = BTreeMap::new();
+    run_from(index, BTreeMap::new(), ops);
+}
+
+/// [`run`] on an index that already holds `model`.
+fn run_from(index: &MemIndex<IntKeyOrder>, mut model: BTreeMap<u64, u64>, ops: &[Op]) {
     for op in ops {
         match op {
             Op::Insert(k, v) => {
@@ -195,6 +199,84 @@ proptest! {
         let index = MemIndex::new(IntKeyOrder, true, latching);
         run(&index, &ops);
     }
+}
+
+/// Loads keys `0..n` (value `k * 3`), as a bulk load would, and ends the load.
+fn loaded(n: u64, latching: bool) -> (MemIndex<IntKeyOrder>, BTreeMap<u64, u64>) {
+    let index = MemIndex::new(IntKeyOrder, true, latching);
+    let mut model = BTreeMap::new();
+    for k in 0..n {
+        index.insert(&k.to_be_bytes(), k * 3).unwrap();
+        model.insert(k, k * 3);
+    }
+    index.merge_pending();
+    (index, model)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The same operations on an index whose load left it dense: the keys near zero fall in
+    /// its first leaf, the others in new leaves far apart; `u64::MAX` as a value (which a
+    /// dense map cannot hold) sends it back to a hash map mid-run.
+    #[test]
+    fn dense_unique_int_memindex_matches_model(
+        latching in any::<bool>(),
+        max_value in any::<bool>(),
+        ops in proptest::collection::vec(op_strategy(), 1..300),
+    ) {
+        let (index, model) = loaded(1_000, latching);
+        prop_assert!(index.is_dense(), "1,000 keys in a row fill their leaves");
+        let mut ops = ops;
+        if max_value {
+            ops.insert(ops.len() / 2, Op::Replace(3, u64::MAX));
+        }
+        run_from(&index, model, &ops);
+    }
+}
+
+#[test]
+fn a_load_chooses_by_density_and_sparse_inserts_go_back_to_a_hash_map() {
+    let (sparse, _) = {
+        let index = MemIndex::new(IntKeyOrder, true, false);
+        for i in 0..2_000u64 {
+            index.insert(&(i << 20).to_be_bytes(), i).unwrap();
+        }
+        index.merge_pending();
+        (index, ())
+    };
+    assert!(!sparse.is_dense(), "one key per 2^20 stays hashed");
+    let (small, _) = loaded(100, false);
+    assert!(
+        !small.is_dense(),
+        "fewer keys than a leaf holds stay hashed"
+    );
+
+    let (index, mut model) = loaded(5_000, false);
+    assert!(index.is_dense());
+    // A key per leaf from here: the fill falls below a sixteenth and the index goes back.
+    let mut i = 0u64;
+    while index.is_dense() {
+        i += 1;
+        let k = (1 << 40) + (i << 12);
+        index.insert(&k.to_be_bytes(), i).unwrap();
+        model.insert(k, i);
+        assert!(i < 1_000, "still dense after {i} sparse inserts");
+    }
+    assert!(
+        i > 64,
+        "went back after {i} inserts, before judging more than a few leaves"
+    );
+    index.check_invariants().unwrap();
+    let all = index_scan(
+        &index,
+        &Bound::Unbounded,
+        &Bound::Unbounded,
+        false,
+        usize::MAX,
+        usize::MAX,
+    );
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
 }
 
 #[test]
