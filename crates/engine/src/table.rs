@@ -399,7 +399,9 @@ impl IndexStore {
         match self {
             IndexStore::Generic(t) => t.check_invariants(),
             IndexStore::Int(t) => t.check_invariants(),
-            _ => Ok(()),
+            IndexStore::Mem(m) => m.check_invariants(),
+            IndexStore::MemInt(m) => m.check_invariants(),
+            IndexStore::Hash(_) => Ok(()),
         }
     }
 }

@@ -255,6 +255,29 @@ fn a_single_terminal_run_keeps_every_condition() {
     common::assert_all_hold(&w.check(&db).unwrap());
 }
 
+/// The stripped engine on the full mix: its main-memory indexes are chosen when the load ends
+/// (`Database::finish_load`), dense maps for the keys that fill their leaves (stock, items,
+/// orders, order lines) and hash maps for the others, and Delivery's deletes, Order-Status's
+/// and Stock-Level's scans and New-Order's inserts all run on them.
+#[test]
+fn a_stripped_run_of_the_full_mix_on_dense_indexes_keeps_every_condition() {
+    use engine::switches::{Preset, Switches};
+    let w: Arc<dyn Workload> = Arc::new(small(1, Mix::Full));
+    let db = Database::open(engine::db::DbConfig {
+        switches: Switches::preset(Preset::Stripped),
+        threads: 1,
+        ..engine::db::DbConfig::default()
+    })
+    .unwrap();
+    w.create_schema(&db).unwrap();
+    w.load(&db, &|_, _| {}).unwrap();
+    db.finish_load();
+    let out = common::run(&db, &w, 1, 1500);
+    assert!(out.committed.iter().all(|c| *c > 0), "{out:?}");
+    db.check_invariants().unwrap();
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
 #[test]
 fn concurrent_terminals_keep_every_condition() {
     for mix in [Mix::Full, Mix::Paper] {
