@@ -165,7 +165,7 @@ pub fn render_markdown(result: &LadderResult) -> String {
                  clock around each measured transaction (rung 11: around `run_mix`), median \
                  of {} rounds (each rung once a round). \
                  From rung 9 on (`page-access` off) the engine acts on the procedures' \
-                 prefetch hints (`Tx::prefetch`): a second hash probe per row named, a few \
+                 prefetch hints (`Tx::prefetch`): a second index probe per row named, a few \
                  thousand instructions per New-Order, spent to overlap its cache misses. \
                  Up to rung 8 (on the buffer pool) each page read starts loading the \
                  frame's, header's, slot's and record's or cell's lines together \
