@@ -7,6 +7,7 @@
 //! ```text
 //!   MemIndex<K> ── Latch ── Map::Bytes     BTreeMap<key bytes, value>          (generic keys)
 //!                           Map::Int       IntMap                              (IntKeyOrder, unique)
+//!                           Map::Dense     DenseMap                            (the same, keys dense)
 //!                           Map::IntMulti  BTreeSet<u128 = key << 64 | value>  (IntKeyOrder, non-unique)
 //!
 //!   IntMap:  points   FxHashMap<u64, value>   every entry: the source of truth
@@ -50,6 +51,14 @@
 //!
 //! A bulk load leaves every loaded key pending; [`MemIndex::merge_pending`] merges them when
 //! the load ends, so that the first scan of a measured run does not pay for the whole load.
+//!
+//! **Dense keys.** At that same point a unique integer index whose keys fill at least
+//! `DENSE_FILL` (a quarter) of the 512-key leaves they need becomes a `DenseMap` (`Map::Dense`): a slot
+//! per key, in leaves kept in key order, so it needs neither `pending` nor `ordered`, and
+//! inserts in key order write beside the previous one (see `dense_map` for what that buys).
+//! It goes back to an `IntMap` if its fill drops below `dense_map::SPARSE_FILL` (judged over
+//! more than a few leaves) or a value `DenseMap` cannot hold (`u64::MAX`) is inserted; an index
+//! empty or sparse when its load ends stays an `IntMap`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -381,8 +390,8 @@ impl<K: KeyOrder> MemIndex<K> {
     }
 
     /// Starts loading what a point lookup or insert of the integer key `key` reads first (see
-    /// [`crate::prefetch`]): its hash slot in a unique integer index; nothing for the other
-    /// maps, whose first reads are a chain of nodes.
+    /// [`crate::prefetch`]): its slot in a unique integer index (hash or dense); nothing for
+    /// the other maps, whose first reads are a chain of nodes.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
         match &*self.map.read() {
@@ -393,7 +402,7 @@ impl<K: KeyOrder> MemIndex<K> {
     }
 
     /// Point lookup of an integer key (as [`MemIndex::get`] of its 8 big-endian bytes), on
-    /// the hash map of a unique integer index; `None` from the other maps.
+    /// the hash or dense map of a unique integer index; `None` from the other maps.
     #[inline(always)]
     pub fn get_int(&self, key: u64) -> Option<u64> {
         match &*self.map.read() {
@@ -490,7 +499,7 @@ impl<K: KeyOrder> MemIndex<K> {
     /// first scan after the load merges every loaded key, inside whatever is being measured.
     ///
     /// A unique integer index also chooses its structure here, from the keys it holds: a
-    /// [`DenseMap`] if they fill its leaves densely enough, else it stays a hash map.
+    /// `DenseMap` if they fill its leaves densely enough, else it stays a hash map.
     pub fn merge_pending(&self) {
         self.merged().densify_if_dense();
     }
@@ -594,7 +603,7 @@ impl<K: KeyOrder> MemIndex<K> {
         self.len() == 0
     }
 
-    /// Whether this unique integer index now keeps its entries in a [`DenseMap`] (chosen by
+    /// Whether this unique integer index now keeps its entries in a `DenseMap` (chosen by
     /// [`Self::merge_pending`] for densely filled keys) rather than a hash map.
     pub fn is_dense(&self) -> bool {
         matches!(&*self.map.read(), Map::Dense(_))
