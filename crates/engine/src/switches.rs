@@ -195,6 +195,17 @@ impl Switches {
         Ok(())
     }
 
+    /// The most threads that may use a database with these switches at once: one for the
+    /// kernel, or without latches or locks (see [`Switches::validate`]); otherwise no limit.
+    /// A loader that fills tables in parallel stays within it.
+    pub fn max_threads(&self) -> usize {
+        if self.optimal || !self.is_on(Switch::Latching) || !self.is_on(Switch::Locking) {
+            1
+        } else {
+            usize::MAX
+        }
+    }
+
     /// Refuses combinations that cannot run correctly with `threads` worker threads.
     pub fn validate(&self, threads: usize) -> Result<(), ConfigError> {
         if threads > 1 && self.optimal {
@@ -273,5 +284,24 @@ mod tests {
         t.apply("lsn=off").unwrap();
         assert!(t.validate(1).is_err());
         assert!(Switches::preset(Preset::Stripped).validate(1).is_ok());
+    }
+
+    #[test]
+    fn max_threads_agrees_with_validate() {
+        for preset in [Preset::Full, Preset::Stripped, Preset::Optimal] {
+            for off in ["none", "latching=off", "locking=off", "lsn=off"] {
+                let mut s = Switches::preset(preset);
+                if off != "none" {
+                    s.apply(off).unwrap();
+                }
+                // Every setting that runs on one thread runs on `max_threads` and no more.
+                if s.validate(1).is_ok() {
+                    let max = s.max_threads();
+                    assert_eq!(s.validate(2).is_ok(), max >= 2, "{preset:?} {off}");
+                }
+            }
+        }
+        assert_eq!(Switches::preset(Preset::Stripped).max_threads(), 1);
+        assert_eq!(Switches::preset(Preset::Full).max_threads(), usize::MAX);
     }
 }

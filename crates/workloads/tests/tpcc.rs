@@ -278,6 +278,30 @@ fn a_stripped_run_of_the_full_mix_on_dense_indexes_keeps_every_condition() {
     common::assert_all_hold(&w.check(&db).unwrap());
 }
 
+/// A stripped database takes one writer at a time: loading three warehouses with two load
+/// threads must fall back to one (parallel loading had corrupted its unlatched indexes).
+#[test]
+fn a_stripped_database_loads_several_warehouses_one_at_a_time() {
+    use engine::switches::{Preset, Switches};
+    let w: Arc<dyn Workload> = Arc::new(small(3, Mix::Paper));
+    let db = Database::open(engine::db::DbConfig {
+        switches: Switches::preset(Preset::Stripped),
+        threads: 1,
+        ..engine::db::DbConfig::default()
+    })
+    .unwrap();
+    w.create_schema(&db).unwrap();
+    w.load(&db, &|_, _| {}).unwrap();
+    db.finish_load();
+    db.check_invariants().unwrap();
+    let t = Tables::resolve(&db).unwrap();
+    assert_eq!(count(&db, &t.stock), 3 * 1000);
+    assert_eq!(count(&db, &t.district), 3 * 10);
+    let out = common::run(&db, &w, 1, 300);
+    assert_eq!(out.committed.iter().sum::<u64>(), 300, "{out:?}");
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
 #[test]
 fn concurrent_terminals_keep_every_condition() {
     for mix in [Mix::Full, Mix::Paper] {

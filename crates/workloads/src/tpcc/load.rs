@@ -1,6 +1,7 @@
 //! Population (clause 4.3.3.1).
 //!
-//! ITEM once; then per warehouse, in parallel across up to `load_threads` threads (warehouse
+//! ITEM once; then per warehouse, in parallel across up to `load_threads` threads (one where
+//! the database allows no more, `Switches::max_threads`; warehouse
 //! w is loaded by thread (w − 1) mod threads, each with its own random stream seeded by w):
 //!
 //! | table      | rows per warehouse (spec) | notable values                                  |
@@ -67,7 +68,12 @@ pub fn load(
     }
     loader.flush()?;
 
-    let threads = config.load_threads.clamp(1, config.warehouses as usize);
+    // Without latches or locks (the stripped preset) the tables take one writer at a time:
+    // parallel loading there corrupted the unlatched indexes.
+    let threads = config
+        .load_threads
+        .min(db.config().switches.max_threads())
+        .clamp(1, config.warehouses as usize);
     let now = now_seconds();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
