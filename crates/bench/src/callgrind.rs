@@ -542,7 +542,7 @@ impl Component {
         match krate {
             "storage" => match module {
                 "buffer" | "page" | "file" | "device" | "counters" => Component::BufferManager,
-                "btree" | "memindex" | "hash" => Component::Index,
+                "btree" | "memindex" | "hash" | "int_hash" | "dense_map" => Component::Index,
                 "heap" | "memstore" => Component::Records,
                 "latch" => Component::Latching,
                 _ => Component::Other,
@@ -953,6 +953,8 @@ fi=(6) /work/main/crates/engine/src/record.rs
             ),
             ("storage::btree::node::search_generic", Component::Index),
             ("storage::memindex::MemIndex::get", Component::Index),
+            ("storage::int_hash::IntHash::get", Component::Index),
+            ("storage::dense_map::DenseMap::insert_new", Component::Index),
             (
                 "storage::heap::file::HeapFile::with_record",
                 Component::Records,
