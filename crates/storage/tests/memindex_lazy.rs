@@ -317,25 +317,49 @@ fn long_runs_without_scans_then_one_scan_match_the_model() {
 
 #[test]
 fn scans_racing_inserts_see_sorted_growing_snapshots() {
+    let index = race_scans_and_inserts(MemIndex::new(IntKeyOrder, true, true), 0);
+    assert!(
+        !index.is_dense(),
+        "nothing chose a dense map: no load ended"
+    );
+}
+
+/// The same race on an index that a load left dense: the writers append past the loaded keys
+/// (new leaves), a reader looks keys up, and the scanner sees every snapshot sorted.
+#[test]
+fn scans_racing_inserts_on_a_dense_index_see_sorted_growing_snapshots() {
+    let (index, _) = loaded(2_000, true);
+    assert!(index.is_dense());
+    let index = race_scans_and_inserts(index, 2_000);
+    assert!(index.is_dense(), "appends in key order keep it dense");
+}
+
+/// Three writers insert keys from `base` on (`k → k + 1`, interleaved among them) while a
+/// scanner checks that each full scan is sorted, right and no smaller than the last; the
+/// index holds keys `0..base` with values `k * 3` to begin with. Returns the index.
+fn race_scans_and_inserts(index: MemIndex<IntKeyOrder>, base: u64) -> Arc<MemIndex<IntKeyOrder>> {
     const WRITERS: u64 = 3;
     const PER_WRITER: u64 = 3_000;
-    let index = Arc::new(MemIndex::new(IntKeyOrder, true, true));
+    let index = Arc::new(index);
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let index = index.clone();
             std::thread::spawn(move || {
                 for i in 0..PER_WRITER {
-                    let k = i * WRITERS + w;
+                    let k = base + i * WRITERS + w;
                     index.insert(&k.to_be_bytes(), k + 1).unwrap();
+                    let probe = base + i / 2 * WRITERS + w;
+                    assert_eq!(index.get_int(probe), Some(probe + 1));
                 }
             })
         })
         .collect();
+    let total = (base + WRITERS * PER_WRITER) as usize;
     let scanner = {
         let index = index.clone();
         std::thread::spawn(move || {
             let mut seen = 0;
-            while seen < (WRITERS * PER_WRITER) as usize {
+            while seen < total {
                 let mut keys = Vec::new();
                 index
                     .scan(
@@ -345,7 +369,7 @@ fn scans_racing_inserts_see_sorted_growing_snapshots() {
                         usize::MAX,
                         |k, v| {
                             let k = u64::from_be_bytes(k.try_into().unwrap());
-                            assert_eq!(v, k + 1);
+                            assert_eq!(v, if k < base { k * 3 } else { k + 1 });
                             keys.push(k);
                             true
                         },
@@ -361,6 +385,7 @@ fn scans_racing_inserts_see_sorted_growing_snapshots() {
         w.join().unwrap();
     }
     scanner.join().unwrap();
-    assert_eq!(index.len(), (WRITERS * PER_WRITER) as usize);
+    assert_eq!(index.len(), total);
     index.check_invariants().unwrap();
+    index
 }
