@@ -77,7 +77,8 @@ impl Leaf {
 }
 
 /// A map from `u64` keys to `u64` values (all but `u64::MAX`), organised in leaves of
-/// [`LEAF_SLOTS`] consecutive keys (see the module documentation).
+/// [`LEAF_SLOTS`] consecutive keys (see the module documentation). Leaves are written only
+/// through `&mut self`, so the map is `Send` and `Sync` as the plain integers it holds are.
 #[derive(Default)]
 pub(crate) struct DenseMap {
     /// Leaf key → the address of a leaf this map owns (made by `Box::into_raw`, freed in
@@ -88,12 +89,6 @@ pub(crate) struct DenseMap {
     /// Entries in all leaves.
     len: usize,
 }
-
-// The leaves are owned through the addresses in `directory`; nothing else points into them,
-// and `&DenseMap` only reads them, so the map can move between threads and be shared like the
-// plain data it is made of.
-unsafe impl Send for DenseMap {}
-unsafe impl Sync for DenseMap {}
 
 impl DenseMap {
     /// Whether `value` can be stored (every value but `u64::MAX`, as slots hold value + 1).
