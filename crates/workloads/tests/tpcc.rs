@@ -255,14 +255,10 @@ fn a_single_terminal_run_keeps_every_condition() {
     common::assert_all_hold(&w.check(&db).unwrap());
 }
 
-/// The stripped engine on the full mix: its main-memory indexes are chosen when the load ends
-/// (`Database::finish_load`), dense maps for the keys that fill their leaves (stock, items,
-/// orders, order lines) and hash maps for the others, and Delivery's deletes, Order-Status's
-/// and Stock-Level's scans and New-Order's inserts all run on them.
-#[test]
-fn a_stripped_run_of_the_full_mix_on_dense_indexes_keeps_every_condition() {
+/// A stripped, one-thread database with `w` loaded and the load ended (`finish_load`, where
+/// the main-memory indexes choose between hash and dense maps).
+fn stripped_loaded(w: &dyn Workload) -> Arc<Database> {
     use engine::switches::{Preset, Switches};
-    let w: Arc<dyn Workload> = Arc::new(small(1, Mix::Full));
     let db = Database::open(engine::db::DbConfig {
         switches: Switches::preset(Preset::Stripped),
         threads: 1,
@@ -272,6 +268,17 @@ fn a_stripped_run_of_the_full_mix_on_dense_indexes_keeps_every_condition() {
     w.create_schema(&db).unwrap();
     w.load(&db, &|_, _| {}).unwrap();
     db.finish_load();
+    db
+}
+
+/// The stripped engine on the full mix: its main-memory indexes are chosen when the load ends
+/// (`Database::finish_load`), dense maps for the keys that fill their leaves (stock, items,
+/// orders, order lines) and hash maps for the others, and Delivery's deletes, Order-Status's
+/// and Stock-Level's scans and New-Order's inserts all run on them.
+#[test]
+fn a_stripped_run_of_the_full_mix_on_dense_indexes_keeps_every_condition() {
+    let w: Arc<dyn Workload> = Arc::new(small(1, Mix::Full));
+    let db = stripped_loaded(w.as_ref());
     let out = common::run(&db, &w, 1, 1500);
     assert!(out.committed.iter().all(|c| *c > 0), "{out:?}");
     db.check_invariants().unwrap();
@@ -282,17 +289,8 @@ fn a_stripped_run_of_the_full_mix_on_dense_indexes_keeps_every_condition() {
 /// threads must fall back to one (parallel loading had corrupted its unlatched indexes).
 #[test]
 fn a_stripped_database_loads_several_warehouses_one_at_a_time() {
-    use engine::switches::{Preset, Switches};
     let w: Arc<dyn Workload> = Arc::new(small(3, Mix::Paper));
-    let db = Database::open(engine::db::DbConfig {
-        switches: Switches::preset(Preset::Stripped),
-        threads: 1,
-        ..engine::db::DbConfig::default()
-    })
-    .unwrap();
-    w.create_schema(&db).unwrap();
-    w.load(&db, &|_, _| {}).unwrap();
-    db.finish_load();
+    let db = stripped_loaded(w.as_ref());
     db.check_invariants().unwrap();
     let t = Tables::resolve(&db).unwrap();
     assert_eq!(count(&db, &t.stock), 3 * 1000);
