@@ -8,8 +8,9 @@
 //!
 //! An insert writes its cell at the low end of the cell area and moves the 2-byte offsets after
 //! its slot one place right; it never moves other cells. A delete removes the slot and leaves its
-//! cell as garbage (counted in `garbage`); an insert that finds too little contiguous room
-//! compacts the cell area first.
+//! cell as garbage (counted in `garbage`), as does cutting a node short ([`truncate`], the
+//! left half of a leaf split) for cells that lie above its lowest kept one; an insert that
+//! finds too little contiguous room compacts the cell area first.
 //!
 //! Node header (after the common [page header](crate::page)):
 //!
@@ -198,6 +199,16 @@ impl<'a> Node<'a> {
         // The value's 8 bytes must be in the page too.
         let key = page.get(offset + 2..value_at + 8)?;
         Some((&key[..key_len], value_at))
+    }
+
+    /// The length of entry `slot`'s cell (key length, key and value), or `None` if the cell
+    /// does not lie inside the page: [`Node::cell`] without slicing the key out.
+    #[inline(always)]
+    fn cell_len(&self, slot: usize) -> Option<usize> {
+        let offset = self.cell_offset(slot);
+        let (len, _) = self.page.get(offset..)?.split_first_chunk::<2>()?;
+        let cell_len = CELL_OVERHEAD + u16::from_le_bytes(*len) as usize;
+        (offset + cell_len <= self.page.len()).then_some(cell_len)
     }
 
     /// The key of entry `slot` (`slot < len`).
@@ -541,34 +552,57 @@ pub fn set_value(page: &mut impl NodePage, slot: usize, value: u64) -> StorageRe
     Ok(())
 }
 
-/// Rewrites the cell area without garbage, keeping slot order.
+/// Rewrites the cell area without garbage, keeping slot order: the cells are gathered into
+/// one scratch area, last slot first (so slot 0's cell ends at the page end, as a rebuild
+/// leaves it), and written back with the slot array in two writes.
 fn compact(page: &mut impl NodePage) {
     let size = page.bytes().len();
     let node = Node { page: page.bytes() };
     let n = node.len();
-    let mut cells = Vec::with_capacity(size);
-    let mut offsets = Vec::with_capacity(n);
-    let mut end = cell_area_end(size);
-    for slot in 0..n {
+    let mut area = Vec::with_capacity(size);
+    let mut lens = Vec::with_capacity(n);
+    for slot in (0..n).rev() {
         let offset = node.cell_offset(slot);
         let key_len = read_u16(page.bytes(), offset);
         let cell = &page.bytes()[offset..offset + CELL_OVERHEAD + key_len];
-        end -= cell.len();
-        offsets.push(end);
-        cells.push(cell.to_vec());
+        area.extend_from_slice(cell);
+        lens.push(cell.len());
     }
-    let start = end;
-    let mut area = vec![0u8; cell_area_end(size) - start];
-    for (cell, &offset) in cells.iter().zip(&offsets) {
-        area[offset - start..offset - start + cell.len()].copy_from_slice(cell);
-    }
+    let start = cell_area_end(size) - area.len();
     page.range_mut(start, area.len()).copy_from_slice(&area);
     let slots = page.range_mut(NODE_HEADER_SIZE, SLOT_SIZE * n);
-    for (i, &offset) in offsets.iter().enumerate() {
-        slots[2 * i..2 * i + 2].copy_from_slice(&(offset as u16).to_le_bytes());
+    let mut end = cell_area_end(size);
+    for (slot, len) in slots.chunks_exact_mut(SLOT_SIZE).zip(lens.iter().rev()) {
+        end -= len;
+        slot.copy_from_slice(&(end as u16).to_le_bytes());
     }
     write_u16(page, OFFSET_CELL_START, start);
     write_u16(page, OFFSET_GARBAGE, 0);
+}
+
+/// Keeps entries `0..keep` of the node and drops the rest (a leaf split's left half, made in
+/// place): only the header changes. The cell area's start moves up to the lowest kept cell,
+/// and what lies above it but is no longer any slot's counts as garbage; for a node whose
+/// cells lie in slot order (rebuilt, or appended to in key order) the dropped cells are the
+/// lowest ones, so nothing becomes garbage.
+pub fn truncate(page: &mut impl NodePage, keep: usize) -> StorageResult<()> {
+    let node = Node::new(page.bytes())?;
+    let n = node.len();
+    if keep >= n {
+        return Ok(());
+    }
+    let size = page.bytes().len();
+    let (mut lowest, mut live) = (cell_area_end(size), 0);
+    for slot in 0..keep {
+        live += node.cell_len(slot).ok_or_else(|| node.bad_cell(slot))?;
+        lowest = lowest.min(node.cell_offset(slot));
+    }
+    let garbage = cell_area_end(size) - lowest - live;
+    let header = page.range_mut(OFFSET_SLOT_COUNT, 4);
+    header[..2].copy_from_slice(&(keep as u16).to_le_bytes());
+    header[2..].copy_from_slice(&(lowest as u16).to_le_bytes());
+    write_u16(page, OFFSET_GARBAGE, garbage);
+    Ok(())
 }
 
 /// Formats `page` as a node of `level` holding `entries` in order (and, for an inner node,
@@ -591,62 +625,73 @@ pub fn rebuild(
     next: Option<PageId>,
     entries: &[(impl AsRef<[u8]>, u64)],
 ) {
-    let mut image = page.bytes().to_vec();
-    format(&mut image, level);
-    set_prev(&mut image, prev);
-    set_next(&mut image, next);
-    if let Some(child) = leftmost {
-        set_leftmost(&mut image, child);
-    }
+    let size = page.bytes().len();
     let slots_end = NODE_HEADER_SIZE + SLOT_SIZE * entries.len();
-    let mut cell_start = cell_area_end(image.len());
-    let (head, cells) = image.split_at_mut(slots_end.min(cell_start));
-    let (_, mut slots) = head.split_at_mut(NODE_HEADER_SIZE);
-    for (key, value) in entries {
+    let cell_bytes: usize = entries
+        .iter()
+        .map(|(k, _)| CELL_OVERHEAD + k.as_ref().len())
+        .sum();
+    assert!(
+        slots_end + cell_bytes <= cell_area_end(size),
+        "rebuild: entries do not fit the node"
+    );
+    let cell_start = cell_area_end(size) - cell_bytes;
+    // The header from the slot count on, then the slots: what `format` and the link setters
+    // would leave there.
+    let mut head = vec![0u8; slots_end - OFFSET_SLOT_COUNT];
+    let field = |offset: usize| offset - OFFSET_SLOT_COUNT;
+    head[field(OFFSET_SLOT_COUNT)..][..2].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+    head[field(OFFSET_CELL_START)..][..2].copy_from_slice(&(cell_start as u16).to_le_bytes());
+    head[field(OFFSET_LEVEL)..][..2].copy_from_slice(&(level as u16).to_le_bytes());
+    head[field(OFFSET_PREV)..][..8].copy_from_slice(&prev.map_or(0, |p| p.0).to_le_bytes());
+    head[field(OFFSET_NEXT)..][..8].copy_from_slice(&next.map_or(0, |p| p.0).to_le_bytes());
+    if let Some(child) = leftmost {
+        head[field(OFFSET_LEFTMOST)..][..8].copy_from_slice(&child.0.to_le_bytes());
+    }
+    // Cells packed down from the page end in entry order: entry 0's ends at the page end.
+    let mut cells = vec![0u8; cell_bytes];
+    let mut end = cell_bytes;
+    let slots = head[field(NODE_HEADER_SIZE)..].chunks_exact_mut(SLOT_SIZE);
+    for ((key, value), slot) in entries.iter().zip(slots) {
         let key = key.as_ref();
-        let cell_len = CELL_OVERHEAD + key.len();
-        assert!(
-            cell_start >= slots_end + cell_len,
-            "rebuild: entries do not fit the node"
-        );
-        cell_start -= cell_len;
-        let cell = &mut cells[cell_start - slots_end..][..cell_len];
+        let cell = &mut cells[end - CELL_OVERHEAD - key.len()..end];
+        end -= cell.len();
         let (len, rest) = cell.split_at_mut(2);
         len.copy_from_slice(&(key.len() as u16).to_le_bytes());
         let (k, v) = rest.split_at_mut(key.len());
         k.copy_from_slice(key);
         v.copy_from_slice(&value.to_le_bytes());
-        let (slot, more) = slots.split_at_mut(SLOT_SIZE);
-        slot.copy_from_slice(&(cell_start as u16).to_le_bytes());
-        slots = more;
+        slot.copy_from_slice(&((cell_start + end) as u16).to_le_bytes());
     }
-    image[OFFSET_SLOT_COUNT..OFFSET_SLOT_COUNT + 2]
-        .copy_from_slice(&(entries.len() as u16).to_le_bytes());
-    image[OFFSET_CELL_START..OFFSET_CELL_START + 2]
-        .copy_from_slice(&(cell_start as u16).to_le_bytes());
-    page.range_mut(OFFSET_KIND, 1)[0] = image[OFFSET_KIND];
-    page.range_mut(OFFSET_SLOT_COUNT, slots_end - OFFSET_SLOT_COUNT)
-        .copy_from_slice(&image[OFFSET_SLOT_COUNT..slots_end]);
-    let size = image.len();
-    page.range_mut(cell_start, size - cell_start)
-        .copy_from_slice(&image[cell_start..]);
+    let kind = if level == 0 {
+        PageKind::BTreeLeaf
+    } else {
+        PageKind::BTreeInner
+    };
+    page.range_mut(OFFSET_KIND, 1)[0] = kind as u8;
+    page.range_mut(OFFSET_SLOT_COUNT, head.len())
+        .copy_from_slice(&head);
+    page.range_mut(cell_start, cell_bytes)
+        .copy_from_slice(&cells);
 }
 
 /// Where to split `entries` (plus nothing else) into two nodes: the first index of the right
 /// half, chosen so both halves hold about half the bytes and neither is empty.
 pub fn split_point(entries: &[(impl AsRef<[u8]>, u64)]) -> usize {
-    let total: usize = entries
-        .iter()
-        .map(|(k, _)| entry_space(k.as_ref().len()))
-        .sum();
+    split_point_of(&entry_spaces(entries))
+}
+
+/// [`split_point`] for entries that take `spaces` bytes each (slot and cell).
+pub fn split_point_of(spaces: &[usize]) -> usize {
+    let total: usize = spaces.iter().sum();
     let mut left = 0;
-    for (i, (k, _)) in entries.iter().enumerate() {
-        left += entry_space(k.as_ref().len());
+    for (i, space) in spaces.iter().enumerate() {
+        left += space;
         if left * 2 >= total {
-            return (i + 1).clamp(1, entries.len() - 1);
+            return (i + 1).clamp(1, spaces.len() - 1);
         }
     }
-    entries.len() / 2
+    spaces.len() / 2
 }
 
 /// Where to split a full leaf whose entries (the new one included, at index `new`) are
@@ -665,24 +710,79 @@ pub fn leaf_split_point(
     new: usize,
     page_size: usize,
 ) -> usize {
-    let n = entries.len();
+    leaf_split_point_of(&entry_spaces(entries), new, page_size)
+}
+
+/// [`leaf_split_point`] for entries that take `spaces` bytes each.
+pub fn leaf_split_point_of(spaces: &[usize], new: usize, page_size: usize) -> usize {
+    let n = spaces.len();
     debug_assert!(new < n, "the new entry is one of the entries");
     if n >= 2 && new == n - 1 {
         return n - 1;
     }
-    let left = entries_space(&entries[..=new]);
-    if left * 4 >= entries_space(entries) && left <= page_size - NODE_HEADER_SIZE {
+    let left: usize = spaces[..=new].iter().sum();
+    if left * 4 >= spaces.iter().sum() && left <= page_size - NODE_HEADER_SIZE {
         return new + 1;
     }
-    split_point(entries)
+    split_point_of(spaces)
 }
 
-/// Bytes `entries` take in a node (slots and cells).
-fn entries_space(entries: &[(impl AsRef<[u8]>, u64)]) -> usize {
+/// Bytes each of `entries` takes in a node (slot and cell).
+fn entry_spaces(entries: &[(impl AsRef<[u8]>, u64)]) -> Vec<usize> {
     entries
         .iter()
         .map(|(k, _)| entry_space(k.as_ref().len()))
-        .sum()
+        .collect()
+}
+
+impl Node<'_> {
+    /// Checks the cell area's accounting (for invariant checks): every slot's cell lies in
+    /// the cell area, no two overlap, and the live cells plus `garbage` fill the area.
+    pub fn check_space(&self) -> StorageResult<()> {
+        let size = self.page.len();
+        let start = read_u16(self.page, OFFSET_CELL_START);
+        let mut cells = Vec::with_capacity(self.len());
+        for slot in 0..self.len() {
+            let (key, _) = self.cell(slot).ok_or_else(|| self.bad_cell(slot))?;
+            let offset = self.cell_offset(slot);
+            if offset < start {
+                return Err(self.corrupt(&format!(
+                    "cell of slot {slot} at {offset}, below the cell area's start {start}"
+                )));
+            }
+            cells.push((offset, offset + CELL_OVERHEAD + key.len()));
+        }
+        cells.sort_unstable();
+        if let Some(w) = cells.windows(2).find(|w| w[0].1 > w[1].0) {
+            return Err(self.corrupt(&format!("cells at {} and {} overlap", w[0].0, w[1].0)));
+        }
+        let live: usize = cells.iter().map(|(lo, hi)| hi - lo).sum();
+        let garbage = read_u16(self.page, OFFSET_GARBAGE);
+        if live + garbage != cell_area_end(size) - start {
+            return Err(self.corrupt(&format!(
+                "{live} live and {garbage} garbage bytes in a cell area of {}",
+                cell_area_end(size) - start
+            )));
+        }
+        Ok(())
+    }
+
+    /// The bytes each entry takes (slot and cell), with an entry of `new_key_len` bytes of key
+    /// counted at `new`: what a leaf split weighs, read from the slots without copying a key.
+    pub fn spaces_with(&self, new: usize, new_key_len: usize) -> StorageResult<Vec<usize>> {
+        let n = self.len();
+        let mut spaces = Vec::with_capacity(n + 1);
+        for slot in 0..n {
+            if slot == new {
+                spaces.push(entry_space(new_key_len));
+            }
+            spaces.push(SLOT_SIZE + self.cell_len(slot).ok_or_else(|| self.bad_cell(slot))?);
+        }
+        if new >= n {
+            spaces.push(entry_space(new_key_len));
+        }
+        Ok(spaces)
+    }
 }
 
 #[cfg(test)]
@@ -985,6 +1085,55 @@ mod tests {
             let entries = node.entries().unwrap();
             let expected: Vec<(Vec<u8>, u64)> = model.into_iter().collect();
             prop_assert_eq!(entries, expected);
+        }
+
+        /// A leaf filled in any order (so its cells lie out of slot order, some of them
+        /// garbage), cut short with `truncate`, keeps exactly its first `keep` entries with
+        /// its space accounted for, and takes inserts (compacting as it needs) until it is
+        /// full again, agreeing with the model throughout.
+        #[test]
+        fn truncated_node_keeps_its_prefix_and_fills_again(
+            keys in proptest::collection::vec((proptest::collection::vec(0u8..8, 0..10), any::<u64>()), 1..400),
+            removes in proptest::collection::vec(any::<usize>(), 0..40),
+            cut in any::<usize>(),
+            more in proptest::collection::vec((proptest::collection::vec(0u8..8, 0..10), any::<u64>()), 0..600),
+        ) {
+            let mut page = leaf(4096);
+            let mut model = BTreeMap::new();
+            let put = |page: &mut Vec<u8>, model: &mut BTreeMap<Vec<u8>, u64>, key: &[u8], value| {
+                let node = Node::new(page).unwrap();
+                if node.find(&BytewiseKeyOrder, key).unwrap().is_none() {
+                    let slot = node.rank(&BytewiseKeyOrder, key, true).unwrap();
+                    if insert_at(page, slot, key, value) {
+                        model.insert(key.to_vec(), value);
+                    }
+                }
+            };
+            for (key, value) in &keys {
+                put(&mut page, &mut model, key, *value);
+            }
+            for r in removes {
+                if model.is_empty() {
+                    break;
+                }
+                let slot = r % model.len();
+                remove_at(&mut page, slot).unwrap();
+                let key = model.keys().nth(slot).unwrap().clone();
+                model.remove(&key);
+            }
+            let keep = cut % (model.len() + 1);
+            truncate(&mut page, keep).unwrap();
+            let kept: BTreeMap<Vec<u8>, u64> = model.into_iter().take(keep).collect();
+            let node = Node::new(&page).unwrap();
+            node.check_space().unwrap();
+            prop_assert_eq!(node.entries().unwrap(), kept.clone().into_iter().collect::<Vec<_>>());
+            let mut model = kept;
+            for (key, value) in &more {
+                put(&mut page, &mut model, key, *value);
+            }
+            let node = Node::new(&page).unwrap();
+            node.check_space().unwrap();
+            prop_assert_eq!(node.entries().unwrap(), model.into_iter().collect::<Vec<_>>());
         }
 
         /// `rebuild` writes in one pass what appending each entry with `insert_at` to a
