@@ -25,7 +25,8 @@ use crate::ladder::LadderResult;
 pub const FONT_PATH: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 const SIZE: (u32, u32) = (1400, 760);
-const PALETTE: [RGBColor; 8] = [
+/// Ten distinct colours, grey last (the operation breakdown's "other" is its tenth series).
+const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -33,6 +34,8 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
     RGBColor(127, 127, 127),
 ];
 

@@ -132,6 +132,46 @@ pub fn flat_rung_reason(switch: &str) -> &'static str {
     }
 }
 
+/// What keeps the stripped engine (the last rung before the kernel) above the kernel, from
+/// its operation split: the paper's operations, the prefetch hints, the procedure's own code
+/// (against the kernel's whole transaction) and the rest of the `Tx` calls. `None` without
+/// both rungs' splits.
+fn stripped_gap(rungs: &[RungResult], p: Phase) -> Option<String> {
+    let [.., stripped_rung, kernel_rung] = rungs else {
+        return None;
+    };
+    let stripped = stripped_rung.phase(p)?;
+    let kernel = kernel_rung.phase(p)?.instructions_per_txn?;
+    let total = stripped.instructions_per_txn?;
+    let get = |name: &str| {
+        stripped
+            .by_operation
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+    };
+    let (hints, procedure, other) = (get("prefetch hints")?, get("procedure")?, get("other")?);
+    let paper = total - hints - procedure - other;
+    Some(format!(
+        "- {}: the stripped engine (rung {}) runs {} instructions per transaction, {:.1}× the \
+         kernel's {}: the paper's operations {}, the prefetch hints {}, the procedure's own code \
+         {} ({:.1}× the kernel's whole transaction: its reads and writes go through `RowRef` and \
+         `RowWriter`, which check each column's type and null bit, and its keys and rows are \
+         built as `Value`s), and the rest of the `Tx` calls {} (packing keys, encoding rows, the \
+         undo list, the session).",
+        p.name(),
+        stripped_rung.rung,
+        fmt_count(Some(total)),
+        total / kernel.max(1.0),
+        fmt_count(Some(kernel)),
+        fmt_count(Some(paper)),
+        fmt_count(Some(hints)),
+        fmt_count(Some(procedure)),
+        procedure / kernel.max(1.0),
+        fmt_count(Some(other)),
+    ))
+}
+
 /// The Markdown report.
 pub fn render_markdown(result: &LadderResult) -> String {
     let c = &result.config;
@@ -250,6 +290,9 @@ pub fn render_markdown(result: &LadderResult) -> String {
                 top / bottom.max(1.0),
                 fmt_count(Some(top))
             ));
+        }
+        if let Some(line) = stripped_gap(&result.rungs, *p) {
+            findings.push(line);
         }
     }
     for r in &result.rungs {
@@ -370,8 +413,57 @@ pub fn write_all(result: &LadderResult, dir: &Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::PhaseMeasure;
     use super::*;
     use engine::Switch;
+
+    fn rung(k: usize, total: f64, ops: &[(&str, f64)]) -> RungResult {
+        RungResult {
+            rung: k,
+            switch: None,
+            removes: String::new(),
+            phases: vec![PhaseMeasure {
+                phase: Phase::NewOrder.name().to_string(),
+                txns: 10,
+                instructions_per_txn: Some(total),
+                by_operation: ops.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+                ..PhaseMeasure::default()
+            }],
+            callgrind_error: None,
+            native_error: None,
+            callgrind_s: None,
+            load_s: None,
+        }
+    }
+
+    #[test]
+    fn the_stripped_gap_splits_the_last_engine_rung_against_the_kernel() {
+        let stripped = rung(
+            10,
+            40_000.0,
+            &[
+                ("btree lookup", 6_000.0),
+                ("insert index", 4_000.0),
+                ("prefetch hints", 7_000.0),
+                ("procedure", 9_000.0),
+                ("other", 14_000.0),
+            ],
+        );
+        let kernel = rung(11, 2_000.0, &[("procedure", 2_000.0), ("other", 0.0)]);
+        let line = stripped_gap(&[stripped.clone(), kernel], Phase::NewOrder).unwrap();
+        assert!(line.contains("rung 10"), "{line}");
+        assert!(line.contains("20.0× the kernel's 2000"), "{line}");
+        assert!(line.contains("the paper's operations 10.0 K"), "{line}");
+        assert!(line.contains("the prefetch hints 7000"), "{line}");
+        assert!(line.contains("own code 9000 (4.5×"), "{line}");
+        assert!(line.contains("the rest of the `Tx` calls 14.0 K"), "{line}");
+        // Without the kernel's count, or with one rung only, there is nothing to compare.
+        assert_eq!(
+            stripped_gap(std::slice::from_ref(&stripped), Phase::NewOrder),
+            None
+        );
+        assert_eq!(stripped_gap(&[stripped], Phase::Payment), None);
+    }
 
     #[test]
     fn every_switch_has_its_own_reason_for_a_flat_rung() {
