@@ -496,7 +496,8 @@ pub fn set_leftmost(page: &mut impl NodePage, child: PageId) {
 }
 
 /// Inserts `(key, value)` as entry `slot`, compacting first if needed. Returns false (and
-/// changes nothing) if the node has no room: the caller splits.
+/// changes no entry) if the node has no room: the caller splits. A node whose cells a
+/// compaction cannot gather (a corrupt one) has no room either.
 pub fn insert_at(page: &mut impl NodePage, slot: usize, key: &[u8], value: u64) -> bool {
     let node = Node { page: page.bytes() };
     let n = node.len();
@@ -505,9 +506,10 @@ pub fn insert_at(page: &mut impl NodePage, slot: usize, key: &[u8], value: u64) 
     if node.free_space() < need {
         return false;
     }
-    let contiguous = read_u16(page.bytes(), OFFSET_CELL_START) - NODE_HEADER_SIZE - SLOT_SIZE * n;
-    if contiguous < need {
-        compact(page);
+    let contiguous =
+        |page: &[u8]| read_u16(page, OFFSET_CELL_START) - NODE_HEADER_SIZE - SLOT_SIZE * n;
+    if contiguous(page.bytes()) < need && (!compact(page) || contiguous(page.bytes()) < need) {
+        return false;
     }
     let cell_len = CELL_OVERHEAD + key.len();
     let cell_start = read_u16(page.bytes(), OFFSET_CELL_START) - cell_len;
@@ -555,20 +557,30 @@ pub fn set_value(page: &mut impl NodePage, slot: usize, value: u64) -> StorageRe
 /// Rewrites the cell area without garbage, keeping slot order: the cells are gathered into
 /// one scratch area, last slot first (so slot 0's cell ends at the page end, as a rebuild
 /// leaves it), and written back with the slot array in two writes.
-fn compact(page: &mut impl NodePage) {
+///
+/// Returns false, having changed nothing, if a cell does not lie inside the page or the cells
+/// would not fit beside the slot array (a corrupt node): the insert that wanted the room then
+/// reports no room, and the split that follows names the corruption.
+fn compact(page: &mut impl NodePage) -> bool {
     let size = page.bytes().len();
     let node = Node { page: page.bytes() };
     let n = node.len();
     let mut area = Vec::with_capacity(size);
     let mut lens = Vec::with_capacity(n);
     for slot in (0..n).rev() {
+        let Some(len) = node.cell_len(slot) else {
+            return false;
+        };
         let offset = node.cell_offset(slot);
-        let key_len = read_u16(page.bytes(), offset);
-        let cell = &page.bytes()[offset..offset + CELL_OVERHEAD + key_len];
-        area.extend_from_slice(cell);
-        lens.push(cell.len());
+        area.extend_from_slice(&page.bytes()[offset..offset + len]);
+        lens.push(len);
     }
-    let start = cell_area_end(size) - area.len();
+    let Some(start) = cell_area_end(size)
+        .checked_sub(area.len())
+        .filter(|&start| start >= NODE_HEADER_SIZE + SLOT_SIZE * n)
+    else {
+        return false;
+    };
     page.range_mut(start, area.len()).copy_from_slice(&area);
     let slots = page.range_mut(NODE_HEADER_SIZE, SLOT_SIZE * n);
     let mut end = cell_area_end(size);
@@ -578,6 +590,7 @@ fn compact(page: &mut impl NodePage) {
     }
     write_u16(page, OFFSET_CELL_START, start);
     write_u16(page, OFFSET_GARBAGE, 0);
+    true
 }
 
 /// Keeps entries `0..keep` of the node and drops the rest (a leaf split's left half, made in
@@ -873,6 +886,31 @@ mod tests {
         page[NODE_HEADER_SIZE..NODE_HEADER_SIZE + 2].copy_from_slice(&8191u16.to_le_bytes());
         let node = Node::new(&page).unwrap();
         assert!(node.key(0).is_err());
+    }
+
+    #[test]
+    fn an_insert_that_must_compact_a_corrupt_node_finds_no_room_instead_of_panicking() {
+        let mut page = leaf(4096);
+        let key = [7u8; 100];
+        let mut n = 0;
+        while insert_at(&mut page, n, &key, n as u64) {
+            n += 1;
+        }
+        // Free a slot's worth as garbage, then point a cell past the page end.
+        remove_at(&mut page, 0).unwrap();
+        page[NODE_HEADER_SIZE..NODE_HEADER_SIZE + 2].copy_from_slice(&4090u16.to_le_bytes());
+        let before = page.clone();
+        assert!(!insert_at(&mut page, 0, &key, 1));
+        assert_eq!(page, before, "nothing changes");
+        // Lying garbage: room on paper, none after compaction.
+        let mut page = leaf(4096);
+        let mut n = 0;
+        while insert_at(&mut page, n, &key, n as u64) {
+            n += 1;
+        }
+        page[OFFSET_GARBAGE..OFFSET_GARBAGE + 2].copy_from_slice(&500u16.to_le_bytes());
+        assert!(!insert_at(&mut page, n, &key, 0));
+        assert_eq!(Node::new(&page).unwrap().len(), n);
     }
 
     #[test]
