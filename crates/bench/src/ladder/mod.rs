@@ -34,9 +34,11 @@ use crate::callgrind::{Operation, Profile};
 use measure::{Phase, RungOutcome};
 
 /// Default measured transactions per phase and rung: the whole default ladder (3 phases ×
-/// 12 rungs under callgrind, then three native rounds of ten times as many) takes about a
-/// minute and a half on 2 cores.
-pub const DEFAULT_TXNS: u64 = 1000;
+/// 12 rungs under callgrind, then three native rounds of ten times as many) takes about two
+/// and a half minutes on 2 cores. Events that come in lumps (a 32 KiB leaf split costs some
+/// 180 K instructions, and 1,000 New-Orders see about a dozen) average out over 4,000: at
+/// 1,000, rung 8's New-Order count moved by 1 K from one build to the next.
+pub const DEFAULT_TXNS: u64 = 4000;
 /// Rungs 0..=11.
 pub const RUNGS: usize = 12;
 /// Native rounds (every rung once a round); each phase's median is reported.
