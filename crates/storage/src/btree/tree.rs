@@ -766,25 +766,22 @@ impl<K: KeyOrder> BTree<K> {
         if guard.page_id() != self.root && Node::new(&guard)?.is_leaf() {
             let (separator, right_id) =
                 self.split_leaf(&mut guard, slot, key, value, &mut touched)?;
+            let left_id = guard.page_id();
             touched.push(guard);
-            let Some(mut parent) = path.pop() else {
-                return Err(StorageError::Corruption {
-                    page: touched.last().map_or(self.root, |g| g.page_id()),
-                    reason: "b+-tree split of an unsafe node without its parent latched".into(),
-                });
-            };
-            let at = Node::new(&parent)?.rank(&self.order, &separator, true)?;
-            if node::insert_at(&mut parent, at, &separator, right_id.0) {
-                touched.push(parent);
-                let mut refs: Vec<&mut PageWriteGuard<'p>> = touched.iter_mut().collect();
-                self.pool.log_together(&mut refs);
-                return Ok(());
+            match self.carry_up(&mut path, left_id, &separator, right_id, &mut touched)? {
+                None => {
+                    let mut refs: Vec<&mut PageWriteGuard<'p>> = touched.iter_mut().collect();
+                    self.pool.log_together(&mut refs);
+                    return Ok(());
+                }
+                // The parent splits too, taking the separator as its new entry.
+                Some((parent, at)) => {
+                    carried = separator;
+                    slot = at;
+                    value = right_id.0;
+                    guard = parent;
+                }
             }
-            // The parent splits too, taking the separator as its new entry.
-            carried = separator;
-            slot = at;
-            value = right_id.0;
-            guard = parent;
         }
         let mut snapshot: Vec<u8> = Vec::with_capacity(self.pool.page_size());
         loop {
@@ -866,18 +863,11 @@ impl<K: KeyOrder> BTree<K> {
             node::rebuild(&mut right, level, right_leftmost, None, None, right_entries);
             touched.push(guard);
             touched.push(right);
-
-            let Some(mut parent) = path.pop() else {
-                return Err(StorageError::Corruption {
-                    page: left_id,
-                    reason: "b+-tree split of an unsafe node without its parent latched".into(),
-                });
-            };
-            let at = Node::new(&parent)?.rank(&self.order, &separator, true)?;
-            if node::insert_at(&mut parent, at, &separator, right_id.0) {
-                touched.push(parent);
+            let Some((parent, at)) =
+                self.carry_up(&mut path, left_id, &separator, right_id, &mut touched)?
+            else {
                 break;
-            }
+            };
             // The parent splits too, taking the separator as its new entry.
             drop(entries);
             carried = separator;
@@ -888,6 +878,32 @@ impl<K: KeyOrder> BTree<K> {
         let mut refs: Vec<&mut PageWriteGuard<'p>> = touched.iter_mut().collect();
         self.pool.log_together(&mut refs);
         Ok(())
+    }
+
+    /// Inserts the separator of a split of `left` (the new node `right` to its right) into
+    /// the parent, the last guard of `path`: `None` once it is there (the parent joins
+    /// `touched`), or the parent and the separator's slot in it when the parent is full and
+    /// must split in turn.
+    fn carry_up<'p>(
+        &'p self,
+        path: &mut Vec<PageWriteGuard<'p>>,
+        left: PageId,
+        separator: &[u8],
+        right: PageId,
+        touched: &mut Vec<PageWriteGuard<'p>>,
+    ) -> StorageResult<Option<(PageWriteGuard<'p>, usize)>> {
+        let Some(mut parent) = path.pop() else {
+            return Err(StorageError::Corruption {
+                page: left,
+                reason: "b+-tree split of an unsafe node without its parent latched".into(),
+            });
+        };
+        let at = Node::new(&parent)?.rank(&self.order, separator, true)?;
+        if node::insert_at(&mut parent, at, separator, right.0) {
+            touched.push(parent);
+            return Ok(None);
+        }
+        Ok(Some((parent, at)))
     }
 
     /// Splits the full leaf `leaf` (not the root) for the entry `(key, value)` at `slot`:
