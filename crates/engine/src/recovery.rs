@@ -103,7 +103,11 @@ impl Analysis {
             } => {
                 for a in active {
                     self.max_txn = self.max_txn.max(a.txn.0);
-                    if self.ended.contains(&a.txn) {
+                    // A transaction that had logged nothing by the checkpoint's begin has
+                    // nothing before it to undo (its later records, if any, are in the scan).
+                    // Checkpoints no longer list such transactions, but logs written before
+                    // that list read-only ones this way, and undoing one read "LSN 0".
+                    if self.ended.contains(&a.txn) || a.last_lsn == Lsn::NONE {
                         continue;
                     }
                     let e = self.txns.entry(a.txn).or_insert((a.last_lsn, a.committed));
@@ -281,8 +285,12 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
     let next = db.next_txn.load(Ordering::Relaxed);
     log.append(&LogRecord::CheckpointEnd {
         begin,
+        // Only transactions that have logged something: one with no record before the begin
+        // (a read-only one, or one about to log its first change) has nothing there to undo,
+        // and whatever it logs later is in the log recovery scans from the begin.
         active: active
             .into_iter()
+            .filter(|a| a.last_lsn != Lsn::NONE)
             .map(|a| LoggedTxn {
                 txn: a.txn,
                 last_lsn: a.last_lsn,
@@ -496,5 +504,25 @@ mod tests {
         assert_eq!(a.txns[&TxnId(3)], (Lsn(1250), false));
         assert_eq!(a.txns[&TxnId(4)], (Lsn(970), false));
         assert_eq!(a.max_txn, 4);
+    }
+
+    /// A checkpoint (as older builds wrote them) listing a transaction that had logged
+    /// nothing: it is no loser, since there is nothing of it to undo; undoing it read LSN 0,
+    /// and every later open of the database failed.
+    #[test]
+    fn a_listed_transaction_that_logged_nothing_is_no_loser() {
+        let a = analyse(vec![
+            (1000, LogRecord::CheckpointBegin),
+            (
+                1300,
+                end(1000, vec![(7, 0, false), (8, 960, false)], vec![]),
+            ),
+        ]);
+        assert!(
+            !a.txns.contains_key(&TxnId(7)),
+            "nothing logged: not a loser"
+        );
+        assert_eq!(a.txns[&TxnId(8)], (Lsn(960), false));
+        assert_eq!(a.max_txn, 8, "its id is still never reused");
     }
 }
