@@ -211,6 +211,9 @@ pub struct Database {
     pub(crate) next_txn: AtomicU64,
     /// Log position past which the next committing transaction takes a fuzzy checkpoint.
     next_checkpoint: AtomicU64,
+    /// Held while a checkpoint runs: checkpoints never overlap. (Two that did could finish
+    /// out of order, and the later one's discard then took the earlier one's begin record.)
+    checkpointing: Mutex<()>,
     /// The active-transaction table (`xactions` on): id → its monitoring entry.
     active: Latch<HashMap<u64, Arc<ActiveTxn>>>,
 }
@@ -380,6 +383,7 @@ impl Database {
             ddl: Mutex::new(Catalog::default()),
             next_txn: AtomicU64::new(1),
             next_checkpoint: AtomicU64::new(u64::MAX),
+            checkpointing: Mutex::new(()),
             active: Latch::new(HashMap::new(), latching),
             config,
             _dir_lock: dir_lock,
@@ -592,11 +596,14 @@ impl Database {
     /// Takes a checkpoint: writes every dirty page and records where recovery may start.
     /// (A sharp checkpoint at open and close; fuzzy checkpoints run from `checkpoint_fuzzy`.)
     pub fn checkpoint(&self) -> TxResult<()> {
+        let _one_at_a_time = self.checkpointing.lock();
         crate::recovery::checkpoint(self)
     }
 
     /// Called after each commit: takes a fuzzy checkpoint when the log has grown past the
-    /// threshold (one relaxed load when it has not; one thread wins the race to take it).
+    /// threshold (one relaxed load when it has not; one thread wins the race to take it, and
+    /// skips it if a checkpoint is still running: the log is checkpointed again at the next
+    /// threshold).
     pub(crate) fn maybe_checkpoint(&self) -> TxResult<()> {
         let next = self.next_checkpoint.load(Ordering::Relaxed);
         let Some(log) = &self.log else {
@@ -613,7 +620,9 @@ impl Database {
             Ordering::Relaxed,
         );
         if claimed.is_ok() {
-            crate::recovery::checkpoint(self)?;
+            if let Some(_one_at_a_time) = self.checkpointing.try_lock() {
+                crate::recovery::checkpoint(self)?;
+            }
         }
         Ok(())
     }
