@@ -6,12 +6,14 @@
 //! - [`report`]: the result record (JSON) and the printed table;
 //! - [`progress`]: the live progress line;
 //! - [`manifest`]: what a database directory was loaded with;
+//! - [`acklog`]: every acknowledged commit of a run, and the check that each survived;
 //! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls;
 //! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
 //!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
 //!   [`plot`]: the ladder's figures;
 //! - [`allocator`]: the process allocator's setting for a growing main-memory database.
 
+pub mod acklog;
 pub mod allocator;
 pub mod callgrind;
 pub mod driver;

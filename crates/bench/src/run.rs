@@ -23,6 +23,7 @@ use engine::{Preset, Switches};
 use parking_lot::Mutex;
 use workloads::{Condition, Distribution, Terminal, Workload, WorkloadOptions};
 
+use crate::acklog::{AckLog, AckingExecutor};
 use crate::driver::{drive, DriverConfig, DriverOutcome, Executor, Stop};
 use crate::embedded::EmbeddedExecutor;
 use crate::manifest::{distribution_name, mix_name, LoadManifest};
@@ -60,6 +61,8 @@ pub struct BenchConfig {
     /// When `db.path` holds a loaded database, run at the scale it was loaded with instead
     /// of `options.scale` (set when the user gave no `--scale`).
     pub adopt_loaded_scale: bool,
+    /// Append every acknowledged commit's receipts to this file (see [`crate::acklog`]).
+    pub ack_log: Option<PathBuf>,
 }
 
 impl BenchConfig {
@@ -82,6 +85,7 @@ impl BenchConfig {
             retry_limit: 1000,
             quiet: false,
             adopt_loaded_scale: false,
+            ack_log: None,
         }
     }
 }
@@ -262,6 +266,11 @@ pub fn run_workload(
     let timestamp = rfc3339_utc(SystemTime::now());
     let mut db_config = config.db.clone();
     db_config.threads = config.threads;
+    // Before any work: a file that cannot be written fails the run now, not after the load.
+    let ack_log = match &config.ack_log {
+        Some(path) => Some(AckLog::open(path, &config.workload, db_config.durable)?),
+        None => None,
+    };
 
     // Open, and load unless the directory holds a complete load of this workload.
     let (db, load_s) = match db_config.path.clone() {
@@ -310,7 +319,18 @@ pub fn run_workload(
     };
 
     let txn_names = workload.txn_names();
-    let executor = EmbeddedExecutor { db: db.clone() };
+    let embedded = EmbeddedExecutor { db: db.clone() };
+    let acking;
+    let executor: &dyn Executor = match &ack_log {
+        Some(log) => {
+            acking = AckingExecutor {
+                inner: &embedded,
+                log,
+            };
+            &acking
+        }
+        None => &embedded,
+    };
     let terminals = |seed: u64| {
         (0..config.threads)
             .map(|i| {
@@ -320,13 +340,13 @@ pub fn run_workload(
             })
             .collect::<anyhow::Result<Vec<_>>>()
     };
-    let outcome = run_rounds(config, terminals, &executor, txn_names, &status)?;
+    let outcome = run_rounds(config, terminals, executor, txn_names, &status)?;
 
     status.say(format_args!("checking consistency..."));
     let conditions = workload
         .check(&db)
         .with_context(|| format!("check {} consistency", config.workload))?;
-    drop(executor);
+    drop(embedded);
     db.close().context("close the database")?;
     bench_result(
         config,

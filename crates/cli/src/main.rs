@@ -215,6 +215,9 @@ struct EngineArgs {
     /// only with page-access off).
     #[arg(long)]
     no_prefetch: bool,
+    /// Take a fuzzy checkpoint each time the log has grown by this many KiB (with --db).
+    #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
+    checkpoint_kib: u64,
 }
 
 #[derive(Args, Debug)]
@@ -259,6 +262,10 @@ struct BenchArgs {
     /// Also write the result as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Append every acknowledged commit (the rows it wrote) to this file as it is
+    /// acknowledged, for `glass check --ack-log` to verify after a crash.
+    #[arg(long, value_name = "FILE")]
+    ack_log: Option<PathBuf>,
     /// Print only the result table (no status lines or progress).
     #[arg(long)]
     quiet: bool,
@@ -366,9 +373,11 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         durable: args.engine.durable,
         switches,
         threads,
+        checkpoint_bytes: args.engine.checkpoint_kib << 10,
         ..DbConfig::default()
     };
     config.seed = args.seed;
+    config.ack_log = args.ack_log;
     config.rounds = args.rounds;
     config.json = args.json;
     config.quiet = args.quiet;

@@ -27,7 +27,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::util::{int, with_txn, BatchLoader, TableScan};
-use crate::workload::{Condition, Interactions, Terminal, Workload};
+use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
 
 pub const BRANCH: &str = "tpcb_branch";
 pub const TELLER: &str = "tpcb_teller";
@@ -139,8 +139,21 @@ fn add(tx: &mut dyn Tx, table: &TableRef, id: i64, col: usize, delta: i64) -> Tx
     Ok(balance)
 }
 
-/// The AccountUpdate transaction; returns the account's new balance.
-pub fn account_update(tx: &mut dyn Tx, t: &TpcbTables, input: &AccountUpdate) -> TxResult<i64> {
+/// What AccountUpdate returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccountUpdateOutput {
+    /// The account's new balance.
+    pub balance: i64,
+    /// The history row's sequence number (its key is `(t_id, h_seq)`).
+    pub h_seq: i64,
+}
+
+/// The AccountUpdate transaction.
+pub fn account_update(
+    tx: &mut dyn Tx,
+    t: &TpcbTables,
+    input: &AccountUpdate,
+) -> TxResult<AccountUpdateOutput> {
     // The three rows it updates, known from the input (see `Tx::prefetch`).
     tx.prefetch(&[
         (&t.account, &[input.a_id]),
@@ -172,7 +185,10 @@ pub fn account_update(tx: &mut dyn Tx, t: &TpcbTables, input: &AccountUpdate) ->
             Value::Str("x".repeat(22)),
         ],
     )?;
-    Ok(balance)
+    Ok(AccountUpdateOutput {
+        balance,
+        h_seq: seq,
+    })
 }
 
 /// The TPC-B workload.
@@ -227,6 +243,8 @@ struct TpcbTerminal {
     inputs: TpcbInputs,
     rng: SmallRng,
     input: Option<AccountUpdate>,
+    /// The history row the last successful run inserted: (t_id, h_seq).
+    history: Option<(i64, i64)>,
 }
 
 impl Terminal for TpcbTerminal {
@@ -240,7 +258,16 @@ impl Terminal for TpcbTerminal {
             .input
             .as_ref()
             .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
-        account_update(tx, &self.tables, input).map(drop)
+        self.history = None;
+        let out = account_update(tx, &self.tables, input)?;
+        self.history = Some((input.t_id, out.h_seq));
+        Ok(())
+    }
+
+    fn receipts(&self, out: &mut Vec<Receipt>) {
+        if let Some((t_id, seq)) = self.history {
+            out.push(Receipt::present(HISTORY, &[t_id, seq]));
+        }
     }
 }
 
@@ -329,6 +356,7 @@ impl Workload for Tpcb {
             },
             rng: SmallRng::seed_from_u64(seed),
             input: None,
+            history: None,
         }))
     }
 

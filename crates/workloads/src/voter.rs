@@ -40,7 +40,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::util::{int, string, with_txn, BatchLoader, TableScan};
-use crate::workload::{Condition, Interactions, Terminal, Workload};
+use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
 
 pub const CONTESTANTS: &str = "voter_contestants";
 pub const AREA_CODE_STATE: &str = "voter_area_code_state";
@@ -300,6 +300,16 @@ fn bump(
 
 /// The Vote procedure.
 pub fn vote(tx: &mut dyn Tx, t: &VoterTables, input: &VoteInput) -> TxResult<VoteOutcome> {
+    vote_numbered(tx, t, input).map(|(outcome, _)| outcome)
+}
+
+/// The Vote procedure, also returning an accepted vote's sequence number for its phone (the
+/// vote row's key is `(phone_number, vote_seq)`).
+pub fn vote_numbered(
+    tx: &mut dyn Tx,
+    t: &VoterTables,
+    input: &VoteInput,
+) -> TxResult<(VoteOutcome, Option<i64>)> {
     let area_code = input.phone_number / PHONE_BASE;
     let phone_key = [Value::Int(input.phone_number)];
     let tally_key = [Value::Int(input.contestant_number), Value::Int(area_code)];
@@ -318,7 +328,7 @@ pub fn vote(tx: &mut dyn Tx, t: &VoterTables, input: &VoteInput) -> TxResult<Vot
         false,
     )?;
     if contestant.is_none() {
-        return Ok(VoteOutcome::InvalidContestant);
+        return Ok((VoteOutcome::InvalidContestant, None));
     }
     let tally = tx.get(
         &t.votes_by_contestant_area,
@@ -328,18 +338,19 @@ pub fn vote(tx: &mut dyn Tx, t: &VoterTables, input: &VoteInput) -> TxResult<Vot
     )?;
     let votes = by_phone.as_deref().map(|r| int(r, 0)).transpose()?;
     if votes.unwrap_or(0) >= input.max_votes {
-        return Ok(VoteOutcome::OverLimit);
+        return Ok((VoteOutcome::OverLimit, None));
     }
     let state = match &state {
         Some(r) => string(r, 0)?.to_string(),
         None => "XX".to_string(),
     };
     // Round trip 2: the writes, with the commit.
+    let seq = votes.unwrap_or(0) + 1;
     tx.insert(
         &t.votes,
         &[
             Value::Int(input.phone_number),
-            Value::Int(votes.unwrap_or(0) + 1),
+            Value::Int(seq),
             Value::Str(state),
             Value::Int(input.contestant_number),
             Value::Int(input.created),
@@ -348,7 +359,7 @@ pub fn vote(tx: &mut dyn Tx, t: &VoterTables, input: &VoteInput) -> TxResult<Vot
     bump(tx, &t.votes_by_phone, &phone_key, 1, votes)?;
     let tally = tally.as_deref().map(|r| int(r, 0)).transpose()?;
     bump(tx, &t.votes_by_contestant_area, &tally_key, 2, tally)?;
-    Ok(VoteOutcome::Accepted)
+    Ok((VoteOutcome::Accepted, Some(seq)))
 }
 
 /// Draws calls.
@@ -404,6 +415,8 @@ struct VoterTerminal {
     inputs: VoterInputs,
     rng: SmallRng,
     input: Option<VoteInput>,
+    /// The vote row the last successful run inserted: (phone_number, vote_seq).
+    vote: Option<(i64, i64)>,
 }
 
 impl Terminal for VoterTerminal {
@@ -417,7 +430,16 @@ impl Terminal for VoterTerminal {
             .input
             .as_ref()
             .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
-        vote(tx, &self.tables, input).map(drop)
+        self.vote = None;
+        let (_, seq) = vote_numbered(tx, &self.tables, input)?;
+        self.vote = seq.map(|seq| (input.phone_number, seq));
+        Ok(())
+    }
+
+    fn receipts(&self, out: &mut Vec<Receipt>) {
+        if let Some((phone, seq)) = self.vote {
+            out.push(Receipt::present(VOTES, &[phone, seq]));
+        }
     }
 }
 
@@ -480,6 +502,7 @@ impl Workload for Voter {
             },
             rng: SmallRng::seed_from_u64(seed),
             input: None,
+            vote: None,
         }))
     }
 

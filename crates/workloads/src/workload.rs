@@ -56,6 +56,40 @@ pub trait Workload: Send + Sync {
     fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>>;
 }
 
+/// What a committed transaction left in the database that no crash may take away once the
+/// commit was acknowledged (durably): the row with primary key `key` in `table` is there
+/// (`present`), or is gone for good (a delivered order's new-order row). Recorded by
+/// `glass bench --ack-log` and looked up by `glass check --ack-log`.
+///
+/// Only effects no later transaction undoes make receipts (an order, a history row, a vote, an
+/// inserted YCSB record, a delivered new-order row): a balance or a YCSB field is overwritten
+/// by later commits, so it proves nothing about an earlier one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Receipt {
+    pub table: String,
+    /// The primary key's columns, all integers in every workload.
+    pub key: Vec<i64>,
+    pub present: bool,
+}
+
+impl Receipt {
+    pub fn present(table: &str, key: &[i64]) -> Receipt {
+        Receipt {
+            table: table.to_string(),
+            key: key.to_vec(),
+            present: true,
+        }
+    }
+
+    pub fn absent(table: &str, key: &[i64]) -> Receipt {
+        Receipt {
+            table: table.to_string(),
+            key: key.to_vec(),
+            present: false,
+        }
+    }
+}
+
 /// One closed-loop client: draws a transaction, runs it.
 pub trait Terminal: Send {
     /// Draws the next transaction and its input; returns its type (index into `txn_names`).
@@ -64,4 +98,7 @@ pub trait Terminal: Send {
     /// after a retryable error, calls `run` again with the same input.
     /// `Err(TxError::UserAbort)` is a rollback the specification asks for.
     fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()>;
+    /// After the drawn transaction committed (its last `run` succeeded): the receipts of what
+    /// it wrote, appended to `out`. None for a read-only transaction (the default).
+    fn receipts(&self, _out: &mut Vec<Receipt>) {}
 }

@@ -31,7 +31,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::util::{fnv1a_64, int, with_txn, BatchLoader, TableScan};
-use crate::workload::{Condition, Interactions, Terminal, Workload};
+use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
 use crate::Distribution;
 
 pub const USERTABLE: &str = "usertable";
@@ -334,6 +334,13 @@ impl Terminal for YcsbTerminal {
             .as_ref()
             .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
         run_op(tx, &self.table, op).map(drop)
+    }
+
+    fn receipts(&self, out: &mut Vec<Receipt>) {
+        // Only an insert: an update's value is overwritten by later commits.
+        if let Some(YcsbOp::Insert { key, .. }) = &self.op {
+            out.push(Receipt::present(USERTABLE, &[*key]));
+        }
     }
 }
 

@@ -36,7 +36,7 @@ use engine::{IndexRef, TableRef, Tx, TxError, TxResult};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::workload::{Condition, Interactions, Terminal, Workload};
+use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
 use crate::Mix;
 use input::{InputContext, TpccInput, TXN_NAMES};
 use random::NuRandConstants;
@@ -253,6 +253,7 @@ impl Workload for Tpcc {
             },
             rng: SmallRng::seed_from_u64(seed),
             input: None,
+            written: Written::Nothing,
         }))
     }
 
@@ -267,6 +268,19 @@ pub struct TpccTerminal {
     context: InputContext,
     rng: SmallRng,
     input: Option<TpccInput>,
+    /// What the last successful run wrote that a receipt can name.
+    written: Written,
+}
+
+/// The keys a committed TPC-C transaction's receipts name.
+enum Written {
+    Nothing,
+    /// New-Order: the order's id (in the input's district).
+    Order(i64),
+    /// Payment: the history row's id (in the input's district).
+    History(i64),
+    /// Delivery: per district, the order delivered, if one was waiting.
+    Delivered(Vec<Option<i64>>),
 }
 
 impl TpccTerminal {
@@ -286,13 +300,43 @@ impl Terminal for TpccTerminal {
 
     fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()> {
         let t = &self.tables;
-        match &self.input {
-            None => Err(TxError::Invalid("Terminal::run before next".to_string())),
-            Some(TpccInput::NewOrder(i)) => new_order::new_order(tx, t, i).map(drop),
-            Some(TpccInput::Payment(i)) => payment::payment(tx, t, i).map(drop),
-            Some(TpccInput::OrderStatus(i)) => order_status::order_status(tx, t, i).map(drop),
-            Some(TpccInput::Delivery(i)) => delivery::delivery(tx, t, i).map(drop),
-            Some(TpccInput::StockLevel(i)) => stock_level::stock_level(tx, t, i).map(drop),
+        self.written = Written::Nothing;
+        self.written = match &self.input {
+            None => return Err(TxError::Invalid("Terminal::run before next".to_string())),
+            Some(TpccInput::NewOrder(i)) => Written::Order(new_order::new_order(tx, t, i)?.o_id),
+            Some(TpccInput::Payment(i)) => Written::History(payment::payment(tx, t, i)?.h_id),
+            Some(TpccInput::OrderStatus(i)) => {
+                order_status::order_status(tx, t, i)?;
+                Written::Nothing
+            }
+            Some(TpccInput::Delivery(i)) => {
+                Written::Delivered(delivery::delivery(tx, t, i)?.delivered)
+            }
+            Some(TpccInput::StockLevel(i)) => {
+                stock_level::stock_level(tx, t, i)?;
+                Written::Nothing
+            }
+        };
+        Ok(())
+    }
+
+    fn receipts(&self, out: &mut Vec<Receipt>) {
+        match (&self.written, &self.input) {
+            (Written::Order(o_id), Some(TpccInput::NewOrder(i))) => {
+                out.push(Receipt::present(schema::ORDER, &[i.w_id, i.d_id, *o_id]));
+            }
+            (Written::History(h_id), Some(TpccInput::Payment(i))) => {
+                out.push(Receipt::present(schema::HISTORY, &[i.w_id, i.d_id, *h_id]));
+            }
+            (Written::Delivered(orders), Some(TpccInput::Delivery(i))) => {
+                for (d, o_id) in orders.iter().enumerate() {
+                    if let Some(o_id) = o_id {
+                        let key = [i.w_id, d as i64 + 1, *o_id];
+                        out.push(Receipt::absent(schema::NEW_ORDER, &key));
+                    }
+                }
+            }
+            _ => {}
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct PaymentOutput {
     pub c_id: i64,
     pub c_balance: f64,
     pub c_credit: Credit,
+    /// The history row's id in the payment's district (its key is `(w_id, d_id, h_id)`).
+    pub h_id: i64,
 }
 
 /// `text` in a fixed-capacity string; an error naming `what` if it does not fit.
@@ -189,6 +191,7 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
         c_id,
         c_balance,
         c_credit,
+        h_id,
     })
 }
 
