@@ -7,6 +7,7 @@
 //! - [`progress`]: the live progress line;
 //! - [`manifest`]: what a database directory was loaded with;
 //! - [`acklog`]: every acknowledged commit of a run, and the check that each survived;
+//!   [`crash`]: the crash campaign (`glass crash`);
 //! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls;
 //! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
 //!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
@@ -16,6 +17,7 @@
 pub mod acklog;
 pub mod allocator;
 pub mod callgrind;
+pub mod crash;
 pub mod driver;
 pub mod embedded;
 pub mod ladder;

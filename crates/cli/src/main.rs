@@ -42,6 +42,10 @@ enum Command {
     Ladder(LadderArgs),
     /// Run a workload under callgrind and print instructions per transaction by component.
     Profile(ProfileArgs),
+    /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
+    /// check after each kill that the database recovers intact with every acknowledged
+    /// commit; print a table, exit 1 if any database or commit was lost.
+    Crash(CrashArgs),
     /// One rung's measured run (started by `glass ladder`, natively or under callgrind).
     #[command(hide = true)]
     LadderChild(LadderChildArgs),
@@ -269,6 +273,46 @@ struct BenchArgs {
     /// Print only the result table (no status lines or progress).
     #[arg(long)]
     quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct CrashArgs {
+    /// Workloads to crash, each run durably and not.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "tpcc,tpcb,ycsb,voter"
+    )]
+    workloads: Vec<WorkloadName>,
+    /// Kills in all, spread evenly over the workloads and modes.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    kills: u64,
+    /// Workloads and modes crashed at the same time.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    jobs: u64,
+    /// Each kill falls at a random moment up to this many seconds after the bench starts.
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_seconds)]
+    max_run: f64,
+    /// Start no new round after this many seconds (fewer kills than --kills, then).
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    time_limit: Option<f64>,
+    /// Bench threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    threads: u64,
+    /// Fuzzy checkpoint interval of the benches, in KiB of log: small, so that checkpoints
+    /// fall everywhere (during read-only transactions, during other checkpoints).
+    #[arg(long, value_name = "KIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
+    checkpoint_kib: u64,
+    /// Working directory (one database per workload and mode, kept between campaigns; a
+    /// failed check's output and a copy of its database are kept there too).
+    #[arg(long, value_name = "DIR", default_value = "glass-out/crash")]
+    dir: PathBuf,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Also write the result as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -571,6 +615,45 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn crash(args: CrashArgs) -> anyhow::Result<ExitCode> {
+    use bench::crash::{lanes_of, run_campaign, CampaignConfig};
+    use std::io::IsTerminal;
+    let names: Vec<String> = args
+        .workloads
+        .iter()
+        .map(|w| w.name().to_string())
+        .collect();
+    let config = CampaignConfig {
+        exe: std::env::current_exe()?,
+        dir: args.dir,
+        lanes: lanes_of(&names),
+        kills: args.kills,
+        jobs: args.jobs as usize,
+        max_run: Duration::from_secs_f64(args.max_run),
+        seed: args.seed,
+        threads: args.threads as usize,
+        checkpoint_kib: args.checkpoint_kib,
+        time_limit: args.time_limit.map(Duration::from_secs_f64),
+        progress: std::io::stderr().is_terminal(),
+    };
+    if let Some(path) = &args.json {
+        // Before the campaign: a path that cannot be written fails now.
+        std::fs::write(path, "")
+            .map_err(|e| anyhow::anyhow!("cannot write --json {}: {e}", path.display()))?;
+    }
+    let result = run_campaign(&config)?;
+    print!("{}", result.render());
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&result)? + "\n")
+            .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+    }
+    Ok(if result.holds() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
 fn preset_name(preset: PresetName) -> &'static str {
     match preset {
         PresetName::Full => "full",
@@ -622,6 +705,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check(args),
         Command::Ladder(args) => ladder(args),
         Command::Profile(args) => profile(args),
+        Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };
     match outcome {

@@ -1,0 +1,493 @@
+//! The crash campaign (`glass crash`): load each workload once, then over and over run it,
+//! kill it with SIGKILL at a random moment, and check what is left — recovery, integrity,
+//! the workload's consistency conditions and the ack log — exactly as a user would, with the
+//! `glass` binary's own `bench` and `check` commands.
+//!
+//! ```text
+//!   per lane (workload × durable or not), `jobs` lanes at a time:
+//!     glass load W --db LANE/db                                   once
+//!     repeat:
+//!       glass bench W --db LANE/db [--durable] --ack-log LANE/acks
+//!                   --checkpoint-kib K --duration ∞ ...            killed (SIGKILL) after a
+//!                                                                  random 0..max-run
+//!       glass check W --db LANE/db --ack-log LANE/acks             must exit 0
+//! ```
+//!
+//! Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
+//! read-only transactions, during other checkpoints' write-back, and the kill falls during
+//! recovery too (a draw shorter than the bench's open). A durable lane keeps one ack log
+//! across all its rounds: every commit acknowledged in any round must still be there after
+//! every later crash. A non-durable lane starts a fresh ack log each round and counts the
+//! commits it lost (its last unforced ones: allowed). A check that fails (or a bench that
+//! died before its kill) stops its lane and keeps the evidence: the check's output and a copy
+//! of the database, named in the report.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use parking_lot::Mutex;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::progress::ProgressLine;
+
+/// One workload run durably or not.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Lane {
+    pub workload: String,
+    pub durable: bool,
+}
+
+impl Lane {
+    fn name(&self) -> String {
+        format!(
+            "{}-{}",
+            self.workload,
+            if self.durable {
+                "durable"
+            } else {
+                "not-durable"
+            }
+        )
+    }
+}
+
+/// What a campaign runs.
+#[derive(Clone, Debug)]
+pub struct CampaignConfig {
+    /// The `glass` binary whose `load`, `bench` and `check` are run.
+    pub exe: PathBuf,
+    /// Working directory: one subdirectory per lane (database, ack log, evidence).
+    pub dir: PathBuf,
+    pub lanes: Vec<Lane>,
+    /// Kills in all, spread evenly over the lanes.
+    pub kills: u64,
+    /// Lanes run at the same time.
+    pub jobs: usize,
+    /// Each kill falls at a uniformly drawn moment in `0..max_run` after the bench started.
+    pub max_run: Duration,
+    pub seed: u64,
+    /// Bench threads.
+    pub threads: usize,
+    /// Fuzzy checkpoint interval of the benches.
+    pub checkpoint_kib: u64,
+    /// Start no round after this long (the campaign then ends with fewer kills than asked).
+    pub time_limit: Option<Duration>,
+    pub progress: bool,
+}
+
+/// Why a round of a lane failed.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    pub round: u64,
+    pub what: String,
+    /// Where the output and the copy of the database were kept.
+    pub evidence: String,
+}
+
+/// What one lane found.
+#[derive(Clone, Debug, Serialize)]
+pub struct LaneResult {
+    pub workload: String,
+    pub durable: bool,
+    pub kills: u64,
+    pub checks_passed: u64,
+    /// Receipts of durable commits looked up after the last check, and how many were missing
+    /// over all checks (must be 0).
+    pub durable_receipts: u64,
+    pub durable_missing: u64,
+    /// Receipts of non-durable commits looked up, summed over rounds, and how many were lost.
+    pub not_durable_receipts: u64,
+    pub not_durable_missing: u64,
+    pub failures: Vec<Failure>,
+}
+
+/// What a campaign found.
+#[derive(Clone, Debug, Serialize)]
+pub struct CampaignResult {
+    pub lanes: Vec<LaneResult>,
+    pub wall_s: f64,
+}
+
+impl CampaignResult {
+    pub fn kills(&self) -> u64 {
+        self.lanes.iter().map(|l| l.kills).sum()
+    }
+
+    /// Databases that failed their check after a kill.
+    pub fn lost(&self) -> usize {
+        self.lanes.iter().map(|l| l.failures.len()).sum()
+    }
+
+    pub fn missing(&self) -> u64 {
+        self.lanes.iter().map(|l| l.durable_missing).sum()
+    }
+
+    pub fn holds(&self) -> bool {
+        self.lost() == 0 && self.missing() == 0
+    }
+
+    /// The table printed at the end.
+    pub fn render(&self) -> String {
+        let mut out = String::from(
+            "| workload | durable | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for l in &self.lanes {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                l.workload,
+                if l.durable { "yes" } else { "no" },
+                l.kills,
+                l.checks_passed,
+                l.failures.len(),
+                l.durable_receipts,
+                l.durable_missing,
+                l.not_durable_receipts,
+                l.not_durable_missing
+            ));
+        }
+        out.push_str(&format!(
+            "\n{} kills in {:.0} s: {} database{} failed {} check, {} acknowledged durable commit{} missing\n",
+            self.kills(),
+            self.wall_s,
+            self.lost(),
+            if self.lost() == 1 { "" } else { "s" },
+            if self.lost() == 1 { "its" } else { "their" },
+            self.missing(),
+            if self.missing() == 1 { "" } else { "s" },
+        ));
+        for l in &self.lanes {
+            for f in &l.failures {
+                out.push_str(&format!(
+                    "✗ {} {} round {}: {} (kept in {})\n",
+                    l.workload,
+                    if l.durable { "durable" } else { "not durable" },
+                    f.round,
+                    f.what,
+                    f.evidence
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// The lanes of `workloads`, each durable and not.
+pub fn lanes_of(workloads: &[String]) -> Vec<Lane> {
+    workloads
+        .iter()
+        .flat_map(|w| {
+            [true, false].map(|durable| Lane {
+                workload: w.clone(),
+                durable,
+            })
+        })
+        .collect()
+}
+
+/// The arguments that pick a workload's data and run in a campaign: small data, and for
+/// YCSB the core workload with inserts (D), since only inserts leave receipts.
+fn workload_args(workload: &str) -> Vec<String> {
+    match workload {
+        "ycsb" => vec!["--scale".into(), "10000".into()],
+        _ => Vec::new(),
+    }
+}
+
+fn run_args(workload: &str) -> Vec<String> {
+    match workload {
+        "ycsb" => vec!["--ycsb-workload".into(), "D".into()],
+        _ => Vec::new(),
+    }
+}
+
+/// Runs the campaign.
+pub fn run_campaign(config: &CampaignConfig) -> anyhow::Result<CampaignResult> {
+    if config.lanes.is_empty() {
+        bail!(crate::UsageError("a campaign needs a workload".into()));
+    }
+    if config.kills == 0 {
+        bail!(crate::UsageError("--kills must be at least 1".into()));
+    }
+    fs::create_dir_all(&config.dir)
+        .with_context(|| format!("create directory {}", config.dir.display()))?;
+    let started = Instant::now();
+    let lanes = config.lanes.len() as u64;
+    let done = AtomicU64::new(0);
+    let lost = AtomicU64::new(0);
+    let next = AtomicU64::new(0);
+    let results: Mutex<Vec<Option<anyhow::Result<LaneResult>>>> =
+        Mutex::new((0..config.lanes.len()).map(|_| None).collect());
+    let progress = Mutex::new(ProgressLine::with_enabled(config.progress));
+    let report = || {
+        progress.lock().update(|| {
+            format!(
+                "crash campaign: {}/{} kills, {} failed, {:.0} s",
+                done.load(Ordering::Relaxed),
+                config.kills,
+                lost.load(Ordering::Relaxed),
+                started.elapsed().as_secs_f64()
+            )
+        })
+    };
+    std::thread::scope(|s| {
+        for _ in 0..config.jobs.clamp(1, config.lanes.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(lane) = config.lanes.get(i) else {
+                    break;
+                };
+                let kills = kills_of_lane(config.kills, lanes, i as u64);
+                let seed = config.seed.wrapping_add(i as u64 * 1_000_003);
+                let deadline = config.time_limit.map(|t| started + t);
+                let r = run_lane(config, lane, kills, seed, deadline, &|failed| {
+                    done.fetch_add(1, Ordering::Relaxed);
+                    lost.fetch_add(u64::from(failed), Ordering::Relaxed);
+                    report();
+                });
+                results.lock()[i] = Some(r);
+            });
+        }
+    });
+    progress.lock().finish();
+    let lanes = results
+        .into_inner()
+        .into_iter()
+        .map(|r| r.expect("every lane ran"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(CampaignResult {
+        lanes,
+        wall_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Lane `i`'s share of `kills` spread evenly over `lanes`: the first `kills % lanes` lanes
+/// take one more.
+fn kills_of_lane(kills: u64, lanes: u64, i: u64) -> u64 {
+    kills / lanes + u64::from(i < kills % lanes)
+}
+
+/// Numbers from `glass check --ack-log`'s summary line (see `AckReport::render`).
+fn ack_numbers(output: &str) -> Option<(u64, u64, u64, u64)> {
+    let line = output.lines().find(|l| l.starts_with("ack log: "))?;
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // "ack log: R runs; D ... checked, M missing[; N ... checked, L missing ...]"
+    match numbers.as_slice() {
+        [_, d, m] => Some((*d, *m, 0, 0)),
+        [_, d, m, n, l, ..] => Some((*d, *m, *n, *l)),
+        _ => None,
+    }
+}
+
+fn run_lane(
+    config: &CampaignConfig,
+    lane: &Lane,
+    kills: u64,
+    seed: u64,
+    deadline: Option<Instant>,
+    tick: &(dyn Fn(bool) + Sync),
+) -> anyhow::Result<LaneResult> {
+    let dir = config.dir.join(lane.name());
+    let db = dir.join("db");
+    let acks = dir.join("acks");
+    fs::create_dir_all(&dir).with_context(|| format!("create directory {}", dir.display()))?;
+    let mut result = LaneResult {
+        workload: lane.workload.clone(),
+        durable: lane.durable,
+        kills: 0,
+        checks_passed: 0,
+        durable_receipts: 0,
+        durable_missing: 0,
+        not_durable_receipts: 0,
+        not_durable_missing: 0,
+        failures: Vec::new(),
+    };
+    if !db.join(crate::manifest::MANIFEST_FILE).exists() {
+        let _ = fs::remove_dir_all(&db);
+        let out = Command::new(&config.exe)
+            .args(["load", &lane.workload, "--db"])
+            .arg(&db)
+            .args(workload_args(&lane.workload))
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("run {} load", config.exe.display()))?;
+        if !out.status.success() {
+            bail!(
+                "loading {} into {} failed: {}",
+                lane.workload,
+                db.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for round in 1..=kills {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        if !lane.durable {
+            let _ = fs::remove_file(&acks);
+        }
+        let log = dir.join("bench.log");
+        let log_file =
+            fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
+        let mut bench = Command::new(&config.exe);
+        bench
+            .args(["bench", &lane.workload, "--db"])
+            .arg(&db)
+            .args(workload_args(&lane.workload))
+            .args(run_args(&lane.workload))
+            .args([
+                "--duration",
+                "100000",
+                "--warmup",
+                "0",
+                "--quiet",
+                "--threads",
+            ])
+            .arg(config.threads.to_string())
+            .arg("--checkpoint-kib")
+            .arg(config.checkpoint_kib.to_string())
+            .arg("--seed")
+            .arg(rng.gen::<u32>().to_string())
+            .arg("--ack-log")
+            .arg(&acks);
+        if lane.durable {
+            bench.arg("--durable");
+        }
+        let mut child = bench
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("run {} bench", config.exe.display()))?;
+        let kill_at = Instant::now() + config.max_run.mul_f64(rng.gen::<f64>());
+        let mut exited = None;
+        while Instant::now() < kill_at {
+            if let Some(status) = child.try_wait()? {
+                exited = Some(status);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2).min(kill_at - Instant::now()));
+        }
+        if exited.is_none() {
+            child.kill().context("kill the bench")?; // SIGKILL
+            child.wait()?;
+        }
+        result.kills += 1;
+        if let Some(status) = exited {
+            let what = format!(
+                "the bench exited before its kill ({status}): {}",
+                tail(&fs::read_to_string(&log).unwrap_or_default())
+            );
+            result
+                .failures
+                .push(keep_evidence(&dir, &db, round, &what)?);
+            tick(true);
+            break;
+        }
+        let out = Command::new(&config.exe)
+            .args(["check", &lane.workload, "--db"])
+            .arg(&db)
+            .arg("--ack-log")
+            .arg(&acks)
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("run {} check", config.exe.display()))?;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let numbers = ack_numbers(&text);
+        if let Some((d, m, n, l)) = numbers {
+            if lane.durable {
+                result.durable_receipts = d;
+                result.durable_missing = result.durable_missing.max(m);
+            } else {
+                result.not_durable_receipts += n;
+                result.not_durable_missing += l;
+            }
+        }
+        if out.status.success() && numbers.is_some() {
+            result.checks_passed += 1;
+            tick(false);
+        } else {
+            let what = format!("the check failed ({}): {}", out.status, tail(&text));
+            fs::write(dir.join(format!("check-{round}.txt")), &text)?;
+            result
+                .failures
+                .push(keep_evidence(&dir, &db, round, &what)?);
+            tick(true);
+            break;
+        }
+    }
+    Ok(result)
+}
+
+/// The last lines of a command's output, on one line.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].join(" / ")
+}
+
+/// Copies the database aside for a post-mortem.
+fn keep_evidence(dir: &Path, db: &Path, round: u64, what: &str) -> anyhow::Result<Failure> {
+    let copy = dir.join(format!("failed-round-{round}"));
+    fs::create_dir_all(&copy)?;
+    for entry in fs::read_dir(db)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            fs::copy(entry.path(), copy.join(entry.file_name()))?;
+        }
+    }
+    let mut note = fs::File::create(copy.join("WHAT.txt"))?;
+    writeln!(note, "{what}")?;
+    Ok(Failure {
+        round,
+        what: what.to_string(),
+        evidence: copy.display().to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checks_ack_line_is_read_back() {
+        assert_eq!(
+            ack_numbers("✓ x\nack log: 3 runs; 1200 acknowledged durable commit receipts checked, 0 missing\n"),
+            Some((1200, 0, 0, 0))
+        );
+        assert_eq!(
+            ack_numbers("ack log: 1 run; 0 acknowledged durable commit receipts checked, 0 missing; 57 non-durable receipts checked, 4 missing (a non-durable run may lose its last unforced commits)"),
+            Some((0, 0, 57, 4))
+        );
+        assert_eq!(ack_numbers("12 of 12 conditions hold"), None);
+    }
+
+    #[test]
+    fn kills_spread_over_lanes_add_up() {
+        let lanes = lanes_of(&["tpcc".into(), "tpcb".into(), "voter".into()]);
+        assert_eq!(lanes.len(), 6);
+        assert!(lanes[0].durable && !lanes[1].durable);
+        let n = lanes.len() as u64;
+        for kills in [1u64, 5, 6, 20, 1001] {
+            let each: Vec<u64> = (0..n).map(|i| kills_of_lane(kills, n, i)).collect();
+            assert_eq!(each.iter().sum::<u64>(), kills);
+            assert!(each.iter().max().unwrap() - each.iter().min().unwrap() <= 1);
+        }
+    }
+}
