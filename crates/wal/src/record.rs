@@ -657,6 +657,38 @@ pub(crate) fn check_frame(bytes: &[u8]) -> FrameCheck {
     FrameCheck::Complete(len)
 }
 
+/// Whether a frame header (at least [`FRAME_HEADER_SIZE`] bytes) could start an intact frame
+/// with `available` bytes from it to the end of the log: a length in range that fits, and a
+/// known kind. A cheap filter before [`check_frame`] when searching damaged bytes for the next
+/// frame, so that a checksum is computed only at the rare plausible position.
+pub(crate) fn plausible_frame_header(head: &[u8], available: u64) -> bool {
+    if head.len() < FRAME_HEADER_SIZE {
+        return false;
+    }
+    let len = read_u32(head, OFFSET_LEN) as usize;
+    (FRAME_HEADER_SIZE..=MAX_RECORD_BYTES).contains(&len)
+        && len as u64 <= available
+        && RecordKind::from_u8(head[OFFSET_KIND]).is_some()
+}
+
+/// Whether every LSN a record at `lsn` names lies before it, as in any record the log manager
+/// wrote (a transaction's `prev` and `undo_next`, a checkpoint end's `begin`). Frames do not
+/// hold their own LSN, so this is how a frame found past damaged bytes is checked to fit the
+/// log's sequence, beyond its checksum.
+pub(crate) fn refers_backward(record: &LogRecord, lsn: Lsn) -> bool {
+    match record {
+        LogRecord::Update { prev, .. }
+        | LogRecord::Commit { prev, .. }
+        | LogRecord::Abort { prev, .. }
+        | LogRecord::End { prev, .. } => *prev < lsn,
+        LogRecord::Compensation {
+            prev, undo_next, ..
+        } => *prev < lsn && *undo_next < lsn,
+        LogRecord::CheckpointEnd { begin, .. } => *begin < lsn,
+        LogRecord::PageRedo { .. } | LogRecord::CheckpointBegin => true,
+    }
+}
+
 fn read_u32(bytes: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&bytes[at..at + 4]);
