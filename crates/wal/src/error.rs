@@ -97,11 +97,15 @@ pub struct LogDamage {
 
 impl fmt::Display for LogDamage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let records = match self.records {
+            1 => "1 intact record follows".to_string(),
+            n => format!("{n} intact records follow"),
+        };
         write!(
             f,
-            "log record at {} is damaged ({}), yet {} intact records follow it in the {} bytes \
-             from there to the end of the log",
-            self.lsn, self.reason, self.records, self.bytes
+            "log record at {} is damaged ({}), yet {records} it in the {} bytes from there to \
+             the end of the log",
+            self.lsn, self.reason, self.bytes
         )
     }
 }

@@ -21,6 +21,8 @@
 //! | 24     | 4    | crc        | CRC-32C of bytes 0..24                      |
 //!
 //! Invariant: `16 <= start <= checkpoint`. Version 2 had no `start` (20 bytes, CRC at 16).
+//! A start past 16 with no checkpoint (0) is written only by an open that accepted the loss of
+//! a damaged log's checkpoint ([`LogConfig::accept_loss`]): recovery scans from the start.
 //!
 //! # Discarding the log behind checkpoints
 //!
@@ -390,7 +392,10 @@ impl LogManager {
                                 report.damage = Some(damage);
                             }
                         }
-                        if let Some(checkpoint) = must_reach.filter(|_| checkpoint_seen.is_none()) {
+                        let unreached = must_reach.filter(|_| checkpoint_seen.is_none());
+                        // An accepted loss may drop the checkpoint too: recovery then scans
+                        // from the start, which holds every record it needed.
+                        if let Some(checkpoint) = unreached.filter(|_| report.damage.is_none()) {
                             return Err(WalError::Corrupt {
                                 lsn: Lsn(pos),
                                 reason: if pos <= checkpoint.0 {
@@ -422,6 +427,14 @@ impl LogManager {
                     report.checkpoint = checkpoint_seen;
                 } else {
                     report.master_ignored = true;
+                    if m.start.0 > first && m.checkpoint.is_some() {
+                        // Only an accepted loss gets here (else the scan failed above): the
+                        // master must stop naming the cut checkpoint, or the next open would
+                        // refuse the log it just cut.
+                        storage
+                            .write_master(&encode_master(master))
+                            .map_err(|e| WalError::io("writing the master record", e))?;
+                    }
                 }
             }
         }
@@ -1025,12 +1038,10 @@ impl LogManager {
                 LogMode::Durable,
                 "a discard outside durable mode"
             );
+            // (An open that accepted the loss of the checkpoint, and of every record from the
+            // start on, leaves no checkpoint and a start at the synced end.)
             assert!(
-                master.checkpoint.is_some(),
-                "a discard without a checkpoint"
-            );
-            assert!(
-                master.start.0 < synced,
+                master.start.0 <= synced,
                 "start {} past the synced end",
                 master.start
             );
@@ -1176,11 +1187,8 @@ fn decode_master(bytes: &[u8]) -> WalResult<Master> {
             "master record names a start inside the header or past its checkpoint",
         ));
     }
-    if start > first && checkpoint == Lsn::NONE {
-        return Err(WalError::BadHeader(
-            "master record names a discarded log but no checkpoint",
-        ));
-    }
+    // A start past the header with no checkpoint is written only by an open that accepted the
+    // loss of a damaged log's checkpoint; recovery then scans from the start.
     Ok(Master {
         checkpoint: (checkpoint != Lsn::NONE).then_some(checkpoint),
         start,

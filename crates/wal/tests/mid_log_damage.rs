@@ -320,3 +320,55 @@ fn a_full_disk_is_named_by_every_later_failure() {
     );
     assert!(chain.contains("No space left on device"), "{chain}");
 }
+
+/// A log discarded behind its checkpoint, damaged between its start and the checkpoint: the
+/// loss, once accepted, takes the checkpoint with it; the master record stops naming it, so
+/// the cut log reopens (and checkpoints again) without the flag.
+#[test]
+fn an_accepted_loss_before_the_checkpoint_of_a_discarded_log_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log");
+    let (log, _) = open_with(&path, false).unwrap();
+    let mut lsns = Vec::new();
+    let mut prev = Lsn::NONE;
+    for i in 0..60u8 {
+        prev = log.append_update(TxnId(1), prev, &[i | 1; 200]);
+        lsns.push(prev);
+    }
+    let begin = log.append(&LogRecord::CheckpointBegin);
+    log.append(&LogRecord::CheckpointEnd {
+        begin,
+        active: vec![],
+        dirty: vec![],
+        meta: vec![],
+    });
+    log.set_checkpoint(begin).unwrap();
+    let start = lsns[20];
+    assert_eq!(log.discard_before(start).unwrap(), start);
+    log.commit(TxnId(1), prev).unwrap();
+    drop(log);
+    flip_bits(&path, lsns[40].0 + 30, 0x04);
+
+    assert_eq!(damage_of(open_with(&path, false)).lsn, lsns[40]);
+    let (log, report) = open_with(&path, true).unwrap();
+    assert_eq!(report.damage.map(|d| d.lsn), Some(lsns[40]));
+    assert!(report.damage.unwrap().records >= 3, "{report:?}");
+    assert!(report.master_ignored);
+    assert_eq!((report.start, report.end), (start, lsns[40]));
+    assert_eq!(log.last_checkpoint(), None);
+    log.check_invariants();
+    drop(log);
+
+    let (log, report) = open_with(&path, false).unwrap();
+    assert_eq!(
+        (report.start, report.end, report.damage),
+        (start, lsns[40], None)
+    );
+    assert_eq!(log.iter_from(start).count(), 20);
+    let begin = log.append(&LogRecord::CheckpointBegin);
+    log.complete_checkpoint(begin, begin).unwrap();
+    log.check_invariants();
+    drop(log);
+    let (_, report) = open_with(&path, false).unwrap();
+    assert_eq!((report.start, report.checkpoint), (begin, Some(begin)));
+}
