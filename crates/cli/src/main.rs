@@ -215,6 +215,11 @@ struct EngineArgs {
     /// only with page-access off).
     #[arg(long)]
     no_prefetch: bool,
+    /// Open a database whose log is damaged in its middle by cutting the log at the damage,
+    /// losing every transaction logged after it (without this, such a database is refused,
+    /// with the damage's LSN).
+    #[arg(long, requires = "db")]
+    accept_log_loss: bool,
 }
 
 #[derive(Args, Debug)]
@@ -276,6 +281,11 @@ struct LoadArgs {
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
+    /// Open a database whose log is damaged in its middle by cutting the log at the damage,
+    /// losing every transaction logged after it (without this, such a database is refused,
+    /// with the damage's LSN).
+    #[arg(long)]
+    accept_log_loss: bool,
 }
 
 #[derive(Args, Debug)]
@@ -288,6 +298,11 @@ struct CheckArgs {
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
+    /// Open a database whose log is damaged in its middle by cutting the log at the damage,
+    /// losing every transaction logged after it (without this, such a database is refused,
+    /// with the damage's LSN).
+    #[arg(long)]
+    accept_log_loss: bool,
 }
 
 fn parse_switch(setting: &str) -> Result<String, String> {
@@ -364,6 +379,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         page_locking: args.engine.page_locking,
         prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
+        accept_log_loss: args.engine.accept_log_loss,
         switches,
         threads,
         ..DbConfig::default()
@@ -387,6 +403,7 @@ fn load(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let db = DbConfig {
         path: Some(args.db.clone()),
         pool_mib: args.pool_mib as usize,
+        accept_log_loss: args.accept_log_loss,
         ..DbConfig::default()
     };
     let took = run_load(args.workload.name(), &options, &db, false)?;
@@ -404,6 +421,7 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let db = DbConfig {
         path: Some(args.db.clone()),
         pool_mib: args.pool_mib as usize,
+        accept_log_loss: args.accept_log_loss,
         ..DbConfig::default()
     };
     let conditions = run_check(args.workload.name(), &db)?;
@@ -521,6 +539,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             page_locking: args.engine.page_locking,
             prefetch: !args.engine.no_prefetch,
             durable: args.engine.durable,
+            accept_log_loss: args.engine.accept_log_loss,
             switches,
             threads: 1,
             ..DbConfig::default()
@@ -536,6 +555,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         page_locking: args.engine.page_locking,
         prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
+        accept_log_loss: args.engine.accept_log_loss,
         switches,
         threads: 1,
         ..DbConfig::default()

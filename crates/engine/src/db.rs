@@ -342,9 +342,10 @@ impl Database {
                 // The caller opted in to the loss; a library has no better place to say so
                 // that every opener (check, bench, load) shows.
                 eprintln!(
-                    "warning: {damage}: accepted the loss, the log was cut there, dropping \
-                     those {} records ({} bytes)",
-                    damage.records, damage.bytes
+                    "warning: {damage}: accepting the loss, the log was cut there, dropping \
+                     them ({} bytes); pages written before may still hold some of their \
+                     changes, so check the database",
+                    damage.bytes
                 );
             }
             (Some(Arc::new(log)), report.damage)
