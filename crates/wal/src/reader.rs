@@ -15,8 +15,8 @@ use storage::Lsn;
 use crate::error::{WalError, WalResult};
 use crate::log::{LogManager, LogMode, LOG_HEADER_SIZE};
 use crate::record::{
-    check_frame, decode_checked_frame, plausible_frame_header, refers_backward, FrameCheck,
-    LogRecord, FRAME_HEADER_SIZE,
+    check_frame, decode_checked_frame, plausible_frame_start, refers_backward, FrameCheck,
+    LogRecord, FRAME_HEADER_SIZE, PROBE_BYTES,
 };
 use crate::storage::LogStorage;
 
@@ -99,8 +99,9 @@ pub(crate) struct PastBadFrame {
 
 /// Looks past the bad frame at `bad` for intact frames below `limit`: frames whose checksum
 /// holds, whose body decodes, and whose LSNs fit the sequence ([`refers_backward`]). The search
-/// goes byte by byte (frames have no alignment), filtering on the frame header before any
-/// checksum is computed, so it costs about one read of the bytes past `bad`. `None` when
+/// goes byte by byte (frames have no alignment), filtering on the frame's first bytes before
+/// any checksum is computed ([`plausible_frame_start`]), so it costs about one read of the
+/// bytes past `bad`. `None` when
 /// nothing intact follows: the bad frame is a torn tail.
 pub(crate) fn look_past(
     storage: &dyn LogStorage,
@@ -170,7 +171,8 @@ impl FrameSearch {
         let mut pos = from;
         while pos + header <= limit {
             let window_end = self.window_start + self.window.len() as u64;
-            if pos < self.window_start || pos + header > window_end {
+            let probe = (PROBE_BYTES as u64).min(limit - pos);
+            if pos < self.window_start || pos + probe > window_end {
                 let want = CHUNK_BYTES.min((limit - pos) as usize);
                 self.window.resize(want, 0);
                 let got = storage.read_at(pos, &mut self.window)?;
@@ -181,7 +183,7 @@ impl FrameSearch {
                 }
             }
             let at = (pos - self.window_start) as usize;
-            if plausible_frame_header(&self.window[at..], limit - pos) {
+            if plausible_frame_start(&self.window[at..], Lsn(pos), limit - pos) {
                 if let FrameAt::Complete(len) = self.chunk.frame(storage, pos, limit)? {
                     let bytes = self.chunk.frame_bytes(pos, len);
                     if let Ok(record) = decode_checked_frame(bytes, Lsn(pos)) {

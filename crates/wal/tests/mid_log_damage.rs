@@ -372,3 +372,61 @@ fn an_accepted_loss_before_the_checkpoint_of_a_discarded_log_reopens() {
     let (_, report) = open_with(&path, false).unwrap();
     assert_eq!((report.start, report.checkpoint), (begin, Some(begin)));
 }
+
+/// A storage that counts the bytes read from it.
+struct CountingReads {
+    inner: MemLogStorage,
+    read: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl LogStorage for CountingReads {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read_at(offset, buf)?;
+        self.read
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+    fn write_at(&self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, bytes)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn truncate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn read_master(&self) -> std::io::Result<Option<Vec<u8>>> {
+        self.inner.read_master()
+    }
+    fn write_master(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.write_master(bytes)
+    }
+}
+
+/// Looking past a bad frame reads the bytes after it about once, even when they are 8 MiB of
+/// random garbage, whose random lengths would each send a naive search reading megabytes.
+#[test]
+fn looking_past_a_long_garbage_tail_reads_it_about_once() {
+    let inner = MemLogStorage::new();
+    let (log, _) = LogManager::open(Box::new(inner.clone()), LogConfig::default()).unwrap();
+    log.commit(TxnId(1), Lsn::NONE).unwrap();
+    drop(log);
+    let mut bytes = inner.bytes();
+    let intact_end = bytes.len() as u64;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+    bytes.extend((0..8 << 20).map(|_| rng.gen::<u8>()));
+    let len = bytes.len() as u64;
+    inner.set_bytes(bytes);
+    let read = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let storage = CountingReads {
+        inner,
+        read: read.clone(),
+    };
+    let (_, report) = LogManager::open(Box::new(storage), LogConfig::default()).unwrap();
+    assert_eq!((report.end.0, report.damage), (intact_end, None));
+    let read = read.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(read <= 3 * len, "read {read} bytes of a {len}-byte log");
+}
