@@ -207,8 +207,11 @@ pub(crate) const SECTOR_BYTES: u64 = 512;
 /// bytes inside the range are all zero. That is what a power loss leaves in a log's unsynced
 /// tail when the page cache wrote a later page back but not an earlier one (or a sector of a
 /// page, or a file system exposed an extent it had allocated but not written): zeros, then
-/// intact frames. Flipped bits do not zero a sector; a frame that is mostly zeros (a fresh
-/// page's image) can hide them, and then its damage is taken for a torn tail.
+/// intact frames. A sector may also hold an older version, written back when the file ended
+/// inside it: intact up to that end, which is the end of a write and so a frame boundary (the
+/// bad frame's start, `from`), zeros after it; its part in the range is zeros too. Flipped bits
+/// do not zero a sector; a frame that is mostly zeros (a fresh page's image) can hide them, and
+/// then its damage is taken for a torn tail, as before this check existed.
 pub(crate) fn unwritten_sector_in(
     storage: &dyn LogStorage,
     from: u64,

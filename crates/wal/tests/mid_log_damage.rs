@@ -150,9 +150,10 @@ fn accepting_the_loss_cuts_the_log_at_the_damage_and_reports_it() {
 }
 
 /// A power loss after a sync: the synced prefix is whole; in the unsynced tail some sectors
-/// reached the disk and some read as zeros (a page written back before an earlier one), and
-/// the file may end anywhere past the synced end. Such a log always opens quietly, keeping
-/// every synced record (and so every acknowledged commit).
+/// reached the disk, some read as zeros (a page written back before an earlier one), and some
+/// hold an older version: what they held when the file ended at an earlier write's end (a
+/// frame boundary), zeros after it. The file may end anywhere past the synced end. Such a log
+/// always opens quietly, keeping every synced record (and so every acknowledged commit).
 #[test]
 fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
@@ -168,12 +169,14 @@ fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
         )
         .unwrap();
         let mut prev = Lsn::NONE;
+        let mut boundaries = Vec::new();
         let synced_txns = rng.gen_range(0..20u64);
         for t in 1..=synced_txns + 30 {
             for _ in 0..rng.gen_range(1..4) {
                 let len = rng.gen_range(1..300);
                 let payload: Vec<u8> = (0..len).map(|_| rng.gen_range(1..=255)).collect();
                 prev = log.append_update(TxnId(t), prev, &payload);
+                boundaries.push(prev.0);
             }
             if t <= synced_txns {
                 prev = log.commit(TxnId(t), prev).unwrap();
@@ -195,13 +198,19 @@ fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
         );
         let cut = rng.gen_range(synced..=written);
         image.truncate(cut as usize);
-        // Zero some sectors (the one holding the synced end only past it) of the tail.
+        // Zero some sectors of the tail (the one holding the synced end only past it), or the
+        // end of one past a frame boundary (an older version of it).
+        boundaries.retain(|b| *b >= synced && *b < cut);
         for _ in 0..rng.gen_range(1..4) {
-            let sector = rng.gen_range(synced / 512..=cut.saturating_sub(1) / 512);
-            let from = (sector * 512).max(synced) as usize;
-            let to = ((sector + 1) * 512).min(cut) as usize;
+            let from = if rng.gen_bool(0.5) || boundaries.is_empty() {
+                let sector = rng.gen_range(synced / 512..=cut.saturating_sub(1) / 512);
+                (sector * 512).max(synced)
+            } else {
+                boundaries[rng.gen_range(0..boundaries.len())]
+            };
+            let to = ((from / 512 + 1) * 512).min(cut);
             if from < to {
-                image[from..to].fill(0);
+                image[from as usize..to as usize].fill(0);
             }
         }
         let crashed = MemLogStorage::new();
