@@ -11,8 +11,11 @@
 //!
 //! On disk a database is a directory: `pages.db` (the page file), `wal.log` (the log and its
 //! master record) and `catalog.json` (table and index definitions with their root pages, written
-//! synchronously at every schema change: schema changes are not transactional), and `LOCK`,
-//! locked exclusively (`flock`) while the database is open, so a second process is refused.
+//! first when the database is created and synchronously at every schema change: schema changes
+//! are not transactional), and `LOCK`, locked exclusively (`flock`) while the database is open,
+//! so a second process is refused. A directory that lost one of its files is refused, naming
+//! it, rather than opened with an empty one in its place; so is a log damaged in its middle,
+//! unless [`DbConfig::accept_log_loss`] accepts cutting it there.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

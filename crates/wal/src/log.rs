@@ -40,7 +40,22 @@
 //! a torn tail and cut the whole log there); a log whose scan cannot reach the checkpoint
 //! named beside a start is refused as corrupt instead of cut. Reads and scans below the start
 //! give [`WalError::Discarded`]. Only `Durable` logs discard: elsewhere the master record is
-//! not kept on storage, so a reopen must scan from the first record.//!
+//! not kept on storage, so a reopen must scan from the first record.
+//!
+//! # Torn tail or damage
+//!
+//! [`LogManager::open`] ends the log at its first bad frame (short, bad length, bad checksum).
+//! Behind it lies either a torn tail, which is cut quietly, or damage, which fails the open
+//! with [`WalError::Damaged`] (or, with [`LogConfig::accept_loss`], is cut and reported):
+//!
+//! * nothing intact after it (a cut file, garbage or zeros to the end): a torn tail. A process
+//!   crash leaves only this, since one writer at a time writes the log front to back;
+//! * intact frames after it, with a zeroed sector between (`reader::unwritten_sector_in`):
+//!   a torn tail too, what a power loss leaves in the unsynced tail when the page cache wrote
+//!   a later page back but not an earlier one. Nothing in it was acknowledged;
+//! * intact frames after it and no zeroed sector between, or the master record's checkpoint
+//!   among them (the log was synced past the bad frame): damage.
+//!
 //! # Group commit: leader/follower on the writer latch
 //!
 //! ```text
@@ -285,7 +300,8 @@ impl LogManager {
     /// Opens the log: scans from its start (per the master record) to the last intact record;
     /// a torn or corrupt tail (short record, bad length, bad checksum) ends the log cleanly
     /// there and is truncated. A bad frame with intact records after it is damage in the
-    /// middle of the log, not a tail, unless a crash explains it (see [`damage_at`]): the open
+    /// middle of the log, not a tail, unless a crash explains it (see *Torn tail or damage*
+    /// above): the open
     /// fails with [`WalError::Damaged`], or with [`LogConfig::accept_loss`] cuts the log there
     /// and reports it in [`OpenReport::damage`]. A record whose checksum holds but whose body does not decode is
     /// corruption, not a torn write, and fails the open. So does a log part of which was

@@ -1,6 +1,6 @@
 //! Reading frames from log storage in large chunks: the open-time scan that finds the end of
 //! the log, the look past a bad frame that tells a torn tail from damage in the middle of the
-//! log ([`look_past`], [`unwritten_sector_in`]), and forward iteration ([`LogIter`]) for
+//! log (`look_past`, `unwritten_sector_in`), and forward iteration ([`LogIter`]) for
 //! analysis and redo.
 //!
 //! A [`ChunkReader`] keeps one chunk (64 KiB, or one record if larger) of storage bytes and
