@@ -222,6 +222,11 @@ struct EngineArgs {
     /// Take a fuzzy checkpoint each time the log has grown by this many KiB (with --db).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
+    /// Open a database whose log is damaged in its middle by cutting the log at the damage,
+    /// losing every transaction logged after it (without this, such a database is refused,
+    /// with the damage's LSN).
+    #[arg(long, requires = "db")]
+    accept_log_loss: bool,
 }
 
 #[derive(Args, Debug)]
@@ -327,6 +332,11 @@ struct LoadArgs {
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
+    /// Open a database whose log is damaged in its middle by cutting the log at the damage,
+    /// losing every transaction logged after it (without this, such a database is refused,
+    /// with the damage's LSN).
+    #[arg(long)]
+    accept_log_loss: bool,
 }
 
 #[derive(Args, Debug)]
@@ -339,6 +349,11 @@ struct CheckArgs {
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
+    /// Open a database whose log is damaged in its middle by cutting the log at the damage,
+    /// losing every transaction logged after it (without this, such a database is refused,
+    /// with the damage's LSN).
+    #[arg(long)]
+    accept_log_loss: bool,
 }
 
 fn parse_switch(setting: &str) -> Result<String, String> {
@@ -415,6 +430,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         page_locking: args.engine.page_locking,
         prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
+        accept_log_loss: args.engine.accept_log_loss,
         switches,
         threads,
         checkpoint_bytes: args.engine.checkpoint_kib << 10,
@@ -440,6 +456,7 @@ fn load(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let db = DbConfig {
         path: Some(args.db.clone()),
         pool_mib: args.pool_mib as usize,
+        accept_log_loss: args.accept_log_loss,
         ..DbConfig::default()
     };
     let took = run_load(args.workload.name(), &options, &db, false)?;
@@ -457,6 +474,7 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let db = DbConfig {
         path: Some(args.db.clone()),
         pool_mib: args.pool_mib as usize,
+        accept_log_loss: args.accept_log_loss,
         ..DbConfig::default()
     };
     let conditions = run_check(args.workload.name(), &db)?;
@@ -574,6 +592,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             page_locking: args.engine.page_locking,
             prefetch: !args.engine.no_prefetch,
             durable: args.engine.durable,
+            accept_log_loss: args.engine.accept_log_loss,
             switches,
             threads: 1,
             ..DbConfig::default()
@@ -589,6 +608,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         page_locking: args.engine.page_locking,
         prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
+        accept_log_loss: args.engine.accept_log_loss,
         switches,
         threads: 1,
         ..DbConfig::default()

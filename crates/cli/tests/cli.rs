@@ -331,3 +331,46 @@ fn load_then_check_then_bench_on_disk() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_log_damaged_in_its_middle_is_refused_unless_the_loss_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = glass(&["load", "tpcb", "--db", db.to_str().unwrap(), "--scale", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Flip a checksum bit of the last checkpoint's begin record (the master record names it,
+    // bytes 8..16); its end record follows intact.
+    let master = std::fs::read(db.join("wal.log.master")).unwrap();
+    let begin = u64::from_le_bytes(master[8..16].try_into().unwrap());
+    let mut log = std::fs::read(db.join("wal.log")).unwrap();
+    log[begin as usize + 4] ^= 0x40;
+    std::fs::write(db.join("wal.log"), &log).unwrap();
+
+    let path = db.to_str().unwrap();
+    let out = glass(&["check", "tpcb", "--db", path]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{}{err}", stdout(&out));
+    assert!(err.contains(&format!("log record at lsn:{begin}")), "{err}");
+    assert!(err.contains("--accept-log-loss"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        std::fs::read(db.join("wal.log")).unwrap(),
+        log,
+        "the log changed"
+    );
+
+    let out = glass(&["check", "tpcb", "--db", path, "--accept-log-loss"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{}{err}", stdout(&out));
+    assert!(err.contains("warning"), "{err}");
+    assert!(err.contains(&format!("lsn:{begin}")), "{err}");
+    // Cut, the log opens without the flag, silently.
+    let out = glass(&["check", "tpcb", "--db", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+}
+
+#[test]
+fn accept_log_loss_needs_a_database() {
+    assert_usage_error(&["bench", "tpcb", "--accept-log-loss"], &["--db"]);
+}

@@ -11,8 +11,11 @@
 //!
 //! On disk a database is a directory: `pages.db` (the page file), `wal.log` (the log and its
 //! master record) and `catalog.json` (table and index definitions with their root pages, written
-//! synchronously at every schema change: schema changes are not transactional), and `LOCK`,
-//! locked exclusively (`flock`) while the database is open, so a second process is refused.
+//! first when the database is created and synchronously at every schema change: schema changes
+//! are not transactional), and `LOCK`, locked exclusively (`flock`) while the database is open,
+//! so a second process is refused. A directory that lost one of its files is refused, naming
+//! it, rather than opened with an empty one in its place; so is a log damaged in its middle,
+//! unless [`DbConfig::accept_log_loss`] accepts cutting it there.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -90,6 +93,10 @@ pub struct DbConfig {
     /// Act on [`crate::Tx::prefetch`] hints (main-memory records and indexes only, that is
     /// with `page-access` off). Off, the hints are ignored: for measuring what they buy.
     pub prefetch: bool,
+    /// Open a log damaged in its middle (a bad record with intact ones after it) by cutting it
+    /// at the damage, losing every record after it, instead of refusing to open. The loss is
+    /// reported on stderr and by [`Database::log_loss`].
+    pub accept_log_loss: bool,
 }
 
 impl Default for DbConfig {
@@ -105,6 +112,7 @@ impl Default for DbConfig {
             checkpoint_bytes: 64 << 20,
             page_locking: false,
             prefetch: true,
+            accept_log_loss: false,
         }
     }
 }
@@ -216,6 +224,8 @@ pub struct Database {
     checkpointing: Mutex<()>,
     /// The active-transaction table (`xactions` on): id → its monitoring entry.
     active: Latch<HashMap<u64, Arc<ActiveTxn>>>,
+    /// Damage in the middle of the log that this open cut ([`DbConfig::accept_log_loss`]).
+    log_loss: Option<wal::LogDamage>,
 }
 
 fn io_err(action: &'static str) -> impl FnOnce(std::io::Error) -> TxError {
@@ -295,6 +305,14 @@ impl Database {
                 catalog = found;
                 existing = true;
             }
+            check_files_present(dir, existing.then_some(&catalog))?;
+            if !existing {
+                // The catalog is written first, so that a directory holding a page file or a log
+                // but no catalog is known to have lost it (see `check_files_present`).
+                let bytes = serde_json::to_vec_pretty(&catalog)
+                    .map_err(|e| TxError::Invalid(format!("encode catalog: {e}")))?;
+                write_atomically(&cat_path, &bytes)?;
+            }
             if existing && (!main_log || !lsn) {
                 // Opening an existing database without a log would skip recovery.
             }
@@ -309,7 +327,7 @@ impl Database {
         } else {
             LogMode::NoForce
         };
-        let log = if main_log || lsn {
+        let (log, log_loss) = if main_log || lsn {
             let storage: Box<dyn wal::LogStorage> = match (&config.path, main_log) {
                 (Some(dir), true) => Box::new(
                     wal::FileLogStorage::open(dir.join("wal.log")).map_err(io_err("open log"))?,
@@ -317,17 +335,28 @@ impl Database {
                 (None, true) if mode == LogMode::Durable => Box::new(wal::MemLogStorage::new()),
                 _ => Box::new(crate::recovery::DiscardLogStorage::default()),
             };
-            let (log, _report) = LogManager::open(
+            let (log, report) = LogManager::open(
                 storage,
                 LogConfig {
                     mode,
                     buffer_bytes: 1 << 20,
+                    accept_loss: config.accept_log_loss,
                 },
             )
-            .map_err(wal_err)?;
-            Some(Arc::new(log))
+            .map_err(log_open_err)?;
+            if let Some(damage) = report.damage {
+                // The caller opted in to the loss; a library has no better place to say so
+                // that every opener (check, bench, load) shows.
+                eprintln!(
+                    "warning: {damage}: accepting the loss, the log was cut there, dropping \
+                     them ({} bytes); pages written before may still hold some of their \
+                     changes, so check the database",
+                    damage.bytes
+                );
+            }
+            (Some(Arc::new(log)), report.damage)
         } else {
-            None
+            (None, None)
         };
         let pool = if page_access {
             let store: Box<dyn PageStore> = match &config.path {
@@ -385,6 +414,7 @@ impl Database {
             next_checkpoint: AtomicU64::new(u64::MAX),
             checkpointing: Mutex::new(()),
             active: Latch::new(HashMap::new(), latching),
+            log_loss,
             config,
             _dir_lock: dir_lock,
         };
@@ -422,6 +452,12 @@ impl Database {
             }
         }
         Ok(db)
+    }
+
+    /// Damage in the middle of the log that opening cut, losing the records after it: only
+    /// with [`DbConfig::accept_log_loss`] (without it such an open fails).
+    pub fn log_loss(&self) -> Option<&wal::LogDamage> {
+        self.log_loss.as_ref()
     }
 
     /// The configuration the database was opened with.
@@ -1119,6 +1155,29 @@ fn wal_err(e: wal::WalError) -> TxError {
     TxError::Storage(e.into())
 }
 
+/// An error opening the log says so (not "flushing the log", as `wal_err` would); the log's
+/// own message names the LSN or header concerned.
+fn log_open_err(e: wal::WalError) -> TxError {
+    match e {
+        wal::WalError::Io { action, source } => {
+            TxError::Storage(storage::StorageError::Io { action, source })
+        }
+        wal::WalError::Damaged(damage) => TxError::Storage(storage::StorageError::Io {
+            action: "opening the log wal.log",
+            source: std::io::Error::other(format!(
+                "{}: damage in the middle of the log, not a torn tail; to open the database \
+                 anyway, cutting the log there and losing those records, set accept_log_loss \
+                 (--accept-log-loss)",
+                damage
+            )),
+        }),
+        other => TxError::Storage(storage::StorageError::Io {
+            action: "opening the log wal.log",
+            source: std::io::Error::other(other),
+        }),
+    }
+}
+
 fn validate_table(schema: &TableSchema) -> TxResult<()> {
     if schema.primary_key.is_empty() {
         return Err(TxError::Invalid(format!(
@@ -1130,6 +1189,60 @@ fn validate_table(schema: &TableSchema) -> TxResult<()> {
         return Err(TxError::Invalid(format!(
             "table {} has no columns",
             schema.name
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a database directory that has lost one of its files, naming it, where opening would
+/// otherwise create an empty one over the data and report something misleading (a missing page
+/// file read as "page #1 has not been allocated", a missing log as an empty one, a missing
+/// catalog as a new database whose tables then hide the real ones). `catalog` is the catalog
+/// found, `None` if there is none. A directory with none of the files is a new database; a
+/// catalog naming no table yet may lack the others (a crash while the database was created).
+/// A log is known to have existed when its master record (`wal.log.master`, written at the
+/// first checkpoint, on the first open) is there; without both, the database was created with
+/// `main-log=off` and has no log to lose.
+fn check_files_present(dir: &Path, catalog: Option<&Catalog>) -> TxResult<()> {
+    let missing = |what: String| {
+        TxError::Storage(storage::StorageError::io(
+            "opening the database",
+            std::io::Error::new(std::io::ErrorKind::NotFound, what),
+        ))
+    };
+    let pages = dir.join("pages.db");
+    let log = dir.join("wal.log");
+    let master = dir.join("wal.log.master");
+    let Some(catalog) = catalog else {
+        let found: Vec<&str> = [(&pages, "pages.db"), (&log, "wal.log")]
+            .into_iter()
+            .filter(|(path, _)| path.exists())
+            .map(|(_, name)| name)
+            .collect();
+        if found.is_empty() {
+            return Ok(());
+        }
+        return Err(missing(format!(
+            "the catalog {} is missing, yet the directory holds {}: without the catalog its \
+             tables cannot be found, so it is not opened as a new database over them (a \
+             database that never held a table can be removed to start afresh)",
+            dir.join("catalog.json").display(),
+            found.join(" and ")
+        )));
+    };
+    if !log.exists() && master.exists() {
+        return Err(missing(format!(
+            "the log {} is missing (its master record {} is there): the database cannot be \
+             recovered without it",
+            log.display(),
+            master.display()
+        )));
+    }
+    if !pages.exists() && !catalog.tables.is_empty() {
+        return Err(missing(format!(
+            "the page file {} is missing: the catalog names {} tables whose pages it held",
+            pages.display(),
+            catalog.tables.len()
         )));
     }
     Ok(())

@@ -55,6 +55,7 @@ fn discard_log(mode: LogMode) -> LogManager {
     let config = LogConfig {
         mode,
         buffer_bytes: 1 << 20,
+        accept_loss: false,
     };
     LogManager::open(Box::new(storage), config).unwrap().0
 }

@@ -2,14 +2,18 @@
 //!
 //! * [`WalError::Io`] and [`WalError::Failed`]: the log can no longer promise durability; the
 //!   engine must stop accepting commits and restart (recovery repairs the log).
-//! * [`WalError::Corrupt`], [`WalError::BadHeader`] and [`WalError::UnsupportedVersion`]: bytes
-//!   on storage are not a valid log for this build; an operator must look (a torn tail is *not*
-//!   this: [`crate::LogManager::open`] cuts it).
+//! * [`WalError::Corrupt`], [`WalError::Damaged`], [`WalError::BadHeader`] and
+//!   [`WalError::UnsupportedVersion`]: bytes on storage are not a valid log for this build; an
+//!   operator must look (a torn tail is *not* this: [`crate::LogManager::open`] cuts it; damage
+//!   followed by intact records is, and is cut only when the caller accepts the loss).
 //! * [`WalError::OutOfRange`] and [`WalError::NotLogged`]: the caller asked for a record that
 //!   does not exist (a bug in the caller, or a log mode that builds no records).
 //! * [`WalError::Discarded`] and [`WalError::DiscardPastCheckpoint`]: the caller asked for a
 //!   record below the log's start, or to discard records the last checkpoint still needs (a
 //!   bug in whoever computed the oldest LSN still needed).
+
+use std::fmt;
+use std::sync::Arc;
 
 use storage::{Lsn, StorageError};
 
@@ -27,11 +31,25 @@ pub enum WalError {
         source: std::io::Error,
     },
     /// An earlier write or sync of the log failed; nothing more is made durable until restart.
-    #[error("the log is unusable since an earlier write or sync failed")]
-    Failed,
+    /// Keeps the first failure's action and cause (a full disk, say), which later callers
+    /// would otherwise never see.
+    #[error("the log is unusable since {action} failed earlier: {source}")]
+    Failed {
+        action: &'static str,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
     /// A record's bytes are invalid (checksum, length, kind or body).
     #[error("log record at {lsn} is corrupt: {reason}")]
     Corrupt { lsn: Lsn, reason: &'static str },
+    /// A bad frame with intact records after it: damage in the middle of the log, which no
+    /// crash leaves behind (see [`crate::log`]). Cutting the log there would silently drop
+    /// those records, committed transactions among them.
+    #[error(
+        "{0}: damage in the middle of the log, not a torn tail; opening with accept-log-loss \
+         cuts the log there and loses them"
+    )]
+    Damaged(LogDamage),
     /// The log file does not start with a Glass log header, or the master record is invalid.
     #[error("not a Glass log: {0}")]
     BadHeader(&'static str),
@@ -62,6 +80,34 @@ pub enum WalError {
     /// The log runs in `LsnOnly` mode: LSNs are handed out but no record is kept.
     #[error("no log records are kept in lsn-only mode")]
     NotLogged,
+}
+
+/// Where the log is damaged and what lies after the damage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogDamage {
+    /// The LSN of the first bad frame: the log's last intact record ends here.
+    pub lsn: Lsn,
+    /// What is wrong with the frame there.
+    pub reason: &'static str,
+    /// Bytes from `lsn` to the end of the log.
+    pub bytes: u64,
+    /// Intact records found after `lsn`.
+    pub records: u64,
+}
+
+impl fmt::Display for LogDamage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let records = match self.records {
+            1 => "1 intact record follows".to_string(),
+            n => format!("{n} intact records follow"),
+        };
+        write!(
+            f,
+            "log record at {} is damaged ({}), yet {records} it in the {} bytes from there to \
+             the end of the log",
+            self.lsn, self.reason, self.bytes
+        )
+    }
 }
 
 impl WalError {

@@ -19,7 +19,8 @@
 //! * [`checksum`]: CRC-32C, in hardware where the CPU has it.
 //! * [`log`]: the log manager: modes, group commit, reading, checkpoints' master record.
 //! * [`storage`]: where the bytes live.
-//! * [`reader`]: chunked forward scans (open-time torn-tail scan, [`LogIter`]).
+//! * [`reader`]: chunked forward scans (open-time torn-tail scan and the look past a bad
+//!   frame, [`LogIter`]).
 
 mod buffer;
 pub mod checksum;
@@ -29,7 +30,7 @@ pub mod reader;
 pub mod record;
 pub mod storage;
 
-pub use error::{WalError, WalResult};
+pub use error::{LogDamage, WalError, WalResult};
 pub use log::{LogConfig, LogManager, LogMode, LogStats, OpenReport};
 pub use reader::LogIter;
 pub use record::{ActiveTxn, LogRecord, PageRedoOwned, RecordKind, TxnId};

@@ -21,6 +21,8 @@
 //! | 24     | 4    | crc        | CRC-32C of bytes 0..24                      |
 //!
 //! Invariant: `16 <= start <= checkpoint`. Version 2 had no `start` (20 bytes, CRC at 16).
+//! A start past 16 with no checkpoint (0) is written only by an open that accepted the loss of
+//! a damaged log's checkpoint ([`LogConfig::accept_loss`]): recovery scans from the start.
 //!
 //! # Discarding the log behind checkpoints
 //!
@@ -38,7 +40,22 @@
 //! a torn tail and cut the whole log there); a log whose scan cannot reach the checkpoint
 //! named beside a start is refused as corrupt instead of cut. Reads and scans below the start
 //! give [`WalError::Discarded`]. Only `Durable` logs discard: elsewhere the master record is
-//! not kept on storage, so a reopen must scan from the first record.//!
+//! not kept on storage, so a reopen must scan from the first record.
+//!
+//! # Torn tail or damage
+//!
+//! [`LogManager::open`] ends the log at its first bad frame (short, bad length, bad checksum).
+//! Behind it lies either a torn tail, which is cut quietly, or damage, which fails the open
+//! with [`WalError::Damaged`] (or, with [`LogConfig::accept_loss`], is cut and reported):
+//!
+//! * nothing intact after it (a cut file, garbage or zeros to the end): a torn tail. A process
+//!   crash leaves only this, since one writer at a time writes the log front to back;
+//! * intact frames after it, with a zeroed sector between (`reader::unwritten_sector_in`):
+//!   a torn tail too, what a power loss leaves in the unsynced tail when the page cache wrote
+//!   a later page back but not an earlier one. Nothing in it was acknowledged;
+//! * intact frames after it and no zeroed sector between, or the master record's checkpoint
+//!   among them (the log was synced past the bad frame): damage.
+//!
 //! # Group commit: leader/follower on the writer latch
 //!
 //! ```text
@@ -88,11 +105,13 @@
 //! # Failure
 //!
 //! A failed write or sync marks the log failed: the bytes stay in memory (readable), and every
-//! later flush or durable commit returns [`WalError::Failed`] — an fsync error cannot be
-//! retried safely, so the engine must stop and recover from what is on disk.
+//! later flush or durable commit returns [`WalError::Failed`], naming the action that failed
+//! first and its cause (`No space left on device`, say) — an fsync error cannot be retried
+//! safely, so the engine must stop and recover from what is on disk.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use storage::page::PageRedo;
@@ -100,8 +119,8 @@ use storage::{Lsn, PageId, PageLog, StorageResult};
 
 use crate::buffer::LogBuffer;
 use crate::checksum::crc32c;
-use crate::error::{WalError, WalResult};
-use crate::reader::{ChunkReader, FrameAt, LogIter};
+use crate::error::{LogDamage, WalError, WalResult};
+use crate::reader::{look_past, unwritten_sector_in, ChunkReader, FrameAt, LogIter};
 use crate::record::{
     check_frame, decode_checked_frame, encode_frame_into, frame_len, frame_len_and_crc,
     CompensationView, Encode, FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind,
@@ -153,6 +172,10 @@ pub struct LogConfig {
     /// Buffered bytes at which an appender writes the buffer out (appends beyond it wait for
     /// a writer once the buffer holds twice this).
     pub buffer_bytes: usize,
+    /// At open, cut the log at damage in its middle (a bad frame with intact records after
+    /// it) and report it in [`OpenReport::damage`], instead of failing with
+    /// [`WalError::Damaged`]. The records after the damage are lost.
+    pub accept_loss: bool,
 }
 
 impl Default for LogConfig {
@@ -160,6 +183,7 @@ impl Default for LogConfig {
         LogConfig {
             mode: LogMode::Durable,
             buffer_bytes: 1 << 20,
+            accept_loss: false,
         }
     }
 }
@@ -185,6 +209,9 @@ pub struct OpenReport {
     /// The master record named no `CheckpointBegin` in the intact log and was ignored
     /// (recovery then scans from the first record, which is always correct).
     pub master_ignored: bool,
+    /// Damage in the middle of the log, cut because [`LogConfig::accept_loss`] allowed it:
+    /// where, and the bytes and intact records dropped with it. The caller should say so.
+    pub damage: Option<LogDamage>,
 }
 
 /// Counters of a log since it was opened.
@@ -253,6 +280,9 @@ pub struct LogManager {
     synced: AtomicU64,
     /// A write or sync failed; nothing more is made durable.
     failed: AtomicBool,
+    /// The first failed write or sync: its action and cause, reported by every later
+    /// [`WalError::Failed`]. Set once, before `failed`.
+    failure: Mutex<Option<(&'static str, Arc<std::io::Error>)>>,
     /// `LsnOnly`: the next LSN to hand out.
     next_lsn: AtomicU64,
     /// The master latch: the master record's contents as last written (or, outside `Durable`
@@ -269,7 +299,11 @@ pub struct LogManager {
 impl LogManager {
     /// Opens the log: scans from its start (per the master record) to the last intact record;
     /// a torn or corrupt tail (short record, bad length, bad checksum) ends the log cleanly
-    /// there and is truncated. A record whose checksum holds but whose body does not decode is
+    /// there and is truncated. A bad frame with intact records after it is damage in the
+    /// middle of the log, not a tail, unless a crash explains it (see *Torn tail or damage*
+    /// above): the open
+    /// fails with [`WalError::Damaged`], or with [`LogConfig::accept_loss`] cuts the log there
+    /// and reports it in [`OpenReport::damage`]. A record whose checksum holds but whose body does not decode is
     /// corruption, not a torn write, and fails the open. So does a log part of which was
     /// discarded whose scan stops before the checkpoint the master record names: cutting there
     /// would drop records the checkpoint made durable.
@@ -290,6 +324,7 @@ impl LogManager {
             cut_reason: None,
             checkpoint: None,
             master_ignored: false,
+            damage: None,
         };
         let mut master = Master {
             checkpoint: None,
@@ -362,7 +397,21 @@ impl LogManager {
                         pos += frame_len as u64;
                     }
                     FrameAt::End(reason) => {
-                        if let Some(checkpoint) = must_reach.filter(|_| checkpoint_seen.is_none()) {
+                        if pos < len {
+                            let checkpoint = found.and_then(|m| m.checkpoint);
+                            if let Some(damage) =
+                                damage_at(storage.as_ref(), pos, len, reason, checkpoint)?
+                            {
+                                if !config.accept_loss {
+                                    return Err(WalError::Damaged(damage));
+                                }
+                                report.damage = Some(damage);
+                            }
+                        }
+                        let unreached = must_reach.filter(|_| checkpoint_seen.is_none());
+                        // An accepted loss may drop the checkpoint too: recovery then scans
+                        // from the start, which holds every record it needed.
+                        if let Some(checkpoint) = unreached.filter(|_| report.damage.is_none()) {
                             return Err(WalError::Corrupt {
                                 lsn: Lsn(pos),
                                 reason: if pos <= checkpoint.0 {
@@ -394,6 +443,14 @@ impl LogManager {
                     report.checkpoint = checkpoint_seen;
                 } else {
                     report.master_ignored = true;
+                    if m.start.0 > first && m.checkpoint.is_some() {
+                        // Only an accepted loss gets here (else the scan failed above): the
+                        // master must stop naming the cut checkpoint, or the next open would
+                        // refuse the log it just cut.
+                        storage
+                            .write_master(&encode_master(master))
+                            .map_err(|e| WalError::io("writing the master record", e))?;
+                    }
                 }
             }
         }
@@ -411,6 +468,7 @@ impl LogManager {
             written: AtomicU64::new(end),
             synced: AtomicU64::new(end),
             failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
             next_lsn: AtomicU64::new(end),
             start: AtomicU64::new(master.start.0),
             master: Mutex::new(master),
@@ -635,7 +693,7 @@ impl LogManager {
     /// Takes every buffered byte and writes it. Called with the writer latch held.
     fn write_out(&self, writer: &mut MutexGuard<'_, Writer>) -> WalResult<()> {
         if self.failed.load(Ordering::Acquire) {
-            return Err(WalError::Failed);
+            return Err(self.failed_error());
         }
         {
             let mut buffer = self.buffer.lock();
@@ -648,8 +706,7 @@ impl LogManager {
         }
         let end = writer.pending_base + writer.pending.len() as u64;
         if let Err(e) = self.storage.write_at(writer.pending_base, &writer.pending) {
-            self.failed.store(true, Ordering::Release);
-            return Err(WalError::io("writing the log", e));
+            return Err(self.fail("writing the log", e));
         }
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.written.store(end, Ordering::Release);
@@ -664,8 +721,7 @@ impl LogManager {
             return Ok(());
         }
         if let Err(e) = self.storage.sync() {
-            self.failed.store(true, Ordering::Release);
-            return Err(WalError::io("syncing the log", e));
+            return Err(self.fail("syncing the log", e));
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
         if writer.commits_unsynced > 0 {
@@ -674,6 +730,35 @@ impl LogManager {
         }
         self.synced.store(target, Ordering::Release);
         Ok(())
+    }
+
+    /// Marks the log failed, keeping the first failure's action and cause for every later
+    /// [`WalError::Failed`]; returns the error to give the caller that met it.
+    fn fail(&self, action: &'static str, err: std::io::Error) -> WalError {
+        {
+            let mut failure = self.failure.lock();
+            if failure.is_none() {
+                // `io::Error` is not `Clone`: keep an equal one (same OS code, same message).
+                let kept = match err.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(err.kind(), err.to_string()),
+                };
+                *failure = Some((action, Arc::new(kept)));
+            }
+        }
+        self.failed.store(true, Ordering::Release);
+        WalError::io(action, err)
+    }
+
+    /// The sticky error of a failed log: what failed first, and why.
+    fn failed_error(&self) -> WalError {
+        let (action, source) = self.failure.lock().clone().unwrap_or_else(|| {
+            (
+                "a write or sync",
+                Arc::new(std::io::Error::other("cause not recorded")),
+            )
+        });
+        WalError::Failed { action, source }
     }
 
     /// Every record with an LSN below this is as durable as the mode makes records: synced
@@ -969,12 +1054,10 @@ impl LogManager {
                 LogMode::Durable,
                 "a discard outside durable mode"
             );
+            // (An open that accepted the loss of the checkpoint, and of every record from the
+            // start on, leaves no checkpoint and a start at the synced end.)
             assert!(
-                master.checkpoint.is_some(),
-                "a discard without a checkpoint"
-            );
-            assert!(
-                master.start.0 < synced,
+                master.start.0 <= synced,
                 "start {} past the synced end",
                 master.start
             );
@@ -1017,6 +1100,44 @@ impl PageLog for LogManager {
     fn flush_to(&self, lsn: Lsn) -> StorageResult<()> {
         LogManager::flush_to(self, lsn).map_err(Into::into)
     }
+}
+
+/// Judges the bad frame at `bad` (the scan's end, below the log's length `len`): damage in
+/// the middle of the log, or a torn tail that a crash explains.
+///
+/// A crash leaves a torn tail, never intact records after a bad one, with one exception. A
+/// process crash (`SIGKILL`) keeps every byte `write` was given, and the log is written
+/// front to back by one writer at a time (the group-commit leader, a buffer in one or more
+/// `pwrite`s): the file is always a prefix of the log, plus at most part of a frame. Zeros past
+/// the last frame (a file system that extended the file first, or preallocated it) and a
+/// shortened file are the same. A power loss may also lose any part of the *unsynced* tail
+/// while keeping later parts (the page cache writes pages back in any order): there whole
+/// sectors read as zeros, then intact frames follow. No commit in them was acknowledged
+/// (`Durable` commits wait for the sync) and none was promised (`NoForce`), so that tail is
+/// cut quietly too. Anything else is damage: intact records after a bad frame with no zeroed
+/// sector between them, or after one the master record shows was synced (the log is synced
+/// past a checkpoint's records before the master names it). A log discarded behind
+/// checkpoints is scanned from its start, so the hole below it is never judged.
+fn damage_at(
+    storage: &dyn LogStorage,
+    bad: u64,
+    len: u64,
+    reason: &'static str,
+    checkpoint: Option<Lsn>,
+) -> WalResult<Option<LogDamage>> {
+    let io = |e| WalError::io("looking past a bad log record", e);
+    let Some(past) = look_past(storage, bad, len, checkpoint).map_err(io)? else {
+        return Ok(None);
+    };
+    if !past.checkpoint_seen && unwritten_sector_in(storage, bad, past.resumes_at).map_err(io)? {
+        return Ok(None);
+    }
+    Ok(Some(LogDamage {
+        lsn: Lsn(bad),
+        reason,
+        bytes: len - bad,
+        records: past.records,
+    }))
 }
 
 fn log_header() -> [u8; LOG_HEADER_SIZE] {
@@ -1082,11 +1203,8 @@ fn decode_master(bytes: &[u8]) -> WalResult<Master> {
             "master record names a start inside the header or past its checkpoint",
         ));
     }
-    if start > first && checkpoint == Lsn::NONE {
-        return Err(WalError::BadHeader(
-            "master record names a discarded log but no checkpoint",
-        ));
-    }
+    // A start past the header with no checkpoint is written only by an open that accepted the
+    // loss of a damaged log's checkpoint; recovery then scans from the start.
     Ok(Master {
         checkpoint: (checkpoint != Lsn::NONE).then_some(checkpoint),
         start,

@@ -657,6 +657,76 @@ pub(crate) fn check_frame(bytes: &[u8]) -> FrameCheck {
     FrameCheck::Complete(len)
 }
 
+/// Bytes of a frame's start that [`plausible_frame_start`] looks at, when the frame has them.
+pub(crate) const PROBE_BYTES: usize = FRAME_HEADER_SIZE + 24;
+
+/// Page ids a plausible page redo names: below 2^40 (8 EiB of 8 KiB pages). Used only to
+/// search damaged bytes for the next frame, never to judge a frame read in sequence.
+const PLAUSIBLE_PAGE_IDS: u64 = 1 << 40;
+
+/// Whether the bytes `head` at LSN `lsn` could start an intact frame with `available` bytes
+/// from there to the end of the log, judged from its first [`PROBE_BYTES`] (or all of them,
+/// if the frame is shorter): a length in range that fits, a known kind with a length that
+/// kind can have, and LSN fields that point backwards (see [`refers_backward`]). A cheap
+/// filter before [`check_frame`] when searching damaged bytes for the next frame: random bytes
+/// pass it about once in 2^40 positions, so the search almost never reads and checksums a
+/// frame-length's worth of bytes for nothing (without it, 64 MiB of garbage took minutes).
+pub(crate) fn plausible_frame_start(head: &[u8], lsn: Lsn, available: u64) -> bool {
+    if head.len() < FRAME_HEADER_SIZE {
+        return false;
+    }
+    let len = read_u32(head, OFFSET_LEN) as usize;
+    if !(FRAME_HEADER_SIZE..=MAX_RECORD_BYTES).contains(&len) || len as u64 > available {
+        return false;
+    }
+    let Some(kind) = RecordKind::from_u8(head[OFFSET_KIND]) else {
+        return false;
+    };
+    let body = &head[FRAME_HEADER_SIZE..head.len().min(len)];
+    let u64_at = |at: usize| {
+        body.get(at..at + 8).map(|b| {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(b);
+            u64::from_le_bytes(word)
+        })
+    };
+    let before = |at: usize| u64_at(at).is_some_and(|l| l < lsn.0);
+    match kind {
+        RecordKind::CheckpointBegin => len == FRAME_HEADER_SIZE,
+        RecordKind::Commit | RecordKind::Abort | RecordKind::End => {
+            len == FRAME_HEADER_SIZE + 16 && before(8)
+        }
+        RecordKind::Update => before(8),
+        RecordKind::Compensation => before(8) && before(16),
+        RecordKind::CheckpointEnd => before(0),
+        RecordKind::PageRedo => {
+            let pages = body
+                .get(..2)
+                .map_or(0, |b| u16::from_le_bytes([b[0], b[1]]));
+            let page = u64_at(2).map(|p| p & !PAGE_ZEROED);
+            pages > 0 && page.is_some_and(|p| p < PLAUSIBLE_PAGE_IDS)
+        }
+    }
+}
+
+/// Whether every LSN a record at `lsn` names lies before it, as in any record the log manager
+/// wrote (a transaction's `prev` and `undo_next`, a checkpoint end's `begin`). Frames do not
+/// hold their own LSN, so this is how a frame found past damaged bytes is checked to fit the
+/// log's sequence, beyond its checksum.
+pub(crate) fn refers_backward(record: &LogRecord, lsn: Lsn) -> bool {
+    match record {
+        LogRecord::Update { prev, .. }
+        | LogRecord::Commit { prev, .. }
+        | LogRecord::Abort { prev, .. }
+        | LogRecord::End { prev, .. } => *prev < lsn,
+        LogRecord::Compensation {
+            prev, undo_next, ..
+        } => *prev < lsn && *undo_next < lsn,
+        LogRecord::CheckpointEnd { begin, .. } => *begin < lsn,
+        LogRecord::PageRedo { .. } | LogRecord::CheckpointBegin => true,
+    }
+}
+
 fn read_u32(bytes: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&bytes[at..at + 4]);

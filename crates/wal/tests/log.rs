@@ -13,7 +13,11 @@ use wal::{
 };
 
 fn config(mode: LogMode, buffer_bytes: usize) -> LogConfig {
-    LogConfig { mode, buffer_bytes }
+    LogConfig {
+        mode,
+        buffer_bytes,
+        accept_loss: false,
+    }
 }
 
 fn open_mem(storage: &MemLogStorage, cfg: LogConfig) -> LogManager {
@@ -635,9 +639,9 @@ fn a_failed_write_fails_every_later_commit_but_records_stay_readable() {
     assert!(matches!(err, WalError::Io { .. }), "{err}");
     assert!(matches!(
         log.commit(TxnId(3), Lsn::NONE),
-        Err(WalError::Failed)
+        Err(WalError::Failed { .. })
     ));
-    assert!(matches!(log.flush_to(u), Err(WalError::Failed)));
+    assert!(matches!(log.flush_to(u), Err(WalError::Failed { .. })));
     // The buffer pool sees the failure as a storage I/O error (the WAL rule cannot hold).
     assert!(matches!(
         PageLog::flush_to(&log, u),
@@ -665,7 +669,7 @@ fn a_failed_sync_fails_the_commit() {
     assert_eq!(log.durable_lsn(), log.first_lsn());
     assert!(matches!(
         log.commit(TxnId(2), Lsn::NONE),
-        Err(WalError::Failed)
+        Err(WalError::Failed { .. })
     ));
     assert_eq!(log.stats().syncs, 0);
     log.check_invariants();

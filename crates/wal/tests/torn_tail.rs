@@ -1,6 +1,6 @@
 //! Torn-tail handling on a real log file: a log cut inside its last record, overwritten with
-//! garbage, or followed by zeroes opens at the last intact record, reports the cut, accepts
-//! appends, and reopens with them.
+//! garbage to its end, or followed by zeroes opens at the last intact record, reports the cut,
+//! accepts appends, and reopens with them.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -91,12 +91,16 @@ fn garbage_over_the_tail_ends_the_log_at_the_last_intact_record() {
     for round in 0..20 {
         let path = dir.path().join(format!("garbage-{round}"));
         let (lsns, end) = write_log(&path, 6);
-        // Overwrite from somewhere inside record k to anywhere (maybe past the end) with
-        // random bytes; the first garbage byte surely differs from the byte it replaces.
+        // Overwrite from somewhere inside record k to the end or past it with random bytes
+        // (garbage that stops short of the end, with intact records after it, is damage: see
+        // mid_log_damage.rs); the first garbage byte surely differs from the byte it replaces.
         let k = rng.gen_range(1..lsns.len());
         let from = rng.gen_range(lsns[k].0..lsns.get(k + 1).map_or(end, |l| l.0));
         let original = std::fs::read(&path).unwrap();
-        let mut garbage: Vec<u8> = (0..rng.gen_range(1..300)).map(|_| rng.gen()).collect();
+        let reach = (end - from) as usize;
+        let mut garbage: Vec<u8> = (0..rng.gen_range(reach..reach + 300))
+            .map(|_| rng.gen())
+            .collect();
         garbage[0] = !original[from as usize];
         let file = OpenOptions::new().write(true).open(&path).unwrap();
         file.write_all_at(&garbage, from).unwrap();
