@@ -14,6 +14,7 @@
 
 pub mod allocator;
 pub mod callgrind;
+pub mod capacity;
 pub mod driver;
 pub mod embedded;
 pub mod ladder;
