@@ -6,7 +6,9 @@
 //! - [`report`]: the result record (JSON) and the printed table;
 //! - [`progress`]: the live progress line;
 //! - [`manifest`]: what a database directory was loaded with;
-//! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls;
+//! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls, and the one
+//!   function that opens or loads a database directory for bench and profile;
+//! - [`capacity`]: sizes checked against the machine's memory and free disk before any work;
 //! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
 //!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
 //!   [`plot`]: the ladder's figures;

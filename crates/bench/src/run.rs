@@ -604,8 +604,8 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Loads into directory `dir` (which holds no manifest), closes the database cleanly, then
-/// writes the manifest.
+/// Loads into directory `dir` (absent or empty: see [`inspect_dir`]), closes the database
+/// cleanly, then writes the manifest.
 fn load_into(
     name: &str,
     workload: &dyn Workload,
@@ -618,7 +618,7 @@ fn load_into(
     let db = open(db_config)?;
     let took = load(workload, &db, options.scale, status).with_context(|| {
         format!(
-            "(if {} holds a partial earlier load, delete it and load again)",
+            "load into {} (it now holds a partial load: delete it before loading again)",
             dir.display()
         )
     })?;

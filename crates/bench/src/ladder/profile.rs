@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!   parent: valgrind (callgrind_args) glass profile ... --child   ─► OUT/profile.callgrind.N
+//!           (OUT: --out, or a temporary directory removed when the table is made)
 //!   child:  open_loaded (uninstrumented) ─► one terminal ─► for each transaction type t:
 //!             `txns` transactions of type t (draw until t; measured_txn counted) ─► dump "t"
 //!   parent: parse dump N (one per type that was drawn) ─► table
