@@ -409,6 +409,12 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         pool_mib: args.pool_mib as usize,
         ..DbConfig::default()
     };
+    bench::capacity::check_machine(
+        args.workload.name(),
+        &WorkloadOptions::default(),
+        &db,
+        false,
+    )?;
     let conditions = run_check(args.workload.name(), &db)?;
     for c in &conditions {
         match &c.violation {

@@ -161,10 +161,16 @@ fn the_largest_scale_is_refused_at_once_naming_the_flag() {
 
 #[test]
 fn a_pool_beyond_memory_is_refused_not_aborted() {
-    assert_refused(
-        &["bench", "tpcb", "--pool-mib", "1048576", "--txns", "1"],
-        &["--pool-mib 1048576", "1.0 TiB", "memory"],
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().to_str().unwrap();
+    for args in [
+        &["bench", "tpcb", "--pool-mib", "1048576", "--txns", "1"][..],
+        &["load", "tpcb", "--db", db, "--pool-mib", "1048576"],
+        &["check", "tpcb", "--db", db, "--pool-mib", "1048576"],
+        &["profile", "tpcb", "--pool-mib", "1048576"],
+    ] {
+        assert_refused(args, &["--pool-mib 1048576", "1.0 TiB", "memory"]);
+    }
 }
 
 #[test]
