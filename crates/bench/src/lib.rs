@@ -8,7 +8,9 @@
 //! - [`manifest`]: what a database directory was loaded with;
 //! - [`acklog`]: every acknowledged commit of a run, and the check that each survived;
 //!   [`crash`]: the crash campaign (`glass crash`);
-//! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls;
+//! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls, and the one
+//!   function that opens or loads a database directory for bench and profile;
+//! - [`capacity`]: sizes checked against the machine's memory and free disk before any work;
 //! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
 //!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
 //!   [`plot`]: the ladder's figures;
@@ -17,6 +19,7 @@
 pub mod acklog;
 pub mod allocator;
 pub mod callgrind;
+pub mod capacity;
 pub mod crash;
 pub mod driver;
 pub mod embedded;

@@ -40,7 +40,7 @@ pub struct LoadManifest {
 /// Why a manifest could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
-    #[error("read {path}: {source}")]
+    #[error("read {path}")]
     Io {
         path: PathBuf,
         #[source]

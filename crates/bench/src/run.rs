@@ -1,12 +1,22 @@
 //! The three things the `glass` command does with a workload: bench, load, check.
 //!
 //! ```text
-//!   run_bench:  validate ─► open db ─► create schema ─► load (in memory: always;
-//!               --db DIR: only if DIR has no load manifest, then close, write the
-//!               manifest, reopen) ─► terminals ─► drive ─► check() ─► BenchResult (+ JSON)
-//!   run_load:   validate ─► open DIR ─► create schema ─► load ─► close ─► write manifest
+//!   run_bench:  validate (flags, --json writable, sizes: capacity) ─► open_loaded ─►
+//!               terminals ─► drive ─► check() ─► BenchResult (+ JSON)
+//!   run_load:   validate ─► refuse a non-empty DIR ─► open DIR ─► create schema ─► load ─►
+//!               close ─► write manifest
 //!   run_check:  read DIR's manifest ─► open (recovering) ─► check() ─► conditions
+//!
+//!   open_loaded (bench, and profile's runs):
+//!     in memory          ─► open ─► create schema ─► load
+//!     DIR with manifest  ─► same workload and data options? ─► open ─► find schema
+//!     DIR absent / empty ─► open ─► load ─► close ─► write manifest ─► reopen
+//!     anything else      ─► refused before anything is written, naming what DIR holds
 //! ```
+//!
+//! A directory without a manifest but with files in it is never written into: it may hold a
+//! partial load, another program's files, or a database whose manifest was lost, and loading
+//! on top of any of them would mix data.
 //!
 //! Errors are `anyhow` errors with context naming what was being done; configuration errors
 //! the user must fix are [`UsageError`]s (one line, naming the bad value and the valid ones),
@@ -152,6 +162,12 @@ impl Status {
         Status { quiet }
     }
 
+    /// A line the user must see even when quiet.
+    pub(crate) fn warn(&self, line: std::fmt::Arguments<'_>) {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    }
+
     pub(crate) fn say(&self, line: std::fmt::Arguments<'_>) {
         if !self.quiet {
             let mut err = std::io::stderr().lock();
@@ -229,16 +245,24 @@ fn load(
 
 /// Runs a benchmark: builds `config.workload` by name, then [`run_workload`].
 pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
+    if let Some(path) = &config.json {
+        check_writable(path)
+            .map_err(|e| UsageError(format!("--json {}: cannot write it: {e}", path.display())))?;
+    }
+    let manifest = match &config.db.path {
+        Some(dir) => inspect_dir(dir)?,
+        None => None,
+    };
     let mut options = config.options.clone();
-    if let (true, Some(dir)) = (config.adopt_loaded_scale, &config.db.path) {
-        if let Some(manifest) = LoadManifest::read(dir)? {
-            options.scale = manifest.scale;
-        }
+    if let (true, Some(manifest)) = (config.adopt_loaded_scale, &manifest) {
+        options.scale = manifest.scale;
     }
     let config = BenchConfig {
         options,
         ..config.clone()
     };
+    let loading = manifest.is_none();
+    crate::capacity::check_machine(&config.workload, &config.options, &config.db, loading)?;
     if config.db.switches.optimal {
         return crate::optimal::run_optimal(&config);
     }
@@ -272,51 +296,15 @@ pub fn run_workload(
         None => None,
     };
 
-    // Open, and load unless the directory holds a complete load of this workload.
-    let (db, load_s) = match db_config.path.clone() {
-        None => {
-            let db = open(&db_config)?;
-            let took = load(workload.as_ref(), &db, options.scale, &status)?;
-            (db, Some(took.as_secs_f64()))
-        }
-        Some(dir) => match LoadManifest::read(&dir)? {
-            Some(manifest) => {
-                if let Some(why) = manifest.mismatch(&config.workload, options) {
-                    bail!(UsageError(format!(
-                        "cannot bench {} in {}: {why}",
-                        config.workload,
-                        dir.display()
-                    )));
-                }
-                status.say(format_args!(
-                    "using the {} database in {} ({})",
-                    manifest.workload,
-                    dir.display(),
-                    describe_scale(&manifest.workload, manifest.scale)
-                ));
-                let db = open(&db_config)?;
-                workload
-                    .create_schema(&db)
-                    .with_context(|| format!("find the {} schema", workload.name()))?;
-                (db, None)
-            }
-            None => {
-                let took = load_into(
-                    &config.workload,
-                    workload.as_ref(),
-                    options,
-                    &db_config,
-                    &dir,
-                    &status,
-                )?;
-                let db = open(&db_config)?;
-                workload
-                    .create_schema(&db)
-                    .with_context(|| format!("find the {} schema", workload.name()))?;
-                (db, Some(took.as_secs_f64()))
-            }
-        },
-    };
+    let (db, load_s) = open_loaded(
+        "bench",
+        &config.workload,
+        workload.as_ref(),
+        options,
+        &db_config,
+        &status,
+    )?;
+    let load_s = load_s.map(|took| took.as_secs_f64());
 
     let txn_names = workload.txn_names();
     let embedded = EmbeddedExecutor { db: db.clone() };
@@ -509,8 +497,135 @@ pub(crate) fn bench_result(
     Ok(result)
 }
 
-/// Loads into directory `dir` (which holds no manifest), closes the database cleanly, then
-/// writes the manifest.
+/// Opens the database `db_config` names with `workload` (named `name`, built with `options`)
+/// loaded, for `command` ("bench", "profile"): in memory, loads it; in a directory holding a
+/// complete load of the same workload and data options, opens it; in an absent or empty
+/// directory, loads, closes, writes the manifest and reopens. Anything else is refused before
+/// anything is written (see [`inspect_dir`]). Returns the load time when it loaded.
+pub(crate) fn open_loaded(
+    command: &str,
+    name: &str,
+    workload: &dyn Workload,
+    options: &WorkloadOptions,
+    db_config: &DbConfig,
+    status: &Status,
+) -> anyhow::Result<(Arc<Database>, Option<Duration>)> {
+    check_log_switches(db_config, status)?;
+    let Some(dir) = db_config.path.clone() else {
+        let db = open(db_config)?;
+        let took = load(workload, &db, options.scale, status)?;
+        return Ok((db, Some(took)));
+    };
+    let took = match inspect_dir(&dir)? {
+        Some(manifest) => {
+            if let Some(why) = manifest.mismatch(name, options) {
+                bail!(UsageError(format!(
+                    "cannot {command} {name} in {}: {why}",
+                    dir.display()
+                )));
+            }
+            status.say(format_args!(
+                "using the {} database in {} ({})",
+                manifest.workload,
+                dir.display(),
+                describe_scale(&manifest.workload, manifest.scale)
+            ));
+            None
+        }
+        None => Some(load_into(name, workload, options, db_config, &dir, status)?),
+    };
+    let db = open(db_config)?;
+    workload
+        .create_schema(&db)
+        .with_context(|| format!("find the {} schema", workload.name()))?;
+    Ok((db, took))
+}
+
+/// What a database directory holds: `Some` manifest for a complete load, `None` when it is
+/// absent or empty (a load may go there). Anything else — a file, or a directory with files but
+/// no manifest — is a [`UsageError`] naming what was found, so nothing writes into data it does
+/// not recognise.
+pub fn inspect_dir(dir: &Path) -> anyhow::Result<Option<LoadManifest>> {
+    if dir.exists() && !dir.is_dir() {
+        bail!(UsageError(format!(
+            "--db {}: it is a file, not a directory",
+            dir.display()
+        )));
+    }
+    if let Some(manifest) = LoadManifest::read(dir)? {
+        return Ok(Some(manifest));
+    }
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("list directory {}", dir.display())),
+    };
+    let mut names = entries
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<std::io::Result<Vec<_>>>()
+        .with_context(|| format!("list directory {}", dir.display()))?;
+    if names.is_empty() {
+        return Ok(None);
+    }
+    names.sort();
+    const SHOWN: usize = 6;
+    let more = names.len().saturating_sub(SHOWN);
+    names.truncate(SHOWN);
+    let mut found = names.join(", ");
+    if more > 0 {
+        found.push_str(&format!(" and {more} more"));
+    }
+    bail!(UsageError(format!(
+        "{} holds {found} but no {}: not a complete Glass load (an interrupted load, a lost \
+         manifest, or other files), so nothing is written into it; use an empty or new \
+         directory, or delete it",
+        dir.display(),
+        crate::manifest::MANIFEST_FILE
+    )))
+}
+
+/// Refuses `--durable` where nothing can be forced, and warns (one line on stderr, even when
+/// quiet) when a database on disk runs with a log switch off that a crash cannot recover from.
+fn check_log_switches(db: &DbConfig, status: &Status) -> Result<(), UsageError> {
+    let main_log = db.switches.is_on(engine::Switch::MainLog);
+    let disk_log = db.switches.is_on(engine::Switch::DiskLog);
+    if db.durable && !(main_log && disk_log) {
+        let off = if main_log { "disk-log" } else { "main-log" };
+        return Err(UsageError(format!(
+            "--durable with --switch {off}=off: the log is never forced, so no commit could be \
+             durable; drop --durable or the switch"
+        )));
+    }
+    if let (Some(dir), Some(off)) = (
+        &db.path,
+        (!main_log)
+            .then_some("main-log=off: nothing is logged")
+            .or((!disk_log).then_some("disk-log=off: the log is never forced")),
+    ) {
+        status.warn(format_args!(
+            "warning: --switch {off}, so a crash can leave the database in {} unrecoverable",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `path` can be written, tried before a run so that a bad `--json` fails at once:
+/// an existing file is opened for appending (not changed), a new one created and removed.
+fn check_writable(path: &Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)?;
+    if !existed {
+        std::fs::remove_file(path)?;
+    }
+    Ok(())
+}
+
+/// Loads into directory `dir` (absent or empty: see [`inspect_dir`]), closes the database
+/// cleanly, then writes the manifest.
 fn load_into(
     name: &str,
     workload: &dyn Workload,
@@ -523,7 +638,7 @@ fn load_into(
     let db = open(db_config)?;
     let took = load(workload, &db, options.scale, status).with_context(|| {
         format!(
-            "(if {} holds a partial earlier load, delete it and load again)",
+            "load into {} (it now holds a partial load: delete it before loading again)",
             dir.display()
         )
     })?;
@@ -548,8 +663,7 @@ pub fn run_load(
     };
     crate::optimal::refuse_kernel(&db.switches, "glass load")?;
     validate_switches(&db.switches, db.threads.max(1))?;
-    let workload = build_workload(workload_name, options)?;
-    if let Some(manifest) = LoadManifest::read(&dir)? {
+    if let Some(manifest) = inspect_dir(&dir)? {
         bail!(UsageError(format!(
             "{} already holds a loaded {} database ({}); use another directory or delete it",
             dir.display(),
@@ -557,6 +671,8 @@ pub fn run_load(
             describe_scale(&manifest.workload, manifest.scale)
         )));
     }
+    crate::capacity::check_machine(workload_name, options, db, true)?;
+    let workload = build_workload(workload_name, options)?;
     load_into(workload_name, workload.as_ref(), options, db, &dir, &status)
 }
 

@@ -10,12 +10,13 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use anyhow::Context;
-use engine::db::{Database, DbConfig};
+use engine::db::DbConfig;
 use engine::profile::{self, TxnProfile};
 use serde::Serialize;
-use workloads::Workload;
+use workloads::{Workload, WorkloadOptions};
 
 use crate::ladder::measure::measured_txn;
+use crate::run::{open_loaded, Status};
 
 /// Draws before a transaction type counts as never drawn.
 const MAX_DRAWS: u64 = 100_000;
@@ -28,9 +29,12 @@ pub struct TypeProfile {
     pub sum: TxnProfile,
 }
 
-/// Loads `workload`, then profiles `txns` transactions of every type it draws.
+/// Opens `workload` (built with `options`) loaded, as `glass bench` does
+/// ([`crate::run::open_loaded`]: in memory, or a directory holding the same load, or an empty
+/// one it loads), then profiles `txns` transactions of every type it draws.
 pub fn run(
     workload: Arc<dyn Workload>,
+    options: &WorkloadOptions,
     db_config: &DbConfig,
     txns: u64,
     seed: u64,
@@ -38,10 +42,14 @@ pub fn run(
     let mut config = db_config.clone();
     config.threads = 1;
     config.lock_timing = true;
-    let db = Database::open(config).context("open the database")?;
-    workload.create_schema(&db).context("create the schema")?;
-    workload.load(&db, &|_, _| {}).context("load")?;
-    db.finish_load();
+    let (db, _) = open_loaded(
+        "profile",
+        workload.name(),
+        workload.as_ref(),
+        options,
+        &config,
+        &Status::new(true),
+    )?;
     let mut terminal = workload
         .terminal(&db, 0, 1, seed)
         .context("start a terminal")?;

@@ -40,7 +40,9 @@ enum Command {
     /// Measure the removal ladder: instructions per transaction under callgrind and time per
     /// transaction natively, rung by rung; write a table, JSON and figures.
     Ladder(LadderArgs),
-    /// Run a workload under callgrind and print instructions per transaction by component.
+    /// Run a workload on one thread and print, per transaction type, the records, locks,
+    /// pages, log bytes, latches and lock waits of a transaction; with --instructions, also
+    /// instructions per transaction by component under callgrind.
     Profile(ProfileArgs),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
@@ -131,7 +133,8 @@ struct ProfileArgs {
     engine: EngineArgs,
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Keep the callgrind output here (default: a temporary directory).
+    /// Keep the callgrind files of --instructions here (default: a temporary directory,
+    /// removed at the end).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Internal: run the measured child (under callgrind).
@@ -477,6 +480,12 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         accept_log_loss: args.accept_log_loss,
         ..DbConfig::default()
     };
+    bench::capacity::check_machine(
+        args.workload.name(),
+        &WorkloadOptions::default(),
+        &db,
+        false,
+    )?;
     let conditions = run_check(args.workload.name(), &db)?;
     for c in &conditions {
         match &c.violation {
@@ -584,6 +593,27 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let letter = args.ycsb_workload.unwrap_or(options.ycsb_workload);
     options.ycsb_workload = letter;
     options.ycsb_distribution = Distribution::standard_for(letter);
+    // A loaded database is profiled at the scale it was loaded with unless --scale says
+    // otherwise (then a mismatch is refused); sizes are checked before anything is built.
+    let loading = match &args.engine.db {
+        Some(dir) => match bench::run::inspect_dir(dir)? {
+            Some(manifest) => {
+                if args.data.scale.is_none() {
+                    options.scale = manifest.scale;
+                }
+                false
+            }
+            None => true,
+        },
+        None => true,
+    };
+    let sized = DbConfig {
+        path: args.engine.db.clone(),
+        pool_mib: args.engine.pool_mib as usize,
+        switches,
+        ..DbConfig::default()
+    };
+    bench::capacity::check_machine(args.workload.name(), &options, &sized, loading)?;
     if args.child {
         let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
         let db = DbConfig {
@@ -597,7 +627,8 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             threads: 1,
             ..DbConfig::default()
         };
-        let runs = bench::ladder::profile::run_child(workload, &db, args.txns, args.seed)?;
+        let runs =
+            bench::ladder::profile::run_child(workload, &options, &db, args.txns, args.seed)?;
         println!("{}", serde_json::to_string(&runs)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -613,7 +644,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         threads: 1,
         ..DbConfig::default()
     };
-    let types = bench::table4::run(workload, &db, args.txns, args.seed)?;
+    let types = bench::table4::run(workload, &options, &db, args.txns, args.seed)?;
     println!(
         "{} (1 thread), per transaction: records accessed, row-level and higher-level locks held, \
          heap and index pages fixed (total) and unique pages, log bytes, latch acquisitions, lock \
@@ -624,12 +655,12 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     if !args.instructions {
         return Ok(ExitCode::SUCCESS);
     }
-    let out = match &args.out {
-        Some(dir) => dir.clone(),
-        None => std::env::temp_dir().join(format!("glass-profile-{}", std::process::id())),
-    };
     let forwarded: Vec<String> = std::env::args().skip(1).collect();
-    let table = bench::ladder::profile::run_parent(&std::env::current_exe()?, &forwarded, &out)?;
+    let table = bench::ladder::profile::run_parent(
+        &std::env::current_exe()?,
+        &forwarded,
+        args.out.as_deref(),
+    )?;
     println!("\ninstructions per transaction by component (callgrind):");
     print!("{table}");
     Ok(ExitCode::SUCCESS)

@@ -104,6 +104,18 @@ impl Default for WorkloadOptions {
 /// The workload names [`by_name`] knows.
 pub const WORKLOAD_NAMES: [&str; 4] = ["tpcc", "tpcb", "ycsb", "voter"];
 
+/// The largest `scale` a workload holds (its ids must fit the bits its keys give them), or
+/// `None` for an unknown name.
+pub fn max_scale(name: &str) -> Option<u64> {
+    match name {
+        "tpcc" => Some(tpcc::MAX_WAREHOUSES),
+        "tpcb" => Some(tpcb::MAX_BRANCHES),
+        "ycsb" => Some(ycsb::MAX_RECORDS),
+        "voter" => Some(voter::MAX_SCALE),
+        _ => None,
+    }
+}
+
 /// Builds a workload by name ("tpcc", "tpcb", "ycsb", "voter").
 pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Arc<dyn Workload>, String> {
     if options.scale == 0 {

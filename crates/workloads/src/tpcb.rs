@@ -50,6 +50,12 @@ pub struct TpcbConfig {
     pub accounts_per_branch: i64,
 }
 
+/// The largest teller id: `h_t_id` has 24 bits in the history table's key.
+const MAX_TELLER_ID: i64 = (1 << 24) - 1;
+
+/// The most branches TPC-B holds at its standard 10 tellers per branch.
+pub const MAX_BRANCHES: u64 = (MAX_TELLER_ID / 10) as u64;
+
 impl TpcbConfig {
     pub fn new(branches: u64) -> Self {
         TpcbConfig {
@@ -201,7 +207,19 @@ impl Tpcb {
         if config.branches == 0 || config.tellers_per_branch < 1 || config.accounts_per_branch < 1 {
             return Err(format!("TPC-B sizes must be positive: {config:?}"));
         }
-        Ok(Tpcb { config })
+        // Every id must fit its key's bits (`tables()`): teller ids have 24 in the history key,
+        // account ids 48. Computed with checked arithmetic, since `branches` comes from the user.
+        let branches = i64::try_from(config.branches).ok();
+        let tellers = branches.and_then(|b| b.checked_mul(config.tellers_per_branch));
+        let accounts = branches.and_then(|b| b.checked_mul(config.accounts_per_branch));
+        match (tellers, accounts) {
+            (Some(t), Some(a)) if t < 1 << 24 && a < 1 << 48 => Ok(Tpcb { config }),
+            _ => Err(format!(
+                "TPC-B holds at most {} branches (teller ids have 24 bits), not {}",
+                MAX_TELLER_ID / config.tellers_per_branch,
+                config.branches
+            )),
+        }
     }
 }
 
@@ -435,6 +453,18 @@ impl Workload for Tpcb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn branches_beyond_the_key_bits_are_refused_not_wrapped() {
+        assert!(Tpcb::new(TpcbConfig::new(MAX_BRANCHES)).is_ok());
+        for branches in [MAX_BRANCHES + 1, 1 << 40, i64::MAX as u64, u64::MAX] {
+            let err = Tpcb::new(TpcbConfig::new(branches))
+                .err()
+                .unwrap_or_else(|| panic!("{branches} branches accepted"));
+            assert!(err.contains(&MAX_BRANCHES.to_string()), "{err}");
+            assert!(err.contains(&branches.to_string()), "{err}");
+        }
+    }
 
     #[test]
     fn fifteen_percent_of_accounts_are_remote_and_tellers_are_local() {

@@ -187,6 +187,12 @@ pub const AREA_CODES: [(i64, &str); 118] = [
 
 const PHONE_BASE: i64 = 10_000_000;
 
+/// Voters per unit of `--scale`.
+const VOTERS_PER_SCALE: i64 = 10_000;
+
+/// The largest scale: its voters still have distinct phone numbers below [`PHONE_BASE`].
+pub const MAX_SCALE: u64 = ((PHONE_BASE - 1) / VOTERS_PER_SCALE) as u64;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct VoterConfig {
     /// Distinct phone numbers that call.
@@ -197,10 +203,14 @@ pub struct VoterConfig {
 }
 
 impl VoterConfig {
-    /// `scale` × 10,000 voters, 6 contestants, 2 votes each.
+    /// `scale` × 10,000 voters, 6 contestants, 2 votes each. A scale whose voters overflow
+    /// gives `i64::MAX` voters, which [`Voter::new`] refuses.
     pub fn new(scale: u64) -> Self {
         VoterConfig {
-            voters: scale as i64 * 10_000,
+            voters: i64::try_from(scale)
+                .ok()
+                .and_then(|s| s.checked_mul(VOTERS_PER_SCALE))
+                .unwrap_or(i64::MAX),
             contestants: 6,
             max_votes_per_phone: 2,
         }
@@ -403,8 +413,19 @@ impl Voter {
                 config.contestants
             ));
         }
-        if config.voters < 1 || config.voters >= PHONE_BASE || config.max_votes_per_phone < 1 {
-            return Err(format!("bad Voter sizes {config:?}"));
+        if config.voters < 1 || config.voters >= PHONE_BASE {
+            return Err(format!(
+                "Voter holds 1 to {} voters (scale 1 to {MAX_SCALE}: phone numbers have 7 digits \
+                 after the area code), not {}",
+                PHONE_BASE - 1,
+                config.voters
+            ));
+        }
+        if config.max_votes_per_phone < 1 {
+            return Err(format!(
+                "votes per phone number must be at least 1, not {}",
+                config.max_votes_per_phone
+            ));
         }
         Ok(Voter { config })
     }
@@ -578,6 +599,18 @@ impl Workload for Voter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scales_beyond_the_phone_numbers_are_refused_in_one_sentence() {
+        assert!(Voter::new(VoterConfig::new(MAX_SCALE)).is_ok());
+        for scale in [MAX_SCALE + 1, i64::MAX as u64, u64::MAX] {
+            let err = Voter::new(VoterConfig::new(scale))
+                .err()
+                .unwrap_or_else(|| panic!("scale {scale} accepted"));
+            assert!(err.contains(&MAX_SCALE.to_string()), "{err}");
+            assert!(!err.contains("VoterConfig"), "a Debug dump: {err}");
+        }
+    }
 
     #[test]
     fn one_percent_of_calls_name_an_invalid_contestant() {

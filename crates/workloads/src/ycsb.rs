@@ -129,6 +129,10 @@ impl Zipfian {
     }
 }
 
+/// The most records a load may hold: `ycsb_key` has 48 bits, and the upper half of its range
+/// is left to the inserts of workloads D and E.
+pub const MAX_RECORDS: u64 = 1 << 47;
+
 /// YCSB settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct YcsbConfig {
@@ -242,6 +246,13 @@ impl Ycsb {
     pub fn new(config: YcsbConfig) -> Result<Ycsb, String> {
         if config.record_count == 0 || config.field_count == 0 || config.field_size == 0 {
             return Err(format!("YCSB sizes must be positive: {config:?}"));
+        }
+        if config.record_count > MAX_RECORDS {
+            return Err(format!(
+                "YCSB holds at most {MAX_RECORDS} records (keys have 48 bits, half kept for \
+                 inserts), not {}",
+                config.record_count
+            ));
         }
         if config.field_size > u16::MAX as usize {
             return Err(format!("field size {} above 65535", config.field_size));
@@ -525,6 +536,23 @@ impl Workload for Ycsb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_counts_beyond_the_key_bits_are_refused() {
+        let config = |record_count| YcsbConfig {
+            record_count,
+            workload: CoreWorkload::from_letter('C').unwrap(),
+            distribution: Distribution::Uniform,
+            field_size: 1,
+            field_count: 1,
+        };
+        for records in [MAX_RECORDS + 1, u64::MAX] {
+            let err = Ycsb::new(config(records))
+                .err()
+                .unwrap_or_else(|| panic!("{records} records accepted"));
+            assert!(err.contains(&MAX_RECORDS.to_string()), "{err}");
+        }
+    }
 
     #[test]
     fn core_workloads_have_their_proportions() {

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   parent: valgrind (callgrind_args) glass profile ... --child   ─► OUT/profile.callgrind.N
-//!   child:  open + load (uninstrumented) ─► one terminal ─► for each transaction type t:
+//!           (OUT: --out, or a temporary directory removed when the table is made)
+//!   child:  open_loaded (uninstrumented) ─► one terminal ─► for each transaction type t:
 //!             `txns` transactions of type t (draw until t; measured_txn counted) ─► dump "t"
 //!   parent: parse dump N (one per type that was drawn) ─► table
 //! ```
@@ -17,12 +18,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use engine::db::{Database, DbConfig};
+use engine::db::DbConfig;
 use serde::{Deserialize, Serialize};
-use workloads::Workload;
+use workloads::{Workload, WorkloadOptions};
 
 use super::measure::measured_txn;
 use crate::callgrind::{client, Component, Profile};
+use crate::run::{open_loaded, Status};
 
 /// Draws before a transaction type counts as never drawn.
 const MAX_DRAWS: u64 = 100_000;
@@ -34,18 +36,24 @@ pub struct TypeRun {
     pub txns: u64,
 }
 
-/// The child: loads `workload` into a database opened with `db_config`, then measures
+/// The child: opens `workload` loaded as `glass bench` does ([`crate::run::open_loaded`]:
+/// in memory, a directory holding the same load, or an empty one it loads), then measures
 /// `txns` transactions of every type, one dump per type drawn. Returns what was run.
 pub fn run_child(
     workload: Arc<dyn Workload>,
+    options: &WorkloadOptions,
     db_config: &DbConfig,
     txns: u64,
     seed: u64,
 ) -> anyhow::Result<Vec<TypeRun>> {
-    let db = Database::open(db_config.clone()).context("open the database")?;
-    workload.create_schema(&db).context("create the schema")?;
-    workload.load(&db, &|_, _| {}).context("load")?;
-    db.finish_load();
+    let (db, _) = open_loaded(
+        "profile",
+        workload.name(),
+        workload.as_ref(),
+        options,
+        db_config,
+        &Status::new(true),
+    )?;
     let mut terminal = workload
         .terminal(&db, 0, 1, seed)
         .context("start a terminal")?;
@@ -83,12 +91,29 @@ pub fn run_child(
 }
 
 /// The parent: runs `exe args --child` under callgrind, writing `out/profile.callgrind*`,
-/// and renders the per-type table.
-pub fn run_parent(exe: &Path, args: &[String], out: &Path) -> anyhow::Result<String> {
+/// and renders the per-type table. Without `out` the files go to a temporary directory that
+/// is removed before returning.
+pub fn run_parent(exe: &Path, args: &[String], out: Option<&Path>) -> anyhow::Result<String> {
     if let Err(why) = super::valgrind_version() {
         bail!("{why}");
     }
-    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+    let temporary = match out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+            None
+        }
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("glass-profile-")
+                .tempdir()
+                .context("create a temporary directory for the callgrind files")?,
+        ),
+    };
+    let out = temporary
+        .as_ref()
+        .map(|dir| dir.path())
+        .or(out)
+        .context("no directory for the callgrind files")?;
     let file = out.join("profile.callgrind");
     let output = Command::new("valgrind")
         .args(super::callgrind_args(&file))
@@ -139,8 +164,11 @@ pub fn run_parent(exe: &Path, args: &[String], out: &Path) -> anyhow::Result<Str
     let _ = writeln!(
         table,
         "(instructions per transaction under callgrind, begin to commit; components by the crate \
-         and module of each line's source, inlined code included; callgrind files in {})",
-        out.display()
+         and module of each line's source, inlined code included; {})",
+        match temporary {
+            None => format!("callgrind files in {}", out.display()),
+            Some(_) => "callgrind files removed: keep them with --out DIR".to_string(),
+        }
     );
     Ok(table)
 }

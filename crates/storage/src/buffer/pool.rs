@@ -265,16 +265,43 @@ impl BufferPool {
             )));
         }
         let page_size = config.page_size.bytes();
-        let mut frames: Box<[Frame]> = (0..config.frames)
-            .map(|_| Frame::new(page_size, config.latching))
-            .collect();
-        let images = frames
-            .iter_mut()
-            .map(|f| f.data.get_mut().buf.as_ptr() as usize)
-            .collect();
+        // The pool's big allocations are reserved fallibly: a pool larger than the machine
+        // can hold is an error for the caller to report, not an aborted process.
+        let out_of_memory = |_| {
+            StorageError::io(
+                "allocating the buffer pool's frames",
+                std::io::Error::new(
+                    std::io::ErrorKind::OutOfMemory,
+                    format!(
+                        "no memory for {} frames of {page_size} bytes",
+                        config.frames
+                    ),
+                ),
+            )
+        };
+        let mut frames = Vec::new();
+        frames
+            .try_reserve_exact(config.frames)
+            .map_err(out_of_memory)?;
+        frames.extend((0..config.frames).map(|_| Frame::new(page_size, config.latching)));
+        let mut frames = frames.into_boxed_slice();
+        let mut images = Vec::new();
+        images
+            .try_reserve_exact(config.frames)
+            .map_err(out_of_memory)?;
+        images.extend(
+            frames
+                .iter_mut()
+                .map(|f| f.data.get_mut().buf.as_ptr() as usize),
+        );
+        let mut frame_page = Vec::new();
+        frame_page
+            .try_reserve_exact(config.frames)
+            .map_err(out_of_memory)?;
+        frame_page.resize(config.frames, None);
         let table = PageTable {
             overflow: HashMap::default(),
-            frame_page: vec![None; config.frames],
+            frame_page,
             clock: Clock::new(),
         };
         Ok(BufferPool {
@@ -283,7 +310,7 @@ impl BufferPool {
             log,
             page_size,
             frames,
-            images,
+            images: images.into_boxed_slice(),
             directory: FrameDirectory::new(),
             table: Latch::new(table, config.latching),
         })
@@ -1005,6 +1032,44 @@ const _: () = assert!(PAGE_HEADER_SIZE < PageSize::Kib8.bytes());
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pool larger than the machine can hold is an error, not an aborted process. Run only
+    /// where the kernel refuses such an allocation outright (overcommit heuristic or strict,
+    /// with less memory and swap than the frames' array needs), lest the test itself take the
+    /// machine's memory.
+    #[test]
+    fn a_pool_larger_than_memory_is_an_error_not_an_abort() {
+        let frames = NO_FRAME as usize - 1;
+        let array_bytes = frames.saturating_mul(std::mem::size_of::<Frame>()) as u64;
+        let overcommit = std::fs::read_to_string("/proc/sys/vm/overcommit_memory");
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let kib = |field: &str| -> Option<u64> {
+            let line = meminfo.lines().find(|l| l.starts_with(field))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        };
+        let (Ok(mode), Some(ram), Some(swap)) = (overcommit, kib("MemTotal:"), kib("SwapTotal:"))
+        else {
+            eprintln!("skipped: no /proc/sys/vm/overcommit_memory or /proc/meminfo");
+            return;
+        };
+        if mode.trim() == "1" || (ram + swap) * 1024 >= array_bytes {
+            eprintln!("skipped: this kernel would grant {array_bytes} bytes");
+            return;
+        }
+        let result = BufferPool::new(
+            Box::new(crate::file::MemPageStore::new(PageSize::Kib8)),
+            PoolConfig {
+                page_size: PageSize::Kib8,
+                frames,
+                latching: true,
+            },
+            None,
+        );
+        let err = result.err().expect("a pool beyond memory was built");
+        let message = err.to_string();
+        assert!(message.contains("buffer pool"), "{message}");
+        assert!(message.contains(&frames.to_string()), "{message}");
+    }
 
     /// `prefetch_page` is only a hint: pages in the pool or not, ids past the directory,
     /// ranges past the page or empty, it changes no page, pins nothing and maps nothing.

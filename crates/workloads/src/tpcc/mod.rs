@@ -60,6 +60,9 @@ pub struct TpccConfig {
     pub load_threads: usize,
 }
 
+/// The most warehouses TPC-C holds: warehouse ids have `W_BITS` bits in the keys.
+pub const MAX_WAREHOUSES: u64 = (1 << schema::W_BITS) - 1;
+
 impl TpccConfig {
     /// The specification's sizes.
     pub fn new(warehouses: u64, mix: Mix) -> Self {
@@ -85,7 +88,7 @@ impl TpccConfig {
     }
 
     fn validate(&self) -> Result<(), String> {
-        let max_w = (1u64 << schema::W_BITS) - 1;
+        let max_w = MAX_WAREHOUSES;
         if self.warehouses == 0 || self.warehouses > max_w {
             return Err(format!(
                 "TPC-C needs 1..={max_w} warehouses, not {}",

@@ -1,0 +1,419 @@
+//! Sizes checked against what the machine can hold, before any work.
+//!
+//! A `--scale` or `--pool-mib` too large for the machine used to fail late or badly: a wrapped
+//! id, a failed allocation aborting the process, a load filling the disk. Every command that
+//! loads or opens a database first estimates what it needs and compares it with what there is:
+//!
+//! ```text
+//!   in memory:   pool + data pages            ≤ MemAvailable      (--scale, --pool-mib)
+//!   --db DIR:    pool                         ≤ MemAvailable      (--pool-mib)
+//!                data pages + load's log      ≤ free disk of DIR  (--scale; only when loading)
+//!   always:      scale                        ≤ the workload's largest (its key bits)
+//! ```
+//!
+//! The pool counts whole: its frames are touched when it is built (the resident size of
+//! `glass bench tpcb --scale 1` is 278 MB with the default 256 MiB pool, 20 MB of data). In
+//! memory, pages evicted from the pool live in the in-memory page store, so pool and data add up
+//! (`glass bench ycsb --scale 300000`: 634 MB resident for 357 MB of pages and the pool).
+//! The estimates per scale unit are measured loads (see [`Footprint::of`]); they are meant to
+//! catch impossible requests, not to predict to the byte.
+
+use std::path::Path;
+
+use engine::db::DbConfig;
+use workloads::WorkloadOptions;
+
+use crate::run::UsageError;
+
+const MIB: u64 = 1 << 20;
+
+/// Bytes one unit of `--scale` adds, measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// Page images (the page file on disk, the page store in memory).
+    pub page_bytes: u64,
+    /// Page images plus the log a load writes (all of it stays until the first checkpoint
+    /// after the load).
+    pub disk_bytes: u64,
+    /// What a scale unit is called, for messages.
+    pub unit: &'static str,
+}
+
+impl Footprint {
+    /// Bytes per scale unit of `workload` with `options`' record shape.
+    ///
+    /// Measured with `glass load W --scale S --db D` at two scales each, then `ls -l D`
+    /// (pages.db and wal.log; the difference divided by the difference in scale):
+    ///
+    /// | workload | scales          | pages.db per unit | pages.db + wal.log per unit |
+    /// |----------|-----------------|-------------------|-----------------------------|
+    /// | tpcc     | 1, 2            | 123,387,904       | 316,317,855                 |
+    /// | tpcb     | 1, 4            | 13,901,824        | 39,517,195                  |
+    /// | ycsb     | 100000, 400000  | 1,191 (10 × 100 B)| 2,372 (10 × 100 B)          |
+    /// | ycsb     | 400000          | 48 (1 × 10 B)     | 213 (1 × 10 B)              |
+    /// | voter    | 1, 4            | 0 (votes come at run time) | 0                  |
+    ///
+    /// YCSB is modelled on its record, `fields × (size + 4) + 8` bytes: pages 1.15 × record
+    /// + 25, log record + 150 (1,230 and 2,428 for 10 × 100 B; 50 and 222 for 1 × 10 B).
+    pub fn of(workload: &str, options: &WorkloadOptions) -> Footprint {
+        match workload {
+            "tpcc" => Footprint {
+                page_bytes: 123_387_904,
+                disk_bytes: 316_317_855,
+                unit: "warehouse",
+            },
+            "tpcb" => Footprint {
+                page_bytes: 13_901_824,
+                disk_bytes: 39_517_195,
+                unit: "branch",
+            },
+            "ycsb" => {
+                let fields = options.field_count as u64;
+                let record = fields
+                    .saturating_mul((options.field_size as u64).saturating_add(4))
+                    .saturating_add(8);
+                let page_bytes = record.saturating_mul(115) / 100 + 25;
+                Footprint {
+                    page_bytes,
+                    disk_bytes: page_bytes.saturating_add(record).saturating_add(150),
+                    unit: "record",
+                }
+            }
+            _ => Footprint {
+                page_bytes: 0,
+                disk_bytes: 0,
+                unit: "unit",
+            },
+        }
+    }
+}
+
+/// What the machine has, as read by [`Machine::probe`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Machine {
+    /// Memory that can be used without swapping, and where the figure came from.
+    pub memory_bytes: u64,
+    pub memory_source: &'static str,
+    /// Free disk space (for an unprivileged user) where the database would be written; `None`
+    /// in memory.
+    pub disk_free_bytes: Option<u64>,
+}
+
+impl Machine {
+    /// Reads the available memory (`MemAvailable` of /proc/meminfo, or `sysinfo`'s free and
+    /// buffer memory) and, for `db_dir`, the free space of the file system that would hold it
+    /// (`statvfs` of it or its nearest existing ancestor).
+    pub fn probe(db_dir: Option<&Path>) -> Machine {
+        let (memory_bytes, memory_source) = match mem_available() {
+            Some(bytes) => (bytes, "MemAvailable in /proc/meminfo"),
+            None => (sysinfo_free().unwrap_or(u64::MAX), "free memory (sysinfo)"),
+        };
+        Machine {
+            memory_bytes,
+            memory_source,
+            disk_free_bytes: db_dir.and_then(disk_free),
+        }
+    }
+}
+
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+fn sysinfo_free() -> Option<u64> {
+    // SAFETY: sysinfo fills the zeroed struct it is given and touches nothing else.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return None;
+    }
+    let unit = u64::from(info.mem_unit.max(1));
+    (info.freeram as u64)
+        .checked_add(info.bufferram as u64)?
+        .checked_mul(unit)
+}
+
+fn disk_free(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let existing = dir
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("."));
+    let existing = if existing.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        existing
+    };
+    let c_path = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs reads the NUL-terminated path and fills the zeroed struct.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return None;
+    }
+    (stat.f_bavail as u64).checked_mul(stat.f_frsize as u64)
+}
+
+/// What a command asks of the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    pub workload: &'a str,
+    pub scale: u64,
+    pub pool_mib: u64,
+    /// Whether the buffer pool is built at all (`page-access` on).
+    pub pool: bool,
+    /// `Some(dir)` on disk; `loading`: the command will load into it.
+    pub db: Option<&'a Path>,
+    pub loading: bool,
+}
+
+/// Checks `request` against `machine`: an error names the flag, what it needs and the limit.
+pub fn check(
+    request: &Request<'_>,
+    options: &WorkloadOptions,
+    machine: &Machine,
+) -> Result<(), UsageError> {
+    let name = request.workload;
+    if let Some(max) = workloads::max_scale(name) {
+        if request.scale > max {
+            let units = match name {
+                "tpcc" => "warehouses",
+                "tpcb" => "branches",
+                "ycsb" => "records",
+                "voter" => "(10,000s of voters)",
+                _ => "",
+            };
+            return Err(UsageError(format!(
+                "--scale {}: {name} holds at most {max} {units} (beyond, its ids would not fit \
+                 its keys)",
+                request.scale
+            )));
+        }
+    }
+    let footprint = Footprint::of(name, options);
+    let pool_bytes = if request.pool {
+        request.pool_mib.saturating_mul(MIB)
+    } else {
+        0
+    };
+    let memory = &machine.memory_bytes;
+    if pool_bytes > *memory {
+        return Err(UsageError(format!(
+            "--pool-mib {}: a buffer pool of {} is more than the {} of memory available \
+             ({}); use a smaller --pool-mib",
+            request.pool_mib,
+            human(pool_bytes),
+            human(*memory),
+            machine.memory_source
+        )));
+    }
+    let page_bytes = footprint.page_bytes.saturating_mul(request.scale);
+    match request.db {
+        None => {
+            let need = pool_bytes.saturating_add(page_bytes);
+            if need > *memory {
+                return Err(UsageError(format!(
+                    "--scale {}: {name} in memory needs about {} ({} of pages at about {} per \
+                     {}, and the {} pool), more than the {} available ({}); lower --scale or \
+                     --pool-mib, or use --db DIR",
+                    request.scale,
+                    human(need),
+                    human(page_bytes),
+                    human(footprint.page_bytes),
+                    footprint.unit,
+                    human(pool_bytes),
+                    human(*memory),
+                    machine.memory_source
+                )));
+            }
+        }
+        Some(dir) if request.loading => {
+            let need = footprint.disk_bytes.saturating_mul(request.scale);
+            if let Some(free) = machine.disk_free_bytes {
+                if need > free {
+                    return Err(UsageError(format!(
+                        "--scale {}: loading {name} into {} needs about {} of disk (about {} \
+                         per {}, pages and log), more than the {} free there; lower --scale or \
+                         use another --db",
+                        request.scale,
+                        dir.display(),
+                        human(need),
+                        human(footprint.disk_bytes),
+                        footprint.unit,
+                        human(free)
+                    )));
+                }
+            }
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+/// Checks a command's sizes against this machine (see [`check`]).
+pub fn check_machine(
+    workload: &str,
+    options: &WorkloadOptions,
+    db: &DbConfig,
+    loading: bool,
+) -> Result<(), UsageError> {
+    let request = Request {
+        workload,
+        scale: options.scale,
+        pool_mib: db.pool_mib as u64,
+        pool: db.switches.is_on(engine::Switch::PageAccess),
+        db: db.path.as_deref(),
+        loading,
+    };
+    check(&request, options, &Machine::probe(db.path.as_deref()))
+}
+
+/// Bytes in the largest binary unit that keeps the number at 1 or more, e.g. "1.5 GiB".
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(memory_gib: u64, disk_gib: Option<u64>) -> Machine {
+        Machine {
+            memory_bytes: memory_gib << 30,
+            memory_source: "MemAvailable in /proc/meminfo",
+            disk_free_bytes: disk_gib.map(|g| g << 30),
+        }
+    }
+
+    fn request<'a>(
+        workload: &'a str,
+        scale: u64,
+        pool_mib: u64,
+        db: Option<&'a Path>,
+    ) -> Request<'a> {
+        Request {
+            workload,
+            scale,
+            pool_mib,
+            pool: true,
+            db,
+            loading: db.is_some(),
+        }
+    }
+
+    #[test]
+    fn default_runs_fit_a_small_machine() {
+        let options = WorkloadOptions::default();
+        let m = machine(2, Some(10));
+        for (w, scale) in [("tpcc", 1), ("tpcb", 1), ("ycsb", 100_000), ("voter", 1)] {
+            check(&request(w, scale, 256, None), &options, &m).unwrap();
+            check(&request(w, scale, 256, Some(Path::new("d"))), &options, &m).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_largest_u64_scale_is_refused_naming_the_flag_and_limit() {
+        let options = WorkloadOptions::default();
+        let m = machine(1 << 20, Some(1 << 20));
+        for (w, max) in [
+            ("tpcc", workloads::tpcc::MAX_WAREHOUSES),
+            ("tpcb", workloads::tpcb::MAX_BRANCHES),
+            ("ycsb", workloads::ycsb::MAX_RECORDS),
+            ("voter", workloads::voter::MAX_SCALE),
+        ] {
+            let err = check(&request(w, u64::MAX, 256, None), &options, &m).unwrap_err();
+            assert!(err.0.starts_with("--scale 18446744073709551615"), "{err}");
+            assert!(err.0.contains(&max.to_string()), "{err}");
+        }
+    }
+
+    #[test]
+    fn data_beyond_memory_is_refused_in_memory_but_not_on_disk() {
+        let options = WorkloadOptions::default();
+        let m = machine(16, Some(1000));
+        // 200 warehouses are about 23 GiB of pages.
+        let err = check(&request("tpcc", 200, 256, None), &options, &m).unwrap_err();
+        assert!(err.0.contains("--scale 200"), "{err}");
+        assert!(err.0.contains("16.0 GiB available"), "{err}");
+        assert!(err.0.contains("MemAvailable"), "{err}");
+        check(&request("tpcc", 100, 256, None), &options, &m).unwrap();
+        check(
+            &request("tpcc", 200, 256, Some(Path::new("d"))),
+            &options,
+            &m,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_load_beyond_the_free_disk_is_refused_naming_the_directory() {
+        let options = WorkloadOptions::default();
+        let m = machine(16, Some(10));
+        // 40 warehouses write about 12 GiB.
+        let err = check(
+            &request("tpcc", 40, 256, Some(Path::new("big-db"))),
+            &options,
+            &m,
+        )
+        .unwrap_err();
+        assert!(err.0.contains("--scale 40"), "{err}");
+        assert!(err.0.contains("big-db"), "{err}");
+        assert!(err.0.contains("10.0 GiB free"), "{err}");
+        // Opening an existing load writes no pages: no disk check.
+        let mut open = request("tpcc", 40, 256, Some(Path::new("big-db")));
+        open.loading = false;
+        check(&open, &options, &m).unwrap();
+    }
+
+    #[test]
+    fn a_pool_beyond_memory_is_refused_unless_there_is_none() {
+        let options = WorkloadOptions::default();
+        let m = machine(4, Some(10));
+        let err = check(&request("tpcb", 1, 1_048_576, None), &options, &m).unwrap_err();
+        assert!(err.0.starts_with("--pool-mib 1048576"), "{err}");
+        assert!(err.0.contains("1.0 TiB"), "{err}");
+        assert!(err.0.contains("4.0 GiB"), "{err}");
+        let mut no_pool = request("tpcb", 1, 1_048_576, None);
+        no_pool.pool = false;
+        check(&no_pool, &options, &m).unwrap();
+    }
+
+    #[test]
+    fn ycsb_records_scale_with_their_fields() {
+        let small = WorkloadOptions {
+            field_size: 10,
+            field_count: 1,
+            ..WorkloadOptions::default()
+        };
+        let large = WorkloadOptions::default();
+        let s = Footprint::of("ycsb", &small);
+        let l = Footprint::of("ycsb", &large);
+        assert!(s.page_bytes >= 48 && s.disk_bytes >= 213, "{s:?}");
+        assert!(l.page_bytes >= 1_191 && l.disk_bytes >= 2_372, "{l:?}");
+        assert!(
+            l.page_bytes < 2 * 1_191 && l.disk_bytes < 2 * 2_372,
+            "{l:?}"
+        );
+    }
+
+    #[test]
+    fn the_probe_reads_this_machine() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Machine::probe(Some(&dir.path().join("not/yet")));
+        assert!(m.memory_bytes > 0 && m.memory_bytes < u64::MAX);
+        assert!(m.disk_free_bytes.is_some());
+        assert_eq!(Machine::probe(None).disk_free_bytes, None);
+    }
+}
