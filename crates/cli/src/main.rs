@@ -713,6 +713,24 @@ fn preset_name(preset: PresetName) -> &'static str {
     }
 }
 
+/// An error and its causes on one line, each cause once: the storage and log errors put
+/// their cause in their own message and also chain it, and a log error inside an I/O error
+/// brings its own again, so a plain `{:#}` printed the same words two or three times.
+fn chain_once(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// Collapses clap's multi-line error into one line: the message, with its tip or the valid
 /// values, without the usage block and the "--help" hint.
 fn one_line(err: &clap::Error) -> String {
@@ -725,6 +743,27 @@ fn one_line(err: &clap::Error) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_once;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::from_raw_os_error(21);
+        let storage = storage::StorageError::io("open log", io);
+        let err = anyhow::Error::new(engine::TxError::Storage(storage)).context("open database");
+        let line = chain_once(&err);
+        assert_eq!(line.matches("os error 21").count(), 1, "{line}");
+        assert!(
+            line.starts_with("open database: i/o error while open log: "),
+            "{line}"
+        );
+        // A cause not yet said is kept.
+        let err = anyhow::anyhow!("disk full").context("write the ack log");
+        assert_eq!(chain_once(&err), "write the ack log: disk full");
+    }
 }
 
 fn main() -> ExitCode {
@@ -766,7 +805,7 @@ fn main() -> ExitCode {
                 eprintln!("error: {usage}");
                 ExitCode::from(2)
             } else {
-                eprintln!("error: {err:#}");
+                eprintln!("error: {}", chain_once(&err));
                 ExitCode::from(1)
             }
         }

@@ -374,3 +374,21 @@ fn a_log_damaged_in_its_middle_is_refused_unless_the_loss_is_accepted() {
 fn accept_log_loss_needs_a_database() {
     assert_usage_error(&["bench", "tpcb", "--accept-log-loss"], &["--db"]);
 }
+
+/// An error's cause is printed once, however many layers carry it (the log's I/O error was
+/// printed twice, "Is a directory (os error 21): Is a directory (os error 21)").
+#[test]
+fn an_errors_cause_is_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db_arg = db.to_str().unwrap();
+    let out = glass(&["load", "tpcb", "--db", db_arg]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::remove_file(db.join("wal.log")).unwrap();
+    std::fs::create_dir(db.join("wal.log")).unwrap();
+    let out = glass(&["check", "tpcb", "--db", db_arg]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("os error 21").count(), 1, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
