@@ -90,6 +90,13 @@ pub struct DbConfig {
     /// Act on [`crate::Tx::prefetch`] hints (main-memory records and indexes only, that is
     /// with `page-access` off). Off, the hints are ignored: for measuring what they buy.
     pub prefetch: bool,
+    /// Create what is missing: the directory, its files, tables and indexes not yet in the
+    /// catalog. Off, the database must exist (a directory holding `catalog.json`, and
+    /// `pages.db` and `wal.log` where the switches use them; each missing one is an error
+    /// naming it) and [`Database::create_table`] / [`Database::create_index`] only find
+    /// what the catalog holds: for `glass check` and runs on a loaded database, which must
+    /// never build a new database over the remains of a damaged one.
+    pub create: bool,
 }
 
 impl Default for DbConfig {
@@ -105,6 +112,7 @@ impl Default for DbConfig {
             checkpoint_bytes: 64 << 20,
             page_locking: false,
             prefetch: true,
+            create: true,
         }
     }
 }
@@ -200,8 +208,8 @@ pub struct Database {
     pub(crate) prefetch: bool,
     dir_lookup: bool,
     packed_keys: bool,
-    tables: Box<[OnceLock<Table>]>,
-    indexes: Box<[OnceLock<Index>]>,
+    pub(crate) tables: Box<[OnceLock<Table>]>,
+    pub(crate) indexes: Box<[OnceLock<Index>]>,
     /// The catalog's name directory, consulted on every operation with `dir-lookup` on
     /// (hashed with Fx, as an engine's catalog cache would be, not SipHash).
     table_names: Latch<FxHashMap<String, u32>>,
@@ -279,6 +287,9 @@ impl Database {
         };
         let mut existing = false;
         let mut dir_lock = None;
+        if let (Some(dir), false) = (&config.path, config.create) {
+            require_files(dir, page_access, main_log)?;
+        }
         if let Some(dir) = &config.path {
             std::fs::create_dir_all(dir).map_err(io_err("create database directory"))?;
             dir_lock = Some(lock_directory(dir)?);
@@ -475,6 +486,7 @@ impl Database {
                 id: t as u32,
             });
         }
+        self.refuse_creation("table", &schema.name)?;
         validate_table(&schema)?;
         let id = self.install_table(schema.clone(), None)?;
         let table = self.table_by_id(id)?;
@@ -509,6 +521,7 @@ impl Database {
                 id: i as u32,
             });
         }
+        self.refuse_creation("index", &schema.name)?;
         let id = self.install_index(schema.clone(), None)?;
         let index = self.index_by_id(id)?;
         // Index the rows already there.
@@ -669,6 +682,21 @@ impl Database {
 
     // ---- internals -------------------------------------------------------------------------
 
+    /// With [`DbConfig::create`] off, the error for a table or index the catalog lacks.
+    fn refuse_creation(&self, what: &str, name: &str) -> TxResult<()> {
+        if self.config.create {
+            return Ok(());
+        }
+        let catalog = match &self.config.path {
+            Some(dir) => format!("{}", dir.join(CATALOG_FILE).display()),
+            None => "the catalog".to_string(),
+        };
+        Err(TxError::Invalid(format!(
+            "{catalog} has no {what} named {name}, and this database was opened to find, \
+             not create, its {what}s"
+        )))
+    }
+
     fn save_catalog(&self, cat: &Catalog) -> TxResult<()> {
         let Some(dir) = &self.config.path else {
             return Ok(());
@@ -682,7 +710,7 @@ impl Database {
         }
         let bytes = serde_json::to_vec_pretty(cat)
             .map_err(|e| TxError::Invalid(format!("encode catalog: {e}")))?;
-        write_atomically(&dir.join("catalog.json"), &bytes)
+        write_atomically(&dir.join(CATALOG_FILE), &bytes)
     }
 
     fn install_table(&self, schema: TableSchema, existing: Option<(u64, u64)>) -> TxResult<u32> {
@@ -1145,6 +1173,40 @@ fn check_creation_switches(found: &Catalog, wanted: &Catalog) -> TxResult<()> {
 }
 
 /// Writes a file so that a crash leaves either the old or the new contents.
+/// File names inside a database directory.
+pub const CATALOG_FILE: &str = "catalog.json";
+pub const PAGE_FILE: &str = "pages.db";
+pub const LOG_FILE: &str = "wal.log";
+
+/// For an open that must not create ([`DbConfig::create`] off): an error naming the first
+/// missing part of the database in `dir` (the page file only with `page-access` on, the log
+/// only with `main-log` on).
+fn require_files(dir: &Path, page_access: bool, main_log: bool) -> TxResult<()> {
+    if !dir.is_dir() {
+        return Err(TxError::Invalid(format!(
+            "database directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let needed = [
+        (CATALOG_FILE, true, "the catalog"),
+        (PAGE_FILE, page_access, "the page file"),
+        (LOG_FILE, main_log, "the log"),
+    ];
+    for (file, wanted, what) in needed {
+        let path = dir.join(file);
+        if wanted && !path.is_file() {
+            return Err(TxError::Invalid(format!(
+                "{} is missing ({what} of the database in {}): the database cannot be opened \
+                 without it",
+                path.display(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");

@@ -619,8 +619,7 @@ impl HeapFile {
             if !seen.insert(p) {
                 check.faults.push(Fault {
                     page: p,
-                    detail: "heap page chain has a cycle: the page is reached a second time"
-                        .into(),
+                    detail: "heap page chain has a cycle: the page is reached a second time".into(),
                 });
                 break;
             }
@@ -678,7 +677,10 @@ impl HeapFile {
         for body in orphans {
             check.faults.push(Fault {
                 page: body.page,
-                detail: format!("slot {}: moved body no forwarding stub points at", body.slot),
+                detail: format!(
+                    "slot {}: moved body no forwarding stub points at",
+                    body.slot
+                ),
             });
         }
         check
