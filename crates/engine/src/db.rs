@@ -1227,7 +1227,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::schema::{IndexKind, IndexSchema};
+    use crate::schema::{IndexKind, IndexSchema, TableSchema};
 
     /// 20 columns: integers, strings of several widths, some nullable; the key is column 0
     /// and a secondary index covers column 7.
@@ -1252,6 +1252,59 @@ mod tests {
         })
         .unwrap();
         t.id
+    }
+
+    /// With `create` off, an open names the first missing part of the database and leaves
+    /// the directory as it was; on a complete database it finds the tables the catalog holds
+    /// and refuses to create others.
+    #[test]
+    fn an_open_that_must_not_create_names_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let existing = |create| DbConfig {
+            path: Some(path.clone()),
+            pool_mib: 4,
+            create,
+            ..DbConfig::default()
+        };
+        let error = |config| match Database::open(config) {
+            Ok(_) => panic!("opened a database that is not there"),
+            Err(e) => e.to_string(),
+        };
+        let message = error(existing(false));
+        assert!(message.contains("does not exist"), "{message}");
+        assert!(!path.exists(), "the directory was created");
+
+        let db = Database::open(existing(true)).unwrap();
+        db.create_table(TableSchema::new("t").int("id").key(&["id"]))
+            .unwrap();
+        db.close().unwrap();
+
+        let db = Database::open(existing(false)).unwrap();
+        assert!(db
+            .create_table(TableSchema::new("t").int("id").key(&["id"]))
+            .is_ok());
+        let message = db
+            .create_table(TableSchema::new("u").int("id").key(&["id"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("catalog.json has no table named u"),
+            "{message}"
+        );
+        drop(db);
+
+        for file in [CATALOG_FILE, PAGE_FILE, LOG_FILE] {
+            let moved = path.join(format!("{file}.away"));
+            std::fs::rename(path.join(file), &moved).unwrap();
+            let message = error(existing(false));
+            assert!(
+                message.contains(&format!("{file} is missing")),
+                "{file}: {message}"
+            );
+            assert!(!path.join(file).exists(), "{file} was created");
+            std::fs::rename(&moved, path.join(file)).unwrap();
+        }
     }
 
     /// The bit-mask path computes exactly the spans of the general one (sorted, merged,

@@ -419,3 +419,196 @@ fn record_key(
         .with(loc, |rec| spec.encode_record(&table.layout, rec, key))?;
     encoded.transpose()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use storage::page::PAGE_HEADER_SIZE;
+
+    use super::*;
+    use crate::schema::{IndexKind, IndexSchema, TableSchema};
+    use crate::{DbConfig, Tx, Value};
+
+    const ROWS: i64 = 2000;
+
+    /// `accounts(id, owner, balance)` with `ROWS` rows and a non-unique index on `owner`, in
+    /// memory on pages (the default switches keep `page-access` on).
+    fn loaded() -> Arc<Database> {
+        let db = Database::open(DbConfig {
+            pool_mib: 16,
+            ..DbConfig::default()
+        })
+        .unwrap();
+        let t = db
+            .create_table(
+                TableSchema::new("accounts")
+                    .int("id")
+                    .string("owner", 16)
+                    .int("balance")
+                    .key(&["id"]),
+            )
+            .unwrap();
+        db.create_index(IndexSchema {
+            name: "accounts_by_owner".into(),
+            table: "accounts".into(),
+            columns: vec![1],
+            unique: false,
+            kind: IndexKind::BTree,
+            int_key_bits: None,
+        })
+        .unwrap();
+        for chunk in (0..ROWS).collect::<Vec<_>>().chunks(500) {
+            db.run(|tx| {
+                for id in chunk {
+                    let owner = Value::Str(format!("owner{}", id % 300));
+                    tx.insert(&t, &[Value::Int(*id), owner, Value::Int(100)])?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        db
+    }
+
+    fn table(db: &Database) -> &Table {
+        db.tables.iter().find_map(|t| t.get()).unwrap()
+    }
+
+    /// The place and detail of every fault, one line each, for messages.
+    fn listing(report: &IntegrityReport) -> String {
+        let lines: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
+        lines.join("\n")
+    }
+
+    #[test]
+    fn a_healthy_database_checks_clean_and_counts_what_it_verified() {
+        let db = loaded();
+        let report = db.verify_integrity(100);
+        assert!(report.is_clean(), "{}", listing(&report));
+        assert_eq!(report.records, ROWS as usize);
+        assert_eq!(report.entries, 2 * ROWS as usize, "primary and secondary");
+        assert_eq!(report.heaps, 1);
+        assert_eq!(report.trees, 2);
+        assert_eq!(report.unreached_pages, 0);
+        assert_eq!(
+            report.heap_pages + report.tree_pages + 1,
+            report.pages as usize,
+            "every page but the meta page belongs to one structure"
+        );
+    }
+
+    #[test]
+    fn a_damaged_heap_slot_is_reported_at_its_page() {
+        let db = loaded();
+        let Records::Heap(heap) = &table(&db).records else {
+            panic!("a heap table");
+        };
+        let first = heap.first_page();
+        {
+            // Slot 0's length grown by 100 bytes: the record now overlaps its neighbour.
+            let pool = db.pool().unwrap();
+            let mut page = pool.fix_exclusive(first).unwrap();
+            let len_at = PAGE_HEADER_SIZE + 16 + 2;
+            let len = u16::from_le_bytes([page[len_at], page[len_at + 1]]) + 100;
+            page.range_mut(len_at, 2)
+                .copy_from_slice(&len.to_le_bytes());
+        }
+        let report = db.verify_integrity(100);
+        assert_eq!(report.faults_total, 1, "{}", listing(&report));
+        assert_eq!(
+            report.faults[0].place,
+            format!("table accounts, heap, page {first}")
+        );
+    }
+
+    #[test]
+    fn index_entries_missing_or_naming_no_record_are_reported_by_index_and_record() {
+        let db = loaded();
+        let t = table(&db);
+        // The primary entry of the first record gone; a secondary entry naming a record that does not
+        // exist added.
+        let mut key = Vec::new();
+        let mut loc = None;
+        t.primary
+            .scan(
+                Bound::Unbounded,
+                Bound::Unbounded,
+                false,
+                usize::MAX,
+                |k, v| {
+                    key = k.to_vec();
+                    loc = Some(v);
+                    false
+                },
+            )
+            .unwrap();
+        assert!(t.primary.delete(&key, loc.unwrap()).unwrap());
+        let index = db.indexes.iter().find_map(|i| i.get()).unwrap();
+        let ghost = RecordId {
+            page: PageId(1),
+            slot: 4000,
+        };
+        let mut entry = Vec::new();
+        let rec = t
+            .records
+            .with(loc.unwrap(), |rec| rec.to_vec())
+            .unwrap()
+            .unwrap();
+        index
+            .key
+            .encode_record(&t.layout, &rec, &mut entry)
+            .unwrap();
+        index.store.insert(&entry, ghost.to_u64()).unwrap();
+
+        let report = db.verify_integrity(100);
+        let listing = listing(&report);
+        let rid = RecordId::from_u64(loc.unwrap());
+        assert!(
+            listing.contains(&format!(
+                "table accounts, record {rid}: no entry for it in table accounts, primary index"
+            )),
+            "{listing}"
+        );
+        assert!(
+            listing.contains(&format!(
+                "index accounts_by_owner: entry names record {ghost}, which is not a live record"
+            )),
+            "{listing}"
+        );
+        assert!(
+            listing.contains("table accounts, primary index: 1999 index entries but 2000 records"),
+            "{listing}"
+        );
+    }
+
+    #[test]
+    fn a_zeroed_btree_page_is_reported_and_every_fault_counted_past_the_limit() {
+        let db = loaded();
+        let index = db.indexes.iter().find_map(|i| i.get()).unwrap();
+        let root = index.store.root().unwrap();
+        let primary_root = table(&db).primary.root().unwrap();
+        let pool = db.pool().unwrap();
+        for page in [root, primary_root] {
+            let mut g = pool.fix_exclusive(page).unwrap();
+            let size = pool.page_size();
+            g.range_mut(PAGE_HEADER_SIZE, size - PAGE_HEADER_SIZE)
+                .fill(0);
+            g.range_mut(storage::page::OFFSET_KIND, 1)[0] = 0;
+        }
+        let report = db.verify_integrity(1);
+        assert_eq!(report.faults_total, 2);
+        assert_eq!(report.faults.len(), 1, "kept up to the limit");
+        assert_eq!(
+            report.faults[0].place,
+            format!("table accounts, primary index, page {primary_root}")
+        );
+        assert!(
+            report.faults[0].detail.contains("not a b+-tree node"),
+            "{}",
+            report.faults[0]
+        );
+        // The trees' other pages are now reached by nothing.
+        assert!(report.unreached_pages > 0);
+    }
+}
