@@ -247,7 +247,8 @@ impl Verifier<'_> {
         });
 
         // Every live record has its entry in every index.
-        let mut found: Vec<(String, String)> = Vec::new();
+        let limit = self.limit;
+        let report = &mut self.report;
         let mut live = 0usize;
         let mut key = Vec::new();
         let mut probe = Vec::new();
@@ -264,13 +265,17 @@ impl Verifier<'_> {
                     },
                 };
                 if let Some(problem) = problem {
-                    found.push((format!("table {name}, record {rid}"), problem));
+                    report.add(limit, format!("table {name}, record {rid}"), problem);
                 }
             }
             true
         });
         if let Err(e) = scanned {
-            found.push((format!("table {name}, heap"), format!("scan failed: {e}")));
+            report.add(
+                limit,
+                format!("table {name}, heap"),
+                format!("scan failed: {e}"),
+            );
         }
 
         // Every entry names a live record whose key it is.
@@ -302,24 +307,22 @@ impl Verifier<'_> {
                         }
                     };
                     if let Some(problem) = problem {
-                        found.push((place.clone(), problem));
+                        report.add(limit, place.clone(), problem);
                     }
                     true
                 },
             );
             if let Err(e) = scanned {
-                found.push((place.clone(), format!("scan failed: {e}")));
+                report.add(limit, place.clone(), format!("scan failed: {e}"));
             }
-            self.report.entries += entries;
+            report.entries += entries;
             if entries != live {
-                found.push((
+                report.add(
+                    limit,
                     place.clone(),
                     format!("{entries} index entries but {live} records in table {name}"),
-                ));
+                );
             }
-        }
-        for (place, detail) in found {
-            self.report.add(self.limit, place, detail);
         }
     }
 }
