@@ -3,9 +3,11 @@
 //! ```text
 //!   run_bench:  validate ─► open db ─► create schema ─► load (in memory: always;
 //!               --db DIR: only if DIR has no load manifest, then close, write the
-//!               manifest, reopen) ─► terminals ─► drive ─► check() ─► BenchResult (+ JSON)
+//!               manifest, reopen; a loaded DIR is opened creating nothing) ─► terminals ─► drive ─► check() ─► BenchResult (+ JSON)
 //!   run_load:   validate ─► open DIR ─► create schema ─► load ─► close ─► write manifest
-//!   run_check:  read DIR's manifest ─► open (recovering) ─► check() ─► conditions
+//!   run_check:  read DIR's manifest ─► open (recovering, creating nothing) ─► find schema
+//!               ─► verify_integrity ─► check() if intact ─► CheckOutcome
+//!               (an open that a damaged page fails: verify the page file alone)
 //! ```
 //!
 //! Errors are `anyhow` errors with context naming what was being done; configuration errors
