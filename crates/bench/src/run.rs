@@ -5,13 +5,16 @@
 //!               terminals ─► drive ─► check() ─► BenchResult (+ JSON)
 //!   run_load:   validate ─► refuse a non-empty DIR ─► open DIR ─► create schema ─► load ─►
 //!               close ─► write manifest
-//!   run_check:  read DIR's manifest ─► open (recovering) ─► check() ─► conditions
 //!
 //!   open_loaded (bench, and profile's runs):
 //!     in memory          ─► open ─► create schema ─► load
 //!     DIR with manifest  ─► same workload and data options? ─► open ─► find schema
 //!     DIR absent / empty ─► open ─► load ─► close ─► write manifest ─► reopen
 //!     anything else      ─► refused before anything is written, naming what DIR holds
+//!
+//!   run_check:  read DIR's manifest ─► open (recovering, creating nothing) ─► find schema
+//!               ─► verify_integrity ─► check() if intact ─► CheckOutcome
+//!               (an open that a damaged page fails: verify the page file alone)
 //! ```
 //!
 //! A directory without a manifest but with files in it is never written into: it may hold a
@@ -29,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 use engine::db::{Database, DbConfig};
-use engine::{Preset, Switches};
+use engine::{IntegrityReport, Preset, Switches};
 use parking_lot::Mutex;
 use workloads::{Condition, Distribution, Terminal, Workload, WorkloadOptions};
 
@@ -534,7 +537,12 @@ pub(crate) fn open_loaded(
         }
         None => Some(load_into(name, workload, options, db_config, &dir, status)?),
     };
-    let db = open(db_config)?;
+    // A loaded database is only found, never created: a missing file must not turn into a
+    // fresh empty database over the remains of the old one.
+    let db = open(&DbConfig {
+        create: false,
+        ..db_config.clone()
+    })?;
     workload
         .create_schema(&db)
         .with_context(|| format!("find the {} schema", workload.name()))?;
@@ -676,9 +684,59 @@ pub fn run_load(
     load_into(workload_name, workload.as_ref(), options, db, &dir, &status)
 }
 
-/// `glass check`: opens the database in `db.path` (recovering it if it was not closed
-/// cleanly) and evaluates the workload's consistency conditions.
-pub fn run_check(workload_name: &str, db: &DbConfig) -> anyhow::Result<Vec<Condition>> {
+/// Whether an error came from what the storage layer read (a page that failed its checksum
+/// or header check, a page of the wrong kind or beyond the file), not from the OS.
+fn is_page_damage(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let storage = match cause.downcast_ref::<engine::TxError>() {
+            Some(engine::TxError::Storage(s)) => Some(s),
+            _ => cause.downcast_ref::<storage::StorageError>(),
+        };
+        matches!(
+            storage,
+            Some(storage::StorageError::Corruption { .. } | storage::StorageError::Invalid(_))
+        )
+    })
+}
+
+/// Most integrity faults `glass check` keeps (it counts the rest).
+pub const CHECK_FAULT_LIMIT: usize = 1000;
+
+/// What `glass check` found.
+pub struct CheckOutcome {
+    /// The integrity of what is on disk (pages, structures, indexes against tables).
+    pub integrity: IntegrityReport,
+    /// The workload's consistency conditions; `None` when integrity faults kept them from
+    /// being evaluated (they would read damaged pages).
+    pub conditions: Option<Vec<Condition>>,
+    /// With an ack log: every receipt looked up (`None` without one, or when integrity
+    /// faults kept them from being looked up).
+    pub acks: Option<crate::acklog::AckReport>,
+}
+
+impl CheckOutcome {
+    /// Integrity clean, every condition holds, and no acknowledged durable commit is missing.
+    pub fn passed(&self) -> bool {
+        self.integrity.is_clean()
+            && self
+                .conditions
+                .as_ref()
+                .is_some_and(|c| c.iter().all(Condition::holds))
+            && self
+                .acks
+                .as_ref()
+                .is_none_or(crate::acklog::AckReport::holds)
+    }
+}
+
+/// `glass check`: opens the database in `db.path` without creating anything (recovering it
+/// if it was not closed cleanly), verifies its integrity and, if it is intact, evaluates the
+/// workload's consistency conditions and looks up every receipt of `ack_log`.
+pub fn run_check(
+    workload_name: &str,
+    db: &DbConfig,
+    ack_log: Option<&Path>,
+) -> anyhow::Result<CheckOutcome> {
     let Some(dir) = db.path.clone() else {
         bail!(UsageError("glass check needs --db DIR".into()));
     };
@@ -700,14 +758,49 @@ pub fn run_check(workload_name: &str, db: &DbConfig) -> anyhow::Result<Vec<Condi
         )));
     }
     let workload = build_workload(workload_name, &options)?;
-    let db = open(db)?;
+    let db = match open(&DbConfig {
+        create: false,
+        ..db.clone()
+    }) {
+        Ok(db) => db,
+        // A damaged page on the path of every open (a heap chain): verify the page file
+        // alone, so that every damaged page is reported, not only the first the open met.
+        Err(e) if is_page_damage(&e) => {
+            let mut integrity = engine::integrity::verify_page_file(&dir, CHECK_FAULT_LIMIT)
+                .with_context(|| format!("verify the page file in {}", dir.display()))?;
+            integrity.add_first("database".into(), format!("cannot be opened: {e:#}"));
+            return Ok(CheckOutcome {
+                integrity,
+                conditions: None,
+                acks: None,
+            });
+        }
+        Err(e) => return Err(e),
+    };
     workload
         .create_schema(&db)
         .with_context(|| format!("find the {workload_name} schema"))?;
-    let conditions = workload
-        .check(&db)
-        .with_context(|| format!("check {workload_name} consistency"))?;
+    let integrity = db.verify_integrity(CHECK_FAULT_LIMIT);
+    let conditions = if integrity.is_clean() {
+        Some(
+            workload
+                .check(&db)
+                .with_context(|| format!("check {workload_name} consistency"))?,
+        )
+    } else {
+        None
+    };
+    let acks = match ack_log {
+        Some(path) if integrity.is_clean() => {
+            Some(crate::acklog::verify(&db, workload_name, path)?)
+        }
+        _ => None,
+    };
     db.close()
         .with_context(|| format!("close the database in {}", dir.display()))?;
-    Ok(conditions)
+    Ok(CheckOutcome {
+        integrity,
+        conditions,
+        acks,
+    })
 }

@@ -34,8 +34,10 @@ enum Command {
     Bench(BenchArgs),
     /// Create and populate a database on disk.
     Load(LoadArgs),
-    /// Open a database (recovering it if needed) and check the workload's consistency
-    /// conditions; exit 0 only if all hold.
+    /// Open a database (recovering it if needed, creating nothing), verify its integrity
+    /// (pages, B+-trees, heaps, indexes against tables, catalog against the page file), then
+    /// check the workload's consistency conditions; exit 0 only if no fault is found and all
+    /// conditions hold.
     Check(CheckArgs),
     /// Measure the removal ladder: instructions per transaction under callgrind and time per
     /// transaction natively, rung by rung; write a table, JSON and figures.
@@ -349,6 +351,9 @@ struct CheckArgs {
     /// Directory of the database to check.
     #[arg(long, value_name = "DIR", required = true)]
     db: PathBuf,
+    /// Also look up every acknowledged commit recorded by `glass bench --ack-log FILE`.
+    #[arg(long, value_name = "FILE")]
+    ack_log: Option<PathBuf>,
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
@@ -473,6 +478,9 @@ fn load(args: LoadArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Integrity faults `glass check` prints; it counts the rest.
+const CHECK_FAULTS_SHOWN: usize = 20;
+
 fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let db = DbConfig {
         path: Some(args.db.clone()),
@@ -486,20 +494,73 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         &db,
         false,
     )?;
-    let conditions = run_check(args.workload.name(), &db)?;
-    for c in &conditions {
-        match &c.violation {
-            None => println!("✓ {}: {}", c.name, c.description),
-            Some(found) => println!("✗ {}: {} — {}", c.name, c.description, found),
+    let outcome = run_check(args.workload.name(), &db, args.ack_log.as_deref())?;
+    let integrity = &outcome.integrity;
+    if integrity.pages_only {
+        println!(
+            "integrity: verified {} pages of the page file (the database could not be opened, \
+             so its structures were not verified)",
+            integrity.pages
+        );
+    } else {
+        println!(
+        "integrity: verified {} pages; {} heaps ({} pages, {} records); {} B+-trees ({} pages); \
+         {} index entries against their records; unreached pages (no structure reaches them): {}",
+        integrity.pages,
+        integrity.heaps,
+        integrity.heap_pages,
+        integrity.records,
+        integrity.trees,
+        integrity.tree_pages,
+        integrity.entries,
+        integrity.unreached_pages
+    );
+    }
+    for fault in integrity.faults.iter().take(CHECK_FAULTS_SHOWN) {
+        println!("✗ {fault}");
+    }
+    let shown = integrity.faults.len().min(CHECK_FAULTS_SHOWN);
+    if integrity.faults_total > shown {
+        println!("  ...and {} more", integrity.faults_total - shown);
+    }
+    if integrity.is_clean() {
+        println!("integrity: no fault in {}", args.db.display());
+    } else {
+        println!(
+            "integrity: {} fault{} in {}",
+            integrity.faults_total,
+            if integrity.faults_total == 1 { "" } else { "s" },
+            args.db.display()
+        );
+    }
+    match &outcome.conditions {
+        None => println!(
+            "consistency conditions not evaluated: the database failed its integrity check"
+        ),
+        Some(conditions) => {
+            for c in conditions {
+                match &c.violation {
+                    None => println!("✓ {}: {}", c.name, c.description),
+                    Some(found) => println!("✗ {}: {} — {}", c.name, c.description, found),
+                }
+            }
+            let held = conditions.iter().filter(|c| c.holds()).count();
+            println!(
+                "{held} of {} conditions hold in {}",
+                conditions.len(),
+                args.db.display()
+            );
         }
     }
-    let held = conditions.iter().filter(|c| c.holds()).count();
-    println!(
-        "{held} of {} conditions hold in {}",
-        conditions.len(),
-        args.db.display()
-    );
-    Ok(if held == conditions.len() {
+    match (&outcome.acks, &args.ack_log) {
+        (Some(acks), _) => println!("{}", acks.render()),
+        (None, Some(path)) => println!(
+            "ack log {} not looked up: the database failed its integrity check",
+            path.display()
+        ),
+        (None, None) => {}
+    }
+    Ok(if outcome.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -97,6 +97,13 @@ pub struct DbConfig {
     /// at the damage, losing every record after it, instead of refusing to open. The loss is
     /// reported on stderr and by [`Database::log_loss`].
     pub accept_log_loss: bool,
+    /// Create what is missing: the directory, its files, tables and indexes not yet in the
+    /// catalog. Off, the database must exist (a directory holding `catalog.json`, and
+    /// `pages.db` and `wal.log` where the switches use them; each missing one is an error
+    /// naming it) and [`Database::create_table`] / [`Database::create_index`] only find
+    /// what the catalog holds: for `glass check` and runs on a loaded database, which must
+    /// never build a new database over the remains of a damaged one.
+    pub create: bool,
 }
 
 impl Default for DbConfig {
@@ -113,6 +120,7 @@ impl Default for DbConfig {
             page_locking: false,
             prefetch: true,
             accept_log_loss: false,
+            create: true,
         }
     }
 }
@@ -208,8 +216,8 @@ pub struct Database {
     pub(crate) prefetch: bool,
     dir_lookup: bool,
     packed_keys: bool,
-    tables: Box<[OnceLock<Table>]>,
-    indexes: Box<[OnceLock<Index>]>,
+    pub(crate) tables: Box<[OnceLock<Table>]>,
+    pub(crate) indexes: Box<[OnceLock<Index>]>,
     /// The catalog's name directory, consulted on every operation with `dir-lookup` on
     /// (hashed with Fx, as an engine's catalog cache would be, not SipHash).
     table_names: Latch<FxHashMap<String, u32>>,
@@ -292,6 +300,9 @@ impl Database {
         };
         let mut existing = false;
         let mut dir_lock = None;
+        if let (Some(dir), false) = (&config.path, config.create) {
+            require_files(dir, page_access, main_log)?;
+        }
         if let Some(dir) = &config.path {
             std::fs::create_dir_all(dir).map_err(io_err("create database directory"))?;
             dir_lock = Some(lock_directory(dir)?);
@@ -515,6 +526,7 @@ impl Database {
                 id: t as u32,
             });
         }
+        self.refuse_creation("table", &schema.name)?;
         validate_table(&schema)?;
         let id = self.install_table(schema.clone(), None)?;
         let table = self.table_by_id(id)?;
@@ -549,6 +561,7 @@ impl Database {
                 id: i as u32,
             });
         }
+        self.refuse_creation("index", &schema.name)?;
         let id = self.install_index(schema.clone(), None)?;
         let index = self.index_by_id(id)?;
         // Index the rows already there.
@@ -714,6 +727,21 @@ impl Database {
 
     // ---- internals -------------------------------------------------------------------------
 
+    /// With [`DbConfig::create`] off, the error for a table or index the catalog lacks.
+    fn refuse_creation(&self, what: &str, name: &str) -> TxResult<()> {
+        if self.config.create {
+            return Ok(());
+        }
+        let catalog = match &self.config.path {
+            Some(dir) => format!("{}", dir.join(CATALOG_FILE).display()),
+            None => "the catalog".to_string(),
+        };
+        Err(TxError::Invalid(format!(
+            "{catalog} has no {what} named {name}, and this database was opened to find, \
+             not create, its {what}s"
+        )))
+    }
+
     fn save_catalog(&self, cat: &Catalog) -> TxResult<()> {
         let Some(dir) = &self.config.path else {
             return Ok(());
@@ -727,7 +755,7 @@ impl Database {
         }
         let bytes = serde_json::to_vec_pretty(cat)
             .map_err(|e| TxError::Invalid(format!("encode catalog: {e}")))?;
-        write_atomically(&dir.join("catalog.json"), &bytes)
+        write_atomically(&dir.join(CATALOG_FILE), &bytes)
     }
 
     fn install_table(&self, schema: TableSchema, existing: Option<(u64, u64)>) -> TxResult<u32> {
@@ -1267,6 +1295,40 @@ fn check_creation_switches(found: &Catalog, wanted: &Catalog) -> TxResult<()> {
 }
 
 /// Writes a file so that a crash leaves either the old or the new contents.
+/// File names inside a database directory.
+pub const CATALOG_FILE: &str = "catalog.json";
+pub const PAGE_FILE: &str = "pages.db";
+pub const LOG_FILE: &str = "wal.log";
+
+/// For an open that must not create ([`DbConfig::create`] off): an error naming the first
+/// missing part of the database in `dir` (the page file only with `page-access` on, the log
+/// only with `main-log` on).
+fn require_files(dir: &Path, page_access: bool, main_log: bool) -> TxResult<()> {
+    if !dir.is_dir() {
+        return Err(TxError::Invalid(format!(
+            "database directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let needed = [
+        (CATALOG_FILE, true, "the catalog"),
+        (PAGE_FILE, page_access, "the page file"),
+        (LOG_FILE, main_log, "the log"),
+    ];
+    for (file, wanted, what) in needed {
+        let path = dir.join(file);
+        if wanted && !path.is_file() {
+            return Err(TxError::Invalid(format!(
+                "{} is missing ({what} of the database in {}): the database cannot be opened \
+                 without it",
+                path.display(),
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
     use std::io::Write;
     let tmp = path.with_extension("tmp");
@@ -1287,7 +1349,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::schema::{IndexKind, IndexSchema};
+    use crate::schema::{IndexKind, IndexSchema, TableSchema};
 
     /// 20 columns: integers, strings of several widths, some nullable; the key is column 0
     /// and a secondary index covers column 7.
@@ -1312,6 +1374,59 @@ mod tests {
         })
         .unwrap();
         t.id
+    }
+
+    /// With `create` off, an open names the first missing part of the database and leaves
+    /// the directory as it was; on a complete database it finds the tables the catalog holds
+    /// and refuses to create others.
+    #[test]
+    fn an_open_that_must_not_create_names_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let existing = |create| DbConfig {
+            path: Some(path.clone()),
+            pool_mib: 4,
+            create,
+            ..DbConfig::default()
+        };
+        let error = |config| match Database::open(config) {
+            Ok(_) => panic!("opened a database that is not there"),
+            Err(e) => e.to_string(),
+        };
+        let message = error(existing(false));
+        assert!(message.contains("does not exist"), "{message}");
+        assert!(!path.exists(), "the directory was created");
+
+        let db = Database::open(existing(true)).unwrap();
+        db.create_table(TableSchema::new("t").int("id").key(&["id"]))
+            .unwrap();
+        db.close().unwrap();
+
+        let db = Database::open(existing(false)).unwrap();
+        assert!(db
+            .create_table(TableSchema::new("t").int("id").key(&["id"]))
+            .is_ok());
+        let message = db
+            .create_table(TableSchema::new("u").int("id").key(&["id"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("catalog.json has no table named u"),
+            "{message}"
+        );
+        drop(db);
+
+        for file in [CATALOG_FILE, PAGE_FILE, LOG_FILE] {
+            let moved = path.join(format!("{file}.away"));
+            std::fs::rename(path.join(file), &moved).unwrap();
+            let message = error(existing(false));
+            assert!(
+                message.contains(&format!("{file} is missing")),
+                "{file}: {message}"
+            );
+            assert!(!path.join(file).exists(), "{file} was created");
+            std::fs::rename(&moved, path.join(file)).unwrap();
+        }
     }
 
     /// The bit-mask path computes exactly the spans of the general one (sorted, merged,

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod db;
+pub mod integrity;
 pub mod keys;
 pub mod profile;
 pub mod record;
@@ -18,6 +19,7 @@ pub use api::{
     Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter, TableRef, Tx, TxError, TxResult, UpdateFn,
 };
 pub use db::{Database, DbConfig};
+pub use integrity::{IntegrityFault, IntegrityReport};
 pub use schema::{ColumnType, IndexSchema, TableSchema};
 pub use switches::{ConfigError, Preset, Switch, Switches};
 pub use txn::Transaction;

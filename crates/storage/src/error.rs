@@ -44,6 +44,41 @@ pub enum StorageError {
 // they go through memory whatever the error's size. This bound keeps it from growing further.
 const _: () = assert!(std::mem::size_of::<StorageError>() <= 32);
 
+/// One fault a structural check found, by place: the page it lies on (the page the check
+/// expected, which a damaged header may not name) and what is wrong there (a slot, a key, a
+/// link). Checks that go on past the first fault collect these, e.g. [`crate::BTree::verify`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub page: PageId,
+    pub detail: String,
+}
+
+impl Fault {
+    /// The fault an error met at `page` stands for: a corruption's reason without the page
+    /// its header named (the caller knows which page it read), anything else as it reads.
+    pub fn from_error(page: PageId, error: &StorageError) -> Fault {
+        let detail = match error {
+            StorageError::Corruption { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        };
+        Fault { page, detail }
+    }
+
+    /// The fault as an error, for checks that stop at the first one.
+    pub fn into_error(self) -> StorageError {
+        StorageError::Corruption {
+            page: self.page,
+            reason: self.detail,
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "page {}: {}", self.page, self.detail)
+    }
+}
+
 impl StorageError {
     /// Wraps an I/O error with the action that failed.
     pub fn io(action: &'static str, source: std::io::Error) -> Self {

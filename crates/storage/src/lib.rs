@@ -36,7 +36,7 @@ pub use btree::{BTree, IntKeyOrder, KeyOrder, SchemaKeyOrder};
 pub use buffer::{BufferPool, FrameId, PageReadGuard, PageWriteGuard, PoolConfig};
 pub use counters::StorageCounters;
 pub use device::{DelayedStore, DeviceModel, QueueMode};
-pub use error::{StorageError, StorageResult};
+pub use error::{Fault, StorageError, StorageResult};
 pub use file::{FilePageStore, MemPageStore, PageStore};
 pub use hash::HashIndex;
 pub use heap::{HeapFile, RecordId};

@@ -287,3 +287,72 @@ fn freed_slots_are_reused_and_counted() {
     assert_eq!(next, vec![6, 7, 8, 10]);
     heap.check_invariants().unwrap();
 }
+
+/// `verify` reports every fault and goes on: a forwarding stub redirected to a slot that holds
+/// no moved body is reported at the stub's page and slot, the body it left behind as claimed
+/// by no stub, and a damaged slot on a later page of the chain as well.
+#[test]
+fn verify_reports_each_fault_by_page_and_slot() {
+    const SLOTS_START: usize = 40;
+    const SLOT_SIZE: usize = 6;
+    let pool = pool_with(32, None);
+    let heap = HeapFile::create(pool.clone()).unwrap();
+    let rids: Vec<RecordId> = (0..60u8).map(|i| heap.insert(&[i; 300]).unwrap()).collect();
+    let moved = rids[3];
+    heap.update(moved, &[0xEE; 4000]).unwrap();
+    // A record on a page between the first and the last (where the moved body went).
+    let tail = rids.last().unwrap().page;
+    let middle = *rids
+        .iter()
+        .find(|r| r.page != moved.page && r.page != tail)
+        .expect("the records span three pages");
+    let clean = heap.verify();
+    assert!(clean.faults.is_empty(), "{:?}", clean.faults);
+    assert_eq!(clean.records, 60);
+    assert!(clean.pages.len() >= 3, "{:?}", clean.pages);
+
+    let slot_entry = |slot: u16| SLOTS_START + SLOT_SIZE * slot as usize;
+    {
+        // The stub's target: a slot of its own page that holds no moved body.
+        let mut page = pool.fix_exclusive(moved.page).unwrap();
+        let at = slot_entry(moved.slot);
+        let stub_at = u16::from_le_bytes([page[at], page[at + 1]]) as usize;
+        let nowhere = RecordId {
+            page: moved.page,
+            slot: 9,
+        };
+        page.range_mut(stub_at, 8)
+            .copy_from_slice(&nowhere.to_u64().to_le_bytes());
+    }
+    {
+        // A live record's offset pushed past the end of the page.
+        let mut page = pool.fix_exclusive(middle.page).unwrap();
+        let at = slot_entry(middle.slot);
+        page.range_mut(at, 2)
+            .copy_from_slice(&8190u16.to_le_bytes());
+    }
+    let check = heap.verify();
+    let faults: Vec<String> = check.faults.iter().map(|f| f.to_string()).collect();
+    assert_eq!(faults.len(), 3, "{faults:#?}");
+    assert!(
+        faults
+            .iter()
+            .any(|f| f.starts_with(&format!("page {}", middle.page))
+                && f.contains(&format!("slot {}", middle.slot))),
+        "{faults:#?}"
+    );
+    assert!(
+        faults.iter().any(|f| f.starts_with(&format!(
+            "page {}: slot {}: forwarding stub points at",
+            moved.page, moved.slot
+        )) && f.contains("holds no moved body")),
+        "{faults:#?}"
+    );
+    assert!(
+        faults
+            .iter()
+            .any(|f| f.contains("moved body no forwarding stub points at")),
+        "{faults:#?}"
+    );
+    assert!(heap.check_invariants().is_err());
+}

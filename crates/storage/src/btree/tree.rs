@@ -64,7 +64,7 @@ use super::keys::{Guide, KeyBuf, KeyOrder, KeyRange, KeyRef, Rank};
 use super::node::{self, entry_space, max_internal_key_len, Node, NodePage};
 use crate::buffer::{BufferPool, PageReadGuard, PageWriteGuard};
 use crate::counters;
-use crate::error::{StorageError, StorageResult};
+use crate::error::{Fault, StorageError, StorageResult};
 use crate::page::{PageId, PageKind};
 
 impl NodePage for PageWriteGuard<'_> {
@@ -1149,72 +1149,117 @@ impl<K: KeyOrder> BTree<K> {
     /// every node and inside the bounds its parent's separators set, all leaves at the same
     /// depth, children one level below their parent, the leaf chain (both directions) visiting
     /// exactly the leaves of the tree in key order, and the same entry count both ways.
+    /// Stops at the first fault; [`BTree::verify`] reports them all.
     ///
     /// Fixes one node at a time: run it while no thread writes to the tree.
     pub fn check_invariants(&self) -> StorageResult<()> {
-        let mut leaves = Vec::new();
-        let mut entries = 0;
-        self.check_subtree(self.root, None, None, None, &mut leaves, &mut entries)?;
-        let corrupt = |page: PageId, reason: String| StorageError::Corruption {
+        match self.verify().faults.into_iter().next() {
+            Some(fault) => Err(fault.into_error()),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks what [`BTree::check_invariants`] checks, and goes on past each fault: a node
+    /// that cannot be read (checksum, header) or sits at the wrong level is reported and its
+    /// subtree skipped; keys out of order are reported and the descent goes on; a page reached
+    /// a second time is reported and not entered again, so a damaged tree is walked in time
+    /// linear in its pages. The leaf chain is followed only along the leaves the descent found,
+    /// never by its own links, so a cycle in them cannot hold the check.
+    ///
+    /// Fixes one node at a time: run it while no thread writes to the tree.
+    pub fn verify(&self) -> TreeCheck {
+        let mut walk = TreeWalk {
+            check: TreeCheck::default(),
+            seen: std::collections::HashSet::new(),
+            unreadable: std::collections::HashSet::new(),
+            leaves: Vec::new(),
+        };
+        self.verify_subtree(self.root, None, None, None, &mut walk);
+        let TreeWalk {
+            mut check,
+            leaves,
+            unreadable,
+            ..
+        } = walk;
+        let fault = |page: PageId, detail: String| Fault {
             page,
-            reason: format!("b+-tree check: {reason}"),
+            detail: format!("b+-tree check: {detail}"),
         };
         // The leaf chain must list the same leaves, linked both ways.
         let mut prev: Option<PageId> = None;
         for (i, &leaf) in leaves.iter().enumerate() {
-            let guard = self.pool.fix_shared(leaf)?;
-            let node = Node::new(&guard)?;
-            if node.prev() != prev {
-                return Err(corrupt(
+            if unreadable.contains(&leaf) {
+                prev = Some(leaf);
+                continue;
+            }
+            let links = self
+                .pool
+                .fix_shared(leaf)
+                .and_then(|g| Node::new(&g).map(|n| (n.prev(), n.next())));
+            let (leaf_prev, leaf_next) = match links {
+                Ok(links) => links,
+                Err(e) => {
+                    check.faults.push(Fault::from_error(leaf, &e));
+                    prev = Some(leaf);
+                    continue;
+                }
+            };
+            if leaf_prev != prev {
+                check.faults.push(fault(
                     leaf,
-                    format!("prev link {:?}, expected {prev:?}", node.prev()),
+                    format!("prev link {leaf_prev:?}, expected {prev:?}"),
                 ));
             }
             let expected_next = leaves.get(i + 1).copied();
-            if node.next() != expected_next {
-                return Err(corrupt(
+            if leaf_next != expected_next {
+                check.faults.push(fault(
                     leaf,
-                    format!("next link {:?}, expected {expected_next:?}", node.next()),
+                    format!("next link {leaf_next:?}, expected {expected_next:?}"),
                 ));
             }
             prev = Some(leaf);
         }
-        let chained = self.count()?;
-        if chained != entries {
-            return Err(corrupt(
-                self.root,
-                format!("{entries} entries in the tree but {chained} along the leaf chain"),
-            ));
+        // The scan follows the links: only once they are known to be sound.
+        if check.faults.is_empty() {
+            match self.count() {
+                Ok(chained) if chained == check.entries => {}
+                Ok(chained) => check.faults.push(fault(
+                    self.root,
+                    format!(
+                        "{} entries in the tree but {chained} along the leaf chain",
+                        check.entries
+                    ),
+                )),
+                Err(e) => check.faults.push(Fault::from_error(self.root, &e)),
+            }
         }
-        Ok(())
+        check
     }
 
     /// Checks the subtree at `id`, whose keys must lie in `[lower, upper)` and whose level must
-    /// be `level` (None at the root). Appends its leaves in order.
-    fn check_subtree(
+    /// be `level` (None at the root). Appends its leaves in order and its faults.
+    fn verify_subtree(
         &self,
         id: PageId,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
         level: Option<usize>,
-        leaves: &mut Vec<PageId>,
-        entries: &mut usize,
-    ) -> StorageResult<()> {
-        let corrupt = |reason: String| StorageError::Corruption {
+        walk: &mut TreeWalk,
+    ) {
+        let fault = |detail: String| Fault {
             page: id,
-            reason: format!("b+-tree check: {reason}"),
+            detail: format!("b+-tree check: {detail}"),
         };
-        let (node_level, keys, children) = {
+        if !walk.seen.insert(id) {
+            walk.check
+                .faults
+                .push(fault("page reached a second time".into()));
+            return;
+        }
+        walk.check.pages.push(id);
+        let read = || -> StorageResult<(usize, Vec<Vec<u8>>, Vec<PageId>)> {
             let guard = self.pool.fix_shared(id)?;
             let node = Node::new(&guard)?;
-            if let Some(expected) = level {
-                if node.level() != expected {
-                    return Err(corrupt(format!(
-                        "level {} under a parent expecting {expected}",
-                        node.level()
-                    )));
-                }
-            }
             node.check_space()?;
             let keys: Vec<Vec<u8>> = (0..node.len())
                 .map(|i| node.key(i).map(<[u8]>::to_vec))
@@ -1226,34 +1271,63 @@ impl<K: KeyOrder> BTree<K> {
                     .map(|i| node.child(i))
                     .collect::<StorageResult<_>>()?
             };
-            (node.level(), keys, children)
+            Ok((node.level(), keys, children))
         };
-        for pair in keys.windows(2) {
-            if self.order.compare(&pair[0], &pair[1]) != Ordering::Less {
-                return Err(corrupt("keys not strictly ascending".into()));
+        let (node_level, keys, children) = match read() {
+            Ok(node) => node,
+            Err(e) => {
+                walk.check.faults.push(Fault::from_error(id, &e));
+                walk.unreadable.insert(id);
+                if level == Some(0) {
+                    // Its place in the leaf chain, so its neighbours' links still line up.
+                    walk.leaves.push(id);
+                }
+                return;
             }
+        };
+        if let Some(expected) = level {
+            if node_level != expected {
+                walk.check.faults.push(fault(format!(
+                    "level {node_level} under a parent expecting {expected}"
+                )));
+                return;
+            }
+        }
+        if let Some(i) = keys
+            .windows(2)
+            .position(|pair| self.order.compare(&pair[0], &pair[1]) != Ordering::Less)
+        {
+            walk.check.faults.push(fault(format!(
+                "keys not strictly ascending (slots {i} and {})",
+                i + 1
+            )));
         }
         if let (Some(lower), Some(first)) = (lower, keys.first()) {
             if self.order.compare(first, lower) == Ordering::Less {
-                return Err(corrupt("key below the separator that leads here".into()));
+                walk.check
+                    .faults
+                    .push(fault("key below the separator that leads here".into()));
             }
         }
         if let (Some(upper), Some(last)) = (upper, keys.last()) {
             if self.order.compare(last, upper) != Ordering::Less {
-                return Err(corrupt("key not below the next separator".into()));
+                walk.check
+                    .faults
+                    .push(fault("key not below the next separator".into()));
             }
         }
-        for key in &keys {
-            if key.len() > max_internal_key_len(self.pool.page_size())
+        if let Some((i, key)) = keys.iter().enumerate().find(|(_, key)| {
+            key.len() > max_internal_key_len(self.pool.page_size())
                 || (!self.unique && key.len() < 8)
-            {
-                return Err(corrupt(format!("key of {} bytes", key.len())));
-            }
+        }) {
+            walk.check
+                .faults
+                .push(fault(format!("key of {} bytes in slot {i}", key.len())));
         }
         if node_level == 0 {
-            leaves.push(id);
-            *entries += keys.len();
-            return Ok(());
+            walk.leaves.push(id);
+            walk.check.entries += keys.len();
+            return;
         }
         for (i, &child) in children.iter().enumerate() {
             let child_lower = if i == 0 {
@@ -1262,17 +1336,30 @@ impl<K: KeyOrder> BTree<K> {
                 Some(&keys[i - 1][..])
             };
             let child_upper = keys.get(i).map(|k| &k[..]).or(upper);
-            self.check_subtree(
-                child,
-                child_lower,
-                child_upper,
-                Some(node_level - 1),
-                leaves,
-                entries,
-            )?;
+            self.verify_subtree(child, child_lower, child_upper, Some(node_level - 1), walk);
         }
-        Ok(())
     }
+}
+
+/// What [`BTree::verify`] found.
+#[derive(Clone, Debug, Default)]
+pub struct TreeCheck {
+    /// Every page the descent reached from the root, each once.
+    pub pages: Vec<PageId>,
+    /// Entries in the leaves the descent reached.
+    pub entries: usize,
+    /// Every fault, in the order the walk met them.
+    pub faults: Vec<Fault>,
+}
+
+/// The state of one [`BTree::verify`] walk.
+struct TreeWalk {
+    check: TreeCheck,
+    seen: std::collections::HashSet<PageId>,
+    /// Pages reached but not readable as nodes (reported once, when reached).
+    unreadable: std::collections::HashSet<PageId>,
+    /// The leaves in key order, unreadable pages where a leaf was expected included.
+    leaves: Vec<PageId>,
 }
 
 #[cfg(test)]
@@ -1325,5 +1412,53 @@ mod tests {
             Err(StorageError::Corruption { .. })
         ));
         assert!(tree.check_invariants().is_err());
+    }
+
+    /// `verify` goes on past a damaged node: two leaves of different subtrees relabelled as
+    /// heap pages are both reported at their own page, the other leaves are still walked,
+    /// and `check_invariants` stops at the first.
+    #[test]
+    fn verify_reports_every_damaged_node() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 256,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        let mut n = 0;
+        while tree.height().unwrap() < 3 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        let clean = tree.verify();
+        assert!(clean.faults.is_empty(), "{:?}", clean.faults);
+        assert_eq!(clean.entries, n as usize);
+        let leaf_under = |inner_slot: usize| {
+            let root = pool.fix_shared(tree.root()).unwrap();
+            let inner = Node::new(&root).unwrap().child(inner_slot).unwrap();
+            drop(root);
+            let inner = pool.fix_shared(inner).unwrap();
+            Node::new(&inner).unwrap().child(0).unwrap()
+        };
+        let damaged = [leaf_under(0), leaf_under(1)];
+        for &leaf in &damaged {
+            let mut page = pool.fix_exclusive(leaf).unwrap();
+            page.range_mut(OFFSET_KIND, 1)[0] = PageKind::Heap as u8;
+        }
+        let check = tree.verify();
+        let pages: Vec<PageId> = check.faults.iter().map(|f| f.page).collect();
+        assert_eq!(pages, damaged, "{:?}", check.faults);
+        assert_eq!(
+            check.pages.len(),
+            clean.pages.len(),
+            "every node still reached"
+        );
+        assert!(check.entries < clean.entries);
+        assert!(matches!(
+            tree.check_invariants(),
+            Err(StorageError::Corruption { page, .. }) if page == damaged[0]
+        ));
     }
 }

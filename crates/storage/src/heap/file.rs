@@ -29,7 +29,7 @@ use std::sync::Arc;
 use super::page::{self as hp, Slot, SlotKind};
 use super::RecordId;
 use crate::buffer::{BufferPool, PageIdHasher, PageWriteGuard};
-use crate::error::{StorageError, StorageResult};
+use crate::error::{Fault, StorageError, StorageResult};
 use crate::latch::Latch;
 use crate::page::{PageId, PageKind, OFFSET_KIND};
 
@@ -557,39 +557,17 @@ impl HeapFile {
     }
 
     /// Checks every page's structure, that stubs and moved bodies pair up one to one, and that
-    /// the free-space map matches the pages. Meant for a quiescent file.
+    /// the free-space map matches the pages. Meant for a quiescent file. Stops at the first
+    /// fault; [`HeapFile::verify`] reports every fault of the pages.
     pub fn check_invariants(&self) -> StorageResult<()> {
+        let check = self.verify();
+        if let Some(fault) = check.faults.into_iter().next() {
+            return Err(fault.into_error());
+        }
         let corrupt = |page: PageId, reason: String| StorageError::Corruption { page, reason };
-        let mut stubs = HashSet::new();
-        let mut bodies = HashSet::new();
-        let mut pages = 0usize;
-        let mut last = self.first;
-        let mut next = Some(self.first);
         let fsm = self.fsm.read();
-        while let Some(p) = next {
-            pages += 1;
-            if pages as u64 > self.pool.page_count() {
-                return Err(corrupt(p, "heap page chain has a cycle".into()));
-            }
-            let g = self.heap_page_shared(p)?;
-            for (slot, s) in hp::check(&g)? {
-                let rid = RecordId {
-                    page: p,
-                    slot: slot as u16,
-                };
-                match s.kind {
-                    SlotKind::Forward => {
-                        if !stubs.insert(hp::stub_target(&g, s)) {
-                            return Err(corrupt(p, format!("two stubs point where {rid} does")));
-                        }
-                    }
-                    SlotKind::Moved => {
-                        bodies.insert(rid.to_u64());
-                    }
-                    SlotKind::Live => {}
-                }
-            }
-            let free = hp::free_space(&g);
+        for &p in &check.pages {
+            let free = hp::free_space(&self.heap_page_shared(p)?);
             if fsm.free.get(&p) != Some(&free) {
                 return Err(corrupt(
                     p,
@@ -599,15 +577,8 @@ impl HeapFile {
                     ),
                 ));
             }
-            last = p;
-            next = hp::next_page(&g);
         }
-        if stubs != bodies {
-            return Err(corrupt(
-                self.first,
-                format!("{} stubs but {} moved bodies", stubs.len(), bodies.len()),
-            ));
-        }
+        let pages = check.pages.len();
         if fsm.free.len() != pages {
             return Err(corrupt(
                 self.first,
@@ -621,6 +592,7 @@ impl HeapFile {
         if total != pages {
             return Err(corrupt(self.first, "free-space buckets out of step".into()));
         }
+        let last = check.pages.last().copied().unwrap_or(self.first);
         if *self.tail.read() != last {
             return Err(corrupt(
                 last,
@@ -629,4 +601,99 @@ impl HeapFile {
         }
         Ok(())
     }
+
+    /// Checks the pages of the chain and goes on past each fault: every page's header and
+    /// slots (offsets and lengths inside the page, no overlapping records, the free-space
+    /// counts the header keeps), every forwarding stub pointing at a moved body that exists,
+    /// and every moved body claimed by exactly one stub. A page that cannot be read (checksum,
+    /// header, not a heap page) ends the chain there, since its link cannot be trusted; a page
+    /// met a second time (a cycle) too. Reads only the pages, not the free-space map, so it
+    /// also serves a file that [`HeapFile::open`] could not open.
+    pub fn verify(&self) -> HeapCheck {
+        let mut check = HeapCheck::default();
+        let mut seen = HashSet::new();
+        let mut stubs: Vec<(RecordId, RecordId)> = Vec::new();
+        let mut bodies = HashSet::new();
+        let mut next = Some(self.first);
+        while let Some(p) = next {
+            if !seen.insert(p) {
+                check.faults.push(Fault {
+                    page: p,
+                    detail: "heap page chain has a cycle: the page is reached a second time".into(),
+                });
+                break;
+            }
+            check.pages.push(p);
+            let g = match self.heap_page_shared(p) {
+                Ok(g) => g,
+                Err(e) => {
+                    check.faults.push(Fault::from_error(p, &e));
+                    break;
+                }
+            };
+            match hp::check(&g) {
+                Ok(slots) => {
+                    for (slot, s) in slots {
+                        let rid = RecordId {
+                            page: p,
+                            slot: slot as u16,
+                        };
+                        match s.kind {
+                            SlotKind::Live => check.records += 1,
+                            SlotKind::Forward => {
+                                let target = RecordId::from_u64(hp::stub_target(&g, s));
+                                stubs.push((rid, target));
+                            }
+                            SlotKind::Moved => {
+                                bodies.insert(rid);
+                            }
+                        }
+                    }
+                }
+                Err(e) => check.faults.push(Fault::from_error(p, &e)),
+            }
+            next = hp::next_page(&g);
+        }
+        let mut claimed = HashSet::new();
+        for (stub, target) in stubs {
+            check.records += 1;
+            let problem = if !bodies.contains(&target) {
+                "which holds no moved body of this file"
+            } else if !claimed.insert(target) {
+                "as another stub does"
+            } else {
+                continue;
+            };
+            check.faults.push(Fault {
+                page: stub.page,
+                detail: format!(
+                    "slot {}: forwarding stub points at {target}, {problem}",
+                    stub.slot
+                ),
+            });
+        }
+        let mut orphans: Vec<&RecordId> = bodies.difference(&claimed).collect();
+        orphans.sort_by_key(|rid| rid.to_u64());
+        for body in orphans {
+            check.faults.push(Fault {
+                page: body.page,
+                detail: format!(
+                    "slot {}: moved body no forwarding stub points at",
+                    body.slot
+                ),
+            });
+        }
+        check
+    }
+}
+
+/// What [`HeapFile::verify`] found.
+#[derive(Clone, Debug, Default)]
+pub struct HeapCheck {
+    /// The pages of the chain, in chain order, up to the first that could not be read.
+    pub pages: Vec<PageId>,
+    /// Records: live slots and forwarding stubs (a moved record counts once, at its home).
+    pub records: usize,
+    /// Every fault, in the order the walk met them.
+    pub faults: Vec<Fault>,
 }

@@ -9,7 +9,7 @@
 pub mod file;
 pub(crate) mod page;
 
-pub use file::HeapFile;
+pub use file::{HeapCheck, HeapFile};
 
 use crate::page::PageId;
 use std::fmt;
