@@ -389,6 +389,12 @@ fn an_errors_cause_is_printed_once() {
     let out = glass(&["check", "tpcb", "--db", db_arg]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.matches("os error 21").count(), 1, "{err}");
+    assert!(err.contains("wal.log is not a regular file"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // Where the database is opened as it is (bench on a loaded database creates nothing
+    // either), the OS's own words appear once.
+    let out = glass(&["bench", "tpcb", "--db", db_arg, "--txns", "5"]);
+    let err = stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(err.matches("os error 21").count() <= 1, "{err}");
 }

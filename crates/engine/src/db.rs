@@ -1317,14 +1317,20 @@ fn require_files(dir: &Path, page_access: bool, main_log: bool) -> TxResult<()> 
     ];
     for (file, wanted, what) in needed {
         let path = dir.join(file);
-        if wanted && !path.is_file() {
-            return Err(TxError::Invalid(format!(
-                "{} is missing ({what} of the database in {}): the database cannot be opened \
-                 without it",
-                path.display(),
-                dir.display()
-            )));
+        if !wanted || path.is_file() {
+            continue;
         }
+        let state = if path.exists() {
+            "is not a regular file"
+        } else {
+            "is missing"
+        };
+        return Err(TxError::Invalid(format!(
+            "{} {state} ({what} of the database in {}): the database cannot be opened without \
+             it",
+            path.display(),
+            dir.display()
+        )));
     }
     Ok(())
 }
