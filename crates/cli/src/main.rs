@@ -806,27 +806,6 @@ fn one_line(err: &clap::Error) -> String {
         .join(" ")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::chain_once;
-
-    #[test]
-    fn each_cause_is_printed_once() {
-        let io = std::io::Error::from_raw_os_error(21);
-        let storage = storage::StorageError::io("open log", io);
-        let err = anyhow::Error::new(engine::TxError::Storage(storage)).context("open database");
-        let line = chain_once(&err);
-        assert_eq!(line.matches("os error 21").count(), 1, "{line}");
-        assert!(
-            line.starts_with("open database: i/o error while open log: "),
-            "{line}"
-        );
-        // A cause not yet said is kept.
-        let err = anyhow::anyhow!("disk full").context("write the ack log");
-        assert_eq!(chain_once(&err), "write the ack log: disk full");
-    }
-}
-
 fn main() -> ExitCode {
     // Large, growing buffers are moved by remapping, not copied (see `bench::allocator`).
     bench::allocator::tune();
@@ -870,5 +849,26 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_once;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::from_raw_os_error(21);
+        let storage = storage::StorageError::io("open log", io);
+        let err = anyhow::Error::new(engine::TxError::Storage(storage)).context("open database");
+        let line = chain_once(&err);
+        assert_eq!(line.matches("os error 21").count(), 1, "{line}");
+        assert!(
+            line.starts_with("open database: i/o error while open log: "),
+            "{line}"
+        );
+        // A cause not yet said is kept.
+        let err = anyhow::anyhow!("disk full").context("write the ack log");
+        assert_eq!(chain_once(&err), "write the ack log: disk full");
     }
 }
