@@ -364,11 +364,14 @@ impl<K: KeyOrder> BTree<K> {
     ) -> StorageResult<(PageReadGuard<'_>, Option<Guide>)> {
         let mut guard = self.fix_shared(self.root)?;
         let mut guide = None;
+        let mut parent_level = None;
         loop {
             let node = Node::new(&guard)?;
+            check_child_level(&node, parent_level)?;
             if node.is_leaf() {
                 return Ok((guard, guide));
             }
+            parent_level = Some(node.level());
             let at = self.child_index(&node, target, guide)?;
             guide = node.guide_for_child(&self.order, at);
             let child = node.child(at)?;
@@ -393,9 +396,12 @@ impl<K: KeyOrder> BTree<K> {
         if let Some(h) = hint.as_deref_mut() {
             h.start_descent();
         }
+        let mut parent_level = None;
         loop {
             let node = Node::new(&guard)?;
+            check_child_level(&node, parent_level)?;
             let level = node.level();
+            parent_level = Some(level);
             if level == 0 {
                 // Only the root can be a leaf here: the descent stops above the leaves.
                 if guard.page_id() != self.root {
@@ -415,6 +421,7 @@ impl<K: KeyOrder> BTree<K> {
                 // The root split in between: descend again.
                 drop(root);
                 guard = self.fix_shared(self.root)?;
+                parent_level = None;
                 if let Some(h) = hint.as_deref_mut() {
                     h.start_descent();
                 }
@@ -436,6 +443,7 @@ impl<K: KeyOrder> BTree<K> {
             self.prefetch_node(child);
             if level == 1 {
                 let leaf = self.fix_exclusive(child)?;
+                check_child_level(&Node::new(&leaf)?, Some(1))?;
                 drop(guard);
                 return Ok(leaf);
             }
@@ -1015,6 +1023,20 @@ impl<K: KeyOrder> BTree<K> {
         }
     }
 
+    /// Counts one step along the leaf chain, to `to`: a scan that has taken more steps than
+    /// the page file has pages is going round a cycle of sibling links (a corrupt tree), which
+    /// is an error instead of an endless loop.
+    fn count_hop(&self, hops: &mut u64, to: PageId) -> StorageResult<()> {
+        *hops += 1;
+        if *hops > self.pool.page_count() {
+            return Err(StorageError::Corruption {
+                page: to,
+                reason: "b+-tree leaf chain has a cycle".into(),
+            });
+        }
+        Ok(())
+    }
+
     fn scan_forward(
         &self,
         lo: Option<&[u8]>,
@@ -1038,6 +1060,7 @@ impl<K: KeyOrder> BTree<K> {
             None => 0,
         };
         let mut count = 0;
+        let mut hops = 0;
         loop {
             let node = Node::new(&guard)?;
             while slot < node.len() {
@@ -1056,6 +1079,7 @@ impl<K: KeyOrder> BTree<K> {
             let Some(next) = node.next() else {
                 return Ok(count);
             };
+            self.count_hop(&mut hops, next)?;
             guard = self.fix_shared(next)?;
             slot = 0;
         }
@@ -1081,6 +1105,7 @@ impl<K: KeyOrder> BTree<K> {
         // is copied only when the scan leaves a leaf, into a stack buffer when short.
         let mut passed: Option<KeyBuf> = None;
         let mut count = 0;
+        let mut hops = 0;
         loop {
             let node = Node::new(&guard)?;
             let upper = passed.as_deref().or(hi);
@@ -1111,12 +1136,16 @@ impl<K: KeyOrder> BTree<K> {
             };
             let this = guard.page_id();
             drop(guard);
+            self.count_hop(&mut hops, prev)?;
             guard = self.fix_shared(prev)?;
             // If `prev` split after we read the link, its right part lies between it and us.
             loop {
                 match Node::new(&guard)?.next() {
                     Some(next) if next == this => break,
-                    Some(next) => guard = self.fix_shared(next)?,
+                    Some(next) => {
+                        self.count_hop(&mut hops, next)?;
+                        guard = self.fix_shared(next)?
+                    }
                     None => {
                         return Err(StorageError::Corruption {
                             page: this,
@@ -1275,6 +1304,22 @@ impl<K: KeyOrder> BTree<K> {
     }
 }
 
+/// A node reached from a parent of `parent_level` must lie one level below it: a child
+/// link back up or across (a corrupt tree) would otherwise send a descent round forever.
+#[inline]
+fn check_child_level(node: &Node<'_>, parent_level: Option<usize>) -> StorageResult<()> {
+    match parent_level {
+        Some(parent) if node.level() + 1 != parent => Err(StorageError::Corruption {
+            page: node.page_id(),
+            reason: format!(
+                "b+-tree node of level {} under a parent of level {parent}",
+                node.level()
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1282,6 +1327,7 @@ mod tests {
     use crate::buffer::PoolConfig;
     use crate::file::MemPageStore;
     use crate::page::{PageSize, OFFSET_KIND};
+    use std::ops::Bound;
 
     fn key(i: u32) -> Vec<u8> {
         let mut k = vec![0xAB; 1000];
@@ -1325,5 +1371,52 @@ mod tests {
             Err(StorageError::Corruption { .. })
         ));
         assert!(tree.check_invariants().is_err());
+    }
+
+    /// A child link back to an ancestor, or a leaf chain that comes round again: before, a
+    /// lookup descended and a scan walked forever; now each is a corruption error.
+    #[test]
+    fn cycles_in_a_corrupt_tree_are_errors_not_endless_loops() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 256,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        let mut n = 0;
+        while tree.height().unwrap() < 3 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        let (first_inner, first_leaf) = {
+            let root = pool.fix_shared(tree.root()).unwrap();
+            let inner = Node::new(&root).unwrap().child(0).unwrap();
+            let page = pool.fix_shared(inner).unwrap();
+            (inner, Node::new(&page).unwrap().child(0).unwrap())
+        };
+        // The last leaf's right sibling becomes the first leaf: the chain is a ring.
+        let last_leaf = {
+            let mut leaf = first_leaf;
+            loop {
+                let page = pool.fix_shared(leaf).unwrap();
+                match Node::new(&page).unwrap().next() {
+                    Some(next) => leaf = next,
+                    None => break leaf,
+                }
+            }
+        };
+        node::set_next(&mut pool.fix_exclusive(last_leaf).unwrap(), Some(first_leaf));
+        let scanned = tree.scan(Bound::Unbounded, Bound::Unbounded, false, usize::MAX, |_, _| {
+            true
+        });
+        let message = scanned.unwrap_err().to_string();
+        assert!(message.contains("leaf chain has a cycle"), "{message}");
+        // The first inner node's leftmost child becomes the root: a lookup would go round.
+        node::set_leftmost(&mut pool.fix_exclusive(first_inner).unwrap(), tree.root());
+        let message = tree.get(&key(0)).unwrap_err().to_string();
+        assert!(message.contains("under a parent of level 1"), "{message}");
+        assert!(tree.insert(&key(0), 1).is_err());
     }
 }
