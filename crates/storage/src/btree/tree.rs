@@ -442,6 +442,10 @@ impl<K: KeyOrder> BTree<K> {
             let child = node.child(at)?;
             self.prefetch_node(child);
             if level == 1 {
+                // A link to itself would wait for its own shared latch.
+                if child == guard.page_id() {
+                    return Err(self_link(child));
+                }
                 let leaf = self.fix_exclusive(child)?;
                 check_child_level(&Node::new(&leaf)?, Some(1))?;
                 drop(guard);
@@ -723,8 +727,14 @@ impl<K: KeyOrder> BTree<K> {
                 break;
             }
             let child_id = node.child(self.child_index(&node, target, None)?)?;
+            // A link back to a node latched on the path would wait for its own latch.
+            if path.iter().any(|g| g.page_id() == child_id) {
+                return Err(self_link(child_id));
+            }
+            let level = node.level();
             let child = self.fix_exclusive(child_id)?;
             let child_node = Node::new(&child)?;
+            check_child_level(&child_node, Some(level))?;
             let safe = if child_node.is_leaf() {
                 child_node.free_space() >= entry_space(stored.len())
             } else {
@@ -970,6 +980,9 @@ impl<K: KeyOrder> BTree<K> {
         }
         touched.push(right);
         if let Some(next_id) = next {
+            if next_id == left_id || next_id == right_id {
+                return Err(self_link(next_id));
+            }
             // Left to right: allowed while holding the left leaf.
             let mut neighbour = self.fix_exclusive(next_id)?;
             node::set_prev(&mut neighbour, Some(right_id));
@@ -1304,6 +1317,15 @@ impl<K: KeyOrder> BTree<K> {
     }
 }
 
+/// A link from a node to a page its path holds latched (a corrupt tree).
+#[cold]
+fn self_link(page: PageId) -> StorageError {
+    StorageError::Corruption {
+        page,
+        reason: "b+-tree link to a node already latched on the same path (a cycle)".into(),
+    }
+}
+
 /// A node reached from a parent of `parent_level` must lie one level below it: a child
 /// link back up or across (a corrupt tree) would otherwise send a descent round forever.
 #[inline]
@@ -1418,5 +1440,28 @@ mod tests {
         let message = tree.get(&key(0)).unwrap_err().to_string();
         assert!(message.contains("under a parent of level 1"), "{message}");
         assert!(tree.insert(&key(0), 1).is_err());
+    }
+
+    /// Found by the `btree_tree` fuzz target: an inner node whose child link names itself
+    /// made an insert wait forever for the exclusive latch of the page it held shared.
+    #[test]
+    fn a_node_linking_to_itself_is_an_error_not_a_deadlock() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 256,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        let mut n = 0;
+        while tree.height().unwrap() < 2 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        node::set_leftmost(&mut pool.fix_exclusive(tree.root()).unwrap(), tree.root());
+        let message = tree.insert(&[0u8], 1).unwrap_err().to_string();
+        assert!(message.contains("already latched"), "{message}");
+        assert!(tree.get(&[0u8]).is_err());
     }
 }
