@@ -623,6 +623,17 @@ pub fn truncate(page: &mut impl NodePage, keep: usize) -> StorageResult<()> {
     Ok(())
 }
 
+/// Whether a node of `page_size` bytes holds `entries` ([`rebuild`] asks it of its caller). The
+/// halves of a sound node's split always fit; those of a corrupt one (cells shared by several
+/// slots) may not, which a split checks before it changes any page.
+pub fn fits(page_size: usize, entries: &[(impl AsRef<[u8]>, u64)]) -> bool {
+    let spaces: usize = entries
+        .iter()
+        .map(|(k, _)| entry_space(k.as_ref().len()))
+        .sum();
+    NODE_HEADER_SIZE + spaces <= cell_area_end(page_size)
+}
+
 /// Formats `page` as a node of `level` holding `entries` in order (and, for an inner node,
 /// `leftmost`), keeping its sibling links as given. The entries must fit.
 ///
@@ -649,10 +660,7 @@ pub fn rebuild(
         .iter()
         .map(|(k, _)| CELL_OVERHEAD + k.as_ref().len())
         .sum();
-    assert!(
-        slots_end + cell_bytes <= cell_area_end(size),
-        "rebuild: entries do not fit the node"
-    );
+    assert!(fits(size, entries), "rebuild: entries do not fit the node");
     let cell_start = cell_area_end(size) - cell_bytes;
     // The header from the slot count on, then the slots: what `format` and the link setters
     // would leave there.

@@ -835,6 +835,10 @@ impl<K: KeyOrder> BTree<K> {
                     &entries[mid + 1..],
                 )
             };
+            let size = self.pool.page_size();
+            if !node::fits(size, left_entries) || !node::fits(size, right_entries) {
+                return Err(halves_do_not_fit(guard.page_id()));
+            }
 
             if guard.page_id() == self.root {
                 // Root split: both halves move to new pages; the root page goes up a level.
@@ -967,6 +971,9 @@ impl<K: KeyOrder> BTree<K> {
                 moved.push((key, value));
             }
             let next = node.next();
+            if !node::fits(self.pool.page_size(), &moved) {
+                return Err(halves_do_not_fit(left_id));
+            }
             node::rebuild(&mut right, 0, None, Some(left_id), next, &moved);
             (keep, new_left, KeyBuf::from_parts(&[moved[0].0]), next)
         };
@@ -1317,6 +1324,16 @@ impl<K: KeyOrder> BTree<K> {
     }
 }
 
+/// A split whose halves do not fit their pages: the node's cells overlap (a corrupt node).
+#[cold]
+fn halves_do_not_fit(page: PageId) -> StorageError {
+    StorageError::Corruption {
+        page,
+        reason: "b+-tree node's entries do not fit the two halves of a split (overlapping cells)"
+            .into(),
+    }
+}
+
 /// A link from a node to a page its path holds latched (a corrupt tree).
 #[cold]
 fn self_link(page: PageId) -> StorageError {
@@ -1429,10 +1446,17 @@ mod tests {
                 }
             }
         };
-        node::set_next(&mut pool.fix_exclusive(last_leaf).unwrap(), Some(first_leaf));
-        let scanned = tree.scan(Bound::Unbounded, Bound::Unbounded, false, usize::MAX, |_, _| {
-            true
-        });
+        node::set_next(
+            &mut pool.fix_exclusive(last_leaf).unwrap(),
+            Some(first_leaf),
+        );
+        let scanned = tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            usize::MAX,
+            |_, _| true,
+        );
         let message = scanned.unwrap_err().to_string();
         assert!(message.contains("leaf chain has a cycle"), "{message}");
         // The first inner node's leftmost child becomes the root: a lookup would go round.
@@ -1463,5 +1487,37 @@ mod tests {
         let message = tree.insert(&[0u8], 1).unwrap_err().to_string();
         assert!(message.contains("already latched"), "{message}");
         assert!(tree.get(&[0u8]).is_err());
+    }
+
+    /// Found by the `btree_tree` fuzz target: splitting a leaf whose slots share cells gave
+    /// halves larger than a page, and the rebuild of the first half panicked.
+    #[test]
+    fn splitting_a_node_whose_slots_share_cells_is_an_error_not_a_panic() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 16,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        for n in 0..7 {
+            tree.insert(&key(n), n as u64).unwrap();
+        }
+        assert_eq!(tree.height().unwrap(), 1, "still one leaf");
+        {
+            // More slots, all naming slot 6's cell: the header still checks out.
+            let mut root = pool.fix_exclusive(tree.root()).unwrap();
+            let cell = root[node::slot_offset(6)..node::slot_offset(6) + 2].to_vec();
+            for i in 7..40 {
+                root.range_mut(node::slot_offset(i), 2)
+                    .copy_from_slice(&cell);
+            }
+            root.range_mut(node::OFFSET_SLOT_COUNT, 2)
+                .copy_from_slice(&40u16.to_le_bytes());
+            Node::new(&root).unwrap();
+        }
+        let message = tree.insert(&key(100), 1).unwrap_err().to_string();
+        assert!(message.contains("do not fit"), "{message}");
     }
 }
