@@ -823,6 +823,11 @@ impl<K: KeyOrder> BTree<K> {
             } else {
                 node::split_point(&entries)
             };
+            // Both halves need an entry: a node too empty to split, yet too full for one
+            // more entry, is lying about its space (a corrupt node).
+            if mid == 0 || mid >= entries.len() {
+                return Err(too_few_to_split(guard.page_id()));
+            }
             // Leaf: the right half starts at `mid` and its first key is the separator.
             // Inner: entry `mid` moves up; its child becomes the right node's leftmost.
             let separator = KeyBuf::from_parts(&[entries[mid].0]);
@@ -971,6 +976,9 @@ impl<K: KeyOrder> BTree<K> {
                 moved.push((key, value));
             }
             let next = node.next();
+            if moved.is_empty() {
+                return Err(too_few_to_split(left_id));
+            }
             if !node::fits(self.pool.page_size(), &moved) {
                 return Err(halves_do_not_fit(left_id));
             }
@@ -1334,6 +1342,15 @@ fn halves_do_not_fit(page: PageId) -> StorageError {
     }
 }
 
+/// A split of a node with too few entries for two halves: its space fields lie.
+#[cold]
+fn too_few_to_split(page: PageId) -> StorageError {
+    StorageError::Corruption {
+        page,
+        reason: "b+-tree node too full for one more entry but too empty to split".into(),
+    }
+}
+
 /// A link from a node to a page its path holds latched (a corrupt tree).
 #[cold]
 fn self_link(page: PageId) -> StorageError {
@@ -1519,5 +1536,28 @@ mod tests {
         }
         let message = tree.insert(&key(100), 1).unwrap_err().to_string();
         assert!(message.contains("do not fit"), "{message}");
+    }
+
+    /// Found by the `btree_tree` fuzz target: an empty leaf whose cell area claims the whole
+    /// page has no room for an entry, and its split indexed past the one entry it had.
+    #[test]
+    fn splitting_a_node_too_empty_to_split_is_an_error_not_a_panic() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 16,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        {
+            let mut root = pool.fix_exclusive(tree.root()).unwrap();
+            let start = node::NODE_HEADER_SIZE as u16;
+            root.range_mut(node::OFFSET_CELL_START, 2)
+                .copy_from_slice(&start.to_le_bytes());
+            Node::new(&root).unwrap();
+        }
+        let message = tree.insert(&key(1), 1).unwrap_err().to_string();
+        assert!(message.contains("too empty to split"), "{message}");
     }
 }
