@@ -115,6 +115,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(edited) = Node::new(&copy) {
         if !edited.is_empty() {
             let _ = node::set_value(&mut copy, 0, 9);
+        }
+    }
+    // set_value may have written over the header of a corrupt node: read it again.
+    if let Ok(edited) = Node::new(&copy) {
+        if !edited.is_empty() {
             let _ = node::remove_at(&mut copy, 0);
         }
     }
