@@ -138,20 +138,25 @@ impl LoadManifest {
     /// Reads the manifest of `dir`; `Ok(None)` if there is none (nothing fully loaded).
     pub fn read(dir: &Path) -> Result<Option<LoadManifest>, ManifestError> {
         let path = LoadManifest::path(dir);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => return Err(ManifestError::Io { path, source }),
         };
+        LoadManifest::parse(&path, &bytes).map(Some)
+    }
+
+    /// Decodes the manifest read from `path` and checks that it names options Glass knows
+    /// ([`LoadManifest::options`]); anything else is [`ManifestError::Corrupt`].
+    pub fn parse(path: &Path, bytes: &[u8]) -> Result<LoadManifest, ManifestError> {
+        let corrupt = |detail: String| ManifestError::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        };
         let manifest: LoadManifest =
-            serde_json::from_str(&text).map_err(|e| ManifestError::Corrupt {
-                path: path.clone(),
-                detail: e.to_string(),
-            })?;
-        manifest
-            .options()
-            .map_err(|detail| ManifestError::Corrupt { path, detail })?;
-        Ok(Some(manifest))
+            serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+        manifest.options().map_err(corrupt)?;
+        Ok(manifest)
     }
 
     /// Writes the manifest into `dir` atomically (temporary file, then rename).

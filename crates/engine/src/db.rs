@@ -24,7 +24,6 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
 use storage::buffer::{BufferPool, PoolConfig};
 use storage::file::{FilePageStore, MemPageStore, PageStore};
 use storage::heap::HeapFile;
@@ -34,6 +33,7 @@ use txn::lock::{LockConfig, LockManager};
 use wal::{LogConfig, LogManager, LogMode, TxnId};
 
 use crate::api::{IndexRef, TableRef, TxError, TxResult};
+use crate::catalog::{parse_catalog, Catalog, CatalogIndex, CatalogTable};
 use crate::keys::KeySpec;
 use crate::record::Layout;
 use crate::schema::{IndexKind, IndexSchema, TableSchema};
@@ -177,28 +177,6 @@ pub(crate) struct RunningTxn {
     pub committed: bool,
 }
 
-/// The persistent catalog (`catalog.json`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Catalog {
-    page_size: usize,
-    packed_keys: bool,
-    tables: Vec<CatalogTable>,
-    indexes: Vec<CatalogIndex>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct CatalogTable {
-    schema: TableSchema,
-    first_page: u64,
-    primary_root: u64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct CatalogIndex {
-    schema: IndexSchema,
-    root: u64,
-}
-
 /// An open database.
 pub struct Database {
     pub(crate) config: DbConfig,
@@ -309,9 +287,7 @@ impl Database {
             let cat_path = dir.join("catalog.json");
             if cat_path.exists() {
                 let bytes = std::fs::read(&cat_path).map_err(io_err("read catalog"))?;
-                let found: Catalog = serde_json::from_slice(&bytes).map_err(|e| {
-                    TxError::Invalid(format!("catalog {} is corrupt: {e}", cat_path.display()))
-                })?;
+                let found = parse_catalog(&cat_path, &bytes)?;
                 check_creation_switches(&found, &catalog)?;
                 catalog = found;
                 existing = true;
@@ -1206,7 +1182,7 @@ fn log_open_err(e: wal::WalError) -> TxError {
     }
 }
 
-fn validate_table(schema: &TableSchema) -> TxResult<()> {
+pub(crate) fn validate_table(schema: &TableSchema) -> TxResult<()> {
     if schema.primary_key.is_empty() {
         return Err(TxError::Invalid(format!(
             "table {} has no primary key",

@@ -2,6 +2,7 @@
 //! transaction management and ARIES recovery.
 
 pub mod api;
+pub mod catalog;
 pub mod db;
 pub mod integrity;
 pub mod keys;

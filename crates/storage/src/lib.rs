@@ -23,6 +23,8 @@ mod dense_map;
 pub mod device;
 pub mod error;
 pub mod file;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hash;
 pub mod heap;
 mod int_hash;

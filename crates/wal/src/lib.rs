@@ -25,6 +25,8 @@
 mod buffer;
 pub mod checksum;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod log;
 pub mod reader;
 pub mod record;

@@ -245,11 +245,11 @@ const _: () = {
 
 /// The master record's fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Master {
+pub(crate) struct Master {
     /// The last complete checkpoint's begin.
-    checkpoint: Option<Lsn>,
+    pub(crate) checkpoint: Option<Lsn>,
     /// The log's first record still held.
-    start: Lsn,
+    pub(crate) start: Lsn,
 }
 
 /// The writer latch's state: bytes taken from the buffer until their write completes.
@@ -1170,7 +1170,7 @@ fn read_master(storage: &dyn LogStorage) -> WalResult<Option<Master>> {
 
 /// Decodes a master record; the version is checked before the size, so a master of another
 /// version is reported as such (version 2's was 20 bytes), never as damaged.
-fn decode_master(bytes: &[u8]) -> WalResult<Master> {
+pub(crate) fn decode_master(bytes: &[u8]) -> WalResult<Master> {
     if bytes.len() < 8 || bytes[..4] != MASTER_MAGIC {
         return Err(WalError::BadHeader(
             "master record is too short or has the wrong magic",

@@ -610,12 +610,28 @@ pub fn truncate(page: &mut impl NodePage, keep: usize) -> StorageResult<()> {
         live += node.cell_len(slot).ok_or_else(|| node.bad_cell(slot))?;
         lowest = lowest.min(node.cell_offset(slot));
     }
-    let garbage = cell_area_end(size) - lowest - live;
+    // A corrupt node's kept cells may overlap (more live bytes than the area above the
+    // lowest) or lie in the slot array: refuse it instead of writing a header that lies.
+    let garbage = (cell_area_end(size) - lowest)
+        .checked_sub(live)
+        .filter(|_| lowest >= slot_offset(keep))
+        .ok_or_else(|| node.corrupt("the kept cells overlap or lie in the slot array"))?;
     let header = page.range_mut(OFFSET_SLOT_COUNT, 4);
     header[..2].copy_from_slice(&(keep as u16).to_le_bytes());
     header[2..].copy_from_slice(&(lowest as u16).to_le_bytes());
     write_u16(page, OFFSET_GARBAGE, garbage);
     Ok(())
+}
+
+/// Whether a node of `page_size` bytes holds `entries` ([`rebuild`] asks it of its caller). The
+/// halves of a sound node's split always fit; those of a corrupt one (cells shared by several
+/// slots) may not, which a split checks before it changes any page.
+pub fn fits(page_size: usize, entries: &[(impl AsRef<[u8]>, u64)]) -> bool {
+    let spaces: usize = entries
+        .iter()
+        .map(|(k, _)| entry_space(k.as_ref().len()))
+        .sum();
+    NODE_HEADER_SIZE + spaces <= cell_area_end(page_size)
 }
 
 /// Formats `page` as a node of `level` holding `entries` in order (and, for an inner node,
@@ -644,10 +660,7 @@ pub fn rebuild(
         .iter()
         .map(|(k, _)| CELL_OVERHEAD + k.as_ref().len())
         .sum();
-    assert!(
-        slots_end + cell_bytes <= cell_area_end(size),
-        "rebuild: entries do not fit the node"
-    );
+    assert!(fits(size, entries), "rebuild: entries do not fit the node");
     let cell_start = cell_area_end(size) - cell_bytes;
     // The header from the slot count on, then the slots: what `format` and the link setters
     // would leave there.
@@ -911,6 +924,25 @@ mod tests {
         page[OFFSET_GARBAGE..OFFSET_GARBAGE + 2].copy_from_slice(&500u16.to_le_bytes());
         assert!(!insert_at(&mut page, n, &key, 0));
         assert_eq!(Node::new(&page).unwrap().len(), n);
+    }
+
+    /// Found by the `btree_node` fuzz target: cutting short a node whose kept slots share one
+    /// cell counted more live bytes than the cell area holds, and the garbage count underflowed.
+    #[test]
+    fn truncating_a_node_with_overlapping_cells_is_corruption_not_a_panic() {
+        let mut page = leaf(4096);
+        for (slot, key) in [[1u8; 20], [2; 20], [3; 20]].iter().enumerate() {
+            assert!(insert_at(&mut page, slot, key, 0));
+        }
+        // Slots 0 and 1 both name slot 0's cell, the page's last: two cells' worth of live
+        // bytes in one cell's room above the lowest kept one. The header still checks out.
+        let last = read_u16(&page, slot_offset(0));
+        page[slot_offset(1)..slot_offset(1) + 2].copy_from_slice(&(last as u16).to_le_bytes());
+        Node::new(&page).unwrap();
+        let before = page.clone();
+        let error = truncate(&mut page, 2).unwrap_err().to_string();
+        assert!(error.contains("overlap"), "{error}");
+        assert_eq!(page, before, "nothing changes");
     }
 
     #[test]

@@ -364,11 +364,14 @@ impl<K: KeyOrder> BTree<K> {
     ) -> StorageResult<(PageReadGuard<'_>, Option<Guide>)> {
         let mut guard = self.fix_shared(self.root)?;
         let mut guide = None;
+        let mut parent_level = None;
         loop {
             let node = Node::new(&guard)?;
+            check_child_level(&node, parent_level)?;
             if node.is_leaf() {
                 return Ok((guard, guide));
             }
+            parent_level = Some(node.level());
             let at = self.child_index(&node, target, guide)?;
             guide = node.guide_for_child(&self.order, at);
             let child = node.child(at)?;
@@ -393,9 +396,12 @@ impl<K: KeyOrder> BTree<K> {
         if let Some(h) = hint.as_deref_mut() {
             h.start_descent();
         }
+        let mut parent_level = None;
         loop {
             let node = Node::new(&guard)?;
+            check_child_level(&node, parent_level)?;
             let level = node.level();
+            parent_level = Some(level);
             if level == 0 {
                 // Only the root can be a leaf here: the descent stops above the leaves.
                 if guard.page_id() != self.root {
@@ -415,6 +421,7 @@ impl<K: KeyOrder> BTree<K> {
                 // The root split in between: descend again.
                 drop(root);
                 guard = self.fix_shared(self.root)?;
+                parent_level = None;
                 if let Some(h) = hint.as_deref_mut() {
                     h.start_descent();
                 }
@@ -435,7 +442,12 @@ impl<K: KeyOrder> BTree<K> {
             let child = node.child(at)?;
             self.prefetch_node(child);
             if level == 1 {
+                // A link to itself would wait for its own shared latch.
+                if child == guard.page_id() {
+                    return Err(self_link(child));
+                }
                 let leaf = self.fix_exclusive(child)?;
+                check_child_level(&Node::new(&leaf)?, Some(1))?;
                 drop(guard);
                 return Ok(leaf);
             }
@@ -715,8 +727,14 @@ impl<K: KeyOrder> BTree<K> {
                 break;
             }
             let child_id = node.child(self.child_index(&node, target, None)?)?;
+            // A link back to a node latched on the path would wait for its own latch.
+            if path.iter().any(|g| g.page_id() == child_id) {
+                return Err(self_link(child_id));
+            }
+            let level = node.level();
             let child = self.fix_exclusive(child_id)?;
             let child_node = Node::new(&child)?;
+            check_child_level(&child_node, Some(level))?;
             let safe = if child_node.is_leaf() {
                 child_node.free_space() >= entry_space(stored.len())
             } else {
@@ -805,6 +823,11 @@ impl<K: KeyOrder> BTree<K> {
             } else {
                 node::split_point(&entries)
             };
+            // Both halves need an entry: a node too empty to split, yet too full for one
+            // more entry, is lying about its space (a corrupt node).
+            if mid == 0 || mid >= entries.len() {
+                return Err(too_few_to_split(guard.page_id()));
+            }
             // Leaf: the right half starts at `mid` and its first key is the separator.
             // Inner: entry `mid` moves up; its child becomes the right node's leftmost.
             let separator = KeyBuf::from_parts(&[entries[mid].0]);
@@ -817,6 +840,10 @@ impl<K: KeyOrder> BTree<K> {
                     &entries[mid + 1..],
                 )
             };
+            let size = self.pool.page_size();
+            if !node::fits(size, left_entries) || !node::fits(size, right_entries) {
+                return Err(halves_do_not_fit(guard.page_id()));
+            }
 
             if guard.page_id() == self.root {
                 // Root split: both halves move to new pages; the root page goes up a level.
@@ -949,6 +976,12 @@ impl<K: KeyOrder> BTree<K> {
                 moved.push((key, value));
             }
             let next = node.next();
+            if moved.is_empty() {
+                return Err(too_few_to_split(left_id));
+            }
+            if !node::fits(self.pool.page_size(), &moved) {
+                return Err(halves_do_not_fit(left_id));
+            }
             node::rebuild(&mut right, 0, None, Some(left_id), next, &moved);
             (keep, new_left, KeyBuf::from_parts(&[moved[0].0]), next)
         };
@@ -962,6 +995,9 @@ impl<K: KeyOrder> BTree<K> {
         }
         touched.push(right);
         if let Some(next_id) = next {
+            if next_id == left_id || next_id == right_id {
+                return Err(self_link(next_id));
+            }
             // Left to right: allowed while holding the left leaf.
             let mut neighbour = self.fix_exclusive(next_id)?;
             node::set_prev(&mut neighbour, Some(right_id));
@@ -1015,6 +1051,20 @@ impl<K: KeyOrder> BTree<K> {
         }
     }
 
+    /// Counts one step along the leaf chain, to `to`: a scan that has taken more steps than
+    /// the page file has pages is going round a cycle of sibling links (a corrupt tree), which
+    /// is an error instead of an endless loop.
+    fn count_hop(&self, hops: &mut u64, to: PageId) -> StorageResult<()> {
+        *hops += 1;
+        if *hops > self.pool.page_count() {
+            return Err(StorageError::Corruption {
+                page: to,
+                reason: "b+-tree leaf chain has a cycle".into(),
+            });
+        }
+        Ok(())
+    }
+
     fn scan_forward(
         &self,
         lo: Option<&[u8]>,
@@ -1038,6 +1088,7 @@ impl<K: KeyOrder> BTree<K> {
             None => 0,
         };
         let mut count = 0;
+        let mut hops = 0;
         loop {
             let node = Node::new(&guard)?;
             while slot < node.len() {
@@ -1056,6 +1107,7 @@ impl<K: KeyOrder> BTree<K> {
             let Some(next) = node.next() else {
                 return Ok(count);
             };
+            self.count_hop(&mut hops, next)?;
             guard = self.fix_shared(next)?;
             slot = 0;
         }
@@ -1081,6 +1133,7 @@ impl<K: KeyOrder> BTree<K> {
         // is copied only when the scan leaves a leaf, into a stack buffer when short.
         let mut passed: Option<KeyBuf> = None;
         let mut count = 0;
+        let mut hops = 0;
         loop {
             let node = Node::new(&guard)?;
             let upper = passed.as_deref().or(hi);
@@ -1111,12 +1164,16 @@ impl<K: KeyOrder> BTree<K> {
             };
             let this = guard.page_id();
             drop(guard);
+            self.count_hop(&mut hops, prev)?;
             guard = self.fix_shared(prev)?;
             // If `prev` split after we read the link, its right part lies between it and us.
             loop {
                 match Node::new(&guard)?.next() {
                     Some(next) if next == this => break,
-                    Some(next) => guard = self.fix_shared(next)?,
+                    Some(next) => {
+                        self.count_hop(&mut hops, next)?;
+                        guard = self.fix_shared(next)?
+                    }
                     None => {
                         return Err(StorageError::Corruption {
                             page: this,
@@ -1362,6 +1419,50 @@ struct TreeWalk {
     leaves: Vec<PageId>,
 }
 
+/// A split whose halves do not fit their pages: the node's cells overlap (a corrupt node).
+#[cold]
+fn halves_do_not_fit(page: PageId) -> StorageError {
+    StorageError::Corruption {
+        page,
+        reason: "b+-tree node's entries do not fit the two halves of a split (overlapping cells)"
+            .into(),
+    }
+}
+
+/// A split of a node with too few entries for two halves: its space fields lie.
+#[cold]
+fn too_few_to_split(page: PageId) -> StorageError {
+    StorageError::Corruption {
+        page,
+        reason: "b+-tree node too full for one more entry but too empty to split".into(),
+    }
+}
+
+/// A link from a node to a page its path holds latched (a corrupt tree).
+#[cold]
+fn self_link(page: PageId) -> StorageError {
+    StorageError::Corruption {
+        page,
+        reason: "b+-tree link to a node already latched on the same path (a cycle)".into(),
+    }
+}
+
+/// A node reached from a parent of `parent_level` must lie one level below it: a child
+/// link back up or across (a corrupt tree) would otherwise send a descent round forever.
+#[inline]
+fn check_child_level(node: &Node<'_>, parent_level: Option<usize>) -> StorageResult<()> {
+    match parent_level {
+        Some(parent) if node.level() + 1 != parent => Err(StorageError::Corruption {
+            page: node.page_id(),
+            reason: format!(
+                "b+-tree node of level {} under a parent of level {parent}",
+                node.level()
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1369,6 +1470,7 @@ mod tests {
     use crate::buffer::PoolConfig;
     use crate::file::MemPageStore;
     use crate::page::{PageSize, OFFSET_KIND};
+    use std::ops::Bound;
 
     fn key(i: u32) -> Vec<u8> {
         let mut k = vec![0xAB; 1000];
@@ -1460,5 +1562,137 @@ mod tests {
             tree.check_invariants(),
             Err(StorageError::Corruption { page, .. }) if page == damaged[0]
         ));
+    }
+
+    /// A child link back to an ancestor, or a leaf chain that comes round again: before, a
+    /// lookup descended and a scan walked forever; now each is a corruption error.
+    #[test]
+    fn cycles_in_a_corrupt_tree_are_errors_not_endless_loops() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 256,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        let mut n = 0;
+        while tree.height().unwrap() < 3 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        let (first_inner, first_leaf) = {
+            let root = pool.fix_shared(tree.root()).unwrap();
+            let inner = Node::new(&root).unwrap().child(0).unwrap();
+            let page = pool.fix_shared(inner).unwrap();
+            (inner, Node::new(&page).unwrap().child(0).unwrap())
+        };
+        // The last leaf's right sibling becomes the first leaf: the chain is a ring.
+        let last_leaf = {
+            let mut leaf = first_leaf;
+            loop {
+                let page = pool.fix_shared(leaf).unwrap();
+                match Node::new(&page).unwrap().next() {
+                    Some(next) => leaf = next,
+                    None => break leaf,
+                }
+            }
+        };
+        node::set_next(
+            &mut pool.fix_exclusive(last_leaf).unwrap(),
+            Some(first_leaf),
+        );
+        let scanned = tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            usize::MAX,
+            |_, _| true,
+        );
+        let message = scanned.unwrap_err().to_string();
+        assert!(message.contains("leaf chain has a cycle"), "{message}");
+        // The first inner node's leftmost child becomes the root: a lookup would go round.
+        node::set_leftmost(&mut pool.fix_exclusive(first_inner).unwrap(), tree.root());
+        let message = tree.get(&key(0)).unwrap_err().to_string();
+        assert!(message.contains("under a parent of level 1"), "{message}");
+        assert!(tree.insert(&key(0), 1).is_err());
+    }
+
+    /// Found by the `btree_tree` fuzz target: an inner node whose child link names itself
+    /// made an insert wait forever for the exclusive latch of the page it held shared.
+    #[test]
+    fn a_node_linking_to_itself_is_an_error_not_a_deadlock() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 256,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        let mut n = 0;
+        while tree.height().unwrap() < 2 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        node::set_leftmost(&mut pool.fix_exclusive(tree.root()).unwrap(), tree.root());
+        let message = tree.insert(&[0u8], 1).unwrap_err().to_string();
+        assert!(message.contains("already latched"), "{message}");
+        assert!(tree.get(&[0u8]).is_err());
+    }
+
+    /// Found by the `btree_tree` fuzz target: splitting a leaf whose slots share cells gave
+    /// halves larger than a page, and the rebuild of the first half panicked.
+    #[test]
+    fn splitting_a_node_whose_slots_share_cells_is_an_error_not_a_panic() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 16,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        for n in 0..7 {
+            tree.insert(&key(n), n as u64).unwrap();
+        }
+        assert_eq!(tree.height().unwrap(), 1, "still one leaf");
+        {
+            // More slots, all naming slot 6's cell: the header still checks out.
+            let mut root = pool.fix_exclusive(tree.root()).unwrap();
+            let cell = root[node::slot_offset(6)..node::slot_offset(6) + 2].to_vec();
+            for i in 7..40 {
+                root.range_mut(node::slot_offset(i), 2)
+                    .copy_from_slice(&cell);
+            }
+            root.range_mut(node::OFFSET_SLOT_COUNT, 2)
+                .copy_from_slice(&40u16.to_le_bytes());
+            Node::new(&root).unwrap();
+        }
+        let message = tree.insert(&key(100), 1).unwrap_err().to_string();
+        assert!(message.contains("do not fit"), "{message}");
+    }
+
+    /// Found by the `btree_tree` fuzz target: an empty leaf whose cell area claims the whole
+    /// page has no room for an entry, and its split indexed past the one entry it had.
+    #[test]
+    fn splitting_a_node_too_empty_to_split_is_an_error_not_a_panic() {
+        let config = PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 16,
+            latching: true,
+        };
+        let store = Box::new(MemPageStore::new(PageSize::Kib8));
+        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
+        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        {
+            let mut root = pool.fix_exclusive(tree.root()).unwrap();
+            let start = node::NODE_HEADER_SIZE as u16;
+            root.range_mut(node::OFFSET_CELL_START, 2)
+                .copy_from_slice(&start.to_le_bytes());
+            Node::new(&root).unwrap();
+        }
+        let message = tree.insert(&key(1), 1).unwrap_err().to_string();
+        assert!(message.contains("too empty to split"), "{message}");
     }
 }

@@ -59,5 +59,5 @@ mod replacer;
 
 pub use frame::FrameId;
 pub use guard::{PageReadGuard, PageWriteGuard};
-pub(crate) use pool::PageIdHasher;
+pub(crate) use pool::{verify_page, PageIdHasher};
 pub use pool::{BufferPool, PoolConfig};

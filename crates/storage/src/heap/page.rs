@@ -146,6 +146,9 @@ pub(crate) fn slot(page: &[u8], i: usize) -> StorageResult<Option<Slot>> {
         return Ok(None);
     }
     let at = dir_end(i);
+    if at + SLOT_SIZE > page.len() {
+        return Err(directory_past_page(page, count));
+    }
     let offset = get16(page, at);
     if offset == 0 {
         return Ok(None);
@@ -161,6 +164,20 @@ pub(crate) fn slot(page: &[u8], i: usize) -> StorageResult<Option<Slot>> {
         return Err(bad_slot(page, i));
     }
     Ok(Some(Slot { offset, len, kind }))
+}
+
+/// A slot count whose directory does not fit the page.
+#[cold]
+#[inline(never)]
+fn directory_past_page(page: &[u8], count: usize) -> StorageError {
+    corrupt(
+        page,
+        format!(
+            "slot directory of {count} entries ends at {}, past the page's {} bytes",
+            dir_end(count),
+            page.len()
+        ),
+    )
 }
 
 /// What is wrong with slot `i`, which [`slot`] refused (kept out of line, so that `slot`
@@ -198,7 +215,10 @@ pub(crate) fn slot_for_insert(page: &[u8], len: usize) -> Option<usize> {
     let free = if free_slots(page) == 0 {
         None
     } else {
-        (0..count).find(|&i| get16(page, dir_end(i)) == 0)
+        // A directory running past the page (a corrupt count) is searched only in the page.
+        (0..count)
+            .take_while(|&i| dir_end(i + 1) <= page.len())
+            .find(|&i| get16(page, dir_end(i)) == 0)
     };
     let (slot, dir_growth) = match free {
         Some(i) => (i, 0),
@@ -486,5 +506,30 @@ mod tests {
         assert!(error(page_with_slot(8190, 20, 0)).contains("outside the record area"));
         assert!(error(page_with_slot(20, 20, 0)).contains("outside the record area"));
         assert!(error(page_with_slot(4000, 9, 1)).contains("forwarding stub 0 of 9 bytes"));
+    }
+
+    /// Found by the `heap_page` fuzz target: a slot count whose directory runs past the page
+    /// made reading a slot beyond the page's end index out of bounds.
+    #[test]
+    fn a_slot_directory_past_the_page_is_corruption_not_a_panic() {
+        let mut page = vec![0u8; 8192];
+        let fuzzed: [u8; 42] = [
+            131, 95, 183, 128, 76, 71, 2, 0, 198, 0, 238, 42, 0, 0, 0, 0, 221, 31, 35, 0, 0, 0,
+            186, 31, 35, 0, 0, 0, 151, 31, 35, 0, 0, 100, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        page[..42].copy_from_slice(&fuzzed);
+        let count = slot_count(&page);
+        assert!(dir_end(count) > page.len(), "the count runs past the page");
+        let last = (0..count).find_map(|i| slot(&page, i).err());
+        let message = last.expect("a slot past the page is an error").to_string();
+        assert!(message.contains("past the page"), "{message}");
+        assert!(check(&page).is_err());
+        // An insert's search for a free entry stays inside the page too.
+        page[OFFSET_FREE_SLOTS..OFFSET_FREE_SLOTS + 2].copy_from_slice(&1u16.to_le_bytes());
+        page[OFFSET_FREE_END..OFFSET_FREE_END + 2].copy_from_slice(&8192u16.to_le_bytes());
+        for i in 0..(8192 - SLOTS_START) / SLOT_SIZE {
+            page[dir_end(i)] = 1;
+        }
+        assert_eq!(slot_for_insert(&page, 10), None);
     }
 }

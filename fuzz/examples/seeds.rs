@@ -1,0 +1,208 @@
+//! Writes the fuzz targets' seed corpus, `fuzz/seeds/<target>/`, from a real tiny database:
+//! its pages (headers, heap pages, B+-tree leaves and inner nodes of both key paths), its log
+//! frames, log and master record, its catalog, and load manifests.
+//!
+//! ```text
+//! cargo run --manifest-path fuzz/Cargo.toml --example seeds [OUT_DIR]
+//! ```
+//!
+//! The seeds are committed (each a few KiB); rerun this after a format change.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use bench::manifest::LoadManifest;
+use engine::{Database, DbConfig, TableSchema, Value};
+use storage::page::{PageKind, OFFSET_KIND};
+use workloads::{Distribution, Mix, WorkloadOptions};
+
+const PAGE_SIZE: usize = 8192;
+
+fn write(out: &Path, target: &str, name: &str, bytes: &[u8]) {
+    let dir = out.join(target);
+    fs::create_dir_all(&dir).expect("create seed directory");
+    fs::write(dir.join(name), bytes).expect("write seed");
+}
+
+/// Creates a database in `dir` with an integer-keyed table of `rows` rows (packed keys) and a
+/// string-keyed one (schema keys) with a secondary index, then closes it.
+fn make_database(dir: &Path, rows: i64) {
+    let db = Database::open(DbConfig {
+        path: Some(dir.to_path_buf()),
+        pool_mib: 4,
+        ..DbConfig::default()
+    })
+    .expect("open database");
+    let accounts = db
+        .create_table(
+            TableSchema::new("accounts")
+                .int("id")
+                .string("owner", 16)
+                .int("balance")
+                .key(&["id"])
+                .int_key(&[32]),
+        )
+        .expect("create accounts");
+    let names = db
+        .create_table(
+            TableSchema::new("names")
+                .string("name", 24)
+                .int("n")
+                .nullable()
+                .key(&["name"]),
+        )
+        .expect("create names");
+    db.create_index(engine::IndexSchema {
+        name: "names_by_n".into(),
+        table: "names".into(),
+        columns: vec![1, 0],
+        unique: true,
+        kind: Default::default(),
+        int_key_bits: None,
+    })
+    .expect("create index");
+    for chunk in (0..rows).collect::<Vec<_>>().chunks(200) {
+        db.run(|tx| {
+            use engine::Tx;
+            for &id in chunk {
+                tx.insert(
+                    &accounts,
+                    &[
+                        Value::Int(id),
+                        Value::Str(format!("owner{id}")),
+                        Value::Int(100),
+                    ],
+                )?;
+                if id % 2 == 0 {
+                    tx.insert(
+                        &names,
+                        &[Value::Str(format!("name-{id:06}")), Value::Int(id)],
+                    )?;
+                }
+            }
+            Ok(())
+        })
+        .expect("insert rows");
+    }
+    db.close().expect("close database");
+}
+
+/// A B+-tree of a root and a few leaves built alone in a pool: its pages 1.. concatenated,
+/// the root first (the `btree_tree` target's input).
+fn small_tree() -> Vec<u8> {
+    let store = Box::new(storage::file::MemPageStore::new(storage::PageSize::Kib8));
+    let config = storage::PoolConfig {
+        page_size: storage::PageSize::Kib8,
+        frames: 16,
+        latching: true,
+    };
+    let pool = std::sync::Arc::new(storage::BufferPool::new(store, config, None).unwrap());
+    let tree = storage::BTree::create(pool.clone(), storage::btree::BytewiseKeyOrder, true)
+        .expect("create tree");
+    // The target opens the tree at page 1: the pool never hands out page 0 (the meta page).
+    assert_eq!(tree.root(), storage::PageId(1));
+    for i in 0..400u64 {
+        let key = format!("key-{:05}-{}", i * 2, "x".repeat(24));
+        tree.insert(key.as_bytes(), i).expect("insert");
+    }
+    let mut pages = Vec::new();
+    for id in 1..pool.page_count() {
+        pages.extend_from_slice(&pool.fix_shared(storage::PageId(id)).unwrap());
+    }
+    pages
+}
+
+fn main() {
+    let out = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds"));
+
+    // Pages of a database large enough for inner nodes.
+    let big = tempfile::tempdir().expect("temporary directory");
+    make_database(big.path(), 1200);
+    let pages = fs::read(big.path().join("pages.db")).expect("read pages.db");
+    let mut by_kind: BTreeMap<u8, usize> = BTreeMap::new();
+    for (id, page) in pages.chunks_exact(PAGE_SIZE).enumerate() {
+        let kind = page[OFFSET_KIND];
+        let seen = by_kind.entry(kind).or_default();
+        *seen += 1;
+        if *seen > 2 {
+            continue;
+        }
+        let name = format!("page{id}-kind{kind}");
+        // page_header: control byte 2 reads the page as the id its header names.
+        write(&out, "page_header", &name, &[&[2u8][..], page].concat());
+        if kind == PageKind::Heap as u8 {
+            write(&out, "heap_page", &name, page);
+        }
+        if kind == PageKind::BTreeLeaf as u8 || kind == PageKind::BTreeInner as u8 {
+            write(&out, "btree_node", &name, page);
+        }
+    }
+    write(&out, "btree_tree", "tree", &small_tree());
+
+    let big_catalog = fs::read(big.path().join("catalog.json")).expect("read catalog");
+    write(&out, "catalog", "tables-and-index.json", &big_catalog);
+
+    // A small database for the log: its frames, the whole log and its master record.
+    let small = tempfile::tempdir().expect("temporary directory");
+    make_database(small.path(), 3);
+    let log = fs::read(small.path().join("wal.log")).expect("read wal.log");
+    let master = fs::read(small.path().join("wal.log.master")).expect("read the master record");
+    write(
+        &out,
+        "log_master",
+        "master",
+        &[&[0u8][..], &master].concat(),
+    );
+    write(
+        &out,
+        "log_open",
+        "log-and-master",
+        &[&[1u8][..], &master, &log].concat(),
+    );
+    write(&out, "log_open", "log", &[&[0u8][..], &log].concat());
+    let mut pos = wal::log::LOG_HEADER_SIZE;
+    let mut kinds: BTreeMap<u8, usize> = BTreeMap::new();
+    while pos + 9 <= log.len() {
+        let len = u32::from_le_bytes(log[pos..pos + 4].try_into().unwrap()) as usize;
+        if len < 9 || pos + len > log.len() {
+            break;
+        }
+        let kind = log[pos + 8];
+        let seen = kinds.entry(kind).or_default();
+        *seen += 1;
+        if *seen <= 2 && len <= 4096 {
+            let name = format!("lsn{pos}-kind{kind}");
+            write(
+                &out,
+                "log_record",
+                &name,
+                &[&[0u8][..], &log[pos..pos + len]].concat(),
+            );
+        }
+        pos += len;
+    }
+
+    for (workload, options) in [
+        ("tpcc", WorkloadOptions::default()),
+        (
+            "ycsb",
+            WorkloadOptions {
+                scale: 1000,
+                mix: Mix::Paper,
+                ycsb_workload: 'B',
+                ycsb_distribution: Distribution::Zipfian,
+                field_size: 100,
+                field_count: 10,
+            },
+        ),
+    ] {
+        let manifest = LoadManifest::new(workload, &options, "2026-01-01T00:00:00Z".into());
+        let text = serde_json::to_vec_pretty(&manifest).expect("encode manifest");
+        write(&out, "load_manifest", workload, &text);
+    }
+    println!("seeds written to {}", out.display());
+}
