@@ -149,6 +149,12 @@ pub struct AckLogContents {
     pub runs: Vec<AckRun>,
 }
 
+/// Parses an ack log's bytes (see [`parse`]); bytes that are not UTF-8 are an error.
+pub fn parse_bytes(bytes: &[u8]) -> Result<AckLogContents, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not an ack log: {e}"))?;
+    parse(text)
+}
+
 /// Parses an ack log's text. Never panics; a malformed line is an error naming it.
 pub fn parse(text: &str) -> Result<AckLogContents, String> {
     let mut lines = text.split_inclusive('\n').enumerate();
@@ -280,9 +286,7 @@ impl AckReport {
 pub fn verify(db: &Database, workload: &str, path: &Path) -> anyhow::Result<AckReport> {
     let bytes =
         std::fs::read(path).with_context(|| format!("read the ack log {}", path.display()))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|e| anyhow::anyhow!("{} is not an ack log: {e}", path.display()))?;
-    let contents = parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let contents = parse_bytes(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     let mut report = AckReport {
         runs: contents.runs.len(),
         ..AckReport::default()
