@@ -1115,11 +1115,16 @@ impl Database {
                 }
             }
             KIND_DELETE => {
-                // The record is normally still there (records are freed only after commit).
-                let live = table.records.with(op.loc, |_| ())?;
-                let loc = match live {
-                    Some(()) => op.loc,
+                // The record is still there unless the transaction reached its commit, which
+                // frees deleted records just before the commit record. Freed, its slot may since
+                // hold a record of a transaction that committed first (never one with this key:
+                // the deleter held its lock), so the before image goes back to its own slot
+                // when that is free, and elsewhere when it is not.
+                let ours = table.records.with(op.loc, |r| r == op.before)?;
+                let loc = match ours {
+                    Some(true) => op.loc,
                     None => table.records.restore(op.loc, op.before)?,
+                    Some(false) => table.records.insert(op.before, |_| {})?,
                 };
                 table.key.encode_record(&table.layout, op.before, key)?;
                 if table.primary.get(key)? != Some(loc) {

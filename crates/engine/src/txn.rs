@@ -76,8 +76,8 @@ pub(crate) struct Session {
     /// The byte spans an update rewrites.
     spans: Vec<(usize, usize)>,
     /// Records deleted by this transaction: their index entries are gone at once, the records
-    /// themselves are freed only after the commit record, so no other transaction can reuse
-    /// their slots while the delete might still be undone.
+    /// themselves are freed only as it commits (just before the commit record), so no other
+    /// transaction reuses their slots while the procedure may still roll back.
     deleted: Vec<(u32, u64)>,
     /// Per index (by lock space) the leaf of this transaction's last insert into it, tried
     /// first by its next insert (see [`LeafHint`]): the lines of one order go to one leaf.
@@ -219,6 +219,11 @@ impl<'db> Transaction<'db> {
     /// forces the log) and releases its locks.
     #[inline(never)]
     pub fn commit(mut self) -> TxResult<()> {
+        // Deleted records are freed before the commit record, so their frees come before it in
+        // the log: once the commit is durable, so are they. (Freed after it, a crash between
+        // the two left records no index entry names, which `glass check` reports.) A failure
+        // here drops the transaction, which rolls back; undo restores a freed record.
+        self.free_deleted()?;
         if let Some(log) = &self.db.log {
             if self.last_lsn != Lsn::NONE {
                 let (id, prev) = (self.id, self.last_lsn);
@@ -237,9 +242,7 @@ impl<'db> Transaction<'db> {
                 self.last_lsn = lsn;
             }
         }
-        let freed = self.free_deleted();
         self.finish();
-        freed?;
         self.db.maybe_checkpoint()
     }
 
@@ -275,8 +278,10 @@ impl<'db> Transaction<'db> {
         Ok(())
     }
 
-    /// Frees the records this (committed) transaction deleted. A crash between the commit
-    /// record and this leaves unreachable records behind: no index entry names them.
+    /// Frees the records this transaction deleted, as it commits (just before its commit
+    /// record). Other transactions may reuse a freed slot at once: undo of a delete after this
+    /// (a commit that failed, or a crash before the commit record was durable) finds the slot
+    /// free or holding another record, and restores elsewhere if need be.
     fn free_deleted(&mut self) -> TxResult<()> {
         let mut deleted = std::mem::take(&mut self.s.deleted);
         let mut r = Ok(());
