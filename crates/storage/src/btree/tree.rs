@@ -1478,25 +1478,35 @@ mod tests {
         k
     }
 
-    /// A leaf where the exclusive descent expects an inner node (a corrupt level field) is
-    /// reported as corruption: the descent neither treats it as an inner node nor restarts
-    /// from the root forever.
-    #[test]
-    fn leaf_above_the_last_inner_level_is_corruption() {
+    /// A tree in a pool of `frames` 8 KiB frames, grown by `key(0)`, `key(1)`, … until it has
+    /// `height` levels (1000-byte keys: a handful per node, so a few hundred make three).
+    /// Returns the pool, the tree and how many keys it took.
+    fn tree_of_height(
+        height: usize,
+        frames: usize,
+    ) -> (Arc<BufferPool>, BTree<BytewiseKeyOrder>, u32) {
         let config = PoolConfig {
             page_size: PageSize::Kib8,
-            frames: 256,
+            frames,
             latching: true,
         };
         let store = Box::new(MemPageStore::new(PageSize::Kib8));
         let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
         let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
-        // 1000-byte keys: a handful per node, so a few hundred make three levels.
         let mut n = 0;
-        while tree.height().unwrap() < 3 {
+        while tree.height().unwrap() < height {
             tree.insert(&key(n), n as u64).unwrap();
             n += 1;
         }
+        (pool, tree, n)
+    }
+
+    /// A leaf where the exclusive descent expects an inner node (a corrupt level field) is
+    /// reported as corruption: the descent neither treats it as an inner node nor restarts
+    /// from the root forever.
+    #[test]
+    fn leaf_above_the_last_inner_level_is_corruption() {
+        let (pool, tree, _) = tree_of_height(3, 256);
         assert_eq!(tree.get(&key(0)).unwrap(), Some(0));
         let first_inner = {
             let root = pool.fix_shared(tree.root()).unwrap();
@@ -1521,19 +1531,7 @@ mod tests {
     /// and `check_invariants` stops at the first.
     #[test]
     fn verify_reports_every_damaged_node() {
-        let config = PoolConfig {
-            page_size: PageSize::Kib8,
-            frames: 256,
-            latching: true,
-        };
-        let store = Box::new(MemPageStore::new(PageSize::Kib8));
-        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
-        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
-        let mut n = 0;
-        while tree.height().unwrap() < 3 {
-            tree.insert(&key(n), n as u64).unwrap();
-            n += 1;
-        }
+        let (pool, tree, n) = tree_of_height(3, 256);
         let clean = tree.verify();
         assert!(clean.faults.is_empty(), "{:?}", clean.faults);
         assert_eq!(clean.entries, n as usize);
@@ -1568,19 +1566,7 @@ mod tests {
     /// lookup descended and a scan walked forever; now each is a corruption error.
     #[test]
     fn cycles_in_a_corrupt_tree_are_errors_not_endless_loops() {
-        let config = PoolConfig {
-            page_size: PageSize::Kib8,
-            frames: 256,
-            latching: true,
-        };
-        let store = Box::new(MemPageStore::new(PageSize::Kib8));
-        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
-        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
-        let mut n = 0;
-        while tree.height().unwrap() < 3 {
-            tree.insert(&key(n), n as u64).unwrap();
-            n += 1;
-        }
+        let (pool, tree, _) = tree_of_height(3, 256);
         let (first_inner, first_leaf) = {
             let root = pool.fix_shared(tree.root()).unwrap();
             let inner = Node::new(&root).unwrap().child(0).unwrap();
@@ -1622,19 +1608,7 @@ mod tests {
     /// made an insert wait forever for the exclusive latch of the page it held shared.
     #[test]
     fn a_node_linking_to_itself_is_an_error_not_a_deadlock() {
-        let config = PoolConfig {
-            page_size: PageSize::Kib8,
-            frames: 256,
-            latching: true,
-        };
-        let store = Box::new(MemPageStore::new(PageSize::Kib8));
-        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
-        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
-        let mut n = 0;
-        while tree.height().unwrap() < 2 {
-            tree.insert(&key(n), n as u64).unwrap();
-            n += 1;
-        }
+        let (pool, tree, _) = tree_of_height(2, 256);
         node::set_leftmost(&mut pool.fix_exclusive(tree.root()).unwrap(), tree.root());
         let message = tree.insert(&[0u8], 1).unwrap_err().to_string();
         assert!(message.contains("already latched"), "{message}");
@@ -1645,14 +1619,7 @@ mod tests {
     /// halves larger than a page, and the rebuild of the first half panicked.
     #[test]
     fn splitting_a_node_whose_slots_share_cells_is_an_error_not_a_panic() {
-        let config = PoolConfig {
-            page_size: PageSize::Kib8,
-            frames: 16,
-            latching: true,
-        };
-        let store = Box::new(MemPageStore::new(PageSize::Kib8));
-        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
-        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        let (pool, tree, _) = tree_of_height(1, 16);
         for n in 0..7 {
             tree.insert(&key(n), n as u64).unwrap();
         }
@@ -1677,14 +1644,7 @@ mod tests {
     /// page has no room for an entry, and its split indexed past the one entry it had.
     #[test]
     fn splitting_a_node_too_empty_to_split_is_an_error_not_a_panic() {
-        let config = PoolConfig {
-            page_size: PageSize::Kib8,
-            frames: 16,
-            latching: true,
-        };
-        let store = Box::new(MemPageStore::new(PageSize::Kib8));
-        let pool = Arc::new(BufferPool::new(store, config, None).unwrap());
-        let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+        let (pool, tree, _) = tree_of_height(1, 16);
         {
             let mut root = pool.fix_exclusive(tree.root()).unwrap();
             let start = node::NODE_HEADER_SIZE as u16;
