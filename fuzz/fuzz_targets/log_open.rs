@@ -2,7 +2,8 @@
 //! record, the scan to the last intact record, the torn tail cut) and then read back record by
 //! record. Input: a control byte, a 28-byte master record if control bit 0 is set, then the
 //! log image. Control bit 1 writes a valid log header over the image's first 16 bytes, bit 2
-//! fixes up the CRC of every frame as far as frame lengths chain, bit 3 the master's checksum.
+//! fixes up the CRC of every frame as far as frame lengths chain, bit 3 the master's checksum,
+//! and bit 4 opens accepting the loss of damage in the middle of the log (cutting it there).
 //!
 //! A log that opens must read back: every record from the start the open found to its end,
 //! as many as the open counted, each readable at its LSN.
@@ -46,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
     let config = LogConfig {
         mode: LogMode::NoForce,
         buffer_bytes: 4096,
+        accept_loss: control & 16 != 0,
     };
     let Ok((log, report)) = LogManager::open(Box::new(storage), config) else {
         return;
