@@ -284,7 +284,7 @@ impl Database {
         if let Some(dir) = &config.path {
             std::fs::create_dir_all(dir).map_err(io_err("create database directory"))?;
             dir_lock = Some(lock_directory(dir)?);
-            let cat_path = dir.join("catalog.json");
+            let cat_path = dir.join(CATALOG_FILE);
             if cat_path.exists() {
                 let bytes = std::fs::read(&cat_path).map_err(io_err("read catalog"))?;
                 let found = parse_catalog(&cat_path, &bytes)?;
@@ -299,9 +299,6 @@ impl Database {
                 let bytes = serde_json::to_vec_pretty(&catalog)
                     .map_err(|e| TxError::Invalid(format!("encode catalog: {e}")))?;
                 write_atomically(&cat_path, &bytes)?;
-            }
-            if existing && (!main_log || !lsn) {
-                // Opening an existing database without a log would skip recovery.
             }
         }
         let page_size = PageSize::from_bytes(catalog.page_size).ok_or_else(|| {
@@ -1211,7 +1208,8 @@ pub(crate) fn validate_table(schema: &TableSchema) -> TxResult<()> {
 /// catalog naming no table yet may lack the others (a crash while the database was created).
 /// A log is known to have existed when its master record (`wal.log.master`, written at the
 /// first checkpoint, on the first open) is there; without both, the database was created with
-/// `main-log=off` and has no log to lose.
+/// `main-log=off` and has no log to lose. (An open that must not create has already demanded
+/// every file it needs, in [`require_files`]; this guards the opens that may create.)
 fn check_files_present(dir: &Path, catalog: Option<&Catalog>) -> TxResult<()> {
     let missing = |what: String| {
         TxError::Storage(storage::StorageError::io(
@@ -1219,11 +1217,11 @@ fn check_files_present(dir: &Path, catalog: Option<&Catalog>) -> TxResult<()> {
             std::io::Error::new(std::io::ErrorKind::NotFound, what),
         ))
     };
-    let pages = dir.join("pages.db");
-    let log = dir.join("wal.log");
-    let master = dir.join("wal.log.master");
+    let pages = dir.join(PAGE_FILE);
+    let log = dir.join(LOG_FILE);
+    let master = dir.join(format!("{LOG_FILE}.master"));
     let Some(catalog) = catalog else {
-        let found: Vec<&str> = [(&pages, "pages.db"), (&log, "wal.log")]
+        let found: Vec<&str> = [(&pages, PAGE_FILE), (&log, LOG_FILE)]
             .into_iter()
             .filter(|(path, _)| path.exists())
             .map(|(_, name)| name)
@@ -1235,7 +1233,7 @@ fn check_files_present(dir: &Path, catalog: Option<&Catalog>) -> TxResult<()> {
             "the catalog {} is missing, yet the directory holds {}: without the catalog its \
              tables cannot be found, so it is not opened as a new database over them (a \
              database that never held a table can be removed to start afresh)",
-            dir.join("catalog.json").display(),
+            dir.join(CATALOG_FILE).display(),
             found.join(" and ")
         )));
     };
