@@ -181,6 +181,41 @@ pub struct BenchResult {
     pub conditions: Vec<ConditionResult>,
     #[serde(serialize_with = "types_as_map")]
     pub by_type: Vec<TypeResult>,
+    /// What the log did during the run (warm-ups included), when the engine kept one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogSummary>,
+}
+
+/// The log's work over a run: commits, and the forces (syncs) and writes that carried them.
+/// `forces_per_commit` below 1 is group commit at work: one force made several commits durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LogSummary {
+    pub commits: u64,
+    pub forces: u64,
+    pub writes: u64,
+    pub bytes: u64,
+    /// `forces / commits` (0 when nothing committed).
+    pub forces_per_commit: f64,
+    /// Mean commits made durable by one force that made any durable.
+    pub commits_per_batch: f64,
+}
+
+impl LogSummary {
+    /// The difference between two snapshots of a log's counters, `after - before`.
+    pub fn between(before: &wal::LogStats, after: &wal::LogStats) -> LogSummary {
+        let commits = after.commits.saturating_sub(before.commits);
+        let forces = after.syncs.saturating_sub(before.syncs);
+        let batches = after.commit_batches.saturating_sub(before.commit_batches);
+        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        LogSummary {
+            commits,
+            forces,
+            writes: after.writes.saturating_sub(before.writes),
+            bytes: after.bytes.saturating_sub(before.bytes),
+            forces_per_commit: ratio(forces, commits),
+            commits_per_batch: ratio(commits, batches),
+        }
+    }
 }
 
 /// Writes `by_type` as a JSON object keyed by type name, in the workload's order.
@@ -249,7 +284,14 @@ impl BenchResult {
                 .zip(&stats.by_type)
                 .map(|(name, t)| TypeResult::of(name, t, elapsed))
                 .collect(),
+            log: None,
         }
+    }
+
+    /// The same result with the log's work over the run.
+    pub fn with_log(mut self, log: Option<LogSummary>) -> BenchResult {
+        self.log = log;
+        self
     }
 
     /// The same result with its rounds listed (the statistics given to [`BenchResult::new`]
@@ -334,6 +376,13 @@ impl BenchResult {
             "{} transactions in {:.2} s: {:.1} txn/s ({} committed, {} rolled back, {} retried aborts)",
             self.txn_count, self.duration_s, self.tps, self.commits, self.rollbacks, self.aborts
         );
+        if let Some(log) = self.log.filter(|l| l.forces > 0) {
+            let _ = writeln!(
+                out,
+                "log: {} forces for {} commits (warm-up included): {:.3} forces per commit, {:.1} commits per group",
+                log.forces, log.commits, log.forces_per_commit, log.commits_per_batch
+            );
+        }
         if self.rounds.len() > 1 {
             let each: Vec<String> = self
                 .rounds

@@ -41,7 +41,7 @@ use crate::driver::{drive, DriverConfig, DriverOutcome, Executor, Stop};
 use crate::embedded::EmbeddedExecutor;
 use crate::manifest::{distribution_name, mix_name, LoadManifest};
 use crate::progress::{bar, ProgressLine};
-use crate::report::{rfc3339_utc, BenchResult, RoundResult, RunConfiguration};
+use crate::report::{rfc3339_utc, BenchResult, LogSummary, RoundResult, RunConfiguration};
 
 /// A configuration the user must change; its message is one line naming the bad value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -331,7 +331,12 @@ pub fn run_workload(
             })
             .collect::<anyhow::Result<Vec<_>>>()
     };
+    let log_before = db.log().map(|l| l.stats());
     let outcome = run_rounds(config, terminals, executor, txn_names, &status)?;
+    let log = db
+        .log()
+        .zip(log_before)
+        .map(|(l, before)| LogSummary::between(&before, &l.stats()));
 
     status.say(format_args!("checking consistency..."));
     let conditions = workload
@@ -348,6 +353,7 @@ pub fn run_workload(
         &outcome,
         &conditions,
     )
+    .map(|r| r.with_log(log))
 }
 
 /// What the rounds of a run measured: all of them together, and each.
