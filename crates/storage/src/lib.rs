@@ -33,6 +33,8 @@ pub mod memindex;
 pub mod memstore;
 pub mod page;
 pub mod prefetch;
+pub mod shard;
+pub mod shared;
 
 pub use btree::{BTree, IntKeyOrder, KeyOrder, SchemaKeyOrder};
 pub use buffer::{BufferPool, FrameId, PageReadGuard, PageWriteGuard, PoolConfig};

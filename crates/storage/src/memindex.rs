@@ -270,6 +270,22 @@ pub struct MemIndex<K: KeyOrder> {
     map: Latch<Map>,
 }
 
+impl<K: KeyOrder> MemIndex<K> {
+    /// The map, latched shared (counted: every thread latches it).
+    #[inline]
+    fn map_read(&self) -> crate::latch::LatchReadGuard<'_, Map> {
+        crate::shared::bump(crate::shared::Place::MemIndex);
+        self.map.read()
+    }
+
+    /// The map, latched exclusively.
+    #[inline]
+    fn map_write(&self) -> crate::latch::LatchWriteGuard<'_, Map> {
+        crate::shared::bump(crate::shared::Place::MemIndex);
+        self.map.write()
+    }
+}
+
 /// Reads an 8-byte integer key.
 fn int_key(key: &[u8]) -> StorageResult<u64> {
     key.try_into().map(u64::from_be_bytes).map_err(|_| {
@@ -373,7 +389,7 @@ impl<K: KeyOrder> MemIndex<K> {
 
     /// Point lookup: the value of `key` (non-unique: of the first entry with this key).
     pub fn get(&self, key: &[u8]) -> StorageResult<Option<u64>> {
-        let map = self.map.read();
+        let map = self.map_read();
         Ok(match &*map {
             Map::Int(m) => m.points.get(int_key(key)?),
             Map::Dense(d) => d.get(int_key(key)?),
@@ -394,7 +410,7 @@ impl<K: KeyOrder> MemIndex<K> {
     /// the other maps, whose first reads are a chain of nodes.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        match &*self.map.read() {
+        match &*self.map_read() {
             Map::Int(m) => m.points.prefetch(key),
             Map::Dense(d) => d.prefetch(key),
             _ => {}
@@ -405,7 +421,7 @@ impl<K: KeyOrder> MemIndex<K> {
     /// the hash or dense map of a unique integer index; `None` from the other maps.
     #[inline(always)]
     pub fn get_int(&self, key: u64) -> Option<u64> {
-        match &*self.map.read() {
+        match &*self.map_read() {
             Map::Int(m) => m.points.get(key),
             Map::Dense(d) => d.get(key),
             _ => None,
@@ -415,7 +431,7 @@ impl<K: KeyOrder> MemIndex<K> {
     /// Adds an entry; [`StorageError::DuplicateKey`] if the key (unique) or the pair
     /// (non-unique) is present.
     pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
-        let mut map = self.map.write();
+        let mut map = self.map_write();
         if matches!(&*map, Map::Dense(_)) && !DenseMap::storable(value) {
             map.back_to_hash();
         }
@@ -446,7 +462,7 @@ impl<K: KeyOrder> MemIndex<K> {
 
     /// Removes the entry `(key, value)` (unique: only if `key` maps to `value`).
     pub fn delete(&self, key: &[u8], value: u64) -> StorageResult<bool> {
-        let mut map = self.map.write();
+        let mut map = self.map_write();
         Ok(match &mut *map {
             Map::Int(m) => m.remove(int_key(key)?, value),
             Map::Dense(d) => {
@@ -485,7 +501,7 @@ impl<K: KeyOrder> MemIndex<K> {
         if limit == 0 {
             return Ok(0);
         }
-        let map = self.map.read();
+        let map = self.map_read();
         if matches!(&*map, Map::Int(m) if !m.pending.is_empty()) {
             drop(map);
             let map = self.merged();
@@ -506,7 +522,7 @@ impl<K: KeyOrder> MemIndex<K> {
 
     /// The map under the exclusive latch, a unique integer index's pending keys merged.
     fn merged(&self) -> LatchWriteGuard<'_, Map> {
-        let mut map = self.map.write();
+        let mut map = self.map_write();
         if let Map::Int(m) = &mut *map {
             m.merge();
         }
@@ -591,7 +607,7 @@ impl<K: KeyOrder> MemIndex<K> {
 
     /// Entries in the index (a unique integer index counts its hash map: no merge needed).
     pub fn len(&self) -> usize {
-        match &*self.map.read() {
+        match &*self.map_read() {
             Map::Int(m) => m.points.len(),
             Map::Dense(d) => d.len(),
             Map::IntMulti(s) => s.len(),
@@ -606,14 +622,14 @@ impl<K: KeyOrder> MemIndex<K> {
     /// Whether this unique integer index now keeps its entries in a `DenseMap` (chosen by
     /// [`Self::merge_pending`] for densely filled keys) rather than a hash map.
     pub fn is_dense(&self) -> bool {
-        matches!(&*self.map.read(), Map::Dense(_))
+        matches!(&*self.map_read(), Map::Dense(_))
     }
 
     /// Keys inserted since the last merge (0 for the kinds that keep no pending keys): what
     /// the next scan, or [`Self::merge_pending`], will merge. Counts duplicates and keys
     /// deleted since, which the merge drops.
     pub fn pending(&self) -> usize {
-        match &*self.map.read() {
+        match &*self.map_read() {
             Map::Int(m) => m.pending.len(),
             Map::Dense(_) | Map::IntMulti(_) | Map::Bytes(_) => 0,
         }
@@ -624,7 +640,7 @@ impl<K: KeyOrder> MemIndex<K> {
     /// merging: the lagging state is what is checked), and, for non-unique byte keys, that
     /// every stored key ends with its value.
     pub fn check_invariants(&self) -> StorageResult<()> {
-        let map = self.map.read();
+        let map = self.map_read();
         let bad = |reason: &str| Err(StorageError::Invalid(format!("mem index: {reason}")));
         match &*map {
             Map::Int(_) | Map::Dense(_) | Map::IntMulti(_) if !K::FIXED_U64 => {

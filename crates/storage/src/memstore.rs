@@ -37,9 +37,8 @@
 //! shard latch, and reads and writes nothing.
 
 use std::alloc::{alloc, dealloc, Layout};
-use std::cell::Cell;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::error::{StorageError, StorageResult};
 use crate::latch::Latch;
@@ -138,20 +137,9 @@ impl Shard {
 }
 
 static NEXT_STORE_ID: AtomicU32 = AtomicU32::new(1);
-static NEXT_THREAD_SHARD: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// This thread's shard hint: threads spread over the shards round robin.
-    static THREAD_SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
+/// This thread's shard hint: threads spread over the shards round robin.
 fn thread_shard() -> usize {
-    THREAD_SHARD.with(|s| {
-        if s.get() == usize::MAX {
-            s.set(NEXT_THREAD_SHARD.fetch_add(1, Ordering::Relaxed));
-        }
-        s.get()
-    })
+    crate::shard::thread_index()
 }
 
 /// Bytes of the block holding a record of `len` bytes (header included, rounded up to the

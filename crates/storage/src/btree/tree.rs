@@ -371,6 +371,7 @@ impl<K: KeyOrder> BTree<K> {
             if node.is_leaf() {
                 return Ok((guard, guide));
             }
+            crate::shared::bump(crate::shared::Place::BtreeInner);
             parent_level = Some(node.level());
             let at = self.child_index(&node, target, guide)?;
             guide = node.guide_for_child(&self.order, at);
@@ -402,6 +403,9 @@ impl<K: KeyOrder> BTree<K> {
             check_child_level(&node, parent_level)?;
             let level = node.level();
             parent_level = Some(level);
+            if level > 0 {
+                crate::shared::bump(crate::shared::Place::BtreeInner);
+            }
             if level == 0 {
                 // Only the root can be a leaf here: the descent stops above the leaves.
                 if guard.page_id() != self.root {
@@ -726,6 +730,7 @@ impl<K: KeyOrder> BTree<K> {
             if node.is_leaf() {
                 break;
             }
+            crate::shared::bump(crate::shared::Place::BtreeInner);
             let child_id = node.child(self.child_index(&node, target, None)?)?;
             // A link back to a node latched on the path would wait for its own latch.
             if path.iter().any(|g| g.page_id() == child_id) {

@@ -368,6 +368,7 @@ impl BufferPool {
     /// Allocates a fresh page, fixed exclusively, zeroed, its header formatted with `kind`
     /// and its id. The whole page counts as changed.
     pub fn allocate_page(&self, kind: PageKind) -> StorageResult<PageWriteGuard<'_>> {
+        crate::shared::bump(crate::shared::Place::PageTable);
         let id = PageId(self.next_page.fetch_add(1, Ordering::AcqRel));
         counters::bump_fix(id.0);
         let mut g = self.fix_write_slow(id, Intent::Fresh, self.log.is_some(), false)?;
@@ -624,7 +625,10 @@ impl BufferPool {
         // The frame this miss just wrote back, still pinned by it.
         let mut cleaned: Option<FrameId> = None;
         loop {
-            let mut table = self.table.write();
+            let mut table = {
+                crate::shared::bump(crate::shared::Place::PageTable);
+                self.table.write()
+            };
             if let Some(f) = table.get(&self.directory, id) {
                 // Someone else loaded (or is loading) it meanwhile.
                 if let Some(c) = cleaned.take() {
@@ -699,7 +703,10 @@ impl BufferPool {
                 }
                 Err(e) => {
                     // Unmap the page so the next fix tries again; waiters see `page == None`.
-                    let mut table = self.table.write();
+                    let mut table = {
+                        crate::shared::bump(crate::shared::Place::PageTable);
+                        self.table.write()
+                    };
                     table.remove(&self.directory, id);
                     table.frame_page[v.index()] = None;
                     drop(table);

@@ -19,12 +19,23 @@
 //! * **Concurrency contract**: the heap keeps pages physically consistent under any
 //!   interleaving; writers of the *same* record must be serialised by the caller (record
 //!   locks), as must a `restore` against inserts that could reuse the slot.
+//! * **Insertion pages**: each thread inserts into a page of its own (one per
+//!   `shard::thread_index() % INSERT_SHARDS`), claimed from the free-space map, which then
+//!   records it as full so that other threads look elsewhere; the thread inserts there
+//!   without touching the map (no latch but the page's) until the page has no room, then
+//!   gives it back with the room it really has and claims another. With one map and one last
+//!   page for all, every insert of every thread latched the map twice and most of them the
+//!   same page.
 //! * The free-space map is rebuilt by [`HeapFile::open`] from the chain; it is exact while the
-//!   file is quiescent (checked by [`HeapFile::check_invariants`]).
+//!   file is quiescent (checked by [`HeapFile::check_invariants`]), except for the entries of
+//!   claimed pages.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use crossbeam::utils::CachePadded;
 
 use super::page::{self as hp, Slot, SlotKind};
 use super::RecordId;
@@ -32,8 +43,13 @@ use crate::buffer::{BufferPool, PageIdHasher, PageWriteGuard};
 use crate::error::{Fault, StorageError, StorageResult};
 use crate::latch::Latch;
 use crate::page::{PageId, PageKind, OFFSET_KIND};
+use crate::shard;
+use crate::shared::{self, Place};
 
 const BUCKETS: usize = 16;
+
+/// Shards of a heap file's insertion pages: more than the threads of the machines measured.
+const INSERT_SHARDS: usize = 64;
 
 /// Pages with room, bucketed by their free bytes.
 ///
@@ -114,6 +130,9 @@ pub struct HeapFile {
     fsm: Latch<FreeSpaceMap>,
     /// Protects the id of the last page of the chain; held while a page is appended.
     tail: Latch<PageId>,
+    /// Each thread's insertion page (`shard::thread_index() % INSERT_SHARDS`; 0: none yet),
+    /// each on a cache line of its own. See *Insertion pages* in the module docs.
+    inserting: Box<[CachePadded<AtomicU64>]>,
     /// The length its records usually have (0: none), for [`HeapFile::prefetch_record`]'s
     /// guess of where a record lies. See [`HeapFile::expecting_records_of`].
     usual_len: usize,
@@ -164,6 +183,9 @@ impl HeapFile {
             first,
             fsm: Latch::new(FreeSpaceMap::new(page_size), latching),
             tail: Latch::new(first, latching),
+            inserting: (0..INSERT_SHARDS)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
             usual_len: 0,
         }
     }
@@ -225,8 +247,22 @@ impl HeapFile {
         Ok(g)
     }
 
+    /// The free-space map, latched shared (counted: every inserting thread latches it).
+    #[inline]
+    fn fsm_read(&self) -> crate::latch::LatchReadGuard<'_, FreeSpaceMap> {
+        shared::bump(Place::HeapFreeSpace);
+        self.fsm.read()
+    }
+
+    /// The free-space map, latched exclusively.
+    #[inline]
+    fn fsm_write(&self) -> crate::latch::LatchWriteGuard<'_, FreeSpaceMap> {
+        shared::bump(Place::HeapFreeSpace);
+        self.fsm.write()
+    }
+
     fn note_free(&self, g: &PageWriteGuard<'_>) {
-        self.fsm.write().set(g.page_id(), hp::free_space(g));
+        self.fsm_write().set(g.page_id(), hp::free_space(g));
     }
 
     /// Inserts a record; returns its id.
@@ -259,36 +295,83 @@ impl HeapFile {
             });
         }
         let need = hp::alloc_size(record.len()) + hp::SLOT_SIZE;
+        let mine = &self.inserting[shard::thread_index() % INSERT_SHARDS];
+        let mut g = match mine.load(Ordering::Relaxed) {
+            0 => self.claim_page(need, None)?,
+            p => self.heap_page_exclusive(PageId(p))?,
+        };
         loop {
-            let candidate = self.fsm.read().find(need);
-            let mut g = match candidate {
-                Some(p) => self.heap_page_exclusive(p)?,
-                None => self.append_page()?,
-            };
-            match hp::slot_for_insert(&g, record.len()) {
-                Some(slot) => {
-                    let rid = RecordId {
-                        page: g.page_id(),
-                        slot: slot as u16,
-                    };
-                    before_write(rid);
-                    let placed = hp::put(&mut g, slot, record, kind)?;
-                    debug_assert!(placed, "slot_for_insert promised room");
-                    let mut fsm = self.fsm.write();
-                    fsm.set(g.page_id(), hp::free_space(&g));
-                    fsm.last_insert = Some(g.page_id());
-                    drop(fsm);
-                    return Ok(rid);
-                }
-                // The map was stale: correct it and look again.
-                None => self.note_free(&g),
+            if let Some(slot) = hp::slot_for_insert(&g, record.len()) {
+                let rid = RecordId {
+                    page: g.page_id(),
+                    slot: slot as u16,
+                };
+                before_write(rid);
+                let placed = hp::put(&mut g, slot, record, kind)?;
+                debug_assert!(placed, "slot_for_insert promised room");
+                mine.store(g.page_id().0, Ordering::Relaxed);
+                return Ok(rid);
             }
+            // No room here: give the page back to the map with its real room, claim another.
+            g = self.claim_page(need, Some(g))?;
         }
+    }
+
+    /// Claims a page with (per the map) `need` free bytes, or a new one, for this thread's
+    /// inserts, fixed exclusively: the map records it as full while it is claimed, so other
+    /// threads look elsewhere. `leaving`, the page this thread inserted into until now, goes
+    /// back to the map with the room it really has.
+    fn claim_page(
+        &self,
+        need: usize,
+        leaving: Option<PageWriteGuard<'_>>,
+    ) -> StorageResult<PageWriteGuard<'_>> {
+        let leaving = leaving.map(|g| (g.page_id(), hp::free_space(&g)));
+        loop {
+            let candidate = {
+                let mut fsm = self.fsm_write();
+                if let Some((p, free)) = leaving {
+                    fsm.set(p, free);
+                }
+                let found = fsm.find(need).filter(|&p| Some(p) != leaving.map(|l| l.0));
+                if let Some(p) = found {
+                    fsm.set(p, 0);
+                    fsm.last_insert = Some(p);
+                }
+                found
+            };
+            let g = match candidate {
+                Some(p) => self.heap_page_exclusive(p)?,
+                None => {
+                    let g = self.append_page()?;
+                    self.fsm_write().set(g.page_id(), 0);
+                    g
+                }
+            };
+            if hp::free_space(&g) >= need {
+                return Ok(g);
+            }
+            // The map was stale: correct it and look again.
+            self.note_free(&g);
+        }
+    }
+
+    /// Pages claimed for some thread's inserts (the map records them as full).
+    fn claimed_pages(&self) -> HashSet<PageId> {
+        self.inserting
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .filter(|&p| p != 0)
+            .map(PageId)
+            .collect()
     }
 
     /// Appends an empty page to the chain; returns it fixed exclusively.
     fn append_page(&self) -> StorageResult<PageWriteGuard<'_>> {
-        let mut tail = self.tail.write();
+        let mut tail = {
+            shared::bump(Place::HeapTail);
+            self.tail.write()
+        };
         let mut last = self.heap_page_exclusive(*tail)?;
         // Another appender may have extended the chain while this one waited.
         while let Some(next) = hp::next_page(&last) {
@@ -565,10 +648,14 @@ impl HeapFile {
             return Err(fault.into_error());
         }
         let corrupt = |page: PageId, reason: String| StorageError::Corruption { page, reason };
-        let fsm = self.fsm.read();
+        let fsm = self.fsm_read();
+        let claimed = self.claimed_pages();
         for &p in &check.pages {
             let free = hp::free_space(&self.heap_page_shared(p)?);
-            if fsm.free.get(&p) != Some(&free) {
+            let recorded = fsm.free.get(&p);
+            // A claimed page's entry is refreshed when its thread moves on: until then it may
+            // say anything (0 when claimed, more after a delete there).
+            if recorded != Some(&free) && !(claimed.contains(&p) && recorded.is_some()) {
                 return Err(corrupt(
                     p,
                     format!(
