@@ -51,8 +51,20 @@
 //! an engine that begins a fresh `TxnLocks` per transaction does not pay for them again.
 //! `tests/lock_alloc.rs` counts allocations to hold this.
 //!
+//! Coarse-lock partitions ([`LockConfig::coarse_partitions`], one per worker thread in the
+//! engine). Every transaction takes `IX` or `IS` on the database and on each table it
+//! touches; with one lock head per table, every transaction of every thread latched the same
+//! few buckets and pushed onto the same grant lists (on 16 threads the paper mix spent most
+//! of its time there). Partitioned, the database and each table have `P` lock names
+//! (`LockName::DatabasePart`, `LockName::TablePart`): an intention mode goes to the
+//! requesting thread's partition only, every other mode (`S`, `SIX`, `X`: a table scan, an
+//! escalation) to each partition in ascending order. Intention modes are compatible with
+//! each other, so nothing is lost; `S`/`X` still conflict with every intention lock, on
+//! whichever partition it is. Callers keep naming `Database` and `Table`: the partitions live
+//! in the lock table only, and [`TxnLocks::mode_of`] answers for the whole table.
+//!
 //! Statistics are counted in `TxnLocks` (no shared cache line on the lock path) and added
-//! to the manager's atomic totals by `release_all`. With `timing` on, every entry point
+//! to the manager's atomic totals by `release_all`, one set per thread shard. With `timing` on, every entry point
 //! reads the clock: `Lock` is its time minus the two waits, `Lock-PC` the time spent
 //! acquiring a contended bucket latch (a `try` first, so only the contended path is timed),
 //! `Lock-LC` the time blocked behind conflicting holders (the TPC-E paper's Figure 2).
@@ -62,8 +74,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam::utils::CachePadded;
 use parking_lot::Mutex;
 use storage::latch::{SpinGuard, SpinLatch};
+use storage::shared::{self, Place};
 
 use super::deadlock::WaitForGraph;
 use super::mode::LockMode;
@@ -103,6 +117,14 @@ pub struct LockConfig {
     /// the machine's cores (on 2 cores, 2 threads on one TPC-C warehouse ran the paper mix
     /// about 1.7× as fast as with sleeping at once; 4 threads ran about 20% slower).
     pub spin_wait: Duration,
+    /// Partitions of the database's and each table's lock (1: not partitioned). Every
+    /// transaction takes `IX` or `IS` on the database and on each table it touches, so with
+    /// one lock per table every transaction of every thread latches the same few lock
+    /// heads and appends to the same grant lists. Partitioned, an intention mode is asked of
+    /// the requesting thread's partition only and any other mode of every partition, so
+    /// threads on distinct partitions share nothing for their intention locks while `S`, `SIX`
+    /// and `X` on a table still conflict with every intention below it.
+    pub coarse_partitions: usize,
 }
 
 impl Default for LockConfig {
@@ -116,6 +138,7 @@ impl Default for LockConfig {
             buckets: 256,
             deadlock_check_interval: Duration::from_millis(50),
             spin_wait: Duration::ZERO,
+            coarse_partitions: 1,
         }
     }
 }
@@ -147,6 +170,9 @@ pub struct LockStats {
 }
 
 const STAT_FIELDS: usize = 11;
+
+/// Shards of the statistics totals: more than the threads of the machines measured.
+const TOTAL_SHARDS: usize = 64;
 
 impl LockStats {
     fn to_array(self) -> [u64; STAT_FIELDS] {
@@ -197,6 +223,8 @@ struct TableLocks {
 /// reuse (keeping the vectors' capacity) with [`TxnLocks::reset`] after `release_all`.
 pub struct TxnLocks {
     txn: TxnId,
+    /// The coarse-lock partition this transaction's intention locks go to.
+    partition: u16,
     /// Every lock held, once per name, with its current mode.
     held: Vec<(LockName, LockMode)>,
     /// `held_buckets[i]`: the lock-table bucket of `held[i]`'s name (release does not hash).
@@ -225,6 +253,11 @@ impl TxnLocks {
 
     /// The mode held on `name`, if any.
     pub fn mode_of(&self, name: LockName) -> Option<LockMode> {
+        match name {
+            LockName::Database => return self.database,
+            LockName::Table(table) => return self.table(table).and_then(|t| t.mode),
+            _ => {}
+        }
         self.held
             .iter()
             .rev()
@@ -351,8 +384,10 @@ pub struct LockManager {
     /// Who waits for whom. Taken after a bucket latch, never before one; only on the
     /// blocking path and when a head with waiters changes.
     graph: Mutex<WaitForGraph>,
-    /// Totals of finished transactions, indexed like `LockStats::to_array`.
-    totals: [AtomicU64; STAT_FIELDS],
+    /// Totals of finished transactions, indexed like `LockStats::to_array`, one shard per
+    /// thread (`thread_index % TOTAL_SHARDS`) on cache lines of its own: every transaction adds
+    /// to them, so one set of totals was a line every thread wrote at every commit.
+    totals: Box<[CachePadded<[AtomicU64; STAT_FIELDS]>]>,
 }
 
 impl LockManager {
@@ -361,7 +396,7 @@ impl LockManager {
             table: LockTable::new(config.buckets, config.latching),
             config,
             graph: Mutex::new(WaitForGraph::new()),
-            totals: Default::default(),
+            totals: (0..TOTAL_SHARDS).map(|_| CachePadded::default()).collect(),
         }
     }
 
@@ -381,8 +416,13 @@ impl LockManager {
                 Arc::new(WaitSlot::new()),
             ),
         };
+        // Threads take partition `thread_index % partitions`: up to that many threads each
+        // get one of their own, and a thread always the same one.
+        let parts = self.config.coarse_partitions.clamp(1, 1 << 15);
+        let partition = (storage::shard::thread_index() % parts) as u16;
         TxnLocks {
             txn,
+            partition,
             held,
             held_buckets,
             database: None,
@@ -462,14 +502,17 @@ impl LockManager {
     pub fn lock(&self, t: &mut TxnLocks, name: LockName, mode: LockMode) -> Result<(), LockError> {
         let mut timer = self.timer();
         let r = self
-            .request(t, name, mode, &mut timer)
+            .request_coarse(t, name, mode, &mut timer)
             .map(|got| match name {
                 LockName::Database => t.database = Some(got),
                 LockName::Table(table) => {
                     let i = t.table_index(table);
                     t.tables[i].mode = Some(got);
                 }
-                LockName::Page { .. } | LockName::Record { .. } => {}
+                LockName::Page { .. }
+                | LockName::Record { .. }
+                | LockName::DatabasePart(_)
+                | LockName::TablePart { .. } => {}
             });
         self.stop(t, timer);
         r
@@ -489,7 +532,8 @@ impl LockManager {
         t.database = None;
         t.tables.clear();
         self.stop(t, timer);
-        for (total, value) in self.totals.iter().zip(t.stats.to_array()) {
+        let shard = &self.totals[storage::shard::thread_index() % TOTAL_SHARDS];
+        for (total, value) in shard.iter().zip(t.stats.to_array()) {
             if value != 0 {
                 total.fetch_add(value, Ordering::Relaxed);
             }
@@ -500,12 +544,15 @@ impl LockManager {
     /// Totals over the transactions finished so far.
     pub fn stats(&self) -> LockStats {
         LockStats::from_array(std::array::from_fn(|i| {
-            self.totals[i].load(Ordering::Relaxed)
+            self.totals
+                .iter()
+                .map(|shard| shard[i].load(Ordering::Relaxed))
+                .sum()
         }))
     }
 
     pub fn reset_stats(&self) {
-        for total in &self.totals {
+        for total in self.totals.iter().flat_map(|shard| shard.iter()) {
             total.store(0, Ordering::Relaxed);
         }
     }
@@ -527,7 +574,7 @@ impl LockManager {
                 waiting.extend(head.queue.iter().map(|w| w.txn));
             }
         }
-        let graph = self.graph.lock();
+        let graph = self.graph();
         assert_eq!(
             graph.len(),
             waiting.len(),
@@ -546,7 +593,7 @@ impl LockManager {
     /// Whether `txn` is blocked in the lock manager (tests use it to sequence threads).
     #[cfg(test)]
     pub(crate) fn is_waiting(&self, txn: TxnId) -> bool {
-        self.graph.lock().is_waiting(txn)
+        self.graph().is_waiting(txn)
     }
 
     // ---- the hierarchy ----
@@ -605,7 +652,7 @@ impl LockManager {
                 let db_want = intention.intention();
                 if !t.database.is_some_and(|m| m.covers(db_want)) {
                     let target = t.database.map_or(db_want, |m| m.supremum(db_want));
-                    match self.try_request(t, LockName::Database, target, timer) {
+                    match self.try_request_coarse(t, LockName::Database, target, timer) {
                         Some(got) => t.database = Some(got),
                         None => return false,
                     }
@@ -614,7 +661,7 @@ impl LockManager {
                 let target = t.tables[i]
                     .mode
                     .map_or(intention, |m| m.supremum(intention));
-                match self.try_request(t, LockName::Table(table), target, timer) {
+                match self.try_request_coarse(t, LockName::Table(table), target, timer) {
                     Some(got) => t.tables[i].mode = Some(got),
                     None => return false,
                 }
@@ -666,7 +713,7 @@ impl LockManager {
         }
         let target = held.map_or(want, |m| m.supremum(want));
         self.ensure_database(t, target.intention(), timer)?;
-        let got = self.request(t, LockName::Table(t.tables[i].table), target, timer)?;
+        let got = self.request_coarse(t, LockName::Table(t.tables[i].table), target, timer)?;
         t.tables[i].mode = Some(got);
         Ok(())
     }
@@ -682,7 +729,7 @@ impl LockManager {
             return Ok(());
         }
         let target = held.map_or(want, |m| m.supremum(want));
-        let got = self.request(t, LockName::Database, target, timer)?;
+        let got = self.request_coarse(t, LockName::Database, target, timer)?;
         t.database = Some(got);
         Ok(())
     }
@@ -728,6 +775,78 @@ impl LockManager {
         Ok(())
     }
 
+    /// The wait-for graph, latched (one mutex for the whole lock table).
+    #[inline]
+    fn graph(&self) -> parking_lot::MutexGuard<'_, WaitForGraph> {
+        shared::bump(Place::LockGraph);
+        self.graph.lock()
+    }
+
+    // ---- coarse-lock partitions ----
+
+    /// Requests `mode` on the database or a table (`name`), through its partitions when
+    /// they are on: an intention mode on `t`'s partition, any other on each partition in
+    /// ascending order (so two such requests never wait for each other in a cycle). Returns
+    /// the mode then held. A request that fails part-way keeps the partitions it got, as a
+    /// failed request keeps the intention locks above it.
+    #[inline(always)]
+    fn request_coarse(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Result<LockMode, LockError> {
+        let parts = self.config.coarse_partitions;
+        if parts <= 1 || !name.is_coarse() {
+            return self.request(t, name, mode, timer);
+        }
+        if mode.intention() == mode {
+            return self.request(t, name.partition(t.partition), mode, timer);
+        }
+        self.request_all_partitions(t, name, mode, timer)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn request_all_partitions(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Result<LockMode, LockError> {
+        let mut got = mode;
+        for part in 0..self.config.coarse_partitions.min(1 << 15) {
+            got = got.supremum(self.request(t, name.partition(part as u16), mode, timer)?);
+        }
+        Ok(got)
+    }
+
+    /// [`Self::request_coarse`] that never waits: `None` where it would have to (keeping the
+    /// partitions it got before).
+    #[inline(always)]
+    fn try_request_coarse(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> Option<LockMode> {
+        let parts = self.config.coarse_partitions;
+        if parts <= 1 || !name.is_coarse() {
+            return self.try_request(t, name, mode, timer);
+        }
+        if mode.intention() == mode {
+            return self.try_request(t, name.partition(t.partition), mode, timer);
+        }
+        let mut got = mode;
+        for part in 0..parts.min(1 << 15) {
+            got = got.supremum(self.try_request(t, name.partition(part as u16), mode, timer)?);
+        }
+        Some(got)
+    }
+
     // ---- the lock table ----
 
     /// Requests `mode` on `name` for `t`, waiting if needed; returns the mode then held.
@@ -745,6 +864,7 @@ impl LockManager {
     ) -> Result<LockMode, LockError> {
         t.stats.requests += 1;
         let txn = t.txn;
+        note_shared(name);
         let bucket = self.table.bucket_index(name);
         let mut guard = self.latch(self.table.bucket_at(bucket), timer);
         let index = guard.head_index(name);
@@ -791,7 +911,7 @@ impl LockManager {
                     head.granted[g].mode = want;
                     if !head.queue.is_empty() {
                         // A holder's mode grew: waiters behind may now wait for it.
-                        refresh_edges(head, &mut self.graph.lock());
+                        refresh_edges(head, &mut self.graph());
                     }
                     drop(guard);
                     t.stats.immediate += 1;
@@ -813,7 +933,7 @@ impl LockManager {
             slot: t.slot.clone(),
         });
         {
-            let mut graph = self.graph.lock();
+            let mut graph = self.graph();
             refresh_edges(head, &mut graph);
             if graph.cycle_through(txn).is_some() {
                 withdraw(head, txn, &mut graph);
@@ -840,6 +960,7 @@ impl LockManager {
         timer: &mut Timer,
     ) -> Option<LockMode> {
         let txn = t.txn;
+        note_shared(name);
         let bucket = self.table.bucket_index(name);
         let mut guard = self.latch(self.table.bucket_at(bucket), timer);
         let index = guard.head_index(name);
@@ -856,7 +977,7 @@ impl LockManager {
                     }
                     head.granted[g].mode = want;
                     if !head.queue.is_empty() {
-                        refresh_edges(head, &mut self.graph.lock());
+                        refresh_edges(head, &mut self.graph());
                     }
                     drop(guard);
                     t.stats.upgrades += 1;
@@ -909,7 +1030,7 @@ impl LockManager {
                 unreachable!("{txn} waits on {name}, which has no lock head");
             };
             let head = guard.head_at(index);
-            let mut graph = self.graph.lock();
+            let mut graph = self.graph();
             let victim = !timed_out && graph.cycle_through(txn).is_some();
             if timed_out || victim {
                 withdraw(head, txn, &mut graph);
@@ -948,6 +1069,7 @@ impl LockManager {
     #[inline(always)]
     fn release(&self, txn: TxnId, name: LockName, bucket: u32, timer: &mut Timer) {
         debug_assert_eq!(bucket, self.table.bucket_index(name));
+        note_shared(name);
         let mut guard = self.latch(self.table.bucket_at(bucket), timer);
         let Some(index) = guard.position(name) else {
             return;
@@ -964,7 +1086,7 @@ impl LockManager {
     #[cold]
     #[inline(never)]
     fn grant_after_release(&self, head: &mut LockHead) {
-        let mut graph = self.graph.lock();
+        let mut graph = self.graph();
         head.grant_waiters(|g| graph.remove(g));
         refresh_edges(head, &mut graph);
     }
@@ -1008,6 +1130,15 @@ impl LockManager {
             t.stats.physical_contention_ns += timer.physical_ns;
             t.stats.logical_contention_ns += timer.logical_ns;
         }
+    }
+}
+
+/// Counts a request or release on the database's or a table's one lock head (not
+/// partitioned): every thread's transactions latch it.
+#[inline(always)]
+fn note_shared(name: LockName) {
+    if matches!(name, LockName::Database | LockName::Table(_)) {
+        shared::bump(Place::LockCoarse);
     }
 }
 

@@ -14,6 +14,8 @@ pub mod deadlock;
 pub mod manager;
 pub mod mode;
 pub mod name;
+#[cfg(test)]
+mod partition_tests;
 pub(crate) mod table;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,13 @@
 //!   Page { table, page }   Record { table, key }   (leaves: S / X)
 //! ```
 //!
+//! With coarse-lock partitioning on (`LockConfig::coarse_partitions` above 1), the database
+//! and each table are locked through `P` partitions each, [`LockName::DatabasePart`] and
+//! [`LockName::TablePart`]: an intention mode (`IS`, `IX`) is requested on the requesting
+//! thread's partition only, any other mode (`S`, `SIX`, `X`) on every partition in order (see
+//! `LockManager`'s module docs). Callers always name the whole `Database` or `Table`; the
+//! partition names exist inside the lock table only.
+//!
 //! Records and pages are both leaves whose parent is their table: an engine uses one or the
 //! other (record-level locking, or Berkeley-DB style page-level locking), never both on one
 //! table. A record is named by a 64-bit hash of its primary key, computed by the engine, so
@@ -32,14 +39,19 @@ pub enum LockName {
     Page { table: u32, page: u64 },
     /// One record of a table, by the hash of its primary key (record-level locking).
     Record { table: u32, key: u64 },
+    /// Partition `0` of the database's lock (coarse-lock partitioning; never named by
+    /// callers).
+    DatabasePart(u16),
+    /// Partition `part` of a table's lock (coarse-lock partitioning; never named by callers).
+    TablePart { table: u32, part: u16 },
 }
 
 impl LockName {
     /// The next coarser name, `None` for the database.
     pub const fn parent(self) -> Option<LockName> {
         match self {
-            LockName::Database => None,
-            LockName::Table(_) => Some(LockName::Database),
+            LockName::Database | LockName::DatabasePart(_) => None,
+            LockName::Table(_) | LockName::TablePart { .. } => Some(LockName::Database),
             LockName::Page { table, .. } | LockName::Record { table, .. } => {
                 Some(LockName::Table(table))
             }
@@ -49,8 +61,9 @@ impl LockName {
     /// The table this name lies in, `None` for the database.
     pub const fn table(self) -> Option<u32> {
         match self {
-            LockName::Database => None,
+            LockName::Database | LockName::DatabasePart(_) => None,
             LockName::Table(table)
+            | LockName::TablePart { table, .. }
             | LockName::Page { table, .. }
             | LockName::Record { table, .. } => Some(table),
         }
@@ -61,6 +74,25 @@ impl LockName {
         matches!(self, LockName::Page { .. } | LockName::Record { .. })
     }
 
+    /// Partition `part` of this name if it is the database or a table (the name itself
+    /// otherwise).
+    #[inline]
+    pub const fn partition(self, part: u16) -> LockName {
+        match self {
+            LockName::Database | LockName::DatabasePart(_) => LockName::DatabasePart(part),
+            LockName::Table(table) | LockName::TablePart { table, .. } => {
+                LockName::TablePart { table, part }
+            }
+            leaf => leaf,
+        }
+    }
+
+    /// Whether this names the database or a table (partitioned or not).
+    #[inline]
+    pub const fn is_coarse(self) -> bool {
+        !self.is_leaf()
+    }
+
     /// A well-mixed 64-bit hash, used to pick the lock-table bucket.
     #[inline]
     pub fn hash64(self) -> u64 {
@@ -69,6 +101,8 @@ impl LockName {
             LockName::Table(t) => (1, t as u64, 0),
             LockName::Page { table, page } => (2, table as u64, page),
             LockName::Record { table, key } => (3, table as u64, key),
+            LockName::DatabasePart(part) => (4, 0, part as u64),
+            LockName::TablePart { table, part } => (5, table as u64, part as u64),
         };
         // Two multiplications by odd constants (bijections, so names differing in one word
         // hash apart), then a fold so the low bits (the bucket index) depend on the high
@@ -85,6 +119,8 @@ impl fmt::Display for LockName {
             LockName::Table(t) => write!(f, "table {t}"),
             LockName::Page { table, page } => write!(f, "table {table} page {page}"),
             LockName::Record { table, key } => write!(f, "table {table} record {key:#x}"),
+            LockName::DatabasePart(part) => write!(f, "database (partition {part})"),
+            LockName::TablePart { table, part } => write!(f, "table {table} (partition {part})"),
         }
     }
 }
@@ -160,6 +196,17 @@ mod tests {
         assert_eq!(LockName::Database.parent(), None);
         assert!(r.is_leaf() && p.is_leaf() && !LockName::Table(3).is_leaf());
         assert_eq!(r.table(), Some(3));
+        let part = LockName::Table(3).partition(5);
+        assert_eq!(part, LockName::TablePart { table: 3, part: 5 });
+        assert_eq!(part.parent(), Some(LockName::Database));
+        assert_eq!(part.table(), Some(3));
+        assert!(part.is_coarse() && !r.is_coarse());
+        assert_eq!(LockName::Database.partition(2), LockName::DatabasePart(2));
+        assert_eq!(r.partition(2), r);
+        assert_ne!(
+            LockName::Table(3).partition(0).hash64(),
+            LockName::Table(3).partition(1).hash64()
+        );
         assert_eq!(LockName::Database.table(), None);
     }
 

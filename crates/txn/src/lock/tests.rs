@@ -483,6 +483,17 @@ struct Holders {
 
 #[test]
 fn stress_random_locks_keep_mutual_exclusion_and_end_empty() {
+    stress_random_locks(1);
+}
+
+#[test]
+fn stress_with_partitioned_table_locks_keeps_mutual_exclusion() {
+    stress_random_locks(4);
+}
+
+/// Eight threads lock random records and tables (with escalation and deadlocks) and check
+/// that no record is ever written by one transaction while another reads or writes it.
+fn stress_random_locks(coarse_partitions: usize) {
     const THREADS: u64 = 8;
     const TXNS: u64 = 150;
     const TABLES: u32 = 3;
@@ -490,6 +501,7 @@ fn stress_random_locks_keep_mutual_exclusion_and_end_empty() {
     let m = manager(LockConfig {
         escalation_threshold: 3,
         deadlock_check_interval: Duration::from_millis(5),
+        coarse_partitions,
         ..config()
     });
     let cells: Arc<Vec<Mutex<Holders>>> = Arc::new(
