@@ -17,7 +17,6 @@
 //! it, rather than opened with an empty one in its place; so is a log damaged in its middle,
 //! unless [`DbConfig::accept_log_loss`] accepts cutting it there.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -28,7 +27,7 @@ use storage::buffer::{BufferPool, PoolConfig};
 use storage::file::{FilePageStore, MemPageStore, PageStore};
 use storage::heap::HeapFile;
 use storage::memstore::MemStore;
-use storage::{Latch, Lsn, PageId, PageLog, PageSize};
+use storage::{Lsn, PageId, PageLog, PageSize};
 use txn::lock::{LockConfig, LockManager};
 use wal::{LogConfig, LogManager, LogMode, TxnId};
 
@@ -130,7 +129,8 @@ pub struct ActiveTxn {
     pub id: TxnId,
     pub last_lsn: AtomicU64,
     /// A lower bound on the LSN of the transaction's first record (0 until it is about to log
-    /// one): the log's end just before that record was appended. A checkpoint keeps the log
+    /// one): [`LogManager::end_lower_bound`] just before that record was appended, which the
+    /// record's LSN cannot lie below. A checkpoint keeps the log
     /// from here on, since a rollback reads the records back to the first one. Taken *before*
     /// the append, so a checkpoint that reads 0 began before the record was appended.
     pub first_lsn: AtomicU64,
@@ -154,7 +154,8 @@ impl ActiveTxn {
     /// Called before the transaction appends its first record.
     #[cold]
     pub(crate) fn note_first_record(&self, log: &LogManager) {
-        self.first_lsn.store(log.end_lsn().0, Ordering::Relaxed);
+        self.first_lsn
+            .store(log.end_lower_bound().0, Ordering::Relaxed);
     }
 
     pub(crate) fn touch(&self) {
@@ -198,18 +199,18 @@ pub struct Database {
     pub(crate) indexes: Box<[OnceLock<Index>]>,
     /// The catalog's name directory, consulted on every operation with `dir-lookup` on
     /// (hashed with Fx, as an engine's catalog cache would be, not SipHash).
-    table_names: Latch<FxHashMap<String, u32>>,
-    index_names: Latch<FxHashMap<String, u32>>,
+    table_names: storage::shard::ReadMostly<FxHashMap<String, u32>>,
+    index_names: storage::shard::ReadMostly<FxHashMap<String, u32>>,
     /// Serialises schema changes and catalog writes.
     ddl: Mutex<Catalog>,
-    pub(crate) next_txn: AtomicU64,
+    pub(crate) next_txn: crate::active::TxnIds,
     /// Log position past which the next committing transaction takes a fuzzy checkpoint.
     next_checkpoint: AtomicU64,
     /// Held while a checkpoint runs: checkpoints never overlap. (Two that did could finish
     /// out of order, and the later one's discard then took the earlier one's begin record.)
     checkpointing: Mutex<()>,
     /// The active-transaction table (`xactions` on): id → its monitoring entry.
-    active: Latch<HashMap<u64, Arc<ActiveTxn>>>,
+    pub(crate) active: crate::active::ActiveTable,
     /// Damage in the middle of the log that this open cut ([`DbConfig::accept_log_loss`]).
     log_loss: Option<wal::LogDamage>,
 }
@@ -376,6 +377,7 @@ impl Database {
                 latching,
                 timing: config.lock_timing,
                 spin_wait: lock_spin(config.threads),
+                coarse_partitions: coarse_lock_partitions(config.threads),
                 ..LockConfig::default()
             })
         });
@@ -391,13 +393,13 @@ impl Database {
             packed_keys: catalog.packed_keys,
             tables: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
             indexes: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
-            table_names: Latch::new(FxHashMap::default(), latching),
-            index_names: Latch::new(FxHashMap::default(), latching),
+            table_names: storage::shard::ReadMostly::new(FxHashMap::default(), latching),
+            index_names: storage::shard::ReadMostly::new(FxHashMap::default(), latching),
             ddl: Mutex::new(Catalog::default()),
-            next_txn: AtomicU64::new(1),
+            next_txn: crate::active::TxnIds::new(),
             next_checkpoint: AtomicU64::new(u64::MAX),
             checkpointing: Mutex::new(()),
-            active: Latch::new(HashMap::new(), latching),
+            active: crate::active::ActiveTable::new(latching),
             log_loss,
             config,
             _dir_lock: dir_lock,
@@ -631,7 +633,8 @@ impl Database {
         let Some(log) = &self.log else {
             return Ok(());
         };
-        let end = log.end_lsn().0;
+        // Without the buffer latch: a checkpoint a buffer's length late is no harm.
+        let end = log.end_lower_bound().0;
         if end < next {
             return Ok(());
         }
@@ -776,7 +779,7 @@ impl Database {
             key,
             records,
             primary,
-            secondaries: Latch::new(Vec::new(), latching),
+            secondaries: storage::shard::ReadMostly::new(Vec::new(), latching),
         };
         if self.tables[id as usize].set(table).is_err() {
             return Err(TxError::Invalid("table slot taken concurrently".into()));
@@ -1010,27 +1013,24 @@ impl Database {
         true
     }
 
-    pub(crate) fn register(&self, t: &Arc<ActiveTxn>) {
-        self.active.write().insert(t.id.0, t.clone());
+    /// Enters `t` in the active-transaction table; returns the shard it went to.
+    pub(crate) fn register(&self, t: &Arc<ActiveTxn>) -> usize {
+        self.active.register(t)
     }
 
-    pub(crate) fn deregister(&self, t: &Arc<ActiveTxn>) {
-        self.active.write().remove(&t.id.0);
+    pub(crate) fn deregister(&self, t: &ActiveTxn, shard: usize) {
+        self.active.deregister(t, shard);
     }
 
     /// How many transactions the active-transaction table holds (always 0 with `xactions`
     /// off, which keeps no such table).
     pub fn running_transactions(&self) -> usize {
-        self.active.read().len()
+        self.active.len()
     }
 
     /// (txn, last LSN) of every running transaction.
     pub(crate) fn active_transactions(&self) -> Vec<(TxnId, u64)> {
-        self.active
-            .read()
-            .values()
-            .map(|a| (a.id, a.last_lsn.load(Ordering::Relaxed)))
-            .collect()
+        self.active.list()
     }
 
     /// Runs `f` (a checkpoint's begin append) with the active-transaction table latched
@@ -1039,24 +1039,13 @@ impl Database {
     /// under the log buffer latch, which the begin's append takes after it); one appended
     /// after is in the log the analysis scans.
     pub(crate) fn with_active_exclusive<R>(&self, f: impl FnOnce() -> R) -> (R, Vec<RunningTxn>) {
-        let table = self.active.write();
-        let r = f();
-        let list = table
-            .values()
-            .map(|a| RunningTxn {
-                txn: a.id,
-                last_lsn: Lsn(a.last_lsn.load(Ordering::Relaxed)),
-                first_lsn: Lsn(a.first_lsn.load(Ordering::Relaxed)),
-                committed: a.committed.load(Ordering::Relaxed),
-            })
-            .collect();
-        (r, list)
+        self.active.with_all_exclusive(f)
     }
 
-    /// Runs `f` (a commit record's append) with the active-transaction table latched shared.
-    pub(crate) fn with_active_shared<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _shared = self.active.read();
-        f()
+    /// Runs `f` (a commit record's append) with the active-transaction table's shard `shard`
+    /// latched shared.
+    pub(crate) fn with_active_shared<R>(&self, shard: usize, f: impl FnOnce() -> R) -> R {
+        self.active.with_shared(shard, f)
     }
 
     /// Removes a record's primary and secondary index entries (each if present).
@@ -1155,6 +1144,14 @@ fn lock_spin(threads: usize) -> std::time::Duration {
     } else {
         std::time::Duration::ZERO
     }
+}
+
+/// Partitions of the database's and each table's lock (`LockConfig::coarse_partitions`): one
+/// per worker thread (rounded up to a power of two, at most 64), so that no two threads
+/// meet on an intention lock; one thread keeps a single lock per table, as the ladder's
+/// one-thread instruction counts assume.
+fn coarse_lock_partitions(threads: usize) -> usize {
+    threads.clamp(1, 64).next_power_of_two()
 }
 
 fn wal_err(e: wal::WalError) -> TxError {

@@ -1,6 +1,7 @@
 //! The Glass engine: catalog, tables and indexes, the `Tx` API, switches and presets,
 //! transaction management and ARIES recovery.
 
+mod active;
 pub mod api;
 pub mod catalog;
 pub mod db;

@@ -3,6 +3,10 @@
 //! latch acquisitions, lock waits and time in the lock manager split into Lock, physical
 //! contention and logical contention (its Figure 2).
 //!
+//! Shared writes (`storage::shared`) are counted from the transaction's begin to its end, so
+//! a durable commit's force and everything before it are in; the end of the transaction
+//! itself (its locks' release) is not.
+//!
 //! Collection is off by default and costs one relaxed load and a branch per record access
 //! when off. It is switched on for a whole process with [`enable`]; each thread then keeps the
 //! profile of the transaction it ran last ([`last`]). Page counts come from the storage
@@ -33,6 +37,9 @@ pub struct TxnProfile {
     pub lock_ns: u64,
     pub lock_physical_ns: u64,
     pub lock_logical_ns: u64,
+    /// Latch acquisitions and read-modify-writes on memory every thread writes, by place
+    /// (indexed by `storage::shared::Place as usize`; see [`storage::shared`]).
+    pub shared: [u64; storage::shared::PLACES],
 }
 
 impl std::ops::AddAssign for TxnProfile {
@@ -49,12 +56,16 @@ impl std::ops::AddAssign for TxnProfile {
         self.lock_ns += o.lock_ns;
         self.lock_physical_ns += o.lock_physical_ns;
         self.lock_logical_ns += o.lock_logical_ns;
+        for (mine, theirs) in self.shared.iter_mut().zip(o.shared) {
+            *mine += theirs;
+        }
     }
 }
 
 #[derive(Clone, Copy, Default)]
 struct Running {
     start: StorageCounters,
+    shared_start: storage::shared::SharedWrites,
     log_start: u64,
     records: u64,
     heap_fixes: u64,
@@ -105,6 +116,7 @@ pub(crate) fn begin(log_bytes: u64) {
     RUNNING.with(|c| {
         c.set(Running {
             start: counters::snapshot(),
+            shared_start: storage::shared::snapshot(),
             log_start: log_bytes,
             ..Running::default()
         })
@@ -121,6 +133,7 @@ pub(crate) fn end(locks: Option<&txn::TxnLocks>, log_bytes: u64) {
         unique_pages: moved.unique_fixes,
         log_bytes: log_bytes.saturating_sub(run.log_start),
         latches: moved.latches,
+        shared: storage::shared::snapshot().since(&run.shared_start).0,
         ..TxnProfile::default()
     };
     if let Some(l) = locks {

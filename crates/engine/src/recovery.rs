@@ -165,7 +165,7 @@ pub(crate) fn analyze_and_redo(db: &Database) -> TxResult<Losers> {
         max_txn,
         ..
     } = analysis;
-    db.next_txn.store(max_txn + 1, Ordering::Relaxed);
+    db.next_txn.start_after(max_txn);
 
     if let Some(redo_start) = dirty.values().min().copied() {
         for item in log.iter_from(redo_start) {
@@ -282,7 +282,7 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
         None => Vec::new(),
     };
     let oldest = oldest_needed(begin, &dirty, &active);
-    let next = db.next_txn.load(Ordering::Relaxed);
+    let next = db.next_txn.upper_bound();
     log.append(&LogRecord::CheckpointEnd {
         begin,
         // Only transactions that have logged something: one with no record before the begin

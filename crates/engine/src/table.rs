@@ -426,6 +426,8 @@ pub struct Table {
     pub key: KeySpec,
     pub records: Records,
     pub primary: IndexStore,
-    /// Secondary indexes of this table (ids into the database's index slots), set at creation.
-    pub secondaries: storage::Latch<Vec<u32>>,
+    /// Secondary indexes of this table (ids into the database's index slots), set at creation;
+    /// read by every insert and delete of every thread, so latched per thread
+    /// ([`storage::shard::ReadMostly`]).
+    pub secondaries: storage::shard::ReadMostly<Vec<u32>>,
 }

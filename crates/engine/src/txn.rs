@@ -176,23 +176,26 @@ pub struct Transaction<'db> {
     /// session's buffers inline were most of its size.
     s: Box<Session>,
     active: Option<Arc<ActiveTxn>>,
+    /// The active-transaction table's shard `active` is in.
+    active_shard: usize,
     finished: bool,
 }
 
 impl<'db> Transaction<'db> {
     #[inline(never)]
     pub(crate) fn begin(db: &'db Database) -> Transaction<'db> {
-        let id = TxnId(db.next_txn.fetch_add(1, Ordering::Relaxed));
-        let (mut s, active) = if db.xactions {
+        let id = db.next_txn.next();
+        let (mut s, active, active_shard) = if db.xactions {
             let active = Arc::new(ActiveTxn::new(id));
-            db.register(&active);
-            (Box::new(Session::sized()), Some(active))
+            let shard = db.register(&active);
+            (Box::new(Session::sized()), Some(active), shard)
         } else {
             (
                 SESSION
                     .with(|c| c.borrow_mut().take())
                     .unwrap_or_else(|| Box::new(Session::sized())),
                 None,
+                0,
             )
         };
         s.leaf_hints.clear();
@@ -206,6 +209,7 @@ impl<'db> Transaction<'db> {
             last_lsn: Lsn::NONE,
             s,
             active,
+            active_shard,
             finished: false,
         }
     }
@@ -228,18 +232,20 @@ impl<'db> Transaction<'db> {
             if self.last_lsn != Lsn::NONE {
                 let (id, prev) = (self.id, self.last_lsn);
                 let lsn = match &self.active {
-                    // Shared latch on the active table: see the checkpoint protocol in recovery.rs.
-                    Some(a) => self.db.with_active_shared(|| {
-                        let r = log.commit(id, prev);
-                        if r.is_ok() {
-                            a.committed.store(true, Ordering::Relaxed);
-                        }
-                        r
+                    // Shared latch on the active table's shard while the record is appended (see
+                    // the checkpoint protocol in recovery.rs); the wait for the log's force
+                    // below holds no latch at all, so a transaction beginning meanwhile (which
+                    // latches the shard exclusively) does not wait for the disk.
+                    Some(a) => self.db.with_active_shared(self.active_shard, || {
+                        let lsn = log.append_commit(id, prev);
+                        a.committed.store(true, Ordering::Relaxed);
+                        lsn
                     }),
-                    None => log.commit(id, prev),
-                }
-                .map_err(|e| TxError::Storage(e.into()))?;
+                    None => log.append_commit(id, prev),
+                };
                 self.last_lsn = lsn;
+                log.wait_durable(lsn)
+                    .map_err(|e| TxError::Storage(e.into()))?;
             }
         }
         self.finish();
@@ -311,7 +317,7 @@ impl<'db> Transaction<'db> {
             lm.release_all(locks);
         }
         if let Some(a) = self.active.take() {
-            self.db.deregister(&a);
+            self.db.deregister(&a, self.active_shard);
         } else {
             // An empty session (no buffers: one small allocation) stands in until the
             // transaction is dropped.
