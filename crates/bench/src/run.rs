@@ -260,8 +260,13 @@ pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
     if let (true, Some(manifest)) = (config.adopt_loaded_scale, &manifest) {
         options.scale = manifest.scale;
     }
+    let mut db = config.db.clone();
+    if db.pool_mib == 0 {
+        db.pool_mib = crate::capacity::pool_mib_for(&config.workload, &options);
+    }
     let config = BenchConfig {
         options,
+        db,
         ..config.clone()
     };
     let loading = manifest.is_none();

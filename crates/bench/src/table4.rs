@@ -13,6 +13,7 @@ use anyhow::Context;
 use engine::db::DbConfig;
 use engine::profile::{self, TxnProfile};
 use serde::Serialize;
+use storage::shared::Place;
 use workloads::{Workload, WorkloadOptions};
 
 use crate::ladder::measure::measured_txn;
@@ -36,11 +37,18 @@ pub fn run(
     workload: Arc<dyn Workload>,
     options: &WorkloadOptions,
     db_config: &DbConfig,
+    set_up_for: usize,
     txns: u64,
     seed: u64,
 ) -> anyhow::Result<Vec<TypeProfile>> {
     let mut config = db_config.clone();
-    config.threads = 1;
+    // Sized for `set_up_for` threads (lock partitions and the like); only switches that
+    // allow one thread only (latching off) keep it at one.
+    config.threads = if config.switches.validate(set_up_for).is_ok() {
+        set_up_for.max(1)
+    } else {
+        1
+    };
     config.lock_timing = true;
     let (db, _) = open_loaded(
         "profile",
@@ -89,7 +97,7 @@ pub fn render(types: &[TypeProfile]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<14} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>8} {:>6} {:>9} {:>9} {:>9}",
+        "{:<14} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>8} {:>6} {:>9} {:>9} {:>9} {:>7}",
         "type",
         "txns",
         "records",
@@ -103,7 +111,8 @@ pub fn render(types: &[TypeProfile]) -> String {
         "waits",
         "lock-us",
         "PC-us",
-        "LC-us"
+        "LC-us",
+        "shared"
     );
     for t in types {
         let n = t.txns.max(1) as f64;
@@ -111,7 +120,7 @@ pub fn render(types: &[TypeProfile]) -> String {
         let per = |v: u64| v as f64 / n;
         let _ = writeln!(
             s,
-            "{:<14} {:>6} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>8.1} {:>9.0} {:>8.1} {:>6.2} {:>9.2} {:>9.2} {:>9.2}",
+            "{:<14} {:>6} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>8.1} {:>9.0} {:>8.1} {:>6.2} {:>9.2} {:>9.2} {:>9.2} {:>7.1}",
             t.name,
             t.txns,
             per(p.records),
@@ -126,7 +135,37 @@ pub fn render(types: &[TypeProfile]) -> String {
             per(p.lock_ns) / 1000.0,
             per(p.lock_physical_ns) / 1000.0,
             per(p.lock_logical_ns) / 1000.0,
+            per(p.shared.iter().sum()),
         );
+    }
+    s
+}
+
+/// The shared writes per transaction by place (`storage::shared`): one column per place
+/// that any type reached, one row per type.
+pub fn render_shared(types: &[TypeProfile]) -> String {
+    let places: Vec<Place> = Place::ALL
+        .into_iter()
+        .filter(|&p| types.iter().any(|t| t.sum.shared[p as usize] > 0))
+        .collect();
+    let mut s = String::new();
+    if places.is_empty() {
+        let _ = writeln!(s, "shared writes per transaction: none");
+        return s;
+    }
+    let _ = write!(s, "shared writes per transaction, by place\n{:<14}", "type");
+    for p in &places {
+        let _ = write!(s, " {:>w$}", p.name(), w = p.name().len().max(7));
+    }
+    let _ = writeln!(s);
+    for t in types {
+        let _ = write!(s, "{:<14}", t.name);
+        let n = t.txns.max(1) as f64;
+        for p in &places {
+            let v = t.sum.shared[*p as usize] as f64 / n;
+            let _ = write!(s, " {:>w$.1}", v, w = p.name().len().max(7));
+        }
+        let _ = writeln!(s);
     }
     s
 }

@@ -139,6 +139,11 @@ struct ProfileArgs {
     /// removed at the end).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Set the database up as a run on this many threads would be (its per-thread shards and
+    /// partitions), though one thread runs the profiled transactions: the shared-write counts
+    /// are then those of each thread of such a run (default: this machine's cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    threads: Option<u64>,
     /// Internal: run the measured child (under callgrind).
     #[arg(long, hide = true)]
     child: bool,
@@ -214,9 +219,10 @@ struct EngineArgs {
     /// Force the log at every commit.
     #[arg(long)]
     durable: bool,
-    /// Buffer pool size in MiB.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
-    pool_mib: u64,
+    /// Buffer pool size in MiB (default: enough to hold the whole database, at least 256: a
+    /// smaller pool makes a run that was meant to be in memory read and evict pages).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pool_mib: Option<u64>,
     /// Lock heap pages instead of records (Berkeley DB style).
     #[arg(long)]
     page_locking: bool,
@@ -434,7 +440,8 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.warmup = Duration::from_secs_f64(args.warmup);
     config.db = DbConfig {
         path: args.engine.db,
-        pool_mib: args.engine.pool_mib as usize,
+        // 0: sized to the database once its scale is known (`bench::run::run_bench`).
+        pool_mib: args.engine.pool_mib.unwrap_or(0) as usize,
         page_locking: args.engine.page_locking,
         prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
@@ -668,9 +675,13 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         },
         None => true,
     };
+    let profile_pool_mib = args.engine.pool_mib.map_or_else(
+        || bench::capacity::pool_mib_for(args.workload.name(), &options),
+        |m| m as usize,
+    );
     let sized = DbConfig {
         path: args.engine.db.clone(),
-        pool_mib: args.engine.pool_mib as usize,
+        pool_mib: profile_pool_mib,
         switches,
         ..DbConfig::default()
     };
@@ -679,7 +690,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
         let db = DbConfig {
             path: args.engine.db,
-            pool_mib: args.engine.pool_mib as usize,
+            pool_mib: profile_pool_mib,
             page_locking: args.engine.page_locking,
             prefetch: !args.engine.no_prefetch,
             durable: args.engine.durable,
@@ -696,7 +707,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
     let db = DbConfig {
         path: args.engine.db.clone(),
-        pool_mib: args.engine.pool_mib as usize,
+        pool_mib: profile_pool_mib,
         page_locking: args.engine.page_locking,
         prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
@@ -705,14 +716,22 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         threads: 1,
         ..DbConfig::default()
     };
-    let types = bench::table4::run(workload, &options, &db, args.txns, args.seed)?;
+    let set_up_for = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| n as usize,
+    );
+    let types = bench::table4::run(workload, &options, &db, set_up_for, args.txns, args.seed)?;
     println!(
-        "{} (1 thread), per transaction: records accessed, row-level and higher-level locks held, \
-         heap and index pages fixed (total) and unique pages, log bytes, latch acquisitions, lock \
-         waits, lock-manager time (Lock, physical and logical contention)",
+        "{} (1 thread; set up for {set_up_for}), per transaction: records accessed, row-level and \
+         higher-level locks held, heap and index pages fixed (total) and unique pages, log bytes, \
+         latch acquisitions, lock waits, lock-manager time (Lock, physical and logical \
+         contention), shared writes (latches taken and read-modify-writes on memory every thread \
+         writes)",
         args.workload.name()
     );
     print!("{}", bench::table4::render(&types));
+    println!();
+    print!("{}", bench::table4::render_shared(&types));
     if !args.instructions {
         return Ok(ExitCode::SUCCESS);
     }
