@@ -9,9 +9,9 @@
 //! - `instructions-vs-time` (Figure 8): per rung, the share of rung 0's instructions it
 //!   removed beside the share of rung 0's time.
 //!
-//! `glass scale`'s ([`line_figure`], drawn from [`Lines`]): throughput against threads, a solid
-//! line with markers per configuration (with error bars when several rounds give a range) and
-//! its linear line, dashed in the same colour.
+//! `glass scale`'s ([`line_figure`], drawn from [`Lines`]): throughput against threads on
+//! log-log axes, a solid line with markers per configuration (with error bars when several
+//! rounds give a range) and its linear line, dashed in the same colour.
 //!
 //! Both kinds are a [`Figure`], which [`write_figure`] draws once per back-end, so that every
 //! figure shares the size, palette, font and tick labels.
@@ -419,7 +419,9 @@ pub struct Line {
     pub dashed: bool,
 }
 
-/// A line chart on linear axes that start at zero.
+/// A line chart on log-log axes: a line of constant slope there is a power law, so linear
+/// scaling (`y = c·x`) is a straight line whatever `c`, and lines a thousand times apart
+/// (in memory, on disk) share one figure. The x axis is labelled at powers of two.
 #[derive(Clone, Debug)]
 pub struct Lines {
     pub title: String,
@@ -428,8 +430,8 @@ pub struct Lines {
     pub lines: Vec<Line>,
 }
 
-/// Most labelled ticks on the x axis (one per whole number up to this).
-const X_TICKS_MAX: usize = 17;
+/// The share of the plot's height above the highest value, left to the legend.
+const LEGEND_BAND: f64 = 0.3;
 
 impl Figure for Lines {
     fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String>
@@ -438,77 +440,107 @@ impl Figure for Lines {
     {
         let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("{e:?}");
         area.fill(&WHITE).map_err(err)?;
-        let x_max = self
-            .lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|(x, _)| *x))
-            .fold(1.0f64, f64::max);
-        let y_max = self
-            .lines
-            .iter()
-            .flat_map(|l| {
-                let points = l.points.iter().map(|(_, y)| *y);
-                points.chain(l.ranges.iter().map(|(_, high)| *high))
-            })
-            .filter(|y| y.is_finite())
-            .fold(0.0f64, f64::max);
-        let y_max = if y_max > 0.0 { y_max } else { 1.0 };
+        // x is drawn as log2(x) on a linear axis, so that its ticks fall on powers of two.
+        let xs = || {
+            self.lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|(x, _)| *x))
+                .filter(|x| *x > 0.0)
+        };
+        let x_lo = xs().fold(f64::INFINITY, f64::min);
+        let x_hi = xs().fold(0.0f64, f64::max);
+        let (x_lo, x_hi) = if x_lo <= x_hi {
+            (x_lo.log2(), x_hi.log2())
+        } else {
+            (0.0, 0.0)
+        };
+        let ys = || {
+            self.lines
+                .iter()
+                .flat_map(|l| {
+                    let points = l.points.iter().map(|(_, y)| *y);
+                    points.chain(l.ranges.iter().flat_map(|(low, high)| [*low, *high]))
+                })
+                .filter(|y| y.is_finite() && *y > 0.0)
+        };
+        let y_lo = ys().fold(f64::INFINITY, f64::min);
+        let y_hi = ys().fold(0.0f64, f64::max);
+        let (y_lo, y_hi) = if y_lo <= y_hi {
+            (y_lo / 1.5, y_hi * 1.5)
+        } else {
+            (1.0, 10.0)
+        };
+        let span = (y_hi / y_lo).log10();
+        let y_top = y_hi * 10f64.powf(span * LEGEND_BAND / (1.0 - LEGEND_BAND));
         let mut ctx = ChartBuilder::on(&area)
             .caption(&self.title, ("sans-serif", 26))
             .margin(20)
             .x_label_area_size(70)
             .y_label_area_size(110)
-            .build_cartesian_2d(0.0..x_max * 1.05, 0.0..y_max * 1.1)
+            .build_cartesian_2d(x_lo - 0.25..x_hi + 0.25, (y_lo..y_top).log_scale())
             .map_err(err)?;
-        // Whole numbers only: thread counts are never fractions.
         let x_fmt = |x: &f64| {
             if (x - x.round()).abs() < 1e-6 {
-                format!("{x:.0}")
+                format!("{}", 2f64.powf(x.round()))
             } else {
                 String::new()
             }
         };
         ctx.configure_mesh()
-            .x_labels((x_max.ceil() as usize + 1).min(X_TICKS_MAX))
+            .x_labels((x_hi - x_lo).ceil() as usize + 2)
             .x_label_formatter(&x_fmt)
-            .x_desc(self.x_label.as_str())
-            .y_desc(self.y_label.as_str())
+            .x_desc(format!("{} (log scale)", self.x_label))
+            .y_desc(format!("{} (log scale)", self.y_label))
             .y_label_formatter(&|v: &f64| tick_label(*v))
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(err)?;
+        let on_axes = |points: &[(f64, f64)]| -> Vec<(f64, f64)> {
+            points
+                .iter()
+                .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+                .map(|(x, y)| (x.log2(), *y))
+                .collect()
+        };
         for line in &self.lines {
             let color = PALETTE[line.color % PALETTE.len()];
+            let points = on_axes(&line.points);
             if line.dashed {
-                ctx.draw_series(DashedLineSeries::new(
-                    line.points.iter().copied(),
-                    10,
-                    7,
-                    color.stroke_width(2),
-                ))
-                .map_err(err)?
-                .label(line.name.as_str())
-                .legend(move |(x, y)| {
-                    // Two dashes, as on the figure.
-                    EmptyElement::at((x, y))
-                        + PathElement::new(vec![(0, 0), (6, 0)], color.stroke_width(2))
-                        + PathElement::new(vec![(10, 0), (16, 0)], color.stroke_width(2))
-                });
+                ctx.draw_series(DashedLineSeries::new(points, 10, 7, color.stroke_width(2)))
+                    .map_err(err)?
+                    .label(line.name.as_str())
+                    .legend(move |(x, y)| {
+                        // Two dashes, as on the figure.
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (6, 0)], color.stroke_width(2))
+                            + PathElement::new(vec![(10, 0), (16, 0)], color.stroke_width(2))
+                    });
             } else {
+                ctx.draw_series(LineSeries::new(points.clone(), color.stroke_width(3)))
+                    .map_err(err)?
+                    .label(line.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+                    });
+                ctx.draw_series(points.iter().map(|p| Circle::new(*p, 5, color.filled())))
+                    .map_err(err)?;
                 ctx.draw_series(
-                    LineSeries::new(line.points.iter().copied(), color.stroke_width(3))
-                        .point_size(5),
+                    line.points
+                        .iter()
+                        .zip(&line.ranges)
+                        .filter(|((x, y), _)| *x > 0.0 && *y > 0.0)
+                        .map(|(&(x, y), &(low, high))| {
+                            let low = low.max(y_lo);
+                            ErrorBar::new_vertical(
+                                x.log2(),
+                                low,
+                                y,
+                                high,
+                                color.stroke_width(2),
+                                12,
+                            )
+                        }),
                 )
-                .map_err(err)?
-                .label(line.name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
-                });
-                ctx.draw_series(line.points.iter().zip(&line.ranges).map(
-                    |(&(x, y), &(low, high))| {
-                        ErrorBar::new_vertical(x, low, y, high, color.stroke_width(2), 12)
-                    },
-                ))
                 .map_err(err)?;
             }
         }
