@@ -198,9 +198,9 @@ struct DataArgs {
     field_count: u64,
 }
 
-/// Options that decide how the engine runs.
+/// Options that decide how the engine runs, wherever its database lives.
 #[derive(Args, Debug)]
-struct EngineArgs {
+struct EngineSetupArgs {
     /// Starting configuration of the removal ladder (optimal: the hand-coded kernel, for
     /// `bench tpcc --mix paper --threads 1` only).
     #[arg(long, value_enum, default_value = "full")]
@@ -208,12 +208,6 @@ struct EngineArgs {
     /// Turn one component off (or on) after the preset, e.g. --switch locking=off.
     #[arg(long = "switch", value_name = "NAME=off", value_parser = parse_switch)]
     switches: Vec<String>,
-    /// Keep the database in this directory (default: in memory).
-    #[arg(long, value_name = "DIR")]
-    db: Option<PathBuf>,
-    /// Force the log at every commit.
-    #[arg(long)]
-    durable: bool,
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
@@ -224,9 +218,22 @@ struct EngineArgs {
     /// only with page-access off).
     #[arg(long)]
     no_prefetch: bool,
-    /// Take a fuzzy checkpoint each time the log has grown by this many KiB (with --db).
+    /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
+}
+
+/// Options that decide how the engine runs and where its database lives.
+#[derive(Args, Debug)]
+struct EngineArgs {
+    #[command(flatten)]
+    setup: EngineSetupArgs,
+    /// Keep the database in this directory (default: in memory).
+    #[arg(long, value_name = "DIR")]
+    db: Option<PathBuf>,
+    /// Force the log at every commit.
+    #[arg(long)]
+    durable: bool,
     /// Open a database whose log is damaged in its middle by cutting the log at the damage,
     /// losing every transaction logged after it (without this, such a database is refused,
     /// with the damage's LSN).
@@ -252,16 +259,8 @@ struct BenchArgs {
     /// Seconds to run before measuring.
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_warmup, allow_negative_numbers = true)]
     warmup: f64,
-    /// TPC-C mix: the specification's five transactions, or the 2008 paper's New-Order and
-    /// Payment.
-    #[arg(long, value_enum, default_value = "full")]
-    mix: MixName,
-    /// YCSB core workload, A to F.
-    #[arg(long, value_name = "A..F", value_parser = parse_ycsb_workload)]
-    ycsb_workload: Option<char>,
-    /// YCSB request distribution (default: the core workload's own).
-    #[arg(long, value_enum)]
-    distribution: Option<DistributionName>,
+    #[command(flatten)]
+    mix: MixArgs,
     #[command(flatten)]
     engine: EngineArgs,
     /// Seed of the terminals' random streams (terminal i uses SEED + i; in round r,
@@ -283,6 +282,21 @@ struct BenchArgs {
     /// Print only the result table (no status lines or progress).
     #[arg(long)]
     quiet: bool,
+}
+
+/// Options that decide what the terminals run (not what is loaded).
+#[derive(Args, Debug)]
+struct MixArgs {
+    /// TPC-C mix: the specification's five transactions, or the 2008 paper's New-Order and
+    /// Payment.
+    #[arg(long, value_enum, default_value = "full")]
+    mix: MixName,
+    /// YCSB core workload, A to F.
+    #[arg(long, value_name = "A..F", value_parser = parse_ycsb_workload)]
+    ycsb_workload: Option<char>,
+    /// YCSB request distribution (default: the core workload's own).
+    #[arg(long, value_enum)]
+    distribution: Option<DistributionName>,
 }
 
 #[derive(Args, Debug)]
@@ -401,30 +415,44 @@ fn workload_options(workload: WorkloadName, data: &DataArgs) -> WorkloadOptions 
     }
 }
 
-fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let name = args.workload.name();
-    let preset = match args.engine.preset {
-        PresetName::Full => "full",
-        PresetName::Stripped => "stripped",
-        PresetName::Optimal => "optimal",
-    };
-    let threads = args.threads as usize;
-    let switches = build_switches(preset, &args.engine.switches, threads)?;
-    let mut options = workload_options(args.workload, &args.data);
-    options.mix = match args.mix {
+/// The workload's options: what `data` loads and what `mix` runs.
+fn run_options(workload: WorkloadName, data: &DataArgs, mix: &MixArgs) -> WorkloadOptions {
+    let mut options = workload_options(workload, data);
+    options.mix = match mix.mix {
         MixName::Full => Mix::Full,
         MixName::Paper => Mix::Paper,
     };
-    let letter = args.ycsb_workload.unwrap_or(options.ycsb_workload);
+    let letter = mix.ycsb_workload.unwrap_or(options.ycsb_workload);
     options.ycsb_workload = letter;
-    options.ycsb_distribution = match args.distribution {
+    options.ycsb_distribution = match mix.distribution {
         Some(DistributionName::Uniform) => Distribution::Uniform,
         Some(DistributionName::Zipfian) => Distribution::Zipfian,
         Some(DistributionName::Latest) => Distribution::Latest,
         None => Distribution::standard_for(letter),
     };
+    options
+}
+
+/// The database configuration `setup` asks for, in memory and not durable (callers set the
+/// directory, durability and threads).
+fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
+    DbConfig {
+        pool_mib: setup.pool_mib as usize,
+        page_locking: setup.page_locking,
+        prefetch: !setup.no_prefetch,
+        switches,
+        checkpoint_bytes: setup.checkpoint_kib << 10,
+        ..DbConfig::default()
+    }
+}
+
+fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let name = args.workload.name();
+    let threads = args.threads as usize;
+    let setup = &args.engine.setup;
+    let switches = build_switches(preset_name(setup.preset), &setup.switches, threads)?;
     let mut config = BenchConfig::new(name);
-    config.options = options;
+    config.options = run_options(args.workload, &args.data, &args.mix);
     config.threads = threads;
     config.stop = match (args.txns, args.duration) {
         (Some(n), _) => Stop::Txns(n),
@@ -434,15 +462,10 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.warmup = Duration::from_secs_f64(args.warmup);
     config.db = DbConfig {
         path: args.engine.db,
-        pool_mib: args.engine.pool_mib as usize,
-        page_locking: args.engine.page_locking,
-        prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
         accept_log_loss: args.engine.accept_log_loss,
-        switches,
         threads,
-        checkpoint_bytes: args.engine.checkpoint_kib << 10,
-        ..DbConfig::default()
+        ..engine_db(setup, switches)
     };
     config.seed = args.seed;
     config.ack_log = args.ack_log;
@@ -644,7 +667,8 @@ fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
-    let switches = build_switches(preset_name(args.engine.preset), &args.engine.switches, 1)?;
+    let setup = &args.engine.setup;
+    let switches = build_switches(preset_name(setup.preset), &setup.switches, 1)?;
     bench::optimal::refuse_kernel(&switches, "glass profile")?;
     let mut options = workload_options(args.workload, &args.data);
     options.mix = match args.mix {
@@ -670,23 +694,17 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     };
     let sized = DbConfig {
         path: args.engine.db.clone(),
-        pool_mib: args.engine.pool_mib as usize,
-        switches,
-        ..DbConfig::default()
+        ..engine_db(setup, switches)
     };
     bench::capacity::check_machine(args.workload.name(), &options, &sized, loading)?;
     if args.child {
         let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
         let db = DbConfig {
             path: args.engine.db,
-            pool_mib: args.engine.pool_mib as usize,
-            page_locking: args.engine.page_locking,
-            prefetch: !args.engine.no_prefetch,
             durable: args.engine.durable,
             accept_log_loss: args.engine.accept_log_loss,
-            switches,
             threads: 1,
-            ..DbConfig::default()
+            ..engine_db(setup, switches)
         };
         let runs =
             bench::ladder::profile::run_child(workload, &options, &db, args.txns, args.seed)?;
@@ -696,14 +714,10 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
     let db = DbConfig {
         path: args.engine.db.clone(),
-        pool_mib: args.engine.pool_mib as usize,
-        page_locking: args.engine.page_locking,
-        prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
         accept_log_loss: args.engine.accept_log_loss,
-        switches,
         threads: 1,
-        ..DbConfig::default()
+        ..engine_db(setup, switches)
     };
     let types = bench::table4::run(workload, &options, &db, args.txns, args.seed)?;
     println!(
