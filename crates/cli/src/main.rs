@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bench::driver::Stop;
 use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, BenchConfig};
+use bench::scale::{Configuration, Scales};
 use bench::UsageError;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use engine::db::DbConfig;
@@ -46,6 +47,11 @@ enum Command {
     /// pages, log bytes, latches and lock waits of a transaction; with --instructions, also
     /// instructions per transaction by component under callgrind.
     Profile(ProfileArgs),
+    /// Measure throughput against threads: run the workload at 1, 2, 4, ... threads (up to
+    /// the cores, or --threads) in each configuration (partitioned, shared, durable; for YCSB
+    /// and Voter embedded, durable); print a table per configuration with speed-up and
+    /// efficiency, and draw throughput against threads with the linear line.
+    Scale(ScaleArgs),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
     /// commit; print a table, exit 1 if any database or commit was lost.
@@ -300,6 +306,56 @@ struct MixArgs {
 }
 
 #[derive(Args, Debug)]
+struct ScaleArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    /// Thread counts, separated by commas, e.g. 1,2,4,16 [default: 1, 2, 4, ... up to the
+    /// machine's cores, and the core count itself].
+    #[arg(long, value_name = "LIST")]
+    threads: Option<String>,
+    /// Configurations, separated by commas: partitioned (one warehouse or branch per thread),
+    /// shared (--shared-scale for all threads), durable (on disk, log forced at commit,
+    /// partitioned's scale); for ycsb and voter: embedded (in memory), durable [default: all
+    /// that apply].
+    #[arg(long, value_name = "LIST")]
+    configs: Option<String>,
+    /// Warehouses (tpcc) or branches (tpcb) the shared configuration's threads share
+    /// [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    shared_scale: Option<u64>,
+    /// Seconds to measure each point.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_seconds, allow_negative_numbers = true)]
+    duration: f64,
+    /// Seconds to run each point before measuring it.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_warmup, allow_negative_numbers = true)]
+    warmup: f64,
+    /// Measure every point N times, interleaved (each round runs every point once), and
+    /// report the median and range.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    mix: MixArgs,
+    #[command(flatten)]
+    engine: EngineSetupArgs,
+    /// Seed of the terminals' random streams (as glass bench's).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Where the durable configuration's temporary databases go (default: the system's
+    /// temporary directory); removed at the end.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Directory of the figures, scale-WORKLOAD.svg and .png.
+    #[arg(long, value_name = "DIR", default_value = "target/scale")]
+    out: PathBuf,
+    /// Also write every point (each run's result, the core count, the command line) as JSON
+    /// to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 struct CrashArgs {
     /// Workloads to crash, each run durably and not.
     #[arg(
@@ -476,6 +532,52 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let result = run_bench(&config)?;
     println!("{}", result.render().trim_end());
     Ok(if result.consistency == "ok" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
+    use bench::scale::{default_threads, machine_cores, parse_configurations, parse_threads};
+    let name = args.workload.name();
+    let cores = machine_cores();
+    let threads = match &args.threads {
+        Some(list) => parse_threads(list)?,
+        None => default_threads(cores),
+    };
+    let configurations = match &args.configs {
+        Some(list) => parse_configurations(name, list)?,
+        None => Configuration::all_for(name),
+    };
+    let scales = Scales::resolve(name, &configurations, args.data.scale, args.shared_scale)?;
+    // Validated for each thread count by the sweep, before it runs anything.
+    let setup = &args.engine;
+    let switches = build_switches(preset_name(setup.preset), &setup.switches, 1)?;
+    let mut base = BenchConfig::new(name);
+    base.options = run_options(args.workload, &args.data, &args.mix);
+    base.stop = Stop::Duration(Duration::from_secs_f64(args.duration));
+    base.warmup = Duration::from_secs_f64(args.warmup);
+    base.db = engine_db(setup, switches);
+    base.seed = args.seed;
+    let config = bench::scale::ScaleConfig {
+        base,
+        threads,
+        configurations,
+        scales,
+        rounds: args.rounds,
+        dir: args.dir,
+        out: args.out,
+        json: args.json,
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        cores,
+    };
+    let result = bench::scale::run_scale(&config)?;
+    println!("{}", result.render().trim_end());
+    for figure in &result.figures {
+        eprintln!("wrote {figure}");
+    }
+    Ok(if result.consistent() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -849,6 +951,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check(args),
         Command::Ladder(args) => ladder(args),
         Command::Profile(args) => profile(args),
+        Command::Scale(args) => scale(args),
         Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };
