@@ -432,6 +432,12 @@ impl ScaleConfig {
         let (Some(&fewest), Some(&most)) = (self.threads.first(), self.threads.last()) else {
             anyhow::bail!(UsageError("--threads: no thread count given".into()));
         };
+        // Increasing: the first count is the base of every speed-up (see `parse_threads`).
+        if !self.threads.windows(2).all(|w| w[0] < w[1]) {
+            anyhow::bail!(UsageError(
+                "--threads: thread counts must be given in increasing order, each once".into()
+            ));
+        }
         if fewest == 0 || most > MAX_THREADS {
             anyhow::bail!(UsageError(format!(
                 "--threads: counts must lie from 1 to {MAX_THREADS}"
@@ -1070,6 +1076,175 @@ mod tests {
         // Over 2 threads: 4 threads at twice the throughput is linear.
         assert_eq!(speedup(2000.0, 4, 1000.0, 2), (2.0, 1.0));
         assert_eq!(speedup(5.0, 2, 0.0, 1), (0.0, 0.0));
+    }
+
+    fn sweep(rounds: u32) -> ScaleConfig {
+        ScaleConfig {
+            base: BenchConfig::new("tpcb"),
+            threads: vec![1, 2],
+            configurations: vec![Configuration::Partitioned, Configuration::Durable],
+            scales: Scales {
+                given: 1,
+                shared: 1,
+            },
+            rounds,
+            dir: None,
+            out: PathBuf::from("unused"),
+            json: None,
+            command_line: "glass scale tpcb".into(),
+            cores: 2,
+        }
+    }
+
+    #[test]
+    fn rounds_interleave_every_point() {
+        let order: Vec<(u32, &str, usize)> = sweep(2)
+            .steps()
+            .iter()
+            .map(|s| (s.round, s.configuration.name(), s.threads))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                (0, "partitioned", 1),
+                (0, "partitioned", 2),
+                (0, "durable", 1),
+                (0, "durable", 2),
+                (1, "partitioned", 1),
+                (1, "partitioned", 2),
+                (1, "durable", 1),
+                (1, "durable", 2),
+            ]
+        );
+        // Durable points share a database per scale across rounds; in-memory ones have none.
+        let config = sweep(2);
+        let dir = Path::new("/d");
+        let path = |round, configuration, threads| {
+            config
+                .bench_config(
+                    Step {
+                        round,
+                        configuration,
+                        threads,
+                    },
+                    dir,
+                )
+                .db
+                .path
+        };
+        assert_eq!(
+            path(1, Configuration::Durable, 2),
+            Some(PathBuf::from("/d/tpcb-scale-2"))
+        );
+        assert_eq!(
+            path(0, Configuration::Durable, 2),
+            path(1, Configuration::Durable, 2)
+        );
+        assert_eq!(path(0, Configuration::Partitioned, 2), None);
+        let durable = config.bench_config(
+            Step {
+                round: 1,
+                configuration: Configuration::Durable,
+                threads: 2,
+            },
+            dir,
+        );
+        assert!(durable.db.durable && durable.quiet && durable.json.is_none());
+        assert_eq!(durable.seed, 42 + 2, "round 1's streams follow round 0's");
+    }
+
+    fn point(config: &str, threads: usize, tps: f64, log: Option<f64>) -> Point {
+        Point {
+            config: config.into(),
+            threads,
+            scale: threads as u64,
+            durable: log.is_some(),
+            tps,
+            tps_low: tps * 0.9,
+            tps_high: tps * 1.1,
+            speedup: 1.0,
+            efficiency: 1.0,
+            linear_tps: tps,
+            p50_us: 10,
+            p99_us: 20,
+            aborts_per_s: 0.0,
+            forces_per_commit: log,
+            commits_per_batch: log.map(|l| 1.0 / l),
+            consistency: "ok".into(),
+            runs: Vec::new(),
+        }
+    }
+
+    fn result(rounds: u32) -> ScaleResult {
+        ScaleResult {
+            command: "glass scale tpcb".into(),
+            cores: 2,
+            glass_version: "0.1.0".into(),
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            workload: "tpcb".into(),
+            mix: "full".into(),
+            ycsb_workload: None,
+            preset: "full".into(),
+            switches: Vec::new(),
+            duration_s: 5.0,
+            warmup_s: 1.0,
+            rounds,
+            seed: 42,
+            pool_mib: 256,
+            threads: vec![1, 2],
+            configs: vec!["partitioned".into(), "durable".into()],
+            points: vec![
+                point("partitioned", 1, 1000.0, None),
+                point("partitioned", 2, 1800.0, None),
+                point("durable", 1, 100.0, Some(1.0)),
+                point("durable", 2, 150.0, Some(0.5)),
+            ],
+            figures: Vec::new(),
+            wall_s: 12.0,
+        }
+    }
+
+    #[test]
+    fn tables_show_ranges_only_for_rounds_and_the_log_only_on_disk() {
+        let one = result(1).render();
+        let (memory, disk) = one.split_at(one.find("TPC-B durable").unwrap());
+        assert!(memory.starts_with("TPC-B partitioned: one branch per thread, in memory"));
+        assert!(!memory.contains("forces/commit"), "{one}");
+        assert!(
+            disk.contains("forces/commit") && disk.contains("0.500"),
+            "{one}"
+        );
+        assert!(!one.contains("range"), "{one}");
+        let three = result(3).render();
+        assert!(
+            three.contains("range") && three.contains("900–1100"),
+            "{three}"
+        );
+        assert!(three.contains("medians of 3 rounds"), "{three}");
+    }
+
+    #[test]
+    fn the_figure_pairs_each_line_with_its_dashed_linear_line() {
+        let figure = result(3).figure();
+        let names: Vec<(&str, bool)> = figure
+            .lines
+            .iter()
+            .map(|l| (l.name.as_str(), l.dashed))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("partitioned", false),
+                ("linear (partitioned)", true),
+                ("durable", false),
+                ("linear (durable)", true),
+            ]
+        );
+        assert_eq!(figure.lines[0].color, figure.lines[1].color);
+        assert_ne!(figure.lines[0].color, figure.lines[2].color);
+        assert_eq!(figure.lines[0].ranges.len(), 2);
+        assert!(figure.title.contains("TPC-B") && figure.title.contains("2 cores"));
+        assert!(result(1).figure().lines[0].ranges.is_empty());
     }
 
     #[test]
