@@ -525,17 +525,18 @@ impl ScaleConfig {
                 },
             )?;
         }
-        if let Some(path) = &self.json {
-            check_writable(path).map_err(|e| {
-                UsageError(format!("--json {}: cannot write it: {e}", path.display()))
-            })?;
-        }
+        // The figures' directory first: the JSON may go into it.
         std::fs::create_dir_all(&self.out).map_err(|e| {
             UsageError(format!(
                 "--out {}: cannot create it: {e}",
                 self.out.display()
             ))
         })?;
+        if let Some(path) = &self.json {
+            check_writable(path).map_err(|e| {
+                UsageError(format!("--json {}: cannot write it: {e}", path.display()))
+            })?;
+        }
         Ok(())
     }
 }
