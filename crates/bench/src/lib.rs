@@ -13,7 +13,8 @@
 //! - [`capacity`]: sizes checked against the machine's memory and free disk before any work;
 //! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
 //!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
-//!   [`plot`]: the ladder's figures;
+//!   [`plot`]: the ladder's and the scale sweep's figures;
+//! - [`scale`]: `glass scale`, throughput against threads per configuration;
 //! - [`allocator`]: the process allocator's setting for a growing main-memory database.
 
 pub mod acklog;
@@ -30,6 +31,7 @@ pub mod plot;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod stats;
 pub mod table4;
 

@@ -1,4 +1,6 @@
-//! The ladder's figures, each written as SVG and PNG.
+//! Figures, each written as SVG and PNG: the ladder's bar charts and `glass scale`'s lines.
+//!
+//! The ladder's ([`ladder_figures`]):
 //!
 //! - `staircase` (the 2008 paper's Figures 1 and 7): instructions per New-Order and per
 //!   Payment at each rung, log scale, labelled with what each rung removed;
@@ -6,6 +8,13 @@
 //!   stacked by operation;
 //! - `instructions-vs-time` (Figure 8): per rung, the share of rung 0's instructions it
 //!   removed beside the share of rung 0's time.
+//!
+//! `glass scale`'s ([`line_figure`], drawn from [`Lines`]): throughput against threads on
+//! log-log axes, a solid line with markers per configuration (with error bars when several
+//! rounds give a range) and its linear line, dashed in the same colour.
+//!
+//! Both kinds are a [`Figure`], which [`write_figure`] draws once per back-end, so that every
+//! figure shares the size, palette, font and tick labels.
 //!
 //! Text needs a TrueType font: DejaVu Sans is loaded from [`FONT_PATH`] at run time. Without
 //! it no figure can lay out its labels; the figures are skipped with a note and the tables
@@ -64,7 +73,26 @@ struct Bars<'a> {
     log: bool,
 }
 
-fn draw<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &Bars<'_>) -> Result<(), String>
+/// Something drawn the same way on every back-end (SVG, PNG).
+trait Figure {
+    fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String>
+    where
+        DB::ErrorType: 'static;
+}
+
+impl Figure for Bars<'_> {
+    fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        draw_bars(area, self)
+    }
+}
+
+fn draw_bars<DB: DrawingBackend>(
+    area: DrawingArea<DB, Shift>,
+    chart: &Bars<'_>,
+) -> Result<(), String>
 where
     DB::ErrorType: 'static,
 {
@@ -232,14 +260,28 @@ fn tick_label(v: f64) -> String {
 }
 
 /// Writes `dir/name.svg` and `dir/name.png`.
-fn write_chart(dir: &Path, name: &str, chart: &Bars<'_>) -> Result<(), String> {
+fn write_figure(dir: &Path, name: &str, figure: &impl Figure) -> Result<(), String> {
     let svg = dir.join(format!("{name}.svg"));
-    draw(SVGBackend::new(&svg, SIZE).into_drawing_area(), chart)
+    figure
+        .draw(SVGBackend::new(&svg, SIZE).into_drawing_area())
         .map_err(|e| format!("{}: {e}", svg.display()))?;
     let png = dir.join(format!("{name}.png"));
-    draw(BitMapBackend::new(&png, SIZE).into_drawing_area(), chart)
+    figure
+        .draw(BitMapBackend::new(&png, SIZE).into_drawing_area())
         .map_err(|e| format!("{}: {e}", png.display()))?;
     Ok(())
+}
+
+/// Whether figures can be drawn; if not, says why on stderr (the caller skips its figures
+/// and still writes its tables).
+fn font_or_note() -> bool {
+    match font() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("note: figures skipped: {why}");
+            false
+        }
+    }
 }
 
 fn rung_names(result: &LadderResult) -> Vec<String> {
@@ -253,8 +295,7 @@ fn rung_names(result: &LadderResult) -> Vec<String> {
 /// Draws every figure of the ladder into `dir`; returns the names written. A missing font
 /// skips the figures with a note on stderr instead of failing the run.
 pub fn ladder_figures(result: &LadderResult, dir: &Path) -> anyhow::Result<Vec<String>> {
-    if let Err(why) = font() {
-        eprintln!("note: figures skipped: {why}");
+    if !font_or_note() {
         return Ok(Vec::new());
     }
     let mut written = Vec::new();
@@ -357,10 +398,172 @@ pub fn ladder_figures(result: &LadderResult, dir: &Path) -> anyhow::Result<Vec<S
         c
     };
     for (name, chart) in &charts {
-        write_chart(dir, name, chart).map_err(|e| anyhow::anyhow!("draw {name}: {e}"))?;
+        write_figure(dir, name, chart).map_err(|e| anyhow::anyhow!("draw {name}: {e}"))?;
         written.push(name.clone());
     }
     Ok(written)
+}
+
+/// One line of a [`Lines`] figure.
+#[derive(Clone, Debug)]
+pub struct Line {
+    /// The legend's text.
+    pub name: String,
+    /// (x, y) in order of x.
+    pub points: Vec<(f64, f64)>,
+    /// Per point, the lowest and highest y measured, drawn as an error bar; empty for none.
+    pub ranges: Vec<(f64, f64)>,
+    /// Index into the palette: a measured line and its reference line share a colour.
+    pub color: usize,
+    /// A reference line: dashed, without markers.
+    pub dashed: bool,
+}
+
+/// A line chart on log-log axes: a line of constant slope there is a power law, so linear
+/// scaling (`y = c·x`) is a straight line whatever `c`, and lines a thousand times apart
+/// (in memory, on disk) share one figure. The x axis is labelled at powers of two.
+#[derive(Clone, Debug)]
+pub struct Lines {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub lines: Vec<Line>,
+}
+
+/// The share of the plot's height above the highest value, left to the legend.
+const LEGEND_BAND: f64 = 0.3;
+
+impl Figure for Lines {
+    fn draw<DB: DrawingBackend>(&self, area: DrawingArea<DB, Shift>) -> Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        let err = |e: DrawingAreaErrorKind<DB::ErrorType>| format!("{e:?}");
+        area.fill(&WHITE).map_err(err)?;
+        // x is drawn as log2(x) on a linear axis, so that its ticks fall on powers of two.
+        let xs = || {
+            self.lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|(x, _)| *x))
+                .filter(|x| *x > 0.0)
+        };
+        let x_lo = xs().fold(f64::INFINITY, f64::min);
+        let x_hi = xs().fold(0.0f64, f64::max);
+        let (x_lo, x_hi) = if x_lo <= x_hi {
+            (x_lo.log2(), x_hi.log2())
+        } else {
+            (0.0, 0.0)
+        };
+        let ys = || {
+            self.lines
+                .iter()
+                .flat_map(|l| {
+                    let points = l.points.iter().map(|(_, y)| *y);
+                    points.chain(l.ranges.iter().flat_map(|(low, high)| [*low, *high]))
+                })
+                .filter(|y| y.is_finite() && *y > 0.0)
+        };
+        let y_lo = ys().fold(f64::INFINITY, f64::min);
+        let y_hi = ys().fold(0.0f64, f64::max);
+        let (y_lo, y_hi) = if y_lo <= y_hi {
+            (y_lo / 1.5, y_hi * 1.5)
+        } else {
+            (1.0, 10.0)
+        };
+        let span = (y_hi / y_lo).log10();
+        let y_top = y_hi * 10f64.powf(span * LEGEND_BAND / (1.0 - LEGEND_BAND));
+        let mut ctx = ChartBuilder::on(&area)
+            .caption(&self.title, ("sans-serif", 26))
+            .margin(20)
+            .x_label_area_size(70)
+            .y_label_area_size(110)
+            .build_cartesian_2d(x_lo - 0.25..x_hi + 0.25, (y_lo..y_top).log_scale())
+            .map_err(err)?;
+        let x_fmt = |x: &f64| {
+            if (x - x.round()).abs() < 1e-6 {
+                format!("{}", 2f64.powf(x.round()))
+            } else {
+                String::new()
+            }
+        };
+        ctx.configure_mesh()
+            .x_labels((x_hi - x_lo).ceil() as usize + 2)
+            .x_label_formatter(&x_fmt)
+            .x_desc(format!("{} (log scale)", self.x_label))
+            .y_desc(format!("{} (log scale)", self.y_label))
+            .y_label_formatter(&|v: &f64| tick_label(*v))
+            .label_style(("sans-serif", 15))
+            .draw()
+            .map_err(err)?;
+        let on_axes = |points: &[(f64, f64)]| -> Vec<(f64, f64)> {
+            points
+                .iter()
+                .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+                .map(|(x, y)| (x.log2(), *y))
+                .collect()
+        };
+        for line in &self.lines {
+            let color = PALETTE[line.color % PALETTE.len()];
+            let points = on_axes(&line.points);
+            if line.dashed {
+                ctx.draw_series(DashedLineSeries::new(points, 10, 7, color.stroke_width(2)))
+                    .map_err(err)?
+                    .label(line.name.as_str())
+                    .legend(move |(x, y)| {
+                        // Two dashes, as on the figure.
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (6, 0)], color.stroke_width(2))
+                            + PathElement::new(vec![(10, 0), (16, 0)], color.stroke_width(2))
+                    });
+            } else {
+                ctx.draw_series(LineSeries::new(points.clone(), color.stroke_width(3)))
+                    .map_err(err)?
+                    .label(line.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+                    });
+                ctx.draw_series(points.iter().map(|p| Circle::new(*p, 5, color.filled())))
+                    .map_err(err)?;
+                ctx.draw_series(
+                    line.points
+                        .iter()
+                        .zip(&line.ranges)
+                        .filter(|((x, y), _)| *x > 0.0 && *y > 0.0)
+                        .map(|(&(x, y), &(low, high))| {
+                            let low = low.max(y_lo);
+                            ErrorBar::new_vertical(
+                                x.log2(),
+                                low,
+                                y,
+                                high,
+                                color.stroke_width(2),
+                                12,
+                            )
+                        }),
+                )
+                .map_err(err)?;
+            }
+        }
+        ctx.configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 16))
+            .draw()
+            .map_err(err)?;
+        area.present().map_err(err)?;
+        Ok(())
+    }
+}
+
+/// Draws `lines` into `dir/name.svg` and `dir/name.png`; returns whether it did (a missing
+/// font skips the figure with a note on stderr instead of failing the run).
+pub fn line_figure(lines: &Lines, dir: &Path, name: &str) -> anyhow::Result<bool> {
+    if !font_or_note() {
+        return Ok(false);
+    }
+    write_figure(dir, name, lines).map_err(|e| anyhow::anyhow!("draw {name}: {e}"))?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -137,7 +137,7 @@ pub fn build_switches(
     Ok(switches)
 }
 
-fn validate_switches(switches: &Switches, threads: usize) -> Result<(), UsageError> {
+pub(crate) fn validate_switches(switches: &Switches, threads: usize) -> Result<(), UsageError> {
     if threads == 0 {
         return Err(UsageError("--threads must be at least 1".to_string()));
     }
@@ -180,7 +180,7 @@ impl Status {
 }
 
 /// What a scale means, for status lines.
-fn describe_scale(workload: &str, scale: u64) -> String {
+pub(crate) fn describe_scale(workload: &str, scale: u64) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     match workload {
         "tpcc" => plural(scale, "warehouse", "warehouses"),
@@ -631,7 +631,7 @@ fn check_log_switches(db: &DbConfig, status: &Status) -> Result<(), UsageError> 
 
 /// Whether `path` can be written, tried before a run so that a bad `--json` fails at once:
 /// an existing file is opened for appending (not changed), a new one created and removed.
-fn check_writable(path: &Path) -> std::io::Result<()> {
+pub(crate) fn check_writable(path: &Path) -> std::io::Result<()> {
     let existed = path.exists();
     std::fs::OpenOptions::new()
         .append(true)

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bench::driver::Stop;
 use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, BenchConfig};
+use bench::scale::{Configuration, Scales};
 use bench::UsageError;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use engine::db::DbConfig;
@@ -46,6 +47,11 @@ enum Command {
     /// pages, log bytes, latches and lock waits of a transaction; with --instructions, also
     /// instructions per transaction by component under callgrind.
     Profile(ProfileArgs),
+    /// Measure throughput against threads: run the workload at 1, 2, 4, ... threads (up to
+    /// the cores, or --threads) in each configuration (partitioned, shared, durable; for YCSB
+    /// and Voter embedded, durable); print a table per configuration with speed-up and
+    /// efficiency, and draw throughput against threads with the linear line.
+    Scale(ScaleArgs),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
     /// commit; print a table, exit 1 if any database or commit was lost.
@@ -203,9 +209,9 @@ struct DataArgs {
     field_count: u64,
 }
 
-/// Options that decide how the engine runs.
+/// Options that decide how the engine runs, wherever its database lives.
 #[derive(Args, Debug)]
-struct EngineArgs {
+struct EngineSetupArgs {
     /// Starting configuration of the removal ladder (optimal: the hand-coded kernel, for
     /// `bench tpcc --mix paper --threads 1` only).
     #[arg(long, value_enum, default_value = "full")]
@@ -213,12 +219,6 @@ struct EngineArgs {
     /// Turn one component off (or on) after the preset, e.g. --switch locking=off.
     #[arg(long = "switch", value_name = "NAME=off", value_parser = parse_switch)]
     switches: Vec<String>,
-    /// Keep the database in this directory (default: in memory).
-    #[arg(long, value_name = "DIR")]
-    db: Option<PathBuf>,
-    /// Force the log at every commit.
-    #[arg(long)]
-    durable: bool,
     /// Buffer pool size in MiB (default: enough to hold the whole database, at least 256: a
     /// smaller pool makes a run that was meant to be in memory read and evict pages).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
@@ -230,9 +230,22 @@ struct EngineArgs {
     /// only with page-access off).
     #[arg(long)]
     no_prefetch: bool,
-    /// Take a fuzzy checkpoint each time the log has grown by this many KiB (with --db).
+    /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
+}
+
+/// Options that decide how the engine runs and where its database lives.
+#[derive(Args, Debug)]
+struct EngineArgs {
+    #[command(flatten)]
+    setup: EngineSetupArgs,
+    /// Keep the database in this directory (default: in memory).
+    #[arg(long, value_name = "DIR")]
+    db: Option<PathBuf>,
+    /// Force the log at every commit.
+    #[arg(long)]
+    durable: bool,
     /// Open a database whose log is damaged in its middle by cutting the log at the damage,
     /// losing every transaction logged after it (without this, such a database is refused,
     /// with the damage's LSN).
@@ -258,16 +271,8 @@ struct BenchArgs {
     /// Seconds to run before measuring.
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_warmup, allow_negative_numbers = true)]
     warmup: f64,
-    /// TPC-C mix: the specification's five transactions, or the 2008 paper's New-Order and
-    /// Payment.
-    #[arg(long, value_enum, default_value = "full")]
-    mix: MixName,
-    /// YCSB core workload, A to F.
-    #[arg(long, value_name = "A..F", value_parser = parse_ycsb_workload)]
-    ycsb_workload: Option<char>,
-    /// YCSB request distribution (default: the core workload's own).
-    #[arg(long, value_enum)]
-    distribution: Option<DistributionName>,
+    #[command(flatten)]
+    mix: MixArgs,
     #[command(flatten)]
     engine: EngineArgs,
     /// Seed of the terminals' random streams (terminal i uses SEED + i; in round r,
@@ -289,6 +294,71 @@ struct BenchArgs {
     /// Print only the result table (no status lines or progress).
     #[arg(long)]
     quiet: bool,
+}
+
+/// Options that decide what the terminals run (not what is loaded).
+#[derive(Args, Debug)]
+struct MixArgs {
+    /// TPC-C mix: the specification's five transactions, or the 2008 paper's New-Order and
+    /// Payment.
+    #[arg(long, value_enum, default_value = "full")]
+    mix: MixName,
+    /// YCSB core workload, A to F.
+    #[arg(long, value_name = "A..F", value_parser = parse_ycsb_workload)]
+    ycsb_workload: Option<char>,
+    /// YCSB request distribution (default: the core workload's own).
+    #[arg(long, value_enum)]
+    distribution: Option<DistributionName>,
+}
+
+#[derive(Args, Debug)]
+struct ScaleArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    /// Thread counts, separated by commas, e.g. 1,2,4,16 [default: 1, 2, 4, ... up to the
+    /// machine's cores, and the core count itself].
+    #[arg(long, value_name = "LIST")]
+    threads: Option<String>,
+    /// Configurations, separated by commas: partitioned (one warehouse or branch per thread),
+    /// shared (--shared-scale for all threads), durable (on disk, log forced at commit,
+    /// partitioned's scale); for ycsb and voter: embedded (in memory), durable [default: all
+    /// that apply].
+    #[arg(long, value_name = "LIST")]
+    configs: Option<String>,
+    /// Warehouses (tpcc) or branches (tpcb) the shared configuration's threads share
+    /// [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    shared_scale: Option<u64>,
+    /// Seconds to measure each point.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_seconds, allow_negative_numbers = true)]
+    duration: f64,
+    /// Seconds to run each point before measuring it.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_warmup, allow_negative_numbers = true)]
+    warmup: f64,
+    /// Measure every point N times, interleaved (each round runs every point once), and
+    /// report the median and range.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: u32,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    mix: MixArgs,
+    #[command(flatten)]
+    engine: EngineSetupArgs,
+    /// Seed of the terminals' random streams (as glass bench's).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Where the durable configuration's temporary databases go (default: the system's
+    /// temporary directory); removed at the end.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Directory of the figures, scale-WORKLOAD.svg and .png.
+    #[arg(long, value_name = "DIR", default_value = "target/scale")]
+    out: PathBuf,
+    /// Also write every point (each run's result, the core count, the command line) as JSON
+    /// to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -407,30 +477,45 @@ fn workload_options(workload: WorkloadName, data: &DataArgs) -> WorkloadOptions 
     }
 }
 
-fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let name = args.workload.name();
-    let preset = match args.engine.preset {
-        PresetName::Full => "full",
-        PresetName::Stripped => "stripped",
-        PresetName::Optimal => "optimal",
-    };
-    let threads = args.threads as usize;
-    let switches = build_switches(preset, &args.engine.switches, threads)?;
-    let mut options = workload_options(args.workload, &args.data);
-    options.mix = match args.mix {
+/// The workload's options: what `data` loads and what `mix` runs.
+fn run_options(workload: WorkloadName, data: &DataArgs, mix: &MixArgs) -> WorkloadOptions {
+    let mut options = workload_options(workload, data);
+    options.mix = match mix.mix {
         MixName::Full => Mix::Full,
         MixName::Paper => Mix::Paper,
     };
-    let letter = args.ycsb_workload.unwrap_or(options.ycsb_workload);
+    let letter = mix.ycsb_workload.unwrap_or(options.ycsb_workload);
     options.ycsb_workload = letter;
-    options.ycsb_distribution = match args.distribution {
+    options.ycsb_distribution = match mix.distribution {
         Some(DistributionName::Uniform) => Distribution::Uniform,
         Some(DistributionName::Zipfian) => Distribution::Zipfian,
         Some(DistributionName::Latest) => Distribution::Latest,
         None => Distribution::standard_for(letter),
     };
+    options
+}
+
+/// The database configuration `setup` asks for, in memory and not durable (callers set the
+/// directory, durability and threads).
+fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
+    DbConfig {
+        // 0: sized to the database once its scale is known (`bench::run::run_bench`).
+        pool_mib: setup.pool_mib.unwrap_or(0) as usize,
+        page_locking: setup.page_locking,
+        prefetch: !setup.no_prefetch,
+        switches,
+        checkpoint_bytes: setup.checkpoint_kib << 10,
+        ..DbConfig::default()
+    }
+}
+
+fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let name = args.workload.name();
+    let threads = args.threads as usize;
+    let setup = &args.engine.setup;
+    let switches = build_switches(preset_name(setup.preset), &setup.switches, threads)?;
     let mut config = BenchConfig::new(name);
-    config.options = options;
+    config.options = run_options(args.workload, &args.data, &args.mix);
     config.threads = threads;
     config.stop = match (args.txns, args.duration) {
         (Some(n), _) => Stop::Txns(n),
@@ -440,16 +525,10 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.warmup = Duration::from_secs_f64(args.warmup);
     config.db = DbConfig {
         path: args.engine.db,
-        // 0: sized to the database once its scale is known (`bench::run::run_bench`).
-        pool_mib: args.engine.pool_mib.unwrap_or(0) as usize,
-        page_locking: args.engine.page_locking,
-        prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
         accept_log_loss: args.engine.accept_log_loss,
-        switches,
         threads,
-        checkpoint_bytes: args.engine.checkpoint_kib << 10,
-        ..DbConfig::default()
+        ..engine_db(setup, switches)
     };
     config.seed = args.seed;
     config.ack_log = args.ack_log;
@@ -460,6 +539,52 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let result = run_bench(&config)?;
     println!("{}", result.render().trim_end());
     Ok(if result.consistency == "ok" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
+    use bench::scale::{default_threads, machine_cores, parse_configurations, parse_threads};
+    let name = args.workload.name();
+    let cores = machine_cores();
+    let threads = match &args.threads {
+        Some(list) => parse_threads(list)?,
+        None => default_threads(cores),
+    };
+    let configurations = match &args.configs {
+        Some(list) => parse_configurations(name, list)?,
+        None => Configuration::all_for(name),
+    };
+    let scales = Scales::resolve(name, &configurations, args.data.scale, args.shared_scale)?;
+    // Validated for each thread count by the sweep, before it runs anything.
+    let setup = &args.engine;
+    let switches = build_switches(preset_name(setup.preset), &setup.switches, 1)?;
+    let mut base = BenchConfig::new(name);
+    base.options = run_options(args.workload, &args.data, &args.mix);
+    base.stop = Stop::Duration(Duration::from_secs_f64(args.duration));
+    base.warmup = Duration::from_secs_f64(args.warmup);
+    base.db = engine_db(setup, switches);
+    base.seed = args.seed;
+    let config = bench::scale::ScaleConfig {
+        base,
+        threads,
+        configurations,
+        scales,
+        rounds: args.rounds,
+        dir: args.dir,
+        out: args.out,
+        json: args.json,
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        cores,
+    };
+    let result = bench::scale::run_scale(&config)?;
+    println!("{}", result.render().trim_end());
+    for figure in &result.figures {
+        eprintln!("wrote {figure}");
+    }
+    Ok(if result.consistent() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -651,7 +776,8 @@ fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
-    let switches = build_switches(preset_name(args.engine.preset), &args.engine.switches, 1)?;
+    let setup = &args.engine.setup;
+    let switches = build_switches(preset_name(setup.preset), &setup.switches, 1)?;
     bench::optimal::refuse_kernel(&switches, "glass profile")?;
     let mut options = workload_options(args.workload, &args.data);
     options.mix = match args.mix {
@@ -675,15 +801,14 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         },
         None => true,
     };
-    let profile_pool_mib = args.engine.pool_mib.map_or_else(
+    let profile_pool_mib = setup.pool_mib.map_or_else(
         || bench::capacity::pool_mib_for(args.workload.name(), &options),
         |m| m as usize,
     );
     let sized = DbConfig {
         path: args.engine.db.clone(),
         pool_mib: profile_pool_mib,
-        switches,
-        ..DbConfig::default()
+        ..engine_db(setup, switches)
     };
     bench::capacity::check_machine(args.workload.name(), &options, &sized, loading)?;
     if args.child {
@@ -691,13 +816,10 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         let db = DbConfig {
             path: args.engine.db,
             pool_mib: profile_pool_mib,
-            page_locking: args.engine.page_locking,
-            prefetch: !args.engine.no_prefetch,
             durable: args.engine.durable,
             accept_log_loss: args.engine.accept_log_loss,
-            switches,
             threads: 1,
-            ..DbConfig::default()
+            ..engine_db(setup, switches)
         };
         let runs =
             bench::ladder::profile::run_child(workload, &options, &db, args.txns, args.seed)?;
@@ -708,13 +830,10 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let db = DbConfig {
         path: args.engine.db.clone(),
         pool_mib: profile_pool_mib,
-        page_locking: args.engine.page_locking,
-        prefetch: !args.engine.no_prefetch,
         durable: args.engine.durable,
         accept_log_loss: args.engine.accept_log_loss,
-        switches,
         threads: 1,
-        ..DbConfig::default()
+        ..engine_db(setup, switches)
     };
     let set_up_for = args.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -854,6 +973,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check(args),
         Command::Ladder(args) => ladder(args),
         Command::Profile(args) => profile(args),
+        Command::Scale(args) => scale(args),
         Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };
