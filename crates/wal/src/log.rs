@@ -124,6 +124,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use storage::latch::SpinLatch;
 use storage::page::PageRedo;
 use storage::{Lsn, PageId, PageLog, StorageResult};
 
@@ -293,8 +294,11 @@ pub struct LogManager {
     /// Buffered bytes at which an appender writes the buffer out.
     buffer_bytes: usize,
     /// The log buffer latch: protects the buffered frames, their base LSN and the append
-    /// counters. Held for one copy or one swap, never during I/O.
-    buffer: Mutex<LogBuffer>,
+    /// counters. Held for one copy or one swap, never during I/O. A spin latch: its holder
+    /// keeps it for one `memcpy` of a frame, far shorter than parking and waking a waiter,
+    /// and with a sleeping latch (parking_lot's mutex) the paper mix on 16 threads, whose
+    /// threads append some 35 records per transaction, spent its time parking and waking.
+    buffer: SpinLatch<LogBuffer>,
     /// The writer latch: serialises writes and syncs; its holder is the group-commit leader.
     /// Protects the bytes taken from the buffer until they are written. Taken before `buffer`.
     writer: Mutex<Writer>,
@@ -487,7 +491,7 @@ impl LogManager {
             mode: config.mode,
             storage,
             buffer_bytes: config.buffer_bytes.max(1),
-            buffer: Mutex::new(LogBuffer::new(end, config.buffer_bytes.max(1) * 2)),
+            buffer: SpinLatch::new(LogBuffer::new(end, config.buffer_bytes.max(1) * 2), true),
             writer: Mutex::new(Writer {
                 pending: Vec::with_capacity(config.buffer_bytes.max(1) * 2),
                 pending_base: end,
