@@ -1,0 +1,100 @@
+//! The shared-write counter on the paper mix's path (`storage::shared`, `glass profile`).
+//!
+//! Each transaction type has a budget: the places where it may latch or read-modify-write
+//! memory that every thread writes, and how often per transaction. A new global point on the
+//! path — a counter every thread increments, a latch every transaction takes — that is
+//! counted at a place outside the budget, or that pushes a place over it, fails the test;
+//! the budget is raised only with a measurement that says why (docs/performance.md, "Where
+//! every thread meets").
+
+use std::sync::Arc;
+
+use bench::table4::{self, TypeProfile};
+use engine::db::DbConfig;
+use storage::shared::Place;
+use workloads::{Mix, WorkloadOptions};
+
+fn profile_paper_mix(set_up_for: usize) -> Vec<TypeProfile> {
+    let options = WorkloadOptions {
+        scale: 1,
+        mix: Mix::Paper,
+        ..WorkloadOptions::default()
+    };
+    let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcc", &options).unwrap();
+    let db = DbConfig {
+        pool_mib: 256,
+        ..DbConfig::default()
+    };
+    table4::run(workload, &options, &db, set_up_for, 300, 7).unwrap()
+}
+
+fn per_txn(t: &TypeProfile, place: Place) -> f64 {
+    t.sum.shared[place as usize] as f64 / t.txns as f64
+}
+
+/// (place, most per transaction) for each type; every other place must stay at zero.
+fn budget(type_name: &str) -> &'static [(Place, f64)] {
+    match type_name {
+        // Two log records per record written (undo, then the page's redo), and the inner
+        // nodes of ~40 B+-tree descents; a heap page claimed now and then by an insert.
+        "new_order" => &[
+            (Place::LogAppend, 66.0),
+            (Place::BtreeInner, 42.0),
+            (Place::HeapFreeSpace, 2.0),
+            (Place::HeapTail, 1.0),
+            (Place::PageTable, 2.0),
+        ],
+        "payment" => &[
+            (Place::LogAppend, 11.0),
+            (Place::BtreeInner, 4.0),
+            (Place::HeapFreeSpace, 1.0),
+            (Place::HeapTail, 1.0),
+            (Place::PageTable, 1.0),
+        ],
+        other => panic!("no budget for {other}"),
+    }
+}
+
+#[test]
+fn the_paper_mix_meets_other_threads_only_where_its_budget_says() {
+    let types = profile_paper_mix(16);
+    assert_eq!(types.len(), 2, "new_order and payment both ran");
+    for t in &types {
+        let allowed = budget(&t.name);
+        for place in Place::ALL {
+            let seen = per_txn(t, place);
+            let most = allowed
+                .iter()
+                .find(|(p, _)| *p == place)
+                .map_or(0.0, |(_, most)| *most);
+            assert!(
+                seen <= most,
+                "{}: {seen:.1} shared writes per transaction at {} (budget {most})",
+                t.name,
+                place.name()
+            );
+        }
+    }
+    // The counter counts: the log and the B+-trees are reached on every New-Order.
+    let new_order = &types[0];
+    assert!(per_txn(new_order, Place::LogAppend) >= 20.0);
+    assert!(per_txn(new_order, Place::BtreeInner) >= 10.0);
+}
+
+/// With the lock manager set up for one thread (no partitions), every transaction's intention
+/// locks go to the one lock head per table, which the counter must see; set up for sixteen,
+/// they go to the thread's own partition, which it must not.
+#[test]
+fn unpartitioned_intention_locks_are_counted_and_partitions_remove_them() {
+    let one = profile_paper_mix(1);
+    let sixteen = profile_paper_mix(16);
+    for (a, b) in one.iter().zip(&sixteen) {
+        assert!(
+            per_txn(a, Place::LockCoarse) >= 2.0,
+            "{}: {:.1} coarse-lock requests counted with one lock per table",
+            a.name,
+            per_txn(a, Place::LockCoarse)
+        );
+        assert_eq!(per_txn(b, Place::LockCoarse), 0.0, "{}", b.name);
+    }
+}
