@@ -56,6 +56,10 @@
 //! reads the clock: `Lock` is its time minus the two waits, `Lock-PC` the time spent
 //! acquiring a contended bucket latch (a `try` first, so only the contended path is timed),
 //! `Lock-LC` the time blocked behind conflicting holders (the TPC-E paper's Figure 2).
+//! Waits are measured whether or not `timing` is on, since they read the clock anyway: how
+//! many, how long, whether each ended while the waiter spun or slept, and each granted
+//! wait's wake-up latency — the granter stamps the grant in the waiter's slot, and the
+//! waiter subtracts that stamp from the time it sees the grant (see [`LockStats`]).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,7 +72,7 @@ use storage::latch::{SpinGuard, SpinLatch};
 use super::deadlock::WaitForGraph;
 use super::mode::LockMode;
 use super::name::LockName;
-use super::table::{Bucket, Grant, LockHead, LockTable, WaitSlot, Waiter};
+use super::table::{Bucket, Grant, LockHead, LockTable, WaitEnd, WaitSlot, Waiter};
 use super::{LockError, TxnId};
 
 /// How a [`LockManager`] behaves.
@@ -120,7 +124,29 @@ impl Default for LockConfig {
     }
 }
 
+/// Buckets of [`LockStats::wake_histogram`].
+pub const WAKE_BUCKETS: usize = 16;
+
+/// The shortest wake-up latency of the histogram's second bucket, in ns; each bucket after
+/// it starts at twice its predecessor's start.
+const WAKE_BUCKET_FIRST_NS: u64 = 256;
+
+/// The histogram bucket of a wake-up latency of `ns`: 0 below 256 ns, then one bucket per
+/// power of two (256–511 ns, 512–1023 ns, …), the last from about 4.2 ms up.
+fn wake_bucket(ns: u64) -> usize {
+    let above = 64 - (ns / WAKE_BUCKET_FIRST_NS).leading_zeros() as usize;
+    above.min(WAKE_BUCKETS - 1)
+}
+
 /// Totals over all finished transactions (those that called `release_all`).
+///
+/// The wait fields describe the slow path only: a request that queued (`waits`) waits
+/// `wait_ns` in all, and ends granted, a deadlock victim, or timed out. A granted wait ends
+/// in one of two ways, counted apart: the waiter saw its grant while it was still spinning
+/// (`waits_ended_spinning`), or it had gone to sleep and was woken (`waits_ended_sleeping`).
+/// Its *wake-up latency* runs from the moment the releaser granted it (a timestamp the
+/// granter leaves in the wait slot) to the moment the waiter runs again and sees it:
+/// summed in `wake_ns`, its largest in `wake_ns_max`, its distribution in `wake_histogram`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LockStats {
     /// Requests that reached the lock table (the hierarchy's cached and covered requests
@@ -144,13 +170,79 @@ pub struct LockStats {
     pub physical_contention_ns: u64,
     /// `Lock-LC`: time blocked behind conflicting holders.
     pub logical_contention_ns: u64,
+    /// Time blocked in all waits (as `logical_contention_ns`, but measured with `timing`
+    /// off too: the clock is read only on the waiting path).
+    pub wait_ns: u64,
+    /// Granted waits whose waiter saw the grant while spinning.
+    pub waits_ended_spinning: u64,
+    /// Granted waits whose waiter was asleep and was woken.
+    pub waits_ended_sleeping: u64,
+    /// Wake-up latency summed over the granted waits.
+    pub wake_ns: u64,
+    /// The longest wake-up latency (a maximum, not a sum, in the totals too).
+    pub wake_ns_max: u64,
+    /// Granted waits by wake-up latency: bucket 0 below 256 ns, bucket `i` from
+    /// 256·2^(i−1) ns up to twice that, the last bucket everything from about 4.2 ms.
+    pub wake_histogram: [u64; WAKE_BUCKETS],
 }
 
-const STAT_FIELDS: usize = 11;
+/// Fields of `LockStats::to_array`: eleven counters and times, five wait fields, the
+/// histogram.
+const STAT_FIELDS: usize = 16 + WAKE_BUCKETS;
+
+/// The index of `wake_ns_max` in `LockStats::to_array` (combined with `fetch_max`, not added).
+const WAKE_NS_MAX_FIELD: usize = 15;
 
 impl LockStats {
+    /// Granted waits: those ended spinning plus those ended sleeping.
+    pub fn waits_granted(&self) -> u64 {
+        self.waits_ended_spinning + self.waits_ended_sleeping
+    }
+
+    /// The mean wake-up latency of the granted waits, in ns (0 when none).
+    pub fn wake_ns_mean(&self) -> u64 {
+        self.wake_ns.checked_div(self.waits_granted()).unwrap_or(0)
+    }
+
+    /// An upper bound on the `q` quantile (0.0–1.0) of the wake-up latency, in ns: the end
+    /// of the histogram bucket that holds it (the largest latency for the last bucket);
+    /// 0 when no wait was granted.
+    pub fn wake_ns_quantile(&self, q: f64) -> u64 {
+        let count: u64 = self.wake_histogram.iter().sum();
+        if count == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &n) in self.wake_histogram.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return if i + 1 == WAKE_BUCKETS {
+                    self.wake_ns_max
+                } else {
+                    (WAKE_BUCKET_FIRST_NS << i).min(self.wake_ns_max)
+                };
+            }
+        }
+        self.wake_ns_max
+    }
+
+    /// Counts one granted wait that waited `wait_ns` and was woken `wake_ns` after its grant.
+    fn note_granted(&mut self, wait_ns: u64, wake_ns: u64, slept: bool) {
+        if slept {
+            self.waits_ended_sleeping += 1;
+        } else {
+            self.waits_ended_spinning += 1;
+        }
+        self.wait_ns += wait_ns;
+        self.wake_ns += wake_ns;
+        self.wake_ns_max = self.wake_ns_max.max(wake_ns);
+        self.wake_histogram[wake_bucket(wake_ns)] += 1;
+    }
+
     fn to_array(self) -> [u64; STAT_FIELDS] {
-        [
+        let mut a = [0; STAT_FIELDS];
+        a[..16].copy_from_slice(&[
             self.requests,
             self.immediate,
             self.waits,
@@ -162,7 +254,14 @@ impl LockStats {
             self.physical_contention_ns,
             self.logical_contention_ns,
             self.refused,
-        ]
+            self.wait_ns,
+            self.waits_ended_spinning,
+            self.waits_ended_sleeping,
+            self.wake_ns,
+            self.wake_ns_max,
+        ]);
+        a[16..].copy_from_slice(&self.wake_histogram);
+        a
     }
 
     fn from_array(a: [u64; STAT_FIELDS]) -> Self {
@@ -178,6 +277,12 @@ impl LockStats {
             physical_contention_ns: a[8],
             logical_contention_ns: a[9],
             refused: a[10],
+            wait_ns: a[11],
+            waits_ended_spinning: a[12],
+            waits_ended_sleeping: a[13],
+            wake_ns: a[14],
+            wake_ns_max: a[WAKE_NS_MAX_FIELD],
+            wake_histogram: std::array::from_fn(|i| a[16 + i]),
         }
     }
 }
@@ -353,6 +458,8 @@ pub struct LockManager {
     graph: Mutex<WaitForGraph>,
     /// Totals of finished transactions, indexed like `LockStats::to_array`.
     totals: [AtomicU64; STAT_FIELDS],
+    /// The origin of the clock that stamps grants (read only on the waiting path).
+    epoch: Instant,
 }
 
 impl LockManager {
@@ -362,6 +469,7 @@ impl LockManager {
             config,
             graph: Mutex::new(WaitForGraph::new()),
             totals: Default::default(),
+            epoch: Instant::now(),
         }
     }
 
@@ -489,9 +597,13 @@ impl LockManager {
         t.database = None;
         t.tables.clear();
         self.stop(t, timer);
-        for (total, value) in self.totals.iter().zip(t.stats.to_array()) {
+        for (i, (total, value)) in self.totals.iter().zip(t.stats.to_array()).enumerate() {
             if value != 0 {
-                total.fetch_add(value, Ordering::Relaxed);
+                if i == WAKE_NS_MAX_FIELD {
+                    total.fetch_max(value, Ordering::Relaxed);
+                } else {
+                    total.fetch_add(value, Ordering::Relaxed);
+                }
             }
         }
         t.stats = LockStats::default();
@@ -816,7 +928,7 @@ impl LockManager {
             let mut graph = self.graph.lock();
             refresh_edges(head, &mut graph);
             if graph.cycle_through(txn).is_some() {
-                withdraw(head, txn, &mut graph);
+                withdraw(head, txn, &mut graph, self.now_ns());
                 drop(graph);
                 guard.retire_if_unused(index);
                 drop(guard);
@@ -897,12 +1009,14 @@ impl LockManager {
         let mut spin = self.config.spin_wait;
         let outcome = loop {
             let tick = (Instant::now() + self.config.deadlock_check_interval).min(timeout_at);
-            if t.slot.wait_until(std::mem::take(&mut spin), tick) {
-                break Ok(());
+            match t.slot.wait_until(std::mem::take(&mut spin), tick) {
+                WaitEnd::Spinning => break Ok(false),
+                WaitEnd::Sleeping => break Ok(true),
+                WaitEnd::Deadline => {}
             }
             let mut guard = self.table.latch(name);
             if t.slot.is_granted() {
-                break Ok(());
+                break Ok(true);
             }
             let timed_out = Instant::now() >= timeout_at;
             let Some(index) = guard.position(name) else {
@@ -912,7 +1026,7 @@ impl LockManager {
             let mut graph = self.graph.lock();
             let victim = !timed_out && graph.cycle_through(txn).is_some();
             if timed_out || victim {
-                withdraw(head, txn, &mut graph);
+                withdraw(head, txn, &mut graph, self.now_ns());
                 break Err(if victim {
                     LockError::Deadlock { victim: txn }
                 } else {
@@ -920,12 +1034,16 @@ impl LockManager {
                 });
             }
         };
-        t.slot.disarm();
+        let ended_ns = self.now_ns();
+        let wait_ns = started.elapsed().as_nanos() as u64;
         if timer.start.is_some() {
-            timer.logical_ns += started.elapsed().as_nanos() as u64;
+            timer.logical_ns += wait_ns;
         }
         match outcome {
-            Ok(()) => {
+            Ok(slept) => {
+                let wake_ns = ended_ns.saturating_sub(t.slot.granted_at_ns());
+                t.slot.disarm();
+                t.stats.note_granted(wait_ns, wake_ns, slept);
                 if upgrade {
                     t.note_upgrade(name, want);
                 } else {
@@ -934,6 +1052,8 @@ impl LockManager {
                 Ok(want)
             }
             Err(e) => {
+                t.slot.disarm();
+                t.stats.wait_ns += wait_ns;
                 match e {
                     LockError::Deadlock { .. } => t.stats.deadlocks += 1,
                     LockError::Timeout { .. } => t.stats.timeouts += 1,
@@ -964,9 +1084,15 @@ impl LockManager {
     #[cold]
     #[inline(never)]
     fn grant_after_release(&self, head: &mut LockHead) {
+        let now_ns = self.now_ns();
         let mut graph = self.graph.lock();
-        head.grant_waiters(|g| graph.remove(g));
+        head.grant_waiters(now_ns, |g| graph.remove(g));
         refresh_edges(head, &mut graph);
+    }
+
+    /// The clock that stamps grants: ns since the manager was created.
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
     }
 
     /// Latches a bucket, timing the wait when the latch is contended and timing is on.
@@ -1019,9 +1145,56 @@ fn refresh_edges(head: &LockHead, graph: &mut WaitForGraph) {
 }
 
 /// Removes `txn`'s queued request from `head` and the graph, then grants what that unblocked.
-fn withdraw(head: &mut LockHead, txn: TxnId, graph: &mut WaitForGraph) {
+/// `now_ns` stamps those grants.
+fn withdraw(head: &mut LockHead, txn: TxnId, graph: &mut WaitForGraph, now_ns: u64) {
     graph.remove(txn);
     head.dequeue(txn);
-    head.grant_waiters(|g| graph.remove(g));
+    head.grant_waiters(now_ns, |g| graph.remove(g));
     refresh_edges(head, graph);
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn wake_buckets_double_from_256_ns() {
+        assert_eq!(wake_bucket(0), 0);
+        assert_eq!(wake_bucket(255), 0);
+        assert_eq!(wake_bucket(256), 1);
+        assert_eq!(wake_bucket(511), 1);
+        assert_eq!(wake_bucket(512), 2);
+        assert_eq!(wake_bucket(1_000), 2);
+        assert_eq!(wake_bucket(20_000), 7);
+        assert_eq!(wake_bucket(WAKE_BUCKET_FIRST_NS << 14), WAKE_BUCKETS - 1);
+        assert_eq!(wake_bucket(u64::MAX), WAKE_BUCKETS - 1);
+    }
+
+    #[test]
+    fn stats_survive_their_array_form() {
+        let mut s = LockStats {
+            requests: 1,
+            immediate: 2,
+            waits: 3,
+            deadlocks: 4,
+            timeouts: 5,
+            escalations: 6,
+            upgrades: 7,
+            refused: 8,
+            lock_ns: 9,
+            physical_contention_ns: 10,
+            logical_contention_ns: 11,
+            wait_ns: 12,
+            waits_ended_spinning: 13,
+            waits_ended_sleeping: 14,
+            wake_ns: 15,
+            wake_ns_max: 16,
+            wake_histogram: [0; WAKE_BUCKETS],
+        };
+        for (i, n) in s.wake_histogram.iter_mut().enumerate() {
+            *n = 100 + i as u64;
+        }
+        assert_eq!(LockStats::from_array(s.to_array()), s);
+        assert_eq!(s.to_array()[WAKE_NS_MAX_FIELD], 16);
+    }
 }

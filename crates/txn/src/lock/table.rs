@@ -33,7 +33,7 @@
 //! head, no grant or queue vector (`tests/lock_alloc.rs` counts allocations to check it).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,13 +69,29 @@ pub(crate) struct Waiter {
 /// one request at a time.
 ///
 /// A waiter may first spin, watching `granted`, then sleeps on the condition variable (see
-/// `LockConfig::spin_wait` for when spinning pays).
+/// `LockConfig::spin_wait` for when spinning pays). The granter leaves the time of the grant
+/// in `granted_at_ns`, so that the waiter can measure how late it saw it (its wake-up
+/// latency).
 pub(crate) struct WaitSlot {
     /// Protects the wait state; the granter sets `Granted` under the bucket latch.
     state: Mutex<WaitState>,
     /// `state == Granted`, readable without the mutex, for the spin.
     granted: AtomicBool,
+    /// When the request was granted, in the lock manager's clock (ns since its creation);
+    /// written before `granted` is set, read after it is seen.
+    granted_at_ns: AtomicU64,
     wake: Condvar,
+}
+
+/// How a wait for a grant ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitEnd {
+    /// Granted while the waiter spun.
+    Spinning,
+    /// Granted while the waiter slept; it was woken.
+    Sleeping,
+    /// Not granted by the deadline.
+    Deadline,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +106,7 @@ impl WaitSlot {
         WaitSlot {
             state: Mutex::new(WaitState::Idle),
             granted: AtomicBool::new(false),
+            granted_at_ns: AtomicU64::new(0),
             wake: Condvar::new(),
         }
     }
@@ -101,13 +118,20 @@ impl WaitSlot {
         self.granted.store(false, Ordering::Relaxed);
     }
 
-    /// Grants the owner's request and wakes it. Called under the bucket latch.
-    pub fn grant(&self) {
+    /// Grants the owner's request at `now_ns` (the lock manager's clock) and wakes it.
+    /// Called under the bucket latch.
+    pub fn grant(&self, now_ns: u64) {
         let mut state = self.state.lock();
         debug_assert_eq!(*state, WaitState::Waiting);
         *state = WaitState::Granted;
+        self.granted_at_ns.store(now_ns, Ordering::Relaxed);
         self.granted.store(true, Ordering::Release);
         self.wake.notify_one();
+    }
+
+    /// When the request was granted (the lock manager's clock); meaningful once granted.
+    pub fn granted_at_ns(&self) -> u64 {
+        self.granted_at_ns.load(Ordering::Relaxed)
     }
 
     /// Spins until granted, for at most `spin` and never past `deadline`; returns whether
@@ -129,10 +153,10 @@ impl WaitSlot {
     }
 
     /// Waits until granted or `deadline`: spins for up to `spin` (zero: not at all), then
-    /// sleeps. Returns whether granted. Never holds a bucket latch.
-    pub fn wait_until(&self, spin: Duration, deadline: Instant) -> bool {
+    /// sleeps. Says how the wait ended. Never holds a bucket latch.
+    pub fn wait_until(&self, spin: Duration, deadline: Instant) -> WaitEnd {
         if !spin.is_zero() && self.spin_until(spin, deadline) {
-            return true;
+            return WaitEnd::Spinning;
         }
         let mut state = self.state.lock();
         while *state == WaitState::Waiting {
@@ -140,9 +164,12 @@ impl WaitSlot {
                 break;
             }
         }
-        *state == WaitState::Granted
+        if *state == WaitState::Granted {
+            WaitEnd::Sleeping
+        } else {
+            WaitEnd::Deadline
+        }
     }
-
     /// Whether granted; read under the bucket latch to settle a race with a granter.
     pub fn is_granted(&self) -> bool {
         *self.state.lock() == WaitState::Granted
@@ -228,8 +255,9 @@ impl LockHead {
 
     /// Grants queued requests from the front while they are compatible with the granted
     /// group, waking each; stops at the first that is not (FIFO, no barging). Calls
-    /// `on_grant` with each granted transaction.
-    pub fn grant_waiters(&mut self, mut on_grant: impl FnMut(TxnId)) {
+    /// `on_grant` with each granted transaction. `now_ns` stamps the grants (the lock
+    /// manager's clock).
+    pub fn grant_waiters(&mut self, now_ns: u64, mut on_grant: impl FnMut(TxnId)) {
         while let Some(front) = self.queue.front() {
             if !self.compatible_with_others(front.txn, front.mode) {
                 break;
@@ -244,7 +272,7 @@ impl LockHead {
                     mode: w.mode,
                 }),
             }
-            w.slot.grant();
+            w.slot.grant(now_ns);
             on_grant(w.txn);
         }
     }

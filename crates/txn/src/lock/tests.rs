@@ -457,6 +457,65 @@ fn timing_splits_lock_and_logical_contention_only_when_on() {
 }
 
 #[test]
+fn a_sleeping_wait_is_counted_with_its_wake_up_latency() {
+    let m = manager(config());
+    contended_pair(&m);
+    let s = m.stats();
+    assert_eq!(s.waits, 1);
+    assert_eq!((s.waits_ended_spinning, s.waits_ended_sleeping), (0, 1));
+    assert!(
+        s.wait_ns >= 15_000_000,
+        "waited ~20 ms, counted {} ns",
+        s.wait_ns
+    );
+    assert!(
+        s.wake_ns > 0,
+        "a woken thread cannot run at its grant's instant"
+    );
+    assert!(s.wake_ns < s.wait_ns, "the wake-up is part of the wait");
+    assert_eq!(
+        s.wake_ns_max, s.wake_ns,
+        "one wait: its latency is the largest"
+    );
+    assert_eq!(s.wake_histogram.iter().sum::<u64>(), 1);
+    assert_eq!(s.wake_ns_mean(), s.wake_ns);
+}
+
+#[test]
+fn a_spinning_wait_ends_spinning_and_the_maximum_is_a_maximum() {
+    let m = manager(LockConfig {
+        spin_wait: Duration::from_secs(5),
+        ..config()
+    });
+    contended_pair(&m);
+    contended_pair(&m);
+    let s = m.stats();
+    assert_eq!((s.waits_ended_spinning, s.waits_ended_sleeping), (2, 0));
+    assert!(s.wake_ns_max > 0 && s.wake_ns_max <= s.wake_ns);
+    assert!(
+        s.wake_ns_max < s.wake_ns,
+        "two waits: the max is not their sum"
+    );
+    assert_eq!(s.wake_histogram.iter().sum::<u64>(), 2);
+}
+
+#[test]
+fn wake_quantiles_come_from_the_histogram() {
+    let mut s = LockStats::default();
+    assert_eq!(s.wake_ns_quantile(0.5), 0, "no waits, no latency");
+    // 8 waits under 256 ns, 1 in 1–2 µs, 1 in the last bucket.
+    s.wake_histogram[0] = 8;
+    s.wake_histogram[3] = 1;
+    s.wake_histogram[manager::WAKE_BUCKETS - 1] = 1;
+    s.wake_ns_max = 9_000_000;
+    assert_eq!(s.wake_ns_quantile(0.5), 256);
+    assert_eq!(s.wake_ns_quantile(0.8), 256);
+    assert_eq!(s.wake_ns_quantile(0.9), 2048);
+    assert_eq!(s.wake_ns_quantile(0.99), 9_000_000);
+    assert_eq!(s.wake_ns_quantile(1.0), 9_000_000);
+}
+
+#[test]
 fn latching_off_works_on_one_thread() {
     let m = LockManager::new(LockConfig {
         latching: false,
