@@ -1133,10 +1133,14 @@ impl Database {
     }
 }
 
-/// How long a blocked transaction spins before it sleeps (`LockConfig::spin_wait`): 150 µs
-/// when every worker thread has a hardware thread of its own, else none. (On 2 cores, 2
-/// threads on one TPC-C warehouse, four 4 s runs each, median txn/s: 50 µs gave 32.1K on the
-/// paper mix and 16.0K on the full mix, 150 µs 36.7K and 20.4K, 400 µs 35.5K and 20.7K.)
+/// How long a blocked transaction may spin before it sleeps (`LockConfig::spin_wait`):
+/// 150 µs when every worker thread has a hardware thread of its own, else none (a spinner
+/// could keep the holder it waits for off its core). Within that bound the lock manager
+/// spins only while spins mostly see their grant: on a machine busy with other work they do
+/// not, and waiters sleep at once (docs/performance.md, "Lock waits"). (The 150 µs bound
+/// dates from the lock manager before it adapted: on 2 cores, 2 threads on one TPC-C
+/// warehouse, four 4 s runs each, median txn/s: 50 µs gave 32.1K on the paper mix and 16.0K
+/// on the full mix, 150 µs 36.7K and 20.4K, 400 µs 35.5K and 20.7K.)
 fn lock_spin(threads: usize) -> std::time::Duration {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores > 1 && threads <= cores {

@@ -89,7 +89,10 @@ fn every_acknowledged_commit_survives_crashes_taken_while_threads_commit() {
                     }
                     let commit = log.commit(txn, prev).expect("commit");
                     records.push(commit);
-                    acked[t as usize].lock().push(Acked { txn: txn.0, records });
+                    acked[t as usize].lock().push(Acked {
+                        txn: txn.0,
+                        records,
+                    });
                 }
             })
         })

@@ -1,8 +1,11 @@
 //! The wait-for graph and deadlock detection.
 //!
-//! A node is a transaction that is blocked in the lock manager; its out-edges are the
-//! transactions it waits for. Edges exist only for blocked transactions: a running one has
-//! no entry. A blocked request `W` on a lock head waits for
+//! A node is a *registered* waiter: a transaction blocked in the lock manager that is
+//! about to sleep or sleeps. Its out-edges are the transactions it waits for. A waiter
+//! that spins first (at the front of its queue, see `super::manager`) registers only when
+//! its spin ends without a grant; one that will not spin registers as it queues. A running
+//! transaction, and a spinning one, have no entry. A blocked request `W` on a lock head
+//! waits for
 //!
 //! * every *other* holder whose granted mode is incompatible with `W`'s requested mode, and
 //! * every request queued *ahead* of `W` (no barging: `W` cannot be granted before them).
@@ -14,21 +17,27 @@
 //! ```
 //!
 //! Maintenance. A waiter's edges depend only on the one lock head it waits in, so they are
-//! recomputed, under that head's bucket latch and then this graph's mutex (always in that
-//! order), whenever the head changes while it has waiters: a request enqueues, a holder
-//! releases, a waiter is granted or leaves. The graph is therefore exact, never stale.
+//! computed when it registers and recomputed, under that head's bucket latch and then this
+//! graph's mutex (always in that order), whenever the head changes while it has registered
+//! waiters: a request enqueues ahead of them, a holder releases, a waiter is granted or
+//! leaves. A head whose waiters all spin changes without the mutex. Edges may point at a
+//! spinner (which has no entry yet); the registered waiters' edges are exact, never stale.
 //!
-//! Detection and its guarantee. An edge to a *new* target appears only (a) when a request
-//! blocks — its own edges, and those of the waiters behind an upgrade it queues ahead of
-//! them, which all point at it — or (b) when a holder's mode grows by an immediate upgrade,
-//! giving waiters an edge to that holder. In case (b) the holder is running, not waiting,
-//! so no cycle passes through it until it blocks, which is case (a). So every cycle, at the
-//! moment it forms, passes through the transaction that just blocked, and that transaction
-//! searches for a cycle through itself while still holding the graph mutex it registered
-//! its edges under. Hence **every deadlock is found the moment it forms, and exactly one
-//! victim is chosen per cycle**: the requester that closed it. Waiters also search again periodically (a backstop, cheap when
-//! the graph is small). The victim's queued request is removed (its other locks stay) and it
-//! gets the retryable [`LockError::Deadlock`](super::LockError::Deadlock).
+//! Detection and its guarantee. Take a cycle of blocked transactions. None of them can be
+//! granted, so every spinner among them stops spinning within its bounded spin and
+//! registers; the *last* of them to register finds every other member registered with
+//! exact edges, and searches for a cycle through itself while still holding the graph
+//! mutex it registered under — so it finds this one. Edges to new targets appear only
+//! when a request blocks (its own, and those of waiters behind an upgrade it queues ahead
+//! of them) or when a running holder's mode grows by an immediate upgrade; either way the
+//! new target is not yet registered, so a cycle is complete in the graph only at its last
+//! member's registration. Hence **every deadlock is found, at the latest when its last
+//! spinner stops spinning (at once when nobody on it spins), and exactly one victim is
+//! chosen per cycle**: the member that registered last. (A test spins 20 ms and finds the
+//! deadlock well before the timeout.) Registered waiters also search again periodically (a
+//! backstop, cheap when the graph is small). The victim's queued request is removed (its
+//! other locks stay) and it gets the retryable
+//! [`LockError::Deadlock`](super::LockError::Deadlock).
 
 use std::collections::{HashMap, HashSet};
 

@@ -24,8 +24,38 @@
 //! A request (`request`) latches the name's bucket and either grants at once — the name is
 //! held in a covering mode; or an upgrade is compatible with the other holders (it converts
 //! in place); or a new request is compatible and nobody waits (no barging) — or queues
-//! and sleeps on the transaction's wait slot with the bucket latch released. See
+//! and waits on the transaction's wait slot with the bucket latch released. See
 //! [`super::deadlock`] for when waiting ends in a deadlock error.
+//!
+//! Waiting. A wait should cost about what it waits for: in an OLTP mix that is the rest of
+//! one short transaction, tens of µs, while a sleep costs two system calls plus however long
+//! the scheduler takes to run the woken thread again (on a virtual machine whose other core
+//! is idle, or a machine whose cores are busy with other work, up to milliseconds). So:
+//!
+//! ```text
+//!   request queues ──▶ at the front of the queue? ── no ──▶ register, sleep ◀──────┐
+//!                        │ yes, and spinning pays             │ nudged when a grant│
+//!                        ▼                                    ▼ moves it to front  │
+//!                      spin ──────────── no grant ──────────▶ register ───────────┘
+//!   release: grant under the bucket latch (an atomic swap in the waiter's slot, and the
+//!            grant's timestamp); unpark the sleepers after the latch is released
+//! ```
+//!
+//! * Only a request at the *front* of its queue (every request ahead of it compatible with
+//!   it) spins: it is granted when the current holders release. One further back sleeps
+//!   at once, and is *nudged* awake when a grant moves it to the front, so that its wake-up
+//!   overlaps the new holder's work and it spins, not sleeps, through that holder's end.
+//! * A spin lasts twice the median wait of front requests (`spin_limit`), within
+//!   [`LockConfig::spin_wait`]. Waiters spin only while spinning pays: while at least half
+//!   of the recent spins saw their grant (`spin_for_front`). Otherwise (holders that are
+//!   descheduled or run long) they sleep at once, and one front wait in sixteen spins as a
+//!   probe; nudges stop too.
+//! * A waiter joins the wait-for graph only when it is about to sleep, so a wait that ends
+//!   spinning never takes the graph's global mutex, and a release takes it only when the
+//!   head has a registered waiter. Deadlocks among spinners are found when they stop
+//!   spinning ([`super::deadlock`]).
+//! * The releaser grants under the bucket latch but unparks sleepers after releasing it,
+//!   one unpark per sleeping grantee, so no system call lengthens a latch hold.
 //!
 //! The common path is one function: the immediate grants of `request` (a covering
 //! re-request; a compatible new request on a head nobody waits for) and the release of a
@@ -68,9 +98,13 @@
 //! reads the clock: `Lock` is its time minus the two waits, `Lock-PC` the time spent
 //! acquiring a contended bucket latch (a `try` first, so only the contended path is timed),
 //! `Lock-LC` the time blocked behind conflicting holders (the TPC-E paper's Figure 2).
+//! Waits are measured whether or not `timing` is on, since they read the clock anyway: how
+//! many, how long, whether each ended while the waiter spun or slept, and each granted
+//! wait's wake-up latency — the granter stamps the grant in the waiter's slot, and the
+//! waiter subtracts that stamp from the time it sees the grant (see [`LockStats`]).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,7 +116,7 @@ use storage::shared::{self, Place};
 use super::deadlock::WaitForGraph;
 use super::mode::LockMode;
 use super::name::LockName;
-use super::table::{Bucket, Grant, LockHead, LockTable, WaitSlot, Waiter};
+use super::table::{wake, Bucket, Grant, LockHead, LockTable, Sleep, WaitSlot, Waiter, Wakes};
 use super::{LockError, TxnId};
 
 /// How a [`LockManager`] behaves.
@@ -108,14 +142,13 @@ pub struct LockConfig {
     /// How often a blocked transaction searches the wait-for graph again (a backstop to
     /// the search made when it blocks).
     pub deadlock_check_interval: Duration,
-    /// How long a blocked transaction spins, watching for its grant, before it sleeps
-    /// (zero: it sleeps at once). Most waits in an OLTP mix last part of one short
-    /// transaction, tens of µs; sleeping and being woken costs two system calls and the time
-    /// an idle core takes to wake, which can exceed the wait. Spinning pays only while every
-    /// thread has a core of its own: with more threads than cores the spinner may keep the
-    /// holder off its core. The default is zero; `engine` spins when its worker threads fit
-    /// the machine's cores (on 2 cores, 2 threads on one TPC-C warehouse ran the paper mix
-    /// about 1.7× as fast as with sleeping at once; 4 threads ran about 20% slower).
+    /// The longest a blocked transaction spins, watching for its grant, before it sleeps
+    /// (zero: it does not spin). Most waits in an OLTP mix last part of one
+    /// short transaction, tens of µs; sleeping and being woken costs two system calls and
+    /// the time an idle core takes to wake, which can exceed the wait. Within this bound a
+    /// waiter spins for twice the recent waits' length (see `LockManager::spin_limit`), and
+    /// only a request at the front of its queue spins at all: one behind an incompatible
+    /// waiter sleeps at once and is nudged awake when it reaches the front.
     pub spin_wait: Duration,
     /// Partitions of the database's and each table's lock (1: not partitioned). Every
     /// transaction takes `IX` or `IS` on the database and on each table it touches, so with
@@ -143,7 +176,37 @@ impl Default for LockConfig {
     }
 }
 
+/// Buckets of [`LockStats::wake_histogram`].
+pub const WAKE_BUCKETS: usize = 16;
+
+/// The shortest wake-up latency of the histogram's second bucket, in ns; each bucket after
+/// it starts at twice its predecessor's start.
+const WAKE_BUCKET_FIRST_NS: u64 = 256;
+
+/// The histogram bucket of a wake-up latency of `ns`: 0 below 256 ns, then one bucket per
+/// power of two (256–511 ns, 512–1023 ns, …), the last from about 4.2 ms up.
+fn wake_bucket(ns: u64) -> usize {
+    let above = 64 - (ns / WAKE_BUCKET_FIRST_NS).leading_zeros() as usize;
+    above.min(WAKE_BUCKETS - 1)
+}
+
+/// What a waiter was doing when it saw its grant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WaitEnd {
+    Spinning,
+    Sleeping,
+}
+
 /// Totals over all finished transactions (those that called `release_all`).
+///
+/// The wait fields describe the slow path only: a request that queued (`waits`) waits
+/// `wait_ns` in all, and ends granted, a deadlock victim, or timed out. A granted wait ends
+/// in one of two ways, counted apart: the waiter saw its grant before it slept (while it
+/// spun, `waits_ended_spinning`), or it had gone to sleep and was woken
+/// (`waits_ended_sleeping`).
+/// Its *wake-up latency* runs from the moment the releaser granted it (a timestamp the
+/// granter leaves in the wait slot) to the moment the waiter runs again and sees it:
+/// summed in `wake_ns`, its largest in `wake_ns_max`, its distribution in `wake_histogram`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LockStats {
     /// Requests that reached the lock table (the hierarchy's cached and covered requests
@@ -167,16 +230,82 @@ pub struct LockStats {
     pub physical_contention_ns: u64,
     /// `Lock-LC`: time blocked behind conflicting holders.
     pub logical_contention_ns: u64,
+    /// Time blocked in all waits (as `logical_contention_ns`, but measured with `timing`
+    /// off too: the clock is read only on the waiting path).
+    pub wait_ns: u64,
+    /// Granted waits whose waiter saw the grant while spinning.
+    pub waits_ended_spinning: u64,
+    /// Granted waits whose waiter was asleep and was woken.
+    pub waits_ended_sleeping: u64,
+    /// Wake-up latency summed over the granted waits.
+    pub wake_ns: u64,
+    /// The longest wake-up latency (a maximum, not a sum, in the totals too).
+    pub wake_ns_max: u64,
+    /// Granted waits by wake-up latency: bucket 0 below 256 ns, bucket `i` from
+    /// 256·2^(i−1) ns up to twice that, the last bucket everything from about 4.2 ms.
+    pub wake_histogram: [u64; WAKE_BUCKETS],
 }
 
-const STAT_FIELDS: usize = 11;
+/// Fields of `LockStats::to_array`: eleven counters and times, five wait fields, the
+/// histogram.
+const STAT_FIELDS: usize = 16 + WAKE_BUCKETS;
+
+/// The index of `wake_ns_max` in `LockStats::to_array` (combined with `fetch_max`, not added).
+const WAKE_NS_MAX_FIELD: usize = 15;
 
 /// Shards of the statistics totals: more than the threads of the machines measured.
 const TOTAL_SHARDS: usize = 64;
 
 impl LockStats {
+    /// Granted waits: those ended spinning plus those ended sleeping.
+    pub fn waits_granted(&self) -> u64 {
+        self.waits_ended_spinning + self.waits_ended_sleeping
+    }
+
+    /// The mean wake-up latency of the granted waits, in ns (0 when none).
+    pub fn wake_ns_mean(&self) -> u64 {
+        self.wake_ns.checked_div(self.waits_granted()).unwrap_or(0)
+    }
+
+    /// An upper bound on the `q` quantile (0.0–1.0) of the wake-up latency, in ns: the end
+    /// of the histogram bucket that holds it (the largest latency for the last bucket);
+    /// 0 when no wait was granted.
+    pub fn wake_ns_quantile(&self, q: f64) -> u64 {
+        let count: u64 = self.wake_histogram.iter().sum();
+        if count == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &n) in self.wake_histogram.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return if i + 1 == WAKE_BUCKETS {
+                    self.wake_ns_max
+                } else {
+                    (WAKE_BUCKET_FIRST_NS << i).min(self.wake_ns_max)
+                };
+            }
+        }
+        self.wake_ns_max
+    }
+
+    /// Counts one granted wait that waited `wait_ns`, ended `how`, and saw its grant
+    /// `wake_ns` after it was made.
+    fn note_granted(&mut self, wait_ns: u64, wake_ns: u64, how: WaitEnd) {
+        match how {
+            WaitEnd::Spinning => self.waits_ended_spinning += 1,
+            WaitEnd::Sleeping => self.waits_ended_sleeping += 1,
+        }
+        self.wait_ns += wait_ns;
+        self.wake_ns += wake_ns;
+        self.wake_ns_max = self.wake_ns_max.max(wake_ns);
+        self.wake_histogram[wake_bucket(wake_ns)] += 1;
+    }
+
     fn to_array(self) -> [u64; STAT_FIELDS] {
-        [
+        let mut a = [0; STAT_FIELDS];
+        a[..16].copy_from_slice(&[
             self.requests,
             self.immediate,
             self.waits,
@@ -188,7 +317,14 @@ impl LockStats {
             self.physical_contention_ns,
             self.logical_contention_ns,
             self.refused,
-        ]
+            self.wait_ns,
+            self.waits_ended_spinning,
+            self.waits_ended_sleeping,
+            self.wake_ns,
+            self.wake_ns_max,
+        ]);
+        a[16..].copy_from_slice(&self.wake_histogram);
+        a
     }
 
     fn from_array(a: [u64; STAT_FIELDS]) -> Self {
@@ -204,6 +340,12 @@ impl LockStats {
             physical_contention_ns: a[8],
             logical_contention_ns: a[9],
             refused: a[10],
+            wait_ns: a[11],
+            waits_ended_spinning: a[12],
+            waits_ended_sleeping: a[13],
+            wake_ns: a[14],
+            wake_ns_max: a[WAKE_NS_MAX_FIELD],
+            wake_histogram: std::array::from_fn(|i| a[16 + i]),
         }
     }
 }
@@ -370,6 +512,33 @@ impl Drop for TxnLocks {
     }
 }
 
+/// The shortest spin of a waiter that spins at all, in ns (see `LockManager::spin_limit`).
+const SPIN_FLOOR_NS: u64 = 2_000;
+
+/// The range of the median wait estimate, in ns: from 1 µs up to this many `spin_wait`s, so
+/// that after a burst of long waits a few dozen short ones bring spinning back.
+const MEDIAN_FLOOR_NS: u64 = 1_000;
+const MEDIAN_CEILING_SPINS: u64 = 4;
+
+/// `LockManager::spin_score` of spins that all succeed; waiters spin while the score is at
+/// least `SPIN_SCORE_ON` (half of the recent spins saw their grant), and otherwise one
+/// front wait in `SPIN_PROBE_EVERY` spins as a probe.
+const SPIN_SCORE_ONE: u32 = 1024;
+const SPIN_SCORE_ON: u32 = SPIN_SCORE_ONE / 2;
+const SPIN_PROBE_EVERY: u32 = 16;
+
+/// How a blocked request begins its wait (decided under the bucket latch as it queues).
+#[derive(Clone, Copy, Debug)]
+struct Spin {
+    /// At the front of its queue (see `LockHead::is_front`): its wait measures the holders'
+    /// remaining time, and feeds the median that bounds spinning.
+    front: bool,
+    /// Spins before it sleeps: it registers in the wait-for graph only then.
+    spins: bool,
+    /// How long it spins.
+    spin: Duration,
+}
+
 /// Clock readings of one entry-point call (only when timing is on).
 struct Timer {
     start: Option<Instant>,
@@ -381,22 +550,40 @@ struct Timer {
 pub struct LockManager {
     config: LockConfig,
     table: LockTable,
-    /// Who waits for whom. Taken after a bucket latch, never before one; only on the
-    /// blocking path and when a head with waiters changes.
+    /// Who waits for whom, among the waiters about to sleep or asleep (spinners are not in
+    /// it). Taken after a bucket latch, never before one; only when a waiter registers and
+    /// when a head with registered waiters changes.
     graph: Mutex<WaitForGraph>,
     /// Totals of finished transactions, indexed like `LockStats::to_array`, one shard per
     /// thread (`thread_index % TOTAL_SHARDS`) on cache lines of its own: every transaction adds
     /// to them, so one set of totals was a line every thread wrote at every commit.
     totals: Box<[CachePadded<[AtomicU64; STAT_FIELDS]>]>,
+    /// The origin of the clock that stamps grants (read only on the waiting path).
+    epoch: Instant,
+    /// A running estimate of the median wait of a request queued at the front (grant time
+    /// minus queueing time), which bounds how long waiters spin (`spin_limit`). Written by
+    /// waiters only, racily: a lost update costs nothing.
+    wait_ns_median: AtomicU64,
+    /// How often recent spins saw their grant, in 1024ths (a moving average): waiters spin
+    /// while it is at least `SPIN_SCORE_ON` (`spin_for_front`). Racy like the median.
+    spin_score: AtomicU32,
+    /// Front waits that did not spin because spinning was off: every `SPIN_PROBE_EVERY`th
+    /// spins anyway, a probe that lets the score recover.
+    spin_probes: AtomicU32,
 }
 
 impl LockManager {
     pub fn new(config: LockConfig) -> Self {
         LockManager {
             table: LockTable::new(config.buckets, config.latching),
-            config,
             graph: Mutex::new(WaitForGraph::new()),
             totals: (0..TOTAL_SHARDS).map(|_| CachePadded::default()).collect(),
+            epoch: Instant::now(),
+            // With no wait seen yet, a waiter spins for half of `spin_wait`.
+            wait_ns_median: AtomicU64::new(config.spin_wait.as_nanos() as u64 / 4),
+            spin_score: AtomicU32::new(SPIN_SCORE_ONE),
+            spin_probes: AtomicU32::new(0),
+            config,
         }
     }
 
@@ -533,9 +720,13 @@ impl LockManager {
         t.tables.clear();
         self.stop(t, timer);
         let shard = &self.totals[storage::shard::thread_index() % TOTAL_SHARDS];
-        for (total, value) in shard.iter().zip(t.stats.to_array()) {
+        for (i, (total, value)) in shard.iter().zip(t.stats.to_array()).enumerate() {
             if value != 0 {
-                total.fetch_add(value, Ordering::Relaxed);
+                if i == WAKE_NS_MAX_FIELD {
+                    total.fetch_max(value, Ordering::Relaxed);
+                } else {
+                    total.fetch_add(value, Ordering::Relaxed);
+                }
             }
         }
         t.stats = LockStats::default();
@@ -544,10 +735,15 @@ impl LockManager {
     /// Totals over the transactions finished so far.
     pub fn stats(&self) -> LockStats {
         LockStats::from_array(std::array::from_fn(|i| {
-            self.totals
+            let each = self
+                .totals
                 .iter()
-                .map(|shard| shard[i].load(Ordering::Relaxed))
-                .sum()
+                .map(|shard| shard[i].load(Ordering::Relaxed));
+            if i == WAKE_NS_MAX_FIELD {
+                each.max().unwrap_or(0)
+            } else {
+                each.sum()
+            }
         }))
     }
 
@@ -563,37 +759,50 @@ impl LockManager {
     }
 
     /// Panics unless every head satisfies the lock table's invariants and the wait-for
-    /// graph has exactly the queued requests as nodes. Call when no request is in flight
-    /// (latches are taken one bucket at a time, so a concurrent request may look torn).
+    /// graph has exactly the registered queued requests as nodes. Call when no request is in
+    /// flight (latches are taken one bucket at a time, so a concurrent request may look
+    /// torn).
     pub fn check_invariants(&self) {
-        let mut waiting = Vec::new();
+        let mut registered = Vec::new();
         for bucket in self.table.buckets() {
             let guard = bucket.lock();
             for head in guard.heads() {
                 head.check_invariants();
-                waiting.extend(head.queue.iter().map(|w| w.txn));
+                registered.extend(head.queue.iter().filter(|w| w.registered).map(|w| w.txn));
             }
         }
         let graph = self.graph();
         assert_eq!(
             graph.len(),
-            waiting.len(),
-            "wait-for graph has {} nodes, queues hold {} requests",
+            registered.len(),
+            "wait-for graph has {} nodes, queues hold {} registered requests",
             graph.len(),
-            waiting.len()
+            registered.len()
         );
-        for txn in waiting {
+        for txn in registered {
             assert!(
                 graph.is_waiting(txn),
-                "{txn} queued but not in the wait-for graph"
+                "{txn} registered but not in the wait-for graph"
             );
         }
     }
 
-    /// Whether `txn` is blocked in the lock manager (tests use it to sequence threads).
+    /// Whether `txn` has a request queued in the lock table (tests use it to sequence
+    /// threads).
     #[cfg(test)]
     pub(crate) fn is_waiting(&self, txn: TxnId) -> bool {
-        self.graph().is_waiting(txn)
+        self.table.buckets().any(|b| {
+            b.lock()
+                .heads()
+                .iter()
+                .any(|h| h.queue.iter().any(|w| w.txn == txn))
+        })
+    }
+
+    /// Whether `txn` is in the wait-for graph: queued and about to sleep or asleep.
+    #[cfg(test)]
+    pub(crate) fn is_registered(&self, txn: TxnId) -> bool {
+        self.graph.lock().is_waiting(txn)
     }
 
     // ---- the hierarchy ----
@@ -909,7 +1118,7 @@ impl LockManager {
                 let want = held.supremum(mode);
                 if head.compatible_with_others(txn, want) {
                     head.granted[g].mode = want;
-                    if !head.queue.is_empty() {
+                    if head.has_registered() {
                         // A holder's mode grew: waiters behind may now wait for it.
                         refresh_edges(head, &mut self.graph());
                     }
@@ -923,30 +1132,57 @@ impl LockManager {
             None => (mode, false),
         };
 
-        // Block: queue, register in the wait-for graph, search for a cycle through us.
+        // Block: queue. A request at the front of the queue will spin first and joins the
+        // wait-for graph only if it must sleep (`Self::wait`); any other registers now and
+        // searches for a cycle through itself.
         t.stats.waits += 1;
         t.slot.arm();
         head.enqueue(Waiter {
             txn,
             mode: want,
             upgrade,
+            registered: false,
             slot: t.slot.clone(),
+            thread: std::thread::current(),
         });
-        {
+        let at = head.queue.iter().position(|w| w.txn == txn).unwrap_or(0);
+        let front = head.is_front(at);
+        let spin = if front {
+            self.spin_for_front()
+        } else {
+            Duration::ZERO
+        };
+        let spins = !spin.is_zero();
+        if !spins {
+            head.queue[at].registered = true;
+        }
+        if !spins || (upgrade && head.has_registered()) {
+            // Registering; or an upgrade queued ahead of registered waiters, which now
+            // wait for it too.
             let mut graph = self.graph();
             refresh_edges(head, &mut graph);
-            if graph.cycle_through(txn).is_some() {
-                withdraw(head, txn, &mut graph);
+            if !spins && graph.cycle_through(txn).is_some() {
+                let mut wakes = Wakes::new();
+                withdraw(
+                    head,
+                    txn,
+                    &mut graph,
+                    self.now_ns(),
+                    self.nudges(),
+                    &mut wakes,
+                );
                 drop(graph);
                 guard.retire_if_unused(index);
                 drop(guard);
+                wake(wakes);
                 t.slot.disarm();
                 t.stats.deadlocks += 1;
                 return Err(LockError::Deadlock { victim: txn });
             }
         }
         drop(guard);
-        self.wait(t, name, want, upgrade, timer)
+        let how = Spin { front, spins, spin };
+        self.wait(t, name, want, upgrade, how, timer)
     }
 
     /// [`Self::request`] without the blocking half: `None` (and nothing changed) where
@@ -976,7 +1212,7 @@ impl LockManager {
                         return None;
                     }
                     head.granted[g].mode = want;
-                    if !head.queue.is_empty() {
+                    if head.has_registered() {
                         refresh_edges(head, &mut self.graph());
                     }
                     drop(guard);
@@ -1001,29 +1237,137 @@ impl LockManager {
         Some(got)
     }
 
-    /// Sleeps until the queued request of `t` on `name` is granted, its transaction is
-    /// found on a cycle, or the wait times out.
+    /// How long a waiter at the front of its queue spins before it sleeps (zero: not at
+    /// all). It spins while spinning pays — while at least half of the recent spins saw
+    /// their grant — and otherwise only as a probe, one front wait in `SPIN_PROBE_EVERY`.
+    /// Spins fail when holders do not run (descheduled: more runnable threads than cores,
+    /// this process's or others') or run long, and a failed spin takes a core from whoever
+    /// could use it, holders included.
+    fn spin_for_front(&self) -> Duration {
+        if self.config.spin_wait.is_zero() {
+            return Duration::ZERO;
+        }
+        if self.spinning_pays()
+            || self
+                .spin_probes
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(SPIN_PROBE_EVERY)
+        {
+            self.spin_limit()
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Whether recent spins mostly saw their grant.
+    fn spinning_pays(&self) -> bool {
+        !self.config.spin_wait.is_zero() && self.spin_score.load(Ordering::Relaxed) >= SPIN_SCORE_ON
+    }
+
+    /// How long a spin lasts: twice the median wait (so that most waits end within it), at
+    /// least `SPIN_FLOOR_NS` and at most `spin_wait`.
+    fn spin_limit(&self) -> Duration {
+        let cap = self.config.spin_wait.as_nanos() as u64;
+        let limit = 2 * self.wait_ns_median.load(Ordering::Relaxed);
+        Duration::from_nanos(limit.clamp(SPIN_FLOOR_NS.min(cap), cap))
+    }
+
+    /// Moves the spin score an eighth of the way towards "all spins succeed" or "all fail".
+    fn note_spin(&self, saw_grant: bool) {
+        let score = self.spin_score.load(Ordering::Relaxed);
+        let next = if saw_grant {
+            score + (SPIN_SCORE_ONE - score) / 8
+        } else {
+            score - score / 8
+        };
+        self.spin_score.store(next, Ordering::Relaxed);
+    }
+
+    /// Whether a grant nudges the sleepers it moves to the front of the queue: only while
+    /// spinning pays, since a nudged waiter that did not spin would only go back to sleep.
+    fn nudges(&self) -> bool {
+        self.spinning_pays()
+    }
+
+    /// Moves the median estimate a sixteenth towards a front request's wait of `wait_ns`
+    /// (queueing to grant; the wake-up is not part of it): up if the wait was longer, down
+    /// if shorter. The estimate settles where as many waits are longer as shorter.
+    fn note_wait_length(&self, wait_ns: u64) {
+        if self.config.spin_wait.is_zero() {
+            return;
+        }
+        let median = self.wait_ns_median.load(Ordering::Relaxed);
+        let step = median / 16 + 1;
+        let next = if wait_ns > median {
+            median + step
+        } else {
+            median.saturating_sub(step)
+        };
+        let ceiling = MEDIAN_CEILING_SPINS * self.config.spin_wait.as_nanos() as u64;
+        let next = next.clamp(MEDIAN_FLOOR_NS, ceiling.max(MEDIAN_FLOOR_NS));
+        self.wait_ns_median.store(next, Ordering::Relaxed);
+    }
+
+    /// Waits until the queued request of `t` on `name` is granted, its transaction is found
+    /// on a cycle, or the wait times out.
+    ///
+    /// ```text
+    ///   spin (front of queue only) ─▶ register in the graph ─▶ sleep ──────────┐
+    ///     ▲   ≤ spin_limit()          search for a cycle                      │
+    ///     └──────────── nudged: moved to the front of the queue ◀──────────────┤
+    ///                  every deadlock_check_interval: search again, time out ◀┘
+    /// ```
+    ///
+    /// `how` says whether the request was at the front of its queue and whether it spins
+    /// first (else it registered when it queued).
     fn wait(
         &self,
         t: &mut TxnLocks,
         name: LockName,
         want: LockMode,
         upgrade: bool,
+        how: Spin,
         timer: &mut Timer,
     ) -> Result<LockMode, LockError> {
         let txn = t.txn;
         let started = Instant::now();
+        let started_ns = self.now_ns();
         let timeout_at = started + self.config.wait_timeout;
-        // Spin on the first wait only: a transaction still blocked after it waits long.
-        let mut spin = self.config.spin_wait;
+        let mut spin = how.spins.then_some(how.spin);
+        let mut registered = !how.spins;
         let outcome = loop {
-            let tick = (Instant::now() + self.config.deadlock_check_interval).min(timeout_at);
-            if t.slot.wait_until(std::mem::take(&mut spin), tick) {
-                break Ok(());
+            if let Some(limit) = spin.take() {
+                if !limit.is_zero() {
+                    let until = (Instant::now() + limit).min(timeout_at);
+                    let saw_grant = t.slot.spin_until(until);
+                    self.note_spin(saw_grant);
+                    if saw_grant {
+                        break Ok(WaitEnd::Spinning);
+                    }
+                }
             }
+            if !registered {
+                registered = true;
+                match self.register(t, name) {
+                    Ok(false) => {}
+                    Ok(true) => break Ok(WaitEnd::Spinning),
+                    Err(e) => break Err(e),
+                }
+            }
+            let tick = (Instant::now() + self.config.deadlock_check_interval).min(timeout_at);
+            match t.slot.sleep_until(tick) {
+                Sleep::Granted { slept: true } => break Ok(WaitEnd::Sleeping),
+                Sleep::Granted { slept: false } => break Ok(WaitEnd::Spinning),
+                Sleep::Nudged => {
+                    spin = Some(self.spin_for_front());
+                    continue;
+                }
+                Sleep::Deadline => {}
+            }
+            // The periodic backstop: search the graph again, or give up at the timeout.
             let mut guard = self.table.latch(name);
             if t.slot.is_granted() {
-                break Ok(());
+                break Ok(WaitEnd::Sleeping);
             }
             let timed_out = Instant::now() >= timeout_at;
             let Some(index) = guard.position(name) else {
@@ -1033,7 +1377,18 @@ impl LockManager {
             let mut graph = self.graph();
             let victim = !timed_out && graph.cycle_through(txn).is_some();
             if timed_out || victim {
-                withdraw(head, txn, &mut graph);
+                let mut wakes = Wakes::new();
+                withdraw(
+                    head,
+                    txn,
+                    &mut graph,
+                    self.now_ns(),
+                    self.nudges(),
+                    &mut wakes,
+                );
+                drop(graph);
+                drop(guard);
+                wake(wakes);
                 break Err(if victim {
                     LockError::Deadlock { victim: txn }
                 } else {
@@ -1041,12 +1396,20 @@ impl LockManager {
                 });
             }
         };
-        t.slot.disarm();
+        let ended_ns = self.now_ns();
+        let wait_ns = ended_ns.saturating_sub(started_ns);
         if timer.start.is_some() {
             timer.logical_ns += started.elapsed().as_nanos() as u64;
         }
         match outcome {
-            Ok(()) => {
+            Ok(ended) => {
+                let granted_at_ns = t.slot.granted_at_ns();
+                t.slot.disarm();
+                t.stats
+                    .note_granted(wait_ns, ended_ns.saturating_sub(granted_at_ns), ended);
+                if how.front {
+                    self.note_wait_length(granted_at_ns.saturating_sub(started_ns));
+                }
                 if upgrade {
                     t.note_upgrade(name, want);
                 } else {
@@ -1055,6 +1418,8 @@ impl LockManager {
                 Ok(want)
             }
             Err(e) => {
+                t.slot.disarm();
+                t.stats.wait_ns += wait_ns;
                 match e {
                     LockError::Deadlock { .. } => t.stats.deadlocks += 1,
                     LockError::Timeout { .. } => t.stats.timeouts += 1,
@@ -1062,6 +1427,47 @@ impl LockManager {
                 Err(e)
             }
         }
+    }
+
+    /// Puts the spinning waiter `t` on `name` into the wait-for graph before it sleeps, and
+    /// searches for a cycle through it: `Ok(true)` if it was granted meanwhile (nothing to
+    /// register), `Ok(false)` once registered, or the deadlock error with its request
+    /// withdrawn.
+    #[cold]
+    #[inline(never)]
+    fn register(&self, t: &TxnLocks, name: LockName) -> Result<bool, LockError> {
+        let txn = t.txn;
+        let mut guard = self.table.latch(name);
+        if t.slot.is_granted() {
+            return Ok(true);
+        }
+        let Some(index) = guard.position(name) else {
+            unreachable!("{txn} waits on {name}, which has no lock head");
+        };
+        let head = guard.head_at(index);
+        let Some(at) = head.queue.iter().position(|w| w.txn == txn) else {
+            unreachable!("{txn} waits on {name} but is not queued");
+        };
+        head.queue[at].registered = true;
+        let mut graph = self.graph.lock();
+        graph.set_edges(txn, head.blockers_of(at));
+        if graph.cycle_through(txn).is_none() {
+            return Ok(false);
+        }
+        let mut wakes = Wakes::new();
+        withdraw(
+            head,
+            txn,
+            &mut graph,
+            self.now_ns(),
+            self.nudges(),
+            &mut wakes,
+        );
+        drop(graph);
+        guard.retire_if_unused(index);
+        drop(guard);
+        wake(wakes);
+        Err(LockError::Deadlock { victim: txn })
     }
 
     /// Releases `txn`'s grant on `name` (whose head is in bucket `bucket`) and grants what
@@ -1076,19 +1482,38 @@ impl LockManager {
         };
         let head = guard.head_at(index);
         head.remove_grant(txn);
-        if !head.queue.is_empty() {
-            self.grant_after_release(head);
+        if head.queue.is_empty() {
+            guard.retire_if_unused(index);
+            return;
         }
+        let wakes = self.grant_after_release(head);
         guard.retire_if_unused(index);
+        drop(guard);
+        wake(wakes);
     }
 
-    /// Grants the waiters a release unblocked and refreshes the wait-for edges of the rest.
+    /// Grants the waiters a release unblocked, nudges the new front of the queue, and
+    /// refreshes the wait-for edges of the registered waiters; returns the threads to
+    /// unpark once the bucket latch is released.
     #[cold]
     #[inline(never)]
-    fn grant_after_release(&self, head: &mut LockHead) {
-        let mut graph = self.graph();
-        head.grant_waiters(|g| graph.remove(g));
-        refresh_edges(head, &mut graph);
+    fn grant_after_release(&self, head: &mut LockHead) -> Wakes {
+        let now_ns = self.now_ns();
+        let nudge = self.nudges();
+        let mut wakes = Wakes::new();
+        if head.has_registered() {
+            let mut graph = self.graph();
+            head.grant_waiters(now_ns, nudge, &mut wakes, |g| graph.remove(g));
+            refresh_edges(head, &mut graph);
+        } else {
+            head.grant_waiters(now_ns, nudge, &mut wakes, |_| {});
+        }
+        wakes
+    }
+
+    /// The clock that stamps grants: ns since the manager was created.
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
     }
 
     /// Latches a bucket, timing the wait when the latch is contended and timing is on.
@@ -1142,17 +1567,134 @@ fn note_shared(name: LockName) {
     }
 }
 
-/// Recomputes the wait-for edges of every request queued on `head`.
+/// Recomputes the wait-for edges of every registered request queued on `head`.
 fn refresh_edges(head: &LockHead, graph: &mut WaitForGraph) {
     for (i, w) in head.queue.iter().enumerate() {
-        graph.set_edges(w.txn, head.blockers_of(i));
+        if w.registered {
+            graph.set_edges(w.txn, head.blockers_of(i));
+        }
     }
 }
 
 /// Removes `txn`'s queued request from `head` and the graph, then grants what that unblocked.
-fn withdraw(head: &mut LockHead, txn: TxnId, graph: &mut WaitForGraph) {
+/// `now_ns` stamps those grants, `nudge` says whether to nudge the new front, and the
+/// threads to unpark go into `wakes`.
+fn withdraw(
+    head: &mut LockHead,
+    txn: TxnId,
+    graph: &mut WaitForGraph,
+    now_ns: u64,
+    nudge: bool,
+    wakes: &mut Wakes,
+) {
     graph.remove(txn);
     head.dequeue(txn);
-    head.grant_waiters(|g| graph.remove(g));
+    head.grant_waiters(now_ns, nudge, wakes, |g| graph.remove(g));
     refresh_edges(head, graph);
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn wake_buckets_double_from_256_ns() {
+        assert_eq!(wake_bucket(0), 0);
+        assert_eq!(wake_bucket(255), 0);
+        assert_eq!(wake_bucket(256), 1);
+        assert_eq!(wake_bucket(511), 1);
+        assert_eq!(wake_bucket(512), 2);
+        assert_eq!(wake_bucket(1_000), 2);
+        assert_eq!(wake_bucket(20_000), 7);
+        assert_eq!(wake_bucket(WAKE_BUCKET_FIRST_NS << 14), WAKE_BUCKETS - 1);
+        assert_eq!(wake_bucket(u64::MAX), WAKE_BUCKETS - 1);
+    }
+
+    fn spinning_manager(spin_wait: Duration) -> LockManager {
+        LockManager::new(LockConfig {
+            spin_wait,
+            ..LockConfig::default()
+        })
+    }
+
+    #[test]
+    fn spinning_stops_when_spins_fail_and_probes_bring_it_back() {
+        let m = spinning_manager(Duration::from_micros(100));
+        assert!(m.spinning_pays(), "with no spin seen yet, waiters spin");
+        assert_eq!(
+            m.spin_for_front(),
+            Duration::from_micros(50),
+            "half the cap at first"
+        );
+        for _ in 0..6 {
+            m.note_spin(false);
+        }
+        assert!(
+            !m.spinning_pays(),
+            "six failed spins in a row turn spinning off"
+        );
+        assert!(!m.nudges(), "no nudges while spinning is off");
+        let spins = (0..64).filter(|_| !m.spin_for_front().is_zero()).count();
+        assert_eq!(spins, 64 / SPIN_PROBE_EVERY as usize, "only probes spin");
+        m.note_spin(true);
+        m.note_spin(true);
+        assert!(m.spinning_pays(), "successful probes turn it back on");
+        assert!(m.nudges());
+    }
+
+    #[test]
+    fn a_spin_lasts_twice_the_median_wait_within_the_cap() {
+        let m = spinning_manager(Duration::from_micros(100));
+        for _ in 0..200 {
+            m.note_wait_length(10_000);
+        }
+        let limit = m.spin_limit().as_nanos() as u64;
+        assert!(
+            (18_000..=22_000).contains(&limit),
+            "median ~10 µs: spin ~20 µs, got {limit} ns"
+        );
+        for _ in 0..200 {
+            m.note_wait_length(1_000_000);
+        }
+        assert_eq!(m.spin_limit(), Duration::from_micros(100), "capped");
+        for _ in 0..200 {
+            m.note_wait_length(0);
+        }
+        assert_eq!(
+            m.spin_limit(),
+            Duration::from_nanos(SPIN_FLOOR_NS),
+            "floored"
+        );
+        let off = spinning_manager(Duration::ZERO);
+        assert_eq!(off.spin_for_front(), Duration::ZERO);
+        assert!(!off.spinning_pays() && !off.nudges());
+    }
+
+    #[test]
+    fn stats_survive_their_array_form() {
+        let mut s = LockStats {
+            requests: 1,
+            immediate: 2,
+            waits: 3,
+            deadlocks: 4,
+            timeouts: 5,
+            escalations: 6,
+            upgrades: 7,
+            refused: 8,
+            lock_ns: 9,
+            physical_contention_ns: 10,
+            logical_contention_ns: 11,
+            wait_ns: 12,
+            waits_ended_spinning: 13,
+            waits_ended_sleeping: 14,
+            wake_ns: 15,
+            wake_ns_max: 16,
+            wake_histogram: [0; WAKE_BUCKETS],
+        };
+        for (i, n) in s.wake_histogram.iter_mut().enumerate() {
+            *n = 100 + i as u64;
+        }
+        assert_eq!(LockStats::from_array(s.to_array()), s);
+        assert_eq!(s.to_array()[WAKE_NS_MAX_FIELD], 16);
+    }
 }

@@ -15,7 +15,9 @@
 //! it, and the heads' grant and queue vectors. It is held for the few instructions of one
 //! request or release and never while a transaction waits; no code holds two bucket latches
 //! at once. That is why it spins instead of sleeping, and why it pays to release it with a
-//! plain store rather than a [`storage::Latch`]'s compare-and-swap. Lock order: bucket latch → wait-for-graph mutex → a waiter's slot mutex.
+//! plain store rather than a [`storage::Latch`]'s compare-and-swap. Lock order: bucket latch
+//! → wait-for-graph mutex. A waiter's slot is lock-free ([`WaitSlot`]): granting under the
+//! latch is an atomic swap, and a sleeping waiter is unparked after the latch is released.
 //!
 //! Invariants of a head (checked by [`LockHead::check_invariants`]):
 //! 1. a head in the map is never empty (granted group or queue non-empty): no orphans;
@@ -33,11 +35,11 @@
 //! head, no grant or queue vector (`tests/lock_alloc.rs` counts allocations to check it).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::thread::Thread;
+use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
 use smallvec::SmallVec;
 use storage::latch::{SpinGuard, SpinLatch};
 
@@ -62,97 +64,194 @@ pub(crate) struct Waiter {
     pub mode: LockMode,
     /// Converts an existing grant of the same transaction instead of adding one.
     pub upgrade: bool,
+    /// Whether the request is in the wait-for graph. A waiter registers when it is about to
+    /// sleep (at once when it will not spin), never while it spins; see `super::deadlock`.
+    pub registered: bool,
     pub slot: Arc<WaitSlot>,
+    /// The waiting thread, unparked by whoever grants or nudges the request.
+    pub thread: Thread,
 }
 
-/// Where a blocked transaction sleeps. One per transaction; a transaction waits for at most
+/// The thread to unpark for each grant or nudge made under a bucket latch: they are
+/// unparked after the latch is released ([`wake`]), so that no system call lengthens a
+/// latch's hold. Four inline: a grant pass rarely wakes more.
+pub(crate) type Wakes = SmallVec<[Thread; 4]>;
+
+/// Unparks the threads a grant pass collected. Call with no latch held.
+pub(crate) fn wake(wakes: Wakes) {
+    for thread in wakes {
+        thread.unpark();
+    }
+}
+
+/// Where a blocked transaction waits. One per transaction; a transaction waits for at most
 /// one request at a time.
 ///
-/// A waiter may first spin, watching `granted`, then sleeps on the condition variable (see
-/// `LockConfig::spin_wait` for when spinning pays).
+/// ```text
+///            arm            sleep_until (CAS)
+///   Idle ───────▶ Waiting ───────────────────▶ Parked
+///    ▲             │  ▲ ▲  park timed out        │ │
+///    │             │  │ └────────────────────────┘ │ nudge: the granter unparks it
+///    │             │  │  waiter takes the nudge     ▼
+///    │             │  └─────────────────────── Nudged ◀── nudge (an awake waiter)
+///    │     grant   ▼                              │
+///    └───────── Granted ◀─────────────────────────┘ grant (from Parked: unparks it)
+///      disarm
+/// ```
+///
+/// The state is one atomic: the waiter watches it while it spins, and moves it
+/// from `Waiting` to `Parked` (compare-and-swap) just before it sleeps with
+/// `std::thread::park`. The granter swaps in `Granted` under the bucket latch; only if the
+/// swap found `Parked` does the waiter need unparking, which the granter does after the
+/// latch is released. A grant to a spinning waiter is therefore one atomic swap and no
+/// system call; and since the waiter parks only after its compare-and-swap succeeded, a
+/// grant can never fall between its last look and its sleep. A *nudge* (the request moved
+/// to the front of its queue, [`LockHead::grant_waiters`]) works the same way with state
+/// `Nudged`: the waiter, awake or woken, takes it back to `Waiting` and spins again. The
+/// granter first leaves the grant's time in `granted_at_ns`, so that the waiter can measure
+/// how late it saw its grant (its wake-up latency).
 pub(crate) struct WaitSlot {
-    /// Protects the wait state; the granter sets `Granted` under the bucket latch.
-    state: Mutex<WaitState>,
-    /// `state == Granted`, readable without the mutex, for the spin.
-    granted: AtomicBool,
-    wake: Condvar,
+    /// `IDLE`, `WAITING`, `PARKED`, `NUDGED` or `GRANTED`.
+    state: AtomicU8,
+    /// When the request was granted, in the lock manager's clock (ns since its creation);
+    /// written before `state` becomes `GRANTED`, read after that is seen.
+    granted_at_ns: AtomicU64,
 }
 
+const IDLE: u8 = 0;
+const WAITING: u8 = 1;
+const PARKED: u8 = 2;
+const NUDGED: u8 = 3;
+const GRANTED: u8 = 4;
+
+/// How a sleep ([`WaitSlot::sleep_until`]) ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WaitState {
-    Idle,
-    Waiting,
-    Granted,
+pub(crate) enum Sleep {
+    /// The request was granted while the waiter slept (or, `slept: false`, just before it
+    /// would have).
+    Granted { slept: bool },
+    /// Nudged: the request moved to the front of its queue.
+    Nudged,
+    /// The deadline passed.
+    Deadline,
 }
 
 impl WaitSlot {
     pub fn new() -> Self {
         WaitSlot {
-            state: Mutex::new(WaitState::Idle),
-            granted: AtomicBool::new(false),
-            wake: Condvar::new(),
+            state: AtomicU8::new(IDLE),
+            granted_at_ns: AtomicU64::new(0),
         }
     }
 
     /// Marks the owner as about to wait. Called under the bucket latch, before it is released.
     pub fn arm(&self) {
-        let mut state = self.state.lock();
-        *state = WaitState::Waiting;
-        self.granted.store(false, Ordering::Relaxed);
+        self.state.store(WAITING, Ordering::Relaxed);
     }
 
-    /// Grants the owner's request and wakes it. Called under the bucket latch.
-    pub fn grant(&self) {
-        let mut state = self.state.lock();
-        debug_assert_eq!(*state, WaitState::Waiting);
-        *state = WaitState::Granted;
-        self.granted.store(true, Ordering::Release);
-        self.wake.notify_one();
+    /// Grants the owner's request at `now_ns` (the lock manager's clock). Called under the
+    /// bucket latch. Returns whether the owner sleeps, so must be unparked.
+    pub fn grant(&self, now_ns: u64) -> bool {
+        self.granted_at_ns.store(now_ns, Ordering::Relaxed);
+        let before = self.state.swap(GRANTED, Ordering::AcqRel);
+        debug_assert!(
+            matches!(before, WAITING | PARKED | NUDGED),
+            "grant of a request not waiting"
+        );
+        // From `NUDGED` the waiter is awake, or its nudger is about to unpark it.
+        before == PARKED
     }
 
-    /// Spins until granted, for at most `spin` and never past `deadline`; returns whether
-    /// granted.
-    fn spin_until(&self, spin: Duration, deadline: Instant) -> bool {
-        let until = (Instant::now() + spin).min(deadline);
+    /// Tells the owner that its request moved to the front of its queue, so that it spins
+    /// again. Called under the bucket latch. Returns whether the owner sleeps, so must be
+    /// unparked.
+    pub fn nudge(&self) -> bool {
+        for from in [PARKED, WAITING] {
+            if self
+                .state
+                .compare_exchange(from, NUDGED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return from == PARKED;
+            }
+        }
+        false
+    }
+
+    /// Whether granted.
+    #[inline]
+    pub fn is_granted(&self) -> bool {
+        self.state.load(Ordering::Acquire) == GRANTED
+    }
+
+    /// When the request was granted (the lock manager's clock); meaningful once granted.
+    pub fn granted_at_ns(&self) -> u64 {
+        self.granted_at_ns.load(Ordering::Relaxed)
+    }
+
+    /// Spins until granted or `until`; returns whether granted.
+    pub fn spin_until(&self, until: Instant) -> bool {
         loop {
             // The clock is read once per 64 checks: a check is a few instructions.
             for _ in 0..64 {
-                if self.granted.load(Ordering::Acquire) {
+                if self.is_granted() {
                     return true;
                 }
                 std::hint::spin_loop();
             }
             if Instant::now() >= until {
-                return false;
+                return self.is_granted();
             }
         }
     }
 
-    /// Waits until granted or `deadline`: spins for up to `spin` (zero: not at all), then
-    /// sleeps. Returns whether granted. Never holds a bucket latch.
-    pub fn wait_until(&self, spin: Duration, deadline: Instant) -> bool {
-        if !spin.is_zero() && self.spin_until(spin, deadline) {
-            return true;
+    /// Sleeps until granted, nudged or `deadline`. Never holds a bucket latch.
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        match self
+            .state
+            .compare_exchange(WAITING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {}
+            Err(GRANTED) => return Sleep::Granted { slept: false },
+            Err(_) => return self.take_nudge(false),
         }
-        let mut state = self.state.lock();
-        while *state == WaitState::Waiting {
-            if self.wake.wait_until(&mut state, deadline).timed_out() {
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                GRANTED => return Sleep::Granted { slept: true },
+                NUDGED => return self.take_nudge(true),
+                _ => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
                 break;
             }
+            // Returns when unparked, at the timeout, or spuriously: the loop looks again.
+            std::thread::park_timeout(deadline - now);
         }
-        *state == WaitState::Granted
+        match self
+            .state
+            .compare_exchange(PARKED, WAITING, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Sleep::Deadline,
+            Err(GRANTED) => Sleep::Granted { slept: true },
+            Err(_) => self.take_nudge(true),
+        }
     }
 
-    /// Whether granted; read under the bucket latch to settle a race with a granter.
-    pub fn is_granted(&self) -> bool {
-        *self.state.lock() == WaitState::Granted
+    /// Takes a nudge (`Nudged` back to `Waiting`), unless a grant overtook it.
+    fn take_nudge(&self, slept: bool) -> Sleep {
+        match self
+            .state
+            .compare_exchange(NUDGED, WAITING, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Sleep::Nudged,
+            Err(_) => Sleep::Granted { slept },
+        }
     }
 
     /// Back to idle after the wait ends (granted, timed out or chosen as victim).
     pub fn disarm(&self) {
-        let mut state = self.state.lock();
-        *state = WaitState::Idle;
-        self.granted.store(false, Ordering::Relaxed);
+        self.state.store(IDLE, Ordering::Relaxed);
     }
 }
 
@@ -227,9 +326,18 @@ impl LockHead {
     }
 
     /// Grants queued requests from the front while they are compatible with the granted
-    /// group, waking each; stops at the first that is not (FIFO, no barging). Calls
-    /// `on_grant` with each granted transaction.
-    pub fn grant_waiters(&mut self, mut on_grant: impl FnMut(TxnId)) {
+    /// group; stops at the first that is not (FIFO, no barging). Each grant is stamped
+    /// `now_ns` (the lock manager's clock); a sleeping grantee's thread goes into `wakes`.
+    /// Calls `on_grant` with each granted request that was in the wait-for graph. Then,
+    /// if `nudge` (waiters spin), nudges the new front ([`LockHead::nudge_front`]).
+    pub fn grant_waiters(
+        &mut self,
+        now_ns: u64,
+        nudge: bool,
+        wakes: &mut Wakes,
+        mut on_grant: impl FnMut(TxnId),
+    ) {
+        let mut granted = false;
         while let Some(front) = self.queue.front() {
             if !self.compatible_with_others(front.txn, front.mode) {
                 break;
@@ -244,9 +352,56 @@ impl LockHead {
                     mode: w.mode,
                 }),
             }
-            w.slot.grant();
-            on_grant(w.txn);
+            if w.slot.grant(now_ns) {
+                wakes.push(w.thread);
+            }
+            if w.registered {
+                on_grant(w.txn);
+            }
+            granted = true;
         }
+        if granted && nudge {
+            self.nudge_front(wakes);
+        }
+    }
+
+    /// Whether the request at queue index `at` is at the front: every request queued ahead
+    /// of it is compatible with it, so that it is granted as soon as the holders that block
+    /// it release (the ones ahead are granted with it). Only such a request spins.
+    pub fn is_front(&self, at: usize) -> bool {
+        self.front_len() > at
+    }
+
+    /// How many requests, from the queue's start, are at the front: each compatible with
+    /// every one ahead of it, that is (compatibility being monotone in the lattice) with the
+    /// supremum of their modes.
+    fn front_len(&self) -> usize {
+        let mut ahead: Option<LockMode> = None;
+        for (at, w) in self.queue.iter().enumerate() {
+            if ahead.is_some_and(|m| !m.compatible(w.mode)) {
+                return at;
+            }
+            ahead = Some(ahead.map_or(w.mode, |m| m.supremum(w.mode)));
+        }
+        self.queue.len()
+    }
+
+    /// Nudges the registered requests at the front (see [`LockHead::is_front`]) after a
+    /// grant moved them there: they sleep or are about to, and are woken now so that their
+    /// wake-up overlaps the new holders' work and they spin, not sleep, through its end.
+    /// (The unregistered ones at the front are spinning already.)
+    fn nudge_front(&self, wakes: &mut Wakes) {
+        for w in self.queue.iter().take(self.front_len()) {
+            if w.registered && w.slot.nudge() {
+                wakes.push(w.thread.clone());
+            }
+        }
+    }
+
+    /// Whether any queued request is in the wait-for graph (else a change of this head
+    /// leaves the graph as it is, and its mutex need not be taken).
+    pub fn has_registered(&self) -> bool {
+        self.queue.iter().any(|w| w.registered)
     }
 
     /// The transactions that the waiter at queue index `at` waits for: incompatible other

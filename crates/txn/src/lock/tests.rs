@@ -457,6 +457,65 @@ fn timing_splits_lock_and_logical_contention_only_when_on() {
 }
 
 #[test]
+fn a_sleeping_wait_is_counted_with_its_wake_up_latency() {
+    let m = manager(config());
+    contended_pair(&m);
+    let s = m.stats();
+    assert_eq!(s.waits, 1);
+    assert_eq!((s.waits_ended_spinning, s.waits_ended_sleeping), (0, 1));
+    assert!(
+        s.wait_ns >= 15_000_000,
+        "waited ~20 ms, counted {} ns",
+        s.wait_ns
+    );
+    assert!(
+        s.wake_ns > 0,
+        "a woken thread cannot run at its grant's instant"
+    );
+    assert!(s.wake_ns < s.wait_ns, "the wake-up is part of the wait");
+    assert_eq!(
+        s.wake_ns_max, s.wake_ns,
+        "one wait: its latency is the largest"
+    );
+    assert_eq!(s.wake_histogram.iter().sum::<u64>(), 1);
+    assert_eq!(s.wake_ns_mean(), s.wake_ns);
+}
+
+#[test]
+fn a_spinning_wait_ends_spinning_and_the_maximum_is_a_maximum() {
+    let m = manager(LockConfig {
+        spin_wait: Duration::from_secs(5),
+        ..config()
+    });
+    contended_pair(&m);
+    contended_pair(&m);
+    let s = m.stats();
+    assert_eq!((s.waits_ended_spinning, s.waits_ended_sleeping), (2, 0));
+    assert!(s.wake_ns_max > 0 && s.wake_ns_max <= s.wake_ns);
+    assert!(
+        s.wake_ns_max < s.wake_ns,
+        "two waits: the max is not their sum"
+    );
+    assert_eq!(s.wake_histogram.iter().sum::<u64>(), 2);
+}
+
+#[test]
+fn wake_quantiles_come_from_the_histogram() {
+    let mut s = LockStats::default();
+    assert_eq!(s.wake_ns_quantile(0.5), 0, "no waits, no latency");
+    // 8 waits under 256 ns, 1 in 1–2 µs, 1 in the last bucket.
+    s.wake_histogram[0] = 8;
+    s.wake_histogram[3] = 1;
+    s.wake_histogram[manager::WAKE_BUCKETS - 1] = 1;
+    s.wake_ns_max = 9_000_000;
+    assert_eq!(s.wake_ns_quantile(0.5), 256);
+    assert_eq!(s.wake_ns_quantile(0.8), 256);
+    assert_eq!(s.wake_ns_quantile(0.9), 2048);
+    assert_eq!(s.wake_ns_quantile(0.99), 9_000_000);
+    assert_eq!(s.wake_ns_quantile(1.0), 9_000_000);
+}
+
+#[test]
 fn latching_off_works_on_one_thread() {
     let m = LockManager::new(LockConfig {
         latching: false,
@@ -483,26 +542,56 @@ struct Holders {
 
 #[test]
 fn stress_random_locks_keep_mutual_exclusion_and_end_empty() {
-    stress_random_locks(1);
+    stress(LockConfig {
+        deadlock_check_interval: Duration::from_millis(5),
+        ..config()
+    });
 }
 
 #[test]
 fn stress_with_partitioned_table_locks_keeps_mutual_exclusion() {
-    stress_random_locks(4);
+    stress(LockConfig {
+        deadlock_check_interval: Duration::from_millis(5),
+        coarse_partitions: 4,
+        ..config()
+    });
 }
 
-/// Eight threads lock random records and tables (with escalation and deadlocks) and check
-/// that no record is ever written by one transaction while another reads or writes it.
-fn stress_random_locks(coarse_partitions: usize) {
+#[test]
+fn stress_with_spinning_waiters_keeps_mutual_exclusion_and_finds_every_deadlock() {
+    // (How many waits end spinning depends on the machine's load: not asserted.)
+    stress(LockConfig {
+        spin_wait: Duration::from_micros(200),
+        deadlock_check_interval: Duration::from_millis(5),
+        ..config()
+    });
+}
+
+#[test]
+fn every_deadlock_is_found_without_the_periodic_search() {
+    // The periodic search would come only after 100 s, and a wait times out after 5 s: a
+    // deadlock that registration missed would show as a timeout.
+    for spin_wait in [Duration::ZERO, Duration::from_micros(300)] {
+        stress(LockConfig {
+            spin_wait,
+            deadlock_check_interval: Duration::from_secs(100),
+            ..config()
+        });
+    }
+}
+
+/// Eight threads lock random records and tables of a small name space, with escalation and
+/// deadlocks; every grant is checked against a record of who holds what, and every wait
+/// must end granted or as a deadlock victim (no timeout). Returns the lock manager's
+/// statistics.
+fn stress(config: LockConfig) -> LockStats {
     const THREADS: u64 = 8;
     const TXNS: u64 = 150;
     const TABLES: u32 = 3;
     const KEYS: u64 = 24;
     let m = manager(LockConfig {
         escalation_threshold: 3,
-        deadlock_check_interval: Duration::from_millis(5),
-        coarse_partitions,
-        ..config()
+        ..config
     });
     let cells: Arc<Vec<Mutex<Holders>>> = Arc::new(
         (0..TABLES as u64 * KEYS)
@@ -580,7 +669,17 @@ fn stress_random_locks(coarse_partitions: usize) {
         THREADS * TXNS
     );
     assert_eq!(stats.requests, stats.immediate + stats.waits);
+    assert_eq!(
+        stats.waits,
+        stats.waits_granted() + stats.deadlocks + stats.timeouts,
+        "every wait ends granted, as a victim, or timed out"
+    );
+    assert_eq!(
+        stats.wake_histogram.iter().sum::<u64>(),
+        stats.waits_granted()
+    );
     assert!(stats.escalations > 0, "escalation exercised");
+    stats
 }
 
 /// A single-thread operation for the model test. With a zero wait timeout a request that
@@ -926,12 +1025,15 @@ fn a_spin_longer_than_the_timeout_still_times_out() {
 }
 
 #[test]
-fn spinning_waiters_still_find_a_deadlock() {
+fn spinning_waiters_find_a_deadlock_once_they_stop_spinning() {
+    // Spinners are not in the wait-for graph: the cycle is found by the second of the two
+    // to register, when its spin ends — well before the timeout, with exactly one victim.
     let m = manager(LockConfig {
-        spin_wait: Duration::from_secs(30),
+        spin_wait: Duration::from_millis(20),
         ..config()
     });
     let barrier = Arc::new(Barrier::new(2));
+    let started = Instant::now();
     let handles: Vec<_> = [(1u64, 2u64), (2, 1)]
         .into_iter()
         .enumerate()
@@ -943,15 +1045,111 @@ fn spinning_waiters_still_find_a_deadlock() {
                 barrier.wait();
                 let r = m.lock_record(&mut t, 1, second, X);
                 m.release_all(&mut t);
-                r.is_err()
+                r.err()
             })
         })
         .collect();
-    let victims = handles
+    let errors: Vec<LockError> = handles
         .into_iter()
-        .map(|h| h.join().unwrap())
-        .filter(|&v| v)
-        .count();
-    assert_eq!(victims, 1, "exactly one of the two is chosen as the victim");
-    assert_eq!(m.stats().deadlocks, 1);
+        .filter_map(|h| h.join().unwrap())
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "exactly one of the two is chosen as the victim"
+    );
+    assert!(
+        matches!(errors[0], LockError::Deadlock { .. }),
+        "{:?}",
+        errors[0]
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "found only after {:?}",
+        started.elapsed()
+    );
+    let s = m.stats();
+    assert_eq!((s.deadlocks, s.timeouts), (1, 0));
+    assert_eq!(s.waits_granted(), 1, "the survivor is granted");
+    m.check_invariants();
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+#[test]
+fn a_spinner_joins_the_wait_for_graph_only_when_it_sleeps() {
+    let m = manager(LockConfig {
+        spin_wait: Duration::from_millis(300),
+        ..config()
+    });
+    let mut holder = m.begin(TxnId(1));
+    m.lock_record(&mut holder, 1, 1, X).unwrap();
+    let waiter = {
+        let m = m.clone();
+        thread::spawn(move || {
+            let mut t = m.begin(TxnId(2));
+            m.lock_record(&mut t, 1, 1, X).unwrap();
+            m.release_all(&mut t);
+        })
+    };
+    until_waiting(&m, TxnId(2));
+    assert!(!m.is_registered(TxnId(2)), "registered while it spins");
+    m.check_invariants();
+    // The spin (at most 300 ms) ends; the waiter registers and sleeps.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !m.is_registered(TxnId(2)) {
+        assert!(Instant::now() < deadline, "never registered");
+        thread::sleep(Duration::from_millis(5));
+    }
+    m.check_invariants();
+    m.release_all(&mut holder);
+    waiter.join().unwrap();
+    let s = m.stats();
+    assert_eq!((s.waits_ended_spinning, s.waits_ended_sleeping), (0, 1));
+    assert!(!m.is_registered(TxnId(2)));
+    m.check_invariants();
+}
+
+#[test]
+fn a_request_behind_another_waiter_sleeps_at_once_and_is_nudged_to_the_front() {
+    // T1 holds; T2 queues at the front and spins; T3 queues behind T2 (both want X), so it
+    // registers and sleeps at once. When T1 releases, T2 is granted and T3, now at the
+    // front, is nudged awake to spin for T2's release.
+    let m = manager(LockConfig {
+        spin_wait: Duration::from_secs(2),
+        ..config()
+    });
+    let mut t1 = m.begin(TxnId(1));
+    m.lock_record(&mut t1, 1, 1, X).unwrap();
+    let spawn = |id: u64, hold: Duration| {
+        let m = m.clone();
+        thread::spawn(move || {
+            let mut t = m.begin(TxnId(id));
+            m.lock_record(&mut t, 1, 1, X).unwrap();
+            thread::sleep(hold);
+            m.release_all(&mut t);
+            t.stats()
+        })
+    };
+    let t2 = spawn(2, Duration::from_millis(50));
+    until_waiting(&m, TxnId(2));
+    let t3 = spawn(3, Duration::ZERO);
+    until_waiting(&m, TxnId(3));
+    assert!(!m.is_registered(TxnId(2)), "the front request spins");
+    assert!(
+        m.is_registered(TxnId(3)),
+        "a request behind a waiter sleeps at once"
+    );
+    m.check_invariants();
+    m.release_all(&mut t1);
+    t2.join().unwrap();
+    t3.join().unwrap();
+    let s = m.stats();
+    assert_eq!(s.waits, 2);
+    assert_eq!(
+        (s.waits_ended_spinning, s.waits_ended_sleeping),
+        (2, 0),
+        "T3 was nudged at T2's grant and spun through T2's 50 ms"
+    );
+    m.check_invariants();
+    assert_eq!(m.lock_name_count(), 0);
 }
