@@ -13,7 +13,7 @@ use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, 
 use bench::scale::{Configuration, Scales};
 use bench::UsageError;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use engine::db::DbConfig;
+use engine::db::{DbConfig, LogSync};
 use workloads::{Distribution, Mix, WorkloadOptions};
 
 #[derive(Parser, Debug)]
@@ -209,6 +209,48 @@ struct DataArgs {
     field_count: u64,
 }
 
+/// How the log file's writes become durable.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum LogSyncName {
+    /// write, then fdatasync: the data, and the file's size only where it changed
+    Fdatasync,
+    /// write, then fsync: the data and every metadata change
+    Fsync,
+    /// the log opened O_DSYNC: each write is durable when it returns, no separate sync
+    Dsync,
+    /// the log opened O_DIRECT | O_DSYNC: whole aligned blocks past the page cache, each
+    /// durable when it returns (refused where the file system has no O_DIRECT)
+    Direct,
+}
+
+/// Options of the log file (databases on disk).
+#[derive(Args, Debug)]
+struct LogFileArgs {
+    /// How the log file's writes become durable (with --db).
+    #[arg(long, value_enum, default_value = "fdatasync")]
+    log_sync: LogSyncName,
+    /// MiB of zeros kept written ahead of the log file's end, so that a force writes no new
+    /// file size; 0: the file grows with each write (with --db).
+    #[arg(long, value_name = "MIB", default_value_t = DbConfig::default().log_prealloc_bytes >> 20, value_parser = clap::value_parser!(u64).range(0..=(1 << 20)))]
+    log_prealloc_mib: u64,
+}
+
+impl LogFileArgs {
+    /// `db` with these options.
+    fn apply(&self, db: DbConfig) -> DbConfig {
+        DbConfig {
+            log_sync: match self.log_sync {
+                LogSyncName::Fdatasync => LogSync::Fdatasync,
+                LogSyncName::Fsync => LogSync::Fsync,
+                LogSyncName::Dsync => LogSync::Dsync,
+                LogSyncName::Direct => LogSync::Direct,
+            },
+            log_prealloc_bytes: self.log_prealloc_mib << 20,
+            ..db
+        }
+    }
+}
+
 /// Options that decide how the engine runs, wherever its database lives.
 #[derive(Args, Debug)]
 struct EngineSetupArgs {
@@ -251,6 +293,8 @@ struct EngineArgs {
     /// with the damage's LSN).
     #[arg(long, requires = "db")]
     accept_log_loss: bool,
+    #[command(flatten)]
+    log_file: LogFileArgs,
 }
 
 #[derive(Args, Debug)]
@@ -418,6 +462,8 @@ struct LoadArgs {
     /// with the damage's LSN).
     #[arg(long)]
     accept_log_loss: bool,
+    #[command(flatten)]
+    log_file: LogFileArgs,
 }
 
 #[derive(Args, Debug)]
@@ -438,6 +484,8 @@ struct CheckArgs {
     /// with the damage's LSN).
     #[arg(long)]
     accept_log_loss: bool,
+    #[command(flatten)]
+    log_file: LogFileArgs,
 }
 
 fn parse_switch(setting: &str) -> Result<String, String> {
@@ -523,13 +571,13 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         (None, None) => config.stop,
     };
     config.warmup = Duration::from_secs_f64(args.warmup);
-    config.db = DbConfig {
+    config.db = args.engine.log_file.apply(DbConfig {
         path: args.engine.db,
         durable: args.engine.durable,
         accept_log_loss: args.engine.accept_log_loss,
         threads,
         ..engine_db(setup, switches)
-    };
+    });
     config.seed = args.seed;
     config.ack_log = args.ack_log;
     config.rounds = args.rounds;
@@ -593,12 +641,12 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
 
 fn load(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let options = workload_options(args.workload, &args.data);
-    let db = DbConfig {
+    let db = args.log_file.apply(DbConfig {
         path: Some(args.db.clone()),
         pool_mib: args.pool_mib as usize,
         accept_log_loss: args.accept_log_loss,
         ..DbConfig::default()
-    };
+    });
     let took = run_load(args.workload.name(), &options, &db, false)?;
     println!(
         "loaded {} (scale {}) into {} in {:.2} s",
@@ -614,12 +662,12 @@ fn load(args: LoadArgs) -> anyhow::Result<ExitCode> {
 const CHECK_FAULTS_SHOWN: usize = 20;
 
 fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let db = DbConfig {
+    let db = args.log_file.apply(DbConfig {
         path: Some(args.db.clone()),
         pool_mib: args.pool_mib as usize,
         accept_log_loss: args.accept_log_loss,
         ..DbConfig::default()
-    };
+    });
     bench::capacity::check_machine(
         args.workload.name(),
         &WorkloadOptions::default(),
@@ -813,28 +861,28 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     bench::capacity::check_machine(args.workload.name(), &options, &sized, loading)?;
     if args.child {
         let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
-        let db = DbConfig {
+        let db = args.engine.log_file.apply(DbConfig {
             path: args.engine.db,
             pool_mib: profile_pool_mib,
             durable: args.engine.durable,
             accept_log_loss: args.engine.accept_log_loss,
             threads: 1,
             ..engine_db(setup, switches)
-        };
+        });
         let runs =
             bench::ladder::profile::run_child(workload, &options, &db, args.txns, args.seed)?;
         println!("{}", serde_json::to_string(&runs)?);
         return Ok(ExitCode::SUCCESS);
     }
     let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
-    let db = DbConfig {
+    let db = args.engine.log_file.apply(DbConfig {
         path: args.engine.db.clone(),
         pool_mib: profile_pool_mib,
         durable: args.engine.durable,
         accept_log_loss: args.engine.accept_log_loss,
         threads: 1,
         ..engine_db(setup, switches)
-    };
+    });
     let set_up_for = args.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
         |n| n as usize,

@@ -29,6 +29,8 @@ use storage::heap::HeapFile;
 use storage::memstore::MemStore;
 use storage::{Lsn, PageId, PageLog, PageSize};
 use txn::lock::{LockConfig, LockManager};
+use wal::storage::FileLogOptions;
+pub use wal::storage::LogSync;
 use wal::{LogConfig, LogManager, LogMode, TxnId};
 
 use crate::api::{IndexRef, TableRef, TxError, TxResult};
@@ -103,6 +105,12 @@ pub struct DbConfig {
     /// what the catalog holds: for `glass check` and runs on a loaded database, which must
     /// never build a new database over the remains of a damaged one.
     pub create: bool,
+    /// How the log file's writes become durable (`fdatasync` after writes, `fsync`, `O_DSYNC`
+    /// writes, or `O_DIRECT | O_DSYNC` writes of whole blocks); see `wal::storage`.
+    pub log_sync: LogSync,
+    /// Zeros kept written ahead of the log file's end, added this many bytes at a time, so
+    /// that a force writes no new file size; 0 lets the file grow with each write.
+    pub log_prealloc_bytes: u64,
 }
 
 impl Default for DbConfig {
@@ -120,6 +128,8 @@ impl Default for DbConfig {
             prefetch: true,
             accept_log_loss: false,
             create: true,
+            log_sync: LogSync::default(),
+            log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
         }
     }
 }
@@ -315,7 +325,14 @@ impl Database {
         let (log, log_loss) = if main_log || lsn {
             let storage: Box<dyn wal::LogStorage> = match (&config.path, main_log) {
                 (Some(dir), true) => Box::new(
-                    wal::FileLogStorage::open(dir.join("wal.log")).map_err(io_err("open log"))?,
+                    wal::FileLogStorage::open_with(
+                        dir.join("wal.log"),
+                        FileLogOptions {
+                            sync: config.log_sync,
+                            prealloc_bytes: config.log_prealloc_bytes,
+                        },
+                    )
+                    .map_err(io_err("open log"))?,
                 ),
                 (None, true) if mode == LogMode::Durable => Box::new(wal::MemLogStorage::new()),
                 _ => Box::new(crate::recovery::DiscardLogStorage::default()),

@@ -1449,7 +1449,7 @@ impl LockManager {
             unreachable!("{txn} waits on {name} but is not queued");
         };
         head.queue[at].registered = true;
-        let mut graph = self.graph.lock();
+        let mut graph = self.graph();
         graph.set_edges(txn, head.blockers_of(at));
         if graph.cycle_through(txn).is_none() {
             return Ok(false);

@@ -1,0 +1,266 @@
+//! The log file's options under the log manager: every sync method, with and without
+//! preallocation, round-trips a log through `LogManager::open`; the zeros a crash leaves past
+//! a preallocated log's end are cut at the next open, which loses no record, and the log goes
+//! on; a copy of the file taken while the log is live (a crash image) holds every synced
+//! record; discarding behind a checkpoint and cutting a torn tail keep working with
+//! preallocation.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use storage::Lsn;
+use wal::storage::{FileLogOptions, LogSync, DEFAULT_PREALLOC_BYTES};
+use wal::{FileLogStorage, LogConfig, LogManager, LogRecord, OpenReport, TxnId};
+
+/// A chunk small enough that the logs below cross several.
+const SMALL_CHUNK: u64 = 64 << 10;
+
+/// Every sync method with preallocation off, in small chunks and at the default.
+fn every_option() -> Vec<FileLogOptions> {
+    let mut all = Vec::new();
+    for sync in LogSync::ALL {
+        for prealloc_bytes in [0, SMALL_CHUNK, DEFAULT_PREALLOC_BYTES] {
+            all.push(FileLogOptions {
+                sync,
+                prealloc_bytes,
+            });
+        }
+    }
+    all
+}
+
+fn open(path: &Path, options: FileLogOptions) -> (LogManager, OpenReport) {
+    let storage = FileLogStorage::open_with(path, options).unwrap();
+    LogManager::open(Box::new(storage), LogConfig::default()).unwrap()
+}
+
+/// Appends `n` updates of varied lengths (1 byte to several blocks, so writes start and end
+/// at every offset in a block), committing every fourth: each commit forces the log. Returns
+/// every record with its LSN.
+fn write_records(log: &LogManager, n: u64, salt: u64) -> Vec<(Lsn, LogRecord)> {
+    let mut records = Vec::new();
+    let mut prev = Lsn::NONE;
+    for i in 0..n {
+        let txn = TxnId(salt * 1_000_000 + 1 + i / 4);
+        let len = ((i * 7919 + salt * 131) % 9000 + 1) as usize;
+        let record = LogRecord::Update {
+            txn,
+            prev,
+            payload: vec![(i % 251) as u8 + 1; len],
+        };
+        prev = log.append(&record);
+        records.push((prev, record));
+        if i % 4 == 3 {
+            let lsn = log.commit(txn, prev).unwrap();
+            records.push((lsn, LogRecord::Commit { txn, prev }));
+            prev = Lsn::NONE;
+        }
+    }
+    records
+}
+
+/// Every record reads back, one by one and in a scan from the first.
+fn check_records(log: &LogManager, records: &[(Lsn, LogRecord)]) {
+    for (lsn, record) in records {
+        assert_eq!(&log.read(*lsn).unwrap(), record, "record at {lsn}");
+    }
+    let scanned: Vec<_> = log
+        .iter_from(log.first_lsn())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(scanned, records);
+    log.check_invariants();
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn every_sync_method_with_and_without_preallocation_round_trips_a_log() {
+    for options in every_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let (log, report) = open(&path, options);
+        assert!(report.created);
+        let mut records = write_records(&log, 120, 1);
+        let end = log.end_lsn();
+        assert_eq!(
+            log.durable_lsn(),
+            end,
+            "{options:?}: the last commit forced it all"
+        );
+        if options.prealloc_bytes > 0 {
+            let len = file_len(&path);
+            assert!(
+                len > end.0 && len.is_multiple_of(options.prealloc_bytes),
+                "{options:?}: {len} bytes for a log ending at {end}"
+            );
+        }
+        drop(log);
+        // A clean close leaves the file as long as its records.
+        assert_eq!(file_len(&path), end.0, "{options:?}");
+
+        let (log, report) = open(&path, options);
+        assert_eq!(
+            (report.records, report.end, report.cut_bytes),
+            (records.len() as u64, end, 0),
+            "{options:?}"
+        );
+        check_records(&log, &records);
+        // The log goes on, and that survives another reopen, under another method too.
+        records.extend(write_records(&log, 40, 2));
+        let end = log.end_lsn();
+        drop(log);
+        let other = FileLogOptions {
+            sync: LogSync::ALL[(LogSync::ALL
+                .iter()
+                .position(|s| *s == options.sync)
+                .unwrap()
+                + 1)
+                % LogSync::ALL.len()],
+            ..options
+        };
+        let (log, report) = open(&path, other);
+        assert_eq!((report.end, report.cut_bytes), (end, 0), "{other:?}");
+        check_records(&log, &records);
+    }
+}
+
+#[test]
+fn a_crash_leaves_zeros_that_the_next_open_cuts_and_the_log_goes_on() {
+    for sync in LogSync::ALL {
+        for prealloc_bytes in [SMALL_CHUNK, DEFAULT_PREALLOC_BYTES] {
+            let options = FileLogOptions {
+                sync,
+                prealloc_bytes,
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("wal.log");
+            let (log, _) = open(&path, options);
+            let mut records = write_records(&log, 80, 1);
+            let end = log.end_lsn();
+            // A crash: nothing runs at the end, so the zeros past the log stay.
+            std::mem::forget(log);
+            let len = file_len(&path);
+            assert!(len > end.0, "{options:?}: {len}");
+
+            let opened = std::time::Instant::now();
+            let (log, report) = open(&path, options);
+            eprintln!(
+                "{options:?}: cut {} bytes of zeros in {:?}",
+                report.cut_bytes,
+                opened.elapsed()
+            );
+            assert_eq!(report.records, records.len() as u64, "{options:?}");
+            assert_eq!(report.end, end);
+            assert_eq!(report.cut_bytes, len - end.0);
+            assert!(report.cut_reason.is_some());
+            assert_eq!(file_len(&path), end.0, "the open truncated the zeros");
+            check_records(&log, &records);
+            // The next writes preallocate again and land after the cut.
+            records.extend(write_records(&log, 80, 2));
+            let end = log.end_lsn();
+            assert!(file_len(&path) > end.0);
+            std::mem::forget(log);
+
+            let (log, report) = open(&path, options);
+            assert_eq!((report.end, report.records), (end, records.len() as u64));
+            check_records(&log, &records);
+        }
+    }
+}
+
+#[test]
+fn a_copy_taken_while_the_log_is_live_holds_every_synced_record() {
+    for options in every_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let (log, _) = open(&path, options);
+        let synced = write_records(&log, 100, 1);
+        assert_eq!(log.durable_lsn(), log.end_lsn());
+        // Appended, not forced: a crash may lose these.
+        log.append_update(TxnId(77), Lsn::NONE, b"not forced");
+        let image = dir.path().join("image.log");
+        std::fs::copy(&path, &image).unwrap();
+        if options.prealloc_bytes > 0 {
+            assert!(file_len(&image) > log.durable_lsn().0, "{options:?}");
+        }
+
+        let (copy, report) = open(&image, options);
+        assert!(report.records >= synced.len() as u64, "{options:?}");
+        for (lsn, record) in &synced {
+            assert_eq!(&copy.read(*lsn).unwrap(), record, "{options:?}: {lsn}");
+        }
+        copy.check_invariants();
+        // The live log is untouched by the copy's open and goes on.
+        drop(copy);
+        let more = write_records(&log, 8, 2);
+        drop(log);
+        let (log, _) = open(&path, options);
+        for (lsn, record) in synced.iter().chain(&more) {
+            assert_eq!(&log.read(*lsn).unwrap(), record);
+        }
+    }
+}
+
+#[test]
+fn discarding_behind_a_checkpoint_works_with_preallocation() {
+    for sync in LogSync::ALL {
+        let options = FileLogOptions {
+            sync,
+            prealloc_bytes: DEFAULT_PREALLOC_BYTES,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.log");
+        let (log, _) = open(&path, options);
+        let mut records = write_records(&log, 1200, 1);
+        let begin = log.append(&LogRecord::CheckpointBegin);
+        records.push((begin, LogRecord::CheckpointBegin));
+        records.extend(write_records(&log, 40, 2));
+        log.set_checkpoint(begin).unwrap();
+        let held_before = log.held_bytes().unwrap().unwrap();
+        assert!(
+            held_before < begin.0 + (1 << 20),
+            "{sync:?}: the preallocated zeros are not counted: {held_before}"
+        );
+        let blocks_before = std::fs::metadata(&path).unwrap().blocks();
+        let len_before = file_len(&path);
+        assert_eq!(log.discard_before(begin).unwrap(), begin);
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            meta.len(),
+            len_before,
+            "a discard keeps the size, zeros and all"
+        );
+        let freed = blocks_before.saturating_sub(meta.blocks()) * 512;
+        if freed > 0 {
+            // A file system that punches holes freed (about) everything below the start.
+            assert!(
+                freed + (64 << 10) >= begin.0 - 16,
+                "{sync:?}: freed {freed}"
+            );
+        }
+        let kept: Vec<_> = records
+            .iter()
+            .filter(|(l, _)| *l >= begin)
+            .cloned()
+            .collect();
+        for (lsn, record) in &kept {
+            assert_eq!(&log.read(*lsn).unwrap(), record);
+        }
+        // Writes go on into the preallocated zeros, past the hole.
+        let more = write_records(&log, 40, 3);
+        let end = log.end_lsn();
+        std::mem::forget(log);
+
+        let (log, report) = open(&path, options);
+        assert_eq!(
+            (report.start, report.checkpoint, report.end),
+            (begin, Some(begin), end)
+        );
+        let scanned: Vec<_> = log.iter_from(begin).collect::<Result<_, _>>().unwrap();
+        let expected: Vec<_> = kept.into_iter().chain(more).collect();
+        assert_eq!(scanned, expected, "{sync:?}");
+    }
+}
