@@ -11,6 +11,7 @@
 # DBX_BUILD_ROOT (target/peers/dbx1000).
 # N threads run N warehouses (rundb -tN -nN, config.h THREAD_CNT=NUM_WH=N). One line per run:
 #   dbx1000 cc=CC threads=N tps=X wall_tps=Y txn_cnt=T abort_cnt=A
+# Waits for a quiet machine before each run (QUIET_WAIT, QUIET_CPU, QUIET_IO: see the README).
 set -euo pipefail
 exec </dev/null
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -52,8 +53,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for cc in $CC_ALGS; do
     for n in $THREADS; do
       DBX_BUILD=${BUILDS[$cc-$n]}
+      bg=$(wait_quiet)
       read -r tps wall txn ab <<<"$(dbx_run "$n" "$LOGS/r$r-$cc-t$n.log")"
-      echo "dbx1000 cc=$cc threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab"
+      echo "dbx1000 cc=$cc threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab $bg"
       R[$cc-$n]="${R[$cc-$n]:-} $tps"
     done
   done

@@ -10,6 +10,7 @@
 # pgbench -c 8 -j 2 (all pgbench runs -M prepared). Glass runs
 #   glass bench tpcb --db DIR --durable --scale S --threads T --duration SECS --warmup 1
 # on a database loaded once (glass load tpcb); pgbench runs -T SECS on one pgbench -i -s S.
+# Waits for a quiet machine before each run (QUIET_WAIT, QUIET_CPU, QUIET_IO: see the README).
 set -euo pipefail
 exec </dev/null
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -69,13 +70,15 @@ declare -A R
 for ((r = 1; r <= ROUNDS; r++)); do
   for t in $LOW $HIGH; do
     log=$LOGS/glass-r$r-t$t.log
+    bg=$(wait_quiet)
     glass_run "$log" bench tpcb --db "$GDB" --durable --scale "$SCALE" --threads "$t" --duration "$SECS" --warmup 1
     tps=$(glass_tps "$log")
     R[glass$t]="${R[glass$t]:-} $tps"
-    echo "round $r: glass threads=$t tps=$tps $(glass_log_line "$log")"
+    echo "round $r: glass threads=$t tps=$tps $(glass_log_line "$log") $bg"
+    bg=$(wait_quiet)
     tps=$(pg_run_pgbench "$t" "$SECS" "$LOGS/pgbench-r$r-c$t.log")
     R[pg$t]="${R[pg$t]:-} $tps"
-    echo "round $r: pgbench clients=$t tps=$tps"
+    echo "round $r: pgbench clients=$t tps=$tps $bg"
   done
 done
 

@@ -10,6 +10,7 @@
 # Installs PostgreSQL from Debian's packages if missing. Prints one line per run:
 #   pgbench clients=C tps=X
 # (tps excluding connection establishing), then a median line per client count.
+# Waits for a quiet machine before each run (QUIET_WAIT, QUIET_CPU, QUIET_IO: see the README).
 set -euo pipefail
 exec </dev/null
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -60,8 +61,9 @@ pg_init_pgbench "$SCALE"
 declare -A RESULTS
 for ((r = 1; r <= ROUNDS; r++)); do
   for c in $CLIENTS; do
+    bg=$(wait_quiet)
     tps=$(pg_run_pgbench "$c" "$SECS" "$WORK/pgbench-r$r-c$c.log")
-    echo "pgbench clients=$c tps=$tps"
+    echo "pgbench clients=$c tps=$tps $bg"
     RESULTS[$c]="${RESULTS[$c]:-} $tps"
   done
 done

@@ -10,6 +10,7 @@
 # ROUNDS (5), SECS (5: Glass's --duration), DBX_CC (NO_WAIT), and dbx1000.sh's DBX_* settings.
 # Each round: DBx1000 1 thread, Glass 1 thread, DBx1000 2 threads, Glass 2 threads, with
 #   rundb -tT -nT        and   glass bench tpcc --mix paper --threads T --scale T --duration SECS --warmup 1
+# Waits for a quiet machine before each run (QUIET_WAIT, QUIET_CPU, QUIET_IO: see the README).
 set -euo pipefail
 exec </dev/null
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -50,14 +51,16 @@ mkdir -p "$LOGS"
 for ((r = 1; r <= ROUNDS; r++)); do
   for n in 1 2; do
     DBX_BUILD=${BUILDS[$n]}
+    bg=$(wait_quiet)
     read -r tps wall txn ab <<<"$(dbx_run "$n" "$LOGS/r$r-dbx-t$n.log")"
     R[dbx$n]="${R[dbx$n]:-} $tps"
-    echo "round $r: dbx1000 cc=$DBX_CC threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab"
+    echo "round $r: dbx1000 cc=$DBX_CC threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab $bg"
     log=$LOGS/r$r-glass-t$n.log
+    bg=$(wait_quiet)
     glass_run "$log" bench tpcc --mix paper --threads "$n" --scale "$n" --duration "$SECS" --warmup 1
     tps=$(glass_tps "$log")
     R[glass$n]="${R[glass$n]:-} $tps"
-    echo "round $r: glass threads=$n tps=$tps"
+    echo "round $r: glass threads=$n tps=$tps $bg"
   done
 done
 

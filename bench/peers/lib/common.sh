@@ -48,3 +48,45 @@ is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 
 # usage: the script's leading comment block.
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+# Other people's work on this machine (builds, tests) competes for its cores and its disk. Before
+# each measured run the scripts take a 1 s sample of what the machine does without us (our
+# servers are idle then) and, for up to QUIET_WAIT seconds, wait for it to fall below
+# QUIET_CPU busy cores and QUIET_IO disk utilisation; then they run anyway and print the last
+# sample beside the result ("bg_cpu=1.84 bg_io=12%"), so contended runs can be told apart.
+QUIET_WAIT=${QUIET_WAIT:-60}
+QUIET_CPU=${QUIET_CPU:-0.5}
+QUIET_IO=${QUIET_IO:-20}
+QUIET_DEV=${QUIET_DEV:-}
+
+# bg_sample: "CPU IO" over one second: busy cores (of nproc) and the disk's utilisation (%).
+bg_sample() {
+  local dev=${QUIET_DEV:-$(basename "$(df --output=source "${WORK:-/}" | tail -n 1)")}
+  local a b
+  a="$(head -n 1 /proc/stat) $(awk -v d="$dev" '$3 == d { print $13 }' /proc/diskstats)"
+  sleep 1
+  b="$(head -n 1 /proc/stat) $(awk -v d="$dev" '$3 == d { print $13 }' /proc/diskstats)"
+  awk -v a="$a" -v b="$b" 'BEGIN {
+      na = split(a, x, " "); split(b, y, " ")
+      tot = 0; for (i = 2; i <= 11; i++) tot += y[i] - x[i]
+      idle = (y[5] - x[5]) + (y[6] - x[6])
+      io = (na >= 12) ? (y[na] - x[na]) / 10 : -1      # io_ticks: ms busy in 1000 ms
+      if (io > 100) io = 100
+      ncpu = '"$(nproc)"'
+      printf "%.2f %d\n", (tot > 0 ? (tot - idle) / tot * ncpu : 0), io
+    }'
+}
+
+# wait_quiet: wait (up to QUIET_WAIT s) for a quiet machine; prints "bg_cpu=X bg_io=Y%".
+wait_quiet() {
+  local start cpu io
+  start=$(date +%s)
+  while :; do
+    read -r cpu io <<<"$(bg_sample)"
+    if awk -v c="$cpu" -v i="$io" -v mc="$QUIET_CPU" -v mi="$QUIET_IO" 'BEGIN { exit !(c < mc && i < mi) }' \
+       || [ $(( $(date +%s) - start )) -ge "$QUIET_WAIT" ]; then
+      break
+    fi
+  done
+  echo "bg_cpu=$cpu bg_io=${io}%"
+}

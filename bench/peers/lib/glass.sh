@@ -7,7 +7,7 @@ glass_check() {
   [ -x "$GLASS" ] || die "no Glass binary at $GLASS: build it (cargo build --release) or pass --glass PATH / GLASS=PATH"
   note "glass: $GLASS ($("$GLASS" --version 2>/dev/null || echo 'version unknown'); built $(date -r "$GLASS" '+%F %T'))"
   if git -C "$(dirname "$GLASS")" rev-parse --short HEAD >/dev/null 2>&1; then
-    note "glass: the binary's repository is at $(git -C "$(dirname "$GLASS")" rev-parse --short HEAD)$(git -C "$(dirname "$GLASS")" diff --quiet HEAD -- 2>/dev/null || echo ' (plus uncommitted changes)')"
+    note "glass: its repository's HEAD is $(git -C "$(dirname "$GLASS")" rev-parse --short HEAD)$(git -C "$(dirname "$GLASS")" diff --quiet HEAD -- 2>/dev/null || echo ' (plus uncommitted changes)')"
   fi
 }
 
