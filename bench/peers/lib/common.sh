@@ -1,0 +1,92 @@
+# Shared helpers for the peer benchmark scripts (sourced, not run).
+# shellcheck shell=bash
+
+export LC_ALL=C
+
+PEERS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO_ROOT=$(cd "$PEERS_DIR/../.." && pwd)
+
+die() { echo "$(basename "$0"): error: $*" >&2; exit 1; }
+note() { echo "# $*" >&2; }
+
+# median_range "v1 v2 ...": prints "MEDIAN MIN MAX N" (median of an even count is the mean of
+# the middle two).
+median_range() {
+  printf '%s\n' $1 | sort -g | awk '
+    { v[NR] = $1 }
+    END {
+      if (NR == 0) { print "nan nan nan 0"; exit }
+      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+      printf "%.1f %.1f %.1f %d\n", m, v[1], v[NR], NR
+    }'
+}
+
+# ratio A B: A / B to three decimals ("n/a" when B is 0 or missing).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 == 0) print "n/a"; else printf "%.3f\n", a / b }'; }
+
+# fs_type DIR: the file system type of DIR ("tmpfs", "ext4", ...).
+fs_type() { df --output=fstype "$1" | tail -n 1 | tr -d ' '; }
+
+# require_disk DIR: refuse a tmpfs/ramfs directory (the durable comparisons need a real disk).
+require_disk() {
+  local t
+  t=$(fs_type "$1") || die "cannot df $1"
+  case "$t" in
+    tmpfs|ramfs|devtmpfs) die "$1 is on $t, not a disk: point the work directory elsewhere (--dir DIR or WORK_PARENT=DIR)" ;;
+  esac
+  note "work directory $1 is on $(df --output=source "$1" | tail -n 1) ($t)"
+}
+
+# machine_note: the load average and the busiest other processes, for the record (other people
+# build on this machine).
+machine_note() {
+  note "loadavg: $(cut -d' ' -f1-3 /proc/loadavg); cores: $(nproc)"
+}
+
+# is_uint X
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+
+# usage: the script's leading comment block.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+
+# Other people's work on this machine (builds, tests) competes for its cores and its disk. Before
+# each measured run the scripts take a 1 s sample of what the machine does without us (our
+# servers are idle then) and, for up to QUIET_WAIT seconds, wait for it to fall below
+# QUIET_CPU busy cores and QUIET_IO disk utilisation; then they run anyway and print the last
+# sample beside the result ("bg_cpu=1.84 bg_io=12%"), so contended runs can be told apart.
+QUIET_WAIT=${QUIET_WAIT:-60}
+QUIET_CPU=${QUIET_CPU:-0.5}
+QUIET_IO=${QUIET_IO:-20}
+QUIET_DEV=${QUIET_DEV:-}
+
+# bg_sample: "CPU IO" over one second: busy cores (of nproc) and the disk's utilisation (%).
+bg_sample() {
+  local dev=${QUIET_DEV:-$(basename "$(df --output=source "${WORK:-/}" | tail -n 1)")}
+  local a b
+  a="$(head -n 1 /proc/stat) $(awk -v d="$dev" '$3 == d { print $13 }' /proc/diskstats)"
+  sleep 1
+  b="$(head -n 1 /proc/stat) $(awk -v d="$dev" '$3 == d { print $13 }' /proc/diskstats)"
+  awk -v a="$a" -v b="$b" 'BEGIN {
+      na = split(a, x, " "); split(b, y, " ")
+      tot = 0; for (i = 2; i <= 11; i++) tot += y[i] - x[i]
+      idle = (y[5] - x[5]) + (y[6] - x[6])
+      io = (na >= 12) ? (y[na] - x[na]) / 10 : -1      # io_ticks: ms busy in 1000 ms
+      if (io > 100) io = 100
+      ncpu = '"$(nproc)"'
+      printf "%.2f %d\n", (tot > 0 ? (tot - idle) / tot * ncpu : 0), io
+    }'
+}
+
+# wait_quiet: wait (up to QUIET_WAIT s) for a quiet machine; prints "bg_cpu=X bg_io=Y%".
+wait_quiet() {
+  local start cpu io
+  start=$(date +%s)
+  while :; do
+    read -r cpu io <<<"$(bg_sample)"
+    if awk -v c="$cpu" -v i="$io" -v mc="$QUIET_CPU" -v mi="$QUIET_IO" 'BEGIN { exit !(c < mc && i < mi) }' \
+       || [ $(( $(date +%s) - start )) -ge "$QUIET_WAIT" ]; then
+      break
+    fi
+  done
+  echo "bg_cpu=$cpu bg_io=${io}%"
+}
