@@ -744,7 +744,7 @@ impl<'db> Transaction<'db> {
         limit: usize,
         hits: &mut Vec<(Vec<u8>, u64)>,
         what: &str,
-        next: (u32, bool),
+        next: (u32, u32, bool),
         mut lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
     ) -> TxResult<()> {
         Self::collect(store, lo, hi, reverse, limit, hits, what)?;
@@ -763,10 +763,10 @@ impl<'db> Transaction<'db> {
             // starts at the top, so the key after the range's high end guards it, whatever
             // the limit.
             if reverse {
-                self.lock_next_key(next.0, store, None, hi.1.map(|_| hi.0), next.1)?;
+                self.lock_next_key((next.0, next.1), store, None, hi.1.map(|_| hi.0), next.2)?;
             } else if hits.len() < limit {
                 let last = hits.last().map(|h| h.0.as_slice());
-                self.lock_next_key(next.0, store, last, hi.1.map(|_| hi.0), next.1)?;
+                self.lock_next_key((next.0, next.1), store, last, hi.1.map(|_| hi.0), next.2)?;
             }
             Self::collect(store, lo, hi, reverse, limit, &mut fresh, what)?;
             if fresh == *hits {
@@ -792,7 +792,7 @@ impl<'db> Transaction<'db> {
             // lock is granted; waiting here holds no latch.
             self.lock_page_of(table.id, loc, true)?;
         }
-        self.add_entry(&table.primary, table.id, k, loc, next_in_tree)
+        self.add_entry(&table.primary, (table.id, table.id), k, loc, next_in_tree)
             .map_err(|e| Self::duplicate_in(e, &table.schema.name))?;
         let secondaries = table.secondaries.read();
         for ix in secondaries.iter() {
@@ -801,7 +801,7 @@ impl<'db> Transaction<'db> {
             let r = index
                 .key
                 .encode_record(&table.layout, rec, &mut entry)
-                .and_then(|()| self.insert_secondary(index, &entry, loc, next_in_tree));
+                .and_then(|()| self.insert_secondary(table.id, index, &entry, loc, next_in_tree));
             self.s.key2 = entry;
             r.map_err(|e| Self::duplicate_in(e, &index.schema.name))?;
         }
@@ -821,6 +821,7 @@ impl<'db> Transaction<'db> {
     /// Adds a secondary index entry `entry → loc`, locking the entry and the key after it.
     fn insert_secondary(
         &mut self,
+        table: u32,
         index: &Index,
         entry: &[u8],
         loc: u64,
@@ -828,7 +829,7 @@ impl<'db> Transaction<'db> {
     ) -> TxResult<()> {
         let space = crate::db::index_lock_space(index.id);
         self.lock_key(space, entry, true)?;
-        self.add_entry(&index.store, space, entry, loc, next_in_tree)
+        self.add_entry(&index.store, (space, table), entry, loc, next_in_tree)
     }
 
     /// Adds `k → loc` to `store` with the key after it locked X in lock space `space` (the
@@ -838,7 +839,7 @@ impl<'db> Transaction<'db> {
     fn add_entry(
         &mut self,
         store: &crate::table::IndexStore,
-        space: u32,
+        (space, heap_table): (u32, u32),
         k: &[u8],
         loc: u64,
         next_in_tree: bool,
@@ -852,7 +853,7 @@ impl<'db> Transaction<'db> {
         if next_in_tree && store.is_btree() {
             return self.insert_entry_locked(store, space, k, loc);
         }
-        self.lock_next_key(space, store, Some(k), Bound::Unbounded, true)?;
+        self.lock_next_key((space, heap_table), store, Some(k), Bound::Unbounded, true)?;
         Ok(store.insert(k, loc)?)
     }
 
@@ -944,7 +945,13 @@ impl<'db> Transaction<'db> {
             let space = crate::db::index_lock_space(index.id);
             index.key.encode_record(&table.layout, rec, &mut entry)?;
             self.lock_key(space, &entry, true)?;
-            self.lock_next_key(space, &index.store, Some(&entry), Bound::Unbounded, true)
+            self.lock_next_key(
+                (space, table.id),
+                &index.store,
+                Some(&entry),
+                Bound::Unbounded,
+                true,
+            )
         });
         self.s.key2 = entry;
         r
@@ -955,7 +962,7 @@ impl<'db> Transaction<'db> {
     /// the gap before it until this transaction ends.
     fn lock_next_key(
         &mut self,
-        lock_table: u32,
+        (lock_table, heap_table): (u32, u32),
         store: &crate::table::IndexStore,
         after: Option<&[u8]>,
         hi: Bound<&[u8]>,
@@ -964,27 +971,36 @@ impl<'db> Transaction<'db> {
         if self.db.locks.is_none() {
             return Ok(());
         }
-        let mut next: Option<Vec<u8>> = None;
+        let mut next: Option<(Vec<u8>, u64)> = None;
         let lo = match (after, hi) {
             (Some(a), _) => Bound::Excluded(a),
             (None, Bound::Included(h)) => Bound::Excluded(h),
             (None, Bound::Excluded(h)) => Bound::Included(h),
             (None, Bound::Unbounded) => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
         };
-        store.scan(lo, Bound::Unbounded, false, 1, |k, _| {
-            next = Some(k.to_vec());
+        store.scan(lo, Bound::Unbounded, false, 1, |k, loc| {
+            next = Some((k.to_vec(), loc));
             false
         })?;
         // The key is read under latches and locked after: a key that arrived in between is
         // the true next key, so look again after locking until the locked one is still next.
         loop {
             match &next {
-                Some(k) => self.lock_key(lock_table, k, exclusive)?,
+                Some((k, loc)) => {
+                    self.lock_key(lock_table, k, exclusive)?;
+                    // Page locking: scans lock their entries' heap pages, not their keys, so
+                    // the next key's guard is its record's page too. (Without it an insert
+                    // between two scanned entries locked only the later one's name, and went
+                    // unseen unless its record happened to land on a page the scan held.)
+                    if self.db.page_locking {
+                        self.lock_page_of(heap_table, *loc, exclusive)?;
+                    }
+                }
                 None => self.lock_key(lock_table, END_OF_INDEX, exclusive)?,
             }
-            let mut now: Option<Vec<u8>> = None;
-            store.scan(lo, Bound::Unbounded, false, 1, |k, _| {
-                now = Some(k.to_vec());
+            let mut now: Option<(Vec<u8>, u64)> = None;
+            store.scan(lo, Bound::Unbounded, false, 1, |k, loc| {
+                now = Some((k.to_vec(), loc));
                 false
             })?;
             if now == next {
@@ -1159,7 +1175,13 @@ impl Tx for Transaction<'_> {
             };
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided.
-                self.lock_next_key(table.id, &table.primary, Some(&k), Bound::Unbounded, true)?;
+                self.lock_next_key(
+                    (table.id, table.id),
+                    &table.primary,
+                    Some(&k),
+                    Bound::Unbounded,
+                    true,
+                )?;
                 self.lock_secondary_entries(table, &rec)?;
             }
             let prev = self.log_undo(UndoOp {
@@ -1204,7 +1226,7 @@ impl Tx for Transaction<'_> {
                 limit,
                 &mut hits,
                 &table.schema.name,
-                (table.id, for_update),
+                (table.id, table.id, for_update),
                 |this, key, loc| {
                     if this.db.page_locking {
                         this.lock_page_of(table.id, loc, for_update)
@@ -1267,7 +1289,7 @@ impl Tx for Transaction<'_> {
                 limit,
                 &mut hits,
                 &index.schema.name,
-                (index_lock, for_update),
+                (index_lock, table.id, for_update),
                 |this, entry, loc| {
                     this.lock_key(index_lock, entry, for_update)?;
                     // Lock the row by its primary key; it is confirmed below.
