@@ -33,10 +33,14 @@
 //! is idle, or a machine whose cores are busy with other work, up to milliseconds). So:
 //!
 //! ```text
-//!   request queues ──▶ at the front of the queue? ── no ──▶ register, sleep ◀──────┐
-//!                        │ yes, and spinning pays             │ nudged when a grant│
-//!                        ▼                                    ▼ moves it to front  │
-//!                      spin ──────────── no grant ──────────▶ register ───────────┘
+//!   request queues
+//!     ├─ at the front of its queue, and spinning pays ─▶ spin ─┬─ granted: done
+//!     │                                                        └─ no grant: register, sleep
+//!     └─ otherwise ─▶ register (search for a cycle), sleep
+//!   asleep
+//!     ├─ granted: unparked by the releaser, done
+//!     ├─ nudged (a grant moved it to the front): spin again, if spinning pays
+//!     └─ every deadlock_check_interval: search again, or time out
 //!   release: grant under the bucket latch (an atomic swap in the waiter's slot, and the
 //!            grant's timestamp); unpark the sleepers after the latch is released
 //! ```
