@@ -107,6 +107,7 @@ pub(crate) fn run_optimal(config: &BenchConfig) -> anyhow::Result<BenchResult> {
         &outcome,
         &conditions,
     )
+    .and_then(|r| crate::run::write_json(config, r))
 }
 
 /// The kernel's structural invariants, then TPC-C's twelve conditions (clause 3.3.2) for a

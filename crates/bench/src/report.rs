@@ -184,6 +184,61 @@ pub struct BenchResult {
     /// What the log did during the run (warm-ups included), when the engine kept one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<LogSummary>,
+    /// What the lock manager's waits cost during the run (warm-ups included), when the
+    /// engine locks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locks: Option<LockSummary>,
+}
+
+/// The lock manager's waits over a run: how many requests waited, how long, whether the
+/// waiter saw its grant spinning or asleep, and its wake-up latency (grant to running
+/// again; the percentiles are the ends of the log2 histogram buckets that hold them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LockSummary {
+    pub requests: u64,
+    pub waits: u64,
+    pub deadlocks: u64,
+    pub timeouts: u64,
+    pub wait_us_mean: f64,
+    pub waits_ended_spinning: u64,
+    pub waits_ended_sleeping: u64,
+    pub wake_us_mean: f64,
+    pub wake_us_p50: f64,
+    pub wake_us_p99: f64,
+    pub wake_us_max: f64,
+}
+
+impl LockSummary {
+    /// The difference between two snapshots of a lock manager's totals, `after - before`
+    /// (the maximum is the run's, warm-up included).
+    pub fn between(before: &txn::LockStats, after: &txn::LockStats) -> LockSummary {
+        let mut run = *after;
+        run.requests -= before.requests;
+        run.waits -= before.waits;
+        run.deadlocks -= before.deadlocks;
+        run.timeouts -= before.timeouts;
+        run.wait_ns -= before.wait_ns;
+        run.waits_ended_spinning -= before.waits_ended_spinning;
+        run.waits_ended_sleeping -= before.waits_ended_sleeping;
+        run.wake_ns -= before.wake_ns;
+        for (a, b) in run.wake_histogram.iter_mut().zip(before.wake_histogram) {
+            *a -= b;
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        LockSummary {
+            requests: run.requests,
+            waits: run.waits,
+            deadlocks: run.deadlocks,
+            timeouts: run.timeouts,
+            wait_us_mean: us(run.wait_ns.checked_div(run.waits).unwrap_or(0)),
+            waits_ended_spinning: run.waits_ended_spinning,
+            waits_ended_sleeping: run.waits_ended_sleeping,
+            wake_us_mean: us(run.wake_ns_mean()),
+            wake_us_p50: us(run.wake_ns_quantile(0.5)),
+            wake_us_p99: us(run.wake_ns_quantile(0.99)),
+            wake_us_max: us(run.wake_ns_max),
+        }
+    }
 }
 
 /// The log's work over a run: commits, and the forces (syncs) and writes that carried them.
@@ -285,7 +340,14 @@ impl BenchResult {
                 .map(|(name, t)| TypeResult::of(name, t, elapsed))
                 .collect(),
             log: None,
+            locks: None,
         }
+    }
+
+    /// The same result with the lock manager's waits over the run.
+    pub fn with_locks(mut self, locks: Option<LockSummary>) -> BenchResult {
+        self.locks = locks;
+        self
     }
 
     /// The same result with the log's work over the run.
@@ -381,6 +443,14 @@ impl BenchResult {
                 out,
                 "log: {} forces for {} commits (warm-up included): {:.3} forces per commit, {:.1} commits per group",
                 log.forces, log.commits, log.forces_per_commit, log.commits_per_batch
+            );
+        }
+        if let Some(l) = self.locks.filter(|l| l.waits > 0) {
+            let _ = writeln!(
+                out,
+                "locks: {} waits in {} requests (warm-up included), {:.1} µs each; {} ended spinning, {} sleeping; wake-up µs mean {:.1}, p50 ≤{:.1}, p99 ≤{:.1}, max {:.1}; {} deadlocks, {} timeouts",
+                l.waits, l.requests, l.wait_us_mean, l.waits_ended_spinning, l.waits_ended_sleeping,
+                l.wake_us_mean, l.wake_us_p50, l.wake_us_p99, l.wake_us_max, l.deadlocks, l.timeouts
             );
         }
         if self.rounds.len() > 1 {

@@ -41,7 +41,9 @@ use crate::driver::{drive, DriverConfig, DriverOutcome, Executor, Stop};
 use crate::embedded::EmbeddedExecutor;
 use crate::manifest::{distribution_name, mix_name, LoadManifest};
 use crate::progress::{bar, ProgressLine};
-use crate::report::{rfc3339_utc, BenchResult, LogSummary, RoundResult, RunConfiguration};
+use crate::report::{
+    rfc3339_utc, BenchResult, LockSummary, LogSummary, RoundResult, RunConfiguration,
+};
 
 /// A configuration the user must change; its message is one line naming the bad value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -337,11 +339,16 @@ pub fn run_workload(
             .collect::<anyhow::Result<Vec<_>>>()
     };
     let log_before = db.log().map(|l| l.stats());
+    let locks_before = db.lock_manager().map(|m| m.stats());
     let outcome = run_rounds(config, terminals, executor, txn_names, &status)?;
     let log = db
         .log()
         .zip(log_before)
         .map(|(l, before)| LogSummary::between(&before, &l.stats()));
+    let locks = db
+        .lock_manager()
+        .zip(locks_before)
+        .map(|(m, before)| LockSummary::between(&before, &m.stats()));
 
     status.say(format_args!("checking consistency..."));
     let conditions = workload
@@ -358,7 +365,17 @@ pub fn run_workload(
         &outcome,
         &conditions,
     )
-    .map(|r| r.with_log(log))
+    .map(|r| r.with_log(log).with_locks(locks))
+    .and_then(|r| write_json(config, r))
+}
+
+/// Writes `result` as JSON to the file `config.json` names, if any, and returns it.
+pub(crate) fn write_json(config: &BenchConfig, result: BenchResult) -> anyhow::Result<BenchResult> {
+    if let Some(path) = &config.json {
+        std::fs::write(path, result.to_json() + "\n")
+            .with_context(|| format!("write results to {}", path.display()))?;
+    }
+    Ok(result)
 }
 
 /// What the rounds of a run measured: all of them together, and each.
@@ -463,7 +480,7 @@ pub(crate) fn run_driver(
 }
 
 /// The result record of a run (its full configuration, statistics and consistency), also
-/// written as JSON when `config.json` names a file.
+/// written as JSON (by [`write_json`]) when `config.json` names a file.
 pub(crate) fn bench_result(
     config: &BenchConfig,
     db_config: &DbConfig,
@@ -504,10 +521,6 @@ pub(crate) fn bench_result(
         conditions,
     )
     .with_rounds(outcome.each.clone());
-    if let Some(path) = &config.json {
-        std::fs::write(path, result.to_json() + "\n")
-            .with_context(|| format!("write results to {}", path.display()))?;
-    }
     Ok(result)
 }
 
