@@ -650,11 +650,11 @@ impl Database {
         let Some(log) = &self.log else {
             return Ok(());
         };
-        // Without the buffer latch: a checkpoint a buffer's length late is no harm.
-        let end = log.end_lower_bound().0;
-        if end < next {
+        // The buffer is latched only in the last few MiB before the checkpoint is due.
+        if !log.end_reached(Lsn(next)) {
             return Ok(());
         }
+        let end = log.end_lsn().0;
         let claimed = self.next_checkpoint.compare_exchange(
             next,
             end.saturating_add(self.config.checkpoint_bytes.max(1)),

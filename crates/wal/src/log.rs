@@ -881,6 +881,24 @@ impl LogManager {
         }
     }
 
+    /// Whether the log's end has reached `target`, latching the buffer only when the answer
+    /// is not plain from the written end: the end lies between it and the written end plus
+    /// twice the buffer (appenders wait for a writer beyond that). For a check made at every
+    /// commit (is a checkpoint due?) that must neither latch the buffer each time nor run a
+    /// buffer's length late.
+    pub fn end_reached(&self, target: Lsn) -> bool {
+        let written = self.end_lower_bound().0;
+        if written >= target.0 {
+            return true;
+        }
+        if self.mode == LogMode::LsnOnly
+            || written.saturating_add(2 * self.buffer_bytes as u64) < target.0
+        {
+            return false;
+        }
+        self.end_lsn() >= target
+    }
+
     /// The LSN of the first record the log still holds: just past the header, or the start a
     /// discard moved it to ([`LogManager::discard_before`]).
     pub fn first_lsn(&self) -> Lsn {

@@ -751,3 +751,19 @@ fn a_record_before_a_checkpoint_begin_is_published_when_the_begin_returns() {
         }
     }
 }
+
+#[test]
+fn end_reached_agrees_with_the_end_whatever_is_buffered() {
+    for mode in [LogMode::Durable, LogMode::NoForce, LogMode::LsnOnly] {
+        let storage = MemLogStorage::new();
+        let log = open_mem(&storage, config(mode, 256));
+        for n in 0..200u64 {
+            let end = log.end_lsn();
+            assert!(log.end_reached(end), "{mode:?}: the end itself");
+            assert!(log.end_reached(Lsn(end.0.saturating_sub(n))), "{mode:?}");
+            assert!(!log.end_reached(Lsn(end.0 + 1)), "{mode:?}: past the end");
+            assert!(log.end_lower_bound() <= end, "{mode:?}");
+            log.append_update(TxnId(1), Lsn::NONE, &vec![7; n as usize % 40]);
+        }
+    }
+}
