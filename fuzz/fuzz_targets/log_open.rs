@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
         mode: LogMode::NoForce,
         buffer_bytes: 4096,
         accept_loss: control & 16 != 0,
+        latching: true,
     };
     let Ok((log, report)) = LogManager::open(Box::new(storage), config) else {
         return;

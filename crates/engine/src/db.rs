@@ -343,6 +343,7 @@ impl Database {
                     mode,
                     buffer_bytes: 1 << 20,
                     accept_loss: config.accept_log_loss,
+                    latching,
                 },
             )
             .map_err(log_open_err)?;

@@ -56,6 +56,7 @@ fn discard_log(mode: LogMode) -> LogManager {
         mode,
         buffer_bytes: 1 << 20,
         accept_loss: false,
+        latching: true,
     };
     LogManager::open(Box::new(storage), config).unwrap().0
 }

@@ -187,6 +187,9 @@ pub struct LogConfig {
     /// it) and report it in [`OpenReport::damage`], instead of failing with
     /// [`WalError::Damaged`]. The records after the damage are lost.
     pub accept_loss: bool,
+    /// Whether the log buffer's latch is real; off (the ladder's `latching=off`) only when
+    /// one thread uses the log.
+    pub latching: bool,
 }
 
 impl Default for LogConfig {
@@ -195,6 +198,7 @@ impl Default for LogConfig {
             mode: LogMode::Durable,
             buffer_bytes: 1 << 20,
             accept_loss: false,
+            latching: true,
         }
     }
 }
@@ -491,7 +495,10 @@ impl LogManager {
             mode: config.mode,
             storage,
             buffer_bytes: config.buffer_bytes.max(1),
-            buffer: SpinLatch::new(LogBuffer::new(end, config.buffer_bytes.max(1) * 2), true),
+            buffer: SpinLatch::new(
+                LogBuffer::new(end, config.buffer_bytes.max(1) * 2),
+                config.latching,
+            ),
             writer: Mutex::new(Writer {
                 pending: Vec::with_capacity(config.buffer_bytes.max(1) * 2),
                 pending_base: end,

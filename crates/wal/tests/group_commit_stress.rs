@@ -65,6 +65,7 @@ fn every_acknowledged_commit_survives_crashes_taken_while_threads_commit() {
             // Small, so appenders also write full buffers out while commits force.
             buffer_bytes: 4096,
             accept_loss: false,
+            latching: true,
         },
     )
     .unwrap();

@@ -17,6 +17,7 @@ fn config(mode: LogMode, buffer_bytes: usize) -> LogConfig {
         mode,
         buffer_bytes,
         accept_loss: false,
+        latching: true,
     }
 }
 

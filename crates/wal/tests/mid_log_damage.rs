@@ -20,6 +20,7 @@ fn open_with(path: &Path, accept_loss: bool) -> Result<(LogManager, OpenReport),
         Box::new(FileLogStorage::open(path).unwrap()),
         LogConfig {
             accept_loss,
+            latching: true,
             ..LogConfig::default()
         },
     )
@@ -165,6 +166,7 @@ fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
                 mode: LogMode::Durable,
                 buffer_bytes: 700,
                 accept_loss: false,
+                latching: true,
             },
         )
         .unwrap();
@@ -308,6 +310,7 @@ fn a_full_disk_is_named_by_every_later_failure() {
         mode: LogMode::NoForce,
         buffer_bytes: 256,
         accept_loss: false,
+        latching: true,
     };
     let (log, _) = LogManager::open(Box::new(storage), config).unwrap();
     full.store(true, std::sync::atomic::Ordering::Relaxed);
