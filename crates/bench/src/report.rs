@@ -11,6 +11,7 @@
 //! | `preset`, `switches`          | preset name or `custom`; names of the switches that are off |
 //! | `threads`, `seed`, `durable`, `pool_mib`, `db` | how it ran (`db`: null = in memory)     |
 //! | `prefetch`                    | prefetch hints acted on (false with `--no-prefetch`)     |
+//! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
@@ -54,6 +55,12 @@ pub struct RunConfiguration {
     pub pool_mib: usize,
     /// Database directory; `None` in memory.
     pub db: Option<String>,
+    /// How the log file's writes become durable (`--log-sync`); `None` without a log file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_sync: Option<String>,
+    /// MiB of zeros kept written ahead of the log file's end; `None` without a log file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_prealloc_mib: Option<u64>,
     pub warmup_s: f64,
     /// Seconds spent loading; `None` when an existing database was used.
     pub load_s: Option<f64>,
@@ -519,7 +526,7 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
     };
     let _ = write!(
         line,
-        " threads={} preset={} switches-off={} durable={}{} pool-mib={} db={} warmup={}s seed={} glass={} at={}",
+        " threads={} preset={} switches-off={} durable={}{} pool-mib={} db={}{} warmup={}s seed={} glass={} at={}",
         c.threads,
         c.preset,
         switches,
@@ -527,6 +534,10 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
         if c.prefetch { "" } else { " prefetch=off" },
         c.pool_mib,
         c.db.as_deref().unwrap_or("memory"),
+        match (&c.log_sync, c.log_prealloc_mib) {
+            (Some(sync), Some(mib)) => format!(" log-sync={sync} log-prealloc-mib={mib}"),
+            _ => String::new(),
+        },
         c.warmup_s,
         c.seed,
         c.glass_version,
@@ -588,6 +599,8 @@ mod tests {
             prefetch: true,
             pool_mib: 64,
             db: None,
+            log_sync: None,
+            log_prealloc_mib: None,
             warmup_s: 0.0,
             load_s: Some(0.5),
         }

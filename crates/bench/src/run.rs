@@ -510,6 +510,14 @@ pub(crate) fn bench_result(
         prefetch: db_config.prefetch,
         pool_mib: db_config.pool_mib,
         db: db_config.path.as_ref().map(|p| p.display().to_string()),
+        log_sync: db_config
+            .path
+            .as_ref()
+            .map(|_| db_config.log_sync.name().to_string()),
+        log_prealloc_mib: db_config
+            .path
+            .as_ref()
+            .map(|_| db_config.log_prealloc_bytes >> 20),
         warmup_s: config.warmup.as_secs_f64(),
         load_s,
     };
