@@ -54,8 +54,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for n in $THREADS; do
       DBX_BUILD=${BUILDS[$cc-$n]}
       bg=$(wait_quiet)
-      read -r tps wall txn ab <<<"$(dbx_run "$n" "$LOGS/r$r-$cc-t$n.log")"
-      echo "dbx1000 cc=$cc threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab $bg"
+      out=$(dbx_run "$n" "$LOGS/r$r-$cc-t$n.log")
+      read -r tps wall txn ab others <<<"$out"
+      echo "dbx1000 cc=$cc threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab $bg $others"
       R[$cc-$n]="${R[$cc-$n]:-} $tps"
     done
   done

@@ -60,35 +60,38 @@ trap 'exit 130' INT TERM
 START=$(date +%s)
 machine_note
 t0=$(date +%s.%N)
-glass_run "$LOGS/glass-load.log" load tpcb --db "$GDB" --scale "$SCALE"
+glass_run "$LOGS/glass-load.log" load tpcb --db "$GDB" --scale "$SCALE" >/dev/null
 note "glass load tpcb --scale $SCALE: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s; $(du -sh "$GDB" | cut -f1) in $GDB"
 pg_start "$WORK"
 [ "$(stat -c %d "$GDB")" = "$(stat -c %d "$PG_DATA")" ] || die "$GDB and $PG_DATA are on different file systems"
 pg_init_pgbench "$SCALE"
 
-declare -A R
+declare -A R Q
 for ((r = 1; r <= ROUNDS; r++)); do
   for t in $LOW $HIGH; do
     log=$LOGS/glass-r$r-t$t.log
     bg=$(wait_quiet)
-    glass_run "$log" bench tpcb --db "$GDB" --durable --scale "$SCALE" --threads "$t" --duration "$SECS" --warmup 1
+    others=$(glass_run "$log" bench tpcb --db "$GDB" --durable --scale "$SCALE" --threads "$t" --duration "$SECS" --warmup 1)
     tps=$(glass_tps "$log")
     R[glass$t]="${R[glass$t]:-} $tps"
-    echo "round $r: glass threads=$t tps=$tps $(glass_log_line "$log") $bg"
+    if quiet_run "$others"; then Q[glass$t]="${Q[glass$t]:-} $tps"; fi
+    echo "round $r: glass threads=$t tps=$tps $(glass_log_line "$log") $bg $others"
     bg=$(wait_quiet)
-    tps=$(pg_run_pgbench "$t" "$SECS" "$LOGS/pgbench-r$r-c$t.log")
+    out=$(pg_run_pgbench "$t" "$SECS" "$LOGS/pgbench-r$r-c$t.log")
+    read -r tps others <<<"$out"
     R[pg$t]="${R[pg$t]:-} $tps"
-    echo "round $r: pgbench clients=$t tps=$tps $bg"
+    if quiet_run "$others"; then Q[pg$t]="${Q[pg$t]:-} $tps"; fi
+    echo "round $r: pgbench clients=$t tps=$tps $bg $others"
   done
 done
 
 echo
 echo "Durable TPC-B, scale $SCALE, ${SECS} s runs, $ROUNDS rounds interleaved, $(nproc) cores, $(fs_type "$WORK") on $(df --output=source "$WORK" | tail -n 1)"
-printf '%-34s %10s %10s %10s  %s\n' "system" "median" "min" "max" "runs (txn/s)"
+printf '%-34s %10s %10s %10s %14s  %s\n' "system" "median" "min" "max" "quiet med (n)" "runs (txn/s)"
 row() {
   local name=$1 key=$2 med lo hi n
   read -r med lo hi n <<<"$(median_range "${R[$key]}")"
-  printf '%-34s %10s %10s %10s  %s\n' "$name" "$med" "$lo" "$hi" "$(echo ${R[$key]})"
+  printf '%-34s %10s %10s %10s %14s  %s\n' "$name" "$med" "$lo" "$hi" "$(quiet_cell "${Q[$key]:-}")" "$(echo ${R[$key]})"
   eval "MED_$key=$med"
 }
 row "glass --durable, $LOW thread"  glass$LOW
@@ -100,5 +103,9 @@ echo "glass $HIGH/$LOW ratio:        $(ratio "${!g_hi}" "${!g_lo}")"
 echo "pgbench $HIGH/$LOW ratio:      $(ratio "${!p_hi}" "${!p_lo}")"
 echo "glass-$HIGH / pg-$HIGH ratio:      $(ratio "${!g_hi}" "${!p_hi}")"
 echo "glass-$LOW / pg-$LOW ratio:      $(ratio "${!g_lo}" "${!p_lo}")"
+qmed() { median_range "${Q[$1]:-}" | cut -d' ' -f1; }
+if [ -n "${Q[glass$LOW]:-}" ] && [ -n "${Q[glass$HIGH]:-}" ]; then echo "glass $HIGH/$LOW ratio, quiet runs only:   $(ratio "$(qmed glass$HIGH)" "$(qmed glass$LOW)")"; fi
+if [ -n "${Q[glass$HIGH]:-}" ] && [ -n "${Q[pg$HIGH]:-}" ]; then echo "glass-$HIGH / pg-$HIGH ratio, quiet runs only: $(ratio "$(qmed glass$HIGH)" "$(qmed pg$HIGH)")"; fi
+echo "(quiet: runs during which other processes used under $QUIET_RUN cores)"
 machine_note
 note "$(pg_version); took $(( $(date +%s) - START )) s; logs in $LOGS$([ "${KEEP_WORK:-0}" = 1 ] || echo ' (removed at exit: KEEP_WORK=1 keeps them)')"

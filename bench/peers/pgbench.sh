@@ -62,8 +62,9 @@ declare -A RESULTS
 for ((r = 1; r <= ROUNDS; r++)); do
   for c in $CLIENTS; do
     bg=$(wait_quiet)
-    tps=$(pg_run_pgbench "$c" "$SECS" "$WORK/pgbench-r$r-c$c.log")
-    echo "pgbench clients=$c tps=$tps $bg"
+    out=$(pg_run_pgbench "$c" "$SECS" "$WORK/pgbench-r$r-c$c.log")
+    read -r tps others <<<"$out"
+    echo "pgbench clients=$c tps=$tps $bg $others"
     RESULTS[$c]="${RESULTS[$c]:-} $tps"
   done
 done

@@ -43,7 +43,7 @@ machine_note
 glass_check
 dbx_prepare_src "$SRC"
 dbx_measure_tsc
-declare -A BUILDS R
+declare -A BUILDS R Q
 for n in 1 2; do dbx_build "$DBX_CC" "$n"; BUILDS[$n]=$DBX_BUILD; done
 LOGS=$DBX_ROOT/logs/scaling-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$LOGS"
@@ -52,27 +52,30 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for n in 1 2; do
     DBX_BUILD=${BUILDS[$n]}
     bg=$(wait_quiet)
-    read -r tps wall txn ab <<<"$(dbx_run "$n" "$LOGS/r$r-dbx-t$n.log")"
+    out=$(dbx_run "$n" "$LOGS/r$r-dbx-t$n.log")
+    read -r tps wall txn ab others <<<"$out"
     R[dbx$n]="${R[dbx$n]:-} $tps"
-    echo "round $r: dbx1000 cc=$DBX_CC threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab $bg"
+    if quiet_run "$others"; then Q[dbx$n]="${Q[dbx$n]:-} $tps"; fi
+    echo "round $r: dbx1000 cc=$DBX_CC threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab $bg $others"
     log=$LOGS/r$r-glass-t$n.log
     bg=$(wait_quiet)
-    glass_run "$log" bench tpcc --mix paper --threads "$n" --scale "$n" --duration "$SECS" --warmup 1
+    others=$(glass_run "$log" bench tpcc --mix paper --threads "$n" --scale "$n" --duration "$SECS" --warmup 1)
     tps=$(glass_tps "$log")
     R[glass$n]="${R[glass$n]:-} $tps"
-    echo "round $r: glass threads=$n tps=$tps $bg"
+    if quiet_run "$others"; then Q[glass$n]="${Q[glass$n]:-} $tps"; fi
+    echo "round $r: glass threads=$n tps=$tps $bg $others"
   done
 done
 
 echo
 echo "TPC-C paper mix (Payment/New-Order 50/50), in memory, T threads = T warehouses, $ROUNDS rounds interleaved, $(nproc) cores"
-printf '%-28s %10s %10s %10s  %s\n' "system" "median" "min" "max" "runs (txn/s)"
+printf '%-28s %10s %10s %10s %14s  %s\n' "system" "median" "min" "max" "quiet med (n)" "runs (txn/s)"
 declare -A MED
 row() {
   local name=$1 key=$2 med lo hi k
   read -r med lo hi k <<<"$(median_range "${R[$key]}")"
   MED[$key]=$med
-  printf '%-28s %10s %10s %10s  %s\n' "$name" "$med" "$lo" "$hi" "$(echo ${R[$key]})"
+  printf '%-28s %10s %10s %10s %14s  %s\n' "$name" "$med" "$lo" "$hi" "$(quiet_cell "${Q[$key]:-}")" "$(echo ${R[$key]})"
 }
 row "dbx1000 $DBX_CC, 1 thread" dbx1
 row "dbx1000 $DBX_CC, 2 threads" dbx2
@@ -81,5 +84,9 @@ row "glass, 2 threads" glass2
 echo "dbx1000 2/1 ratio: $(ratio "${MED[dbx2]}" "${MED[dbx1]}")"
 echo "glass 2/1 ratio:   $(ratio "${MED[glass2]}" "${MED[glass1]}")"
 echo "glass/dbx1000 at 1 thread: $(ratio "${MED[glass1]}" "${MED[dbx1]}"); at 2 threads: $(ratio "${MED[glass2]}" "${MED[dbx2]}")"
+qmed() { median_range "${Q[$1]:-}" | cut -d' ' -f1; }
+if [ -n "${Q[dbx1]:-}" ] && [ -n "${Q[dbx2]:-}" ]; then echo "dbx1000 2/1 ratio, quiet runs only: $(ratio "$(qmed dbx2)" "$(qmed dbx1)")"; fi
+if [ -n "${Q[glass1]:-}" ] && [ -n "${Q[glass2]:-}" ]; then echo "glass 2/1 ratio, quiet runs only:   $(ratio "$(qmed glass2)" "$(qmed glass1)")"; fi
+echo "(quiet: runs during which other processes used under $QUIET_RUN cores)"
 machine_note
 note "dbx1000 commit $DBX_COMMIT, $DBX_CC, MAX_TXN_PER_PART $DBX_MAX_TXN, CPU_FREQ $DBX_CPU_FREQ, TSC $DBX_TSC_GHZ GHz (txn/s scaled by $(ratio "$DBX_TSC_GHZ" "$DBX_CPU_FREQ")); took $(( $(date +%s) - START )) s; logs in $LOGS"

@@ -90,3 +90,58 @@ wait_quiet() {
   done
   echo "bg_cpu=$cpu bg_io=${io}%"
 }
+
+# Contention during a run: the machine's busy CPU time over the run (from /proc/stat, less
+# kernel threads) less our own (the benchmark's user+system time from /usr/bin/time, plus the
+# PostgreSQL server's for pgbench), divided by the run's wall time: "others_cpu=0.93" means other
+# people's processes kept 0.93 of the machine's cores busy on average while we ran (n/a without
+# /usr/bin/time).
+# busy_jiffies: the machine's user, nice and system time (not idle, iowait, interrupts or steal)
+# less what kernel threads used (the journal, writeback, block I/O workers: work our own writes
+# cause as much as anyone's).
+busy_jiffies() {
+  local k
+  k=$(cat /proc/[0-9]*/stat 2>/dev/null | awk '{ sub(/^[0-9]+ \(.*\) /, ""); if ($2 == 2 || $2 == 0) s += $12 + $13 } END { print s + 0 }')
+  awk -v k="$k" '/^cpu / { print $2 + $3 + $4 - k; exit }' /proc/stat
+}
+
+# measured LOG EXTRA_FN CMD...: runs CMD (stdout and stderr to LOG) and prints others_cpu.
+# EXTRA_FN (or "-") prints CPU jiffies of our processes that are not CMD's descendants.
+measured() {
+  local log=$1 extra=$2; shift 2
+  local t0 t1 b0 b1 x0=0 x1=0 rc=0 own
+  if [ "$extra" != - ]; then x0=$($extra); fi
+  b0=$(busy_jiffies); t0=$(date +%s.%N)
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f "%U %S" -o "$log.cputime" "$@" </dev/null >"$log" 2>&1 || rc=$?
+  else
+    "$@" </dev/null >"$log" 2>&1 || rc=$?
+  fi
+  t1=$(date +%s.%N); b1=$(busy_jiffies)
+  if [ "$extra" != - ]; then x1=$($extra); fi
+  [ "$rc" = 0 ] || return "$rc"
+  if [ -s "$log.cputime" ]; then
+    own=$(tail -n 1 "$log.cputime")
+    awk -v b0="$b0" -v b1="$b1" -v x0="$x0" -v x1="$x1" -v t0="$t0" -v t1="$t1" -v own="$own" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        split(own, o, " ")
+        v = ((b1 - b0) / hz - (o[1] + o[2]) - (x1 - x0) / hz) / (t1 - t0)
+        if (v < 0) v = 0
+        printf "others_cpu=%.2f\n", v
+      }'
+  else
+    echo "others_cpu=n/a"
+  fi
+}
+
+# quiet_run "others_cpu=X": true when other people used under QUIET_RUN cores (0.25) during the
+# run; the tables give the median of those runs too.
+QUIET_RUN=${QUIET_RUN:-0.25}
+quiet_run() { awk -v s="$1" -v q="$QUIET_RUN" 'BEGIN { sub(/^others_cpu=/, "", s); exit !(s != "n/a" && s + 0 < q + 0) }'; }
+
+# quiet_cell "v1 v2 ...": "MEDIAN (N)" of the quiet runs' values, or "- (0)".
+quiet_cell() {
+  local med lo hi n
+  [ -n "$(echo $1)" ] || { echo "- (0)"; return; }
+  read -r med lo hi n <<<"$(median_range "$1")"
+  echo "$med ($n)"
+}

@@ -144,20 +144,21 @@ dbx_build() {
   DBX_BUILD=$dir
 }
 
-# dbx_run N LOGFILE: runs $DBX_BUILD/rundb -tN -nN; prints "TPS WALL_TPS TXN ABORTS".
+# dbx_run N LOGFILE: runs $DBX_BUILD/rundb -tN -nN; prints "TPS WALL_TPS TXN ABORTS others_cpu=X".
+# Call it as out=$(dbx_run ...).
 dbx_run() {
-  local n=$1 log=$2 line sim
-  (cd "$DBX_BUILD" && ./rundb -t"$n" -n"$n") </dev/null >"$log" 2>&1 \
+  local n=$1 log=$2 line sim others
+  others=$(cd "$DBX_BUILD" && measured "$log" - ./rundb -t"$n" -n"$n") \
     || { tail -20 "$log" >&2; die "rundb -t$n -n$n failed (log: $log, tail above)"; }
   line=$(grep -m1 '^\[summary\]' "$log") || { tail -20 "$log" >&2; die "no [summary] line from rundb ($log)"; }
   sim=$(sed -n -E 's/^PASS! SimTime = ([0-9]+).*/\1/p' "$log")
-  echo "$line" | awk -v n="$n" -v tsc="$DBX_TSC_GHZ" -v f="$DBX_CPU_FREQ" -v sim="$sim" '{
+  echo "$line" | awk -v others="$others" -v n="$n" -v tsc="$DBX_TSC_GHZ" -v f="$DBX_CPU_FREQ" -v sim="$sim" '{
       match($0, /txn_cnt=[0-9]+/);  txn = substr($0, RSTART + 8, RLENGTH - 8)
       match($0, /abort_cnt=[0-9]+/); ab = substr($0, RSTART + 10, RLENGTH - 10)
       match($0, /run_time=[0-9.]+/); rt = substr($0, RSTART + 9, RLENGTH - 9)
       scale = tsc / f
       tps = (rt > 0) ? txn / rt * n * scale : 0
       wall = (sim > 0) ? txn / (sim / 1e9) * scale : 0
-      printf "%.1f %.1f %d %d\n", tps, wall, txn, ab
+      printf "%.1f %.1f %d %d %s\n", tps, wall, txn, ab, others
     }'
 }

@@ -25,8 +25,9 @@ glass_log_line() {
   sed -n -E 's/^log: .*: ([0-9.]+) forces per commit, ([0-9.]+) commits per group.*/forces_per_commit=\1 commits_per_group=\2/p' "$1" | tail -n 1
 }
 
-# glass_run LOGFILE ARGS...: run Glass, log to LOGFILE, die with its tail on failure.
+# glass_run LOGFILE ARGS...: run Glass, log to LOGFILE, die with its tail on failure; prints
+# others_cpu=X (other people's CPU use during the run). Call it as out=$(glass_run ...).
 glass_run() {
   local log=$1; shift
-  "$GLASS" "$@" </dev/null >"$log" 2>&1 || { tail -30 "$log" >&2; die "glass $* failed (log: $log, tail above)"; }
+  measured "$log" - "$GLASS" "$@" || { tail -30 "$log" >&2; die "glass $* failed (log: $log, tail above)"; }
 }

@@ -128,15 +128,29 @@ pg_init_pgbench() {
   note "pgbench -i -s $scale: $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s; database $(pg_psql -d bench -At -c "SELECT pg_size_pretty(pg_database_size('bench'))")"
 }
 
-# pg_run_pgbench CLIENTS SECS LOGFILE: runs pgbench, prints the tps excluding connection
-# establishing (PostgreSQL 14+: "without initial connection time").
+# pg_server_jiffies: CPU time (clock ticks) of the server: the postmaster, its live children,
+# and the children it has reaped (the backends of finished connections).
+pg_server_jiffies() {
+  local pm c
+  pm=$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null) || { echo 0; return; }
+  {
+    awk '{ sub(/^.*\) /, ""); print $12 + $13 + $14 + $15 }' "/proc/$pm/stat" 2>/dev/null
+    for c in $(ps -o pid= --ppid "$pm"); do
+      awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$c/stat" 2>/dev/null
+    done
+  } | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# pg_run_pgbench CLIENTS SECS LOGFILE: runs pgbench; prints "TPS others_cpu=X": the tps
+# excluding connection establishing (PostgreSQL 14+: "without initial connection time") and
+# other people's CPU use during the run (the server's and pgbench's own CPU left out).
 pg_run_pgbench() {
-  local c=$1 secs=$2 log=$3 j tps
+  local c=$1 secs=$2 log=$3 j tps others
   j=$(( c < PGBENCH_JOBS_MAX ? c : PGBENCH_JOBS_MAX ))
-  "$PG_BINDIR/pgbench" -h "$PG_SOCK" -p "$PG_PORT" -U postgres -c "$c" -j "$j" -M prepared -T "$secs" bench \
-    </dev/null >"$log" 2>&1 \
+  others=$(measured "$log" pg_server_jiffies \
+      "$PG_BINDIR/pgbench" -h "$PG_SOCK" -p "$PG_PORT" -U postgres -c "$c" -j "$j" -M prepared -T "$secs" bench) \
     || { tail -20 "$log" >&2; die "pgbench -c $c -j $j -M prepared -T $secs failed (log above)"; }
   tps=$(sed -n -E 's/^tps = ([0-9.]+) \((without initial connection time|excluding connections establishing)\).*/\1/p' "$log" | head -n 1)
   [ -n "$tps" ] || { cat "$log" >&2; die "no tps line in pgbench's output (above)"; }
-  printf '%.1f\n' "$tps"
+  printf '%.1f %s\n' "$tps" "$others"
 }
