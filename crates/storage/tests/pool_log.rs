@@ -282,21 +282,27 @@ fn dirty_pages_lists_every_page_changed_before_a_begin_lsn() {
     let (pool, log, _) = logged_pool(4096);
     let pool = Arc::new(pool);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let changed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writers: Vec<_> = (0..2)
         .map(|_| {
-            let (pool, stop) = (pool.clone(), stop.clone());
+            let (pool, stop, changed) = (pool.clone(), stop.clone(), changed.clone());
             std::thread::spawn(move || {
                 let mut n = 0;
                 while !stop.load(Ordering::Relaxed) && n < 1800 {
                     let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
                     pool.fix_exclusive(id).unwrap().range_mut(300, 4)[0] = 1;
+                    changed.fetch_add(1, Ordering::Relaxed);
                     n += 1;
                 }
             })
         })
         .collect();
     let mut snapshots = Vec::new();
-    for _ in 0..400 {
+    // At least 400 checkpoints, and on until the writers have changed a few hundred pages
+    // (on a loaded machine they may not even have started when 400 are taken).
+    let mut taken = 0;
+    while taken < 400 || (changed.load(Ordering::Relaxed) < 400 && taken < 1_000_000) {
+        taken += 1;
         // A begin record: an LSN from the same counter the pages' records take theirs from.
         let begin = Lsn(log.next.fetch_add(100, Ordering::SeqCst) + 100);
         let table: std::collections::HashMap<PageId, Lsn> =
