@@ -1021,6 +1021,14 @@ impl LockManager {
         self.graph.lock()
     }
 
+    /// [`withdraw_request`] stamped with the manager's clock and nudge policy; returns the
+    /// threads to unpark once the bucket latch is released.
+    fn withdraw(&self, head: &mut LockHead, txn: TxnId, graph: &mut WaitForGraph) -> Wakes {
+        let mut wakes = Wakes::new();
+        withdraw_request(head, txn, graph, self.now_ns(), self.nudges(), &mut wakes);
+        wakes
+    }
+
     // ---- coarse-lock partitions ----
 
     /// Requests `mode` on the database or a table (`name`), through its partitions when
@@ -1192,15 +1200,7 @@ impl LockManager {
             let mut graph = self.graph();
             refresh_edges(head, &mut graph);
             if !spins && graph.cycle_through(txn).is_some() {
-                let mut wakes = Wakes::new();
-                withdraw(
-                    head,
-                    txn,
-                    &mut graph,
-                    self.now_ns(),
-                    self.nudges(),
-                    &mut wakes,
-                );
+                let wakes = self.withdraw(head, txn, &mut graph);
                 drop(graph);
                 guard.retire_if_unused(index);
                 drop(guard);
@@ -1407,15 +1407,7 @@ impl LockManager {
             let mut graph = self.graph();
             let victim = !timed_out && graph.cycle_through(txn).is_some();
             if timed_out || victim {
-                let mut wakes = Wakes::new();
-                withdraw(
-                    head,
-                    txn,
-                    &mut graph,
-                    self.now_ns(),
-                    self.nudges(),
-                    &mut wakes,
-                );
+                let wakes = self.withdraw(head, txn, &mut graph);
                 drop(graph);
                 drop(guard);
                 wake(wakes);
@@ -1484,15 +1476,7 @@ impl LockManager {
         if graph.cycle_through(txn).is_none() {
             return Ok(false);
         }
-        let mut wakes = Wakes::new();
-        withdraw(
-            head,
-            txn,
-            &mut graph,
-            self.now_ns(),
-            self.nudges(),
-            &mut wakes,
-        );
+        let wakes = self.withdraw(head, txn, &mut graph);
         drop(graph);
         guard.retire_if_unused(index);
         drop(guard);
@@ -1609,7 +1593,7 @@ fn refresh_edges(head: &LockHead, graph: &mut WaitForGraph) {
 /// Removes `txn`'s queued request from `head` and the graph, then grants what that unblocked.
 /// `now_ns` stamps those grants, `nudge` says whether to nudge the new front, and the
 /// threads to unpark go into `wakes`.
-fn withdraw(
+fn withdraw_request(
     head: &mut LockHead,
     txn: TxnId,
     graph: &mut WaitForGraph,
