@@ -33,7 +33,7 @@ pub mod record;
 pub mod storage;
 
 pub use error::{LogDamage, WalError, WalResult};
-pub use log::{LogConfig, LogManager, LogMode, LogStats, OpenReport};
+pub use log::{HeldUpdate, LogConfig, LogManager, LogMode, LogStats, OpenReport};
 pub use reader::LogIter;
 pub use record::{ActiveTxn, LogRecord, PageRedoOwned, RecordKind, TxnId};
 pub use storage::{FileLogStorage, LogStorage, MemLogStorage};
