@@ -49,7 +49,7 @@
 //!   it) spins: it is granted when the current holders release. One further back sleeps
 //!   at once, and is *nudged* awake when a grant moves it to the front, so that its wake-up
 //!   overlaps the new holder's work and it spins, not sleeps, through that holder's end.
-//! * A spin lasts twice the median wait of front requests (`spin_limit`), within
+//! * A spin lasts as long as nine in ten waits of front requests (`spin_limit`), within
 //!   [`LockConfig::spin_wait`]. Waiters spin only while spinning pays: while at least half
 //!   of the recent spins saw their grant (`spin_for_front`). Otherwise (holders that are
 //!   descheduled or run long) they sleep at once, and one front wait in sixteen spins as a
@@ -522,10 +522,15 @@ impl Drop for TxnLocks {
 /// The shortest spin of a waiter that spins at all, in ns (see `LockManager::spin_limit`).
 const SPIN_FLOOR_NS: u64 = 2_000;
 
-/// The range of the median wait estimate, in ns: from 1 µs up to this many `spin_wait`s, so
-/// that after a burst of long waits a few dozen short ones bring spinning back.
-const MEDIAN_FLOOR_NS: u64 = 1_000;
-const MEDIAN_CEILING_SPINS: u64 = 4;
+/// The range of the wait estimate (`wait_ns_p90`), in ns: from 1 µs up to this many
+/// `spin_wait`s, so that after a burst of long waits a few dozen short ones bring spinning
+/// back.
+const WAIT_FLOOR_NS: u64 = 1_000;
+const WAIT_CEILING_SPINS: u64 = 4;
+
+/// The quantile `wait_ns_p90` settles at, as the ratio of its step up (a wait longer than the
+/// estimate) to its step down: 9 to 1 settles where one wait in ten is longer.
+const WAIT_STEPS_UP: u64 = 9;
 
 /// `LockManager::spin_score` of spins that all succeed; waiters spin while the score is at
 /// least `SPIN_SCORE_ON` (half of the recent spins saw their grant), and otherwise one
@@ -538,7 +543,7 @@ const SPIN_PROBE_EVERY: u32 = 16;
 #[derive(Clone, Copy, Debug)]
 struct Spin {
     /// At the front of its queue (see `LockHead::is_front`): its wait measures the holders'
-    /// remaining time, and feeds the median that bounds spinning.
+    /// remaining time, and feeds the estimate that bounds spinning.
     front: bool,
     /// Spins before it sleeps: it registers in the wait-for graph only then.
     spins: bool,
@@ -567,12 +572,12 @@ pub struct LockManager {
     totals: Box<[CachePadded<[AtomicU64; STAT_FIELDS]>]>,
     /// The origin of the clock that stamps grants (read only on the waiting path).
     epoch: Instant,
-    /// A running estimate of the median wait of a request queued at the front (grant time
-    /// minus queueing time), which bounds how long waiters spin (`spin_limit`). Written by
-    /// waiters only, racily: a lost update costs nothing.
-    wait_ns_median: AtomicU64,
+    /// A running estimate of the 90th percentile of the waits of requests queued at the
+    /// front (grant time minus queueing time), which bounds how long waiters spin
+    /// (`spin_limit`). Written by waiters only, racily: a lost update costs nothing.
+    wait_ns_p90: AtomicU64,
     /// How often recent spins saw their grant, in 1024ths (a moving average): waiters spin
-    /// while it is at least `SPIN_SCORE_ON` (`spin_for_front`). Racy like the median.
+    /// while it is at least `SPIN_SCORE_ON` (`spin_for_front`). Racy like `wait_ns_p90`.
     spin_score: AtomicU32,
     /// Front waits that did not spin because spinning was off: every `SPIN_PROBE_EVERY`th
     /// spins anyway, a probe that lets the score recover.
@@ -587,7 +592,7 @@ impl LockManager {
             totals: (0..TOTAL_SHARDS).map(|_| CachePadded::default()).collect(),
             epoch: Instant::now(),
             // With no wait seen yet, a waiter spins for half of `spin_wait`.
-            wait_ns_median: AtomicU64::new(config.spin_wait.as_nanos() as u64 / 4),
+            wait_ns_p90: AtomicU64::new(config.spin_wait.as_nanos() as u64 / 2),
             spin_score: AtomicU32::new(SPIN_SCORE_ONE),
             spin_probes: AtomicU32::new(0),
             config,
@@ -1294,11 +1299,21 @@ impl LockManager {
         !self.config.spin_wait.is_zero() && self.spin_score.load(Ordering::Relaxed) >= SPIN_SCORE_ON
     }
 
-    /// How long a spin lasts: twice the median wait (so that most waits end within it), at
-    /// least `SPIN_FLOOR_NS` and at most `spin_wait`.
+    /// How long a spin lasts: as long as nine waits in ten (so that nearly every wait ends
+    /// spinning while the holder runs), at least `SPIN_FLOOR_NS` and at most `spin_wait`.
+    ///
+    /// It was twice the median, which on two idle cores (two threads on one TPC-C
+    /// warehouse) sent half of all waits to sleep: a sleep there costs the waker a system
+    /// call and the sleeper a wake-up of tens of µs, more than the rest of the wait. With
+    /// the 90th percentile, in three interleaved pairs of 4 s runs, the paper mix ran
+    /// 56,100-58,600 txn/s against 41,300-43,000 and the full mix 32,200-32,600 against
+    /// 26,500-28,000; with a busy loop on each core beside them (6 s runs, noisy), 33,400-
+    /// 39,500 against 26,700-44,300 and 18,700-21,000 against 8,000-20,400. Spinning to the
+    /// cap every time did better still idle but worse under load on the full mix
+    /// (docs/performance.md, "Lock waits").
     fn spin_limit(&self) -> Duration {
         let cap = self.config.spin_wait.as_nanos() as u64;
-        let limit = 2 * self.wait_ns_median.load(Ordering::Relaxed);
+        let limit = self.wait_ns_p90.load(Ordering::Relaxed);
         Duration::from_nanos(limit.clamp(SPIN_FLOOR_NS.min(cap), cap))
     }
 
@@ -1319,23 +1334,24 @@ impl LockManager {
         self.spinning_pays()
     }
 
-    /// Moves the median estimate a sixteenth towards a front request's wait of `wait_ns`
-    /// (queueing to grant; the wake-up is not part of it): up if the wait was longer, down
-    /// if shorter. The estimate settles where as many waits are longer as shorter.
+    /// Moves the 90th-percentile estimate towards a front request's wait of `wait_ns`
+    /// (queueing to grant; the wake-up is not part of it): up by `WAIT_STEPS_UP` steps of a
+    /// 64th of the estimate if the wait was longer, down by one if shorter. The estimate
+    /// settles where the steps balance: one wait in ten longer, nine shorter.
     fn note_wait_length(&self, wait_ns: u64) {
         if self.config.spin_wait.is_zero() {
             return;
         }
-        let median = self.wait_ns_median.load(Ordering::Relaxed);
-        let step = median / 16 + 1;
-        let next = if wait_ns > median {
-            median + step
+        let estimate = self.wait_ns_p90.load(Ordering::Relaxed);
+        let step = estimate / 64 + 1;
+        let next = if wait_ns > estimate {
+            estimate + WAIT_STEPS_UP * step
         } else {
-            median.saturating_sub(step)
+            estimate.saturating_sub(step)
         };
-        let ceiling = MEDIAN_CEILING_SPINS * self.config.spin_wait.as_nanos() as u64;
-        let next = next.clamp(MEDIAN_FLOOR_NS, ceiling.max(MEDIAN_FLOOR_NS));
-        self.wait_ns_median.store(next, Ordering::Relaxed);
+        let ceiling = WAIT_CEILING_SPINS * self.config.spin_wait.as_nanos() as u64;
+        let next = next.clamp(WAIT_FLOOR_NS, ceiling.max(WAIT_FLOOR_NS));
+        self.wait_ns_p90.store(next, Ordering::Relaxed);
     }
 
     /// Waits until the queued request of `t` on `name` is granted, its transaction is found
@@ -1657,21 +1673,30 @@ mod unit_tests {
     }
 
     #[test]
-    fn a_spin_lasts_twice_the_median_wait_within_the_cap() {
-        let m = spinning_manager(Duration::from_micros(100));
-        for _ in 0..200 {
+    fn a_spin_lasts_as_long_as_nine_waits_in_ten_within_the_cap() {
+        let m = spinning_manager(Duration::from_micros(200));
+        // Waits spread evenly over 1..=100 µs: the 90th percentile is 90 µs, the median 50.
+        for i in 0..5000u64 {
+            m.note_wait_length((i * 37 % 100 + 1) * 1_000);
+        }
+        let limit = m.spin_limit().as_nanos() as u64;
+        assert!(
+            (75_000..=115_000).contains(&limit),
+            "90th percentile 90 µs: spin about that, got {limit} ns"
+        );
+        for _ in 0..2000 {
             m.note_wait_length(10_000);
         }
         let limit = m.spin_limit().as_nanos() as u64;
         assert!(
-            (18_000..=22_000).contains(&limit),
-            "median ~10 µs: spin ~20 µs, got {limit} ns"
+            (9_000..=12_000).contains(&limit),
+            "every wait ~10 µs: spin ~10 µs, got {limit} ns"
         );
         for _ in 0..200 {
             m.note_wait_length(1_000_000);
         }
-        assert_eq!(m.spin_limit(), Duration::from_micros(100), "capped");
-        for _ in 0..200 {
+        assert_eq!(m.spin_limit(), Duration::from_micros(200), "capped");
+        for _ in 0..2000 {
             m.note_wait_length(0);
         }
         assert_eq!(
