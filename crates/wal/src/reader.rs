@@ -45,36 +45,42 @@ impl ChunkReader {
     }
 
     /// Judges the frame at `pos`, reading storage below `limit` as needed.
+    ///
+    /// A frame longer than a chunk is read again from its start, whole. (Once only a frame
+    /// that began inside the chunk was: one that began a fresh chunk and ran past it — any
+    /// record over 64 KiB, a checkpoint's with thousands of dirty pages, where a chunk
+    /// happened to start at it — was taken for the end of the log.)
     pub fn frame(&mut self, storage: &dyn LogStorage, pos: u64, limit: u64) -> io::Result<FrameAt> {
+        const PAST_END: &str = "record extends past the end of the log";
         if pos >= limit {
             return Ok(FrameAt::End("end of the log"));
         }
-        let mut refilled = false;
+        // Bytes last asked of storage from `pos`: each read asks for more, or the scan ends.
+        let mut asked = 0;
         loop {
             let chunk_end = self.start + self.bytes.len() as u64;
             let want = if pos >= self.start && pos < chunk_end {
                 match check_frame(&self.bytes[(pos - self.start) as usize..]) {
                     FrameCheck::Complete(len) => return Ok(FrameAt::Complete(len)),
                     FrameCheck::Bad(reason) => return Ok(FrameAt::End(reason)),
-                    FrameCheck::Incomplete(needed) => {
-                        if refilled || chunk_end >= limit {
-                            return Ok(FrameAt::End("record extends past the end of the log"));
-                        }
-                        needed.max(CHUNK_BYTES)
+                    FrameCheck::Incomplete(_) if chunk_end >= limit => {
+                        return Ok(FrameAt::End(PAST_END))
                     }
+                    FrameCheck::Incomplete(needed) => needed.max(CHUNK_BYTES),
                 }
             } else {
-                if refilled {
-                    return Ok(FrameAt::End("record extends past the end of the log"));
-                }
                 CHUNK_BYTES
             };
             let want = want.min((limit - pos) as usize);
+            if want <= asked {
+                // Storage gave fewer bytes than it was asked for, all it has.
+                return Ok(FrameAt::End(PAST_END));
+            }
             self.bytes.resize(want, 0);
             let got = storage.read_at(pos, &mut self.bytes)?;
             self.bytes.truncate(got);
             self.start = pos;
-            refilled = true;
+            asked = want;
         }
     }
 

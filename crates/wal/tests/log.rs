@@ -768,3 +768,28 @@ fn end_reached_agrees_with_the_end_whatever_is_buffered() {
         }
     }
 }
+
+/// A record longer than the scan's 64 KiB chunk that begins a chunk (here the first record,
+/// where the open's scan starts) was taken for the end of the log: the open cut it, and every
+/// record after it, as a torn tail.
+#[test]
+fn a_record_longer_than_a_scan_chunk_survives_a_reopen() {
+    let storage = MemLogStorage::new();
+    let big = vec![7u8; 200_000];
+    let (first, second) = {
+        let log = open_mem(&storage, config(LogMode::Durable, 1 << 20));
+        let first = log.append_update(TxnId(1), Lsn::NONE, &big);
+        let second = log.commit(TxnId(1), first).unwrap();
+        (first, second)
+    };
+    let (log, report) = LogManager::open(Box::new(storage.clone()), LogConfig::default()).unwrap();
+    assert_eq!(report.records, 2);
+    assert_eq!(report.cut_bytes, 0);
+    assert_eq!(log.read(first).unwrap(), update(1, Lsn::NONE, &big));
+    assert_eq!(
+        log.iter_from(first)
+            .map(|r| r.unwrap().0)
+            .collect::<Vec<_>>(),
+        [first, second]
+    );
+}
