@@ -382,6 +382,11 @@ impl HeapFile {
         let mut g = self.pool.allocate_page(PageKind::Heap)?;
         hp::init(&mut g);
         hp::set_next(&mut last, Some(g.page_id()));
+        // One redo record for both: the new page's creation and the link to it. Logged apart,
+        // the link came first (the old last page's latch is released first), and a crash
+        // whose log ended between the two left a chain that recovery linked to a page it never
+        // created: the database could not be opened. (Found by the crash campaign.)
+        self.pool.log_together(&mut [&mut g, &mut last]);
         *tail = g.page_id();
         drop(last);
         drop(tail);
