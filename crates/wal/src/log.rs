@@ -83,8 +83,8 @@
 //! latches it exclusively) waited for the disk and every later commit queued behind it: on 8
 //! threads durable TPC-B made 0.96 forces per commit.
 //!
-//! Latch order: master latch, writer latch, log buffer latch. The buffer latch is held only to copy a
-//! frame in or swap the bytes out, never during a write or sync.
+//! Latch order: master latch, writer latch, log buffer latch. The buffer latch is held only to
+//! reserve bytes or swap them out, never during a copy, a write or a sync.
 //!
 //! # The append path (what one record costs)
 //!
@@ -93,13 +93,18 @@
 //!  FRAME_SCRATCH[..len]       this thread's scratch, as long as the largest frame seen
 //!    encode_frame_into        one bounds check + copy per field, no Vec growth checks
 //!    crc32c(len, kind..)      SSE 4.2 `crc32`: 8 bytes per instruction, no setup
-//!  lock buffer latch ─ memcpy frame ─ bump counters ─ unlock
+//!  lock buffer latch ─ reserve: used += len, count, publish the LSN, raise my copy count ─ unlock
+//!  memcpy frame into the reserved bytes ─ lower my copy count (release)
 //! ```
 //!
-//! Everything but the final copy runs before the latch, because a frame does not contain its
-//! own LSN. Encoding straight into the log buffer would save that copy (a `memcpy` of the frame
-//! and the thread-local access, some 30–40 instructions) but would put the encoding and the
-//! checksum under the latch that every appending thread shares.
+//! Everything runs outside the latch but the reservation, because a frame does not contain
+//! its own LSN: encoding before it, copying after it. A writer that takes the buffer waits
+//! until the copy counts of the generation it took are zero (`buffer::CopyCounts`: one pair
+//! per thread shard, on lines of their own); a reader of the buffer and a buffer that must
+//! grow wait the same way, holding the latch, so that no copy starts meanwhile. With the copy
+//! under the latch, the paper mix on 16 cores spent its time in the copy's cache misses: the
+//! buffer's tail line, last written by the previous holder's copy on another core, was
+//! fetched with the latch held, by every append in turn.
 //!
 //! An operation's undo record (`Update`) and its page's redo record are appended under one
 //! acquisition of the buffer latch: [`LogManager::hold_update_publishing`] encodes the update
@@ -135,14 +140,14 @@ use storage::latch::SpinLatch;
 use storage::page::PageRedo;
 use storage::{Lsn, PageId, PageLog, StorageResult};
 
-use crate::buffer::LogBuffer;
+use crate::buffer::{CopyCounts, LogBuffer, Region};
 use crate::checksum::crc32c;
 use crate::error::{LogDamage, WalError, WalResult};
 use crate::reader::{look_past, unwritten_sector_in, ChunkReader, FrameAt, LogIter};
 use crate::record::{
     check_frame, decode_checked_frame, encode_frame_into, frame_len, frame_len_and_crc,
-    CompensationView, Encode, FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind,
-    TxnId, TxnMarkView, UpdateView,
+    write_frame, CompensationView, Encode, FrameCheck, LogRecord, PageRangesView, PageRedoView,
+    RecordKind, TxnId, TxnMarkView, UpdateView,
 };
 use crate::storage::LogStorage;
 
@@ -205,10 +210,9 @@ impl HeldFrame {
         (self.log == log && self.lsn == 0).then_some(self)
     }
 
-    /// Copies the frame into `buffer` (whose latch the caller holds) and publishes its LSN.
+    /// Notes that the frame was given `lsn` (under the buffer latch) and publishes it.
     #[inline]
-    fn append_into(&mut self, buffer: &mut LogBuffer) {
-        let lsn = buffer.append_frame(&self.frame[..self.len]);
+    fn appended_at(&mut self, lsn: Lsn) {
         // SAFETY: the cell outlives the `HeldUpdate` that holds this slot (it borrows it), and
         // the slot is emptied when that ends (`HeldUpdate::settle`, run by its drop too).
         if let Some(cell) = unsafe { self.publish.as_ref() } {
@@ -253,10 +257,7 @@ impl HeldUpdate<'_> {
             let mut buffered = 0;
             if let Some(waiting) = held.waiting_for(log.id) {
                 // Nothing carried it: it goes in alone.
-                storage::shared::bump(storage::shared::Place::LogAppend);
-                let mut buffer = log.buffer.lock();
-                waiting.append_into(&mut buffer);
-                buffered = buffer.bytes.len();
+                buffered = log.copy_in(Some(waiting), &[], false, None).1;
             }
             held.log = 0;
             held.publish = std::ptr::null();
@@ -385,7 +386,7 @@ pub(crate) struct Master {
 /// The writer latch's state: bytes taken from the buffer until their write completes.
 struct Writer {
     /// Taken bytes being written; empty between writes (kept only if a write failed).
-    pending: Vec<u8>,
+    pending: Region,
     /// LSN of `pending[0]`.
     pending_base: u64,
     /// Commit records written but not yet synced.
@@ -415,9 +416,9 @@ pub struct LogManager {
     /// Buffered bytes at which an appender writes the buffer out.
     buffer_bytes: usize,
     /// The log buffer latch: protects the buffered frames, their base LSN and the append
-    /// counters. Held for one copy or one swap, never during I/O. A spin latch: its holder
-    /// keeps it for one `memcpy` of a frame, far shorter than parking and waking a waiter,
-    /// and with a sleeping latch (parking_lot's mutex) the paper mix on 16 threads, whose
+    /// counters. Held for one reservation or one swap, never during a copy or I/O. A spin
+    /// latch: its holder keeps it for a few additions, far shorter than parking and waking a
+    /// waiter, and with a sleeping latch (parking_lot's mutex) the paper mix on 16 threads, whose
     /// threads append some 35 records per transaction, spent its time parking and waking.
     ///
     /// The latch word has a cache line of its own (padded away from this structure's other
@@ -426,6 +427,8 @@ pub struct LogManager {
     /// the latch word's line each of those stores had first to take the line back from the
     /// threads spinning on the word.
     buffer: CachePadded<SpinLatch<Box<CachePadded<LogBuffer>>>>,
+    /// Copies into the buffer under way outside its latch ([`LogManager::copy_in`]).
+    copies: CopyCounts,
     /// The writer latch: serialises writes and syncs; its holder is the group-commit leader.
     /// Protects the bytes taken from the buffer until they are written. Taken before `buffer`.
     writer: Mutex<Writer>,
@@ -626,8 +629,9 @@ impl LogManager {
                 ))),
                 config.latching,
             )),
+            copies: CopyCounts::new(),
             writer: Mutex::new(Writer {
-                pending: Vec::with_capacity(config.buffer_bytes.max(1) * 2),
+                pending: Region::with_capacity(config.buffer_bytes.max(1) * 2),
                 pending_base: end,
                 commits_unsynced: 0,
             }),
@@ -840,31 +844,16 @@ impl LogManager {
                 }
                 let frame = &mut scratch[..len];
                 encode_frame_into(record, frame);
-                storage::shared::bump(storage::shared::Place::LogAppend);
-                let mut buffer = self.buffer.lock();
-                if let Some(waiting) = waiting.take() {
-                    waiting.append_into(&mut buffer);
-                }
-                let lsn = buffer.append_frame(frame);
-                if let Some(cell) = publish {
-                    cell.store(lsn.0, Ordering::Relaxed);
-                }
-                Some((lsn, self.note_commit(&mut buffer, is_commit)))
+                Some(self.copy_in(waiting.take(), frame, is_commit, publish))
             });
             let (lsn, buffered) = match appended {
                 Ok(Some(done)) => done,
                 _ => {
+                    // No scratch buffer (thread teardown): a frame of its own.
                     let (len, crc) = frame_len_and_crc(record);
-                    storage::shared::bump(storage::shared::Place::LogAppend);
-                    let mut buffer = self.buffer.lock();
-                    if let Some(waiting) = waiting.take() {
-                        waiting.append_into(&mut buffer);
-                    }
-                    let lsn = buffer.append(record, len, crc);
-                    if let Some(cell) = publish {
-                        cell.store(lsn.0, Ordering::Relaxed);
-                    }
-                    (lsn, self.note_commit(&mut buffer, is_commit))
+                    let mut frame = Vec::with_capacity(len as usize);
+                    write_frame(record, len, crc, &mut frame);
+                    self.copy_in(waiting.take(), &frame, is_commit, publish)
                 }
             };
             if buffered >= self.buffer_bytes {
@@ -872,6 +861,71 @@ impl LogManager {
             }
             lsn
         })
+    }
+
+    /// Puts `held` (this thread's held update, if one waits to be carried) and then `frame`
+    /// (whole frames; empty for the held one alone) into the log buffer; returns the LSN of
+    /// `frame` (of the held one, if `frame` is empty) and the bytes then buffered.
+    ///
+    /// Under the buffer latch only the reservation: room made, `used` moved on, the counters
+    /// counted, the LSNs published into their cells (a checkpoint that appends its begin
+    /// after this sees them), and this thread's copy counter raised. The copy runs after the
+    /// latch is released, then the counter goes down: a writer that took these bytes waits
+    /// for that ([`CopyCounts::wait_done`]). Without latching (one thread) it all runs at once.
+    #[inline]
+    fn copy_in(
+        &self,
+        mut held: Option<&mut HeldFrame>,
+        frame: &[u8],
+        is_commit: bool,
+        publish: Option<&AtomicU64>,
+    ) -> (Lsn, usize) {
+        let held_len = held.as_ref().map_or(0, |h| h.len);
+        let total = held_len + frame.len();
+        let frames = u64::from(held.is_some()) + u64::from(!frame.is_empty());
+        storage::shared::bump(storage::shared::Place::LogAppend);
+        let mut buffer = self.buffer.lock();
+        if !buffer.has_room(total) {
+            // The bytes move: every copy into them must be done first.
+            self.copies.wait_done(buffer.generation);
+            buffer.grow(total);
+        }
+        let reserved = buffer.reserve(total, frames);
+        let mut lsn = reserved.lsn;
+        if let Some(h) = held.as_deref_mut() {
+            h.appended_at(lsn);
+            if !frame.is_empty() {
+                lsn = Lsn(lsn.0 + held_len as u64);
+            }
+        }
+        if let Some(cell) = publish.filter(|_| !frame.is_empty()) {
+            cell.store(lsn.0, Ordering::Relaxed);
+        }
+        if is_commit {
+            buffer.commits += 1;
+            buffer.commits_buffered += 1;
+        }
+        let buffered = buffer.bytes.len();
+        buffer.prefetch_ahead(total);
+        // Without latching there is one thread, and nobody to wait for the copy.
+        let copying = self.buffer.is_enabled().then(|| {
+            let copying = self.copies.mine(buffer.generation);
+            copying.fetch_add(1, Ordering::Relaxed);
+            copying
+        });
+        drop(buffer);
+        let held_frame = held.as_ref().map_or(&[][..], |h| &h.frame[..h.len]);
+        // SAFETY: `reserve` gave `total` bytes at `to`, inside the region and no one else's;
+        // a writer that takes the region waits for `copying` before it reads them, and the
+        // region is neither freed nor moved while a copy is counted (`grow` waits too).
+        unsafe {
+            std::ptr::copy_nonoverlapping(held_frame.as_ptr(), reserved.to, held_len);
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), reserved.to.add(held_len), frame.len());
+        }
+        if let Some(copying) = copying {
+            copying.fetch_sub(1, Ordering::Release);
+        }
+        (lsn, buffered)
     }
 
     /// Runs `f` with this thread's held record for this log, if one waits
@@ -890,16 +944,6 @@ impl LogManager {
             // No slot (thread teardown) or one already borrowed: nothing waits to be carried.
             _ => (f.take().expect("not called yet"))(None),
         }
-    }
-
-    /// Counts a commit just appended; returns the bytes now buffered.
-    #[inline]
-    fn note_commit(&self, buffer: &mut LogBuffer, is_commit: bool) -> usize {
-        if is_commit {
-            buffer.commits += 1;
-            buffer.commits_buffered += 1;
-        }
-        buffer.bytes.len()
     }
 
     /// A full buffer is written out by the appender that filled it, unless a writer is already
@@ -998,9 +1042,15 @@ impl LogManager {
             let taken = buffer.take(&mut writer.pending);
             writer.pending_base = taken.base;
             writer.commits_unsynced += taken.commits;
+            drop(buffer);
+            // Appenders that reserved bytes before the take may still be copying them in.
+            self.copies.wait_done(taken.generation);
         }
         let end = writer.pending_base + writer.pending.len() as u64;
-        if let Err(e) = self.storage.write_at(writer.pending_base, &writer.pending) {
+        if let Err(e) = self
+            .storage
+            .write_at(writer.pending_base, writer.pending.as_slice())
+        {
             return Err(self.fail("writing the log", e));
         }
         self.writes.fetch_add(1, Ordering::Relaxed);
@@ -1148,6 +1198,9 @@ impl LogManager {
             {
                 let buffer = self.buffer.lock();
                 if lsn.0 >= buffer.base {
+                    // Other threads' frames may still be copying in; none starts while the
+                    // latch is held.
+                    self.copies.wait_done(buffer.generation);
                     // (The end is read from the held latch: `end_lsn` would take it again.)
                     let bytes = buffer.bytes_from(lsn.0).ok_or(WalError::OutOfRange {
                         lsn,
@@ -1171,7 +1224,7 @@ impl LogManager {
             let pending_end = writer.pending_base + writer.pending.len() as u64;
             if lsn.0 >= writer.pending_base && lsn.0 < pending_end {
                 let at = (lsn.0 - writer.pending_base) as usize;
-                return LogRecord::decode(&writer.pending[at..], lsn);
+                return LogRecord::decode(&writer.pending.as_slice()[at..], lsn);
             }
         }
     }
@@ -1364,6 +1417,7 @@ impl LogManager {
                 buffer.base
             );
         }
+        self.copies.wait_done(buffer.generation);
         buffer.check_invariants();
         if self.mode == LogMode::LsnOnly {
             assert!(buffer.bytes.is_empty() && buffer.records == 0 && buffer.bytes_appended == 0);
