@@ -357,12 +357,15 @@ fn verify_reports_each_fault_by_page_and_slot() {
     assert!(heap.check_invariants().is_err());
 }
 
-/// Records the pages each redo record holds: which it creates (zeroed) and which it links to
-/// a next page.
+/// A page in a redo record: its id, whether the record creates it (zeroed), and the next page
+/// it links to, if the record sets that.
+type LoggedPage = (PageId, bool, Option<u64>);
+
+/// Records the pages each redo record holds.
 #[derive(Default)]
 struct PageRecordingLog {
     next: AtomicU64,
-    records: Mutex<Vec<Vec<(PageId, bool, Option<u64>)>>>,
+    records: Mutex<Vec<Vec<LoggedPage>>>,
 }
 
 impl PageLog for PageRecordingLog {
