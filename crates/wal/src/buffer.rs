@@ -20,7 +20,7 @@
 //! on a record boundary once the copies into it are done; `base` only grows, by exactly the
 //! bytes taken.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use crossbeam::utils::CachePadded;
 use storage::Lsn;
@@ -77,6 +77,11 @@ impl Region {
 /// way; the counters are raised under the latch and lowered (release) when the copy is done.
 pub(crate) struct CopyCounts {
     shards: Box<[CachePadded<[AtomicU32; 2]>]>,
+    /// One past the highest shard that ever counted a copy: a wait looks no further, so that
+    /// a writer on a one-thread run reads one line, not 64. Only grows; raised in
+    /// [`CopyCounts::mine`], under the buffer latch, and read by waiters that took the latch
+    /// after (or hold it), so they see every shard with a copy under way.
+    used: AtomicUsize,
 }
 
 impl CopyCounts {
@@ -85,13 +90,18 @@ impl CopyCounts {
             shards: (0..COPY_SHARDS)
                 .map(|_| CachePadded::new([AtomicU32::new(0), AtomicU32::new(0)]))
                 .collect(),
+            used: AtomicUsize::new(0),
         }
     }
 
-    /// The counter of this thread's copies into generation `generation`.
+    /// The counter of this thread's copies into generation `generation`. Called with the
+    /// buffer latch held.
     #[inline]
     pub fn mine(&self, generation: u64) -> &AtomicU32 {
         let shard = storage::shard::thread_index() % COPY_SHARDS;
+        if shard >= self.used.load(Ordering::Relaxed) {
+            self.used.store(shard + 1, Ordering::Relaxed);
+        }
         &self.shards[shard][(generation & 1) as usize]
     }
 
@@ -99,10 +109,11 @@ impl CopyCounts {
     /// is done. Each shard is waited for until it is seen at zero once: its copies reserved
     /// earlier are then done, whatever it reserves later. A copy is a `memcpy` of a few
     /// hundred bytes, so the wait spins, yielding now and then for a copier that was
-    /// descheduled.
+    /// descheduled. The caller holds the buffer latch or took it after the reservations.
     pub fn wait_done(&self, generation: u64) {
         let parity = (generation & 1) as usize;
-        for shard in self.shards.iter() {
+        let used = self.used.load(Ordering::Relaxed);
+        for shard in &self.shards[..used] {
             let mut spins = 0u32;
             while shard[parity].load(Ordering::Acquire) != 0 {
                 spins += 1;

@@ -130,7 +130,7 @@
 //! first and its cause (`No space left on device`, say) — an fsync error cannot be retried
 //! safely, so the engine must stop and recover from what is on disk.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -174,6 +174,9 @@ thread_local! {
     static FRAME_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The `Update` record this thread holds back ([`LogManager::hold_update_publishing`]).
     static HELD: RefCell<HeldFrame> = const { RefCell::new(HeldFrame::EMPTY) };
+    /// The log whose held record waits in `HELD` to be carried in (0: none): checked by every
+    /// append before it borrows the slot, so an append with nothing to carry pays one load.
+    static HELD_WAITING: Cell<u64> = const { Cell::new(0) };
 }
 
 /// Source of [`LogManager`] identities, which tell apart the logs a thread's held record may
@@ -219,6 +222,7 @@ impl HeldFrame {
             cell.store(lsn.0, Ordering::Relaxed);
         }
         self.lsn = lsn.0;
+        let _ = HELD_WAITING.try_with(|w| w.set(0));
     }
 }
 
@@ -239,6 +243,7 @@ pub struct HeldUpdate<'a> {
 
 impl HeldUpdate<'_> {
     /// The held record's LSN: appended by now (alone, if no record of this thread carried it).
+    #[inline]
     pub fn settle(mut self) -> Lsn {
         self.settle_now()
     }
@@ -708,6 +713,7 @@ impl LogManager {
     /// can no longer fall between the two.
     ///
     /// One held record per thread at a time: settle (or drop) one before holding the next.
+    #[inline]
     pub fn hold_update_publishing<'a>(
         &'a self,
         txn: TxnId,
@@ -730,6 +736,7 @@ impl LogManager {
                 held.len = len;
                 held.log = self.id;
                 held.lsn = 0;
+                HELD_WAITING.set(self.id);
                 held.publish = last_lsn.map_or(std::ptr::null(), |c| c as *const AtomicU64);
                 Some(())
             })
@@ -833,34 +840,58 @@ impl LogManager {
             return Lsn(lsn);
         }
         let len = frame_len(record);
-        self.with_waiting(|mut waiting| {
-            let appended = FRAME_SCRATCH.try_with(|scratch| {
-                let Ok(mut scratch) = scratch.try_borrow_mut() else {
-                    return None;
-                };
-                if scratch.len() < len {
-                    // Grows (zeroed) to the largest frame seen, then stays: no per-record fill.
-                    scratch.resize(len, 0);
-                }
-                let frame = &mut scratch[..len];
-                encode_frame_into(record, frame);
-                Some(self.copy_in(waiting.take(), frame, is_commit, publish))
-            });
-            let (lsn, buffered) = match appended {
-                Ok(Some(done)) => done,
-                _ => {
-                    // No scratch buffer (thread teardown): a frame of its own.
-                    let (len, crc) = frame_len_and_crc(record);
-                    let mut frame = Vec::with_capacity(len as usize);
-                    write_frame(record, len, crc, &mut frame);
-                    self.copy_in(waiting.take(), &frame, is_commit, publish)
-                }
-            };
-            if buffered >= self.buffer_bytes {
-                self.write_full_buffer(buffered);
+        // Most appends carry nothing: they skip the held slot's borrow altogether.
+        if HELD_WAITING.try_with(Cell::get).ok() != Some(self.id) {
+            return self.encode_and_copy_in(record, len, None, is_commit, publish);
+        }
+        let mut done = None;
+        let _ = HELD.try_with(|held| {
+            if let Ok(mut held) = held.try_borrow_mut() {
+                let waiting = held.waiting_for(self.id);
+                done = Some(self.encode_and_copy_in(record, len, waiting, is_commit, publish));
             }
-            lsn
-        })
+        });
+        // No slot (thread teardown) or one already borrowed: nothing waits to be carried.
+        done.unwrap_or_else(|| self.encode_and_copy_in(record, len, None, is_commit, publish))
+    }
+
+    /// The rest of [`LogManager::append_encoded`]: encodes `record` (`len` bytes framed) into
+    /// this thread's scratch buffer and copies it in behind `held`; writes a full buffer out.
+    #[inline(always)]
+    fn encode_and_copy_in<E: Encode>(
+        &self,
+        record: &E,
+        len: usize,
+        mut held: Option<&mut HeldFrame>,
+        is_commit: bool,
+        publish: Option<&AtomicU64>,
+    ) -> Lsn {
+        let appended = FRAME_SCRATCH.try_with(|scratch| {
+            let Ok(mut scratch) = scratch.try_borrow_mut() else {
+                return None;
+            };
+            if scratch.len() < len {
+                // Grows (zeroed) to the largest frame seen, then stays: no per-record fill.
+                scratch.resize(len, 0);
+            }
+            let frame = &mut scratch[..len];
+            encode_frame_into(record, frame);
+            Some(self.copy_in(held.take(), frame, is_commit, publish))
+        });
+        let (lsn, buffered) = match appended {
+            Ok(Some(done)) => done,
+            _ => {
+                // No scratch buffer (thread teardown): a frame of its own.
+                let (len, crc) = frame_len_and_crc(record);
+                let mut frame = Vec::with_capacity(len as usize);
+                write_frame(record, len, crc, &mut frame);
+                self.copy_in(held.take(), &frame, is_commit, publish)
+            }
+        };
+        if buffered >= self.buffer_bytes {
+            self.write_full_buffer(buffered);
+        }
+        lsn
     }
 
     /// Puts `held` (this thread's held update, if one waits to be carried) and then `frame`
@@ -872,7 +903,7 @@ impl LogManager {
     /// after this sees them), and this thread's copy counter raised. The copy runs after the
     /// latch is released, then the counter goes down: a writer that took these bytes waits
     /// for that ([`CopyCounts::wait_done`]). Without latching (one thread) it all runs at once.
-    #[inline]
+    #[inline(always)]
     fn copy_in(
         &self,
         mut held: Option<&mut HeldFrame>,
@@ -914,36 +945,19 @@ impl LogManager {
             copying
         });
         drop(buffer);
-        let held_frame = held.as_ref().map_or(&[][..], |h| &h.frame[..h.len]);
         // SAFETY: `reserve` gave `total` bytes at `to`, inside the region and no one else's;
         // a writer that takes the region waits for `copying` before it reads them, and the
         // region is neither freed nor moved while a copy is counted (`grow` waits too).
         unsafe {
-            std::ptr::copy_nonoverlapping(held_frame.as_ptr(), reserved.to, held_len);
+            if let Some(h) = held {
+                std::ptr::copy_nonoverlapping(h.frame.as_ptr(), reserved.to, held_len);
+            }
             std::ptr::copy_nonoverlapping(frame.as_ptr(), reserved.to.add(held_len), frame.len());
         }
         if let Some(copying) = copying {
             copying.fetch_sub(1, Ordering::Release);
         }
         (lsn, buffered)
-    }
-
-    /// Runs `f` with this thread's held record for this log, if one waits
-    /// ([`LogManager::hold_update_publishing`]): whatever `f` appends, it appends that first,
-    /// under the same latch acquisition.
-    #[inline]
-    fn with_waiting<R>(&self, f: impl FnOnce(Option<&mut HeldFrame>) -> R) -> R {
-        let mut f = Some(f);
-        let done = HELD.try_with(|held| {
-            let mut held = held.try_borrow_mut().ok()?;
-            let f = f.take().expect("called once");
-            Some(f(held.waiting_for(self.id)))
-        });
-        match done {
-            Ok(Some(r)) => r,
-            // No slot (thread teardown) or one already borrowed: nothing waits to be carried.
-            _ => (f.take().expect("not called yet"))(None),
-        }
     }
 
     /// A full buffer is written out by the appender that filled it, unless a writer is already
