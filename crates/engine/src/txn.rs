@@ -472,8 +472,13 @@ impl<'db> Transaction<'db> {
     /// undo-next of a compensation for this operation). An associated function on the
     /// transaction's parts, so that the held record may borrow the active-transaction cell
     /// while the caller goes on using the transaction's other fields.
+    ///
+    /// # Safety
+    ///
+    /// The caller settles or drops the returned record, never leaks it (see
+    /// `LogManager::hold_update_publishing`).
     #[inline]
-    fn hold_undo<'t>(
+    unsafe fn hold_undo<'t>(
         db: &'t Database,
         id: TxnId,
         prev: Lsn,
@@ -497,7 +502,8 @@ impl<'db> Transaction<'db> {
         } else {
             &[]
         };
-        Some(log.hold_update_publishing(id, prev, payload, cell))
+        // SAFETY: passed on to the caller (this function's own contract).
+        Some(unsafe { log.hold_update_publishing(id, prev, payload, cell) })
     }
 
     /// Update and read-modify-write: finds and locks the row once, works out the changes
@@ -574,7 +580,9 @@ impl<'db> Transaction<'db> {
                 before: &before,
             };
             let active = self.active.as_deref();
-            let held = Self::hold_undo(db, self.id, prev, active, &mut self.s.payload, op);
+            // SAFETY: settled below, whatever the write's outcome.
+            let held =
+                unsafe { Self::hold_undo(db, self.id, prev, active, &mut self.s.payload, op) };
             let mut pieces: [(usize, &[u8]); crate::db::MAX_SPANS] =
                 [(0, &[]); crate::db::MAX_SPANS];
             for (piece, &(lo, hi)) in pieces.iter_mut().zip(spans.iter()) {
@@ -1154,7 +1162,8 @@ impl Tx for Transaction<'_> {
                         offset: 0,
                         before: &[],
                     };
-                    held = Self::hold_undo(db, id, prev, active, payload, op);
+                    // SAFETY: settled below, whatever the insert's outcome.
+                    held = unsafe { Self::hold_undo(db, id, prev, active, payload, op) };
                 });
                 if let Some(held) = held {
                     self.last_lsn = held.settle();
@@ -1204,7 +1213,9 @@ impl Tx for Transaction<'_> {
                 before: &rec,
             };
             let active = self.active.as_deref();
-            let held = Self::hold_undo(self.db, self.id, prev, active, &mut self.s.payload, op);
+            // SAFETY: settled below, whatever the index removal's outcome.
+            let held =
+                unsafe { Self::hold_undo(self.db, self.id, prev, active, &mut self.s.payload, op) };
             self.s
                 .undo
                 .push(KIND_DELETE, table.id, loc, 0, &rec, prev.0);

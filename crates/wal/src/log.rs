@@ -217,7 +217,8 @@ impl HeldFrame {
     #[inline]
     fn appended_at(&mut self, lsn: Lsn) {
         // SAFETY: the cell outlives the `HeldUpdate` that holds this slot (it borrows it), and
-        // the slot is emptied when that ends (`HeldUpdate::settle`, run by its drop too).
+        // the slot is emptied when that ends (`HeldUpdate::settle`, run by its drop too; the
+        // caller of `hold_update_publishing` promised not to leak it).
         if let Some(cell) = unsafe { self.publish.as_ref() } {
             cell.store(lsn.0, Ordering::Relaxed);
         }
@@ -713,8 +714,15 @@ impl LogManager {
     /// can no longer fall between the two.
     ///
     /// One held record per thread at a time: settle (or drop) one before holding the next.
+    ///
+    /// # Safety
+    ///
+    /// The returned [`HeldUpdate`] must be settled or dropped, never leaked (`mem::forget`,
+    /// a reference cycle): until then the thread's slot keeps a pointer to `last_lsn`, which
+    /// the next append of this thread to this log writes through. The borrow keeps the cell
+    /// alive only as long as the token; a leaked token would leave the pointer behind.
     #[inline]
-    pub fn hold_update_publishing<'a>(
+    pub unsafe fn hold_update_publishing<'a>(
         &'a self,
         txn: TxnId,
         prev: Lsn,

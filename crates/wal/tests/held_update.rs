@@ -1,6 +1,9 @@
 //! A held-back `Update` record (`LogManager::hold_update_publishing`): carried into the log by
 //! the thread's next record to the same log, under one latch acquisition, in order; or
 //! appended alone when settled or dropped; its LSN published into the transaction's cell.
+//!
+//! `hold_update_publishing` is `unsafe` only for its promise that the token is settled or
+//! dropped, never leaked: each test here settles or drops every token it holds.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -51,7 +54,7 @@ fn kinds(log: &LogManager) -> Vec<String> {
 fn the_next_record_carries_a_held_update_ahead_of_it() {
     let log = open(LogMode::Durable);
     let cell = AtomicU64::new(0);
-    let held = log.hold_update_publishing(TxnId(7), Lsn::NONE, &[1], Some(&cell));
+    let held = unsafe { log.hold_update_publishing(TxnId(7), Lsn::NONE, &[1], Some(&cell)) };
     // Held: nothing in the log yet, and the cell still names no record.
     assert_eq!(log.stats().records, 0);
     assert_eq!(cell.load(Ordering::Relaxed), 0);
@@ -79,12 +82,12 @@ fn the_next_record_carries_a_held_update_ahead_of_it() {
 fn settling_with_nothing_appended_appends_it_alone() {
     let log = open(LogMode::Durable);
     let cell = AtomicU64::new(0);
-    let held = log.hold_update_publishing(TxnId(1), Lsn::NONE, &[2], Some(&cell));
+    let held = unsafe { log.hold_update_publishing(TxnId(1), Lsn::NONE, &[2], Some(&cell)) };
     let u = held.settle();
     assert_eq!(log.stats().records, 1);
     assert_eq!(cell.load(Ordering::Relaxed), u.0);
     // The slot is free again: the next hold starts clean and is carried as before.
-    let held = log.hold_update_publishing(TxnId(1), u, &[3], Some(&cell));
+    let held = unsafe { log.hold_update_publishing(TxnId(1), u, &[3], Some(&cell)) };
     let r = redo(&log, 4);
     let v = held.settle();
     assert!(u < v && v < r);
@@ -95,12 +98,12 @@ fn settling_with_nothing_appended_appends_it_alone() {
 fn dropping_it_unsettled_still_logs_it() {
     let log = open(LogMode::Durable);
     {
-        let _held = log.hold_update_publishing(TxnId(1), Lsn::NONE, &[5], None);
+        let _held = unsafe { log.hold_update_publishing(TxnId(1), Lsn::NONE, &[5], None) };
     }
     assert_eq!(kinds(&log), ["update 5"]);
     // And a record of another log on the same thread does not carry it.
     let other = open(LogMode::Durable);
-    let held = log.hold_update_publishing(TxnId(1), Lsn::NONE, &[6], None);
+    let held = unsafe { log.hold_update_publishing(TxnId(1), Lsn::NONE, &[6], None) };
     redo(&other, 9);
     assert_eq!(kinds(&other), ["redo 9"]);
     assert_eq!(kinds(&log), ["update 5"]);
@@ -113,7 +116,7 @@ fn dropping_it_unsettled_still_logs_it() {
 fn lsn_only_appends_at_once() {
     let log = open(LogMode::LsnOnly);
     let cell = AtomicU64::new(0);
-    let held = log.hold_update_publishing(TxnId(1), Lsn::NONE, &[1], Some(&cell));
+    let held = unsafe { log.hold_update_publishing(TxnId(1), Lsn::NONE, &[1], Some(&cell)) };
     let first = cell.load(Ordering::Relaxed);
     let u = held.settle();
     assert_eq!(u.0, first);
@@ -124,8 +127,8 @@ fn lsn_only_appends_at_once() {
 #[should_panic(expected = "one update record at a time")]
 fn a_second_hold_before_settling_is_refused() {
     let log = open(LogMode::Durable);
-    let _a = log.hold_update_publishing(TxnId(1), Lsn::NONE, &[1], None);
-    let _b = log.hold_update_publishing(TxnId(1), Lsn::NONE, &[2], None);
+    let _a = unsafe { log.hold_update_publishing(TxnId(1), Lsn::NONE, &[1], None) };
+    let _b = unsafe { log.hold_update_publishing(TxnId(1), Lsn::NONE, &[2], None) };
 }
 
 /// Many threads, each holding an update and then appending its redo: every update lies
@@ -140,7 +143,9 @@ fn under_concurrency_each_update_stays_next_to_its_redo() {
                 let cell = AtomicU64::new(0);
                 let mut prev = Lsn::NONE;
                 for i in 0..2000u64 {
-                    let held = log.hold_update_publishing(TxnId(t), prev, &[t as u8], Some(&cell));
+                    let held = unsafe {
+                        log.hold_update_publishing(TxnId(t), prev, &[t as u8], Some(&cell))
+                    };
                     let r = redo(&log, t * 100_000 + i);
                     prev = held.settle();
                     assert!(prev < r);
