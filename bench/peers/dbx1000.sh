@@ -37,7 +37,7 @@ for cc in $CC_ALGS; do
   case "$cc" in NO_WAIT|WAIT_DIE|DL_DETECT|SILO|TICTOC|OCC|MVCC|HEKATON|HSTORE) ;; *) die "unknown CC_ALG $cc" ;; esac
 done
 for n in $THREADS; do is_uint "$n" && [ "$n" -ge 1 ] || die "THREADS must be positive integers (got '$THREADS')"; done
-is_uint "$ROUNDS" && [ "$ROUNDS" -ge 1 ] || die "ROUNDS must be a positive integer (got '$ROUNDS')"
+positive ROUNDS
 command -v make >/dev/null && command -v g++ >/dev/null || die "DBx1000 needs make and g++ (apt-get install -y build-essential)"
 [ "$(uname -m)" = x86_64 ] || die "DBx1000 times with rdtsc: x86-64 only"
 

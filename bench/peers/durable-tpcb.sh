@@ -35,9 +35,7 @@ while [ $# -gt 0 ]; do
     *) usage >&2; die "unknown argument: $1" ;;
   esac
 done
-is_uint "$SCALE" && [ "$SCALE" -ge 1 ] || die "SCALE must be a positive integer (got '$SCALE')"
-is_uint "$SECS" && [ "$SECS" -ge 1 ] || die "SECS must be a positive integer (got '$SECS')"
-is_uint "$ROUNDS" && [ "$ROUNDS" -ge 1 ] || die "ROUNDS must be a positive integer (got '$ROUNDS')"
+positive SCALE SECS ROUNDS
 
 glass_check
 pg_ensure_installed
@@ -73,14 +71,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
     bg=$(wait_quiet)
     others=$(glass_run "$log" bench tpcb --db "$GDB" --durable --scale "$SCALE" --threads "$t" --duration "$SECS" --warmup 1)
     tps=$(glass_tps "$log")
-    R[glass$t]="${R[glass$t]:-} $tps"
-    if quiet_run "$others"; then Q[glass$t]="${Q[glass$t]:-} $tps"; fi
+    record "glass$t" "$tps" "$others"
     echo "round $r: glass threads=$t tps=$tps $(glass_log_line "$log") $bg $others"
     bg=$(wait_quiet)
     out=$(pg_run_pgbench "$t" "$SECS" "$LOGS/pgbench-r$r-c$t.log")
     read -r tps others <<<"$out"
-    R[pg$t]="${R[pg$t]:-} $tps"
-    if quiet_run "$others"; then Q[pg$t]="${Q[pg$t]:-} $tps"; fi
+    record "pg$t" "$tps" "$others"
     echo "round $r: pgbench clients=$t tps=$tps $bg $others"
   done
 done

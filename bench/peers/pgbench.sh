@@ -33,9 +33,7 @@ while [ $# -gt 0 ]; do
     *) usage >&2; die "unknown argument: $1" ;;
   esac
 done
-is_uint "$SCALE" && [ "$SCALE" -ge 1 ] || die "SCALE must be a positive integer (got '$SCALE')"
-is_uint "$SECS" && [ "$SECS" -ge 1 ] || die "SECS must be a positive integer (got '$SECS')"
-is_uint "$ROUNDS" && [ "$ROUNDS" -ge 1 ] || die "ROUNDS must be a positive integer (got '$ROUNDS')"
+positive SCALE SECS ROUNDS
 for c in $CLIENTS; do is_uint "$c" && [ "$c" -ge 1 ] || die "CLIENTS must be positive integers (got '$CLIENTS')"; done
 [ -n "$CLIENTS" ] || die "CLIENTS is empty"
 

@@ -33,8 +33,7 @@ while [ $# -gt 0 ]; do
     *) SRC=$1; shift ;;
   esac
 done
-is_uint "$ROUNDS" && [ "$ROUNDS" -ge 1 ] || die "ROUNDS must be a positive integer (got '$ROUNDS')"
-is_uint "$SECS" && [ "$SECS" -ge 1 ] || die "SECS must be a positive integer (got '$SECS')"
+positive ROUNDS SECS
 command -v make >/dev/null && command -v g++ >/dev/null || die "DBx1000 needs make and g++ (apt-get install -y build-essential)"
 [ "$(uname -m)" = x86_64 ] || die "DBx1000 times with rdtsc: x86-64 only"
 
@@ -54,15 +53,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
     bg=$(wait_quiet)
     out=$(dbx_run "$n" "$LOGS/r$r-dbx-t$n.log")
     read -r tps wall txn ab others <<<"$out"
-    R[dbx$n]="${R[dbx$n]:-} $tps"
-    if quiet_run "$others"; then Q[dbx$n]="${Q[dbx$n]:-} $tps"; fi
+    record "dbx$n" "$tps" "$others"
     echo "round $r: dbx1000 cc=$DBX_CC threads=$n tps=$tps wall_tps=$wall txn_cnt=$txn abort_cnt=$ab $bg $others"
     log=$LOGS/r$r-glass-t$n.log
     bg=$(wait_quiet)
     others=$(glass_run "$log" bench tpcc --mix paper --threads "$n" --scale "$n" --duration "$SECS" --warmup 1)
     tps=$(glass_tps "$log")
-    R[glass$n]="${R[glass$n]:-} $tps"
-    if quiet_run "$others"; then Q[glass$n]="${Q[glass$n]:-} $tps"; fi
+    record "glass$n" "$tps" "$others"
     echo "round $r: glass threads=$n tps=$tps $bg $others"
   done
 done

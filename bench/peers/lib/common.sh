@@ -46,6 +46,14 @@ machine_note() {
 # is_uint X
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 
+# positive NAME...: dies unless each named variable holds a positive integer.
+positive() {
+  local name
+  for name in "$@"; do
+    is_uint "${!name}" && [ "${!name}" -ge 1 ] || die "$name must be a positive integer (got '${!name}')"
+  done
+}
+
 # usage: the script's leading comment block.
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
@@ -137,6 +145,13 @@ measured() {
 # run; the tables give the median of those runs too.
 QUIET_RUN=${QUIET_RUN:-0.25}
 quiet_run() { awk -v s="$1" -v q="$QUIET_RUN" 'BEGIN { sub(/^others_cpu=/, "", s); exit !(s != "n/a" && s + 0 < q + 0) }'; }
+
+# record KEY TPS OTHERS: adds a run's throughput to the caller's R[KEY], and to Q[KEY] when
+# the run was quiet (OTHERS as quiet_run takes it). R and Q are the caller's associative arrays.
+record() {
+  R[$1]="${R[$1]:-} $2"
+  if quiet_run "$3"; then Q[$1]="${Q[$1]:-} $2"; fi
+}
 
 # quiet_cell "v1 v2 ...": "MEDIAN (N)" of the quiet runs' values, or "- (0)".
 quiet_cell() {
