@@ -1675,35 +1675,26 @@ mod unit_tests {
     #[test]
     fn a_spin_lasts_as_long_as_nine_waits_in_ten_within_the_cap() {
         let m = spinning_manager(Duration::from_micros(200));
+        // Feeds front waits of these lengths (ns); gives the spin bound they leave, in ns.
+        let after = |waits: &mut dyn Iterator<Item = u64>| {
+            waits.for_each(|w| m.note_wait_length(w));
+            m.spin_limit().as_nanos() as u64
+        };
         // Waits spread evenly over 1..=100 µs: the 90th percentile is 90 µs, the median 50.
-        for i in 0..5000u64 {
-            m.note_wait_length((i * 37 % 100 + 1) * 1_000);
-        }
-        let limit = m.spin_limit().as_nanos() as u64;
+        let limit = after(&mut (0..5000u64).map(|i| (i * 37 % 100 + 1) * 1_000));
         assert!(
             (75_000..=115_000).contains(&limit),
             "90th percentile 90 µs: spin about that, got {limit} ns"
         );
-        for _ in 0..2000 {
-            m.note_wait_length(10_000);
-        }
-        let limit = m.spin_limit().as_nanos() as u64;
+        let limit = after(&mut std::iter::repeat_n(10_000, 2000));
         assert!(
             (9_000..=12_000).contains(&limit),
             "every wait ~10 µs: spin ~10 µs, got {limit} ns"
         );
-        for _ in 0..200 {
-            m.note_wait_length(1_000_000);
-        }
-        assert_eq!(m.spin_limit(), Duration::from_micros(200), "capped");
-        for _ in 0..2000 {
-            m.note_wait_length(0);
-        }
-        assert_eq!(
-            m.spin_limit(),
-            Duration::from_nanos(SPIN_FLOOR_NS),
-            "floored"
-        );
+        let limit = after(&mut std::iter::repeat_n(1_000_000, 200));
+        assert_eq!(limit, 200_000, "capped");
+        let limit = after(&mut std::iter::repeat_n(0, 2000));
+        assert_eq!(limit, SPIN_FLOOR_NS, "floored");
         let off = spinning_manager(Duration::ZERO);
         assert_eq!(off.spin_for_front(), Duration::ZERO);
         assert!(!off.spinning_pays() && !off.nudges());
