@@ -145,9 +145,9 @@ use crate::checksum::crc32c;
 use crate::error::{LogDamage, WalError, WalResult};
 use crate::reader::{look_past, unwritten_sector_in, ChunkReader, FrameAt, LogIter};
 use crate::record::{
-    check_frame, decode_checked_frame, encode_frame_into, frame_len, frame_len_and_crc,
-    write_frame, CompensationView, Encode, FrameCheck, LogRecord, PageRangesView, PageRedoView,
-    RecordKind, TxnId, TxnMarkView, UpdateView,
+    check_frame, decode_checked_frame, encode_frame, encode_frame_into, frame_len,
+    CompensationView, Encode, FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind,
+    TxnId, TxnMarkView, UpdateView,
 };
 use crate::storage::LogStorage;
 
@@ -829,9 +829,10 @@ impl LogManager {
     }
 
     /// Encodes `record` once, into this thread's scratch buffer (checksum included), then
-    /// copies the frame into the log buffer under its latch. Without the scratch buffer
-    /// (thread teardown) the frame is checksummed field by field and encoded under the latch.
-    /// `publish` receives the LSN before the latch is released.
+    /// copies the frame into bytes reserved in the log buffer, behind this thread's held
+    /// record if one waits ([`LogManager::copy_in`]). Without the scratch buffer (thread
+    /// teardown) the frame is encoded into a vector of its own. `publish` receives the LSN
+    /// before the latch is released.
     #[inline]
     fn append_encoded<E: Encode>(
         &self,
@@ -890,9 +891,8 @@ impl LogManager {
             Ok(Some(done)) => done,
             _ => {
                 // No scratch buffer (thread teardown): a frame of its own.
-                let (len, crc) = frame_len_and_crc(record);
-                let mut frame = Vec::with_capacity(len as usize);
-                write_frame(record, len, crc, &mut frame);
+                let mut frame = Vec::with_capacity(len);
+                encode_frame(record, &mut frame);
                 self.copy_in(held.take(), &frame, is_commit, publish)
             }
         };

@@ -45,7 +45,9 @@ use std::fmt;
 use storage::page::PageRedo;
 use storage::{Lsn, PageId};
 
-use crate::checksum::{crc32c, crc32c_append, Crc32c};
+#[cfg(test)]
+use crate::checksum::Crc32c;
+use crate::checksum::{crc32c, crc32c_append};
 use crate::error::{WalError, WalResult};
 
 /// Bytes before the body: `len`, `crc`, `kind`.
@@ -248,6 +250,7 @@ pub(crate) trait Sink {
     fn put(&mut self, bytes: &[u8]);
 }
 
+#[cfg(test)]
 impl Sink for Crc32c {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
@@ -298,8 +301,9 @@ pub(crate) fn frame_len<E: Encode>(record: &E) -> usize {
     len
 }
 
-/// The frame length and checksum of a record: everything but its position.
-#[inline]
+/// The frame length and checksum of a record, hashed field by field: with [`write_frame`],
+/// the tests' second encoder, against which the one-pass [`encode_frame_into`] is checked.
+#[cfg(test)]
 pub(crate) fn frame_len_and_crc<E: Encode>(record: &E) -> (u32, u32) {
     let len = frame_len(record) as u32;
     let mut hasher = Crc32c::default();
@@ -344,8 +348,9 @@ pub(crate) fn encode_frame<E: Encode>(record: &E, out: &mut Vec<u8>) {
     encode_frame_into(record, &mut out[start..]);
 }
 
-/// Appends the frame of `record`, whose length and checksum were computed beforehand.
-#[inline]
+/// Appends the frame of `record`, whose length and checksum were computed beforehand (the
+/// tests' second encoder, see [`frame_len_and_crc`]).
+#[cfg(test)]
 pub(crate) fn write_frame<E: Encode>(record: &E, len: u32, crc: u32, out: &mut Vec<u8>) {
     let start = out.len();
     out.put(&len.to_le_bytes());
