@@ -33,7 +33,7 @@ use engine::db::Database;
 use engine::{Fetch, Tx, TxError, TxResult, Value};
 use workloads::{Receipt, Terminal};
 
-use crate::driver::Executor;
+use crate::driver::{Attempt, Executor};
 
 const MAGIC: &str = "glass-ack-log 1";
 
@@ -118,8 +118,8 @@ pub struct AckingExecutor<'a> {
 }
 
 impl Executor for AckingExecutor<'_> {
-    fn execute(&self, terminal: &mut dyn Terminal) -> TxResult<()> {
-        self.inner.execute(terminal)?;
+    fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
+        self.inner.execute(attempt, terminal)?;
         let mut receipts = Vec::new();
         terminal.receipts(&mut receipts);
         if receipts.is_empty() {

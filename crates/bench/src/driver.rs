@@ -7,7 +7,7 @@
 //!       if phase == Stop or the txn budget is spent: break
 //!       ty = terminal.next()                      draw type and input
 //!       loop {                                    attempts of one transaction
-//!           executor.execute(terminal)            begin -> run -> commit | abort
+//!           executor.execute(attempt, terminal)   begin -> run -> commit | abort
 //!             Ok            -> record commit;   break
 //!             UserAbort     -> record rollback; break
 //!             Retry         -> aborts += 1; backoff; again (at most `retry_limit` times)
@@ -43,7 +43,15 @@ use crate::stats::{Outcome, RunStats};
 /// Runs one attempt of a terminal's drawn transaction: begin, `terminal.run`, then commit, or
 /// abort if `run` (or the commit) failed. Returns the error that ended the attempt.
 pub trait Executor: Sync {
-    fn execute(&self, terminal: &mut dyn Terminal) -> TxResult<()>;
+    fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()>;
+}
+
+/// Which attempt an executor runs: the worker running it (an executor may keep a connection
+/// per worker) and the type [`Terminal::next`] drew.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attempt {
+    pub worker: usize,
+    pub txn: usize,
 }
 
 /// When the measured phase ends.
@@ -324,7 +332,13 @@ fn worker(
         let begin = Instant::now();
         let mut attempts = 0u32;
         let outcome = loop {
-            match executor.execute(terminal.as_mut()) {
+            match executor.execute(
+                Attempt {
+                    worker: id,
+                    txn: ty,
+                },
+                terminal.as_mut(),
+            ) {
                 Ok(()) => break Ok(Outcome::Committed),
                 Err(TxError::UserAbort(_)) => break Ok(Outcome::RolledBack),
                 Err(TxError::Retry(why)) => {
@@ -393,7 +407,7 @@ mod tests {
     }
 
     impl Executor for CountingExecutor {
-        fn execute(&self, terminal: &mut dyn Terminal) -> TxResult<()> {
+        fn execute(&self, _attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
             self.attempts.fetch_add(1, Ordering::Relaxed);
             // The test terminals only count what they are asked to do: they never call the engine.
             terminal.run(&mut crate::optimal::NoEngine)?;

@@ -6,7 +6,7 @@ use engine::db::Database;
 use engine::TxResult;
 use workloads::Terminal;
 
-use crate::driver::Executor;
+use crate::driver::{Attempt, Executor};
 
 /// Runs each attempt in a transaction of an in-process [`Database`].
 pub struct EmbeddedExecutor {
@@ -14,7 +14,7 @@ pub struct EmbeddedExecutor {
 }
 
 impl Executor for EmbeddedExecutor {
-    fn execute(&self, terminal: &mut dyn Terminal) -> TxResult<()> {
+    fn execute(&self, _attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
         let mut txn = self.db.begin()?;
         match terminal.run(&mut txn) {
             Ok(()) => txn.commit(),

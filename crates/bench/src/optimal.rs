@@ -30,7 +30,7 @@ use workloads::tpcc::input::TXN_NAMES;
 use workloads::tpcc::TpccConfig;
 use workloads::{Condition, Mix, Terminal};
 
-use crate::driver::Executor;
+use crate::driver::{Attempt, Executor};
 use crate::report::{rfc3339_utc, BenchResult};
 use crate::run::{bench_result, run_rounds, BenchConfig, Status, UsageError};
 
@@ -270,7 +270,7 @@ impl Drop for KernelTerminal {
 pub struct KernelExecutor;
 
 impl Executor for KernelExecutor {
-    fn execute(&self, terminal: &mut dyn Terminal) -> TxResult<()> {
+    fn execute(&self, _attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
         terminal.run(&mut NoEngine)
     }
 }

@@ -50,7 +50,7 @@ impl Workload for Bank {
     }
     fn terminal(
         &self,
-        db: &Arc<Database>,
+        db: &dyn engine::Connection,
         _id: usize,
         _terminals: usize,
         seed: u64,

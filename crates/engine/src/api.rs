@@ -482,6 +482,10 @@ pub enum TxError {
     /// The storage manager failed (I/O, corruption); its message names the page or action.
     #[error(transparent)]
     Storage(#[from] storage::StorageError),
+    /// The connection to a Glass server failed or broke (client side): whether the
+    /// transaction committed is unknown.
+    #[error("connection to the server: {0}")]
+    Connection(String),
 }
 
 impl TxError {
@@ -605,6 +609,34 @@ pub trait Tx {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Vec<Row>>;
+}
+
+/// What a terminal, a procedure table or a check is opened against: the database in this
+/// process, or a connection to a Glass server. It names tables and indexes and runs a body in a
+/// transaction of its own, so that the same workload code sets itself up either way.
+pub trait Connection {
+    /// Resolves a table name to a handle.
+    fn table(&self, name: &str) -> TxResult<TableRef>;
+    /// Resolves a secondary index's name to a handle.
+    fn index(&self, name: &str) -> TxResult<IndexRef>;
+    /// One attempt of `body` in a transaction of its own: begin, `body`, then commit, or abort
+    /// if `body` (or the commit) failed. Returns the error that ended the attempt; retrying a
+    /// retryable one is the caller's choice.
+    fn transaction(&self, body: &mut dyn FnMut(&mut dyn Tx) -> TxResult<()>) -> TxResult<()>;
+}
+
+impl<S: Connection + ?Sized> Connection for std::sync::Arc<S> {
+    fn table(&self, name: &str) -> TxResult<TableRef> {
+        (**self).table(name)
+    }
+
+    fn index(&self, name: &str) -> TxResult<IndexRef> {
+        (**self).index(name)
+    }
+
+    fn transaction(&self, body: &mut dyn FnMut(&mut dyn Tx) -> TxResult<()>) -> TxResult<()> {
+        (**self).transaction(body)
+    }
 }
 
 #[cfg(test)]

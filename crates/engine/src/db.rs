@@ -111,6 +111,11 @@ pub struct DbConfig {
     /// Zeros kept written ahead of the log file's end, added this many bytes at a time, so
     /// that a force writes no new file size; 0 lets the file grow with each write.
     pub log_prealloc_bytes: u64,
+    /// How long a transaction waits for a lock before it fails with a retryable error (when
+    /// no deadlock is found sooner). A server whose worker thread serves many connections
+    /// bounds it tightly: a wait for a lock that an idle connection on the same worker holds
+    /// can end only by timing out.
+    pub lock_wait_timeout: std::time::Duration,
 }
 
 impl Default for DbConfig {
@@ -130,6 +135,7 @@ impl Default for DbConfig {
             create: true,
             log_sync: LogSync::default(),
             log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
+            lock_wait_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -391,7 +397,7 @@ impl Database {
             LockManager::new(LockConfig {
                 escalation_threshold: config.escalation_threshold,
                 page_level: config.page_locking,
-                wait_timeout: std::time::Duration::from_secs(10),
+                wait_timeout: config.lock_wait_timeout,
                 latching,
                 timing: config.lock_timing,
                 spin_wait: lock_spin(config.threads),
@@ -632,6 +638,16 @@ impl Database {
             .tables
             .iter()
             .map(|t| t.schema.name.clone())
+            .collect()
+    }
+
+    /// Names of every secondary index, in creation order.
+    pub fn index_names(&self) -> Vec<String> {
+        self.ddl
+            .lock()
+            .indexes
+            .iter()
+            .map(|ix| ix.schema.name.clone())
             .collect()
     }
 
@@ -1346,6 +1362,31 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
         }
     }
     Ok(())
+}
+
+impl crate::api::Connection for Database {
+    fn table(&self, name: &str) -> TxResult<TableRef> {
+        Database::table(self, name)
+    }
+
+    fn index(&self, name: &str) -> TxResult<IndexRef> {
+        Database::index(self, name)
+    }
+
+    fn transaction(
+        &self,
+        body: &mut dyn FnMut(&mut dyn crate::api::Tx) -> TxResult<()>,
+    ) -> TxResult<()> {
+        let mut txn = self.begin()?;
+        match body(&mut txn) {
+            Ok(()) => txn.commit(),
+            Err(e) => {
+                // The attempt already failed; an abort error would only hide its cause.
+                let _ = txn.abort();
+                Err(e)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

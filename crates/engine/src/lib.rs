@@ -18,7 +18,8 @@ pub mod undo;
 pub mod value;
 
 pub use api::{
-    Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter, TableRef, Tx, TxError, TxResult, UpdateFn,
+    Connection, Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter, TableRef, Tx, TxError,
+    TxResult, UpdateFn,
 };
 pub use db::{Database, DbConfig};
 pub use integrity::{IntegrityFault, IntegrityReport};

@@ -24,7 +24,7 @@ pub mod ycsb;
 
 use std::sync::Arc;
 
-pub use workload::{Condition, Interactions, Receipt, Terminal, Workload};
+pub use workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
 /// Which TPC-C transaction mix to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

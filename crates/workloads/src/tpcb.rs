@@ -22,12 +22,12 @@
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{TableRef, TableSchema, Tx, TxError, TxResult, Value};
+use engine::{Connection, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{int, with_txn, BatchLoader, TableScan};
-use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
+use crate::util::{int, no_procedure, with_txn, Args, BatchLoader, TableScan};
+use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
 pub const BRANCH: &str = "tpcb_branch";
 pub const TELLER: &str = "tpcb_teller";
@@ -121,13 +121,34 @@ pub struct TpcbTables {
 }
 
 impl TpcbTables {
-    pub fn resolve(db: &Database) -> TxResult<Self> {
+    pub fn resolve(db: &dyn Connection) -> TxResult<Self> {
         Ok(TpcbTables {
             branch: db.table(BRANCH)?,
             teller: db.table(TELLER)?,
             account: db.table(ACCOUNT)?,
             history: db.table(HISTORY)?,
         })
+    }
+}
+
+impl AccountUpdate {
+    /// The input as the stored procedure's arguments: `a_id, t_id, b_id, delta, time`.
+    pub fn to_args(&self, out: &mut Vec<Value>) {
+        out.extend([self.a_id, self.t_id, self.b_id, self.delta, self.time].map(Value::Int));
+    }
+
+    /// The input from the stored procedure's arguments ([`AccountUpdate::to_args`]).
+    pub fn from_args(args: &[Value]) -> TxResult<Self> {
+        let mut a = Args::new("account_update", args);
+        let input = AccountUpdate {
+            a_id: a.int()?,
+            t_id: a.int()?,
+            b_id: a.int()?,
+            delta: a.int()?,
+            time: a.int()?,
+        };
+        a.finish()?;
+        Ok(input)
     }
 }
 
@@ -282,10 +303,51 @@ impl Terminal for TpcbTerminal {
         Ok(())
     }
 
+    fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
+        let input = self
+            .input
+            .as_ref()
+            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        input.to_args(out);
+        Ok(())
+    }
+
+    fn returned(&mut self, values: &[Value]) -> TxResult<()> {
+        let input = self
+            .input
+            .as_ref()
+            .ok_or_else(|| TxError::Invalid("Terminal::returned before next".to_string()))?;
+        // `balance, h_seq` (see `TpcbProcedures`).
+        self.history = Some((input.t_id, int(values, 1)?));
+        Ok(())
+    }
+
     fn receipts(&self, out: &mut Vec<Receipt>) {
         if let Some((t_id, seq)) = self.history {
             out.push(Receipt::present(HISTORY, &[t_id, seq]));
         }
+    }
+}
+
+/// AccountUpdate as a stored procedure: returns `balance, h_seq`.
+struct TpcbProcedures {
+    tables: TpcbTables,
+}
+
+impl Procedures for TpcbProcedures {
+    fn call(
+        &self,
+        tx: &mut dyn Tx,
+        txn: usize,
+        args: &[Value],
+        out: &mut Vec<Value>,
+    ) -> TxResult<()> {
+        if txn != 0 {
+            return Err(no_procedure("tpcb", txn));
+        }
+        let output = account_update(tx, &self.tables, &AccountUpdate::from_args(args)?)?;
+        out.extend([Value::Int(output.balance), Value::Int(output.h_seq)]);
+        Ok(())
     }
 }
 
@@ -361,7 +423,7 @@ impl Workload for Tpcb {
 
     fn terminal(
         &self,
-        db: &Arc<Database>,
+        db: &dyn Connection,
         id: usize,
         _terminals: usize,
         seed: u64,
@@ -375,6 +437,12 @@ impl Workload for Tpcb {
             rng: SmallRng::seed_from_u64(seed),
             input: None,
             history: None,
+        }))
+    }
+
+    fn procedures(&self, conn: &dyn Connection) -> TxResult<Box<dyn Procedures>> {
+        Ok(Box::new(TpcbProcedures {
+            tables: TpcbTables::resolve(conn)?,
         }))
     }
 

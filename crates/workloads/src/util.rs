@@ -5,7 +5,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{Fetch, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
+use engine::{Connection, Fetch, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 
 /// The integer in column `i` of `row`.
 pub fn int(row: &[Value], i: usize) -> TxResult<i64> {
@@ -213,27 +213,124 @@ impl<'a> BatchLoader<'a> {
 }
 
 /// Runs `body` in its own transaction, retrying on a retryable error (used by `check()` and
-/// by terminals' set-up, never by measured work).
+/// by terminals' set-up, never by measured work). `conn` is the database in process or a
+/// connection to a server.
 pub fn with_txn<T>(
-    db: &Arc<Database>,
+    conn: &dyn Connection,
     mut body: impl FnMut(&mut dyn Tx) -> TxResult<T>,
 ) -> TxResult<T> {
     let mut attempts = 0;
     loop {
-        let mut txn = db.begin()?;
-        let result = body(&mut txn);
-        let result = match result {
-            Ok(v) => txn.commit().map(|()| v),
-            Err(e) => {
-                let _ = txn.abort();
-                Err(e)
-            }
-        };
+        let mut value = None;
+        let result = conn.transaction(&mut |tx| {
+            value = Some(body(tx)?);
+            Ok(())
+        });
         match result {
+            Ok(()) => {
+                return value.ok_or_else(|| {
+                    TxError::Invalid("a committed transaction returned nothing".to_string())
+                })
+            }
             Err(e) if e.is_retryable() && attempts < 100 => attempts += 1,
-            other => return other,
+            Err(e) => return Err(e),
         }
     }
+}
+
+/// A stored procedure's arguments, read in order with their kinds checked: a wrong count or
+/// kind is an [`TxError::Invalid`] naming the procedure and the argument, never a panic (the
+/// arguments come from the network).
+pub struct Args<'a> {
+    procedure: &'static str,
+    values: &'a [Value],
+    next: usize,
+}
+
+impl<'a> Args<'a> {
+    pub fn new(procedure: &'static str, values: &'a [Value]) -> Self {
+        Args {
+            procedure,
+            values,
+            next: 0,
+        }
+    }
+
+    fn take(&mut self, kind: &str) -> TxResult<&'a Value> {
+        let v = self.values.get(self.next).ok_or_else(|| {
+            TxError::Invalid(format!(
+                "procedure {}: argument {} ({kind}) missing: {} given",
+                self.procedure,
+                self.next + 1,
+                self.values.len()
+            ))
+        })?;
+        self.next += 1;
+        Ok(v)
+    }
+
+    fn wrong(&self, kind: &str, v: &Value) -> TxError {
+        TxError::Invalid(format!(
+            "procedure {}: argument {} must be {kind}, not {v:?}",
+            self.procedure, self.next
+        ))
+    }
+
+    pub fn int(&mut self) -> TxResult<i64> {
+        let v = self.take("an integer")?;
+        v.as_int().ok_or_else(|| self.wrong("an integer", v))
+    }
+
+    /// An integer in `range`, as a count or position (e.g. a list's length).
+    pub fn count(&mut self, max: usize) -> TxResult<usize> {
+        let v = self.take("a count")?;
+        match v.as_int() {
+            Some(n) if (0..=max as i64).contains(&n) => Ok(n as usize),
+            _ => Err(self.wrong(&format!("a count of at most {max}"), v)),
+        }
+    }
+
+    pub fn float(&mut self) -> TxResult<f64> {
+        let v = self.take("a number")?;
+        v.as_float().ok_or_else(|| self.wrong("a number", v))
+    }
+
+    pub fn bool(&mut self) -> TxResult<bool> {
+        match self.int()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            n => Err(self.wrong("0 or 1", &Value::Int(n))),
+        }
+    }
+
+    pub fn str(&mut self) -> TxResult<&'a str> {
+        let v = self.take("a string")?;
+        v.as_str().ok_or_else(|| self.wrong("a string", v))
+    }
+
+    /// The next argument, whatever its kind.
+    pub fn value(&mut self) -> TxResult<&'a Value> {
+        self.take("a value")
+    }
+
+    /// Every argument was read: more is an error, not ignored.
+    pub fn finish(self) -> TxResult<()> {
+        if self.next == self.values.len() {
+            Ok(())
+        } else {
+            Err(TxError::Invalid(format!(
+                "procedure {} takes {} arguments, not {}",
+                self.procedure,
+                self.next,
+                self.values.len()
+            )))
+        }
+    }
+}
+
+/// A procedure index a client sent that the workload does not have.
+pub fn no_procedure(workload: &str, txn: usize) -> TxError {
+    TxError::Invalid(format!("{workload} has no procedure number {txn}"))
 }
 
 /// FNV-1a over the eight bytes of `value` (YCSB's `fnvhash64`, used to scramble keys).

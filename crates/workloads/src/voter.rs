@@ -35,12 +35,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{Fetch, TableRef, TableSchema, Tx, TxError, TxResult, Value};
+use engine::{Connection, Fetch, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{int, string, with_txn, BatchLoader, TableScan};
-use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
+use crate::util::{int, no_procedure, string, with_txn, Args, BatchLoader, TableScan};
+use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
 pub const CONTESTANTS: &str = "voter_contestants";
 pub const AREA_CODE_STATE: &str = "voter_area_code_state";
@@ -261,7 +261,7 @@ pub struct VoterTables {
 }
 
 impl VoterTables {
-    pub fn resolve(db: &Database) -> TxResult<Self> {
+    pub fn resolve(db: &dyn Connection) -> TxResult<Self> {
         Ok(VoterTables {
             contestants: db.table(CONTESTANTS)?,
             area_code_state: db.table(AREA_CODE_STATE)?,
@@ -279,6 +279,35 @@ pub struct VoteInput {
     pub contestant_number: i64,
     pub max_votes: i64,
     pub created: i64,
+}
+
+impl VoteInput {
+    /// The input as the stored procedure's arguments:
+    /// `phone_number, contestant_number, max_votes, created`.
+    pub fn to_args(&self, out: &mut Vec<Value>) {
+        out.extend(
+            [
+                self.phone_number,
+                self.contestant_number,
+                self.max_votes,
+                self.created,
+            ]
+            .map(Value::Int),
+        );
+    }
+
+    /// The input from the stored procedure's arguments ([`VoteInput::to_args`]).
+    pub fn from_args(args: &[Value]) -> TxResult<Self> {
+        let mut a = Args::new("vote", args);
+        let input = VoteInput {
+            phone_number: a.int()?,
+            contestant_number: a.int()?,
+            max_votes: a.int()?,
+            created: a.int()?,
+        };
+        a.finish()?;
+        Ok(input)
+    }
 }
 
 /// What a vote came to; every outcome commits.
@@ -457,10 +486,65 @@ impl Terminal for VoterTerminal {
         Ok(())
     }
 
+    fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
+        let input = self
+            .input
+            .as_ref()
+            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        input.to_args(out);
+        Ok(())
+    }
+
+    fn returned(&mut self, values: &[Value]) -> TxResult<()> {
+        let input = self
+            .input
+            .as_ref()
+            .ok_or_else(|| TxError::Invalid("Terminal::returned before next".to_string()))?;
+        // `outcome, vote_seq or NULL` (see `VoterProcedures`).
+        self.vote = match values.get(1) {
+            Some(Value::Int(seq)) => Some((input.phone_number, *seq)),
+            Some(Value::Null) => None,
+            other => {
+                return Err(TxError::Invalid(format!(
+                    "vote returned {other:?} for its sequence number"
+                )))
+            }
+        };
+        Ok(())
+    }
+
     fn receipts(&self, out: &mut Vec<Receipt>) {
         if let Some((phone, seq)) = self.vote {
             out.push(Receipt::present(VOTES, &[phone, seq]));
         }
+    }
+}
+
+/// Vote as a stored procedure: returns the outcome (0 accepted, 1 invalid contestant, 2 over
+/// the limit) and an accepted vote's sequence number for its phone, or NULL.
+struct VoterProcedures {
+    tables: VoterTables,
+}
+
+impl Procedures for VoterProcedures {
+    fn call(
+        &self,
+        tx: &mut dyn Tx,
+        txn: usize,
+        args: &[Value],
+        out: &mut Vec<Value>,
+    ) -> TxResult<()> {
+        if txn != 0 {
+            return Err(no_procedure("voter", txn));
+        }
+        let (outcome, seq) = vote_numbered(tx, &self.tables, &VoteInput::from_args(args)?)?;
+        let code = match outcome {
+            VoteOutcome::Accepted => 0,
+            VoteOutcome::InvalidContestant => 1,
+            VoteOutcome::OverLimit => 2,
+        };
+        out.extend([Value::Int(code), seq.map_or(Value::Null, Value::Int)]);
+        Ok(())
     }
 }
 
@@ -511,7 +595,7 @@ impl Workload for Voter {
 
     fn terminal(
         &self,
-        db: &Arc<Database>,
+        db: &dyn Connection,
         _id: usize,
         _terminals: usize,
         seed: u64,
@@ -524,6 +608,12 @@ impl Workload for Voter {
             rng: SmallRng::seed_from_u64(seed),
             input: None,
             vote: None,
+        }))
+    }
+
+    fn procedures(&self, conn: &dyn Connection) -> TxResult<Box<dyn Procedures>> {
+        Ok(Box::new(VoterProcedures {
+            tables: VoterTables::resolve(conn)?,
         }))
     }
 

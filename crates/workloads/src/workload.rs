@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{Tx, TxResult};
+use engine::{Connection, Tx, TxResult, Value};
 
 /// How a procedure talks to the database when run interactively (the 2025 paper, Table 2):
 /// the number of client–server round trips its client-side form needs.
@@ -44,16 +44,45 @@ pub trait Workload: Send + Sync {
     fn create_schema(&self, db: &Database) -> TxResult<()>;
     /// Populates the database; `progress(done, total)` is called now and then.
     fn load(&self, db: &Arc<Database>, progress: &(dyn Fn(u64, u64) + Sync)) -> TxResult<()>;
-    /// A terminal (one closed-loop client) with its own random stream.
+    /// A terminal (one closed-loop client) with its own random stream, opened against the
+    /// database in process or a connection to a server.
     fn terminal(
         &self,
-        db: &Arc<Database>,
+        conn: &dyn Connection,
         id: usize,
         terminals: usize,
         seed: u64,
     ) -> TxResult<Box<dyn Terminal>>;
     /// The workload's consistency conditions, checked against the database as it is now.
     fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>>;
+    /// The workload's transactions as stored procedures, for a server to run: procedure `i` is
+    /// named `txn_names()[i]` and takes the arguments [`Terminal::args`] writes. The default
+    /// refuses: a workload that runs only in process (a test's).
+    fn procedures(&self, conn: &dyn Connection) -> TxResult<Box<dyn Procedures>> {
+        let _ = conn;
+        Err(engine::TxError::Invalid(format!(
+            "{} has no stored procedures",
+            self.name()
+        )))
+    }
+}
+
+/// A workload's stored procedures, resolved against one database: what a server runs when a
+/// client calls a transaction by name with its arguments (one round trip per transaction).
+/// The procedures are the same functions a terminal runs embedded; only their input arrives
+/// as values.
+pub trait Procedures: Send + Sync {
+    /// Runs procedure `txn` (an index into [`Workload::txn_names`]) with `args` in `tx`, and
+    /// appends what it returns to `out`. Like [`Terminal::run`] it never begins or commits,
+    /// and may run again after a retryable error. Arguments of the wrong number or kind are an
+    /// [`engine::TxError::Invalid`] naming the procedure and the argument.
+    fn call(
+        &self,
+        tx: &mut dyn Tx,
+        txn: usize,
+        args: &[Value],
+        out: &mut Vec<Value>,
+    ) -> TxResult<()>;
 }
 
 /// What a committed transaction left in the database that no crash may take away once the
@@ -101,4 +130,23 @@ pub trait Terminal: Send {
     /// After the drawn transaction committed (its last `run` succeeded): the receipts of what
     /// it wrote, appended to `out`. None for a read-only transaction (the default).
     fn receipts(&self, _out: &mut Vec<Receipt>) {}
+    /// The drawn transaction as a stored-procedure call: its input as arguments, appended to
+    /// `out`. The procedure is the one [`Terminal::next`] named (see [`Procedures`]). The
+    /// default refuses: a terminal that runs only in process (a test's, a hand-coded kernel's).
+    fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
+        let _ = out;
+        Err(engine::TxError::Invalid(
+            "this terminal's transactions run only in process, not as stored procedures"
+                .to_string(),
+        ))
+    }
+    /// A stored-procedure call of the drawn transaction committed and returned `values`: the
+    /// terminal takes what its receipts name from them, as it would from its own `run`.
+    fn returned(&mut self, values: &[Value]) -> TxResult<()> {
+        let _ = values;
+        Err(engine::TxError::Invalid(
+            "this terminal's transactions run only in process, not as stored procedures"
+                .to_string(),
+        ))
+    }
 }

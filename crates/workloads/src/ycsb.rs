@@ -26,12 +26,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use engine::db::Database;
-use engine::{Fetch, KeyRange, TableRef, TableSchema, Tx, TxError, TxResult, Value};
+use engine::{Connection, Fetch, KeyRange, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{fnv1a_64, int, with_txn, BatchLoader, TableScan};
-use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
+use crate::util::{fnv1a_64, int, no_procedure, with_txn, Args, BatchLoader, TableScan};
+use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 use crate::Distribution;
 
 pub const USERTABLE: &str = "usertable";
@@ -179,6 +179,61 @@ impl YcsbOp {
             YcsbOp::ReadModifyWrite { .. } => 4,
         }
     }
+
+    /// The operation as its stored procedure's arguments: `key` (read); `key, field, value`
+    /// (update, read-modify-write); `key, field values...` (insert); `start, length` (scan).
+    pub fn to_args(&self, out: &mut Vec<Value>) {
+        match self {
+            YcsbOp::Read { key } => out.push(Value::Int(*key)),
+            YcsbOp::Update { key, field, value }
+            | YcsbOp::ReadModifyWrite { key, field, value } => out.extend([
+                Value::Int(*key),
+                Value::Int(*field as i64),
+                Value::Str(value.clone()),
+            ]),
+            YcsbOp::Insert { key, fields } => {
+                out.push(Value::Int(*key));
+                out.extend(fields.iter().map(|f| Value::Str(f.clone())));
+            }
+            YcsbOp::Scan { start, length } => {
+                out.extend([Value::Int(*start), Value::Int(*length as i64)])
+            }
+        }
+    }
+
+    /// Operation `index` (see [`YcsbOp::index`]) from its procedure's arguments.
+    pub fn from_args(index: usize, args: &[Value]) -> TxResult<YcsbOp> {
+        let name = *OP_NAMES
+            .get(index)
+            .ok_or_else(|| no_procedure("ycsb", index))?;
+        let mut a = Args::new(name, args);
+        let op = match index {
+            0 => YcsbOp::Read { key: a.int()? },
+            1 | 4 => {
+                let (key, field, value) =
+                    (a.int()?, a.count(u16::MAX as usize)?, a.str()?.to_string());
+                if index == 1 {
+                    YcsbOp::Update { key, field, value }
+                } else {
+                    YcsbOp::ReadModifyWrite { key, field, value }
+                }
+            }
+            2 => {
+                let key = a.int()?;
+                let mut fields = Vec::with_capacity(args.len().saturating_sub(1));
+                for _ in 1..args.len() {
+                    fields.push(a.str()?.to_string());
+                }
+                YcsbOp::Insert { key, fields }
+            }
+            _ => YcsbOp::Scan {
+                start: a.int()?,
+                length: a.count(MAX_SCAN_LENGTH as usize)?,
+            },
+        };
+        a.finish()?;
+        Ok(op)
+    }
 }
 
 fn field_value(rng: &mut impl Rng, size: usize) -> String {
@@ -187,13 +242,22 @@ fn field_value(rng: &mut impl Rng, size: usize) -> String {
         .collect()
 }
 
-/// Runs one operation; returns the number of records it read or wrote.
-pub fn run_op(tx: &mut dyn Tx, table: &TableRef, op: &YcsbOp) -> TxResult<usize> {
+/// Runs one operation; returns the number of records it read or wrote. A read or scan appends
+/// the values it read to `out` (a stored procedure returns them to its client).
+pub fn run_op(
+    tx: &mut dyn Tx,
+    table: &TableRef,
+    op: &YcsbOp,
+    out: &mut Vec<Value>,
+) -> TxResult<usize> {
     match op {
-        YcsbOp::Read { key } => Ok(usize::from(
-            tx.get(table, &[Value::Int(*key)], Fetch::All, false)?
-                .is_some(),
-        )),
+        YcsbOp::Read { key } => match tx.get(table, &[Value::Int(*key)], Fetch::All, false)? {
+            Some(row) => {
+                out.extend(row);
+                Ok(1)
+            }
+            None => Ok(0),
+        },
         YcsbOp::Update { key, field, value } => Ok(usize::from(tx.update(
             table,
             &[Value::Int(*key)],
@@ -212,9 +276,10 @@ pub fn run_op(tx: &mut dyn Tx, table: &TableRef, op: &YcsbOp) -> TxResult<usize>
                 low: std::ops::Bound::Included(&low),
                 high: std::ops::Bound::Unbounded,
             };
-            Ok(tx
-                .scan(table, range, Some(*length), false, Fetch::All, false)?
-                .len())
+            let rows = tx.scan(table, range, Some(*length), false, Fetch::All, false)?;
+            let count = rows.len();
+            out.extend(rows.into_iter().flatten());
+            Ok(count)
         }
         YcsbOp::ReadModifyWrite { key, field, value } => {
             // Read the record (in place), then write one field: one step embedded.
@@ -225,6 +290,29 @@ pub fn run_op(tx: &mut dyn Tx, table: &TableRef, op: &YcsbOp) -> TxResult<usize>
             })?;
             Ok(usize::from(found))
         }
+    }
+}
+
+/// The five operations as stored procedures. Each returns the number of records it read or
+/// wrote, then the values a read or scan read (a scan's rows one after another).
+struct YcsbProcedures {
+    table: TableRef,
+}
+
+impl Procedures for YcsbProcedures {
+    fn call(
+        &self,
+        tx: &mut dyn Tx,
+        txn: usize,
+        args: &[Value],
+        out: &mut Vec<Value>,
+    ) -> TxResult<()> {
+        let op = YcsbOp::from_args(txn, args)?;
+        let start = out.len();
+        out.push(Value::Null);
+        let count = run_op(tx, &self.table, &op, out)?;
+        out[start] = Value::Int(count as i64);
+        Ok(())
     }
 }
 
@@ -329,6 +417,8 @@ struct YcsbTerminal {
     inputs: YcsbInputs,
     rng: SmallRng,
     op: Option<YcsbOp>,
+    /// What the last read or scan read (kept to reuse its allocation).
+    read: Vec<Value>,
 }
 
 impl Terminal for YcsbTerminal {
@@ -344,7 +434,22 @@ impl Terminal for YcsbTerminal {
             .op
             .as_ref()
             .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
-        run_op(tx, &self.table, op).map(drop)
+        self.read.clear();
+        run_op(tx, &self.table, op, &mut self.read).map(drop)
+    }
+
+    fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
+        let op = self
+            .op
+            .as_ref()
+            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        op.to_args(out);
+        Ok(())
+    }
+
+    fn returned(&mut self, _values: &[Value]) -> TxResult<()> {
+        // An insert's receipt names its key, which the terminal drew.
+        Ok(())
     }
 
     fn receipts(&self, out: &mut Vec<Receipt>) {
@@ -419,7 +524,7 @@ impl Workload for Ycsb {
 
     fn terminal(
         &self,
-        db: &Arc<Database>,
+        db: &dyn Connection,
         _id: usize,
         _terminals: usize,
         seed: u64,
@@ -458,6 +563,13 @@ impl Workload for Ycsb {
             },
             rng: SmallRng::seed_from_u64(seed),
             op: None,
+            read: Vec::new(),
+        }))
+    }
+
+    fn procedures(&self, conn: &dyn Connection) -> TxResult<Box<dyn Procedures>> {
+        Ok(Box::new(YcsbProcedures {
+            table: conn.table(USERTABLE)?,
         }))
     }
 

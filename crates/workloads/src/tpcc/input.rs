@@ -3,6 +3,7 @@
 //!
 //! Inputs are drawn by `Terminal::next` and kept unchanged while the transaction is retried.
 
+use engine::{TxResult, Value};
 use rand::Rng;
 
 use super::random::{self, NuRandConstants, A_C_ID, A_C_LAST, A_OL_I_ID};
@@ -134,6 +135,130 @@ impl TpccInput {
             TpccInput::Delivery(_) => TxnType::Delivery,
             TpccInput::StockLevel(_) => TxnType::StockLevel,
         }
+    }
+
+    /// The input as its stored procedure's arguments (the procedure is named by
+    /// [`TpccInput::txn_type`]):
+    ///
+    /// ```text
+    ///   new_order     w_id d_id c_id entry_d paper(0|1) n (i_id supply_w_id quantity)×n
+    ///   payment       w_id d_id c_w_id c_d_id customer h_amount h_date
+    ///   order_status  w_id d_id customer
+    ///   delivery      w_id carrier_id delivery_d
+    ///   stock_level   w_id d_id threshold
+    /// ```
+    ///
+    /// `customer` is an integer (by id) or a string (by last name).
+    pub fn to_args(&self, out: &mut Vec<Value>) {
+        let customer = |c: &CustomerSelector| match c {
+            CustomerSelector::ById(id) => Value::Int(*id),
+            CustomerSelector::ByLastName(name) => Value::Str(name.clone()),
+        };
+        match self {
+            TpccInput::NewOrder(i) => {
+                out.extend(
+                    [
+                        i.w_id,
+                        i.d_id,
+                        i.c_id,
+                        i.entry_d,
+                        i64::from(i.paper),
+                        i.lines.len() as i64,
+                    ]
+                    .map(Value::Int),
+                );
+                for l in &i.lines {
+                    out.extend([l.i_id, l.supply_w_id, l.quantity].map(Value::Int));
+                }
+            }
+            TpccInput::Payment(i) => {
+                out.extend([i.w_id, i.d_id, i.c_w_id, i.c_d_id].map(Value::Int));
+                out.extend([
+                    customer(&i.customer),
+                    Value::Float(i.h_amount),
+                    Value::Int(i.h_date),
+                ]);
+            }
+            TpccInput::OrderStatus(i) => out.extend([
+                Value::Int(i.w_id),
+                Value::Int(i.d_id),
+                customer(&i.customer),
+            ]),
+            TpccInput::Delivery(i) => {
+                out.extend([i.w_id, i.carrier_id, i.delivery_d].map(Value::Int))
+            }
+            TpccInput::StockLevel(i) => out.extend([i.w_id, i.d_id, i.threshold].map(Value::Int)),
+        }
+    }
+
+    /// The input of procedure `txn` (an index into [`TXN_NAMES`]) from its arguments
+    /// ([`TpccInput::to_args`]).
+    pub fn from_args(txn: usize, args: &[Value]) -> TxResult<TpccInput> {
+        let name = *TXN_NAMES
+            .get(txn)
+            .ok_or_else(|| crate::util::no_procedure("tpcc", txn))?;
+        let mut a = crate::util::Args::new(name, args);
+        let customer = |a: &mut crate::util::Args<'_>| -> TxResult<CustomerSelector> {
+            Ok(match a.value()? {
+                Value::Str(name) => CustomerSelector::ByLastName(name.clone()),
+                other => CustomerSelector::ById(other.as_int().ok_or_else(|| {
+                    engine::TxError::Invalid(format!(
+                        "procedure {name}: the customer must be an id or a last name, not \
+                         {other:?}"
+                    ))
+                })?),
+            })
+        };
+        let input = match txn {
+            0 => {
+                let (w_id, d_id, c_id, entry_d, paper) =
+                    (a.int()?, a.int()?, a.int()?, a.int()?, a.bool()?);
+                // Clause 2.4.1.3: 5 to 15 lines.
+                let count = a.count(15)?;
+                let mut lines = Vec::with_capacity(count);
+                for _ in 0..count {
+                    lines.push(OrderLineInput {
+                        i_id: a.int()?,
+                        supply_w_id: a.int()?,
+                        quantity: a.int()?,
+                    });
+                }
+                TpccInput::NewOrder(NewOrderInput {
+                    w_id,
+                    d_id,
+                    c_id,
+                    lines,
+                    entry_d,
+                    paper,
+                })
+            }
+            1 => TpccInput::Payment(PaymentInput {
+                w_id: a.int()?,
+                d_id: a.int()?,
+                c_w_id: a.int()?,
+                c_d_id: a.int()?,
+                customer: customer(&mut a)?,
+                h_amount: a.float()?,
+                h_date: a.int()?,
+            }),
+            2 => TpccInput::OrderStatus(OrderStatusInput {
+                w_id: a.int()?,
+                d_id: a.int()?,
+                customer: customer(&mut a)?,
+            }),
+            3 => TpccInput::Delivery(DeliveryInput {
+                w_id: a.int()?,
+                carrier_id: a.int()?,
+                delivery_d: a.int()?,
+            }),
+            _ => TpccInput::StockLevel(StockLevelInput {
+                w_id: a.int()?,
+                d_id: a.int()?,
+                threshold: a.int()?,
+            }),
+        };
+        a.finish()?;
+        Ok(input)
     }
 }
 

@@ -32,11 +32,12 @@ pub mod stock_level;
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{IndexRef, TableRef, Tx, TxError, TxResult};
+use engine::{Connection, IndexRef, TableRef, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::workload::{Condition, Interactions, Receipt, Terminal, Workload};
+use crate::util::int;
+use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 use crate::Mix;
 use input::{InputContext, TpccInput, TXN_NAMES};
 use random::NuRandConstants;
@@ -125,7 +126,7 @@ pub struct Tables {
 }
 
 impl Tables {
-    pub fn resolve(db: &Database) -> TxResult<Tables> {
+    pub fn resolve(db: &dyn Connection) -> TxResult<Tables> {
         Ok(Tables {
             warehouse: db.table(schema::WAREHOUSE)?,
             district: db.table(schema::DISTRICT)?,
@@ -240,7 +241,7 @@ impl Workload for Tpcc {
 
     fn terminal(
         &self,
-        db: &Arc<Database>,
+        db: &dyn Connection,
         id: usize,
         _terminals: usize,
         seed: u64,
@@ -262,6 +263,71 @@ impl Workload for Tpcc {
 
     fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
         check::check(db, &self.config)
+    }
+
+    fn procedures(&self, conn: &dyn Connection) -> TxResult<Box<dyn Procedures>> {
+        Ok(Box::new(TpccProcedures {
+            tables: Tables::resolve(conn)?,
+        }))
+    }
+}
+
+/// The five transactions as stored procedures. What each returns:
+///
+/// ```text
+///   new_order     o_id total_amount
+///   payment       c_id c_balance h_id
+///   order_status  c_id c_balance o_id|NULL carrier_id|NULL lines
+///   delivery      the order delivered in districts 1..=10, each an o_id or NULL
+///   stock_level   low_stock
+/// ```
+struct TpccProcedures {
+    tables: Tables,
+}
+
+impl Procedures for TpccProcedures {
+    fn call(
+        &self,
+        tx: &mut dyn Tx,
+        txn: usize,
+        args: &[Value],
+        out: &mut Vec<Value>,
+    ) -> TxResult<()> {
+        let t = &self.tables;
+        let opt = |v: Option<i64>| v.map_or(Value::Null, Value::Int);
+        match TpccInput::from_args(txn, args)? {
+            TpccInput::NewOrder(i) => {
+                let o = new_order::new_order(tx, t, &i)?;
+                out.extend([Value::Int(o.o_id), Value::Float(o.total_amount)]);
+            }
+            TpccInput::Payment(i) => {
+                let o = payment::payment(tx, t, &i)?;
+                out.extend([
+                    Value::Int(o.c_id),
+                    Value::Float(o.c_balance),
+                    Value::Int(o.h_id),
+                ]);
+            }
+            TpccInput::OrderStatus(i) => {
+                let o = order_status::order_status(tx, t, &i)?;
+                out.extend([
+                    Value::Int(o.c_id),
+                    Value::Float(o.c_balance),
+                    opt(o.order.map(|(o_id, _)| o_id)),
+                    opt(o.order.and_then(|(_, carrier)| carrier)),
+                    Value::Int(o.lines.len() as i64),
+                ]);
+            }
+            TpccInput::Delivery(i) => {
+                let o = delivery::delivery(tx, t, &i)?;
+                out.extend(o.delivered.into_iter().map(opt));
+            }
+            TpccInput::StockLevel(i) => {
+                let o = stock_level::stock_level(tx, t, &i)?;
+                out.push(Value::Int(o.low_stock as i64));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -341,5 +407,41 @@ impl Terminal for TpccTerminal {
             }
             _ => {}
         }
+    }
+
+    fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
+        let input = self
+            .input
+            .as_ref()
+            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        input.to_args(out);
+        Ok(())
+    }
+
+    fn returned(&mut self, values: &[Value]) -> TxResult<()> {
+        // What `TpccProcedures` returns.
+        self.written = match &self.input {
+            None => {
+                return Err(TxError::Invalid(
+                    "Terminal::returned before next".to_string(),
+                ))
+            }
+            Some(TpccInput::NewOrder(_)) => Written::Order(int(values, 0)?),
+            Some(TpccInput::Payment(_)) => Written::History(int(values, 2)?),
+            Some(TpccInput::Delivery(_)) => Written::Delivered(
+                values
+                    .iter()
+                    .map(|v| match v {
+                        Value::Null => Ok(None),
+                        Value::Int(o_id) => Ok(Some(*o_id)),
+                        other => Err(TxError::Invalid(format!(
+                            "delivery returned {other:?} for a district's order"
+                        ))),
+                    })
+                    .collect::<TxResult<_>>()?,
+            ),
+            Some(_) => Written::Nothing,
+        };
+        Ok(())
     }
 }
