@@ -113,6 +113,154 @@ fn small_tree() -> Vec<u8> {
     pages
 }
 
+/// One frame of each request and response kind (each op and op result, every value kind), and
+/// a client's and a server's stream of several: the `wire_frame` target's input.
+fn wire_frames(out: &Path) {
+    use protocol::{ErrorClass, Op, OpResult, Request, Response, ScanSource};
+    use std::ops::Bound;
+
+    let key = vec![Value::Int(42), Value::Str("owner42".into())];
+    let ops = vec![
+        Op::Get {
+            table: 0,
+            key: key.clone(),
+            columns: Some(vec![2, 0]),
+            for_update: true,
+        },
+        Op::Update {
+            table: 0,
+            key: key.clone(),
+            set: vec![(2, Value::Float(-12.5)), (3, Value::Null)],
+        },
+        Op::Insert {
+            table: 1,
+            row: vec![Value::Str("name-000042".into()), Value::Int(42)],
+        },
+        Op::Delete {
+            table: 1,
+            key: vec![Value::Str("name-000042".into())],
+        },
+        Op::Scan {
+            source: ScanSource::Index(0),
+            low: Bound::Included(vec![Value::Int(10)]),
+            high: Bound::Excluded(vec![Value::Int(20)]),
+            limit: Some(5),
+            reverse: true,
+            columns: None,
+            for_update: false,
+        },
+        Op::Scan {
+            source: ScanSource::Table(1),
+            low: Bound::Unbounded,
+            high: Bound::Unbounded,
+            limit: None,
+            reverse: false,
+            columns: Some(vec![]),
+            for_update: true,
+        },
+    ];
+    let requests = [
+        (
+            "hello",
+            Request::Hello {
+                magic: protocol::MAGIC,
+                version: protocol::VERSION,
+                max_frame: protocol::DEFAULT_MAX_FRAME,
+            },
+        ),
+        ("catalog", Request::Catalog),
+        (
+            "call",
+            Request::Call {
+                procedure: "new_order".into(),
+                args: vec![
+                    Value::Int(1),
+                    Value::Float(0.25),
+                    Value::Str("w".into()),
+                    Value::Null,
+                ],
+            },
+        ),
+        ("begin", Request::Begin),
+        (
+            "batch",
+            Request::Batch {
+                autocommit: false,
+                ops: ops.clone(),
+            },
+        ),
+        (
+            "batch-autocommit",
+            Request::Batch {
+                autocommit: true,
+                ops: ops[..1].to_vec(),
+            },
+        ),
+        ("commit", Request::Commit),
+        ("abort", Request::Abort),
+    ];
+    let responses = [
+        (
+            "welcome",
+            Response::Welcome {
+                version: protocol::VERSION,
+                max_frame: protocol::DEFAULT_MAX_FRAME,
+                workload: "tpcc".into(),
+                procedures: vec!["new_order".into(), "payment".into()],
+            },
+        ),
+        (
+            "catalog-is",
+            Response::CatalogIs {
+                tables: vec![("accounts".into(), 0), ("names".into(), 1)],
+                indexes: vec![("names_by_n".into(), 0)],
+            },
+        ),
+        (
+            "returned",
+            Response::Returned {
+                values: vec![Value::Int(7), Value::Str("ok".into())],
+            },
+        ),
+        ("done", Response::Done),
+        (
+            "results",
+            Response::Results {
+                results: vec![
+                    OpResult::Row(Some(key.clone())),
+                    OpResult::Row(None),
+                    OpResult::Found(true),
+                    OpResult::Inserted,
+                    OpResult::Rows(vec![key.clone(), vec![Value::Float(1.5), Value::Null]]),
+                ],
+            },
+        ),
+        (
+            "failed",
+            Response::Failed {
+                class: ErrorClass::Retry,
+                message: "deadlock victim".into(),
+            },
+        ),
+    ];
+    let mut client = Vec::new();
+    for (name, request) in &requests {
+        let mut frame = Vec::new();
+        request.encode(&mut frame);
+        write(out, "wire_frame", &format!("request-{name}"), &frame);
+        client.extend_from_slice(&frame);
+    }
+    write(out, "wire_frame", "client-stream", &client);
+    let mut server = Vec::new();
+    for (name, response) in &responses {
+        let mut frame = Vec::new();
+        response.encode(&mut frame);
+        write(out, "wire_frame", &format!("response-{name}"), &frame);
+        server.extend_from_slice(&frame);
+    }
+    write(out, "wire_frame", "server-stream", &server);
+}
+
 fn main() {
     let out = std::env::args()
         .nth(1)
@@ -204,5 +352,6 @@ fn main() {
         let text = serde_json::to_vec_pretty(&manifest).expect("encode manifest");
         write(&out, "load_manifest", workload, &text);
     }
+    wire_frames(&out);
     println!("seeds written to {}", out.display());
 }

@@ -2,7 +2,8 @@
 //! images the decoders read, and fixing up checksums so that mutated inputs reach the parsing
 //! behind them instead of stopping at the checksum.
 //!
-//! Each target is one decoder of bytes from disk; none may panic or loop on any input:
+//! Each target is one decoder of bytes from disk or the network; none may panic or loop on any
+//! input:
 //!
 //! | target          | decoder                                                            |
 //! |-----------------|--------------------------------------------------------------------|
@@ -15,6 +16,8 @@
 //! | `log_open`      | a whole log and master record, as opening a database scans them    |
 //! | `catalog`       | `catalog.json` (`engine::catalog::parse_catalog`)                  |
 //! | `load_manifest` | `glass-load.json` (`bench::manifest::LoadManifest::parse`)          |
+//! | `ack_log`       | the ack log of acknowledged commits (`bench::acklog`)              |
+//! | `wire_frame`    | the wire protocol: frames, requests and responses (`protocol`)     |
 //!
 //! Seeds from a real tiny database come from `cargo run --example seeds` (see there).
 

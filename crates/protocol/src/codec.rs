@@ -1,0 +1,283 @@
+//! The primitive encodings of the crate docs' table (integers, `str`, `list<T>`, `bool`,
+//! `opt<T>`, `Value`, bounds), written straight into the output `Vec` and read through
+//! [`Reader`], a cursor over one message's body.
+//!
+//! Reading never panics and never allocates more than the bytes it was given justify: a list's
+//! count is checked against the bytes left, at the smallest encoding of one item, before its
+//! `Vec` is sized ([`Reader::count`]).
+
+use std::ops::Bound;
+
+use engine::Value;
+
+use crate::error::ProtocolError;
+
+type Result<T> = std::result::Result<T, ProtocolError>;
+
+/// The smallest encodings, for [`Reader::count`].
+pub(crate) const MIN_VALUE: usize = 1;
+pub(crate) const MIN_LIST: usize = 4;
+pub(crate) const MIN_STR: usize = 4;
+pub(crate) const MIN_COLUMN: usize = 2;
+
+const VALUE_NULL: u8 = 0;
+const VALUE_INT: u8 = 1;
+const VALUE_FLOAT: u8 = 2;
+const VALUE_STR: u8 = 3;
+
+const BOUND_UNBOUNDED: u8 = 0;
+const BOUND_INCLUDED: u8 = 1;
+const BOUND_EXCLUDED: u8 = 2;
+
+pub(crate) fn put_u8(out: &mut Vec<u8>, v: u8) {
+    out.push(v);
+}
+
+pub(crate) fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+pub(crate) fn put_bool(out: &mut Vec<u8>, v: bool) {
+    out.push(u8::from(v));
+}
+
+/// A length or count as its `u32` prefix. Over `u32::MAX` is a caller's bug: no frame could
+/// carry it.
+pub(crate) fn put_len(out: &mut Vec<u8>, len: usize) {
+    let len = u32::try_from(len).expect("a string or list longer than u32::MAX in a message");
+    put_u32(out, len);
+}
+
+pub(crate) fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_len(out, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+pub(crate) fn put_list<T>(out: &mut Vec<u8>, items: &[T], mut put: impl FnMut(&mut Vec<u8>, &T)) {
+    put_len(out, items.len());
+    for item in items {
+        put(out, item);
+    }
+}
+
+pub(crate) fn put_opt<T>(out: &mut Vec<u8>, v: Option<&T>, put: impl FnOnce(&mut Vec<u8>, &T)) {
+    match v {
+        None => put_u8(out, 0),
+        Some(v) => {
+            put_u8(out, 1);
+            put(out, v);
+        }
+    }
+}
+
+pub(crate) fn put_value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => put_u8(out, VALUE_NULL),
+        Value::Int(i) => {
+            put_u8(out, VALUE_INT);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        Value::Float(f) => {
+            put_u8(out, VALUE_FLOAT);
+            out.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        Value::Str(s) => {
+            put_u8(out, VALUE_STR);
+            put_str(out, s);
+        }
+    }
+}
+
+pub(crate) fn put_values(out: &mut Vec<u8>, values: &[Value]) {
+    put_list(out, values, put_value);
+}
+
+pub(crate) fn put_columns(out: &mut Vec<u8>, columns: Option<&Vec<u16>>) {
+    put_opt(out, columns, |out, c| {
+        put_list(out, c, |out, &c| put_u16(out, c))
+    });
+}
+
+pub(crate) fn put_bound(out: &mut Vec<u8>, bound: &Bound<Vec<Value>>) {
+    match bound {
+        Bound::Unbounded => put_u8(out, BOUND_UNBOUNDED),
+        Bound::Included(key) => {
+            put_u8(out, BOUND_INCLUDED);
+            put_values(out, key);
+        }
+        Bound::Excluded(key) => {
+            put_u8(out, BOUND_EXCLUDED);
+            put_values(out, key);
+        }
+    }
+}
+
+/// A cursor over one message's body. Each read names the field it reads (`what`), for the
+/// error that a short or malformed body gives.
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+        Reader { bytes }
+    }
+
+    /// The next `n` bytes.
+    pub(crate) fn bytes(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
+        if self.bytes.len() < n {
+            return Err(self.truncated(n, what));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    pub(crate) fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N]> {
+        match self.bytes.split_first_chunk::<N>() {
+            Some((head, rest)) => {
+                self.bytes = rest;
+                Ok(*head)
+            }
+            None => Err(self.truncated(N, what)),
+        }
+    }
+
+    fn truncated(&self, needed: usize, what: &'static str) -> ProtocolError {
+        ProtocolError::Truncated {
+            what,
+            needed,
+            remaining: self.bytes.len(),
+        }
+    }
+
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8> {
+        match self.bytes.split_first() {
+            Some((&b, rest)) => {
+                self.bytes = rest;
+                Ok(b)
+            }
+            None => Err(self.truncated(1, what)),
+        }
+    }
+
+    pub(crate) fn u16(&mut self, what: &'static str) -> Result<u16> {
+        self.array(what).map(u16::from_le_bytes)
+    }
+
+    pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32> {
+        self.array(what).map(u32::from_le_bytes)
+    }
+
+    pub(crate) fn i64(&mut self, what: &'static str) -> Result<i64> {
+        self.array(what).map(i64::from_le_bytes)
+    }
+
+    pub(crate) fn f64(&mut self, what: &'static str) -> Result<f64> {
+        self.array(what)
+            .map(|b| f64::from_bits(u64::from_le_bytes(b)))
+    }
+
+    pub(crate) fn bool(&mut self, what: &'static str) -> Result<bool> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            byte => Err(ProtocolError::InvalidBool { what, byte }),
+        }
+    }
+
+    pub(crate) fn str(&mut self, what: &'static str) -> Result<String> {
+        let len = self.u32(what)? as usize;
+        let bytes = self.bytes(len, what)?;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(_) => Err(ProtocolError::InvalidUtf8 { what }),
+        }
+    }
+
+    /// A list's count, checked to fit in the bytes left at `min_item` bytes an item at least.
+    /// A `Vec::with_capacity` of the result is then bounded by the frame's size.
+    pub(crate) fn count(&mut self, min_item: usize, what: &'static str) -> Result<usize> {
+        debug_assert!(min_item > 0);
+        let count = self.u32(what)?;
+        let remaining = self.bytes.len();
+        if (count as u64).saturating_mul(min_item as u64) > remaining as u64 {
+            return Err(ProtocolError::CountTooLarge {
+                what,
+                count,
+                remaining,
+            });
+        }
+        Ok(count as usize)
+    }
+
+    pub(crate) fn list<T>(
+        &mut self,
+        min_item: usize,
+        what: &'static str,
+        mut item: impl FnMut(&mut Self) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let count = self.count(min_item, what)?;
+        let mut items = Vec::with_capacity(count);
+        for _ in 0..count {
+            items.push(item(self)?);
+        }
+        Ok(items)
+    }
+
+    /// `opt<T>`: a flag byte 0 or 1, then `T` if 1.
+    pub(crate) fn opt<T>(
+        &mut self,
+        what: &'static str,
+        item: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<Option<T>> {
+        if self.bool(what)? {
+            item(self).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    pub(crate) fn value(&mut self) -> Result<Value> {
+        match self.u8("value tag")? {
+            VALUE_NULL => Ok(Value::Null),
+            VALUE_INT => self.i64("int value").map(Value::Int),
+            VALUE_FLOAT => self.f64("float value").map(Value::Float),
+            VALUE_STR => self.str("string value").map(Value::Str),
+            tag => Err(ProtocolError::UnknownTag { what: "value", tag }),
+        }
+    }
+
+    pub(crate) fn values(&mut self, what: &'static str) -> Result<Vec<Value>> {
+        self.list(MIN_VALUE, what, Self::value)
+    }
+
+    pub(crate) fn columns(&mut self, what: &'static str) -> Result<Option<Vec<u16>>> {
+        self.opt(what, |r| r.list(MIN_COLUMN, what, |r| r.u16(what)))
+    }
+
+    pub(crate) fn bound(&mut self, what: &'static str) -> Result<Bound<Vec<Value>>> {
+        match self.u8(what)? {
+            BOUND_UNBOUNDED => Ok(Bound::Unbounded),
+            BOUND_INCLUDED => self.values(what).map(Bound::Included),
+            BOUND_EXCLUDED => self.values(what).map(Bound::Excluded),
+            tag => Err(ProtocolError::UnknownTag { what: "bound", tag }),
+        }
+    }
+
+    /// Checks that the message used every byte of its frame.
+    pub(crate) fn finish(self, what: &'static str) -> Result<()> {
+        if self.bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtocolError::TrailingBytes {
+                what,
+                count: self.bytes.len(),
+            })
+        }
+    }
+}
