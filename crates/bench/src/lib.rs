@@ -29,6 +29,7 @@ pub mod manifest;
 pub mod optimal;
 pub mod plot;
 pub mod progress;
+pub mod remote;
 pub mod report;
 pub mod run;
 pub mod scale;

@@ -153,7 +153,10 @@ pub fn standard_distribution(ycsb_workload: char) -> Distribution {
     Distribution::standard_for(ycsb_workload)
 }
 
-fn build_workload(name: &str, options: &WorkloadOptions) -> anyhow::Result<Arc<dyn Workload>> {
+pub(crate) fn build_workload(
+    name: &str,
+    options: &WorkloadOptions,
+) -> anyhow::Result<Arc<dyn Workload>> {
     workloads::by_name(name, options).map_err(|e| anyhow::Error::new(UsageError(e)))
 }
 

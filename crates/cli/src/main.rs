@@ -6,7 +6,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
+
+use anyhow::Context;
 
 use bench::driver::Stop;
 use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, BenchConfig};
@@ -52,6 +56,11 @@ enum Command {
     /// and Voter embedded, durable); print a table per configuration with speed-up and
     /// efficiency, and draw throughput against threads with the linear line.
     Scale(ScaleArgs),
+    /// Serve a workload's database over TCP and/or a Unix socket (loaded in memory, or
+    /// --db DIR): stored procedures, interactive transactions, and auto-committed operations.
+    /// Prints where it listens; runs until SIGINT or SIGTERM, then stops cleanly and checks
+    /// the workload's consistency (exit 1 if a condition does not hold).
+    Serve(ServeArgs),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
     /// commit; print a table, exit 1 if any database or commit was lost.
@@ -338,6 +347,71 @@ struct BenchArgs {
     /// Print only the result table (no status lines or progress).
     #[arg(long)]
     quiet: bool,
+    /// Run against the `glass serve` at this address (HOST:PORT or unix://PATH) instead of
+    /// in process: one connection per --threads (or --connections).
+    #[arg(long, value_name = "ADDR", value_parser = parse_endpoint)]
+    server: Option<protocol::Endpoint>,
+    /// With --server: sp (each transaction a stored-procedure call), interactive (the
+    /// procedure runs here, each operation a round trip, one transaction), or autocommit
+    /// (each operation a transaction of its own: the 2025 paper's simulation).
+    #[arg(long, value_enum, default_value = "sp", requires = "server")]
+    mode: ModeName,
+    /// With --server: connections (closed-loop clients, a thread each); overrides --threads.
+    #[arg(long, value_name = "N", requires = "server", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    connections: Option<u64>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ModeName {
+    Sp,
+    Interactive,
+    Autocommit,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ArchName {
+    /// a network thread with every socket, workers behind queues (VoltDB)
+    Dedicated,
+    /// each worker owns its connections and does its own I/O (PostgreSQL)
+    Unified,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    mix: MixArgs,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// Listen on this TCP address (port 0 picks a free port, printed at start).
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_tcp_endpoint)]
+    listen: Option<protocol::Endpoint>,
+    /// Listen on this Unix-domain socket (a socket file left there is replaced).
+    #[arg(long, value_name = "PATH")]
+    unix: Option<PathBuf>,
+    /// The thread architecture.
+    #[arg(long, value_enum, default_value = "dedicated")]
+    arch: ArchName,
+    /// Worker threads running transactions.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    workers: u64,
+    /// Connections held at once; more are refused with a Busy error.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Seconds an interactive transaction may idle between requests before it is aborted.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_seconds)]
+    idle_timeout: f64,
+    /// Milliseconds a transaction waits for a lock before it is told to retry. A worker
+    /// serves many connections, so a wait for a lock held by an idle connection of the same
+    /// worker can only end this way: keep it short.
+    #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    lock_wait_ms: u64,
+    /// Print only where it listens and the final check.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// Options that decide what the terminals run (not what is loaded).
@@ -584,6 +658,20 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.json = args.json;
     config.quiet = args.quiet;
     config.adopt_loaded_scale = args.data.scale.is_none();
+    if let Some(endpoint) = &args.server {
+        if let Some(n) = args.connections {
+            config.threads = n as usize;
+        }
+        let mode = match args.mode {
+            ModeName::Sp => bench::remote::Mode::StoredProcedure,
+            ModeName::Interactive => bench::remote::Mode::Interactive,
+            ModeName::Autocommit => bench::remote::Mode::Autocommit,
+        };
+        let (result, trips) = bench::remote::run_remote_bench(&config, endpoint, mode)?;
+        println!("{}", result.render().trim_end());
+        println!("{}", trips.render().trim_end());
+        return Ok(ExitCode::SUCCESS);
+    }
     let result = run_bench(&config)?;
     println!("{}", result.render().trim_end());
     Ok(if result.consistency == "ok" {
@@ -591,6 +679,87 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let name = args.workload.name();
+    let workers = args.workers as usize;
+    let setup = &args.engine.setup;
+    let switches = build_switches(preset_name(setup.preset), &setup.switches, workers)?;
+    let mut bench = BenchConfig::new(name);
+    bench.options = run_options(args.workload, &args.data, &args.mix);
+    bench.db = args.engine.log_file.apply(DbConfig {
+        path: args.engine.db,
+        durable: args.engine.durable,
+        accept_log_loss: args.engine.accept_log_loss,
+        threads: workers,
+        lock_wait_timeout: Duration::from_millis(args.lock_wait_ms),
+        ..engine_db(setup, switches)
+    });
+    bench.quiet = args.quiet;
+    let mut listen = Vec::new();
+    listen.extend(args.listen);
+    listen.extend(args.unix.map(protocol::Endpoint::Unix));
+    if listen.is_empty() {
+        anyhow::bail!(UsageError(
+            "serve needs --listen HOST:PORT and/or --unix PATH".into()
+        ));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("install a signal handler")?;
+    }
+    let config = bench::remote::ServeConfig {
+        bench,
+        server: server::ServerConfig {
+            arch: match args.arch {
+                ArchName::Dedicated => server::Arch::Dedicated,
+                ArchName::Unified => server::Arch::Unified,
+            },
+            workers,
+            listen,
+            max_connections: args.max_connections as usize,
+            idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+            ..server::ServerConfig::default()
+        },
+        stop,
+    };
+    let report = bench::remote::run_serve(&config, &mut |endpoint| {
+        use std::io::Write;
+        println!("listening on {endpoint}");
+        // A script waiting for the address reads it now, not when the buffer fills.
+        let _ = std::io::stdout().flush();
+    })?;
+    let held = report.conditions.iter().filter(|c| c.holds()).count();
+    println!(
+        "consistency: {held} of {} conditions hold",
+        report.conditions.len()
+    );
+    for c in report.conditions.iter().filter(|c| !c.holds()) {
+        println!(
+            "  VIOLATED {}: {} ({})",
+            c.name,
+            c.description,
+            c.violation.as_deref().unwrap_or("")
+        );
+    }
+    Ok(if report.consistent() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn parse_endpoint(s: &str) -> Result<protocol::Endpoint, String> {
+    s.parse()
+}
+
+fn parse_tcp_endpoint(s: &str) -> Result<protocol::Endpoint, String> {
+    match s.parse()? {
+        protocol::Endpoint::Unix(_) => Err("--listen takes HOST:PORT; use --unix PATH".into()),
+        tcp => Ok(tcp),
+    }
 }
 
 fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
@@ -1022,6 +1191,7 @@ fn main() -> ExitCode {
         Command::Ladder(args) => ladder(args),
         Command::Profile(args) => profile(args),
         Command::Scale(args) => scale(args),
+        Command::Serve(args) => serve(args),
         Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };

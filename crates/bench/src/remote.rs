@@ -1,0 +1,360 @@
+//! The server and the client side of a benchmark: `glass serve` (a workload's database behind
+//! a [`server::Server`]) and `glass bench --server` (the workload's terminals driving it over
+//! connections, through [`RemoteExecutor`]).
+//!
+//! ```text
+//!   glass serve tpcc --listen 127.0.0.1:0          glass bench tpcc --server ADDR --mode M
+//!   ────────────────────────────────────          ──────────────────────────────────────
+//!   open + load the database                       a client connection per terminal
+//!   Server::start ── prints where it listens       terminals drawn as embedded, opened
+//!   … serves until SIGINT/SIGTERM …                through the connection (its catalog)
+//!   Server::stop: in-flight requests finish,       driver ── RemoteExecutor ── M:
+//!     open transactions abort                        sp           Call: one round trip
+//!   check consistency, close the database            interactive  each Tx operation a
+//!   exit 0 if every condition holds                               Batch, then Commit
+//!                                                    autocommit   each operation its own
+//!                                                                 transaction
+//! ```
+//!
+//! The consistency conditions are checked where the database is: by the server when it
+//! stops. The client reports round trips per transaction type beside the 2025 paper's.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use client::{Client, RemoteConnection, RemoteTx};
+use engine::{TxError, TxResult, Value};
+use parking_lot::Mutex;
+use protocol::Endpoint;
+use server::{Server, ServerConfig, WorkerStats};
+use workloads::{Condition, Interactions, Terminal, Workload};
+
+use crate::acklog::{AckLog, AckingExecutor};
+use crate::driver::{Attempt, Executor};
+use crate::run::{build_workload, open_loaded, BenchConfig, Status};
+
+/// How a client runs a workload's transactions on a server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Each transaction a stored-procedure call: one round trip.
+    StoredProcedure,
+    /// The procedure runs on the client; each `Tx` operation is a round trip within one
+    /// transaction, which a last round trip commits. Locks are held across round trips.
+    Interactive,
+    /// The 2025 paper's simulation of interactive transactions: each operation a
+    /// transaction of its own, committed at once. Not a transaction as a whole.
+    Autocommit,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::StoredProcedure => "sp",
+            Mode::Interactive => "interactive",
+            Mode::Autocommit => "autocommit",
+        }
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sp" => Ok(Mode::StoredProcedure),
+            "interactive" => Ok(Mode::Interactive),
+            "autocommit" => Ok(Mode::Autocommit),
+            _ => Err(format!(
+                "mode must be sp, interactive or autocommit, not {s:?}"
+            )),
+        }
+    }
+}
+
+/// One driver worker's connection and what it counted.
+struct Worker {
+    client: Client,
+    /// Per transaction type: attempts that ended (committed or rolled back), and their round
+    /// trips.
+    ended: Vec<(u64, u64)>,
+    args: Vec<Value>,
+}
+
+/// Runs each attempt on a server, over the worker's own connection.
+pub struct RemoteExecutor {
+    mode: Mode,
+    procedures: Vec<String>,
+    workers: Vec<Mutex<Worker>>,
+}
+
+impl RemoteExecutor {
+    /// Opens `connections` connections to `endpoint` and checks that the server serves
+    /// `workload`.
+    pub fn connect(
+        endpoint: &Endpoint,
+        mode: Mode,
+        workload: &dyn Workload,
+        connections: usize,
+    ) -> anyhow::Result<RemoteExecutor> {
+        let mut workers = Vec::with_capacity(connections);
+        for i in 0..connections {
+            let client = Client::connect(endpoint)
+                .with_context(|| format!("open connection {} of {connections}", i + 1))?;
+            if client.workload() != workload.name() {
+                anyhow::bail!(crate::UsageError(format!(
+                    "the server at {endpoint} serves {}, not {}",
+                    client.workload(),
+                    workload.name()
+                )));
+            }
+            workers.push(Mutex::new(Worker {
+                client,
+                ended: vec![(0, 0); workload.txn_names().len()],
+                args: Vec::new(),
+            }));
+        }
+        Ok(RemoteExecutor {
+            mode,
+            procedures: workload.txn_names().iter().map(|n| n.to_string()).collect(),
+            workers,
+        })
+    }
+
+    /// Opens worker `i`'s terminal through its connection.
+    pub fn terminal(
+        &self,
+        workload: &dyn Workload,
+        i: usize,
+        terminals: usize,
+        seed: u64,
+    ) -> TxResult<Box<dyn Terminal>> {
+        let mut worker = self.workers[i].lock();
+        let conn = RemoteConnection::new(&mut worker.client)?;
+        workload.terminal(&conn, i, terminals, seed)
+    }
+
+    /// Round trips per ended attempt, by transaction type (`None` where none ended).
+    pub fn round_trips(&self) -> Vec<Option<f64>> {
+        let mut total = vec![(0u64, 0u64); self.procedures.len()];
+        for w in &self.workers {
+            for (t, (n, trips)) in total.iter_mut().zip(&w.lock().ended) {
+                t.0 += n;
+                t.1 += trips;
+            }
+        }
+        total
+            .iter()
+            .map(|&(n, trips)| (n > 0).then(|| trips as f64 / n as f64))
+            .collect()
+    }
+}
+
+impl Executor for RemoteExecutor {
+    fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
+        let mut guard = self.workers[attempt.worker].lock();
+        let w = &mut *guard;
+        let before = w.client.round_trips();
+        let result = match self.mode {
+            Mode::StoredProcedure => {
+                w.args.clear();
+                terminal.args(&mut w.args)?;
+                let args = std::mem::take(&mut w.args);
+                let values = w.client.call(&self.procedures[attempt.txn], args)?;
+                terminal.returned(&values)
+            }
+            Mode::Interactive => {
+                let result = terminal.run(&mut RemoteTx::new(&mut w.client, false));
+                client::finish(&mut w.client, result)
+            }
+            // Each operation commits alone, so a procedure's later operation can meet what a
+            // concurrent one left half done (two New-Orders read the same next order id): a
+            // duplicate key ends the attempt as a rollback, not the run.
+            Mode::Autocommit => match terminal.run(&mut RemoteTx::new(&mut w.client, true)) {
+                Err(TxError::DuplicateKey(what)) => Err(TxError::UserAbort(format!(
+                    "autocommit: duplicate key in {what}"
+                ))),
+                other => other,
+            },
+        };
+        if matches!(result, Ok(()) | Err(TxError::UserAbort(_))) {
+            let e = &mut w.ended[attempt.txn];
+            e.0 += 1;
+            e.1 += w.client.round_trips() - before;
+        }
+        result
+    }
+}
+
+/// The round trips a client run measured, beside the 2025 paper's (Table 2).
+pub struct RoundTrips {
+    pub mode: Mode,
+    /// Per transaction type: its name, round trips per transaction measured, and the
+    /// workload's statement of the paper's count.
+    pub rows: Vec<(String, Option<f64>, Interactions)>,
+}
+
+impl RoundTrips {
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "round trips per transaction ({} mode; the paper's interactive counts, Table 2):\n",
+            self.mode.name()
+        );
+        for (name, measured, paper) in &self.rows {
+            let measured = measured.map_or("-".to_string(), |m| format!("{m:.2}"));
+            out.push_str(&format!(
+                "  {name:<18} {measured:>7}   paper {:>2}\n",
+                paper.round_trips
+            ));
+        }
+        out
+    }
+}
+
+/// Runs `config`'s workload on the server at `endpoint`, one connection per thread.
+pub fn run_remote_bench(
+    config: &BenchConfig,
+    endpoint: &Endpoint,
+    mode: Mode,
+) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
+    let status = Status::new(config.quiet);
+    let workload = build_workload(&config.workload, &config.options)?;
+    status.say(format_args!(
+        "connecting {} client{} to {endpoint} ({} mode)...",
+        config.threads,
+        if config.threads == 1 { "" } else { "s" },
+        mode.name()
+    ));
+    // Before any work: a file that cannot be written fails the run now. `--durable` on the
+    // client says the server forces its commits, so the receipts are durable ones.
+    let ack_log = match &config.ack_log {
+        Some(path) => Some(AckLog::open(path, &config.workload, config.db.durable)?),
+        None => None,
+    };
+    let executor = RemoteExecutor::connect(endpoint, mode, workload.as_ref(), config.threads)?;
+    let acking;
+    let run_with: &dyn Executor = match &ack_log {
+        Some(log) => {
+            acking = AckingExecutor {
+                inner: &executor,
+                log,
+            };
+            &acking
+        }
+        None => &executor,
+    };
+    let timestamp = crate::report::rfc3339_utc(std::time::SystemTime::now());
+    let terminals = |seed: u64| {
+        (0..config.threads)
+            .map(|i| {
+                executor
+                    .terminal(
+                        workload.as_ref(),
+                        i,
+                        config.threads,
+                        seed.wrapping_add(i as u64),
+                    )
+                    .with_context(|| format!("start terminal {i}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()
+    };
+    let txn_names = workload.txn_names();
+    let outcome = crate::run::run_rounds(config, terminals, run_with, txn_names, &status)?;
+    let trips = RoundTrips {
+        mode,
+        rows: txn_names
+            .iter()
+            .zip(executor.round_trips())
+            .zip(workload.interactions())
+            .map(|((name, m), paper)| (name.to_string(), m, paper))
+            .collect(),
+    };
+    // The conditions are checked by the server, where the database is.
+    let conditions: Vec<Condition> = Vec::new();
+    let mut result = crate::run::bench_result(
+        config,
+        &config.db,
+        timestamp,
+        None,
+        txn_names,
+        &outcome,
+        &conditions,
+    )?;
+    result.consistency = crate::report::CHECKED_BY_SERVER.to_string();
+    Ok((result, trips))
+}
+
+/// What `glass serve` does besides serving.
+pub struct ServeConfig {
+    /// The workload, its data and the database, as `glass bench` has them.
+    pub bench: BenchConfig,
+    pub server: ServerConfig,
+    /// Set (by a signal handler) to stop the server.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// What a server run came to.
+pub struct ServeReport {
+    pub stats: WorkerStats,
+    pub conditions: Vec<Condition>,
+}
+
+impl ServeReport {
+    pub fn consistent(&self) -> bool {
+        self.conditions.iter().all(Condition::holds)
+    }
+}
+
+/// Opens (loading if needed) the database, serves it until `config.stop` is set, then stops
+/// cleanly and checks the workload's consistency. `listening` is told each endpoint once the
+/// server accepts connections.
+pub fn run_serve(
+    config: &ServeConfig,
+    listening: &mut dyn FnMut(&Endpoint),
+) -> anyhow::Result<ServeReport> {
+    let status = Status::new(config.bench.quiet);
+    let bench = &config.bench;
+    let workload = build_workload(&bench.workload, &bench.options)?;
+    let mut db_config = bench.db.clone();
+    db_config.threads = config.server.workers;
+    if db_config.pool_mib == 0 {
+        db_config.pool_mib = crate::capacity::pool_mib_for(&bench.workload, &bench.options);
+    }
+    crate::run::validate_switches(&db_config.switches, config.server.workers)?;
+    let (db, _) = open_loaded(
+        "serve",
+        &bench.workload,
+        workload.as_ref(),
+        &bench.options,
+        &db_config,
+        &status,
+    )?;
+    let server = Server::start(Arc::clone(&db), workload.as_ref(), config.server.clone())
+        .context("start the server")?;
+    for endpoint in server.endpoints() {
+        listening(endpoint);
+    }
+    status.say(format_args!(
+        "serving {} with {} {} worker{}; stop with Ctrl-C (SIGINT) or SIGTERM",
+        bench.workload,
+        config.server.workers,
+        config.server.arch,
+        if config.server.workers == 1 { "" } else { "s" }
+    ));
+    while !config.stop.load(Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    status.say(format_args!("stopping..."));
+    let stats = server.stop();
+    status.say(format_args!(
+        "served {} connections, {} requests ({} refused, {} idle transactions aborted); \
+         checking consistency...",
+        stats.connections, stats.requests, stats.refused, stats.timed_out
+    ));
+    let conditions = workload
+        .check(&db)
+        .with_context(|| format!("check {} consistency", bench.workload))?;
+    db.close().context("close the database")?;
+    Ok(ServeReport { stats, conditions })
+}

@@ -1,0 +1,255 @@
+//! `glass serve` and `glass bench --server` as a user runs them: the server prints where it
+//! listens, clients of every mode run against it over TCP and a Unix socket, SIGTERM stops it
+//! cleanly (exit 0, consistency checked); and with `--durable`, every commit acknowledged over
+//! the wire survives a `kill -9` of the server.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+fn glass(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Starts `glass serve ARGS` and returns it with the TCP address it printed.
+fn serve(args: &[&str]) -> (Child, BufReader<std::process::ChildStdout>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on tcp://")
+        .unwrap_or_else(|| panic!("serve printed {line:?} first"))
+        .to_string();
+    (child, stdout, addr)
+}
+
+fn signal(child: &Child, signal: i32) {
+    // SAFETY: kill(2) on a child process we started and have not reaped.
+    let rc = unsafe { libc::kill(child.id() as i32, signal) };
+    assert_eq!(rc, 0);
+}
+
+fn bench(server: &str, mode: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "bench",
+        "tpcb",
+        "--scale",
+        "2",
+        "--server",
+        server,
+        "--mode",
+        mode,
+        "--threads",
+        "2",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    glass(&args)
+}
+
+#[test]
+fn serve_answers_every_mode_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("glass.sock");
+    let socket_arg = socket.to_str().unwrap();
+    let (mut child, stdout, addr) = serve(&[
+        "tpcb",
+        "--scale",
+        "2",
+        "--listen",
+        "127.0.0.1:0",
+        "--unix",
+        socket_arg,
+        "--workers",
+        "2",
+        "--arch",
+        "unified",
+        "--quiet",
+    ]);
+    let unix = format!("unix://{socket_arg}");
+    for (server, mode) in [
+        (addr.as_str(), "sp"),
+        (unix.as_str(), "interactive"),
+        (addr.as_str(), "autocommit"),
+    ] {
+        let out = bench(server, mode, &[]);
+        let t = text(&out);
+        assert!(out.status.success(), "{mode}: {t}");
+        assert!(
+            t.contains("consistency: checked by the server when it stops"),
+            "{t}"
+        );
+        assert!(t.contains(&format!("({mode} mode;")), "{t}");
+    }
+    // A client of another workload is told so.
+    let out = glass(&[
+        "bench",
+        "voter",
+        "--server",
+        &addr,
+        "--duration",
+        "1",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("serves tpcb, not voter"),
+        "{}",
+        text(&out)
+    );
+
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    for line in stdout.lines() {
+        rest.push_str(&line.unwrap());
+        rest.push('\n');
+    }
+    assert!(status.success(), "{status}: {rest}");
+    // TPC-B's conditions hold even after auto-committed steps: each moves money once.
+    assert!(rest.contains("conditions hold"), "{rest}");
+    assert!(!socket.exists(), "the socket file is left behind");
+}
+
+#[test]
+fn serve_refuses_a_missing_address_and_a_busy_port() {
+    let out = glass(&["serve", "tpcb", "--scale", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--listen"), "{}", text(&out));
+    let out = glass(&["serve", "tpcb", "--listen", "unix:///tmp/x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = glass(&[
+        "serve", "tpcb", "--scale", "1", "--listen", &addr, "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("listen on tcp://{addr}")),
+        "{}",
+        text(&out)
+    );
+}
+
+fn ack_line(out: &str) -> &str {
+    out.lines()
+        .find(|l| l.starts_with("ack log: "))
+        .unwrap_or_else(|| panic!("no ack log line in {out}"))
+}
+
+#[test]
+fn a_commit_acknowledged_over_the_wire_survives_kill_9_of_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let acks = dir.path().join("acks");
+    let db_arg = db.to_str().unwrap();
+    let (mut child, _stdout, addr) = serve(&[
+        "tpcb",
+        "--scale",
+        "2",
+        "--db",
+        db_arg,
+        "--durable",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--quiet",
+    ]);
+    let client = std::thread::spawn({
+        let (addr, acks) = (addr.clone(), acks.clone());
+        move || {
+            glass(&[
+                "bench",
+                "tpcb",
+                "--scale",
+                "2",
+                "--server",
+                &addr,
+                "--threads",
+                "2",
+                "--duration",
+                "30",
+                "--warmup",
+                "0",
+                "--durable",
+                "--ack-log",
+                acks.to_str().unwrap(),
+                "--quiet",
+            ])
+        }
+    });
+    // Kill the server while the clients commit.
+    wait_for_acks(&acks, 200);
+    signal(&child, libc::SIGKILL);
+    child.wait().unwrap();
+    let out = client.join().unwrap();
+    assert!(
+        !out.status.success(),
+        "the client went on without its server"
+    );
+
+    let out = glass(&[
+        "check",
+        "tpcb",
+        "--db",
+        db_arg,
+        "--ack-log",
+        acks.to_str().unwrap(),
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    // "ack log: R runs; D durable commits checked, M missing".
+    let line = ack_line(&t);
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(numbers.len() >= 3, "{line}");
+    assert!(
+        numbers[1] >= 200,
+        "fewer durable commits checked than acknowledged: {line}"
+    );
+    assert_eq!(numbers[2], 0, "{line}");
+}
+
+/// Waits until the ack log holds `lines` acknowledged commits (or 60 s pass).
+fn wait_for_acks(path: &Path, lines: usize) {
+    for _ in 0..600 {
+        let n = std::fs::read_to_string(path)
+            .map(|t| t.lines().filter(|l| l.starts_with('+')).count())
+            .unwrap_or(0);
+        if n >= lines {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the client acknowledged fewer than {lines} commits in 60 s");
+}

@@ -1,0 +1,298 @@
+//! The dedicated architecture (VoltDB's, the 2025 paper's Table 4): one network thread owns
+//! every socket; worker threads run the requests it queues to them and queue the responses
+//! back.
+//!
+//! ```text
+//!                  ┌──── request queue 1 (bounded) ───► worker 1 ─┐
+//!   network thread ┤                                              ├─► response queue ─┐
+//!   epoll, accept, └──── request queue 2 (bounded) ───► worker 2 ─┘   (+ wake-up)      │
+//!   read, write  ◄──────────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! A connection's requests always go to the same worker (its id modulo the workers), which
+//! keeps the connection's protocol state and open transaction: a transaction never changes
+//! threads. A connection has at most one request queued or running; further frames wait in
+//! its receive buffer, so the queues hold at most one request per connection. A worker wakes
+//! the network thread only when it is asleep in `epoll_wait` (`asleep`), not per response.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::control::{Control, Refused, WorkerStats};
+use crate::handler::{ConnState, Flow, Shared};
+use crate::link::{Fill, Link, Listener};
+
+/// What the network thread queues to a worker.
+pub(crate) enum Job {
+    /// A frame (kind and body) of connection `conn`.
+    Request { conn: usize, frame: Vec<u8> },
+    /// Connection `conn` is gone: drop its state, aborting its open transaction.
+    Closed { conn: usize },
+}
+
+/// A worker's answer to one request.
+pub(crate) struct Reply {
+    conn: usize,
+    bytes: Vec<u8>,
+    close: bool,
+}
+
+/// The response queue and the network thread's wake-up.
+pub(crate) struct Replies {
+    pub sender: Sender<Reply>,
+    pub waker: Arc<Waker>,
+    /// The network thread is (about to be) blocked in `poll`.
+    pub asleep: AtomicBool,
+}
+
+impl Replies {
+    fn send(&self, reply: Reply) {
+        if self.sender.send(reply).is_ok() && self.asleep.swap(false, Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// One worker: runs the requests of the connections routed to it.
+pub(crate) fn worker(
+    shared: &Shared,
+    control: &Control,
+    jobs: Receiver<Job>,
+    replies: &Replies,
+) -> WorkerStats {
+    let mut stats = WorkerStats::default();
+    let mut states: HashMap<usize, ConnState<'_>> = HashMap::new();
+    let mut last_sweep = Instant::now();
+    loop {
+        match jobs.recv_timeout(control.tick()) {
+            Ok(Job::Request { conn, frame }) => {
+                stats.requests += 1;
+                let state = states.entry(conn).or_default();
+                let mut bytes = Vec::new();
+                let close = state.handle(&frame, shared, &mut bytes) == Flow::Close;
+                if close {
+                    states.remove(&conn);
+                }
+                replies.send(Reply { conn, bytes, close });
+            }
+            Ok(Job::Closed { conn }) => {
+                states.remove(&conn);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            // The network thread stopped.
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let now = Instant::now();
+        if now.duration_since(last_sweep) >= control.tick() {
+            last_sweep = now;
+            for state in states.values_mut() {
+                if state.expire(now, control.config.idle_timeout) {
+                    stats.timed_out += 1;
+                }
+            }
+        }
+    }
+    stats
+}
+
+/// The network thread's view of a connection.
+struct NetConn {
+    link: Link,
+    /// A request of this connection is queued or running.
+    in_flight: bool,
+    /// Close once the output is sent.
+    closing: bool,
+}
+
+/// The network thread: accepts, reads frames and queues them, writes the replies.
+pub(crate) fn network(
+    control: &Control,
+    max_frame: u32,
+    mut poll: Poll,
+    mut listeners: Vec<Listener>,
+    workers: Vec<Sender<Job>>,
+    replies: &Replies,
+    reply_queue: Receiver<Reply>,
+) -> WorkerStats {
+    let mut stats = WorkerStats::default();
+    let mut events = Events::with_capacity(256);
+    // Tokens: listeners first, then the waker (see `replies`), then connections.
+    let first_conn = listeners.len() + 1;
+    for (i, l) in listeners.iter_mut().enumerate() {
+        if poll
+            .registry()
+            .register(l, Token(i), Interest::READABLE)
+            .is_err()
+        {
+            return stats;
+        }
+    }
+    let mut conns: HashMap<usize, NetConn> = HashMap::new();
+    let mut next_id = first_conn;
+    let mut dirty: Vec<usize> = Vec::new();
+    let mut refused = Refused::default();
+    while !control.stop.load(Ordering::Acquire) {
+        replies.asleep.store(true, Ordering::SeqCst);
+        let timeout = if reply_queue.is_empty() {
+            Some(control.tick())
+        } else {
+            Some(std::time::Duration::ZERO)
+        };
+        let polled = poll.poll(&mut events, timeout);
+        replies.asleep.store(false, Ordering::SeqCst);
+        refused.sweep();
+        if polled.is_err() {
+            continue;
+        }
+        dirty.clear();
+        for event in events.iter() {
+            let t = event.token().0;
+            if t < listeners.len() {
+                accept(
+                    control,
+                    &listeners[t],
+                    &poll,
+                    &mut conns,
+                    &mut next_id,
+                    max_frame,
+                    &mut stats,
+                    &mut refused,
+                    &mut dirty,
+                );
+            } else if let Some(c) = conns.get_mut(&t) {
+                c.link.mark_readable();
+                dirty.push(t);
+            }
+        }
+        while let Ok(reply) = reply_queue.try_recv() {
+            if let Some(c) = conns.get_mut(&reply.conn) {
+                c.link.output.extend_from_slice(&reply.bytes);
+                c.in_flight = false;
+                c.closing |= reply.close;
+                dirty.push(reply.conn);
+            }
+        }
+        for &id in &dirty {
+            let Some(c) = conns.get_mut(&id) else {
+                continue;
+            };
+            if !pump(id, c, &workers) {
+                if let Some(mut c) = conns.remove(&id) {
+                    let _ = poll.registry().deregister(&mut c.link.stream);
+                    control.open.fetch_sub(1, Ordering::AcqRel);
+                    // Ids are never reused, so a worker that already dropped the state (after
+                    // a protocol error it answered) finds nothing to drop.
+                    let _ = workers[id % workers.len()].send(Job::Closed { conn: id });
+                }
+            }
+        }
+    }
+    control.open.fetch_sub(conns.len(), Ordering::AcqRel);
+    stats.refused = refused.count;
+    // Dropping `workers` (the request queues' senders) stops the workers, which drop their
+    // connections' states and so abort the open transactions.
+    stats
+}
+
+/// Reads, queues the next frame if none is in flight, and writes; returns whether to keep
+/// the connection.
+fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>]) -> bool {
+    let closed = c.link.fill() == Fill::Closed;
+    if !c.in_flight && !c.closing && c.link.has_room() {
+        match c.link.input.next_frame() {
+            Ok(Some(frame)) => {
+                let job = Job::Request {
+                    conn: id,
+                    frame: frame.to_vec(),
+                };
+                // Blocks while the worker's queue is full: back-pressure on every client.
+                if workers[id % workers.len()].send(job).is_err() {
+                    return false;
+                }
+                c.in_flight = true;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                crate::control::protocol_failure(&e, &mut c.link.output);
+                c.closing = true;
+            }
+        }
+    }
+    if c.link.flush().is_err() {
+        return false;
+    }
+    if c.closing {
+        return c.link.unsent() > 0 || c.in_flight;
+    }
+    !closed
+}
+
+#[allow(clippy::too_many_arguments)]
+fn accept(
+    control: &Control,
+    listener: &Listener,
+    poll: &Poll,
+    conns: &mut HashMap<usize, NetConn>,
+    next_id: &mut usize,
+    max_frame: u32,
+    stats: &mut WorkerStats,
+    refused: &mut Refused,
+    dirty: &mut Vec<usize>,
+) {
+    loop {
+        let mut stream = match listener.accept() {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        if !control.admit() {
+            refused.refuse(stream, control.config.max_connections);
+            continue;
+        }
+        let id = *next_id;
+        *next_id += 1;
+        if poll
+            .registry()
+            .register(
+                &mut stream,
+                Token(id),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            control.open.fetch_sub(1, Ordering::AcqRel);
+            continue;
+        }
+        stats.connections += 1;
+        conns.insert(
+            id,
+            NetConn {
+                link: Link::new(stream, max_frame),
+                in_flight: false,
+                closing: false,
+            },
+        );
+        dirty.push(id);
+    }
+}
+
+/// Builds the response queue and the network thread's waker.
+pub(crate) fn replies(
+    poll: &Poll,
+    waker_token: usize,
+) -> std::io::Result<(Arc<Replies>, Receiver<Reply>)> {
+    let (sender, receiver) = crossbeam::channel::unbounded();
+    let waker = Arc::new(Waker::new(poll.registry(), Token(waker_token))?);
+    Ok((
+        Arc::new(Replies {
+            sender,
+            waker,
+            asleep: AtomicBool::new(false),
+        }),
+        receiver,
+    ))
+}

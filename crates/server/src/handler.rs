@@ -1,0 +1,426 @@
+//! What the server does with one connection's requests, whichever thread architecture runs
+//! them: the protocol's state machine and the execution of each request on the engine.
+//!
+//! ```text
+//!               Hello (version ok)              Begin, Batch
+//!   Greeting ─────────────────────► Ready ───────────────────────► InTransaction
+//!      │                            ▲  │ Catalog, Call,                │ Batch
+//!      │ anything else              │  │ Batch(autocommit)             │
+//!      ▼                            │  ▼ (each its own transaction)    │
+//!   Closing ◄── malformed or        └── Commit, Abort, Batch(autocommit) (its operations,
+//!               out-of-order frame      then commit), or a failed operation (aborted) ◄─┘
+//!
+//!   InTransaction ──(no request for `idle_timeout`: `ConnState::expire`)──► TimedOut
+//!   TimedOut ──(next request: Failed{TimedOut}; a Begin starts afresh)──► Ready
+//! ```
+//!
+//! A batch's `autocommit` flag means "commit after these operations": outside a transaction
+//! the batch is a transaction of its own, inside one it is the last, and a transaction's last
+//! writes travel with its commit. A batch outside a transaction without the flag begins one,
+//! so `Begin` costs no round trip of its own.
+//!
+//! Every transition is made by [`ConnState::handle`], except the time-out, made by
+//! [`ConnState::expire`]. A request that fails gets a `Failed` frame classified as its
+//! [`engine::TxError`] is; a protocol error gets `Failed{Protocol}` and the connection closes.
+//! Dropping a `ConnState` (the client went away) aborts its open transaction, releasing its
+//! locks at once.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engine::db::Database;
+use engine::{Fetch, IndexRef, KeyRange, TableRef, Transaction, Tx, TxError, TxResult, Value};
+use protocol::{ErrorClass, Op, OpResult, Request, Response, ScanSource, MAGIC, VERSION};
+use workloads::{Procedures, Workload};
+
+/// What every connection of one server shares: the database, the workload's procedures, and
+/// the names a client may use.
+pub struct Shared {
+    pub db: Arc<Database>,
+    workload: &'static str,
+    procedures: Box<dyn Procedures>,
+    /// Procedure names in the workload's order, and their indexes.
+    procedure_names: Vec<String>,
+    procedure_index: HashMap<String, usize>,
+    tables: Vec<(String, u32)>,
+    indexes: Vec<(String, u32)>,
+    /// Tables and indexes by id, as operations name them.
+    table_refs: HashMap<u32, TableRef>,
+    index_refs: HashMap<u32, IndexRef>,
+    /// The largest frame this server accepts or sends.
+    pub max_frame: u32,
+}
+
+impl Shared {
+    pub fn new(db: Arc<Database>, workload: &dyn Workload, max_frame: u32) -> TxResult<Shared> {
+        let procedures = workload.procedures(&db)?;
+        let procedure_names: Vec<String> =
+            workload.txn_names().iter().map(|n| n.to_string()).collect();
+        let procedure_index = procedure_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
+        let mut tables = Vec::new();
+        let mut table_refs = HashMap::new();
+        for name in db.table_names() {
+            let t = db.table(&name)?;
+            tables.push((name, t.id));
+            table_refs.insert(t.id, t);
+        }
+        let mut indexes = Vec::new();
+        let mut index_refs = HashMap::new();
+        for name in db.index_names() {
+            let ix = db.index(&name)?;
+            indexes.push((name, ix.id));
+            index_refs.insert(ix.id, ix);
+        }
+        Ok(Shared {
+            db,
+            workload: workload.name(),
+            procedures,
+            procedure_names,
+            procedure_index,
+            tables,
+            indexes,
+            table_refs,
+            index_refs,
+            max_frame,
+        })
+    }
+
+    fn table(&self, id: u32) -> TxResult<&TableRef> {
+        self.table_refs
+            .get(&id)
+            .ok_or_else(|| TxError::Invalid(format!("no table with id {id}")))
+    }
+
+    fn index(&self, id: u32) -> TxResult<&IndexRef> {
+        self.index_refs
+            .get(&id)
+            .ok_or_else(|| TxError::Invalid(format!("no index with id {id}")))
+    }
+}
+
+/// Where a connection is in the protocol (see the module's diagram).
+enum Phase<'db> {
+    Greeting,
+    Ready,
+    /// Boxed: a transaction is 400 bytes, a connection without one needs none of them.
+    InTransaction(Box<Transaction<'db>>),
+    TimedOut,
+}
+
+/// What the caller does with the connection after a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The response sent was a protocol error: flush it, then close.
+    Close,
+}
+
+/// One connection's protocol state.
+pub struct ConnState<'db> {
+    phase: Phase<'db>,
+    last_request: Instant,
+    /// The largest frame the client accepts (agreed in the handshake).
+    pub max_frame: u32,
+}
+
+impl Default for ConnState<'_> {
+    fn default() -> Self {
+        ConnState {
+            phase: Phase::Greeting,
+            last_request: Instant::now(),
+            max_frame: protocol::DEFAULT_MAX_FRAME,
+        }
+    }
+}
+
+impl<'db> ConnState<'db> {
+    /// Whether an interactive transaction is open.
+    pub fn in_transaction(&self) -> bool {
+        matches!(self.phase, Phase::InTransaction(_))
+    }
+
+    /// Handles one frame (its kind byte and body), appending the response frame to `out`.
+    pub fn handle(&mut self, frame: &[u8], shared: &'db Shared, out: &mut Vec<u8>) -> Flow {
+        self.last_request = Instant::now();
+        let request = match Request::decode(frame) {
+            Ok(r) => r,
+            Err(e) => return self.protocol_error(e.to_string(), out),
+        };
+        let response = match (&mut self.phase, request) {
+            (
+                Phase::Greeting,
+                Request::Hello {
+                    magic,
+                    version,
+                    max_frame,
+                },
+            ) => {
+                if magic != MAGIC || version != VERSION {
+                    return self.protocol_error(
+                        format!("this server speaks version {VERSION} of the protocol"),
+                        out,
+                    );
+                }
+                self.max_frame = max_frame.min(shared.max_frame);
+                self.phase = Phase::Ready;
+                Response::Welcome {
+                    version: VERSION,
+                    max_frame: self.max_frame,
+                    workload: shared.workload.to_string(),
+                    procedures: shared.procedure_names.clone(),
+                }
+            }
+            (Phase::Greeting, _) => {
+                return self.protocol_error("the first message must be Hello".to_string(), out)
+            }
+            (_, Request::Hello { .. }) => {
+                return self.protocol_error("Hello sent twice".to_string(), out)
+            }
+            (Phase::TimedOut, request) => {
+                self.phase = Phase::Ready;
+                if matches!(request, Request::Begin) {
+                    self.begin(shared)
+                } else {
+                    failed(
+                        ErrorClass::TimedOut,
+                        "the interactive transaction was idle too long and was aborted".to_string(),
+                    )
+                }
+            }
+            (Phase::Ready, Request::Catalog) | (Phase::InTransaction(_), Request::Catalog) => {
+                Response::CatalogIs {
+                    tables: shared.tables.clone(),
+                    indexes: shared.indexes.clone(),
+                }
+            }
+            (Phase::Ready, Request::Call { procedure, args }) => {
+                self.call(shared, &procedure, &args)
+            }
+            (Phase::Ready, Request::Begin) => self.begin(shared),
+            (Phase::Ready, Request::Batch { autocommit, ops }) => match shared.db.begin() {
+                // A batch outside a transaction begins one; with `autocommit` it also ends it.
+                Ok(mut txn) => match run_ops(&mut txn, shared, &ops) {
+                    Ok(results) if autocommit => match txn.commit() {
+                        Ok(()) => Response::Results { results },
+                        Err(e) => failure(&e),
+                    },
+                    Ok(results) => {
+                        self.phase = Phase::InTransaction(Box::new(txn));
+                        Response::Results { results }
+                    }
+                    Err(e) => {
+                        let _ = txn.abort();
+                        failure(&e)
+                    }
+                },
+                Err(e) => failure(&e),
+            },
+            (Phase::Ready, Request::Commit | Request::Abort) => {
+                return self.protocol_error("no transaction is open".to_string(), out)
+            }
+            (Phase::InTransaction(txn), Request::Batch { autocommit, ops }) => {
+                match run_ops(txn.as_mut(), shared, &ops) {
+                    Ok(results) if autocommit => match self.finish(true) {
+                        Ok(()) => Response::Results { results },
+                        Err(e) => failure(&e),
+                    },
+                    Ok(results) => Response::Results { results },
+                    Err(e) => {
+                        // A failed operation ends the transaction: the engine's state after
+                        // a failure is only fit for an abort.
+                        let _ = self.finish(false);
+                        failure(&e)
+                    }
+                }
+            }
+            (Phase::InTransaction(_), Request::Commit) => match self.finish(true) {
+                Ok(()) => Response::Done,
+                Err(e) => failure(&e),
+            },
+            (Phase::InTransaction(_), Request::Abort) => match self.finish(false) {
+                Ok(()) => Response::Done,
+                Err(e) => failure(&e),
+            },
+            (Phase::InTransaction(_), Request::Begin | Request::Call { .. }) => {
+                return self.protocol_error(
+                    "a transaction is already open: Commit or Abort it first".to_string(),
+                    out,
+                )
+            }
+        };
+        self.respond(&response, out)
+    }
+
+    /// Aborts an interactive transaction that has had no request for `idle_timeout`; its next
+    /// request is told so. Returns whether it did.
+    pub fn expire(&mut self, now: Instant, idle_timeout: Duration) -> bool {
+        if self.in_transaction() && now.duration_since(self.last_request) >= idle_timeout {
+            let _ = self.finish(false);
+            self.phase = Phase::TimedOut;
+            return true;
+        }
+        false
+    }
+
+    fn begin(&mut self, shared: &'db Shared) -> Response {
+        match shared.db.begin() {
+            Ok(txn) => {
+                self.phase = Phase::InTransaction(Box::new(txn));
+                Response::Done
+            }
+            Err(e) => failure(&e),
+        }
+    }
+
+    fn call(&self, shared: &Shared, procedure: &str, args: &[Value]) -> Response {
+        let Some(&index) = shared.procedure_index.get(procedure) else {
+            return failed(
+                ErrorClass::Invalid,
+                format!("{} has no procedure named {procedure:?}", shared.workload),
+            );
+        };
+        let mut values = Vec::new();
+        let result = shared.db.begin().and_then(|mut txn| {
+            match shared.procedures.call(&mut txn, index, args, &mut values) {
+                Ok(()) => txn.commit(),
+                Err(e) => {
+                    let _ = txn.abort();
+                    Err(e)
+                }
+            }
+        });
+        match result {
+            Ok(()) => Response::Returned { values },
+            Err(e) => failure(&e),
+        }
+    }
+
+    /// Commits (or aborts) the open transaction and returns to `Ready`.
+    fn finish(&mut self, commit: bool) -> TxResult<()> {
+        match std::mem::replace(&mut self.phase, Phase::Ready) {
+            Phase::InTransaction(txn) if commit => txn.commit(),
+            Phase::InTransaction(txn) => txn.abort(),
+            other => {
+                self.phase = other;
+                Ok(())
+            }
+        }
+    }
+
+    fn respond(&mut self, response: &Response, out: &mut Vec<u8>) -> Flow {
+        let start = out.len();
+        response.encode(out);
+        let len = out.len() - start;
+        if len > self.max_frame as usize {
+            out.truncate(start);
+            let message = format!(
+                "the response is {len} bytes, over the connection's frame limit of {}",
+                self.max_frame
+            );
+            failed(ErrorClass::Invalid, message).encode(out);
+        }
+        Flow::Continue
+    }
+
+    fn protocol_error(&mut self, message: String, out: &mut Vec<u8>) -> Flow {
+        let _ = self.finish(false);
+        failed(ErrorClass::Protocol, message).encode(out);
+        Flow::Close
+    }
+}
+
+fn failed(class: ErrorClass, message: String) -> Response {
+    Response::Failed { class, message }
+}
+
+fn failure(e: &TxError) -> Response {
+    Response::failed(e)
+}
+
+fn fetch(columns: &Option<Vec<u16>>, scratch: &mut Vec<usize>) -> bool {
+    scratch.clear();
+    match columns {
+        None => false,
+        Some(cols) => {
+            scratch.extend(cols.iter().map(|&c| c as usize));
+            true
+        }
+    }
+}
+
+fn bound(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v),
+        Bound::Excluded(v) => Bound::Excluded(v),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Runs a batch's operations in order; the first failure ends the batch.
+fn run_ops(tx: &mut dyn Tx, shared: &Shared, ops: &[Op]) -> TxResult<Vec<OpResult>> {
+    let mut cols = Vec::new();
+    let mut results = Vec::with_capacity(ops.len());
+    for op in ops {
+        let result = match op {
+            Op::Get {
+                table,
+                key,
+                columns,
+                for_update,
+            } => {
+                let f = if fetch(columns, &mut cols) {
+                    Fetch::Cols(&cols)
+                } else {
+                    Fetch::All
+                };
+                OpResult::Row(tx.get(shared.table(*table)?, key, f, *for_update)?)
+            }
+            Op::Update { table, key, set } => {
+                let set: Vec<(usize, Value)> =
+                    set.iter().map(|(c, v)| (*c as usize, v.clone())).collect();
+                OpResult::Found(tx.update(shared.table(*table)?, key, &set)?)
+            }
+            Op::Insert { table, row } => {
+                tx.insert(shared.table(*table)?, row)?;
+                OpResult::Inserted
+            }
+            Op::Delete { table, key } => OpResult::Found(tx.delete(shared.table(*table)?, key)?),
+            Op::Scan {
+                source,
+                low,
+                high,
+                limit,
+                reverse,
+                columns,
+                for_update,
+            } => {
+                let f = if fetch(columns, &mut cols) {
+                    Fetch::Cols(&cols)
+                } else {
+                    Fetch::All
+                };
+                let range = KeyRange {
+                    low: bound(low),
+                    high: bound(high),
+                };
+                let limit = limit.map(|l| l as usize);
+                OpResult::Rows(match source {
+                    ScanSource::Table(id) => {
+                        tx.scan(shared.table(*id)?, range, limit, *reverse, f, *for_update)?
+                    }
+                    ScanSource::Index(id) => {
+                        tx.scan_index(shared.index(*id)?, range, limit, *reverse, f, *for_update)?
+                    }
+                })
+            }
+        };
+        results.push(result);
+    }
+    Ok(results)
+}

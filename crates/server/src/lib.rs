@@ -1,0 +1,258 @@
+//! The Glass server: a workload's database served over TCP and Unix-domain sockets, in
+//! Glass's own binary protocol (`protocol`), under one of two thread architectures.
+//!
+//! A client either calls a workload's transaction as a stored procedure (one round trip per
+//! transaction), or runs an interactive transaction (Begin, batches of `Tx` operations,
+//! Commit or Abort, with its locks held across round trips), or sends each operation as a
+//! transaction of its own (the 2025 paper's simulation of interactive transactions).
+//!
+//! ```text
+//!   dedicated (VoltDB)                          unified (PostgreSQL)
+//!   ──────────────────                          ────────────────────
+//!   network thread: epoll, read, write          acceptor ─► worker 1: epoll, read,
+//!        │ request queues ▲ response queue                            run, write
+//!        ▼                │                              └► worker 2: …
+//!   workers: run on the engine
+//! ```
+//!
+//! Files: `handler` (the protocol state machine and the execution of each request, shared by
+//! both architectures), `link` (sockets and their buffers), `dedicated` and `unified` (the
+//! threads), `control` (the stop flag and counters the threads share).
+//!
+//! [`Server::start`] binds and spawns; [`Server::stop`] makes every thread finish its current
+//! request, aborts the open interactive transactions, closes the sockets and joins.
+
+mod control;
+mod dedicated;
+pub mod handler;
+pub mod link;
+mod unified;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use engine::db::Database;
+use mio::{Poll, Token, Waker};
+use workloads::Workload;
+
+pub use control::WorkerStats;
+pub use protocol::Endpoint;
+
+/// The server's thread architecture (the 2025 paper's Table 4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arch {
+    /// A network thread with every socket, worker threads behind queues (VoltDB).
+    Dedicated,
+    /// Each worker owns its connections and does its own I/O (PostgreSQL).
+    Unified,
+}
+
+impl std::str::FromStr for Arch {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dedicated" => Ok(Arch::Dedicated),
+            "unified" => Ok(Arch::Unified),
+            _ => Err(format!(
+                "architecture must be dedicated or unified, not {s:?}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Arch::Dedicated => "dedicated",
+            Arch::Unified => "unified",
+        })
+    }
+}
+
+/// How a server runs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub arch: Arch,
+    /// Threads that run transactions (at least one).
+    pub workers: usize,
+    /// Where to listen (at least one).
+    pub listen: Vec<Endpoint>,
+    /// Connections held at once; more are answered `Busy` and closed.
+    pub max_connections: usize,
+    /// An interactive transaction with no request for this long is aborted.
+    pub idle_timeout: Duration,
+    /// The largest frame the server accepts or sends.
+    pub max_frame: u32,
+    /// Requests queued per worker (dedicated) before the network thread waits.
+    pub queue_depth: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            arch: Arch::Dedicated,
+            workers: 1,
+            listen: Vec::new(),
+            max_connections: 4096,
+            idle_timeout: Duration::from_secs(10),
+            max_frame: protocol::DEFAULT_MAX_FRAME,
+            queue_depth: 1024,
+        }
+    }
+}
+
+/// Why a server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("listen on {endpoint}: {source}")]
+    Bind {
+        endpoint: Endpoint,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(String),
+    #[error("set up the server's event loop: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Engine(#[from] engine::TxError),
+}
+
+/// A running server.
+pub struct Server {
+    endpoints: Vec<Endpoint>,
+    control: Arc<control::Control>,
+    /// Wakes each thread blocked in `poll` so it sees the stop flag at once.
+    wakers: Vec<Arc<Waker>>,
+    threads: Vec<JoinHandle<WorkerStats>>,
+}
+
+impl Server {
+    /// Binds every endpoint and starts the threads. `workload` names the procedures.
+    pub fn start(
+        db: Arc<Database>,
+        workload: &dyn Workload,
+        config: ServerConfig,
+    ) -> Result<Server, ServerError> {
+        if config.workers == 0 {
+            return Err(ServerError::Config(
+                "a server needs at least one worker".into(),
+            ));
+        }
+        if config.listen.is_empty() {
+            return Err(ServerError::Config(
+                "a server needs an address or a Unix socket to listen on".into(),
+            ));
+        }
+        let mut listeners = Vec::new();
+        let mut endpoints = Vec::new();
+        for endpoint in &config.listen {
+            let l = link::Listener::bind(endpoint).map_err(|source| ServerError::Bind {
+                endpoint: endpoint.clone(),
+                source,
+            })?;
+            endpoints.push(l.endpoint()?);
+            listeners.push(l);
+        }
+        let shared = Arc::new(handler::Shared::new(db, workload, config.max_frame)?);
+        let control = Arc::new(control::Control::new(config.clone()));
+        let mut threads = Vec::new();
+        let mut wakers = Vec::new();
+        let spawn = |name: String| std::thread::Builder::new().name(name);
+        match config.arch {
+            Arch::Unified => {
+                let mut handoff = Vec::new();
+                for i in 0..config.workers {
+                    let poll = Poll::new()?;
+                    let waker = Arc::new(Waker::new(poll.registry(), Token(usize::MAX))?);
+                    let (sender, receiver) = crossbeam::channel::unbounded();
+                    handoff.push((sender, Arc::clone(&waker)));
+                    wakers.push(waker);
+                    let (shared, control) = (Arc::clone(&shared), Arc::clone(&control));
+                    threads.push(
+                        spawn(format!("glass-worker-{i}"))
+                            .spawn(move || unified::worker(&shared, &control, poll, receiver))?,
+                    );
+                }
+                let poll = Poll::new()?;
+                let waker = Arc::new(Waker::new(poll.registry(), Token(usize::MAX))?);
+                wakers.push(waker);
+                let control2 = Arc::clone(&control);
+                threads.push(
+                    spawn("glass-acceptor".into())
+                        .spawn(move || unified::acceptor(&control2, poll, listeners, handoff))?,
+                );
+            }
+            Arch::Dedicated => {
+                let poll = Poll::new()?;
+                let (replies, reply_queue) = dedicated::replies(&poll, listeners.len())?;
+                let mut queues = Vec::new();
+                for i in 0..config.workers {
+                    let (sender, receiver) = crossbeam::channel::bounded(config.queue_depth.max(1));
+                    queues.push(sender);
+                    let (shared, control, replies) = (
+                        Arc::clone(&shared),
+                        Arc::clone(&control),
+                        Arc::clone(&replies),
+                    );
+                    threads.push(
+                        spawn(format!("glass-worker-{i}")).spawn(move || {
+                            dedicated::worker(&shared, &control, receiver, &replies)
+                        })?,
+                    );
+                }
+                let control2 = Arc::clone(&control);
+                let max_frame = config.max_frame;
+                let replies2 = Arc::clone(&replies);
+                threads.push(spawn("glass-network".into()).spawn(move || {
+                    dedicated::network(
+                        &control2,
+                        max_frame,
+                        poll,
+                        listeners,
+                        queues,
+                        &replies2,
+                        reply_queue,
+                    )
+                })?);
+                wakers.push(Arc::clone(&replies.waker));
+            }
+        }
+        Ok(Server {
+            endpoints,
+            control,
+            wakers,
+            threads,
+        })
+    }
+
+    /// Where the server listens (a TCP port of 0 replaced by the one chosen).
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.control.open.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Stops the server: each thread finishes the request it is running, open interactive
+    /// transactions are aborted, sockets are closed (a Unix socket's file removed). Returns
+    /// what the threads counted.
+    pub fn stop(self) -> WorkerStats {
+        self.control
+            .stop
+            .store(true, std::sync::atomic::Ordering::Release);
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
+        let mut total = WorkerStats::default();
+        for t in self.threads {
+            if let Ok(stats) = t.join() {
+                total += stats;
+            }
+        }
+        total
+    }
+}

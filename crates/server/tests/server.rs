@@ -1,0 +1,456 @@
+//! The server end to end, under both thread architectures: stored procedures and interactive
+//! transactions over TCP and Unix sockets, locks held across round trips and released when a
+//! client goes away or idles too long, bad frames answered and their connection alone closed,
+//! many connections held, a bounded number admitted, and a clean stop.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client::{Client, RemoteConnection, RemoteTx};
+use engine::db::{Database, DbConfig};
+use engine::{Fetch, Tx, TxError, Value};
+use protocol::{Endpoint, ErrorClass, Op, OpResult, Request, Response};
+use server::{Arch, Server, ServerConfig};
+use workloads::tpcb::{Tpcb, TpcbConfig, ACCOUNT, HISTORY};
+use workloads::Workload;
+
+const ARCHS: [Arch; 2] = [Arch::Dedicated, Arch::Unified];
+
+fn tpcb() -> Arc<dyn Workload> {
+    Arc::new(
+        Tpcb::new(TpcbConfig {
+            accounts_per_branch: 1000,
+            ..TpcbConfig::new(2)
+        })
+        .unwrap(),
+    )
+}
+
+/// A loaded in-memory TPC-B database served on a free TCP port and a Unix socket in `dir`.
+fn start(
+    w: &dyn Workload,
+    arch: Arch,
+    dir: &tempfile::TempDir,
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> (Server, Arc<Database>) {
+    let db = Database::open(DbConfig {
+        threads: 2,
+        lock_wait_timeout: Duration::from_secs(5),
+        ..DbConfig::default()
+    })
+    .unwrap();
+    w.create_schema(&db).unwrap();
+    w.load(&db, &|_, _| {}).unwrap();
+    let mut config = ServerConfig {
+        arch,
+        workers: 2,
+        listen: vec![
+            Endpoint::Tcp("127.0.0.1:0".parse().unwrap()),
+            Endpoint::Unix(dir.path().join("glass.sock")),
+        ],
+        ..ServerConfig::default()
+    };
+    tweak(&mut config);
+    let server = Server::start(Arc::clone(&db), w, config).unwrap();
+    (server, db)
+}
+
+fn tcp(server: &Server) -> Endpoint {
+    server.endpoints()[0].clone()
+}
+
+fn account(id: i64) -> Op {
+    Op::Get {
+        table: 0,
+        key: vec![Value::Int(id)],
+        columns: None,
+        for_update: true,
+    }
+}
+
+/// The table id of TPC-B's accounts on the server.
+fn account_table(client: &mut Client) -> u32 {
+    let catalog = client.catalog().unwrap();
+    catalog.tables.iter().find(|(n, _)| n == ACCOUNT).unwrap().1
+}
+
+fn lock_account(client: &mut Client, table: u32, id: i64) {
+    let mut op = account(id);
+    if let Op::Get { table: t, .. } = &mut op {
+        *t = table;
+    }
+    let results = client.batch(vec![op], false).unwrap();
+    assert!(matches!(&results[0], OpResult::Row(Some(_))), "{results:?}");
+    assert!(client.in_transaction());
+}
+
+fn update_account(client: &mut Client, table: u32, id: i64) -> Result<Vec<OpResult>, TxError> {
+    client.batch(
+        vec![Op::Update {
+            table,
+            key: vec![Value::Int(id)],
+            set: vec![(2, Value::Int(7))],
+        }],
+        true,
+    )
+}
+
+#[test]
+fn stored_procedures_over_tcp_and_unix_leave_the_database_consistent() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, db) = start(w.as_ref(), arch, &dir, |_| {});
+        let endpoints = server.endpoints().to_vec();
+        assert!(matches!(endpoints[1], Endpoint::Unix(_)));
+        std::thread::scope(|s| {
+            for i in 0..4 {
+                let (w, endpoint) = (&w, endpoints[i % 2].clone());
+                s.spawn(move || {
+                    let mut client = Client::connect(&endpoint).unwrap();
+                    assert_eq!(client.workload(), "tpcb");
+                    assert_eq!(client.procedures(), ["account_update"]);
+                    let mut terminal = {
+                        let conn = RemoteConnection::new(&mut client).unwrap();
+                        w.terminal(&conn, i, 4, i as u64).unwrap()
+                    };
+                    for _ in 0..200 {
+                        let kind = terminal.next();
+                        let mut args = Vec::new();
+                        terminal.args(&mut args).unwrap();
+                        loop {
+                            match client.call(&w.txn_names()[kind], args.clone()) {
+                                Ok(values) => {
+                                    terminal.returned(&values).unwrap();
+                                    break;
+                                }
+                                Err(e) if e.is_retryable() => {}
+                                Err(e) => panic!("{arch}: {e}"),
+                            }
+                        }
+                    }
+                    // A catalog and 200 calls.
+                    assert!(client.round_trips() >= 201, "{}", client.round_trips());
+                });
+            }
+        });
+        let stats = server.stop();
+        assert_eq!(stats.connections, 4, "{arch}");
+        assert!(stats.requests >= 4 * 202, "{arch}: {stats:?}");
+        let conditions = w.check(&db).unwrap();
+        assert!(
+            conditions.iter().all(|c| c.holds()),
+            "{arch}: {conditions:?}"
+        );
+        let history = db.table(HISTORY).unwrap();
+        let rows =
+            workloads::util::with_txn(&db, |tx| workloads::util::scan_all(tx, &history, &[0]))
+                .unwrap();
+        assert_eq!(rows.len(), 800, "{arch}");
+    }
+}
+
+#[test]
+fn an_interactive_transaction_runs_workload_code_and_commits_or_aborts_as_a_whole() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, db) = start(w.as_ref(), arch, &dir, |_| {});
+        let mut client = Client::connect(&tcp(&server)).unwrap();
+        let conn = RemoteConnection::new(&mut client).unwrap();
+        let mut terminal = w.terminal(&conn, 0, 1, 3).unwrap();
+        drop(conn);
+        for _ in 0..50 {
+            terminal.next();
+            let result = terminal.run(&mut RemoteTx::new(&mut client, false));
+            client::finish(&mut client, result).unwrap();
+        }
+        // One that fails half-way leaves nothing behind: the server aborts it.
+        let table = account_table(&mut client);
+        let before = {
+            let mut tx = RemoteTx::new(&mut client, true);
+            tx.get(
+                &engine::TableRef {
+                    name: ACCOUNT.into(),
+                    id: table,
+                },
+                &[Value::Int(1)],
+                Fetch::All,
+                false,
+            )
+            .unwrap()
+        };
+        update_account_in(&mut client, table, 1);
+        let err = client
+            .batch(
+                vec![Op::Get {
+                    table: 9999,
+                    key: vec![],
+                    columns: None,
+                    for_update: false,
+                }],
+                false,
+            )
+            .unwrap_err();
+        assert!(matches!(err, TxError::Invalid(_)), "{err}");
+        assert!(!client.in_transaction());
+        let after = client.batch(vec![account_get(table, 1)], true).unwrap();
+        assert_eq!(after, vec![OpResult::Row(before)], "{arch}");
+        drop(client);
+        server.stop();
+        let conditions = w.check(&db).unwrap();
+        assert!(
+            conditions.iter().all(|c| c.holds()),
+            "{arch}: {conditions:?}"
+        );
+    }
+}
+
+fn account_get(table: u32, id: i64) -> Op {
+    Op::Get {
+        table,
+        key: vec![Value::Int(id)],
+        columns: None,
+        for_update: false,
+    }
+}
+
+/// Sets account `id`'s balance inside an open (or a new) transaction, without committing.
+fn update_account_in(client: &mut Client, table: u32, id: i64) {
+    let results = client
+        .batch(
+            vec![Op::Update {
+                table,
+                key: vec![Value::Int(id)],
+                set: vec![(2, Value::Int(123_456))],
+            }],
+            false,
+        )
+        .unwrap();
+    assert_eq!(results, vec![OpResult::Found(true)]);
+}
+
+#[test]
+fn locks_are_held_across_round_trips() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 5);
+        let waited = std::thread::scope(|s| {
+            let endpoint = tcp(&server);
+            let waiter = s.spawn(move || {
+                let mut other = Client::connect(&endpoint).unwrap();
+                let started = Instant::now();
+                update_account(&mut other, table, 5).unwrap();
+                started.elapsed()
+            });
+            std::thread::sleep(Duration::from_millis(400));
+            holder.commit().unwrap();
+            waiter.join().unwrap()
+        });
+        assert!(
+            waited >= Duration::from_millis(300),
+            "{arch}: the update did not wait for the lock ({waited:?})"
+        );
+        server.stop();
+    }
+}
+
+#[test]
+fn a_client_that_disconnects_mid_transaction_releases_its_locks_at_once() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 9);
+        drop(holder);
+        let mut other = Client::connect(&tcp(&server)).unwrap();
+        let started = Instant::now();
+        update_account(&mut other, table, 9).unwrap();
+        // The lock wait limit is 5 s: an update this fast found the lock released.
+        assert!(started.elapsed() < Duration::from_secs(2), "{arch}");
+        server.stop();
+    }
+}
+
+#[test]
+fn an_idle_interactive_transaction_times_out_and_releases_its_locks() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |c| {
+            c.idle_timeout = Duration::from_millis(200);
+        });
+        let mut idler = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut idler);
+        lock_account(&mut idler, table, 11);
+        std::thread::sleep(Duration::from_millis(700));
+        let mut other = Client::connect(&tcp(&server)).unwrap();
+        let started = Instant::now();
+        update_account(&mut other, table, 11).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "{arch}");
+        let err = idler
+            .batch(vec![account_get(table, 11)], false)
+            .unwrap_err();
+        assert!(err.to_string().contains("idle"), "{arch}: {err}");
+        // The connection goes on.
+        idler.batch(vec![account_get(table, 11)], true).unwrap();
+        server.stop();
+    }
+}
+
+/// Writes `bytes` on a raw socket; returns what the server sent before closing.
+fn raw_exchange(endpoint: &Endpoint, bytes: &[u8]) -> Vec<u8> {
+    let Endpoint::Tcp(addr) = endpoint else {
+        unreachable!()
+    };
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    let mut got = Vec::new();
+    s.read_to_end(&mut got).unwrap();
+    got
+}
+
+fn failure_in(bytes: &[u8]) -> (ErrorClass, String) {
+    let mut buf = protocol::FrameBuffer::new(protocol::DEFAULT_MAX_FRAME);
+    buf.push(bytes);
+    let frame = buf.next_frame().unwrap().expect("a whole frame came back");
+    match Response::decode(frame).unwrap() {
+        Response::Failed { class, message } => (class, message),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+fn hello() -> Vec<u8> {
+    let mut out = Vec::new();
+    Request::Hello {
+        magic: protocol::MAGIC,
+        version: protocol::VERSION,
+        max_frame: protocol::DEFAULT_MAX_FRAME,
+    }
+    .encode(&mut out);
+    out
+}
+
+#[test]
+fn a_bad_frame_gets_an_error_and_closes_its_connection_only() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+        let endpoint = tcp(&server);
+        let mut good = Client::connect(&endpoint).unwrap();
+        let table = account_table(&mut good);
+
+        // Not our protocol at all: its first four bytes read as a length far over the limit.
+        let got = raw_exchange(&endpoint, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (class, message) = failure_in(&got);
+        assert_eq!(class, ErrorClass::Protocol, "{arch}: {message}");
+        assert!(message.contains("maximum"), "{arch}: {message}");
+
+        // A request before the handshake.
+        let mut begin = Vec::new();
+        Request::Begin.encode(&mut begin);
+        let (class, message) = failure_in(&raw_exchange(&endpoint, &begin));
+        assert_eq!(class, ErrorClass::Protocol, "{arch}");
+        assert!(message.contains("Hello"), "{arch}: {message}");
+
+        // An unknown kind and a truncated body after a good handshake.
+        for bad in [vec![1u8, 0, 0, 0, 0x42], vec![3u8, 0, 0, 0, 0x03, 9, 0]] {
+            let mut bytes = hello();
+            bytes.extend_from_slice(&bad);
+            let got = raw_exchange(&endpoint, &bytes);
+            let mut buf = protocol::FrameBuffer::new(protocol::DEFAULT_MAX_FRAME);
+            buf.push(&got);
+            let welcome = Response::decode(buf.next_frame().unwrap().unwrap()).unwrap();
+            assert!(matches!(welcome, Response::Welcome { .. }), "{welcome:?}");
+            let rest = buf.next_frame().unwrap().unwrap().to_vec();
+            let mut framed = (rest.len() as u32).to_le_bytes().to_vec();
+            framed.extend_from_slice(&rest);
+            assert_eq!(failure_in(&framed).0, ErrorClass::Protocol, "{arch}");
+        }
+
+        // Everyone else is still served.
+        update_account(&mut good, table, 3).unwrap();
+        server.stop();
+    }
+}
+
+#[test]
+fn a_thousand_connections_are_held_at_once() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+        let endpoint = tcp(&server);
+        let mut clients: Vec<Client> = (0..1000)
+            .map(|_| Client::connect(&endpoint).unwrap())
+            .collect();
+        assert_eq!(server.open_connections(), 1000, "{arch}");
+        let table = account_table(&mut clients[0]);
+        for (i, c) in clients.iter_mut().enumerate() {
+            let got = c
+                .batch(vec![account_get(table, 1 + i as i64)], true)
+                .unwrap();
+            assert!(matches!(&got[0], OpResult::Row(Some(_))), "{arch}");
+        }
+        drop(clients);
+        let stats = server.stop();
+        assert_eq!(stats.connections, 1000, "{arch}");
+    }
+}
+
+#[test]
+fn connections_over_the_maximum_are_refused_as_busy() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |c| c.max_connections = 2);
+        let endpoint = tcp(&server);
+        let _a = Client::connect(&endpoint).unwrap();
+        let _b = Client::connect(&endpoint).unwrap();
+        let err = Client::connect(&endpoint)
+            .err()
+            .expect("a third is refused");
+        assert!(err.is_retryable(), "{arch}: {err}");
+        assert!(err.to_string().contains("maximum of 2"), "{arch}: {err}");
+        let stats = server.stop();
+        assert_eq!(stats.refused, 1, "{arch}");
+    }
+}
+
+#[test]
+fn stopping_the_server_aborts_open_transactions() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, db) = start(w.as_ref(), arch, &dir, |_| {});
+        let socket = dir.path().join("glass.sock");
+        let mut client = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut client);
+        update_account_in(&mut client, table, 2);
+        server.stop();
+        assert!(!socket.exists(), "{arch}: the socket file is left behind");
+        assert!(
+            client.commit().is_err(),
+            "{arch}: a stopped server committed"
+        );
+        // The update was rolled back: the balance is what the load left.
+        let account = db.table(ACCOUNT).unwrap();
+        let row = workloads::util::with_txn(&db, |tx| {
+            tx.get(&account, &[Value::Int(2)], Fetch::Cols(&[2]), false)
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(row, vec![Value::Int(0)], "{arch}");
+        assert_eq!(db.running_transactions(), 0, "{arch}");
+    }
+}
