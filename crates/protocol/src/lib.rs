@@ -21,9 +21,13 @@
 //!   <------------------------------- Done | Failed
 //! ```
 //!
-//! A `Batch { autocommit: true }` runs its operations as a transaction of their own that
-//! commits at once (how the 2025 paper simulates interactive transactions). A `Failed` of class
-//! [`ErrorClass::Protocol`] ends the connection: the server closes it after sending.
+//! `autocommit` on a `Batch` means "commit after these operations": outside a transaction the
+//! batch is a transaction of its own that commits at once (how the 2025 paper simulates
+//! interactive transactions); inside one it is the transaction's last, so its final writes
+//! travel with the commit. A `Batch` without it outside a transaction begins one, so `Begin`
+//! is optional and costs a round trip only when sent. A failed operation aborts the
+//! transaction. A `Failed` of class [`ErrorClass::Protocol`] ends the connection: the server
+//! closes it after sending.
 //!
 //! # Frame
 //!
