@@ -28,6 +28,7 @@ use client::{Client, RemoteConnection, RemoteTx};
 use engine::{TxError, TxResult, Value};
 use parking_lot::Mutex;
 use protocol::Endpoint;
+use server::trace::{Phase, Phases};
 use server::{Server, ServerConfig, WorkerStats};
 use workloads::{Condition, Interactions, Terminal, Workload};
 
@@ -283,6 +284,156 @@ pub fn run_remote_bench(
     )?;
     result.consistency = crate::report::CHECKED_BY_SERVER.to_string();
     Ok((result, trips))
+}
+
+/// The eight phases per transaction, as `glass serve --trace` prints them: µs of server
+/// CPU per transaction and share of the server threads' CPU time, then the 2025 paper's
+/// Figure 3 split.
+pub struct PhaseReport {
+    pub phases: Phases,
+}
+
+impl PhaseReport {
+    /// µs per transaction of `ns` nanoseconds in all.
+    fn per_txn(&self, ns: u64) -> f64 {
+        ns as f64 / 1000.0 / self.phases.transactions.max(1) as f64
+    }
+
+    fn cpu_ns(&self) -> u64 {
+        self.phases.user_ns + self.phases.system_ns
+    }
+
+    /// (transaction processing, Glass's networking layer, kernel), nanoseconds: procedure
+    /// and query execution; the rest of the threads' user time; their system time.
+    pub fn split_ns(&self) -> (u64, u64, u64) {
+        let p = &self.phases;
+        let txn = p.get(Phase::ProcedureExecution) + p.get(Phase::QueryExecution);
+        (txn, p.user_ns.saturating_sub(txn), p.system_ns)
+    }
+
+    pub fn render(&self) -> String {
+        let p = &self.phases;
+        let cpu = self.cpu_ns().max(1) as f64;
+        let share = |ns: u64| 100.0 * ns as f64 / cpu;
+        let mut out = format!(
+            "where the server's time went: µs of server CPU per transaction ({} transactions)\n",
+            p.transactions
+        );
+        let row = |out: &mut String, n: &str, name: &str, ns: Option<u64>, note: &str| {
+            let cells = match ns {
+                Some(ns) => format!("{:>9.2} {:>6.1}%", self.per_txn(ns), share(ns)),
+                None => format!("{:>9} {:>7}", "-", ""),
+            };
+            out.push_str(&format!("  {n:>1} {name:<22}{cells}  {note}\n"));
+        };
+        row(
+            &mut out,
+            "1",
+            "network receive",
+            None,
+            "in the kernel's time below",
+        );
+        row(
+            &mut out,
+            "2",
+            "socket read",
+            Some(p.get(Phase::SocketRead)),
+            "read calls",
+        );
+        row(
+            &mut out,
+            "3",
+            "request queuing",
+            Some(p.get(Phase::RequestQueuing)),
+            "",
+        );
+        row(
+            &mut out,
+            "4",
+            "procedure execution",
+            Some(p.get(Phase::ProcedureExecution)),
+            "",
+        );
+        row(
+            &mut out,
+            "5",
+            "isolation overhead",
+            Some(0),
+            "procedures run in the server",
+        );
+        row(
+            &mut out,
+            "6",
+            "query execution",
+            Some(p.get(Phase::QueryExecution)),
+            "engine",
+        );
+        row(
+            &mut out,
+            "7",
+            "response queuing",
+            Some(p.get(Phase::ResponseQueuing)),
+            "",
+        );
+        row(
+            &mut out,
+            "8",
+            "network send",
+            Some(p.get(Phase::NetworkSend)),
+            "write calls",
+        );
+        row(
+            &mut out,
+            "",
+            "decode",
+            Some(p.get(Phase::Decode)),
+            "protocol codec",
+        );
+        row(
+            &mut out,
+            "",
+            "encode",
+            Some(p.get(Phase::Encode)),
+            "protocol codec",
+        );
+        out.push_str(&format!(
+            "  threads' CPU per transaction: {:.2} µs user, {:.2} µs system\n",
+            self.per_txn(p.user_ns),
+            self.per_txn(p.system_ns)
+        ));
+        let (txn, net, kernel) = self.split_ns();
+        out.push_str(&format!(
+            "  split (the paper's Figure 3): transaction processing {:.1}% · Glass's networking \
+             layer {:.1}% · kernel {:.1}%\n",
+            share(txn),
+            share(net),
+            share(kernel)
+        ));
+        out
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let p = &self.phases;
+        let mut phases = serde_json::Map::new();
+        for phase in Phase::ALL {
+            phases.insert(
+                phase.name().to_string(),
+                serde_json::json!(self.per_txn(p.get(phase))),
+            );
+        }
+        let (txn, net, kernel) = self.split_ns();
+        serde_json::json!({
+            "transactions": p.transactions,
+            "us_per_txn": phases,
+            "user_us_per_txn": self.per_txn(p.user_ns),
+            "system_us_per_txn": self.per_txn(p.system_ns),
+            "split_us_per_txn": {
+                "transaction processing": self.per_txn(txn),
+                "glass networking layer": self.per_txn(net),
+                "kernel": self.per_txn(kernel),
+            },
+        })
+    }
 }
 
 /// What `glass serve` does besides serving.

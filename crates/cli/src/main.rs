@@ -409,6 +409,14 @@ struct ServeArgs {
     /// worker can only end this way: keep it short.
     #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     lock_wait_ms: u64,
+    /// Time the 2025 paper's eight server-side phases of every request (trace points in the
+    /// server's threads) and print, when the server stops, the server CPU per transaction in
+    /// each and the split into transaction processing, Glass's networking layer and kernel.
+    #[arg(long)]
+    trace: bool,
+    /// With --trace: also write the breakdown as JSON to this file.
+    #[arg(long, value_name = "FILE", requires = "trace")]
+    trace_json: Option<PathBuf>,
     /// Print only where it listens and the final check.
     #[arg(long)]
     quiet: bool,
@@ -721,6 +729,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             listen,
             max_connections: args.max_connections as usize,
             idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+            trace: args.trace,
             ..server::ServerConfig::default()
         },
         stop,
@@ -731,6 +740,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // A script waiting for the address reads it now, not when the buffer fills.
         let _ = std::io::stdout().flush();
     })?;
+    if args.trace {
+        let phases = bench::remote::PhaseReport {
+            phases: report.stats.phases,
+        };
+        println!("{}", phases.render().trim_end());
+        if let Some(path) = &args.trace_json {
+            let text = serde_json::to_string_pretty(&phases.json())?;
+            std::fs::write(path, text + "\n")
+                .with_context(|| format!("write {}", path.display()))?;
+        }
+    }
     let held = report.conditions.iter().filter(|c| c.holds()).count();
     println!(
         "consistency: {held} of {} conditions hold",

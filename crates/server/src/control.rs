@@ -59,6 +59,8 @@ pub struct WorkerStats {
     pub timed_out: u64,
     /// Connections refused because the server held its maximum.
     pub refused: u64,
+    /// Where the time went, with `ServerConfig::trace` (else zeros).
+    pub phases: crate::trace::Phases,
 }
 
 impl std::ops::AddAssign for WorkerStats {
@@ -67,6 +69,7 @@ impl std::ops::AddAssign for WorkerStats {
         self.requests += o.requests;
         self.timed_out += o.timed_out;
         self.refused += o.refused;
+        self.phases += o.phases;
     }
 }
 

@@ -26,6 +26,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::control::{Control, Refused, WorkerStats};
 use crate::handler::{ConnState, Flow, Shared};
 use crate::link::{Fill, Link, Listener};
+use crate::trace::{Phase, Tracer};
 
 /// What the network thread queues to a worker.
 pub(crate) enum Job {
@@ -51,10 +52,12 @@ pub(crate) struct Replies {
 }
 
 impl Replies {
-    fn send(&self, reply: Reply) {
+    fn send(&self, reply: Reply, tracer: &mut Tracer) {
+        let start = tracer.start_cpu();
         if self.sender.send(reply).is_ok() && self.asleep.swap(false, Ordering::SeqCst) {
             let _ = self.waker.wake();
         }
+        tracer.charge_cpu(Phase::ResponseQueuing, start);
     }
 }
 
@@ -66,19 +69,29 @@ pub(crate) fn worker(
     replies: &Replies,
 ) -> WorkerStats {
     let mut stats = WorkerStats::default();
+    let mut tracer = Tracer::new(control.config.trace);
     let mut states: HashMap<usize, ConnState<'_>> = HashMap::new();
     let mut last_sweep = Instant::now();
     loop {
-        match jobs.recv_timeout(control.tick()) {
+        // Taking a waiting job is queuing work; waiting for one is not.
+        let start = tracer.start_cpu();
+        let job = match jobs.try_recv() {
+            Ok(job) => {
+                tracer.charge_cpu(Phase::RequestQueuing, start);
+                Ok(job)
+            }
+            Err(_) => jobs.recv_timeout(control.tick()),
+        };
+        match job {
             Ok(Job::Request { conn, frame }) => {
                 stats.requests += 1;
                 let state = states.entry(conn).or_default();
                 let mut bytes = Vec::new();
-                let close = state.handle(&frame, shared, &mut bytes) == Flow::Close;
+                let close = state.handle(&frame, shared, &mut bytes, &mut tracer) == Flow::Close;
                 if close {
                     states.remove(&conn);
                 }
-                replies.send(Reply { conn, bytes, close });
+                replies.send(Reply { conn, bytes, close }, &mut tracer);
             }
             Ok(Job::Closed { conn }) => {
                 states.remove(&conn);
@@ -97,6 +110,8 @@ pub(crate) fn worker(
             }
         }
     }
+    drop(states);
+    stats.phases = tracer.finish();
     stats
 }
 
@@ -120,6 +135,7 @@ pub(crate) fn network(
     reply_queue: Receiver<Reply>,
 ) -> WorkerStats {
     let mut stats = WorkerStats::default();
+    let mut tracer = Tracer::new(control.config.trace);
     let mut events = Events::with_capacity(256);
     // Tokens: listeners first, then the waker (see `replies`), then connections.
     let first_conn = listeners.len() + 1;
@@ -169,7 +185,12 @@ pub(crate) fn network(
                 dirty.push(t);
             }
         }
-        while let Ok(reply) = reply_queue.try_recv() {
+        loop {
+            let start = tracer.start_cpu();
+            let Ok(reply) = reply_queue.try_recv() else {
+                break;
+            };
+            tracer.charge_cpu(Phase::ResponseQueuing, start);
             if let Some(c) = conns.get_mut(&reply.conn) {
                 c.link.output.extend_from_slice(&reply.bytes);
                 c.in_flight = false;
@@ -181,7 +202,7 @@ pub(crate) fn network(
             let Some(c) = conns.get_mut(&id) else {
                 continue;
             };
-            if !pump(id, c, &workers) {
+            if !pump(id, c, &workers, &mut tracer) {
                 if let Some(mut c) = conns.remove(&id) {
                     let _ = poll.registry().deregister(&mut c.link.stream);
                     control.open.fetch_sub(1, Ordering::AcqRel);
@@ -194,6 +215,7 @@ pub(crate) fn network(
     }
     control.open.fetch_sub(conns.len(), Ordering::AcqRel);
     stats.refused = refused.count;
+    stats.phases = tracer.finish();
     // Dropping `workers` (the request queues' senders) stops the workers, which drop their
     // connections' states and so abort the open transactions.
     stats
@@ -201,8 +223,8 @@ pub(crate) fn network(
 
 /// Reads, queues the next frame if none is in flight, and writes; returns whether to keep
 /// the connection.
-fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>]) -> bool {
-    let closed = c.link.fill() == Fill::Closed;
+fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>], tracer: &mut Tracer) -> bool {
+    let closed = c.link.fill(tracer) == Fill::Closed;
     if !c.in_flight && !c.closing && c.link.has_room() {
         match c.link.input.next_frame() {
             Ok(Some(frame)) => {
@@ -211,7 +233,10 @@ fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>]) -> bool {
                     frame: frame.to_vec(),
                 };
                 // Blocks while the worker's queue is full: back-pressure on every client.
-                if workers[id % workers.len()].send(job).is_err() {
+                let start = tracer.start_cpu();
+                let sent = workers[id % workers.len()].send(job);
+                tracer.charge_cpu(Phase::RequestQueuing, start);
+                if sent.is_err() {
                     return false;
                 }
                 c.in_flight = true;
@@ -223,7 +248,7 @@ fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>]) -> bool {
             }
         }
     }
-    if c.link.flush().is_err() {
+    if c.link.flush(tracer).is_err() {
         return false;
     }
     if c.closing {

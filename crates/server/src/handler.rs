@@ -35,6 +35,8 @@ use engine::{Fetch, IndexRef, KeyRange, TableRef, Transaction, Tx, TxError, TxRe
 use protocol::{ErrorClass, Op, OpResult, Request, Response, ScanSource, MAGIC, VERSION};
 use workloads::{Procedures, Workload};
 
+use crate::trace::{Phase, Tracer};
+
 /// What every connection of one server shares: the database, the workload's procedures, and
 /// the names a client may use.
 pub struct Shared {
@@ -105,7 +107,7 @@ impl Shared {
 }
 
 /// Where a connection is in the protocol (see the module's diagram).
-enum Phase<'db> {
+enum State<'db> {
     Greeting,
     Ready,
     /// Boxed: a transaction is 400 bytes, a connection without one needs none of them.
@@ -123,7 +125,7 @@ pub enum Flow {
 
 /// One connection's protocol state.
 pub struct ConnState<'db> {
-    phase: Phase<'db>,
+    state: State<'db>,
     last_request: Instant,
     /// The largest frame the client accepts (agreed in the handshake).
     pub max_frame: u32,
@@ -132,7 +134,7 @@ pub struct ConnState<'db> {
 impl Default for ConnState<'_> {
     fn default() -> Self {
         ConnState {
-            phase: Phase::Greeting,
+            state: State::Greeting,
             last_request: Instant::now(),
             max_frame: protocol::DEFAULT_MAX_FRAME,
         }
@@ -142,19 +144,25 @@ impl Default for ConnState<'_> {
 impl<'db> ConnState<'db> {
     /// Whether an interactive transaction is open.
     pub fn in_transaction(&self) -> bool {
-        matches!(self.phase, Phase::InTransaction(_))
+        matches!(self.state, State::InTransaction(_))
     }
 
     /// Handles one frame (its kind byte and body), appending the response frame to `out`.
-    pub fn handle(&mut self, frame: &[u8], shared: &'db Shared, out: &mut Vec<u8>) -> Flow {
+    pub fn handle(
+        &mut self,
+        frame: &[u8],
+        shared: &'db Shared,
+        out: &mut Vec<u8>,
+        tracer: &mut Tracer,
+    ) -> Flow {
         self.last_request = Instant::now();
-        let request = match Request::decode(frame) {
+        let request = match tracer.time(Phase::Decode, || Request::decode(frame)) {
             Ok(r) => r,
             Err(e) => return self.protocol_error(e.to_string(), out),
         };
-        let response = match (&mut self.phase, request) {
+        let response = match (&mut self.state, request) {
             (
-                Phase::Greeting,
+                State::Greeting,
                 Request::Hello {
                     magic,
                     version,
@@ -168,7 +176,7 @@ impl<'db> ConnState<'db> {
                     );
                 }
                 self.max_frame = max_frame.min(shared.max_frame);
-                self.phase = Phase::Ready;
+                self.state = State::Ready;
                 Response::Welcome {
                     version: VERSION,
                     max_frame: self.max_frame,
@@ -176,16 +184,16 @@ impl<'db> ConnState<'db> {
                     procedures: shared.procedure_names.clone(),
                 }
             }
-            (Phase::Greeting, _) => {
+            (State::Greeting, _) => {
                 return self.protocol_error("the first message must be Hello".to_string(), out)
             }
             (_, Request::Hello { .. }) => {
                 return self.protocol_error("Hello sent twice".to_string(), out)
             }
-            (Phase::TimedOut, request) => {
-                self.phase = Phase::Ready;
+            (State::TimedOut, request) => {
+                self.state = State::Ready;
                 if matches!(request, Request::Begin) {
-                    self.begin(shared)
+                    tracer.time(Phase::QueryExecution, || self.begin(shared))
                 } else {
                     failed(
                         ErrorClass::TimedOut,
@@ -193,68 +201,85 @@ impl<'db> ConnState<'db> {
                     )
                 }
             }
-            (Phase::Ready, Request::Catalog) | (Phase::InTransaction(_), Request::Catalog) => {
+            (State::Ready, Request::Catalog) | (State::InTransaction(_), Request::Catalog) => {
                 Response::CatalogIs {
                     tables: shared.tables.clone(),
                     indexes: shared.indexes.clone(),
                 }
             }
-            (Phase::Ready, Request::Call { procedure, args }) => {
-                self.call(shared, &procedure, &args)
+            (State::Ready, Request::Call { procedure, args }) => {
+                self.call(shared, &procedure, &args, tracer)
             }
-            (Phase::Ready, Request::Begin) => self.begin(shared),
-            (Phase::Ready, Request::Batch { autocommit, ops }) => match shared.db.begin() {
-                // A batch outside a transaction begins one; with `autocommit` it also ends it.
-                Ok(mut txn) => match run_ops(&mut txn, shared, &ops) {
-                    Ok(results) if autocommit => match txn.commit() {
-                        Ok(()) => Response::Results { results },
-                        Err(e) => failure(&e),
+            (State::Ready, Request::Begin) => {
+                tracer.time(Phase::QueryExecution, || self.begin(shared))
+            }
+            (State::Ready, Request::Batch { autocommit, ops }) => {
+                match tracer.time(Phase::QueryExecution, || shared.db.begin()) {
+                    // A batch outside a transaction begins one; with `autocommit` it also
+                    // ends it.
+                    Ok(mut txn) => match run_ops_traced(&mut txn, shared, &ops, tracer) {
+                        Ok(results) if autocommit => {
+                            match tracer.time(Phase::QueryExecution, || txn.commit()) {
+                                Ok(()) => {
+                                    tracer.transaction();
+                                    Response::Results { results }
+                                }
+                                Err(e) => failure(&e),
+                            }
+                        }
+                        Ok(results) => {
+                            self.state = State::InTransaction(Box::new(txn));
+                            Response::Results { results }
+                        }
+                        Err(e) => {
+                            let _ = tracer.time(Phase::QueryExecution, || txn.abort());
+                            failure(&e)
+                        }
                     },
-                    Ok(results) => {
-                        self.phase = Phase::InTransaction(Box::new(txn));
-                        Response::Results { results }
-                    }
-                    Err(e) => {
-                        let _ = txn.abort();
-                        failure(&e)
-                    }
-                },
-                Err(e) => failure(&e),
-            },
-            (Phase::Ready, Request::Commit | Request::Abort) => {
+                    Err(e) => failure(&e),
+                }
+            }
+            (State::Ready, Request::Commit | Request::Abort) => {
                 return self.protocol_error("no transaction is open".to_string(), out)
             }
-            (Phase::InTransaction(txn), Request::Batch { autocommit, ops }) => {
-                match run_ops(txn.as_mut(), shared, &ops) {
-                    Ok(results) if autocommit => match self.finish(true) {
-                        Ok(()) => Response::Results { results },
-                        Err(e) => failure(&e),
-                    },
+            (State::InTransaction(txn), Request::Batch { autocommit, ops }) => {
+                match run_ops_traced(txn.as_mut(), shared, &ops, tracer) {
+                    Ok(results) if autocommit => {
+                        match tracer.time(Phase::QueryExecution, || self.finish(true)) {
+                            Ok(()) => {
+                                tracer.transaction();
+                                Response::Results { results }
+                            }
+                            Err(e) => failure(&e),
+                        }
+                    }
                     Ok(results) => Response::Results { results },
                     Err(e) => {
                         // A failed operation ends the transaction: the engine's state after
                         // a failure is only fit for an abort.
-                        let _ = self.finish(false);
+                        let _ = tracer.time(Phase::QueryExecution, || self.finish(false));
                         failure(&e)
                     }
                 }
             }
-            (Phase::InTransaction(_), Request::Commit) => match self.finish(true) {
-                Ok(()) => Response::Done,
-                Err(e) => failure(&e),
-            },
-            (Phase::InTransaction(_), Request::Abort) => match self.finish(false) {
-                Ok(()) => Response::Done,
-                Err(e) => failure(&e),
-            },
-            (Phase::InTransaction(_), Request::Begin | Request::Call { .. }) => {
+            (State::InTransaction(_), request @ (Request::Commit | Request::Abort)) => {
+                let commit = matches!(request, Request::Commit);
+                match tracer.time(Phase::QueryExecution, || self.finish(commit)) {
+                    Ok(()) => {
+                        tracer.transaction();
+                        Response::Done
+                    }
+                    Err(e) => failure(&e),
+                }
+            }
+            (State::InTransaction(_), Request::Begin | Request::Call { .. }) => {
                 return self.protocol_error(
                     "a transaction is already open: Commit or Abort it first".to_string(),
                     out,
                 )
             }
         };
-        self.respond(&response, out)
+        tracer.time(Phase::Encode, || self.respond(&response, out))
     }
 
     /// Aborts an interactive transaction that has had no request for `idle_timeout`; its next
@@ -262,7 +287,7 @@ impl<'db> ConnState<'db> {
     pub fn expire(&mut self, now: Instant, idle_timeout: Duration) -> bool {
         if self.in_transaction() && now.duration_since(self.last_request) >= idle_timeout {
             let _ = self.finish(false);
-            self.phase = Phase::TimedOut;
+            self.state = State::TimedOut;
             return true;
         }
         false
@@ -271,14 +296,20 @@ impl<'db> ConnState<'db> {
     fn begin(&mut self, shared: &'db Shared) -> Response {
         match shared.db.begin() {
             Ok(txn) => {
-                self.phase = Phase::InTransaction(Box::new(txn));
+                self.state = State::InTransaction(Box::new(txn));
                 Response::Done
             }
             Err(e) => failure(&e),
         }
     }
 
-    fn call(&self, shared: &Shared, procedure: &str, args: &[Value]) -> Response {
+    fn call(
+        &self,
+        shared: &Shared,
+        procedure: &str,
+        args: &[Value],
+        tracer: &mut Tracer,
+    ) -> Response {
         let Some(&index) = shared.procedure_index.get(procedure) else {
             return failed(
                 ErrorClass::Invalid,
@@ -286,28 +317,50 @@ impl<'db> ConnState<'db> {
             );
         };
         let mut values = Vec::new();
-        let result = shared.db.begin().and_then(|mut txn| {
-            match shared.procedures.call(&mut txn, index, args, &mut values) {
-                Ok(()) => txn.commit(),
-                Err(e) => {
-                    let _ = txn.abort();
-                    Err(e)
-                }
+        let mut txn = match tracer.time(Phase::QueryExecution, || shared.db.begin()) {
+            Ok(txn) => txn,
+            Err(e) => return failure(&e),
+        };
+        let ran = if tracer.on() {
+            // The procedure's span, less what its engine calls took.
+            let start = tracer.start();
+            let mut timed = TimedTx::new(&mut txn);
+            let ran = shared.procedures.call(&mut timed, index, args, &mut values);
+            let engine_ns = timed.ns;
+            tracer.charge(Phase::ProcedureExecution, start);
+            tracer.move_ns(Phase::ProcedureExecution, Phase::QueryExecution, engine_ns);
+            ran
+        } else {
+            shared.procedures.call(&mut txn, index, args, &mut values)
+        };
+        let result = match ran {
+            Ok(()) => tracer.time(Phase::QueryExecution, || txn.commit()),
+            Err(e) => {
+                let _ = tracer.time(Phase::QueryExecution, || txn.abort());
+                Err(e)
             }
-        });
+        };
         match result {
-            Ok(()) => Response::Returned { values },
-            Err(e) => failure(&e),
+            Ok(()) => {
+                tracer.transaction();
+                Response::Returned { values }
+            }
+            Err(e) => {
+                if matches!(e, TxError::UserAbort(_)) {
+                    tracer.transaction();
+                }
+                failure(&e)
+            }
         }
     }
 
     /// Commits (or aborts) the open transaction and returns to `Ready`.
     fn finish(&mut self, commit: bool) -> TxResult<()> {
-        match std::mem::replace(&mut self.phase, Phase::Ready) {
-            Phase::InTransaction(txn) if commit => txn.commit(),
-            Phase::InTransaction(txn) => txn.abort(),
+        match std::mem::replace(&mut self.state, State::Ready) {
+            State::InTransaction(txn) if commit => txn.commit(),
+            State::InTransaction(txn) => txn.abort(),
             other => {
-                self.phase = other;
+                self.state = other;
                 Ok(())
             }
         }
@@ -359,6 +412,129 @@ fn bound(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
         Bound::Included(v) => Bound::Included(v),
         Bound::Excluded(v) => Bound::Excluded(v),
         Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// [`run_ops`], with its dispatch charged to procedure execution and its engine calls to
+/// query execution.
+fn run_ops_traced(
+    tx: &mut dyn Tx,
+    shared: &Shared,
+    ops: &[Op],
+    tracer: &mut Tracer,
+) -> TxResult<Vec<OpResult>> {
+    if !tracer.on() {
+        return run_ops(tx, shared, ops);
+    }
+    let start = tracer.start();
+    let mut timed = TimedTx::new(tx);
+    let results = run_ops(&mut timed, shared, ops);
+    let engine_ns = timed.ns;
+    tracer.charge(Phase::ProcedureExecution, start);
+    tracer.move_ns(Phase::ProcedureExecution, Phase::QueryExecution, engine_ns);
+    results
+}
+
+/// A `Tx` that adds up the time its calls spend in the engine (query execution).
+struct TimedTx<'a> {
+    inner: &'a mut dyn Tx,
+    ns: u64,
+}
+
+impl<'a> TimedTx<'a> {
+    fn new(inner: &'a mut dyn Tx) -> Self {
+        TimedTx { inner, ns: 0 }
+    }
+
+    fn timed<R>(&mut self, f: impl FnOnce(&mut dyn Tx) -> R) -> R {
+        let start = Instant::now();
+        let r = f(&mut *self.inner);
+        self.ns += start.elapsed().as_nanos() as u64;
+        r
+    }
+}
+
+impl Tx for TimedTx<'_> {
+    fn get(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Option<engine::Row>> {
+        self.timed(|tx| tx.get(table, key, fetch, for_update))
+    }
+
+    fn read_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        for_update: bool,
+        f: &mut engine::ReadFn<'_>,
+    ) -> TxResult<bool> {
+        self.timed(|tx| tx.read_with(table, key, for_update, f))
+    }
+
+    fn update_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        f: &mut engine::UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        self.timed(|tx| tx.update_with(table, key, f))
+    }
+
+    fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
+        self.timed(|tx| tx.prefetch(rows))
+    }
+
+    fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
+        self.timed(|tx| tx.prefetch_columns(rows, columns))
+    }
+
+    fn prefetch_inserts(&mut self, rows: &[(&TableRef, &[i64])]) {
+        self.timed(|tx| tx.prefetch_inserts(rows))
+    }
+
+    fn update(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        set: &[(usize, Value)],
+    ) -> TxResult<bool> {
+        self.timed(|tx| tx.update(table, key, set))
+    }
+
+    fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
+        self.timed(|tx| tx.insert(table, row))
+    }
+
+    fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
+        self.timed(|tx| tx.delete(table, key))
+    }
+
+    fn scan(
+        &mut self,
+        table: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<engine::Row>> {
+        self.timed(|tx| tx.scan(table, range, limit, reverse, fetch, for_update))
+    }
+
+    fn scan_index(
+        &mut self,
+        index: &IndexRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<engine::Row>> {
+        self.timed(|tx| tx.scan_index(index, range, limit, reverse, fetch, for_update))
     }
 }
 

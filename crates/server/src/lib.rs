@@ -15,7 +15,7 @@
 //!   workers: run on the engine
 //! ```
 //!
-//! Files: `handler` (the protocol state machine and the execution of each request, shared by
+//! Files: `trace` (the eight phases' trace points), `handler` (the protocol state machine and the execution of each request, shared by
 //! both architectures), `link` (sockets and their buffers), `dedicated` and `unified` (the
 //! threads), `control` (the stop flag and counters the threads share).
 //!
@@ -26,6 +26,7 @@ mod control;
 mod dedicated;
 pub mod handler;
 pub mod link;
+pub mod trace;
 mod unified;
 
 use std::sync::Arc;
@@ -87,6 +88,9 @@ pub struct ServerConfig {
     pub max_frame: u32,
     /// Requests queued per worker (dedicated) before the network thread waits.
     pub queue_depth: usize,
+    /// Time the eight phases of each request (see [`trace`]); off, each trace point is a
+    /// branch.
+    pub trace: bool,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +103,7 @@ impl Default for ServerConfig {
             idle_timeout: Duration::from_secs(10),
             max_frame: protocol::DEFAULT_MAX_FRAME,
             queue_depth: 1024,
+            trace: false,
         }
     }
 }

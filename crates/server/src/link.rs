@@ -15,6 +15,8 @@ use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 use protocol::{Endpoint, FrameBuffer};
 
+use crate::trace::{Phase, Tracer};
+
 /// Unsent response bytes above which a link reads no more requests.
 pub const OUTPUT_LIMIT: usize = 1 << 20;
 /// Buffered request bytes above which a link reads no more from its socket (beyond the
@@ -215,9 +217,12 @@ impl Link {
     }
 
     /// Reads what the socket has, while the buffers have room.
-    pub fn fill(&mut self) -> Fill {
+    pub fn fill(&mut self, tracer: &mut Tracer) -> Fill {
         while self.can_read() {
-            match self.input.read_from(&mut self.stream) {
+            let start = tracer.start();
+            let read = self.input.read_from(&mut self.stream);
+            tracer.charge(Phase::SocketRead, start);
+            match read {
                 Ok(0) => return Fill::Closed,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
@@ -230,9 +235,12 @@ impl Link {
 
     /// Sends what the output holds until it is empty or the socket is full. An error means the
     /// peer is gone.
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub fn flush(&mut self, tracer: &mut Tracer) -> io::Result<()> {
         while self.written < self.output.len() {
-            match self.stream.write(&self.output[self.written..]) {
+            let start = tracer.start();
+            let written = self.stream.write(&self.output[self.written..]);
+            tracer.charge(Phase::NetworkSend, start);
+            match written {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

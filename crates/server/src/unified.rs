@@ -23,6 +23,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::control::{Control, Refused, WorkerStats};
 use crate::handler::{ConnState, Flow, Shared};
 use crate::link::{Fill, Link, Listener, Stream};
+use crate::trace::Tracer;
 
 const WAKER: Token = Token(usize::MAX);
 
@@ -35,15 +36,20 @@ struct Conn<'db> {
 }
 
 /// Serves one connection after a readiness event; returns whether to keep it.
-fn service<'db>(conn: &mut Conn<'db>, shared: &'db Shared, stats: &mut WorkerStats) -> bool {
+fn service<'db>(
+    conn: &mut Conn<'db>,
+    shared: &'db Shared,
+    stats: &mut WorkerStats,
+    tracer: &mut Tracer,
+) -> bool {
     loop {
-        let closed = conn.link.fill() == Fill::Closed;
+        let closed = conn.link.fill(tracer) == Fill::Closed;
         while !conn.closing && conn.link.has_room() {
             let Link { input, output, .. } = &mut conn.link;
             match input.next_frame() {
                 Ok(Some(frame)) => {
                     stats.requests += 1;
-                    if conn.state.handle(frame, shared, output) == Flow::Close {
+                    if conn.state.handle(frame, shared, output, tracer) == Flow::Close {
                         conn.closing = true;
                     }
                 }
@@ -54,7 +60,7 @@ fn service<'db>(conn: &mut Conn<'db>, shared: &'db Shared, stats: &mut WorkerSta
                 }
             }
         }
-        if conn.link.flush().is_err() {
+        if conn.link.flush(tracer).is_err() {
             return false;
         }
         if conn.closing {
@@ -77,6 +83,7 @@ pub(crate) fn worker(
     incoming: Receiver<Stream>,
 ) -> WorkerStats {
     let mut stats = WorkerStats::default();
+    let mut tracer = Tracer::new(control.config.trace);
     let mut events = Events::with_capacity(256);
     let mut conns: HashMap<usize, Conn<'_>> = HashMap::new();
     let mut next_id = 0usize;
@@ -94,7 +101,7 @@ pub(crate) fn worker(
             let keep = match conns.get_mut(&id) {
                 Some(conn) => {
                     conn.link.mark_readable();
-                    service(conn, shared, &mut stats)
+                    service(conn, shared, &mut stats, &mut tracer)
                 }
                 None => true,
             };
@@ -125,7 +132,7 @@ pub(crate) fn worker(
                 closing: false,
             };
             // Bytes may have arrived before the registration.
-            if service(&mut conn, shared, &mut stats) {
+            if service(&mut conn, shared, &mut stats, &mut tracer) {
                 conns.insert(id, conn);
             } else {
                 let _ = poll.registry().deregister(&mut conn.link.stream);
@@ -144,6 +151,8 @@ pub(crate) fn worker(
     }
     // Dropping the connections aborts their open transactions.
     control.open.fetch_sub(conns.len(), Ordering::AcqRel);
+    drop(conns);
+    stats.phases = tracer.finish();
     stats
 }
 

@@ -121,7 +121,7 @@ fn stored_procedures_over_tcp_and_unix_leave_the_database_consistent() {
                         let mut args = Vec::new();
                         terminal.args(&mut args).unwrap();
                         loop {
-                            match client.call(&w.txn_names()[kind], args.clone()) {
+                            match client.call(w.txn_names()[kind], args.clone()) {
                                 Ok(values) => {
                                     terminal.returned(&values).unwrap();
                                     break;
@@ -453,4 +453,69 @@ fn stopping_the_server_aborts_open_transactions() {
         assert_eq!(row, vec![Value::Int(0)], "{arch}");
         assert_eq!(db.running_transactions(), 0, "{arch}");
     }
+}
+
+#[test]
+fn tracing_charges_each_phase_and_counts_transactions() {
+    use server::trace::Phase;
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |c| c.trace = true);
+        let mut client = Client::connect(&tcp(&server)).unwrap();
+        let mut terminal = {
+            let conn = RemoteConnection::new(&mut client).unwrap();
+            w.terminal(&conn, 0, 1, 5).unwrap()
+        };
+        for _ in 0..100 {
+            terminal.next();
+            let mut args = Vec::new();
+            terminal.args(&mut args).unwrap();
+            client.call("account_update", args).unwrap();
+        }
+        // One interactive transaction: a batch, then its commit.
+        let table = account_table(&mut client);
+        update_account_in(&mut client, table, 1);
+        client.commit().unwrap();
+        drop(client);
+        let p = server.stop().phases;
+        assert_eq!(p.transactions, 101, "{arch}: {p:?}");
+        for phase in [
+            Phase::SocketRead,
+            Phase::Decode,
+            Phase::ProcedureExecution,
+            Phase::QueryExecution,
+            Phase::Encode,
+            Phase::NetworkSend,
+        ] {
+            assert!(
+                p.get(phase) > 0,
+                "{arch}: nothing charged to {phase:?}: {p:?}"
+            );
+        }
+        let queued = p.get(Phase::RequestQueuing) + p.get(Phase::ResponseQueuing);
+        match arch {
+            Arch::Dedicated => assert!(queued > 0, "{p:?}"),
+            Arch::Unified => assert_eq!(queued, 0, "{p:?}"),
+        }
+        // The engine's share is inside the threads' CPU time, not beside it.
+        assert!(p.user_ns + p.system_ns > 0, "{p:?}");
+        assert!(
+            p.get(Phase::QueryExecution) < 2 * (p.user_ns + p.system_ns),
+            "{arch}: {p:?}"
+        );
+    }
+}
+
+#[test]
+fn without_tracing_nothing_is_charged() {
+    let w = tpcb();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _db) = start(w.as_ref(), Arch::Unified, &dir, |_| {});
+    let mut client = Client::connect(&tcp(&server)).unwrap();
+    let table = account_table(&mut client);
+    update_account(&mut client, table, 4).unwrap();
+    drop(client);
+    let p = server.stop().phases;
+    assert_eq!(p, server::trace::Phases::default());
 }
