@@ -4,20 +4,68 @@
 //! ```text
 //!   Client::connect(endpoint)        Hello ─► Welcome (workload, procedure names)
 //!   client.call("payment", args)     Call ─► Returned          one round trip per transaction
-//!   RemoteTx (engine::Tx)            Batch ─► Results          one round trip per operation;
-//!                                    … Commit ─► Done          the first batch begins
+//!   RemoteTx (engine::Tx)            get, scan, scan_index,    one round trip each: a Batch
+//!     interactive                      an update/delete the    of the writes still pending,
+//!                                      client cannot answer    then the operation
+//!                                    insert; update/delete     none: kept in the client as
+//!                                      of a row held X-locked  pending writes
+//!                                    finish(Ok) / commit       Batch{autocommit} of the
+//!                                                              pending writes (else Commit)
+//!                                    finish(Err) / abort       Abort if the server has a
+//!                                                              transaction; pending writes
+//!                                                              are dropped unsent
+//!     autocommit                     every operation           one Batch{autocommit} each
 //!   RemoteConnection                 engine::Connection: names from the server's catalog,
-//!                                    `transaction` = RemoteTx + Commit
+//!                                    `transaction` = RemoteTx + finish
 //! ```
 //!
-//! Workload code written against [`engine::Tx`] runs unchanged through [`RemoteTx`], each
-//! operation a round trip (the Tx API cannot say which operations are independent, so none are
-//! batched yet). Errors come back as [`engine::TxError`], classified as the server classified
-//! them ([`protocol::ErrorClass`]); a broken connection is [`engine::TxError::Connection`].
+//! Workload code written against [`engine::Tx`] runs unchanged through [`RemoteTx`]. Reads
+//! are one round trip each (the Tx API cannot say which reads are independent), but writes
+//! whose result the procedure cannot observe are *deferred*: kept in the [`Client`] and sent
+//! in front of the next round trip, in the same `Batch`, in the order made:
+//!
+//! * every `insert` (it returns `Ok(())` at once);
+//! * an `update` or `delete` of a row the transaction holds exclusively and knows to exist
+//!   (it returns `Ok(true)` at once): a row a `get` with `for_update` found, a row an
+//!   earlier update found, or (see below) a row a for-update scan returned or the
+//!   transaction inserted. A delete makes the row unknown again.
+//!
+//! Why this is safe: the server runs two-phase locking, so a row the transaction has locked
+//! exclusively and seen cannot change or vanish until it ends, except by its own writes,
+//! which the client tracks; the server's answer to such an update is known in advance. The
+//! writes travel first in the batch of the next read, in order, so every read sees them
+//! (read-your-writes), and the last writes travel with the commit (`Batch{autocommit}`: the
+//! operations, then the commit, one round trip). The server's result of every deferred write
+//! is checked when it comes back: `Inserted` for an insert, `Found(true)` for an update or
+//! delete; anything else fails the transaction.
+//!
+//! What changes for the procedure: an insert's error (a duplicate key, say) is returned by
+//! the next operation that makes a round trip (a read, an update of an unknown row, or the
+//! commit), not by the insert. The transaction fails the same way, one call later: the server
+//! has aborted it, and nothing of it lands. A procedure that ends with `Err` (a rollback)
+//! sends none of its pending writes.
+//!
+//! The client does not know the tables' primary keys (the catalog names tables, not their
+//! columns), so two cases rest on a guess, which is checked before the commit rather than
+//! with it: a row a for-update scan of a table by a key prefix `P` returned (row `r` as
+//! fetched) is taken to have the key `P` followed by `r`'s first values (as `P`, then the
+//! columns fetched first, which is how a procedure names the rows it scanned); a row the
+//! transaction inserted is taken to have the key `K` when every value of `K` is one of the
+//! row's. An update or delete deferred on such a guess returns `Ok(true)`; if the row it
+//! names turns out not to exist, the transaction fails with [`engine::TxError::Invalid`] at
+//! the next round trip, and a commit with such writes pending sends them in a batch of their
+//! own first and commits only once they all found their rows (one round trip more). A wrong
+//! guess therefore never commits.
+//!
+//! Errors come back as [`engine::TxError`], classified as the server classified them
+//! ([`protocol::ErrorClass`]); a broken connection is [`engine::TxError::Connection`]. A
+//! failed round trip ends the transaction: the server aborts it, and the client drops what
+//! it had pending.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::ops::Bound;
 use std::os::unix::net::UnixStream;
 
 use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
@@ -69,6 +117,167 @@ pub struct Client {
     round_trips: u64,
     /// The server holds an open transaction of this connection.
     in_transaction: bool,
+    /// The interactive transaction's writes not sent yet, and what it knows of its rows.
+    deferred: Deferred,
+}
+
+/// What the server must answer a deferred write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// An insert: `Inserted`.
+    Inserted,
+    /// An update or delete of a row held and known to exist: `Found(true)`.
+    Found,
+    /// The same, of a row whose key the client guessed (see the crate's documentation).
+    Guessed,
+}
+
+/// How sure the client is that the transaction holds a row exclusively and that it exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Known {
+    /// Read with `for_update` and found, or found by an update: under two-phase locking it
+    /// cannot change or vanish but by this transaction's own writes.
+    Held,
+    /// A key guessed from a for-update scan's row or from an inserted row.
+    Guessed,
+}
+
+/// The most values after a scan's prefix taken as a guess of a scanned row's key.
+const MAX_GUESSED_KEY_TAIL: usize = 8;
+
+/// An interactive transaction's deferred writes and the rows it holds (see the crate's
+/// documentation). Empty outside a transaction; cleared whenever one ends, however it ends.
+#[derive(Default)]
+struct Deferred {
+    /// Writes not sent yet, in the order made, and what each must be answered.
+    ops: Vec<Op>,
+    expect: Vec<Expect>,
+    /// Rows held exclusively and known to exist: [`row_key`]s.
+    held: HashSet<Vec<u8>>,
+    /// Keys guessed from the rows of for-update scans ([`row_key`]s).
+    scanned: HashSet<Vec<u8>>,
+    /// Rows this transaction inserted and has not deleted since: table id and values.
+    inserted: Vec<(u32, Vec<Value>)>,
+}
+
+impl Deferred {
+    fn clear(&mut self) {
+        self.ops.clear();
+        self.expect.clear();
+        self.held.clear();
+        self.scanned.clear();
+        self.inserted.clear();
+    }
+
+    /// Whether the transaction holds row `key` of `table` exclusively and it exists.
+    fn known(&self, table: u32, key: &[Value]) -> Option<Known> {
+        if key.is_empty() {
+            return None;
+        }
+        let k = row_key(table, key);
+        if self.held.contains(&k) {
+            return Some(Known::Held);
+        }
+        if self.scanned.contains(&k)
+            || self
+                .inserted
+                .iter()
+                .any(|(t, row)| *t == table && names(row, key))
+        {
+            return Some(Known::Guessed);
+        }
+        None
+    }
+
+    /// Row `key` of `table` was deleted (or is absent): no longer known to exist.
+    fn forget(&mut self, table: u32, key: &[Value]) {
+        let k = row_key(table, key);
+        self.held.remove(&k);
+        self.scanned.remove(&k);
+        self.inserted
+            .retain(|(t, row)| !(*t == table && names(row, key)));
+    }
+}
+
+/// A hashable encoding of row `key` of `table` (`Value` holds floats, so is not `Hash`):
+/// the table id, the number of values, then each value tagged, floats by their bits.
+fn row_key(table: u32, key: &[Value]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + 9 * key.len());
+    out.extend_from_slice(&table.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    for v in key {
+        match v {
+            Value::Null => out.push(0),
+            Value::Int(i) => {
+                out.push(1);
+                out.extend_from_slice(&i.to_le_bytes());
+            }
+            Value::Float(f) => {
+                out.push(2);
+                out.extend_from_slice(&f.to_bits().to_le_bytes());
+            }
+            Value::Str(s) => {
+                out.push(3);
+                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                out.extend_from_slice(s.as_bytes());
+            }
+        }
+    }
+    out
+}
+
+/// The same value, floats compared by their bits.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Null, Value::Null) => true,
+        (Value::Int(x), Value::Int(y)) => x == y,
+        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
+        (Value::Str(x), Value::Str(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// Whether `key` could be the key of the inserted `row`: each of its values is a distinct
+/// one of the row's (a guess: the client does not know which columns are the key).
+fn names(row: &[Value], key: &[Value]) -> bool {
+    if key.is_empty() || key.len() > row.len() {
+        return false;
+    }
+    let mut used = vec![false; row.len()];
+    key.iter().all(
+        |k| match (0..row.len()).find(|&i| !used[i] && same(&row[i], k)) {
+            Some(i) => {
+                used[i] = true;
+                true
+            }
+            None => false,
+        },
+    )
+}
+
+/// Checks the server's answers to deferred writes.
+fn check_deferred(ops: &[Op], expect: &[Expect], results: &[OpResult]) -> TxResult<()> {
+    for ((op, want), got) in ops.iter().zip(expect).zip(results) {
+        match (want, got) {
+            (Expect::Inserted, OpResult::Inserted)
+            | (Expect::Found | Expect::Guessed, OpResult::Found(true)) => {}
+            (Expect::Found, OpResult::Found(false)) => {
+                return Err(TxError::Connection(format!(
+                    "a deferred write found no row, though the transaction held it locked \
+                     and had seen it (two-phase locking broken?): {op:?}"
+                )))
+            }
+            (Expect::Guessed, OpResult::Found(false)) => {
+                return Err(TxError::Invalid(format!(
+                    "a deferred write found no row: the client took its key for that of a \
+                     row the transaction had scanned for update or inserted, and no such row \
+                     exists: {op:?}"
+                )))
+            }
+            _ => return Err(wrong("a deferred write", got)),
+        }
+    }
+    Ok(())
 }
 
 impl Client {
@@ -95,6 +304,7 @@ impl Client {
             procedures: Vec::new(),
             round_trips: 0,
             in_transaction: false,
+            deferred: Deferred::default(),
         };
         match client.request(&Request::Hello {
             magic: MAGIC,
@@ -140,7 +350,9 @@ impl Client {
     }
 
     /// Sends one request and waits for its response: one round trip. A `Failed` response is
-    /// returned as it came (see [`Client::expect`]).
+    /// returned as it came (see `Client::expect`). A raw request knows nothing of the writes
+    /// a [`RemoteTx`] deferred: use [`Client::batch`], [`Client::commit`] or
+    /// [`Client::abort`] while [`Client::has_pending`].
     pub fn request(&mut self, request: &Request) -> TxResult<Response> {
         self.out.clear();
         request.encode(&mut self.out);
@@ -176,6 +388,7 @@ impl Client {
         match self.request(request)? {
             Response::Failed { class, message } => {
                 self.in_transaction = false;
+                self.deferred.clear();
                 Err(class.into_tx_error(message))
             }
             other => Ok(other),
@@ -183,7 +396,14 @@ impl Client {
     }
 
     /// Calls a stored procedure: one transaction, one round trip. Returns what it returned.
+    /// Refused, with nothing sent, while an interactive transaction has writes pending.
     pub fn call(&mut self, procedure: &str, args: Vec<Value>) -> TxResult<Vec<Value>> {
+        if self.has_pending() {
+            return Err(TxError::Invalid(
+                "an interactive transaction has writes pending: commit or abort it before a Call"
+                    .to_string(),
+            ));
+        }
         let request = Request::Call {
             procedure: procedure.to_string(),
             args,
@@ -194,22 +414,64 @@ impl Client {
         }
     }
 
+    /// Whether an interactive transaction ([`RemoteTx`]) has writes not sent yet.
+    pub fn has_pending(&self) -> bool {
+        !self.deferred.ops.is_empty()
+    }
+
     /// Runs `ops` in the open transaction (beginning one if none is open); with `commit`, the
     /// transaction then commits (a batch outside a transaction is then a transaction of its
-    /// own).
-    pub fn batch(&mut self, ops: Vec<Op>, commit: bool) -> TxResult<Vec<OpResult>> {
+    /// own). Writes a [`RemoteTx`] deferred travel first, in the same batch, and their
+    /// results are checked here; the results returned are `ops`' alone. Deferred writes on a
+    /// guessed key (see the crate's documentation) are sent, and checked, before a commit.
+    pub fn batch(&mut self, mut ops: Vec<Op>, commit: bool) -> TxResult<Vec<OpResult>> {
+        if commit && self.deferred.expect.contains(&Expect::Guessed) {
+            self.batch(Vec::new(), false)?;
+        }
+        let pending = std::mem::take(&mut self.deferred.ops);
+        let expect = std::mem::take(&mut self.deferred.expect);
+        let deferred = pending.len();
+        if deferred > 0 {
+            let mine = std::mem::replace(&mut ops, pending);
+            ops.extend(mine);
+        }
         let count = ops.len();
         let request = Request::Batch {
             autocommit: commit,
             ops,
         };
-        match self.expect(&request)? {
-            Response::Results { results } if results.len() == count => {
+        let response = self.expect(&request);
+        let Request::Batch { ops, .. } = request else {
+            unreachable!()
+        };
+        let mut results = match response {
+            Ok(Response::Results { results }) if results.len() == count => {
                 self.in_transaction = !commit;
-                Ok(results)
+                if commit {
+                    self.deferred.clear();
+                }
+                results
             }
-            other => Err(unexpected("Batch", &other)),
+            Ok(other) => return Err(self.lost(deferred, unexpected("Batch", &other))),
+            Err(e) => return Err(self.lost(deferred, e)),
+        };
+        if let Err(e) = check_deferred(&ops[..deferred], &expect, &results[..deferred]) {
+            return Err(self.lost(deferred, e));
         }
+        results.drain(..deferred);
+        Ok(results)
+    }
+
+    /// A batch failed, with `deferred` pending writes in it: the transaction knows nothing
+    /// for sure any more. If writes were lost, whatever the server still holds open is
+    /// aborted, so that it cannot commit without them (a `Failed` answer has ended it
+    /// already). Returns `e`, the cause.
+    fn lost(&mut self, deferred: usize, e: TxError) -> TxError {
+        self.deferred.clear();
+        if deferred > 0 && self.in_transaction {
+            let _ = self.end(Request::Abort);
+        }
+        e
     }
 
     /// Begins an interactive transaction explicitly (a first batch also does).
@@ -223,19 +485,37 @@ impl Client {
         }
     }
 
-    /// Commits the open transaction.
+    /// Commits the open transaction. With writes pending, they travel with the commit in one
+    /// `Batch{autocommit}` (which is a transaction of its own if the server has none open);
+    /// if any of them rests on a guessed key (see the crate's documentation), they are sent
+    /// first and the commit follows once all have found their rows.
     pub fn commit(&mut self) -> TxResult<()> {
-        self.finish(Request::Commit)
+        if self.has_pending() {
+            return self.batch(Vec::new(), true).map(drop);
+        }
+        self.end(Request::Commit)
     }
 
-    /// Aborts the open transaction.
+    /// Aborts the open transaction. Pending writes are dropped unsent; if nothing else
+    /// reached the server (no transaction is open there), nothing is sent.
     pub fn abort(&mut self) -> TxResult<()> {
-        self.finish(Request::Abort)
+        let pending = self.has_pending();
+        self.deferred.clear();
+        if pending && !self.in_transaction {
+            return Ok(());
+        }
+        self.end(Request::Abort)
     }
 
-    fn finish(&mut self, request: Request) -> TxResult<()> {
+    /// Drops the pending writes and what the transaction knows of its rows, sending nothing.
+    fn discard(&mut self) {
+        self.deferred.clear();
+    }
+
+    fn end(&mut self, request: Request) -> TxResult<()> {
         let response = self.expect(&request);
         self.in_transaction = false;
+        self.deferred.clear();
         match response? {
             Response::Done => Ok(()),
             other => Err(unexpected("Commit/Abort", &other)),
@@ -264,10 +544,19 @@ fn unexpected(request: &str, response: &Response) -> TxError {
     ))
 }
 
-/// A transaction run from the client through [`engine::Tx`]: each operation one round trip.
-/// With `autocommit` each operation is a transaction of its own (the 2025 paper's simulation
-/// of interactive transactions); without it they belong to one transaction, which the caller
-/// ends with [`Client::commit`] or [`Client::abort`].
+/// A transaction run from the client through [`engine::Tx`].
+///
+/// With `autocommit` each operation is a transaction of its own, one round trip (the 2025
+/// paper's simulation of interactive transactions); nothing is deferred.
+///
+/// Without it the operations belong to one transaction, which the caller ends with
+/// [`finish`] (or [`Client::commit`] / [`Client::abort`]). Each read is one round trip;
+/// inserts, and updates and deletes of rows the transaction holds exclusively and knows to
+/// exist, are deferred: kept in the [`Client`] and sent in front of the next round trip, or
+/// with the commit (see the crate's documentation). So an insert returns `Ok(())` at once,
+/// and its error (a [`TxError::DuplicateKey`], say) is returned by the next call that makes a
+/// round trip — the next read, or the commit — which fails the transaction as the insert
+/// would have, one call later.
 pub struct RemoteTx<'c> {
     client: &'c mut Client,
     autocommit: bool,
@@ -278,11 +567,26 @@ impl<'c> RemoteTx<'c> {
         RemoteTx { client, autocommit }
     }
 
+    /// One round trip: the pending writes, then `op`; returns `op`'s result.
     fn one(&mut self, op: Op) -> TxResult<OpResult> {
         let mut results = self.client.batch(vec![op], self.autocommit)?;
         results
             .pop()
             .ok_or_else(|| TxError::Connection("the server returned no result".to_string()))
+    }
+
+    /// Keeps `op` to send later, if this is an interactive transaction.
+    fn defer(&mut self, op: Op, expect: Expect) {
+        self.client.deferred.ops.push(op);
+        self.client.deferred.expect.push(expect);
+    }
+
+    /// Whether an update or delete of row `key` can be deferred, and on what knowledge.
+    fn known(&self, table: u32, key: &[Value]) -> Option<Known> {
+        if self.autocommit {
+            return None;
+        }
+        self.client.deferred.known(table, key)
     }
 }
 
@@ -297,11 +601,11 @@ fn columns(fetch: Fetch<'_>) -> TxResult<Option<Vec<u16>>> {
     }
 }
 
-fn owned(b: std::ops::Bound<&[Value]>) -> std::ops::Bound<Vec<Value>> {
+fn owned(b: Bound<&[Value]>) -> Bound<Vec<Value>> {
     match b {
-        std::ops::Bound::Included(v) => std::ops::Bound::Included(v.to_vec()),
-        std::ops::Bound::Excluded(v) => std::ops::Bound::Excluded(v.to_vec()),
-        std::ops::Bound::Unbounded => std::ops::Bound::Unbounded,
+        Bound::Included(v) => Bound::Included(v.to_vec()),
+        Bound::Excluded(v) => Bound::Excluded(v.to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
     }
 }
 
@@ -323,10 +627,20 @@ impl Tx for RemoteTx<'_> {
             columns: columns(fetch)?,
             for_update,
         };
-        match self.one(op)? {
-            OpResult::Row(row) => Ok(row),
-            other => Err(wrong("Get", &other)),
+        let row = match self.one(op)? {
+            OpResult::Row(row) => row,
+            other => return Err(wrong("Get", &other)),
+        };
+        if for_update && !self.autocommit {
+            let deferred = &mut self.client.deferred;
+            match row {
+                Some(_) => {
+                    deferred.held.insert(row_key(table.id, key));
+                }
+                None => deferred.forget(table.id, key),
+            }
         }
+        Ok(row)
     }
 
     fn update(
@@ -348,8 +662,25 @@ impl Tx for RemoteTx<'_> {
             key: key.to_vec(),
             set,
         };
+        match self.known(table.id, key) {
+            Some(Known::Held) => {
+                self.defer(op, Expect::Found);
+                return Ok(true);
+            }
+            Some(Known::Guessed) => {
+                self.defer(op, Expect::Guessed);
+                return Ok(true);
+            }
+            None => {}
+        }
         match self.one(op)? {
-            OpResult::Found(found) => Ok(found),
+            OpResult::Found(found) => {
+                if found && !self.autocommit {
+                    // Updated: locked exclusively, and there.
+                    self.client.deferred.held.insert(row_key(table.id, key));
+                }
+                Ok(found)
+            }
             other => Err(wrong("Update", &other)),
         }
     }
@@ -359,6 +690,11 @@ impl Tx for RemoteTx<'_> {
             table: table.id,
             row: row.to_vec(),
         };
+        if !self.autocommit {
+            self.client.deferred.inserted.push((table.id, row.to_vec()));
+            self.defer(op, Expect::Inserted);
+            return Ok(());
+        }
         match self.one(op)? {
             OpResult::Inserted => Ok(()),
             other => Err(wrong("Insert", &other)),
@@ -370,6 +706,21 @@ impl Tx for RemoteTx<'_> {
             table: table.id,
             key: key.to_vec(),
         };
+        let known = self.known(table.id, key);
+        if !self.autocommit {
+            self.client.deferred.forget(table.id, key);
+        }
+        match known {
+            Some(Known::Held) => {
+                self.defer(op, Expect::Found);
+                return Ok(true);
+            }
+            Some(Known::Guessed) => {
+                self.defer(op, Expect::Guessed);
+                return Ok(true);
+            }
+            None => {}
+        }
         match self.one(op)? {
             OpResult::Found(found) => Ok(found),
             other => Err(wrong("Delete", &other)),
@@ -425,6 +776,11 @@ impl RemoteTx<'_> {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Vec<Row>> {
+        let prefix = match (&range.low, &range.high) {
+            (Bound::Included(low), Bound::Included(high)) if low == high => Some(*low),
+            (Bound::Unbounded, Bound::Unbounded) => Some(&[][..]),
+            _ => None,
+        };
         let op = Op::Scan {
             source,
             low: owned(range.low),
@@ -434,10 +790,26 @@ impl RemoteTx<'_> {
             columns: columns(fetch)?,
             for_update,
         };
-        match self.one(op)? {
-            OpResult::Rows(rows) => Ok(rows),
-            other => Err(wrong("Scan", &other)),
+        let rows = match self.one(op)? {
+            OpResult::Rows(rows) => rows,
+            other => return Err(wrong("Scan", &other)),
+        };
+        if let (ScanSource::Table(table), Some(prefix), true, false) =
+            (source, prefix, for_update, self.autocommit)
+        {
+            // Each row locked exclusively, and there; its key guessed as the prefix, then
+            // the first values fetched (see the crate's documentation).
+            let scanned = &mut self.client.deferred.scanned;
+            let mut key = prefix.to_vec();
+            for row in &rows {
+                key.truncate(prefix.len());
+                for v in row.iter().take(MAX_GUESSED_KEY_TAIL) {
+                    key.push(v.clone());
+                    scanned.insert(row_key(table, &key));
+                }
+            }
         }
+        Ok(rows)
     }
 }
 
@@ -493,11 +865,17 @@ impl Connection for RemoteConnection<'_> {
 
 /// Ends an interactive transaction after its body: commits if the body succeeded, else aborts
 /// what the server still holds open and returns the body's error.
+///
+/// The commit sends the writes [`RemoteTx`] deferred with it (`Batch{autocommit}`, one round
+/// trip), or `Commit` if none are pending; with neither writes pending nor a transaction open
+/// it sends nothing. An abort drops the pending writes unsent, and sends `Abort` only if the
+/// server holds a transaction open.
 pub fn finish(client: &mut Client, result: TxResult<()>) -> TxResult<()> {
     match result {
-        Ok(()) if client.in_transaction() => client.commit(),
+        Ok(()) if client.in_transaction() || client.has_pending() => client.commit(),
         Ok(()) => Ok(()),
         Err(e) => {
+            client.discard();
             if client.in_transaction() {
                 // The attempt already failed; an abort error would only hide its cause.
                 let _ = client.abort();
