@@ -73,6 +73,12 @@ pub struct DriverConfig {
     pub retry_limit: u32,
     /// Seed of the backoff jitter (worker i uses `seed + i`).
     pub seed: u64,
+    /// Open loop: transactions start on a schedule of this many a second (all workers
+    /// together, evenly spaced from the run's start), each taken by the next free worker,
+    /// and a transaction's latency counts from its scheduled start, so time spent waiting
+    /// for a free worker is latency too (no coordinated omission). `None`: closed loop, each
+    /// worker starting its next transaction when its last one ends.
+    pub rate: Option<f64>,
 }
 
 impl Default for DriverConfig {
@@ -82,6 +88,7 @@ impl Default for DriverConfig {
             stop: Stop::Duration(Duration::from_secs(10)),
             retry_limit: 1000,
             seed: 0,
+            rate: None,
         }
     }
 }
@@ -140,6 +147,9 @@ struct Shared {
     phase: AtomicU8,
     /// Tickets handed out for measured transactions (used with `Stop::Txns`).
     tickets: AtomicU64,
+    /// Open loop: the next slot of the schedule, and when slot 0 was.
+    slots: AtomicU64,
+    started: Instant,
     /// Measured transactions completed so far (for the progress line).
     completed: AtomicU64,
     /// Workers still running.
@@ -169,6 +179,8 @@ pub fn drive(
             PHASE_WARMUP
         }),
         tickets: AtomicU64::new(0),
+        slots: AtomicU64::new(0),
+        started: Instant::now(),
         completed: AtomicU64::new(0),
         running: AtomicU64::new(terminals.len() as u64),
         failed: AtomicBool::new(false),
@@ -306,6 +318,18 @@ fn worker(
         shared.error.lock().get_or_insert(e);
     };
     loop {
+        // Open loop: wait for this transaction's slot in the schedule.
+        let scheduled = match config.rate {
+            Some(rate) => {
+                let slot = shared.slots.fetch_add(1, Ordering::Relaxed);
+                let at = shared.started + Duration::from_secs_f64(slot as f64 / rate);
+                if !wait_until(at, shared) {
+                    break;
+                }
+                Some(at)
+            }
+            None => None,
+        };
         let phase = shared.phase.load(Ordering::Acquire);
         if phase == PHASE_STOP || shared.failed.load(Ordering::Acquire) {
             break;
@@ -329,7 +353,7 @@ fn worker(
             });
             break;
         }
-        let begin = Instant::now();
+        let begin = scheduled.unwrap_or_else(Instant::now);
         let mut attempts = 0u32;
         let outcome = loop {
             match executor.execute(
@@ -383,6 +407,22 @@ fn worker(
         }
     }
     stats
+}
+
+/// Sleeps until `at` (in steps, watching for the run's end); returns whether the run goes on.
+fn wait_until(at: Instant, shared: &Shared) -> bool {
+    loop {
+        if shared.phase.load(Ordering::Acquire) == PHASE_STOP
+            || shared.failed.load(Ordering::Acquire)
+        {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= at {
+            return true;
+        }
+        std::thread::sleep((at - now).min(Duration::from_millis(10)));
+    }
 }
 
 /// Sleeps before attempt `attempts + 1`: exponential from 10 µs, capped at 10 ms, with
@@ -459,6 +499,59 @@ mod tests {
     }
 
     const NAMES: [&str; 3] = ["Commit", "Rollback", "RetryOnce"];
+
+    /// A terminal whose every transaction takes `ms` milliseconds and commits.
+    struct Slow(u64);
+
+    impl Terminal for Slow {
+        fn next(&mut self) -> usize {
+            0
+        }
+        fn run(&mut self, _tx: &mut dyn Tx) -> TxResult<()> {
+            std::thread::sleep(Duration::from_millis(self.0));
+            Ok(())
+        }
+    }
+
+    fn open_loop(rate: f64, workers: usize) -> (DriverOutcome, f64) {
+        let config = DriverConfig {
+            stop: Stop::Duration(Duration::from_millis(600)),
+            rate: Some(rate),
+            ..DriverConfig::default()
+        };
+        let terminals = (0..workers)
+            .map(|_| Box::new(Slow(5)) as Box<dyn Terminal>)
+            .collect();
+        let out = drive(
+            terminals,
+            &CountingExecutor::default(),
+            &["Slow"],
+            &config,
+            &mut ProgressLine::with_enabled(false),
+        )
+        .unwrap();
+        let tps = out.stats.overall().count() as f64 / out.elapsed.as_secs_f64();
+        (out, tps)
+    }
+
+    #[test]
+    fn an_open_loop_below_capacity_runs_at_its_rate_with_the_service_time_as_latency() {
+        // Two workers of 5 ms serve up to 400 a second; 100 are offered.
+        let (out, tps) = open_loop(100.0, 2);
+        assert!((60.0..=140.0).contains(&tps), "{tps}");
+        let p50 = out.stats.overall().latency().p50_us;
+        assert!((4_000..15_000).contains(&p50), "{p50} µs");
+    }
+
+    #[test]
+    fn an_open_loop_over_capacity_counts_the_wait_for_a_worker_as_latency() {
+        // 1,000 a second offered to 400 a second of capacity: the backlog grows, and with it
+        // the latency measured from each transaction's scheduled start.
+        let (out, tps) = open_loop(1000.0, 2);
+        assert!(tps <= 450.0, "{tps}");
+        let latency = out.stats.overall().latency();
+        assert!(latency.p99_us > 100_000, "{latency:?}");
+    }
 
     fn terminals(n: usize, always: Option<fn() -> TxError>) -> Vec<Box<dyn Terminal>> {
         (0..n).map(|_| ScriptedTerminal::boxed(always)).collect()

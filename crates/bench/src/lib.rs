@@ -25,6 +25,7 @@ pub mod crash;
 pub mod driver;
 pub mod embedded;
 pub mod ladder;
+pub mod latency;
 pub mod manifest;
 pub mod optimal;
 pub mod plot;

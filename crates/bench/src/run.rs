@@ -78,6 +78,9 @@ pub struct BenchConfig {
     pub adopt_loaded_scale: bool,
     /// Append every acknowledged commit's receipts to this file (see [`crate::acklog`]).
     pub ack_log: Option<PathBuf>,
+    /// Open loop at this many transactions a second (see [`DriverConfig::rate`]); `None`:
+    /// closed loop.
+    pub rate: Option<f64>,
 }
 
 impl BenchConfig {
@@ -101,6 +104,7 @@ impl BenchConfig {
             quiet: false,
             adopt_loaded_scale: false,
             ack_log: None,
+            rate: None,
         }
     }
 }
@@ -466,6 +470,7 @@ pub(crate) fn run_driver(
         stop: config.stop,
         retry_limit: config.retry_limit,
         seed: config.seed,
+        rate: config.rate,
     };
     let mut progress = if config.quiet {
         ProgressLine::with_enabled(false)

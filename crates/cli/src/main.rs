@@ -61,6 +61,10 @@ enum Command {
     /// Prints where it listens; runs until SIGINT or SIGTERM, then stops cleanly and checks
     /// the workload's consistency (exit 1 if a condition does not hold).
     Serve(ServeArgs),
+    /// Latency against load (the 2025 paper's Figure 4): against a `glass serve`, find each
+    /// mode's closed-loop peak, then offer open-loop loads at fractions of it until latency
+    /// climbs; print a table and draw median and p99 latency against achieved throughput.
+    Latency(LatencyArgs),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
     /// commit; print a table, exit 1 if any database or commit was lost.
@@ -359,6 +363,10 @@ struct BenchArgs {
     /// With --server: connections (closed-loop clients, a thread each); overrides --threads.
     #[arg(long, value_name = "N", requires = "server", value_parser = clap::value_parser!(u64).range(1..=4096))]
     connections: Option<u64>,
+    /// Open loop: start this many transactions a second (all threads together, evenly
+    /// spaced), latency counted from each one's scheduled start; default: closed loop.
+    #[arg(long, value_name = "TPS", value_parser = parse_rate)]
+    rate: Option<f64>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]
@@ -374,6 +382,45 @@ enum ArchName {
     Dedicated,
     /// each worker owns its connections and does its own I/O (PostgreSQL)
     Unified,
+}
+
+#[derive(Args, Debug)]
+struct LatencyArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    /// The `glass serve` to load (HOST:PORT or unix://PATH).
+    #[arg(long, value_name = "ADDR", value_parser = parse_endpoint)]
+    server: protocol::Endpoint,
+    /// Client modes, comma-separated: sp, interactive, autocommit.
+    #[arg(long, value_name = "LIST", default_value = "sp,interactive")]
+    modes: String,
+    /// Connections (a client thread each).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    connections: u64,
+    /// Fractions of each mode's closed-loop peak to offer, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    steps: Option<String>,
+    /// Seconds measured per point.
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_seconds)]
+    duration: f64,
+    /// Seconds of warm-up per point.
+    #[arg(long, value_name = "SECS", default_value = "0.5", value_parser = parse_warmup)]
+    warmup: f64,
+    #[command(flatten)]
+    data: DataArgs,
+    #[command(flatten)]
+    mix: MixArgs,
+    /// Directory for latency-W.svg and .png.
+    #[arg(long, value_name = "DIR", default_value = "target/latency")]
+    out: PathBuf,
+    /// Also write the curves as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Print only the table.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -666,6 +713,7 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.json = args.json;
     config.quiet = args.quiet;
     config.adopt_loaded_scale = args.data.scale.is_none();
+    config.rate = args.rate;
     if let Some(endpoint) = &args.server {
         if let Some(n) = args.connections {
             config.threads = n as usize;
@@ -769,6 +817,63 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+fn mode_of(name: &str) -> Result<bench::remote::Mode, String> {
+    name.trim().parse()
+}
+
+fn latency(args: LatencyArgs) -> anyhow::Result<ExitCode> {
+    let modes = args
+        .modes
+        .split(',')
+        .map(mode_of)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| UsageError(format!("--modes: {e}")))?;
+    let steps = match &args.steps {
+        None => bench::latency::DEFAULT_STEPS.to_vec(),
+        Some(list) => list
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .ok_or_else(|| {
+                        UsageError(format!(
+                            "--steps: {s:?} is not a positive fraction of the peak"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let mut bench = BenchConfig::new(args.workload.name());
+    bench.options = run_options(args.workload, &args.data, &args.mix);
+    bench.threads = args.connections as usize;
+    bench.stop = Stop::Duration(Duration::from_secs_f64(args.duration));
+    bench.warmup = Duration::from_secs_f64(args.warmup);
+    bench.seed = args.seed;
+    bench.quiet = args.quiet;
+    let config = bench::latency::LatencyConfig {
+        bench,
+        endpoint: args.server,
+        modes,
+        steps,
+        out: args.out,
+        json: args.json,
+    };
+    let result = bench::latency::run_latency(&config)?;
+    println!("{}", result.render().trim_end());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a positive rate (transactions a second)"
+        )),
+    }
 }
 
 fn parse_endpoint(s: &str) -> Result<protocol::Endpoint, String> {
@@ -1212,6 +1317,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => profile(args),
         Command::Scale(args) => scale(args),
         Command::Serve(args) => serve(args),
+        Command::Latency(args) => latency(args),
         Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };

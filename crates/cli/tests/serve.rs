@@ -253,3 +253,69 @@ fn wait_for_acks(path: &Path, lines: usize) {
     }
     panic!("the client acknowledged fewer than {lines} commits in 60 s");
 }
+
+#[test]
+fn latency_ramps_each_mode_and_writes_its_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _stdout, addr) = serve(&[
+        "ycsb",
+        "--scale",
+        "2000",
+        "--ycsb-workload",
+        "C",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--arch",
+        "unified",
+        "--quiet",
+    ]);
+    let json = dir.path().join("latency.json");
+    let out = glass(&[
+        "latency",
+        "ycsb",
+        "--scale",
+        "2000",
+        "--ycsb-workload",
+        "C",
+        "--server",
+        &addr,
+        "--connections",
+        "2",
+        "--steps",
+        "0.2,0.5",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--quiet",
+    ]);
+    signal(&child, libc::SIGTERM);
+    child.wait().unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let curves = result["curves"].as_array().unwrap();
+    assert_eq!(curves.len(), 2, "sp and interactive: {result}");
+    for c in curves {
+        let peak = c["peak_tps"].as_f64().unwrap();
+        assert!(peak > 0.0, "{c}");
+        let points = c["points"].as_array().unwrap();
+        assert_eq!(points.len(), 2, "{c}");
+        // Well below the peak, the load offered is the load achieved.
+        let first = &points[0];
+        let (offered, achieved) = (
+            first["offered_tps"].as_f64().unwrap(),
+            first["achieved_tps"].as_f64().unwrap(),
+        );
+        assert!((offered - 0.2 * peak).abs() < 1.0, "{c}");
+        assert!(achieved > 0.6 * offered && achieved < 1.4 * offered, "{c}");
+    }
+    assert!(t.contains("latency against load: ycsb"), "{t}");
+}
