@@ -439,6 +439,11 @@ struct ServeArgs {
     /// Listen on this Unix-domain socket (a socket file left there is replaced).
     #[arg(long, value_name = "PATH")]
     unix: Option<PathBuf>,
+    /// Also serve through a shared-memory region at this path (e.g. /dev/shm/glass), a
+    /// spin-polling thread answering in it: the stand-in for kernel bypass (clients connect
+    /// with --server shm://PATH). The thread spins while clients are busy, keeping a core.
+    #[arg(long, value_name = "PATH")]
+    shm: Option<PathBuf>,
     /// The thread architecture.
     #[arg(long, value_enum, default_value = "dedicated")]
     arch: ArchName,
@@ -756,9 +761,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut listen = Vec::new();
     listen.extend(args.listen);
     listen.extend(args.unix.map(protocol::Endpoint::Unix));
+    listen.extend(args.shm.map(protocol::Endpoint::Shm));
     if listen.is_empty() {
         anyhow::bail!(UsageError(
-            "serve needs --listen HOST:PORT and/or --unix PATH".into()
+            "serve needs --listen HOST:PORT, --unix PATH and/or --shm PATH".into()
         ));
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -784,7 +790,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let report = bench::remote::run_serve(&config, &mut |endpoint| {
         use std::io::Write;
-        println!("listening on {endpoint}");
+        match endpoint {
+            protocol::Endpoint::Shm(_) => println!(
+                "listening on {endpoint} (shared memory, spin-polled: the stand-in for kernel \
+                 bypass)"
+            ),
+            _ => println!("listening on {endpoint}"),
+        }
         // A script waiting for the address reads it now, not when the buffer fills.
         let _ = std::io::stdout().flush();
     })?;
@@ -882,7 +894,9 @@ fn parse_endpoint(s: &str) -> Result<protocol::Endpoint, String> {
 
 fn parse_tcp_endpoint(s: &str) -> Result<protocol::Endpoint, String> {
     match s.parse()? {
-        protocol::Endpoint::Unix(_) => Err("--listen takes HOST:PORT; use --unix PATH".into()),
+        protocol::Endpoint::Unix(_) | protocol::Endpoint::Shm(_) => {
+            Err("--listen takes HOST:PORT; use --unix PATH or --shm PATH".into())
+        }
         tcp => Ok(tcp),
     }
 }

@@ -67,6 +67,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::ops::Bound;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::Ordering;
 
 use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 use parking_lot::Mutex;
@@ -78,6 +79,92 @@ use protocol::{
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// The shared-memory transport: requests and responses exchanged through a slot of a
+    /// mapped region, both sides spin-polling (see [`protocol::shm`]).
+    Shm(ShmLink),
+}
+
+/// A client's slot in a server's shared-memory region.
+struct ShmLink {
+    region: protocol::shm::Region,
+    slot: usize,
+    /// The last request's sequence number.
+    seq: u64,
+    response: Vec<u8>,
+}
+
+/// How long a client waits for the server to answer through shared memory.
+const SHM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl ShmLink {
+    fn connect(path: &std::path::Path) -> TxResult<ShmLink> {
+        let region = protocol::shm::Region::open(path).map_err(|e| broken("connect", e))?;
+        let slot = region.claim().map_err(|e| broken("connect", e))?;
+        // The slot's sequence goes on from where its last client left it.
+        let seq = region.request_seq(slot).load(Ordering::Acquire);
+        Ok(ShmLink {
+            region,
+            slot,
+            seq,
+            response: Vec::new(),
+        })
+    }
+
+    /// Sends one frame and spins until its answer is there; returns the answer's kind and
+    /// body.
+    fn exchange(&mut self, frame: &[u8]) -> TxResult<&[u8]> {
+        let (r, slot) = (&self.region, self.slot);
+        if !r.write(slot, false, frame) {
+            return Err(TxError::Invalid(format!(
+                "a request of {} bytes does not fit the shared-memory buffer of {}",
+                frame.len(),
+                r.buffer()
+            )));
+        }
+        r.request_len(slot)
+            .store(frame.len() as u32, Ordering::Relaxed);
+        self.seq += 1;
+        r.request_seq(slot).store(self.seq, Ordering::Release);
+        let started = std::time::Instant::now();
+        let mut spins = 0u32;
+        while r.response_seq(slot).load(Ordering::Acquire) != self.seq {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) {
+                if started.elapsed() > SHM_PATIENCE {
+                    return Err(broken(
+                        "read a response",
+                        format!("no answer through shared memory in {SHM_PATIENCE:?}"),
+                    ));
+                }
+                // Another thread may need this core.
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let len = r.response_len(slot).load(Ordering::Relaxed) as usize;
+        if !r.read(slot, true, len, &mut self.response) {
+            return Err(broken(
+                "read a response",
+                "a response length past the buffer",
+            ));
+        }
+        match protocol::frame_len(&self.response, u32::MAX) {
+            Ok(Some(total)) if total == self.response.len() => Ok(&self.response[4..]),
+            _ => Err(broken(
+                "read a response",
+                "a malformed frame in shared memory",
+            )),
+        }
+    }
+}
+
+impl Drop for ShmLink {
+    fn drop(&mut self) {
+        self.region
+            .state(self.slot)
+            .store(protocol::shm::RELEASED, Ordering::Release);
+    }
 }
 
 impl Read for Stream {
@@ -85,6 +172,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            Stream::Shm(_) => Err(std::io::ErrorKind::Unsupported.into()),
         }
     }
 }
@@ -94,6 +182,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            Stream::Shm(_) => Err(std::io::ErrorKind::Unsupported.into()),
         }
     }
 
@@ -295,6 +384,7 @@ impl Client {
                 UnixStream::connect(path)
                     .map_err(|e| broken(&format!("connect to {endpoint}"), e))?,
             ),
+            Endpoint::Shm(path) => Stream::Shm(ShmLink::connect(path)?),
         };
         let mut client = Client {
             stream,
@@ -356,6 +446,11 @@ impl Client {
     pub fn request(&mut self, request: &Request) -> TxResult<Response> {
         self.out.clear();
         request.encode(&mut self.out);
+        if let Stream::Shm(link) = &mut self.stream {
+            let frame = link.exchange(&self.out)?;
+            self.round_trips += 1;
+            return Response::decode(frame).map_err(|e| broken("read a response", e));
+        }
         self.stream
             .write_all(&self.out)
             .map_err(|e| broken("send a request", e))?;

@@ -141,6 +141,7 @@ mod endpoint;
 mod error;
 mod frame;
 mod message;
+pub mod shm;
 
 pub use class::ErrorClass;
 pub use endpoint::Endpoint;

@@ -15,7 +15,8 @@
 //!   workers: run on the engine
 //! ```
 //!
-//! Files: `trace` (the eight phases' trace points), `handler` (the protocol state machine and the execution of each request, shared by
+//! Files: `shm` (the shared-memory transport's spin-polling thread, the kernel-bypass stand-in),
+//! `trace` (the eight phases' trace points), `handler` (the protocol state machine and the execution of each request, shared by
 //! both architectures), `link` (sockets and their buffers), `dedicated` and `unified` (the
 //! threads), `control` (the stop flag and counters the threads share).
 //!
@@ -26,6 +27,7 @@ mod control;
 mod dedicated;
 pub mod handler;
 pub mod link;
+mod shm;
 pub mod trace;
 mod unified;
 
@@ -91,6 +93,8 @@ pub struct ServerConfig {
     /// Time the eight phases of each request (see [`trace`]); off, each trace point is a
     /// branch.
     pub trace: bool,
+    /// Connections a shared-memory region holds (`Endpoint::Shm`).
+    pub shm_slots: usize,
 }
 
 impl Default for ServerConfig {
@@ -104,6 +108,7 @@ impl Default for ServerConfig {
             max_frame: protocol::DEFAULT_MAX_FRAME,
             queue_depth: 1024,
             trace: false,
+            shm_slots: 64,
         }
     }
 }
@@ -131,6 +136,8 @@ pub struct Server {
     /// Wakes each thread blocked in `poll` so it sees the stop flag at once.
     wakers: Vec<Arc<Waker>>,
     threads: Vec<JoinHandle<WorkerStats>>,
+    /// Shared-memory regions' files, removed when the server stops.
+    shm_paths: Vec<std::path::PathBuf>,
 }
 
 impl Server {
@@ -151,8 +158,23 @@ impl Server {
             ));
         }
         let mut listeners = Vec::new();
+        let mut regions = Vec::new();
         let mut endpoints = Vec::new();
         for endpoint in &config.listen {
+            if let Endpoint::Shm(path) = endpoint {
+                let region = protocol::shm::Region::create(
+                    path,
+                    config.shm_slots,
+                    config.max_frame as usize,
+                )
+                .map_err(|e| ServerError::Bind {
+                    endpoint: endpoint.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                regions.push(region);
+                endpoints.push(endpoint.clone());
+                continue;
+            }
             let l = link::Listener::bind(endpoint).map_err(|source| ServerError::Bind {
                 endpoint: endpoint.clone(),
                 source,
@@ -165,6 +187,25 @@ impl Server {
         let mut threads = Vec::new();
         let mut wakers = Vec::new();
         let spawn = |name: String| std::thread::Builder::new().name(name);
+        // Shared-memory regions: a spin-polling thread each, whatever the architecture.
+        let mut shm_paths = Vec::new();
+        for (i, region) in regions.into_iter().enumerate() {
+            shm_paths.push(region.path().to_path_buf());
+            let (shared, control) = (Arc::clone(&shared), Arc::clone(&control));
+            threads.push(
+                spawn(format!("glass-shm-{i}"))
+                    .spawn(move || shm::poller(&shared, &control, region))?,
+            );
+        }
+        if listeners.is_empty() {
+            return Ok(Server {
+                endpoints,
+                control,
+                wakers,
+                threads,
+                shm_paths,
+            });
+        }
         match config.arch {
             Arch::Unified => {
                 let mut handoff = Vec::new();
@@ -229,6 +270,7 @@ impl Server {
             control,
             wakers,
             threads,
+            shm_paths,
         })
     }
 
@@ -257,6 +299,9 @@ impl Server {
             if let Ok(stats) = t.join() {
                 total += stats;
             }
+        }
+        for path in &self.shm_paths {
+            let _ = std::fs::remove_file(path);
         }
         total
     }

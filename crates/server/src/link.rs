@@ -48,6 +48,10 @@ impl Listener {
                 }
                 UnixListener::bind(path).map(|l| Listener::Unix(l, path.clone()))
             }
+            Endpoint::Shm(_) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a shared-memory region is served by its own thread, not a listener",
+            )),
         }
     }
 

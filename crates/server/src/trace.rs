@@ -77,6 +77,9 @@ pub struct Phases {
     /// Transactions committed or rolled back by request (a call, a commit, an autocommit
     /// batch), the denominator of "per transaction".
     pub transactions: u64,
+    /// Time a spin-polling thread (the shared-memory transport) spent in passes that found
+    /// nothing: CPU the thread burns while waiting, not work of any request.
+    pub idle_poll_ns: u64,
 }
 
 impl Phases {
@@ -93,6 +96,7 @@ impl std::ops::AddAssign for Phases {
         self.user_ns += o.user_ns;
         self.system_ns += o.system_ns;
         self.transactions += o.transactions;
+        self.idle_poll_ns += o.idle_poll_ns;
     }
 }
 
@@ -164,6 +168,14 @@ impl Tracer {
         let r = f();
         self.charge(phase, start);
         r
+    }
+
+    /// Charges the time since `start` to idle polling (a pass that found no request).
+    #[inline]
+    pub fn charge_idle(&mut self, start: Option<Instant>) {
+        if let Some(t) = start {
+            self.phases.idle_poll_ns += t.elapsed().as_nanos() as u64;
+        }
     }
 
     /// Counts a transaction that ended by a request (if tracing).

@@ -519,3 +519,127 @@ fn without_tracing_nothing_is_charged() {
     let p = server.stop().phases;
     assert_eq!(p, server::trace::Phases::default());
 }
+
+/// A server with only a shared-memory region (the kernel-bypass stand-in).
+fn start_shm(w: &dyn Workload, dir: &tempfile::TempDir, slots: usize) -> (Server, Arc<Database>) {
+    let region = dir.path().join("region");
+    let (server, db) = start(w, Arch::Unified, dir, |c| {
+        c.listen = vec![Endpoint::Shm(region.clone())];
+        c.shm_slots = slots;
+    });
+    (server, db)
+}
+
+#[test]
+fn shared_memory_serves_procedures_and_interactive_transactions() {
+    let w = tpcb();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, db) = start_shm(w.as_ref(), &dir, 4);
+    let endpoint = server.endpoints()[0].clone();
+    assert!(matches!(endpoint, Endpoint::Shm(_)));
+    std::thread::scope(|s| {
+        for i in 0..2 {
+            let (w, endpoint) = (&w, endpoint.clone());
+            s.spawn(move || {
+                let mut client = Client::connect(&endpoint).unwrap();
+                let mut terminal = {
+                    let conn = RemoteConnection::new(&mut client).unwrap();
+                    w.terminal(&conn, i, 2, i as u64).unwrap()
+                };
+                for n in 0..200 {
+                    terminal.next();
+                    if n % 2 == 0 {
+                        let mut args = Vec::new();
+                        terminal.args(&mut args).unwrap();
+                        loop {
+                            match client.call("account_update", args.clone()) {
+                                Ok(values) => break terminal.returned(&values).unwrap(),
+                                Err(e) if e.is_retryable() => {}
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    } else {
+                        loop {
+                            let r = terminal.run(&mut RemoteTx::new(&mut client, false));
+                            match client::finish(&mut client, r) {
+                                Ok(()) => break,
+                                Err(e) if e.is_retryable() => {}
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let region = dir.path().join("region");
+    let stats = server.stop();
+    assert_eq!(stats.connections, 2);
+    assert!(!region.exists(), "the region's file is left behind");
+    let conditions = w.check(&db).unwrap();
+    assert!(conditions.iter().all(|c| c.holds()), "{conditions:?}");
+}
+
+#[test]
+fn a_shared_memory_client_that_goes_away_frees_its_slot_and_locks() {
+    let w = tpcb();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _db) = start_shm(w.as_ref(), &dir, 1);
+    let endpoint = server.endpoints()[0].clone();
+    let mut holder = Client::connect(&endpoint).unwrap();
+    let table = account_table(&mut holder);
+    lock_account(&mut holder, table, 6);
+    // The only slot is taken.
+    let err = Client::connect(&endpoint).err().expect("no slot is free");
+    assert!(err.to_string().contains("slots are taken"), "{err}");
+    drop(holder);
+    // The server frees the slot and aborts the transaction; a new client gets the slot and
+    // the lock at once.
+    let started = Instant::now();
+    let mut other = loop {
+        match Client::connect(&endpoint) {
+            Ok(c) => break c,
+            Err(_) if started.elapsed() < Duration::from_secs(2) => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    update_account(&mut other, table, 6).unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    server.stop();
+}
+
+#[test]
+fn a_malformed_request_in_shared_memory_gets_a_protocol_error() {
+    use std::sync::atomic::Ordering;
+    let w = tpcb();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _db) = start_shm(w.as_ref(), &dir, 1);
+    let region = protocol::shm::Region::open(&dir.path().join("region")).unwrap();
+    let slot = region.claim().unwrap();
+    let seq = region.request_seq(slot).load(Ordering::Acquire);
+    // A length past the buffer, then a frame whose length prefix lies.
+    for (n, (bytes, len)) in [(vec![0u8; 8], u32::MAX), (vec![9, 0, 0, 0, 1], 5)]
+        .into_iter()
+        .enumerate()
+    {
+        let seq = seq + 1 + n as u64;
+        assert!(region.write(slot, false, &bytes));
+        region.request_len(slot).store(len, Ordering::Relaxed);
+        region.request_seq(slot).store(seq, Ordering::Release);
+        let started = Instant::now();
+        while region.response_seq(slot).load(Ordering::Acquire) != seq {
+            assert!(started.elapsed() < Duration::from_secs(5), "no answer");
+            std::hint::spin_loop();
+        }
+        let mut got = Vec::new();
+        let len = region.response_len(slot).load(Ordering::Relaxed) as usize;
+        assert!(region.read(slot, true, len, &mut got));
+        assert_eq!(failure_in(&got).0, ErrorClass::Protocol);
+    }
+    region
+        .state(slot)
+        .store(protocol::shm::RELEASED, Ordering::Release);
+    server.stop();
+}
