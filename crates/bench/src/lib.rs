@@ -34,6 +34,7 @@ pub mod remote;
 pub mod report;
 pub mod run;
 pub mod scale;
+pub mod section3;
 pub mod stats;
 pub mod table4;
 

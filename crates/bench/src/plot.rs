@@ -556,6 +556,32 @@ impl Figure for Lines {
     }
 }
 
+/// Draws stacked bars into `dir/name.svg` and `dir/name.png`: a bar per category, a
+/// coloured segment per series (`(name, a value per category)`). Returns whether it drew (a
+/// missing font skips the figure with a note on stderr).
+pub fn stacked_bars(
+    title: &str,
+    y_label: &str,
+    categories: Vec<String>,
+    series: Vec<(String, Vec<f64>)>,
+    dir: &Path,
+    name: &str,
+) -> anyhow::Result<bool> {
+    if !font_or_note() {
+        return Ok(false);
+    }
+    let bars = Bars {
+        title,
+        y_label,
+        categories,
+        series,
+        stacked: true,
+        log: false,
+    };
+    write_figure(dir, name, &bars).map_err(|e| anyhow::anyhow!("draw {name}: {e}"))?;
+    Ok(true)
+}
+
 /// Draws `lines` into `dir/name.svg` and `dir/name.png`; returns whether it did (a missing
 /// font skips the figure with a note on stderr instead of failing the run).
 pub fn line_figure(lines: &Lines, dir: &Path, name: &str) -> anyhow::Result<bool> {

@@ -65,6 +65,11 @@ enum Command {
     /// mode's closed-loop peak, then offer open-loop loads at fractions of it until latency
     /// climbs; print a table and draw median and p99 latency against achieved throughput.
     Latency(LatencyArgs),
+    /// The 2025 paper's section 3 on this machine: Figures 3, 4 and 5 and the end-to-end
+    /// latency table for YCSB-C, Voter and TPC-C, each beside the paper's numbers; servers
+    /// (`glass serve` children) pinned to one core, clients to another. Writes section3.md,
+    /// section3.json and the figures.
+    Section3(Section3Args),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
     /// commit; print a table, exit 1 if any database or commit was lost.
@@ -421,6 +426,34 @@ struct LatencyArgs {
     /// Print only the table.
     #[arg(long)]
     quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct Section3Args {
+    /// Directory for section3.md, section3.json, the traces and the figures.
+    #[arg(long, value_name = "DIR", default_value = "target/section3")]
+    out: PathBuf,
+    /// Seconds measured per run and per point of the latency curves.
+    #[arg(long, value_name = "SECS", default_value = "2", value_parser = parse_seconds)]
+    duration: f64,
+    /// Seconds of warm-up per run.
+    #[arg(long, value_name = "SECS", default_value = "0.5", value_parser = parse_warmup)]
+    warmup: f64,
+    /// Client connections (TPC-C loads one warehouse per two, as the paper's).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=512))]
+    connections: u64,
+    /// The core the servers run on.
+    #[arg(long, default_value_t = 0)]
+    server_core: usize,
+    /// The core the clients run on.
+    #[arg(long, default_value_t = 1)]
+    client_core: usize,
+    /// YCSB records (the paper's 10 million take long to load).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    ycsb_records: u64,
+    /// Workloads, comma-separated, of ycsb (always needed: Figure 3), voter, tpcc.
+    #[arg(long, value_name = "LIST", default_value = "ycsb,voter,tpcc")]
+    workloads: String,
 }
 
 #[derive(Args, Debug)]
@@ -879,6 +912,37 @@ fn latency(args: LatencyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
+    let config = bench::section3::Section3Config {
+        exe: std::env::current_exe().context("find the glass binary")?,
+        out: args.out,
+        duration: args.duration,
+        warmup: args.warmup,
+        connections: args.connections as usize,
+        server_core: args.server_core,
+        client_core: args.client_core,
+        ycsb_records: args.ycsb_records,
+        workloads: args
+            .workloads
+            .split(',')
+            .map(|w| w.trim().to_string())
+            .collect(),
+    };
+    if let Some(bad) = config
+        .workloads
+        .iter()
+        .find(|w| !["ycsb", "voter", "tpcc"].contains(&w.as_str()))
+    {
+        anyhow::bail!(UsageError(format!(
+            "--workloads: {bad:?} is not one of ycsb, voter, tpcc"
+        )));
+    }
+    let report = bench::section3::run_section3(&config)?;
+    println!("{}", report.trim_end());
+    println!("(written to {})", config.out.join("section3.md").display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
@@ -1332,6 +1396,7 @@ fn main() -> ExitCode {
         Command::Scale(args) => scale(args),
         Command::Serve(args) => serve(args),
         Command::Latency(args) => latency(args),
+        Command::Section3(args) => section3(args),
         Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };

@@ -319,3 +319,51 @@ fn latency_ramps_each_mode_and_writes_its_curves() {
     }
     assert!(t.contains("latency against load: ycsb"), "{t}");
 }
+
+#[test]
+fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = glass(&[
+        "section3",
+        "--workloads",
+        "ycsb",
+        "--ycsb-records",
+        "2000",
+        "--connections",
+        "2",
+        "--duration",
+        "0.3",
+        "--warmup",
+        "0.1",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    let md = std::fs::read_to_string(dir.path().join("section3.md")).unwrap();
+    for heading in ["## Figure 3", "## Figure 5", "## Figure 4", "## End to end"] {
+        assert!(md.contains(heading), "{heading} missing: {md}");
+    }
+    // The paper's numbers stand beside ours.
+    assert!(md.contains("410, 312, 64, 34"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("section3.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        json["figure3"].as_array().unwrap().len(),
+        2,
+        "two architectures"
+    );
+    // Three bars for the one workload, each with a positive throughput and traced work.
+    let bars = json["figure5"].as_array().unwrap();
+    assert_eq!(bars.len(), 3);
+    for bar in bars {
+        assert!(bar["tps"].as_f64().unwrap() > 0.0, "{bar}");
+        let query = bar["trace"]["us_per_txn"]["query execution"]
+            .as_f64()
+            .unwrap();
+        assert!(query > 0.0, "{bar}");
+    }
+    let glass_out = glass(&["section3", "--workloads", "voter"]);
+    assert_eq!(glass_out.status.code(), Some(2), "{}", text(&glass_out));
+}

@@ -193,7 +193,7 @@ impl<'db> ConnState<'db> {
             (State::TimedOut, request) => {
                 self.state = State::Ready;
                 if matches!(request, Request::Begin) {
-                    tracer.time(Phase::QueryExecution, || self.begin(shared))
+                    tracer.time_cpu(Phase::QueryExecution, || self.begin(shared))
                 } else {
                     failed(
                         ErrorClass::TimedOut,
@@ -211,15 +211,15 @@ impl<'db> ConnState<'db> {
                 self.call(shared, &procedure, &args, tracer)
             }
             (State::Ready, Request::Begin) => {
-                tracer.time(Phase::QueryExecution, || self.begin(shared))
+                tracer.time_cpu(Phase::QueryExecution, || self.begin(shared))
             }
             (State::Ready, Request::Batch { autocommit, ops }) => {
-                match tracer.time(Phase::QueryExecution, || shared.db.begin()) {
+                match tracer.time_cpu(Phase::QueryExecution, || shared.db.begin()) {
                     // A batch outside a transaction begins one; with `autocommit` it also
                     // ends it.
                     Ok(mut txn) => match run_ops_traced(&mut txn, shared, &ops, tracer) {
                         Ok(results) if autocommit => {
-                            match tracer.time(Phase::QueryExecution, || txn.commit()) {
+                            match tracer.time_cpu(Phase::QueryExecution, || txn.commit()) {
                                 Ok(()) => {
                                     tracer.transaction();
                                     Response::Results { results }
@@ -232,7 +232,7 @@ impl<'db> ConnState<'db> {
                             Response::Results { results }
                         }
                         Err(e) => {
-                            let _ = tracer.time(Phase::QueryExecution, || txn.abort());
+                            let _ = tracer.time_cpu(Phase::QueryExecution, || txn.abort());
                             failure(&e)
                         }
                     },
@@ -245,7 +245,7 @@ impl<'db> ConnState<'db> {
             (State::InTransaction(txn), Request::Batch { autocommit, ops }) => {
                 match run_ops_traced(txn.as_mut(), shared, &ops, tracer) {
                     Ok(results) if autocommit => {
-                        match tracer.time(Phase::QueryExecution, || self.finish(true)) {
+                        match tracer.time_cpu(Phase::QueryExecution, || self.finish(true)) {
                             Ok(()) => {
                                 tracer.transaction();
                                 Response::Results { results }
@@ -257,14 +257,14 @@ impl<'db> ConnState<'db> {
                     Err(e) => {
                         // A failed operation ends the transaction: the engine's state after
                         // a failure is only fit for an abort.
-                        let _ = tracer.time(Phase::QueryExecution, || self.finish(false));
+                        let _ = tracer.time_cpu(Phase::QueryExecution, || self.finish(false));
                         failure(&e)
                     }
                 }
             }
             (State::InTransaction(_), request @ (Request::Commit | Request::Abort)) => {
                 let commit = matches!(request, Request::Commit);
-                match tracer.time(Phase::QueryExecution, || self.finish(commit)) {
+                match tracer.time_cpu(Phase::QueryExecution, || self.finish(commit)) {
                     Ok(()) => {
                         tracer.transaction();
                         Response::Done
@@ -317,26 +317,25 @@ impl<'db> ConnState<'db> {
             );
         };
         let mut values = Vec::new();
-        let mut txn = match tracer.time(Phase::QueryExecution, || shared.db.begin()) {
+        let mut txn = match tracer.time_cpu(Phase::QueryExecution, || shared.db.begin()) {
             Ok(txn) => txn,
             Err(e) => return failure(&e),
         };
         let ran = if tracer.on() {
-            // The procedure's span, less what its engine calls took.
-            let start = tracer.start();
+            // The procedure's span, split into its engine calls and the rest.
+            let start = tracer.start_handling();
             let mut timed = TimedTx::new(&mut txn);
             let ran = shared.procedures.call(&mut timed, index, args, &mut values);
             let engine_ns = timed.ns;
-            tracer.charge(Phase::ProcedureExecution, start);
-            tracer.move_ns(Phase::ProcedureExecution, Phase::QueryExecution, engine_ns);
+            tracer.charge_handling(start, engine_ns);
             ran
         } else {
             shared.procedures.call(&mut txn, index, args, &mut values)
         };
         let result = match ran {
-            Ok(()) => tracer.time(Phase::QueryExecution, || txn.commit()),
+            Ok(()) => tracer.time_cpu(Phase::QueryExecution, || txn.commit()),
             Err(e) => {
-                let _ = tracer.time(Phase::QueryExecution, || txn.abort());
+                let _ = tracer.time_cpu(Phase::QueryExecution, || txn.abort());
                 Err(e)
             }
         };
@@ -426,12 +425,11 @@ fn run_ops_traced(
     if !tracer.on() {
         return run_ops(tx, shared, ops);
     }
-    let start = tracer.start();
+    let start = tracer.start_handling();
     let mut timed = TimedTx::new(tx);
     let results = run_ops(&mut timed, shared, ops);
     let engine_ns = timed.ns;
-    tracer.charge(Phase::ProcedureExecution, start);
-    tracer.move_ns(Phase::ProcedureExecution, Phase::QueryExecution, engine_ns);
+    tracer.charge_handling(start, engine_ns);
     results
 }
 
