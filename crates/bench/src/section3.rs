@@ -374,8 +374,20 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
     for spec in &specs {
         for (label, tag, args, mode, conns) in [
             ("interactive", "int", &dedicated[..], Mode::Interactive, c),
-            ("stored procedure", "sp", &dedicated[..], Mode::StoredProcedure, c),
-            ("sp, shared memory", "shm", &shm[..], Mode::StoredProcedure, 1),
+            (
+                "stored procedure",
+                "sp",
+                &dedicated[..],
+                Mode::StoredProcedure,
+                c,
+            ),
+            (
+                "sp, shared memory",
+                "shm",
+                &shm[..],
+                Mode::StoredProcedure,
+                1,
+            ),
         ] {
             let (trace, tps) = traced(config, spec, args, mode, conns, tag)?;
             fig5.push((format!("{} {label}", spec.name), trace, tps));
