@@ -27,6 +27,7 @@ pub mod embedded;
 pub mod ladder;
 pub mod latency;
 pub mod manifest;
+pub mod multiplex;
 pub mod optimal;
 pub mod plot;
 pub mod progress;

@@ -213,7 +213,10 @@ impl RoundTrips {
     }
 }
 
-/// Runs `config`'s workload on the server at `endpoint`, one connection per thread.
+/// Runs `config`'s workload on the server at `endpoint`: stored procedures from one thread
+/// multiplexing every connection ([`crate::multiplex`]); interactive and autocommit
+/// transactions, calls through shared memory and runs with an ack log from a thread per
+/// connection.
 pub fn run_remote_bench(
     config: &BenchConfig,
     endpoint: &Endpoint,
@@ -221,6 +224,12 @@ pub fn run_remote_bench(
 ) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
     let status = Status::new(config.quiet);
     let workload = build_workload(&config.workload, &config.options)?;
+    if mode == Mode::StoredProcedure
+        && !matches!(endpoint, Endpoint::Shm(_))
+        && config.ack_log.is_none()
+    {
+        return run_multiplexed(config, endpoint, workload.as_ref(), &status);
+    }
     status.say(format_args!(
         "connecting {} client{} to {endpoint} ({} mode)...",
         config.threads,
@@ -445,6 +454,114 @@ impl PhaseReport {
             },
         })
     }
+}
+
+/// Stored procedures from one client thread, every connection multiplexed on it.
+fn run_multiplexed(
+    config: &BenchConfig,
+    endpoint: &Endpoint,
+    workload: &dyn Workload,
+    status: &Status,
+) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
+    status.say(format_args!(
+        "connecting {} client{} to {endpoint} (sp mode, one client thread)...",
+        config.threads,
+        if config.threads == 1 { "" } else { "s" },
+    ));
+    let timestamp = crate::report::rfc3339_utc(std::time::SystemTime::now());
+    let txn_names = workload.txn_names();
+    // Terminals open through one connection (they keep nothing of it).
+    let mut setup = Client::connect(endpoint).context("connect to set the terminals up")?;
+    if setup.workload() != workload.name() {
+        anyhow::bail!(crate::UsageError(format!(
+            "the server at {endpoint} serves {}, not {}",
+            setup.workload(),
+            workload.name()
+        )));
+    }
+    let driver_config = crate::driver::DriverConfig {
+        warmup: config.warmup,
+        stop: config.stop,
+        retry_limit: config.retry_limit,
+        seed: config.seed,
+        rate: config.rate,
+    };
+    let mut merged: Option<crate::driver::DriverOutcome> = None;
+    let mut each = Vec::new();
+    for round in 0..config.rounds.max(1) {
+        let seed = config
+            .seed
+            .wrapping_add(u64::from(round).wrapping_mul(config.threads as u64));
+        let terminals = {
+            let conn = RemoteConnection::new(&mut setup)?;
+            (0..config.threads)
+                .map(|i| {
+                    workload
+                        .terminal(&conn, i, config.threads, seed.wrapping_add(i as u64))
+                        .with_context(|| format!("start terminal {i}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?
+        };
+        status.say(format_args!(
+            "running {} for {} on {} connections ({} s warm-up)...",
+            config.workload,
+            match config.stop {
+                crate::driver::Stop::Duration(d) => format!("{} s", d.as_secs_f64()),
+                crate::driver::Stop::Txns(n) => format!("{n} transactions"),
+            },
+            config.threads,
+            config.warmup.as_secs_f64()
+        ));
+        let mut progress = if config.quiet {
+            crate::progress::ProgressLine::with_enabled(false)
+        } else {
+            crate::progress::ProgressLine::stderr()
+        };
+        let outcome = crate::multiplex::drive_multiplexed(
+            terminals,
+            endpoint,
+            workload.name(),
+            txn_names,
+            &driver_config,
+            &mut progress,
+        )
+        .with_context(|| format!("run {}", config.workload))?;
+        each.push(crate::report::RoundResult::of(
+            &outcome.stats.overall(),
+            outcome.elapsed,
+        ));
+        match &mut merged {
+            None => merged = Some(outcome),
+            Some(m) => {
+                m.stats.merge(&outcome.stats);
+                m.elapsed += outcome.elapsed;
+            }
+        }
+    }
+    let merged = merged.expect("at least one round ran");
+    let ran: Vec<bool> = merged.stats.by_type.iter().map(|t| t.count() > 0).collect();
+    let outcome = crate::run::Rounds { merged, each };
+    let trips = RoundTrips {
+        mode: Mode::StoredProcedure,
+        rows: txn_names
+            .iter()
+            .zip(workload.interactions())
+            .zip(ran)
+            .map(|((name, paper), ran)| (name.to_string(), ran.then_some(1.0), paper))
+            .collect(),
+    };
+    let conditions: Vec<Condition> = Vec::new();
+    let mut result = crate::run::bench_result(
+        config,
+        &config.db,
+        timestamp,
+        None,
+        txn_names,
+        &outcome,
+        &conditions,
+    )?;
+    result.consistency = crate::report::CHECKED_BY_SERVER.to_string();
+    Ok((result, trips))
 }
 
 /// What `glass serve` does besides serving.
