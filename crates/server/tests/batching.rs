@@ -584,3 +584,60 @@ fn an_update_on_a_wrongly_guessed_key_fails_the_transaction_before_it_commits() 
     assert_eq!(balance_and_history(&mut client, &t, 2, h), (before, false));
     server.stop();
 }
+
+#[test]
+fn a_read_only_transaction_commits_with_the_next_request_in_one_round_trip() {
+    let w = tpcb();
+    let (server, _db) = start(w.as_ref(), 2);
+    let endpoint = server.endpoints()[0].clone();
+    let mut reader = Client::connect(&endpoint).unwrap();
+    let t = tables(&mut reader);
+    let read = |client: &mut Client, id: i64| {
+        let mut tx = RemoteTx::new(client, false);
+        let r = tx
+            .get(&t.account, &[Value::Int(id)], Fetch::All, false)
+            .map(drop);
+        client::finish(client, r)
+    };
+    // Each read-only transaction is one round trip: its commit rides on the next request.
+    let before = reader.round_trips();
+    for id in 1..=10 {
+        read(&mut reader, id).unwrap();
+    }
+    assert_eq!(reader.round_trips() - before, 10);
+    // Its locks are held until that next request: a writer waits for them...
+    read(&mut reader, 42).unwrap();
+    let started = std::time::Instant::now();
+    let writer = std::thread::spawn({
+        let (endpoint, id) = (endpoint.clone(), t.account.id);
+        move || {
+            let mut w = Client::connect(&endpoint).unwrap();
+            let op = protocol::Op::Update {
+                table: id,
+                key: vec![Value::Int(42)],
+                set: vec![(A_BALANCE as u16, Value::Int(9))],
+            };
+            w.batch(vec![op], true).unwrap();
+            started.elapsed()
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    // ...and gets them once the reader's next request carries the commit.
+    read(&mut reader, 1).unwrap();
+    let waited = writer.join().unwrap();
+    assert!(waited >= Duration::from_millis(250), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    // A transaction that wrote commits at once, in its own round trip.
+    let before = reader.round_trips();
+    let mut tx = RemoteTx::new(&mut reader, false);
+    let r = tx
+        .update(&t.account, &[Value::Int(3)], &[(A_BALANCE, Value::Int(1))])
+        .map(drop);
+    client::finish(&mut reader, r).unwrap();
+    assert_eq!(
+        reader.round_trips() - before,
+        2,
+        "the update, then its commit"
+    );
+    server.stop();
+}
