@@ -643,3 +643,42 @@ fn a_malformed_request_in_shared_memory_gets_a_protocol_error() {
         .store(protocol::shm::RELEASED, Ordering::Release);
     server.stop();
 }
+
+#[test]
+fn a_client_that_never_reads_cannot_stall_the_others() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+        let endpoint = tcp(&server);
+        let Endpoint::Tcp(addr) = endpoint.clone() else {
+            unreachable!()
+        };
+        // A greeting, then 100,000 catalog requests sent without ever reading an answer:
+        // megabytes of responses the server cannot deliver.
+        let mut flood = TcpStream::connect(addr).unwrap();
+        let mut bytes = hello();
+        for _ in 0..100_000 {
+            Request::Catalog.encode(&mut bytes);
+        }
+        let writer = std::thread::spawn(move || {
+            // Blocks once both sides' buffers are full: the server stopped reading.
+            let _ = flood.write_all(&bytes);
+            flood
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let mut good = Client::connect(&endpoint).unwrap();
+        let table = account_table(&mut good);
+        let started = Instant::now();
+        for id in 1..=50 {
+            update_account(&mut good, table, id).unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{arch}: {:?}",
+            started.elapsed()
+        );
+        server.stop();
+        drop(writer.join().unwrap());
+    }
+}
