@@ -105,8 +105,7 @@ fn an_open_loop_runs_at_its_rate_and_a_wrong_workload_is_refused() {
         &DriverConfig::default(),
         &mut ProgressLine::with_enabled(false),
     )
-    .err()
-    .expect("the server serves tpcb");
+    .expect_err("the server serves tpcb");
     let cause = std::error::Error::source(&err).map(|s| s.to_string());
     assert!(
         cause
