@@ -280,7 +280,20 @@ pub fn run_remote_bench(
             .map(|((name, m), paper)| (name.to_string(), m, paper))
             .collect(),
     };
-    // The conditions are checked by the server, where the database is.
+    Ok((
+        server_result(config, timestamp, txn_names, &outcome)?,
+        trips,
+    ))
+}
+
+/// The result of a run against a server: no consistency conditions here, since the database,
+/// and so the check, is the server's.
+fn server_result(
+    config: &BenchConfig,
+    timestamp: String,
+    txn_names: &[&str],
+    outcome: &crate::run::Rounds,
+) -> anyhow::Result<crate::report::BenchResult> {
     let conditions: Vec<Condition> = Vec::new();
     let mut result = crate::run::bench_result(
         config,
@@ -288,11 +301,11 @@ pub fn run_remote_bench(
         timestamp,
         None,
         txn_names,
-        &outcome,
+        outcome,
         &conditions,
     )?;
     result.consistency = crate::report::CHECKED_BY_SERVER.to_string();
-    Ok((result, trips))
+    Ok(result)
 }
 
 /// The eight phases per transaction, as `glass serve --trace` prints them: µs of server
@@ -530,13 +543,7 @@ fn run_multiplexed(
             &outcome.stats.overall(),
             outcome.elapsed,
         ));
-        match &mut merged {
-            None => merged = Some(outcome),
-            Some(m) => {
-                m.stats.merge(&outcome.stats);
-                m.elapsed += outcome.elapsed;
-            }
-        }
+        crate::run::merge_round(&mut merged, outcome);
     }
     let merged = merged.expect("at least one round ran");
     let ran: Vec<bool> = merged.stats.by_type.iter().map(|t| t.count() > 0).collect();
@@ -550,18 +557,10 @@ fn run_multiplexed(
             .map(|((name, paper), ran)| (name.to_string(), ran.then_some(1.0), paper))
             .collect(),
     };
-    let conditions: Vec<Condition> = Vec::new();
-    let mut result = crate::run::bench_result(
-        config,
-        &config.db,
-        timestamp,
-        None,
-        txn_names,
-        &outcome,
-        &conditions,
-    )?;
-    result.consistency = crate::report::CHECKED_BY_SERVER.to_string();
-    Ok((result, trips))
+    Ok((
+        server_result(config, timestamp, txn_names, &outcome)?,
+        trips,
+    ))
 }
 
 /// What `glass serve` does besides serving.

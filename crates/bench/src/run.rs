@@ -432,16 +432,21 @@ pub(crate) fn run_rounds(
             ));
         }
         each.push(result);
-        match &mut merged {
-            None => merged = Some(outcome),
-            Some(m) => {
-                m.stats.merge(&outcome.stats);
-                m.elapsed += outcome.elapsed;
-            }
-        }
+        merge_round(&mut merged, outcome);
     }
     let merged = merged.expect("at least one round ran");
     Ok(Rounds { merged, each })
+}
+
+/// Adds a round's outcome to the rounds so far: statistics merged, measured times summed.
+pub(crate) fn merge_round(merged: &mut Option<DriverOutcome>, outcome: DriverOutcome) {
+    match merged {
+        None => *merged = Some(outcome),
+        Some(m) => {
+            m.stats.merge(&outcome.stats);
+            m.elapsed += outcome.elapsed;
+        }
+    }
 }
 
 /// Drives `terminals` through `executor` as `config` says (warm-up, stop, retries), with a

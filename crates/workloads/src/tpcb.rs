@@ -26,7 +26,7 @@ use engine::{Connection, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{int, no_procedure, with_txn, Args, BatchLoader, TableScan};
+use crate::util::{drawn, int, no_procedure, with_txn, Args, BatchLoader, TableScan};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
 pub const BRANCH: &str = "tpcb_branch";
@@ -293,10 +293,7 @@ impl Terminal for TpcbTerminal {
     }
 
     fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()> {
-        let input = self
-            .input
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
+        let input = drawn(&self.input, "run")?;
         self.history = None;
         let out = account_update(tx, &self.tables, input)?;
         self.history = Some((input.t_id, out.h_seq));
@@ -304,19 +301,13 @@ impl Terminal for TpcbTerminal {
     }
 
     fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
-        let input = self
-            .input
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        let input = drawn(&self.input, "args")?;
         input.to_args(out);
         Ok(())
     }
 
     fn returned(&mut self, values: &[Value]) -> TxResult<()> {
-        let input = self
-            .input
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::returned before next".to_string()))?;
+        let input = drawn(&self.input, "returned")?;
         // `balance, h_seq` (see `TpcbProcedures`).
         self.history = Some((input.t_id, int(values, 1)?));
         Ok(())

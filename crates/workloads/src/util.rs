@@ -328,6 +328,14 @@ impl<'a> Args<'a> {
     }
 }
 
+/// The input a terminal's `next` drew, for its method `what` (`run`, `args`, `returned`):
+/// an error if `next` has not drawn one.
+pub fn drawn<'a, T>(input: &'a Option<T>, what: &str) -> TxResult<&'a T> {
+    input
+        .as_ref()
+        .ok_or_else(|| TxError::Invalid(format!("Terminal::{what} before next")))
+}
+
 /// A procedure index a client sent that the workload does not have.
 pub fn no_procedure(workload: &str, txn: usize) -> TxError {
     TxError::Invalid(format!("{workload} has no procedure number {txn}"))

@@ -39,7 +39,7 @@ use engine::{Connection, Fetch, TableRef, TableSchema, Tx, TxError, TxResult, Va
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{int, no_procedure, string, with_txn, Args, BatchLoader, TableScan};
+use crate::util::{drawn, int, no_procedure, string, with_txn, Args, BatchLoader, TableScan};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
 pub const CONTESTANTS: &str = "voter_contestants";
@@ -476,10 +476,7 @@ impl Terminal for VoterTerminal {
     }
 
     fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()> {
-        let input = self
-            .input
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
+        let input = drawn(&self.input, "run")?;
         self.vote = None;
         let (_, seq) = vote_numbered(tx, &self.tables, input)?;
         self.vote = seq.map(|seq| (input.phone_number, seq));
@@ -487,19 +484,13 @@ impl Terminal for VoterTerminal {
     }
 
     fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
-        let input = self
-            .input
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        let input = drawn(&self.input, "args")?;
         input.to_args(out);
         Ok(())
     }
 
     fn returned(&mut self, values: &[Value]) -> TxResult<()> {
-        let input = self
-            .input
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::returned before next".to_string()))?;
+        let input = drawn(&self.input, "returned")?;
         // `outcome, vote_seq or NULL` (see `VoterProcedures`).
         self.vote = match values.get(1) {
             Some(Value::Int(seq)) => Some((input.phone_number, *seq)),

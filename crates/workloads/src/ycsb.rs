@@ -30,7 +30,7 @@ use engine::{Connection, Fetch, KeyRange, TableRef, TableSchema, Tx, TxError, Tx
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{fnv1a_64, int, no_procedure, with_txn, Args, BatchLoader, TableScan};
+use crate::util::{drawn, fnv1a_64, int, no_procedure, with_txn, Args, BatchLoader, TableScan};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 use crate::Distribution;
 
@@ -430,19 +430,13 @@ impl Terminal for YcsbTerminal {
     }
 
     fn run(&mut self, tx: &mut dyn Tx) -> TxResult<()> {
-        let op = self
-            .op
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::run before next".to_string()))?;
+        let op = drawn(&self.op, "run")?;
         self.read.clear();
         run_op(tx, &self.table, op, &mut self.read).map(drop)
     }
 
     fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
-        let op = self
-            .op
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        let op = drawn(&self.op, "args")?;
         op.to_args(out);
         Ok(())
     }

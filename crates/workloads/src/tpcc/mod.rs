@@ -36,7 +36,7 @@ use engine::{Connection, IndexRef, TableRef, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::util::int;
+use crate::util::{drawn, int};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 use crate::Mix;
 use input::{InputContext, TpccInput, TXN_NAMES};
@@ -410,25 +410,17 @@ impl Terminal for TpccTerminal {
     }
 
     fn args(&self, out: &mut Vec<Value>) -> TxResult<()> {
-        let input = self
-            .input
-            .as_ref()
-            .ok_or_else(|| TxError::Invalid("Terminal::args before next".to_string()))?;
+        let input = drawn(&self.input, "args")?;
         input.to_args(out);
         Ok(())
     }
 
     fn returned(&mut self, values: &[Value]) -> TxResult<()> {
         // What `TpccProcedures` returns.
-        self.written = match &self.input {
-            None => {
-                return Err(TxError::Invalid(
-                    "Terminal::returned before next".to_string(),
-                ))
-            }
-            Some(TpccInput::NewOrder(_)) => Written::Order(int(values, 0)?),
-            Some(TpccInput::Payment(_)) => Written::History(int(values, 2)?),
-            Some(TpccInput::Delivery(_)) => Written::Delivered(
+        self.written = match drawn(&self.input, "returned")? {
+            TpccInput::NewOrder(_) => Written::Order(int(values, 0)?),
+            TpccInput::Payment(_) => Written::History(int(values, 2)?),
+            TpccInput::Delivery(_) => Written::Delivered(
                 values
                     .iter()
                     .map(|v| match v {
@@ -440,7 +432,7 @@ impl Terminal for TpccTerminal {
                     })
                     .collect::<TxResult<_>>()?,
             ),
-            Some(_) => Written::Nothing,
+            _ => Written::Nothing,
         };
         Ok(())
     }
