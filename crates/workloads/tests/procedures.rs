@@ -146,10 +146,12 @@ fn value() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// A workload and its loaded database.
+type Loaded = (Arc<dyn Workload>, Arc<Database>);
+
 /// Every workload, loaded once for all the cases of the property below.
-fn loaded_once() -> &'static [(Arc<dyn Workload>, Arc<Database>)] {
-    static LOADED: std::sync::OnceLock<Vec<(Arc<dyn Workload>, Arc<Database>)>> =
-        std::sync::OnceLock::new();
+fn loaded_once() -> &'static [Loaded] {
+    static LOADED: std::sync::OnceLock<Vec<Loaded>> = std::sync::OnceLock::new();
     LOADED.get_or_init(|| {
         all()
             .into_iter()
