@@ -11,8 +11,9 @@
 //!
 //! A connection's requests always go to the same worker (its id modulo the workers), which
 //! keeps the connection's protocol state and open transaction: a transaction never changes
-//! threads. A connection has at most one request queued or running; further frames wait in
-//! its receive buffer, so the queues hold at most one request per connection. A worker wakes
+//! threads. A connection has at most one job queued or running: the frames its buffer held
+//! when the last answer went out (up to 16), handled in order and answered in one write; so
+//! the queues hold at most one job per connection. A worker wakes
 //! the network thread only when it is asleep in `epoll_wait` (`asleep`), not per response.
 
 use std::collections::HashMap;
@@ -30,8 +31,10 @@ use crate::trace::{Phase, Tracer};
 
 /// What the network thread queues to a worker.
 pub(crate) enum Job {
-    /// A frame (kind and body) of connection `conn`.
-    Request { conn: usize, frame: Vec<u8> },
+    /// Frames (kind and body) of connection `conn`, in order: every whole frame its buffer
+    /// held, so a client's pipelined requests (a read-only transaction's lazy commit and the
+    /// next request) cost one hand-off and one write, not one each.
+    Request { conn: usize, frames: Vec<Vec<u8>> },
     /// Connection `conn` is gone: drop its state, aborting its open transaction.
     Closed { conn: usize },
 }
@@ -83,11 +86,18 @@ pub(crate) fn worker(
             Err(_) => jobs.recv_timeout(control.tick()),
         };
         match job {
-            Ok(Job::Request { conn, frame }) => {
-                stats.requests += 1;
+            Ok(Job::Request { conn, frames }) => {
                 let state = states.entry(conn).or_default();
                 let mut bytes = Vec::new();
-                let close = state.handle(&frame, shared, &mut bytes, &mut tracer) == Flow::Close;
+                let mut close = false;
+                for frame in &frames {
+                    stats.requests += 1;
+                    if state.handle(frame, shared, &mut bytes, &mut tracer) == Flow::Close {
+                        // A protocol error: nothing after it is answered.
+                        close = true;
+                        break;
+                    }
+                }
                 if close {
                     states.remove(&conn);
                 }
@@ -114,6 +124,9 @@ pub(crate) fn worker(
     stats.phases = tracer.finish();
     stats
 }
+
+/// The most frames of one connection handed to a worker at once.
+const MAX_FRAMES_PER_JOB: usize = 16;
 
 /// The network thread's view of a connection.
 struct NetConn {
@@ -226,26 +239,33 @@ pub(crate) fn network(
 fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>], tracer: &mut Tracer) -> bool {
     let closed = c.link.fill(tracer) == Fill::Closed;
     if !c.in_flight && !c.closing && c.link.has_room() {
-        match c.link.input.next_frame() {
-            Ok(Some(frame)) => {
-                let job = Job::Request {
-                    conn: id,
-                    frame: frame.to_vec(),
-                };
-                // Blocks while the worker's queue is full: back-pressure on every client.
-                let start = tracer.start_cpu();
-                let sent = workers[id % workers.len()].send(job);
-                tracer.charge_cpu(Phase::RequestQueuing, start);
-                if sent.is_err() {
-                    return false;
+        // Every whole frame buffered goes in one job (a bounded number, so that one client's
+        // pipeline cannot hold a worker for long).
+        let mut frames = Vec::new();
+        while frames.len() < MAX_FRAMES_PER_JOB {
+            match c.link.input.next_frame() {
+                Ok(Some(frame)) => frames.push(frame.to_vec()),
+                Ok(None) => break,
+                // A framing error is the stream's end, and comes back on every call: frames
+                // before it are answered first, and the next pump finds it again.
+                Err(_) if !frames.is_empty() => break,
+                Err(e) => {
+                    crate::control::protocol_failure(&e, &mut c.link.output);
+                    c.closing = true;
+                    break;
                 }
-                c.in_flight = true;
             }
-            Ok(None) => {}
-            Err(e) => {
-                crate::control::protocol_failure(&e, &mut c.link.output);
-                c.closing = true;
+        }
+        if !frames.is_empty() {
+            let job = Job::Request { conn: id, frames };
+            // Blocks while the worker's queue is full: back-pressure on every client.
+            let start = tracer.start_cpu();
+            let sent = workers[id % workers.len()].send(job);
+            tracer.charge_cpu(Phase::RequestQueuing, start);
+            if sent.is_err() {
+                return false;
             }
+            c.in_flight = true;
         }
     }
     if c.link.flush(tracer).is_err() {

@@ -682,3 +682,42 @@ fn a_client_that_never_reads_cannot_stall_the_others() {
         drop(writer.join().unwrap());
     }
 }
+
+#[test]
+fn pipelined_requests_are_answered_in_order_and_a_bad_frame_after_them_last() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+        // Hello, Catalog, Begin, Commit sent at once, then a frame of an unknown kind.
+        let mut bytes = hello();
+        Request::Catalog.encode(&mut bytes);
+        Request::Begin.encode(&mut bytes);
+        Request::Commit.encode(&mut bytes);
+        bytes.extend_from_slice(&[1, 0, 0, 0, 0x42]);
+        let got = raw_exchange(&tcp(&server), &bytes);
+        let mut buf = protocol::FrameBuffer::new(protocol::DEFAULT_MAX_FRAME);
+        buf.push(&got);
+        let mut answers = Vec::new();
+        while let Some(frame) = buf.next_frame().unwrap() {
+            answers.push(Response::decode(frame).unwrap());
+        }
+        assert_eq!(answers.len(), 5, "{arch}: {answers:?}");
+        assert!(matches!(answers[0], Response::Welcome { .. }), "{arch}");
+        assert!(matches!(answers[1], Response::CatalogIs { .. }), "{arch}");
+        assert_eq!(answers[2], Response::Done, "{arch}");
+        assert_eq!(answers[3], Response::Done, "{arch}");
+        assert!(
+            matches!(
+                &answers[4],
+                Response::Failed {
+                    class: ErrorClass::Protocol,
+                    ..
+                }
+            ),
+            "{arch}: {:?}",
+            answers[4]
+        );
+        server.stop();
+    }
+}
