@@ -118,6 +118,10 @@ pub struct AckingExecutor<'a> {
 }
 
 impl Executor for AckingExecutor<'_> {
+    fn idle(&self, worker: usize) {
+        self.inner.idle(worker);
+    }
+
     fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
         self.inner.execute(attempt, terminal)?;
         let mut receipts = Vec::new();

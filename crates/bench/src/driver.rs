@@ -44,6 +44,13 @@ use crate::stats::{Outcome, RunStats};
 /// abort if `run` (or the commit) failed. Returns the error that ended the attempt.
 pub trait Executor: Sync {
     fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()>;
+
+    /// Worker `worker` has nothing to run for a while: it waits for its next slot (open
+    /// loop), or it is done. An executor that holds something back for the worker's next
+    /// request (a client's lazy commit, whose locks others may wait for) sends it now.
+    fn idle(&self, worker: usize) {
+        let _ = worker;
+    }
 }
 
 /// Which attempt an executor runs: the worker running it (an executor may keep a connection
@@ -323,6 +330,9 @@ fn worker(
             Some(rate) => {
                 let slot = shared.slots.fetch_add(1, Ordering::Relaxed);
                 let at = shared.started + Duration::from_secs_f64(slot as f64 / rate);
+                if at > Instant::now() {
+                    executor.idle(id);
+                }
                 if !wait_until(at, shared) {
                     break;
                 }
@@ -406,6 +416,7 @@ fn worker(
             }
         }
     }
+    executor.idle(id);
     stats
 }
 
@@ -532,6 +543,51 @@ mod tests {
         .unwrap();
         let tps = out.stats.overall().count() as f64 / out.elapsed.as_secs_f64();
         (out, tps)
+    }
+
+    /// Counts `idle` calls per worker.
+    #[derive(Default)]
+    struct IdleCounting {
+        idle: [AtomicUsize; 2],
+    }
+
+    impl Executor for IdleCounting {
+        fn execute(&self, _attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
+            terminal.run(&mut crate::optimal::NoEngine)
+        }
+
+        fn idle(&self, worker: usize) {
+            self.idle[worker].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn a_worker_says_when_it_will_be_quiet_done_or_waiting_for_its_slot() {
+        let run = |rate: Option<f64>| {
+            let exec = IdleCounting::default();
+            let config = DriverConfig {
+                stop: Stop::Duration(Duration::from_millis(300)),
+                rate,
+                ..DriverConfig::default()
+            };
+            let terminals = (0..2)
+                .map(|_| Box::new(Slow(1)) as Box<dyn Terminal>)
+                .collect();
+            drive(
+                terminals,
+                &exec,
+                &["Slow"],
+                &config,
+                &mut ProgressLine::with_enabled(false),
+            )
+            .unwrap();
+            exec.idle.map(|n| n.into_inner())
+        };
+        // Closed loop: once each, at the end.
+        assert_eq!(run(None), [1, 1]);
+        // Open loop well below capacity: before nearly every slot, and at the end.
+        let open = run(Some(100.0));
+        assert!(open.iter().all(|&n| n >= 10), "{open:?}");
     }
 
     #[test]

@@ -153,6 +153,13 @@ impl RemoteExecutor {
 }
 
 impl Executor for RemoteExecutor {
+    /// A read-only transaction's lazy commit goes now: nothing else will carry it soon, and
+    /// its locks would hold up the others (at the end of a run, until the server's idle
+    /// time-out).
+    fn idle(&self, worker: usize) {
+        let _ = self.workers[worker].lock().client.flush();
+    }
+
     fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
         let mut guard = self.workers[attempt.worker].lock();
         let w = &mut *guard;

@@ -46,7 +46,9 @@
 //! frames out, two back). Its reads were made under their locks and a commit changes nothing
 //! of it, so nothing is lost; its locks are held until that next request (or until the
 //! connection closes or idles out, which aborts it: the same for a transaction that wrote
-//! nothing). So YCSB-C's interactive read is one round trip, as the paper counts it.
+//! nothing), or until [`Client::flush`] sends it (a driver's worker does when it will be
+//! quiet: waiting for its next slot, or done). So YCSB-C's interactive read under load is one
+//! round trip, as the paper counts it.
 //!
 //! What changes for the procedure: an insert's error (a duplicate key, say) is returned by
 //! the next operation that makes a round trip (a read, an update of an unknown row, or the
@@ -554,6 +556,20 @@ impl Client {
         match self.expect(&request)? {
             Response::Returned { values } => Ok(values),
             other => Err(unexpected("Call", &other)),
+        }
+    }
+
+    /// Sends a read-only transaction's lazy commit now, if one waits for the next request
+    /// (see [`finish`]): for a client that will be quiet for a while, whose read locks others
+    /// may be waiting for.
+    pub fn flush(&mut self) -> TxResult<()> {
+        if !std::mem::take(&mut self.commit_pending) {
+            return Ok(());
+        }
+        // As ahead of a request, its answer is not the transaction's: it was acknowledged.
+        match self.request(&Request::Commit)? {
+            Response::Done | Response::Failed { .. } => Ok(()),
+            other => Err(unexpected("Commit", &other)),
         }
     }
 
