@@ -747,6 +747,17 @@ impl<'c> RemoteTx<'c> {
         }
         self.client.deferred.known(table, key)
     }
+
+    /// Defers an update or delete `op` of a row `known` to exist (its answer is `true`);
+    /// gives `op` back when nothing is known of the row, to be sent now.
+    fn defer_if_known(&mut self, known: Option<Known>, op: Op) -> Result<bool, Op> {
+        match known {
+            Some(Known::Held) => self.defer(op, Expect::Found),
+            Some(Known::Guessed) => self.defer(op, Expect::Guessed),
+            None => return Err(op),
+        }
+        Ok(true)
+    }
 }
 
 fn columns(fetch: Fetch<'_>) -> TxResult<Option<Vec<u16>>> {
@@ -822,17 +833,10 @@ impl Tx for RemoteTx<'_> {
             key: key.to_vec(),
             set,
         };
-        match self.known(table.id, key) {
-            Some(Known::Held) => {
-                self.defer(op, Expect::Found);
-                return Ok(true);
-            }
-            Some(Known::Guessed) => {
-                self.defer(op, Expect::Guessed);
-                return Ok(true);
-            }
-            None => {}
-        }
+        let op = match self.defer_if_known(self.known(table.id, key), op) {
+            Ok(found) => return Ok(found),
+            Err(op) => op,
+        };
         match self.one(op)? {
             OpResult::Found(found) => {
                 if found && !self.autocommit {
@@ -872,17 +876,10 @@ impl Tx for RemoteTx<'_> {
         if !self.autocommit {
             self.client.deferred.forget(table.id, key);
         }
-        match known {
-            Some(Known::Held) => {
-                self.defer(op, Expect::Found);
-                return Ok(true);
-            }
-            Some(Known::Guessed) => {
-                self.defer(op, Expect::Guessed);
-                return Ok(true);
-            }
-            None => {}
-        }
+        let op = match self.defer_if_known(known, op) {
+            Ok(found) => return Ok(found),
+            Err(op) => op,
+        };
         match self.one(op)? {
             OpResult::Found(found) => Ok(found),
             other => Err(wrong("Delete", &other)),
