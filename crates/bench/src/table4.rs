@@ -61,7 +61,7 @@ pub fn run(
     let mut terminal = workload
         .terminal(&db, 0, 1, seed)
         .context("start a terminal")?;
-    profile::enable(true);
+    let collecting = profile::collect();
     let mut out = Vec::new();
     for (t, name) in workload.txn_names().iter().enumerate() {
         let mut sum = TxnProfile::default();
@@ -86,7 +86,7 @@ pub fn run(
             });
         }
     }
-    profile::enable(false);
+    drop(collecting);
     drop(terminal);
     db.close().context("close the database")?;
     Ok(out)

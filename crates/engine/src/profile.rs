@@ -15,12 +15,13 @@
 //! of the log during the transaction: exact when one thread runs, as `glass profile` does.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
 use storage::counters::{self, StorageCounters};
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
+/// How many [`Collecting`] guards are alive: collection is on while any is.
+static ENABLED: AtomicUsize = AtomicUsize::new(0);
 
 /// What one transaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -76,15 +77,30 @@ thread_local! {
     static LAST: Cell<TxnProfile> = Cell::new(TxnProfile::default());
 }
 
-/// Switches collection on or off for the whole process.
-pub fn enable(on: bool) {
-    ENABLED.store(on, Ordering::Relaxed);
-    counters::set_unique_tracking(on);
+/// Collection switched on for the whole process while this lives. Guards nest: two profiles
+/// running side by side (two tests in one process) each keep collection on until both are
+/// done, so one finishing never silences the other.
+#[must_use = "collection stops when the guard is dropped"]
+pub struct Collecting(());
+
+/// Switches collection on for the whole process until the guard is dropped, and unique-page
+/// tracking on for this thread.
+pub fn collect() -> Collecting {
+    ENABLED.fetch_add(1, Ordering::Relaxed);
+    counters::set_unique_tracking(true);
+    Collecting(())
+}
+
+impl Drop for Collecting {
+    fn drop(&mut self) {
+        ENABLED.fetch_sub(1, Ordering::Relaxed);
+        counters::set_unique_tracking(false);
+    }
 }
 
 #[inline]
 pub(crate) fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    ENABLED.load(Ordering::Relaxed) > 0
 }
 
 /// The profile of the transaction this thread finished last.
