@@ -390,8 +390,12 @@ impl PhaseReport {
             &mut out,
             "5",
             "isolation overhead",
-            Some(0),
-            "procedures run in the server",
+            Some(p.get(Phase::Isolation)),
+            if p.get(Phase::Isolation) == 0 {
+                "procedures run in the server"
+            } else {
+                "crossing to the procedure process and back (wall)"
+            },
         );
         row(
             &mut out,

@@ -61,6 +61,10 @@ enum Command {
     /// Prints where it listens; runs until SIGINT or SIGTERM, then stops cleanly and checks
     /// the workload's consistency (exit 1 if a condition does not hold).
     Serve(ServeArgs),
+    /// A procedure process, started by `glass serve --isolation process|container` for each
+    /// worker; not run by hand.
+    #[command(hide = true)]
+    Guest(GuestArgs),
     /// Latency against load (the 2025 paper's Figure 4): against a `glass serve`, find each
     /// mode's closed-loop peak, then offer open-loop loads at fractions of it until latency
     /// climbs; print a table and draw median and p99 latency against achieved throughput.
@@ -179,6 +183,8 @@ enum WorkloadName {
     Tpcb,
     Ycsb,
     Voter,
+    /// The containment tests' hostile procedures (terminals draw only the harmless `bump`).
+    Hostile,
 }
 
 impl WorkloadName {
@@ -188,6 +194,7 @@ impl WorkloadName {
             WorkloadName::Tpcb => "tpcb",
             WorkloadName::Ycsb => "ycsb",
             WorkloadName::Voter => "voter",
+            WorkloadName::Hostile => workloads::hostile::NAME,
         }
     }
 }
@@ -502,9 +509,55 @@ struct ServeArgs {
     /// With --trace: also write the breakdown as JSON to this file.
     #[arg(long, value_name = "FILE", requires = "trace")]
     trace_json: Option<PathBuf>,
+    /// Where stored procedures run: rust (in the worker's thread, compiled into the server:
+    /// the language's isolation only), process (a process of their own per worker, with an
+    /// address-space limit and a seccomp allow-list), container (that process also in user,
+    /// PID, mount, network and IPC namespaces and a cgroup). none, wasm and vm are not built
+    /// yet.
+    #[arg(long, value_name = "LEVEL", default_value = "rust", value_parser = parse_isolation)]
+    isolation: server::Isolation,
+    /// With --isolation process or container: what carries calls and operations between a
+    /// worker and its procedure process: tcp (loopback), uds (a Unix socket), shm-uds (shared
+    /// memory, a Unix socket pair only to wake the other side), shm-poll (shared memory, both
+    /// sides polling: a bounded spin, then yielding and napping, since two cores cannot spare
+    /// one to spin).
+    #[arg(long, value_name = "CHANNEL", default_value = "uds", value_parser = parse_channel)]
+    channel: server::Channel,
+    /// With --isolation process or container: the longest a worker waits for its procedure
+    /// process's next message before killing it and rolling the transaction back.
+    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    procedure_timeout_ms: u64,
+    /// With --isolation process or container: each procedure process's address-space limit.
+    #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+    procedure_memory_mib: u64,
     /// Print only where it listens and the final check.
     #[arg(long)]
     quiet: bool,
+}
+
+#[derive(Args, Debug)]
+struct GuestArgs {
+    #[arg(value_enum)]
+    workload: WorkloadName,
+    #[command(flatten)]
+    data: DataArgs,
+    #[arg(long, value_parser = parse_channel)]
+    channel: server::Channel,
+    /// The host's TCP address, Unix socket or shared-memory file.
+    #[arg(long)]
+    address: String,
+    #[arg(long, value_parser = parse_isolation)]
+    isolation: server::Isolation,
+    #[arg(long, value_name = "MIB")]
+    memory_mib: u64,
+}
+
+fn parse_isolation(s: &str) -> Result<server::Isolation, String> {
+    s.parse()
+}
+
+fn parse_channel(s: &str) -> Result<server::Channel, String> {
+    s.parse()
 }
 
 /// Options that decide what the terminals run (not what is loaded).
@@ -775,11 +828,55 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// How `glass serve` starts its procedure processes: this binary's hidden `guest` command,
+/// with the options the workload's procedures are opened with.
+fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>> {
+    if !args.isolation.out_of_process() {
+        return Ok(None);
+    }
+    let program =
+        std::env::current_exe().context("find this program, to start procedure processes")?;
+    let mut guest_args = vec![
+        "guest".to_string(),
+        args.workload.name().to_string(),
+        "--field-size".to_string(),
+        args.data.field_size.to_string(),
+        "--field-count".to_string(),
+        args.data.field_count.to_string(),
+    ];
+    if let Some(scale) = args.data.scale {
+        guest_args.extend(["--scale".to_string(), scale.to_string()]);
+    }
+    Ok(Some(server::GuestConfig {
+        program,
+        args: guest_args,
+        channel: args.channel,
+        timeout: Duration::from_millis(args.procedure_timeout_ms),
+        memory_mib: args.procedure_memory_mib,
+    }))
+}
+
+/// `glass guest`: a procedure process, until its host goes away.
+fn guest(args: GuestArgs) -> anyhow::Result<ExitCode> {
+    let options = workload_options(args.workload, &args.data);
+    let workload = workloads::by_name(args.workload.name(), &options)
+        .map_err(|e| anyhow::anyhow!(UsageError(e)))?;
+    let guest_args = server::guest::GuestArgs {
+        channel: args.channel,
+        address: args.address,
+        isolation: args.isolation,
+        memory_mib: args.memory_mib,
+    };
+    server::guest::run(workload, &guest_args).map_err(|e| anyhow::anyhow!("glass guest: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let name = args.workload.name();
     let workers = args.workers as usize;
     let setup = &args.engine.setup;
     let switches = build_switches(preset_name(setup.preset), &setup.switches, workers)?;
+    let guest = guest_config(&args)?;
     let mut bench = BenchConfig::new(name);
     bench.options = run_options(args.workload, &args.data, &args.mix);
     bench.db = args.engine.log_file.apply(DbConfig {
@@ -817,6 +914,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             max_connections: args.max_connections as usize,
             idle_timeout: Duration::from_secs_f64(args.idle_timeout),
             trace: args.trace,
+            isolation: args.isolation,
+            guest,
             ..server::ServerConfig::default()
         },
         stop,
@@ -1395,6 +1494,7 @@ fn main() -> ExitCode {
         Command::Profile(args) => profile(args),
         Command::Scale(args) => scale(args),
         Command::Serve(args) => serve(args),
+        Command::Guest(args) => guest(args),
         Command::Latency(args) => latency(args),
         Command::Section3(args) => section3(args),
         Command::Crash(args) => crash(args),

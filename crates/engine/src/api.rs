@@ -486,6 +486,11 @@ pub enum TxError {
     /// transaction committed is unknown.
     #[error("connection to the server: {0}")]
     Connection(String),
+    /// A stored procedure run in isolation (its own process, a sandbox) was stopped by it: it
+    /// crashed, ran past its time limit, outgrew its memory or made a call its sandbox
+    /// forbids. The message names which; the transaction was rolled back.
+    #[error("stored procedure stopped by its isolation: {0}")]
+    Contained(String),
 }
 
 impl TxError {

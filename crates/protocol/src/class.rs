@@ -28,11 +28,14 @@ pub enum ErrorClass {
     Busy = 7,
     /// An idle interactive transaction was aborted.
     TimedOut = 8,
+    /// The stored procedure was stopped by its isolation (crashed, ran past its time limit,
+    /// outgrew its memory, made a forbidden call); its transaction was rolled back.
+    Contained = 9,
 }
 
 impl ErrorClass {
     /// Every class, in tag order.
-    pub const ALL: [ErrorClass; 8] = [
+    pub const ALL: [ErrorClass; 9] = [
         ErrorClass::Retry,
         ErrorClass::UserAbort,
         ErrorClass::DuplicateKey,
@@ -41,12 +44,13 @@ impl ErrorClass {
         ErrorClass::Protocol,
         ErrorClass::Busy,
         ErrorClass::TimedOut,
+        ErrorClass::Contained,
     ];
 
     /// The class from its tag byte, `None` for a byte that names none.
     pub fn from_tag(tag: u8) -> Option<ErrorClass> {
         match tag {
-            1..=8 => Some(Self::ALL[tag as usize - 1]),
+            1..=9 => Some(Self::ALL[tag as usize - 1]),
             _ => None,
         }
     }
@@ -72,6 +76,7 @@ impl ErrorClass {
             TxError::UserAbort(_) => ErrorClass::UserAbort,
             TxError::DuplicateKey(_) => ErrorClass::DuplicateKey,
             TxError::Invalid(_) => ErrorClass::Invalid,
+            TxError::Contained(_) => ErrorClass::Contained,
             // A server meets a broken connection only as a client of another server.
             TxError::Storage(_) | TxError::Connection(_) => ErrorClass::Internal,
         }
@@ -90,6 +95,7 @@ impl ErrorClass {
             ErrorClass::DuplicateKey => TxError::DuplicateKey(message),
             ErrorClass::Invalid => TxError::Invalid(format!("server: {message}")),
             ErrorClass::Internal | ErrorClass::Protocol => TxError::Invalid(prefixed(message)),
+            ErrorClass::Contained => TxError::Contained(message),
         }
     }
 
@@ -101,7 +107,8 @@ impl ErrorClass {
             TxError::Retry(m)
             | TxError::UserAbort(m)
             | TxError::DuplicateKey(m)
-            | TxError::Invalid(m) => m.clone(),
+            | TxError::Invalid(m)
+            | TxError::Contained(m) => m.clone(),
             TxError::Storage(e) => e.to_string(),
             TxError::Connection(_) => error.to_string(),
         }
@@ -119,6 +126,7 @@ impl fmt::Display for ErrorClass {
             ErrorClass::Protocol => "protocol error",
             ErrorClass::Busy => "busy",
             ErrorClass::TimedOut => "timed out",
+            ErrorClass::Contained => "procedure contained",
         })
     }
 }
@@ -132,7 +140,7 @@ mod tests {
         for class in ErrorClass::ALL {
             assert_eq!(ErrorClass::from_tag(class.tag()), Some(class));
         }
-        for tag in (0..=u8::MAX).filter(|t| !(1..=8).contains(t)) {
+        for tag in (0..=u8::MAX).filter(|t| !(1..=9).contains(t)) {
             assert_eq!(ErrorClass::from_tag(tag), None, "tag {tag}");
         }
     }
@@ -150,6 +158,7 @@ mod tests {
             (TxError::Invalid("no table x".into()), ErrorClass::Invalid),
             (storage, ErrorClass::Internal),
             (TxError::Connection("reset".into()), ErrorClass::Internal),
+            (TxError::Contained("SIGSEGV".into()), ErrorClass::Contained),
         ];
         for (error, class) in cases {
             assert_eq!(ErrorClass::of(&error), class, "{error}");
@@ -168,7 +177,8 @@ mod tests {
                 TxError::Retry(m)
                 | TxError::UserAbort(m)
                 | TxError::DuplicateKey(m)
-                | TxError::Invalid(m) => m,
+                | TxError::Invalid(m)
+                | TxError::Contained(m) => m,
                 other => panic!("{class} became {other:?}"),
             };
             assert_eq!(text, expected, "{class}");
@@ -181,6 +191,7 @@ mod tests {
         matches(ErrorClass::Protocol, "server: protocol error: boom");
         matches(ErrorClass::Busy, "server: busy: boom");
         matches(ErrorClass::TimedOut, "server: timed out: boom");
+        matches(ErrorClass::Contained, "boom");
         assert!(matches!(
             ErrorClass::UserAbort.into_tx_error("x".into()),
             TxError::UserAbort(_)

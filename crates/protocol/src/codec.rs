@@ -41,6 +41,10 @@ pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
 pub(crate) fn put_bool(out: &mut Vec<u8>, v: bool) {
     out.push(u8::from(v));
 }
@@ -171,6 +175,10 @@ impl<'a> Reader<'a> {
 
     pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32> {
         self.array(what).map(u32::from_le_bytes)
+    }
+
+    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64> {
+        self.array(what).map(u64::from_le_bytes)
     }
 
     pub(crate) fn i64(&mut self, what: &'static str) -> Result<i64> {

@@ -29,6 +29,10 @@ pub enum ProtocolError {
     /// A response frame's kind byte names no response.
     #[error("unknown response kind {0:#04x}")]
     UnknownResponse(u8),
+    /// A frame on the procedure boundary ([`crate::guest`]) whose kind byte names no message of
+    /// the side that sent it.
+    #[error("unknown procedure-boundary message kind {0:#04x}")]
+    UnknownBoundaryMessage(u8),
     /// A tag byte (op, value, bound, scan source, op result, error class) out of its range.
     #[error("unknown {what} tag {tag}")]
     UnknownTag { what: &'static str, tag: u8 },

@@ -126,7 +126,7 @@
 //! | 4   | `Rows`     | 1      | …    | `rows`  | `list<list<Value>>`    |
 //!
 //! Error classes: 1 `Retry`, 2 `UserAbort`, 3 `DuplicateKey`, 4 `Invalid`, 5 `Internal`,
-//! 6 `Protocol`, 7 `Busy`, 8 `TimedOut` (see [`ErrorClass`]).
+//! 6 `Protocol`, 7 `Busy`, 8 `TimedOut`, 9 `Contained` (see [`ErrorClass`]).
 //!
 //! # Codec
 //!
@@ -140,6 +140,7 @@ mod codec;
 mod endpoint;
 mod error;
 mod frame;
+pub mod guest;
 mod message;
 pub mod shm;
 

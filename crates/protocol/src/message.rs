@@ -51,8 +51,8 @@ const RESULT_INSERTED: u8 = 3;
 const RESULT_ROWS: u8 = 4;
 
 /// The smallest ops (`Insert`, `Delete`: tag, table, empty list) and op results (`Inserted`).
-const MIN_OP: usize = 1 + 4 + MIN_LIST;
-const MIN_OP_RESULT: usize = 1;
+pub(crate) const MIN_OP: usize = 1 + 4 + MIN_LIST;
+pub(crate) const MIN_OP_RESULT: usize = 1;
 /// `(u16 column, Value)` and `(str name, u32 id)`.
 const MIN_SET: usize = MIN_COLUMN + MIN_VALUE;
 const MIN_NAMED_ID: usize = MIN_STR + 4;
@@ -171,7 +171,7 @@ pub enum OpResult {
 
 /// Appends a frame of `kind`: the length prefix, the kind byte and what `body` writes, then
 /// fills the length in.
-fn frame(out: &mut Vec<u8>, kind: u8, body: impl FnOnce(&mut Vec<u8>)) {
+pub(crate) fn frame(out: &mut Vec<u8>, kind: u8, body: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
     out.extend_from_slice(&[0; HEADER_LEN]);
     put_u8(out, kind);
@@ -251,7 +251,7 @@ impl Request {
     }
 }
 
-fn put_op(out: &mut Vec<u8>, op: &Op) {
+pub(crate) fn put_op(out: &mut Vec<u8>, op: &Op) {
     match op {
         Op::Get {
             table,
@@ -314,7 +314,7 @@ fn put_op(out: &mut Vec<u8>, op: &Op) {
     }
 }
 
-fn read_op(r: &mut Reader<'_>) -> Result<Op> {
+pub(crate) fn read_op(r: &mut Reader<'_>) -> Result<Op> {
     Ok(match r.u8("op tag")? {
         OP_GET => Op::Get {
             table: r.u32("get table")?,
@@ -451,18 +451,18 @@ impl Response {
     }
 }
 
-fn put_named_ids(out: &mut Vec<u8>, named: &[(String, u32)]) {
+pub(crate) fn put_named_ids(out: &mut Vec<u8>, named: &[(String, u32)]) {
     put_list(out, named, |out, (name, id)| {
         put_str(out, name);
         put_u32(out, *id);
     });
 }
 
-fn read_named_ids(r: &mut Reader<'_>, what: &'static str) -> Result<Vec<(String, u32)>> {
+pub(crate) fn read_named_ids(r: &mut Reader<'_>, what: &'static str) -> Result<Vec<(String, u32)>> {
     r.list(MIN_NAMED_ID, what, |r| Ok((r.str(what)?, r.u32(what)?)))
 }
 
-fn put_op_result(out: &mut Vec<u8>, result: &OpResult) {
+pub(crate) fn put_op_result(out: &mut Vec<u8>, result: &OpResult) {
     match result {
         OpResult::Row(row) => {
             put_u8(out, RESULT_ROW);
@@ -483,7 +483,7 @@ fn put_op_result(out: &mut Vec<u8>, result: &OpResult) {
     }
 }
 
-fn read_op_result(r: &mut Reader<'_>) -> Result<OpResult> {
+pub(crate) fn read_op_result(r: &mut Reader<'_>) -> Result<OpResult> {
     Ok(match r.u8("op result tag")? {
         RESULT_ROW => OpResult::Row(r.opt("row result", |r| r.values("row result"))?),
         RESULT_FOUND => OpResult::Found(r.bool("found result")?),
@@ -535,7 +535,7 @@ pub(crate) mod tests {
         ]
     }
 
-    fn op() -> impl Strategy<Value = Op> {
+    pub(crate) fn op() -> impl Strategy<Value = Op> {
         let source = prop_oneof![
             any::<u32>().prop_map(ScanSource::Table),
             any::<u32>().prop_map(ScanSource::Index),
@@ -600,7 +600,7 @@ pub(crate) mod tests {
         ]
     }
 
-    fn op_result() -> impl Strategy<Value = OpResult> {
+    pub(crate) fn op_result() -> impl Strategy<Value = OpResult> {
         prop_oneof![
             prop::option::of(values()).prop_map(OpResult::Row),
             any::<bool>().prop_map(OpResult::Found),
@@ -609,7 +609,7 @@ pub(crate) mod tests {
         ]
     }
 
-    fn named_ids() -> impl Strategy<Value = Vec<(String, u32)>> {
+    pub(crate) fn named_ids() -> impl Strategy<Value = Vec<(String, u32)>> {
         prop::collection::vec((".{0,10}", any::<u32>()), 0..4)
     }
 
@@ -1018,10 +1018,10 @@ pub(crate) mod tests {
             })
         );
         assert_eq!(
-            Response::decode(&[KIND_FAILED, 9, 0, 0, 0, 0]),
+            Response::decode(&[KIND_FAILED, 10, 0, 0, 0, 0]),
             Err(ProtocolError::UnknownTag {
                 what: "error class",
-                tag: 9
+                tag: 10
             })
         );
         assert_eq!(

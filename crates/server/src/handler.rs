@@ -35,19 +35,23 @@ use engine::{Fetch, IndexRef, KeyRange, TableRef, Transaction, Tx, TxError, TxRe
 use protocol::{ErrorClass, Op, OpResult, Request, Response, ScanSource, MAGIC, VERSION};
 use workloads::{Procedures, Workload};
 
+use crate::isolation::{GuestConfig, Isolation};
 use crate::trace::{Phase, Tracer};
 
 /// What every connection of one server shares: the database, the workload's procedures, and
 /// the names a client may use.
 pub struct Shared {
     pub db: Arc<Database>,
-    workload: &'static str,
+    pub(crate) workload: &'static str,
     procedures: Box<dyn Procedures>,
+    /// Where procedures run, and how to start a guest when not in the server.
+    pub(crate) isolation: Isolation,
+    pub(crate) guest: Option<GuestConfig>,
     /// Procedure names in the workload's order, and their indexes.
-    procedure_names: Vec<String>,
+    pub(crate) procedure_names: Vec<String>,
     procedure_index: HashMap<String, usize>,
-    tables: Vec<(String, u32)>,
-    indexes: Vec<(String, u32)>,
+    pub(crate) tables: Vec<(String, u32)>,
+    pub(crate) indexes: Vec<(String, u32)>,
     /// Tables and indexes by id, as operations name them.
     table_refs: HashMap<u32, TableRef>,
     index_refs: HashMap<u32, IndexRef>,
@@ -83,6 +87,8 @@ impl Shared {
             db,
             workload: workload.name(),
             procedures,
+            isolation: Isolation::Rust,
+            guest: None,
             procedure_names,
             procedure_index,
             tables,
@@ -91,6 +97,13 @@ impl Shared {
             index_refs,
             max_frame,
         })
+    }
+
+    /// Runs procedures at `isolation`, starting guests as `guest` says.
+    pub fn isolated(mut self, isolation: Isolation, guest: Option<GuestConfig>) -> Shared {
+        self.isolation = isolation;
+        self.guest = guest;
+        self
     }
 
     fn table(&self, id: u32) -> TxResult<&TableRef> {
@@ -321,7 +334,9 @@ impl<'db> ConnState<'db> {
             Ok(txn) => txn,
             Err(e) => return failure(&e),
         };
-        let ran = if tracer.on() {
+        let ran = if shared.isolation.out_of_process() {
+            crate::isolation::call(shared, &mut txn, index, args, &mut values, tracer)
+        } else if tracer.on() {
             // The procedure's span, split into its engine calls and the rest.
             let start = tracer.start_handling();
             let mut timed = TimedTx::new(&mut txn);
@@ -537,7 +552,7 @@ impl Tx for TimedTx<'_> {
 }
 
 /// Runs a batch's operations in order; the first failure ends the batch.
-fn run_ops(tx: &mut dyn Tx, shared: &Shared, ops: &[Op]) -> TxResult<Vec<OpResult>> {
+pub(crate) fn run_ops(tx: &mut dyn Tx, shared: &Shared, ops: &[Op]) -> TxResult<Vec<OpResult>> {
     let mut cols = Vec::new();
     let mut results = Vec::with_capacity(ops.len());
     for op in ops {

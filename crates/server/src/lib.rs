@@ -25,7 +25,9 @@
 
 mod control;
 mod dedicated;
+pub mod guest;
 pub mod handler;
+pub mod isolation;
 pub mod link;
 mod shm;
 pub mod trace;
@@ -40,6 +42,7 @@ use mio::{Poll, Token, Waker};
 use workloads::Workload;
 
 pub use control::WorkerStats;
+pub use isolation::{Channel, GuestConfig, Isolation};
 pub use protocol::Endpoint;
 
 /// The server's thread architecture (the 2025 paper's Table 4).
@@ -95,6 +98,10 @@ pub struct ServerConfig {
     pub trace: bool,
     /// Connections a shared-memory region holds (`Endpoint::Shm`).
     pub shm_slots: usize,
+    /// Where stored procedures run (`isolation`).
+    pub isolation: Isolation,
+    /// How to start a procedure process, for the levels that run one.
+    pub guest: Option<GuestConfig>,
 }
 
 impl Default for ServerConfig {
@@ -109,6 +116,8 @@ impl Default for ServerConfig {
             queue_depth: 1024,
             trace: false,
             shm_slots: 64,
+            isolation: Isolation::Rust,
+            guest: None,
         }
     }
 }
@@ -182,7 +191,26 @@ impl Server {
             endpoints.push(l.endpoint()?);
             listeners.push(l);
         }
-        let shared = Arc::new(handler::Shared::new(db, workload, config.max_frame)?);
+        if config.isolation.out_of_process() && config.guest.is_none() {
+            return Err(ServerError::Config(format!(
+                "isolation {} runs procedures in a process of their own: it needs a guest \
+                 program",
+                config.isolation
+            )));
+        }
+        let shared = handler::Shared::new(db, workload, config.max_frame)?
+            .isolated(config.isolation, config.guest.clone());
+        if config.isolation.out_of_process() {
+            // One guest started and stopped now: a server whose procedures cannot run says so
+            // before it listens, not at its first call.
+            isolation::probe(&shared).map_err(|e| {
+                ServerError::Config(format!(
+                    "isolation {}: a procedure process: {e}",
+                    config.isolation
+                ))
+            })?;
+        }
+        let shared = Arc::new(shared);
         let control = Arc::new(control::Control::new(config.clone()));
         let mut threads = Vec::new();
         let mut wakers = Vec::new();

@@ -15,6 +15,7 @@
 //! Invariant shared by every workload: `Terminal::run` never changes terminal state that a
 //! retry would observe — the input drawn by `next` is reused unchanged until the next `next`.
 
+pub mod hostile;
 pub mod tpcb;
 pub mod tpcc;
 pub mod util;
@@ -139,9 +140,11 @@ pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Arc<dyn Workload
         "voter" => Ok(Arc::new(voter::Voter::new(voter::VoterConfig::new(
             options.scale,
         ))?)),
+        hostile::NAME => Ok(Arc::new(hostile::Hostile::new(options.scale))),
         other => Err(format!(
-            "unknown workload '{other}' (valid: {})",
-            WORKLOAD_NAMES.join(", ")
+            "unknown workload '{other}' (valid: {}, and {} for the containment tests)",
+            WORKLOAD_NAMES.join(", "),
+            hostile::NAME
         )),
     }
 }

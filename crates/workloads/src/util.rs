@@ -276,6 +276,11 @@ impl<'a> Args<'a> {
         ))
     }
 
+    /// The arguments not read yet.
+    pub fn values_left(&self) -> &'a [Value] {
+        &self.values[self.next.min(self.values.len())..]
+    }
+
     pub fn int(&mut self) -> TxResult<i64> {
         let v = self.take("an integer")?;
         v.as_int().ok_or_else(|| self.wrong("an integer", v))

@@ -1,0 +1,288 @@
+//! What each isolation level contains (`glass serve --isolation LEVEL`), shown with the hostile
+//! procedure library (`workloads::hostile`): an endless loop, a memory bomb, an abort, a null
+//! dereference, a wild write, opening a file and opening a socket.
+//!
+//! Under `process` and `container` every attack is contained: the call fails with an error
+//! naming the cause, the hostile transaction's write is rolled back, and the server goes on
+//! serving. Under `rust` the engine shares the procedure's address space and rights: the file
+//! and the socket open, and a crash takes the whole server down. These tests are the rows of
+//! the containment table in `docs/ARCHITECTURE.md`.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use client::Client;
+use engine::{TxError, Value};
+use protocol::Endpoint;
+
+/// A `glass serve hostile` on a Unix socket in `dir`, with `extra` flags; the server's own
+/// address-space limit is `server_mib` (so that a memory bomb it does not contain ends it, not
+/// the machine).
+struct Server {
+    child: Child,
+    endpoint: Endpoint,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str], server_mib: u64) -> Server {
+        let socket = dir.join("glass.sock");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_glass"));
+        command
+            .args(["serve", "hostile", "--unix", socket.to_str().unwrap()])
+            .args(["--workers", "2", "--quiet"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let limit = server_mib << 20;
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe; it runs in the child before exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let rlim = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    libc::setrlimit(libc::RLIMIT_AS, &rlim);
+                    let none = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    libc::setrlimit(libc::RLIMIT_CORE, &none);
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command.spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(
+            line.starts_with("listening on unix://"),
+            "serve printed {line:?}"
+        );
+        Server {
+            child,
+            endpoint: Endpoint::Unix(socket),
+        }
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(&self.endpoint).unwrap()
+    }
+
+    /// Whether the server process has ended, waiting up to `within` for it to.
+    fn ended(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if start.elapsed() > within {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    /// Stops the server as a user would (SIGTERM), so that it stops its procedure processes
+    /// and removes their cgroups; kills it if it does not stop.
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a child process we started and have not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if self.ended(Duration::from_secs(10)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn bump(client: &mut Client, cell: i64) -> i64 {
+    match client.call("bump", vec![Value::Int(cell)]).unwrap()[..] {
+        [Value::Int(v)] => v,
+        ref other => panic!("bump returned {other:?}"),
+    }
+}
+
+/// Each attack, its arguments, and what the error of a contained one must say.
+fn attacks(port: u16) -> Vec<(&'static str, Vec<Value>, &'static str)> {
+    vec![
+        ("spin", vec![], "ran past its 400 ms limit"),
+        ("bomb", vec![], "SIGABRT"),
+        ("crash", vec![], "SIGABRT"),
+        ("null", vec![], "SIGSEGV"),
+        ("wild_write", vec![], "SIGSEGV"),
+        (
+            "open_file",
+            vec![Value::Str("/etc/hostname".into())],
+            "Operation not permitted",
+        ),
+        (
+            "open_socket",
+            vec![Value::Int(i64::from(port))],
+            "Operation not permitted",
+        ),
+    ]
+}
+
+/// Runs every attack against a server at `level` over `channel`; each is refused with its
+/// cause, its write rolled back, and the server keeps serving another client throughout.
+fn every_attack_is_contained(level: &str, channel: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--isolation",
+            level,
+            "--channel",
+            channel,
+            "--procedure-timeout-ms",
+            "400",
+            "--procedure-memory-mib",
+            "256",
+        ],
+        16 << 10,
+    );
+    let mut bystander = server.client();
+    let mut attacker = server.client();
+    // Cell 1 is the one every hostile procedure writes first.
+    let mut cell1 = bump(&mut bystander, 1);
+    for (attack, args, cause) in attacks(port) {
+        let result = attacker.call(attack, args);
+        let message = match result {
+            Err(TxError::Contained(m)) | Err(TxError::Invalid(m)) => m,
+            other => panic!("{level}/{channel}: {attack} was not contained: {other:?}"),
+        };
+        assert!(
+            message.contains(cause),
+            "{level}/{channel}: {attack}: {message:?} does not say {cause:?}"
+        );
+        // The hostile transaction's write was rolled back; the server still serves, the
+        // attacker's connection included.
+        cell1 += 1;
+        assert_eq!(
+            bump(&mut bystander, 1),
+            cell1,
+            "{level}/{channel} after {attack}"
+        );
+        assert_eq!(bump(&mut attacker, 2), bump(&mut bystander, 2) - 1);
+    }
+}
+
+#[test]
+fn a_procedure_process_contains_every_attack() {
+    every_attack_is_contained("process", "uds");
+}
+
+#[test]
+fn a_container_contains_every_attack() {
+    every_attack_is_contained("container", "shm-poll");
+}
+
+#[test]
+fn every_channel_carries_calls_and_notices_a_dead_or_silent_guest() {
+    for channel in ["tcp", "uds", "shm-uds", "shm-poll"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = Server::start(
+            dir.path(),
+            &[
+                "--isolation",
+                "process",
+                "--channel",
+                channel,
+                "--procedure-timeout-ms",
+                "400",
+            ],
+            16 << 10,
+        );
+        let mut client = server.client();
+        let first = bump(&mut client, 3);
+        for _ in 0..50 {
+            bump(&mut client, 3);
+        }
+        let mut expected = first + 51;
+        assert_eq!(bump(&mut client, 3), expected, "{channel}");
+        for (attack, cause) in [("crash", "SIGABRT"), ("spin", "ran past its")] {
+            match client.call(attack, vec![]) {
+                Err(TxError::Contained(m)) => assert!(m.contains(cause), "{channel}: {m}"),
+                other => panic!("{channel}: {attack}: {other:?}"),
+            }
+            // A fresh guest answers the next call.
+            expected += 1;
+            assert_eq!(bump(&mut client, 3), expected, "{channel} after {attack}");
+        }
+    }
+}
+
+#[test]
+fn the_rust_level_contains_only_what_safe_rust_prevents() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    {
+        let server = Server::start(dir.path(), &["--isolation", "rust"], 16 << 10);
+        let mut client = server.client();
+        // The procedure has the server's rights: the file and the socket open.
+        let read = client
+            .call("open_file", vec![Value::Str("/etc/hostname".into())])
+            .unwrap();
+        assert!(matches!(read[..], [Value::Int(n)] if n > 0), "{read:?}");
+        let connected = client
+            .call("open_socket", vec![Value::Int(i64::from(port))])
+            .unwrap();
+        assert_eq!(connected, vec![Value::Int(1)]);
+        // An endless loop holds its worker for good: the call never returns.
+        let endpoint = server.endpoint.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut spinner = Client::connect(&endpoint).unwrap();
+            let _ = tx.send(spinner.call("spin", vec![]).is_ok());
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(800)).is_err());
+        // Nor can the server stop cleanly while it spins: kill it.
+        let mut server = server;
+        let _ = server.child.kill();
+    }
+    // A crash, a bad pointer or a wild write takes the whole server down.
+    for (attack, signal) in [
+        ("crash", libc::SIGABRT),
+        ("null", libc::SIGSEGV),
+        ("wild_write", libc::SIGSEGV),
+        ("bomb", libc::SIGABRT),
+    ] {
+        let mut server = Server::start(dir.path(), &["--isolation", "rust"], 2 << 10);
+        let mut client = server.client();
+        assert!(client.call(attack, vec![]).is_err(), "{attack}");
+        let status = server
+            .ended(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("the server survived {attack}"));
+        assert_eq!(status.signal(), Some(signal), "{attack}: {status:?}");
+    }
+}
+
+#[test]
+fn a_level_that_is_not_built_is_refused_by_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args([
+            "serve",
+            "hostile",
+            "--unix",
+            "/tmp/x.sock",
+            "--isolation",
+            "wasm",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not built yet"), "{err}");
+}

@@ -1,0 +1,341 @@
+//! The procedure boundary: the messages between a server worker (the host) and the procedure
+//! process it is paired with (the guest), when stored procedures run isolated from the engine
+//! (`glass serve --isolation process|container`).
+//!
+//! The host owns the transaction; the guest owns the procedure's code. The guest cannot touch
+//! the engine: every operation a procedure performs crosses the boundary as an [`Op`] and comes
+//! back as an [`OpResult`], serialized as the 2025 paper's isolated procedures' queries were.
+//! The conversation is strict ping-pong, one guest message for each host message, which is
+//! what lets a single pair of shared-memory buffers carry it:
+//!
+//! ```text
+//! host (worker)                              guest (procedure process)
+//!   Setup ---------------------------------->      workload, tables and indexes by id
+//!   <------------------------------------ Ready
+//!   Invoke { txn, args } ------------------->      run procedure `txn`
+//!   <----------------------------------- Ops        one operation the procedure performs
+//!   Results | OpFailed --------------------->       its result, or the engine's error
+//!   <----------------------------------- Ops        ...
+//!   <---------------------- Returned | Failed        the procedure is done
+//! ```
+//!
+//! Frames are the wire protocol's (length prefix, kind, body; [`crate`]'s field types), with
+//! kinds of their own so that a frame of one conversation is never taken for the other's:
+//!
+//! | kind   | message    | body |
+//! |-------:|------------|------|
+//! | `0x41` | `Setup`    | `workload: str`, `tables: list<(str, u32)>`, `indexes: list<(str, u32)>` |
+//! | `0x42` | `Invoke`   | `txn: u16`, `args: list<Value>` |
+//! | `0x43` | `Results`  | `results: list<OpResult>` |
+//! | `0x44` | `OpFailed` | `class: u8`, `message: str` |
+//! | `0xC1` | `Ready`    | (empty) |
+//! | `0xC2` | `Ops`      | `ops: list<Op>` |
+//! | `0xC3` | `Returned` | `values: list<Value>`, `busy_ns: u64` |
+//! | `0xC4` | `Failed`   | `class: u8`, `message: str`, `busy_ns: u64` |
+//!
+//! `busy_ns` is the guest's own time in the procedure's code for this call, outside its waits
+//! on the boundary: the host charges it to procedure execution and the rest of the call's
+//! time, less the engine's, to isolation overhead (the server's phase 5).
+//!
+//! Decoding is as strict as the wire protocol's: canonical encodings only, never a panic. The
+//! host treats a guest as untrusted: a frame that does not decode ends the guest.
+
+use engine::Value;
+
+use crate::class::ErrorClass;
+use crate::codec::{put_str, put_u16, put_u64, put_u8, put_values, Reader};
+use crate::error::ProtocolError;
+use crate::message::{
+    frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
+    MIN_OP_RESULT,
+};
+use crate::{Op, OpResult};
+
+type Result<T> = std::result::Result<T, ProtocolError>;
+
+const KIND_SETUP: u8 = 0x41;
+const KIND_INVOKE: u8 = 0x42;
+const KIND_RESULTS: u8 = 0x43;
+const KIND_OP_FAILED: u8 = 0x44;
+const KIND_READY: u8 = 0xC1;
+const KIND_OPS: u8 = 0xC2;
+const KIND_RETURNED: u8 = 0xC3;
+const KIND_FAILED: u8 = 0xC4;
+
+/// What the host sends its guest.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostMsg {
+    /// The first message: which workload's procedures to open, and the ids operations name
+    /// tables and indexes by.
+    Setup {
+        workload: String,
+        tables: Vec<(String, u32)>,
+        indexes: Vec<(String, u32)>,
+    },
+    /// Run procedure `txn` (an index into the workload's transaction names) with `args`.
+    Invoke { txn: u16, args: Vec<Value> },
+    /// The result of the operation the guest sent last.
+    Results { results: Vec<OpResult> },
+    /// The operation the guest sent last failed; the transaction is over.
+    OpFailed { class: ErrorClass, message: String },
+}
+
+/// What a guest sends its host.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GuestMsg {
+    /// Set up: the procedures are open.
+    Ready,
+    /// Operations the procedure performs, in order.
+    Ops { ops: Vec<Op> },
+    /// The procedure finished and returned `values`.
+    Returned { values: Vec<Value>, busy_ns: u64 },
+    /// The procedure failed (a user abort, an engine error it passed on, a bad argument).
+    Failed {
+        class: ErrorClass,
+        message: String,
+        busy_ns: u64,
+    },
+}
+
+fn read_class(r: &mut Reader<'_>) -> Result<ErrorClass> {
+    let tag = r.u8("error class")?;
+    ErrorClass::from_tag(tag).ok_or(ProtocolError::UnknownTag {
+        what: "error class",
+        tag,
+    })
+}
+
+impl HostMsg {
+    /// Appends this message as one whole frame, length prefix included.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            HostMsg::Setup {
+                workload,
+                tables,
+                indexes,
+            } => frame(out, KIND_SETUP, |out| {
+                put_str(out, workload);
+                put_named_ids(out, tables);
+                put_named_ids(out, indexes);
+            }),
+            HostMsg::Invoke { txn, args } => frame(out, KIND_INVOKE, |out| {
+                put_u16(out, *txn);
+                put_values(out, args);
+            }),
+            HostMsg::Results { results } => frame(out, KIND_RESULTS, |out| {
+                crate::codec::put_list(out, results, put_op_result);
+            }),
+            HostMsg::OpFailed { class, message } => frame(out, KIND_OP_FAILED, |out| {
+                put_u8(out, class.tag());
+                put_str(out, message);
+            }),
+        }
+    }
+
+    /// Decodes a message from a frame's bytes after the length prefix.
+    pub fn decode(kind_and_body: &[u8]) -> Result<HostMsg> {
+        let (&kind, body) = kind_and_body
+            .split_first()
+            .ok_or(ProtocolError::EmptyFrame)?;
+        let mut r = Reader::new(body);
+        let message = match kind {
+            KIND_SETUP => HostMsg::Setup {
+                workload: r.str("setup workload")?,
+                tables: read_named_ids(&mut r, "setup tables")?,
+                indexes: read_named_ids(&mut r, "setup indexes")?,
+            },
+            KIND_INVOKE => HostMsg::Invoke {
+                txn: r.u16("invoke txn")?,
+                args: r.values("invoke arguments")?,
+            },
+            KIND_RESULTS => HostMsg::Results {
+                results: r.list(MIN_OP_RESULT, "results", read_op_result)?,
+            },
+            KIND_OP_FAILED => HostMsg::OpFailed {
+                class: read_class(&mut r)?,
+                message: r.str("error message")?,
+            },
+            _ => return Err(ProtocolError::UnknownBoundaryMessage(kind)),
+        };
+        r.finish("host message")?;
+        Ok(message)
+    }
+}
+
+impl GuestMsg {
+    /// Appends this message as one whole frame, length prefix included.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            GuestMsg::Ready => frame(out, KIND_READY, |_| {}),
+            GuestMsg::Ops { ops } => frame(out, KIND_OPS, |out| {
+                crate::codec::put_list(out, ops, put_op);
+            }),
+            GuestMsg::Returned { values, busy_ns } => frame(out, KIND_RETURNED, |out| {
+                put_values(out, values);
+                put_u64(out, *busy_ns);
+            }),
+            GuestMsg::Failed {
+                class,
+                message,
+                busy_ns,
+            } => frame(out, KIND_FAILED, |out| {
+                put_u8(out, class.tag());
+                put_str(out, message);
+                put_u64(out, *busy_ns);
+            }),
+        }
+    }
+
+    /// Decodes a message from a frame's bytes after the length prefix.
+    pub fn decode(kind_and_body: &[u8]) -> Result<GuestMsg> {
+        let (&kind, body) = kind_and_body
+            .split_first()
+            .ok_or(ProtocolError::EmptyFrame)?;
+        let mut r = Reader::new(body);
+        let message = match kind {
+            KIND_READY => GuestMsg::Ready,
+            KIND_OPS => GuestMsg::Ops {
+                ops: r.list(MIN_OP, "ops", read_op)?,
+            },
+            KIND_RETURNED => GuestMsg::Returned {
+                values: r.values("returned values")?,
+                busy_ns: r.u64("busy_ns")?,
+            },
+            KIND_FAILED => GuestMsg::Failed {
+                class: read_class(&mut r)?,
+                message: r.str("error message")?,
+                busy_ns: r.u64("busy_ns")?,
+            },
+            _ => return Err(ProtocolError::UnknownBoundaryMessage(kind)),
+        };
+        r.finish("guest message")?;
+        Ok(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::message::tests::{named_ids, op, op_result, value};
+    use crate::HEADER_LEN;
+
+    fn class() -> impl Strategy<Value = ErrorClass> {
+        (0..ErrorClass::ALL.len()).prop_map(|i| ErrorClass::ALL[i])
+    }
+
+    fn host() -> impl Strategy<Value = HostMsg> {
+        prop_oneof![
+            (".{0,8}", named_ids(), named_ids()).prop_map(|(workload, tables, indexes)| {
+                HostMsg::Setup {
+                    workload,
+                    tables,
+                    indexes,
+                }
+            }),
+            (any::<u16>(), prop::collection::vec(value(), 0..6))
+                .prop_map(|(txn, args)| HostMsg::Invoke { txn, args }),
+            prop::collection::vec(op_result(), 0..4)
+                .prop_map(|results| HostMsg::Results { results }),
+            (class(), ".{0,20}").prop_map(|(class, message)| HostMsg::OpFailed { class, message }),
+        ]
+    }
+
+    fn guest() -> impl Strategy<Value = GuestMsg> {
+        prop_oneof![
+            Just(GuestMsg::Ready),
+            prop::collection::vec(op(), 0..4).prop_map(|ops| GuestMsg::Ops { ops }),
+            (prop::collection::vec(value(), 0..6), any::<u64>())
+                .prop_map(|(values, busy_ns)| GuestMsg::Returned { values, busy_ns }),
+            (class(), ".{0,20}", any::<u64>()).prop_map(|(class, message, busy_ns)| {
+                GuestMsg::Failed {
+                    class,
+                    message,
+                    busy_ns,
+                }
+            }),
+        ]
+    }
+
+    /// Encodes with `encode`, checks the length prefix, decodes the rest with `decode`.
+    fn round_trip<M: std::fmt::Debug>(
+        m: &M,
+        encode: impl Fn(&M, &mut Vec<u8>),
+        decode: impl Fn(&[u8]) -> Result<M>,
+    ) -> (Vec<u8>, M) {
+        let mut out = Vec::new();
+        encode(m, &mut out);
+        let len = u32::from_le_bytes(out[..HEADER_LEN].try_into().unwrap()) as usize;
+        assert_eq!(len, out.len() - HEADER_LEN);
+        let back = decode(&out[HEADER_LEN..]).expect("its own encoding decodes");
+        (out, back)
+    }
+
+    proptest! {
+        #[test]
+        fn host_messages_round_trip(m in host()) {
+            let (bytes, back) = round_trip(&m, HostMsg::encode, HostMsg::decode);
+            let mut again = Vec::new();
+            back.encode(&mut again);
+            // Floats compare by bits through the encoding.
+            prop_assert_eq!(again, bytes);
+        }
+
+        #[test]
+        fn guest_messages_round_trip(m in guest()) {
+            let (bytes, back) = round_trip(&m, GuestMsg::encode, GuestMsg::decode);
+            let mut again = Vec::new();
+            back.encode(&mut again);
+            prop_assert_eq!(again, bytes);
+        }
+
+        #[test]
+        fn a_cut_guest_message_is_refused(m in guest(), cut in 1usize..64) {
+            let mut out = Vec::new();
+            m.encode(&mut out);
+            let body = &out[HEADER_LEN..];
+            if cut < body.len() {
+                prop_assert!(GuestMsg::decode(&body[..body.len() - cut]).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn the_two_conversations_do_not_take_each_others_frames() {
+        let mut out = Vec::new();
+        crate::Request::Begin.encode(&mut out);
+        assert_eq!(
+            GuestMsg::decode(&out[HEADER_LEN..]),
+            Err(ProtocolError::UnknownBoundaryMessage(0x04))
+        );
+        out.clear();
+        GuestMsg::Ready.encode(&mut out);
+        assert!(HostMsg::decode(&out[HEADER_LEN..]).is_err());
+        assert!(crate::Response::decode(&out[HEADER_LEN..]).is_err());
+    }
+
+    #[test]
+    fn trailing_bytes_and_bad_classes_are_refused() {
+        let mut out = Vec::new();
+        GuestMsg::Returned {
+            values: vec![Value::Int(1)],
+            busy_ns: 7,
+        }
+        .encode(&mut out);
+        let mut body = out[HEADER_LEN..].to_vec();
+        body.push(0);
+        assert!(matches!(
+            GuestMsg::decode(&body),
+            Err(ProtocolError::TrailingBytes { .. })
+        ));
+        let body = [KIND_FAILED, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert_eq!(
+            GuestMsg::decode(&body),
+            Err(ProtocolError::UnknownTag {
+                what: "error class",
+                tag: 0
+            })
+        );
+    }
+}

@@ -1,0 +1,919 @@
+//! How far a server keeps stored procedures from its engine (`glass serve --isolation`), and
+//! the host side of the procedure boundary (`protocol::guest`).
+//!
+//! ```text
+//!   rust        worker thread ── procedure ── engine              one address space
+//!   process     worker thread ── engine                           the procedure in a process
+//!                   │ channel: Invoke, Results ▲ Ops, Returned     of its own, paired with
+//!                   ▼                          │                  the worker; rlimits and a
+//!               procedure process (glass guest)                   seccomp allow-list
+//!   container   as process, and the guest also enters user, PID, mount, network and IPC
+//!               namespaces and a cgroup (where the kernel allows)
+//! ```
+//!
+//! Each worker thread that runs a procedure starts its own guest on first use (a thread-local
+//! [`Guest`]) and keeps it; a guest that dies, runs past its time limit or breaks the boundary's
+//! protocol is killed, its transaction is rolled back with a [`TxError::Contained`] naming the
+//! cause, and the next call starts a fresh one. Nothing a guest sends is trusted: every frame is
+//! decoded strictly, every length checked against the buffer, and its operations go through
+//! the same checks as a client's.
+//!
+//! Channels, as in the 2025 paper's Figure 7:
+//!
+//! | channel    | carries frames over             | waits by |
+//! |------------|---------------------------------|----------|
+//! | `tcp`      | a loopback TCP connection       | a blocking read |
+//! | `uds`      | a Unix-domain socket            | a blocking read |
+//! | `shm-uds`  | a shared-memory buffer pair     | a blocking read of one byte on a Unix socket pair, written after each frame |
+//! | `shm-poll` | a shared-memory buffer pair     | spinning on a sequence number, then yielding, then napping |
+//!
+//! `shm-poll` spins for a bounded time only ([`SPIN`]), then yields and naps: this machine has
+//! two cores, and a host and a guest that both spun without end would take both from the
+//! client and each other. On a machine with cores to spare the spin could be unbounded.
+//!
+//! Phase 5 (isolation overhead) of a call is its wall time less the engine's time on its
+//! operations (phase 6) and the guest's own time in the procedure's code (phase 4, which the
+//! guest reports): the serialization on both sides, the channel's system calls, and the
+//! waits for the other side to be scheduled.
+
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use engine::{Tx, TxError, TxResult, Value};
+use protocol::guest::{GuestMsg, HostMsg};
+use protocol::shm::Region;
+use protocol::{ErrorClass, FrameBuffer, HEADER_LEN};
+
+use crate::handler::Shared;
+use crate::trace::Tracer;
+
+/// Where stored procedures run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// In the worker's thread, as Rust code compiled into the server: the language's
+    /// isolation only (the paper's "language" level).
+    Rust,
+    /// In a process of its own per worker, behind a channel, with resource limits and a
+    /// system-call allow-list.
+    Process,
+    /// As `Process`, inside Linux namespaces and a cgroup the guest builds for itself.
+    Container,
+}
+
+impl Isolation {
+    pub const NAMES: [&'static str; 3] = ["rust", "process", "container"];
+
+    /// Whether procedures run in a guest process.
+    pub fn out_of_process(self) -> bool {
+        self != Isolation::Rust
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "rust" => Ok(Isolation::Rust),
+            "process" => Ok(Isolation::Process),
+            "container" => Ok(Isolation::Container),
+            "none" | "wasm" | "vm" => Err(format!(
+                "isolation level {s} is not built yet (built: {})",
+                Isolation::NAMES.join(", ")
+            )),
+            _ => Err(format!(
+                "isolation must be one of {}, not {s:?}",
+                Isolation::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Isolation::Rust => "rust",
+            Isolation::Process => "process",
+            Isolation::Container => "container",
+        })
+    }
+}
+
+/// What carries the boundary's frames between a worker and its guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    Tcp,
+    Uds,
+    ShmUds,
+    ShmPoll,
+}
+
+impl Channel {
+    pub const ALL: [Channel; 4] = [
+        Channel::Tcp,
+        Channel::Uds,
+        Channel::ShmUds,
+        Channel::ShmPoll,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::Tcp => "tcp",
+            Channel::Uds => "uds",
+            Channel::ShmUds => "shm-uds",
+            Channel::ShmPoll => "shm-poll",
+        }
+    }
+}
+
+impl std::str::FromStr for Channel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Channel::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Channel::ALL.iter().map(|c| c.name()).collect();
+                format!("channel must be one of {}, not {s:?}", names.join(", "))
+            })
+    }
+}
+
+impl std::fmt::Display for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How to start a guest and what it may do.
+#[derive(Clone, Debug)]
+pub struct GuestConfig {
+    /// The program that serves as a guest (the `glass` binary), and the arguments that make
+    /// it one for this server's workload (`guest --workload ycsb ...`); the channel's own
+    /// arguments are appended.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub channel: Channel,
+    /// The longest the host waits for its guest's next message; past it the guest is killed.
+    pub timeout: Duration,
+    /// The guest's address-space limit (`RLIMIT_AS`), MiB.
+    pub memory_mib: u64,
+}
+
+impl Default for GuestConfig {
+    fn default() -> Self {
+        GuestConfig {
+            program: PathBuf::from("glass"),
+            args: Vec::new(),
+            channel: Channel::Uds,
+            timeout: Duration::from_secs(2),
+            memory_mib: 1024,
+        }
+    }
+}
+
+/// The shared-memory buffer of a guest's channel: the largest frame either side sends.
+pub const SHM_BUFFER: usize = 1 << 20;
+/// How long a `shm-poll` side spins on the sequence number before it starts yielding, and how
+/// long it yields before it naps between looks.
+pub const SPIN: Duration = Duration::from_micros(50);
+pub const YIELD: Duration = Duration::from_millis(2);
+pub const NAP: Duration = Duration::from_micros(20);
+/// The file descriptor a `shm-uds` guest finds its end of the wake-up socket pair on.
+pub const WAKE_FD: i32 = 3;
+
+/// Why a call could not finish across the boundary: the guest is then killed.
+#[derive(Debug)]
+enum Broken {
+    /// No message within the time limit.
+    Timeout,
+    /// The channel closed: the guest exited or died.
+    Closed,
+    /// The guest broke the boundary's protocol, or the channel failed.
+    Other(String),
+}
+
+/// The host's end of a channel.
+enum Pipe {
+    Stream {
+        stream: Box<dyn Stream>,
+        buffer: FrameBuffer,
+    },
+    Shm {
+        region: Region,
+        seq: u64,
+        /// `shm-uds`: the host's end of the wake-up pair; `shm-poll`: none.
+        wake: Option<UnixStream>,
+    },
+}
+
+trait Stream: Read + Write + Send {}
+impl<T: Read + Write + Send> Stream for T {}
+
+/// Sends `frame` (one whole frame) to the other side of a shared-memory channel.
+pub fn shm_send(
+    region: &Region,
+    response: bool,
+    seq: u64,
+    frame: &[u8],
+    wake: Option<&mut UnixStream>,
+) -> std::io::Result<()> {
+    if !region.write(0, response, frame) {
+        return Err(std::io::Error::other(format!(
+            "a frame of {} bytes is larger than the channel's {}-byte buffer",
+            frame.len(),
+            region.buffer()
+        )));
+    }
+    let (len, seq_at) = if response {
+        (region.response_len(0), region.response_seq(0))
+    } else {
+        (region.request_len(0), region.request_seq(0))
+    };
+    len.store(frame.len() as u32, Ordering::Relaxed);
+    seq_at.store(seq, Ordering::Release);
+    if let Some(w) = wake {
+        w.write_all(&[1])?;
+    }
+    Ok(())
+}
+
+/// Waits until `seq_at` reaches `seq` (true), spinning, then yielding, then napping, looking
+/// at `give_up` now and then (a dead peer, a deadline) once past the spin (false if it says
+/// so).
+pub fn shm_wait(seq_at: &AtomicU64, seq: u64, mut give_up: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    let mut looks = 0u32;
+    loop {
+        if seq_at.load(Ordering::Acquire) == seq {
+            return true;
+        }
+        looks = looks.wrapping_add(1);
+        if !looks.is_multiple_of(64) {
+            std::hint::spin_loop();
+            continue;
+        }
+        let waited = start.elapsed();
+        if waited < SPIN {
+            continue;
+        }
+        if give_up() {
+            return false;
+        }
+        if waited < YIELD {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(NAP);
+        }
+    }
+}
+
+/// One worker's guest: the process, its channel, and where its stderr goes.
+pub(crate) struct Guest {
+    child: Child,
+    pipe: Pipe,
+    /// The guest's stderr (an unlinked file), read when it dies to say why.
+    stderr: std::fs::File,
+    timeout: Duration,
+    out: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+static GUESTS_STARTED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static GUEST: RefCell<Option<Guest>> = const { RefCell::new(None) };
+}
+
+/// Runs procedure `txn` in this worker's guest (started now if it has none): the host's half
+/// of [`crate::handler`]'s call when procedures are isolated.
+pub(crate) fn call(
+    shared: &Shared,
+    tx: &mut dyn Tx,
+    txn: usize,
+    args: &[Value],
+    out: &mut Vec<Value>,
+    tracer: &mut Tracer,
+) -> TxResult<()> {
+    GUEST.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Guest::start(shared).map_err(|e| {
+                TxError::Contained(format!("the procedure process could not start: {e}"))
+            })?);
+        }
+        let guest = slot.as_mut().expect("started above");
+        match guest.call(shared, tx, txn, args, out, tracer) {
+            Ok(result) => result,
+            Err(broken) => {
+                let mut guest = slot.take().expect("in use above");
+                Err(TxError::Contained(guest.stop(shared, txn, broken)))
+            }
+        }
+    })
+}
+
+/// Starts a guest for `shared`'s workload, to check that one can be started (a server does,
+/// before it listens) and then stops it.
+pub(crate) fn probe(shared: &Shared) -> Result<(), String> {
+    let guest = Guest::start(shared)?;
+    drop(guest);
+    Ok(())
+}
+
+impl Guest {
+    fn start(shared: &Shared) -> Result<Guest, String> {
+        let config = shared
+            .guest
+            .as_ref()
+            .ok_or("isolated procedures need a guest program (GuestConfig)")?;
+        let n = GUESTS_STARTED.fetch_add(1, Ordering::Relaxed);
+        let name = format!("glass-guest-{}-{n}", std::process::id());
+        let stderr = tempfile::tempfile().map_err(|e| format!("a file for its stderr: {e}"))?;
+        let mut command = Command::new(&config.program);
+        command
+            .args(&config.args)
+            .arg("--channel")
+            .arg(config.channel.name())
+            .arg("--isolation")
+            .arg(shared.isolation.to_string())
+            .arg("--memory-mib")
+            .arg(config.memory_mib.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr.try_clone().map_err(|e| e.to_string())?);
+        let deadline = Instant::now() + config.timeout.max(Duration::from_secs(10));
+        let spawn_err = |e: std::io::Error| format!("start {}: {e}", config.program.display());
+        let (child, pipe) = match config.channel {
+            Channel::Tcp => {
+                let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+                let address = listener.local_addr().map_err(|e| e.to_string())?;
+                command.arg("--address").arg(address.to_string());
+                let mut child = spawn(&mut command, None).map_err(spawn_err)?;
+                let stream = accept(&listener, &mut child, deadline, |l| {
+                    l.accept().map(|(s, _)| s)
+                })?;
+                stream.set_nodelay(true).map_err(|e| e.to_string())?;
+                stream
+                    .set_read_timeout(Some(config.timeout))
+                    .map_err(|e| e.to_string())?;
+                let pipe = Pipe::Stream {
+                    stream: Box::new(stream),
+                    buffer: FrameBuffer::new(SHM_BUFFER as u32),
+                };
+                (child, pipe)
+            }
+            Channel::Uds => {
+                let path = std::env::temp_dir().join(format!("{name}.sock"));
+                let _ = std::fs::remove_file(&path);
+                let listener = UnixListener::bind(&path).map_err(|e| e.to_string())?;
+                command.arg("--address").arg(&path);
+                let child = spawn(&mut command, None);
+                let accepted = child.map_err(spawn_err).and_then(|mut child| {
+                    accept(&listener, &mut child, deadline, |l| {
+                        l.accept().map(|(s, _)| s)
+                    })
+                    .map(|s| (child, s))
+                });
+                let _ = std::fs::remove_file(&path);
+                let (child, stream) = accepted?;
+                stream
+                    .set_read_timeout(Some(config.timeout))
+                    .map_err(|e| e.to_string())?;
+                let pipe = Pipe::Stream {
+                    stream: Box::new(stream),
+                    buffer: FrameBuffer::new(SHM_BUFFER as u32),
+                };
+                (child, pipe)
+            }
+            Channel::ShmUds | Channel::ShmPoll => {
+                let path = shm_dir().join(&name);
+                let region = Region::create(&path, 1, SHM_BUFFER).map_err(|e| e.to_string())?;
+                command.arg("--address").arg(&path);
+                let (wake, theirs) = if config.channel == Channel::ShmUds {
+                    let (mine, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
+                    mine.set_read_timeout(Some(config.timeout))
+                        .map_err(|e| e.to_string())?;
+                    (Some(mine), Some(theirs))
+                } else {
+                    (None, None)
+                };
+                let child = spawn(&mut command, theirs.as_ref());
+                drop(theirs);
+                let child = child.map_err(spawn_err);
+                // The guest maps the region before it answers Setup; the name can go then.
+                (
+                    child?,
+                    Pipe::Shm {
+                        region,
+                        seq: 0,
+                        wake,
+                    },
+                )
+            }
+        };
+        let mut guest = Guest {
+            child,
+            pipe,
+            stderr,
+            timeout: config.timeout,
+            out: Vec::new(),
+            frame: Vec::new(),
+        };
+        let setup = HostMsg::Setup {
+            workload: shared.workload.to_string(),
+            tables: shared.tables.clone(),
+            indexes: shared.indexes.clone(),
+        };
+        let ready = guest.send(&setup).and_then(|()| guest.recv());
+        if let Pipe::Shm { region, .. } = &guest.pipe {
+            let _ = std::fs::remove_file(region.path());
+        }
+        match ready {
+            Ok(GuestMsg::Ready) => Ok(guest),
+            Ok(other) => {
+                let why = format!("it answered its setup with {other:?}");
+                Err(guest.stop_quietly(why))
+            }
+            Err(broken) => {
+                let why = guest.why(broken, "during its setup");
+                Err(why)
+            }
+        }
+    }
+
+    fn send(&mut self, message: &HostMsg) -> Result<(), Broken> {
+        self.out.clear();
+        message.encode(&mut self.out);
+        match &mut self.pipe {
+            Pipe::Stream { stream, .. } => stream
+                .write_all(&self.out)
+                .map_err(|e| Broken::Other(format!("write to the channel: {e}"))),
+            Pipe::Shm { region, seq, wake } => {
+                *seq += 1;
+                shm_send(region, false, *seq, &self.out, wake.as_mut())
+                    .map_err(|e| Broken::Other(format!("write to the channel: {e}")))
+            }
+        }
+    }
+
+    fn recv(&mut self) -> Result<GuestMsg, Broken> {
+        match &mut self.pipe {
+            Pipe::Stream { stream, buffer } => loop {
+                match buffer.next_frame() {
+                    Ok(Some(frame)) => {
+                        return GuestMsg::decode(frame).map_err(|e| {
+                            Broken::Other(format!("it sent a malformed message: {e}"))
+                        })
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(Broken::Other(format!("it sent a bad frame: {e}"))),
+                }
+                match buffer.read_from(stream) {
+                    Ok(0) => return Err(Broken::Closed),
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        return Err(Broken::Timeout)
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                        return Err(Broken::Closed)
+                    }
+                    Err(e) => return Err(Broken::Other(format!("read the channel: {e}"))),
+                }
+            },
+            Pipe::Shm { region, seq, wake } => {
+                let answered = region.response_seq(0);
+                match wake {
+                    Some(w) => {
+                        let mut byte = [0u8; 1];
+                        match w.read(&mut byte) {
+                            Ok(1) => {}
+                            Ok(_) => return Err(Broken::Closed),
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                ) =>
+                            {
+                                return Err(Broken::Timeout)
+                            }
+                            Err(e) => return Err(Broken::Other(format!("read the channel: {e}"))),
+                        }
+                        if answered.load(Ordering::Acquire) != *seq {
+                            return Err(Broken::Other(
+                                "it woke its host without answering".to_string(),
+                            ));
+                        }
+                    }
+                    None => {
+                        let deadline = Instant::now() + self.timeout;
+                        let child = &mut self.child;
+                        let mut dead = false;
+                        let waited = shm_wait(answered, *seq, || {
+                            dead = !matches!(child.try_wait(), Ok(None));
+                            dead || Instant::now() > deadline
+                        });
+                        if !waited {
+                            return Err(if dead {
+                                Broken::Closed
+                            } else {
+                                Broken::Timeout
+                            });
+                        }
+                    }
+                }
+                let len = region.response_len(0).load(Ordering::Relaxed) as usize;
+                if len < HEADER_LEN || !region.read(0, true, len, &mut self.frame) {
+                    return Err(Broken::Other(format!(
+                        "it sent a frame of {len} bytes (buffer {})",
+                        region.buffer()
+                    )));
+                }
+                let body_len = u32::from_le_bytes(self.frame[..HEADER_LEN].try_into().unwrap());
+                if body_len as usize != len - HEADER_LEN {
+                    return Err(Broken::Other(format!(
+                        "its frame's length prefix says {body_len}, its length {len}"
+                    )));
+                }
+                GuestMsg::decode(&self.frame[HEADER_LEN..])
+                    .map_err(|e| Broken::Other(format!("it sent a malformed message: {e}")))
+            }
+        }
+    }
+
+    /// One procedure call across the boundary. `Ok` carries the procedure's own outcome;
+    /// `Err` means the guest must go.
+    fn call(
+        &mut self,
+        shared: &Shared,
+        tx: &mut dyn Tx,
+        txn: usize,
+        args: &[Value],
+        out: &mut Vec<Value>,
+        tracer: &mut Tracer,
+    ) -> Result<TxResult<()>, Broken> {
+        let start = tracer.start();
+        let mut engine_ns = 0u64;
+        // An operation that failed dooms the transaction: its error is the call's, whatever
+        // the procedure does with it.
+        let mut failed_op: Option<TxError> = None;
+        self.send(&HostMsg::Invoke {
+            txn: txn as u16,
+            args: args.to_vec(),
+        })?;
+        loop {
+            match self.recv()? {
+                GuestMsg::Ops { ops } => {
+                    let reply = match &failed_op {
+                        Some(e) => failed_reply(e),
+                        None => {
+                            let t = tracer.start();
+                            let ran = crate::handler::run_ops(tx, shared, &ops);
+                            if let Some(t) = t {
+                                engine_ns += t.elapsed().as_nanos() as u64;
+                            }
+                            match ran {
+                                Ok(results) => HostMsg::Results { results },
+                                Err(e) => {
+                                    let reply = failed_reply(&e);
+                                    failed_op = Some(e);
+                                    reply
+                                }
+                            }
+                        }
+                    };
+                    self.send(&reply)?;
+                }
+                GuestMsg::Returned { values, busy_ns } => {
+                    tracer.charge_isolated(start, engine_ns, busy_ns);
+                    return Ok(match failed_op {
+                        Some(e) => Err(e),
+                        None => {
+                            out.extend(values);
+                            Ok(())
+                        }
+                    });
+                }
+                GuestMsg::Failed {
+                    class,
+                    message,
+                    busy_ns,
+                } => {
+                    tracer.charge_isolated(start, engine_ns, busy_ns);
+                    return Ok(Err(failed_op.unwrap_or_else(|| error_of(class, message))));
+                }
+                GuestMsg::Ready => {
+                    return Err(Broken::Other(
+                        "it sent Ready in the middle of a call".to_string(),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// Kills the guest for `broken` during procedure `txn`, and says why in words.
+    fn stop(&mut self, shared: &Shared, txn: usize, broken: Broken) -> String {
+        let procedure = shared
+            .procedure_names
+            .get(txn)
+            .map_or("?", String::as_str)
+            .to_string();
+        let timeout = self.timeout;
+        match broken {
+            Broken::Timeout => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                format!(
+                    "procedure {procedure} ran past its {} ms limit; its process was killed \
+                     and the transaction rolled back",
+                    timeout.as_millis()
+                )
+            }
+            other => format!(
+                "procedure {procedure}: {}; the transaction was rolled back",
+                self.why(other, "")
+            ),
+        }
+    }
+
+    /// Kills the guest (if it still runs) and describes how it ended.
+    fn why(&mut self, broken: Broken, when: &str) -> String {
+        let when = if when.is_empty() {
+            String::new()
+        } else {
+            format!(" {when}")
+        };
+        match broken {
+            Broken::Timeout => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                format!(
+                    "its process did not answer within {} ms{when}",
+                    self.timeout.as_millis()
+                )
+            }
+            Broken::Closed => {
+                // It closed the channel: it is exiting, or has died.
+                let status = wait_briefly(&mut self.child);
+                let said = self.last_words();
+                format!("its process {}{when}{said}", describe(status))
+            }
+            Broken::Other(what) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                format!("{what}{when}; its process was killed")
+            }
+        }
+    }
+
+    fn stop_quietly(&mut self, why: String) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        why
+    }
+
+    /// The last line the guest wrote to its stderr, as ` (it said: ...)`, or nothing.
+    fn last_words(&mut self) -> String {
+        use std::io::Seek;
+        let mut text = String::new();
+        if self.stderr.seek(std::io::SeekFrom::Start(0)).is_err()
+            || self.stderr.read_to_string(&mut text).is_err()
+        {
+            return String::new();
+        }
+        match text.lines().rev().find(|l| !l.trim().is_empty()) {
+            Some(line) => format!(" (it said: {})", line.trim()),
+            None => String::new(),
+        }
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        crate::guest::remove_cgroups(self.child.id());
+    }
+}
+
+fn failed_reply(e: &TxError) -> HostMsg {
+    HostMsg::OpFailed {
+        class: ErrorClass::of(e),
+        message: ErrorClass::message_of(e),
+    }
+}
+
+/// The engine error a guest's `Failed` stands for, its message as the guest wrote it.
+pub fn error_of(class: ErrorClass, message: String) -> TxError {
+    match class {
+        ErrorClass::Retry | ErrorClass::Busy | ErrorClass::TimedOut => TxError::Retry(message),
+        ErrorClass::UserAbort => TxError::UserAbort(message),
+        ErrorClass::DuplicateKey => TxError::DuplicateKey(message),
+        ErrorClass::Contained => TxError::Contained(message),
+        ErrorClass::Invalid | ErrorClass::Internal | ErrorClass::Protocol => {
+            TxError::Invalid(message)
+        }
+    }
+}
+
+/// Where shared-memory channels' files go: `/dev/shm` where it exists.
+fn shm_dir() -> PathBuf {
+    let dev_shm = PathBuf::from("/dev/shm");
+    if dev_shm.is_dir() {
+        dev_shm
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// Spawns the guest: it dies with the thread that started it (`PR_SET_PDEATHSIG`), and a
+/// `shm-uds` guest finds its end of the wake-up pair on [`WAKE_FD`].
+fn spawn(command: &mut Command, wake: Option<&UnixStream>) -> std::io::Result<Child> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let wake_fd = wake.map(|w| w.as_raw_fd());
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, dup2, fcntl).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(fd) = wake_fd {
+                // dup2 clears close-on-exec on the new descriptor.
+                if libc::dup2(fd, WAKE_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    command.spawn()
+}
+
+/// Accepts the guest's connection, giving up if it dies or `deadline` passes.
+fn accept<L: AsNonBlocking, S>(
+    listener: &L,
+    child: &mut Child,
+    deadline: Instant,
+    accept: impl Fn(&L) -> std::io::Result<S>,
+) -> Result<S, String> {
+    listener.non_blocking().map_err(|e| e.to_string())?;
+    loop {
+        match accept(listener) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(format!("accept its connection: {e}")),
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("it {} before connecting", describe(Some(status))));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("it did not connect within its start-up time".to_string());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+trait AsNonBlocking {
+    fn non_blocking(&self) -> std::io::Result<()>;
+}
+
+impl AsNonBlocking for TcpListener {
+    fn non_blocking(&self) -> std::io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
+impl AsNonBlocking for UnixListener {
+    fn non_blocking(&self) -> std::io::Result<()> {
+        self.set_nonblocking(true)
+    }
+}
+
+/// The child's exit status, waiting a little for it to finish dying.
+fn wait_briefly(child: &mut Child) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+/// "died of SIGSEGV (a bad memory access)", "exited with status 1", ...
+fn describe(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(status) = status else {
+        return "closed its channel and was killed".to_string();
+    };
+    if let Some(signal) = status.signal() {
+        let what = match signal {
+            libc::SIGSEGV => "SIGSEGV, a bad memory access",
+            libc::SIGBUS => "SIGBUS, a bad memory access",
+            libc::SIGABRT => "SIGABRT, an abort: a panic, an abort call or a failed allocation",
+            libc::SIGKILL => "SIGKILL: killed, by its limits or the kernel's out-of-memory killer",
+            libc::SIGSYS => "SIGSYS, a forbidden system call",
+            libc::SIGILL => "SIGILL, an illegal instruction",
+            libc::SIGFPE => "SIGFPE, an arithmetic fault",
+            _ => "",
+        };
+        return if what.is_empty() {
+            format!("died of signal {signal}")
+        } else {
+            format!("died of {what}")
+        };
+    }
+    match status.code() {
+        Some(code) => format!("exited with status {code}"),
+        None => "ended".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_and_channels_parse_from_their_names_and_refuse_the_rest() {
+        for name in Isolation::NAMES {
+            assert_eq!(name.parse::<Isolation>().unwrap().to_string(), name);
+        }
+        let e = "wasm".parse::<Isolation>().unwrap_err();
+        assert!(e.contains("not built yet"), "{e}");
+        assert!("sandbox".parse::<Isolation>().is_err());
+        for c in Channel::ALL {
+            assert_eq!(c.name().parse::<Channel>().unwrap(), c);
+        }
+        let e = "pipe".parse::<Channel>().unwrap_err();
+        assert!(e.contains("shm-poll"), "{e}");
+    }
+
+    #[test]
+    fn a_guests_failure_keeps_its_class() {
+        assert!(error_of(ErrorClass::Retry, "deadlock".into()).is_retryable());
+        assert!(matches!(
+            error_of(ErrorClass::UserAbort, "item".into()),
+            TxError::UserAbort(m) if m == "item"
+        ));
+        assert!(matches!(
+            error_of(ErrorClass::Contained, "x".into()),
+            TxError::Contained(_)
+        ));
+    }
+
+    #[test]
+    fn exits_are_described_by_their_signal() {
+        use std::os::unix::process::ExitStatusExt;
+        let segv = std::process::ExitStatus::from_raw(libc::SIGSEGV);
+        assert!(describe(Some(segv)).contains("SIGSEGV"));
+        let code = std::process::ExitStatus::from_raw(3 << 8);
+        assert_eq!(describe(Some(code)), "exited with status 3");
+    }
+
+    #[test]
+    fn a_shared_memory_frame_goes_across_and_a_silent_peer_is_given_up_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let region = Region::create(&dir.path().join("r"), 1, 4096).unwrap();
+        let mut frame = Vec::new();
+        GuestMsg::Ready.encode(&mut frame);
+        shm_send(&region, true, 1, &frame, None).unwrap();
+        assert!(shm_wait(region.response_seq(0), 1, || false));
+        let len = region.response_len(0).load(Ordering::Relaxed) as usize;
+        let mut back = Vec::new();
+        assert!(region.read(0, true, len, &mut back));
+        assert_eq!(
+            GuestMsg::decode(&back[HEADER_LEN..]).unwrap(),
+            GuestMsg::Ready
+        );
+        // Nobody will answer sequence 2: the wait ends when `give_up` says so.
+        let start = Instant::now();
+        let r = shm_wait(region.response_seq(0), 2, || {
+            start.elapsed() > Duration::from_millis(5)
+        });
+        assert!(!r);
+        let big = vec![0u8; 8192];
+        assert!(shm_send(&region, false, 1, &big, None).is_err());
+    }
+}
