@@ -261,6 +261,87 @@ fn wire_frames(out: &Path) {
     write(out, "wire_frame", "server-stream", &server);
 }
 
+/// One frame of each message of the procedure boundary, and a conversation of a call: the
+/// `guest_frame` target's input.
+fn guest_frames(out: &Path) {
+    use protocol::guest::{GuestMsg, HostMsg};
+    use protocol::{ErrorClass, Op, OpResult};
+
+    let host = [
+        (
+            "setup",
+            HostMsg::Setup {
+                workload: "ycsb".into(),
+                tables: vec![("usertable".into(), 0)],
+                indexes: vec![("by_name".into(), 1)],
+            },
+        ),
+        (
+            "invoke",
+            HostMsg::Invoke {
+                txn: 0,
+                args: vec![Value::Int(7), Value::Str("x".into())],
+            },
+        ),
+        (
+            "results",
+            HostMsg::Results {
+                results: vec![OpResult::Row(Some(vec![Value::Int(7), Value::Float(1.5)]))],
+            },
+        ),
+        (
+            "op-failed",
+            HostMsg::OpFailed {
+                class: ErrorClass::Retry,
+                message: "deadlock".into(),
+            },
+        ),
+    ];
+    let guest = [
+        ("ready", GuestMsg::Ready),
+        (
+            "ops",
+            GuestMsg::Ops {
+                ops: vec![Op::Get {
+                    table: 0,
+                    key: vec![Value::Int(7)],
+                    columns: Some(vec![1]),
+                    for_update: false,
+                }],
+            },
+        ),
+        (
+            "returned",
+            GuestMsg::Returned {
+                values: vec![Value::Int(1), Value::Null],
+                busy_ns: 1200,
+            },
+        ),
+        (
+            "failed",
+            GuestMsg::Failed {
+                class: ErrorClass::UserAbort,
+                message: "unused item".into(),
+                busy_ns: 800,
+            },
+        ),
+    ];
+    let mut conversation = Vec::new();
+    for (name, m) in &host {
+        let mut frame = Vec::new();
+        m.encode(&mut frame);
+        write(out, "guest_frame", &format!("host-{name}"), &frame);
+        conversation.extend_from_slice(&frame);
+    }
+    for (name, m) in &guest {
+        let mut frame = Vec::new();
+        m.encode(&mut frame);
+        write(out, "guest_frame", &format!("guest-{name}"), &frame);
+        conversation.extend_from_slice(&frame);
+    }
+    write(out, "guest_frame", "conversation", &conversation);
+}
+
 fn main() {
     let out = std::env::args()
         .nth(1)
@@ -353,5 +434,6 @@ fn main() {
         write(&out, "load_manifest", workload, &text);
     }
     wire_frames(&out);
+    guest_frames(&out);
     println!("seeds written to {}", out.display());
 }

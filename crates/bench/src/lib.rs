@@ -24,6 +24,7 @@ pub mod capacity;
 pub mod crash;
 pub mod driver;
 pub mod embedded;
+pub mod isolation;
 pub mod ladder;
 pub mod latency;
 pub mod manifest;

@@ -56,13 +56,13 @@ pub struct Section3Config {
 }
 
 /// A workload as the section runs it: its `glass` arguments and its options.
-struct Spec {
-    name: &'static str,
+pub(crate) struct Spec {
+    pub(crate) name: &'static str,
     args: Vec<String>,
     options: WorkloadOptions,
 }
 
-fn specs(config: &Section3Config) -> Vec<Spec> {
+pub(crate) fn specs(config: &Section3Config) -> Vec<Spec> {
     let warehouses = (config.connections / 2).max(1) as u64;
     vec![
         Spec {
@@ -104,6 +104,19 @@ fn specs(config: &Section3Config) -> Vec<Spec> {
     ]
 }
 
+/// Checks that the server's and the clients' cores exist, and pins this process's clients
+/// (the calling thread and threads it creates later) to theirs.
+pub(crate) fn pin_clients(config: &Section3Config) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if config.server_core >= cores || config.client_core >= cores {
+        anyhow::bail!(crate::UsageError(format!(
+            "cores {} and {} do not both exist: this machine has {cores}",
+            config.server_core, config.client_core
+        )));
+    }
+    pin_to(config.client_core).context("pin the clients to their core")
+}
+
 /// Pins the calling thread (and threads it creates later) to `core`.
 fn pin_to(core: usize) -> std::io::Result<()> {
     // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET and sched_setaffinity read and
@@ -119,18 +132,18 @@ fn pin_to(core: usize) -> std::io::Result<()> {
 }
 
 /// A `glass serve` child.
-struct ServerProc {
+pub(crate) struct ServerProc {
     child: Child,
     /// Kept open (and read at the end): a closed pipe would fail the server's last prints.
     stdout: BufReader<std::process::ChildStdout>,
-    endpoint: Endpoint,
+    pub(crate) endpoint: Endpoint,
     trace: PathBuf,
 }
 
 impl ServerProc {
     /// Starts `glass serve ARGS EXTRA --trace`, pinned to the server core; waits for its
     /// address.
-    fn start(
+    pub(crate) fn start(
         config: &Section3Config,
         spec: &Spec,
         extra: &[&str],
@@ -180,7 +193,7 @@ impl ServerProc {
     }
 
     /// Stops the server (SIGTERM) and returns its trace.
-    fn stop(mut self) -> anyhow::Result<Json> {
+    pub(crate) fn stop(mut self) -> anyhow::Result<Json> {
         // SAFETY: kill(2) on our own child, not yet reaped.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
         let mut rest = String::new();
@@ -202,7 +215,11 @@ impl Drop for ServerProc {
     }
 }
 
-fn bench_config(config: &Section3Config, spec: &Spec, connections: usize) -> BenchConfig {
+pub(crate) fn bench_config(
+    config: &Section3Config,
+    spec: &Spec,
+    connections: usize,
+) -> BenchConfig {
     let mut b = BenchConfig::new(spec.name);
     b.options = spec.options.clone();
     b.threads = connections;
@@ -276,14 +293,7 @@ fn knee(latency: &LatencyResult, mode: &str) -> Option<(f64, u64)> {
 pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
     std::fs::create_dir_all(&config.out)
         .with_context(|| format!("create {}", config.out.display()))?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if config.server_core >= cores || config.client_core >= cores {
-        anyhow::bail!(crate::UsageError(format!(
-            "cores {} and {} do not both exist: this machine has {cores}",
-            config.server_core, config.client_core
-        )));
-    }
-    pin_to(config.client_core).context("pin the clients to their core")?;
+    pin_clients(config)?;
     let c = config.connections;
     let workers = c.to_string();
     let specs: Vec<Spec> = specs(config)

@@ -74,6 +74,12 @@ enum Command {
     /// (`glass serve` children) pinned to one core, clients to another. Writes section3.md,
     /// section3.json and the figures.
     Section3(Section3Args),
+    /// What isolating stored procedures costs (the 2025 paper's Figures 6 and 7): per
+    /// workload and isolation level (rust, process over tcp, uds, shm-uds and shm-poll,
+    /// container), a `glass serve --isolation` child pinned to one core, clients on another;
+    /// the time per transaction in each phase, isolation overhead among them, and latency
+    /// against throughput. Writes isolation.md, isolation.json and the figures.
+    Isolation(IsolationArgs),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
     /// commit; print a table, exit 1 if any database or commit was lost.
@@ -436,6 +442,44 @@ struct LatencyArgs {
 }
 
 #[derive(Args, Debug)]
+struct IsolationArgs {
+    /// Directory for isolation.md, isolation.json, the traces and the figures.
+    #[arg(long, value_name = "DIR", default_value = "target/isolation")]
+    out: PathBuf,
+    /// Seconds measured per run and per point of the latency curves.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_seconds)]
+    duration: f64,
+    /// Seconds of warm-up per run.
+    #[arg(long, value_name = "SECS", default_value = "0.3", value_parser = parse_warmup)]
+    warmup: f64,
+    /// Client connections (TPC-C loads one warehouse per two).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=512))]
+    connections: u64,
+    /// The core the servers (and their procedure processes) run on.
+    #[arg(long, default_value_t = 0)]
+    server_core: usize,
+    /// The core the clients run on.
+    #[arg(long, default_value_t = 1)]
+    client_core: usize,
+    /// YCSB records.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    ycsb_records: u64,
+    /// Workloads, comma-separated, of ycsb, voter, tpcc.
+    #[arg(long, value_name = "LIST", default_value = "ycsb,voter,tpcc")]
+    workloads: String,
+    /// Levels, comma-separated, each LEVEL or LEVEL:CHANNEL [default: rust, process over
+    /// each channel, container:uds].
+    #[arg(long, value_name = "LIST")]
+    levels: Option<String>,
+    /// Fractions of each level's closed-loop peak offered for the latency curves.
+    #[arg(long, value_name = "LIST", default_value = "0.25,0.5,0.75,0.9,1.0")]
+    steps: String,
+    /// The core the procedure processes run on [default: the server's].
+    #[arg(long, value_name = "CORE")]
+    procedure_core: Option<usize>,
+}
+
+#[derive(Args, Debug)]
 struct Section3Args {
     /// Directory for section3.md, section3.json, the traces and the figures.
     #[arg(long, value_name = "DIR", default_value = "target/section3")]
@@ -530,6 +574,10 @@ struct ServeArgs {
     /// With --isolation process or container: each procedure process's address-space limit.
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     procedure_memory_mib: u64,
+    /// With --isolation process or container: run the procedure processes on this core
+    /// [default: wherever the server may run].
+    #[arg(long, value_name = "CORE")]
+    procedure_core: Option<usize>,
     /// Print only where it listens and the final check.
     #[arg(long)]
     quiet: bool,
@@ -853,6 +901,7 @@ fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>>
         channel: args.channel,
         timeout: Duration::from_millis(args.procedure_timeout_ms),
         memory_mib: args.procedure_memory_mib,
+        core: args.procedure_core,
     }))
 }
 
@@ -1008,6 +1057,61 @@ fn latency(args: LatencyArgs) -> anyhow::Result<ExitCode> {
     };
     let result = bench::latency::run_latency(&config)?;
     println!("{}", result.render().trim_end());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
+    let run = bench::section3::Section3Config {
+        exe: std::env::current_exe().context("find the glass binary")?,
+        out: args.out,
+        duration: args.duration,
+        warmup: args.warmup,
+        connections: args.connections as usize,
+        server_core: args.server_core,
+        client_core: args.client_core,
+        ycsb_records: args.ycsb_records,
+        workloads: args
+            .workloads
+            .split(',')
+            .map(|w| w.trim().to_string())
+            .collect(),
+    };
+    if let Some(bad) = run
+        .workloads
+        .iter()
+        .find(|w| !["ycsb", "voter", "tpcc"].contains(&w.as_str()))
+    {
+        anyhow::bail!(UsageError(format!(
+            "--workloads: {bad:?} is not one of ycsb, voter, tpcc"
+        )));
+    }
+    let levels = match &args.levels {
+        Some(list) => bench::isolation::parse_levels(list)
+            .map_err(|e| anyhow::anyhow!(UsageError(format!("--levels: {e}"))))?,
+        None => bench::isolation::default_levels(),
+    };
+    let steps = args
+        .steps
+        .split(',')
+        .map(|s| match s.trim().parse::<f64>() {
+            Ok(f) if f.is_finite() && f > 0.0 => Ok(f),
+            _ => Err(anyhow::anyhow!(UsageError(format!(
+                "--steps: {s:?} is not a positive fraction"
+            )))),
+        })
+        .collect::<anyhow::Result<Vec<f64>>>()?;
+    let config = bench::isolation::IsolationConfig {
+        run,
+        levels,
+        steps,
+        procedure_core: args.procedure_core,
+    };
+    let report = bench::isolation::run_isolation(&config)?;
+    println!("{}", report.trim_end());
+    println!(
+        "(written to {})",
+        config.run.out.join("isolation.md").display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1497,6 +1601,7 @@ fn main() -> ExitCode {
         Command::Guest(args) => guest(args),
         Command::Latency(args) => latency(args),
         Command::Section3(args) => section3(args),
+        Command::Isolation(args) => isolation(args),
         Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };

@@ -286,3 +286,61 @@ fn a_level_that_is_not_built_is_refused_by_name() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not built yet"), "{err}");
 }
+
+#[test]
+fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args([
+            "isolation",
+            "--workloads",
+            "ycsb",
+            "--levels",
+            "rust,process:uds",
+            "--ycsb-records",
+            "2000",
+            "--connections",
+            "2",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--steps",
+            "0.5",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let md = std::fs::read_to_string(dir.path().join("isolation.md")).unwrap();
+    assert!(md.contains("Figure 7") && md.contains("Figure 6"), "{md}");
+    assert!(
+        md.contains("58%, 70% and 63%"),
+        "the paper's numbers beside ours: {md}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("isolation.json")).unwrap())
+            .unwrap();
+    let levels = json["workloads"][0]["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    let phase = |i: usize, name: &str| levels[i]["trace"]["us_per_txn"][name].as_f64().unwrap();
+    // In the server, no boundary; in a process, every call crosses one.
+    assert_eq!(phase(0, "isolation overhead"), 0.0);
+    assert!(phase(1, "isolation overhead") > 0.0, "{}", levels[1]);
+    for level in levels {
+        assert!(level["tps"].as_f64().unwrap() > 0.0, "{level}");
+        assert!(!level["points"].as_array().unwrap().is_empty(), "{level}");
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["isolation", "--levels", "rust:tcp"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -29,7 +29,9 @@
 //!
 //! `shm-poll` spins for a bounded time only ([`SPIN`]), then yields and naps: this machine has
 //! two cores, and a host and a guest that both spun without end would take both from the
-//! client and each other. On a machine with cores to spare the spin could be unbounded.
+//! client and each other. A side whose affinity allows one CPU only (a server pinned to a core,
+//! its guest inheriting the pin) does not spin at all: its peer needs that CPU to answer. On a
+//! machine with cores to spare the spin could be unbounded.
 //!
 //! Phase 5 (isolation overhead) of a call is its wall time less the engine's time on its
 //! operations (phase 6) and the guest's own time in the procedure's code (phase 4, which the
@@ -165,6 +167,8 @@ pub struct GuestConfig {
     pub timeout: Duration,
     /// The guest's address-space limit (`RLIMIT_AS`), MiB.
     pub memory_mib: u64,
+    /// The core guests run on; `None`: wherever the server may (they inherit its affinity).
+    pub core: Option<usize>,
 }
 
 impl Default for GuestConfig {
@@ -175,6 +179,7 @@ impl Default for GuestConfig {
             channel: Channel::Uds,
             timeout: Duration::from_secs(2),
             memory_mib: 1024,
+            core: None,
         }
     }
 }
@@ -245,6 +250,17 @@ pub fn shm_send(
     Ok(())
 }
 
+/// How long to spin before yielding: [`SPIN`], or nothing where this thread may run on one
+/// CPU only (its affinity), which it would then share with the peer it waits for: spinning
+/// there only delays the peer.
+fn spin_budget() -> Duration {
+    static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| match std::thread::available_parallelism() {
+        Ok(n) if n.get() > 1 => SPIN,
+        _ => Duration::ZERO,
+    })
+}
+
 /// Waits until `seq_at` reaches `seq` (true), spinning, then yielding, then napping, looking
 /// at `give_up` now and then (a dead peer, a deadline) once past the spin (false if it says
 /// so).
@@ -261,7 +277,7 @@ pub fn shm_wait(seq_at: &AtomicU64, seq: u64, mut give_up: impl FnMut() -> bool)
             continue;
         }
         let waited = start.elapsed();
-        if waited < SPIN {
+        if waited < spin_budget() {
             continue;
         }
         if give_up() {
@@ -356,7 +372,7 @@ impl Guest {
                 let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
                 let address = listener.local_addr().map_err(|e| e.to_string())?;
                 command.arg("--address").arg(address.to_string());
-                let mut child = spawn(&mut command, None).map_err(spawn_err)?;
+                let mut child = spawn(&mut command, None, config.core).map_err(spawn_err)?;
                 let stream = accept(&listener, &mut child, deadline, |l| {
                     l.accept().map(|(s, _)| s)
                 })?;
@@ -375,7 +391,7 @@ impl Guest {
                 let _ = std::fs::remove_file(&path);
                 let listener = UnixListener::bind(&path).map_err(|e| e.to_string())?;
                 command.arg("--address").arg(&path);
-                let child = spawn(&mut command, None);
+                let child = spawn(&mut command, None, config.core);
                 let accepted = child.map_err(spawn_err).and_then(|mut child| {
                     accept(&listener, &mut child, deadline, |l| {
                         l.accept().map(|(s, _)| s)
@@ -405,7 +421,7 @@ impl Guest {
                 } else {
                     (None, None)
                 };
-                let child = spawn(&mut command, theirs.as_ref());
+                let child = spawn(&mut command, theirs.as_ref(), config.core);
                 drop(theirs);
                 let child = child.map_err(spawn_err);
                 // The guest maps the region before it answers Setup; the name can go then.
@@ -739,16 +755,28 @@ fn shm_dir() -> PathBuf {
     }
 }
 
-/// Spawns the guest: it dies with the thread that started it (`PR_SET_PDEATHSIG`), and a
-/// `shm-uds` guest finds its end of the wake-up pair on [`WAKE_FD`].
-fn spawn(command: &mut Command, wake: Option<&UnixStream>) -> std::io::Result<Child> {
+/// Spawns the guest: it dies with the thread that started it (`PR_SET_PDEATHSIG`), a
+/// `shm-uds` guest finds its end of the wake-up pair on [`WAKE_FD`], and with `core` it runs
+/// on that core only.
+fn spawn(
+    command: &mut Command,
+    wake: Option<&UnixStream>,
+    core: Option<usize>,
+) -> std::io::Result<Child> {
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let wake_fd = wake.map(|w| w.as_raw_fd());
     // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, dup2, fcntl).
+    // async-signal-safe functions (prctl, dup2, sched_setaffinity).
     unsafe {
         command.pre_exec(move || {
+            if let Some(core) = core {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(core, &mut set);
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }

@@ -1,0 +1,358 @@
+//! `glass isolation`: the 2025 paper's Figures 6 and 7 (what isolating stored procedures from
+//! the engine costs) on this machine, from one command. For each workload (YCSB-C, Voter,
+//! TPC-C) and each isolation level and channel, a `glass serve --isolation LEVEL --channel C
+//! --trace` child pinned to one core, one worker, clients on the other core:
+//!
+//! ```text
+//!   Figure 7  per workload and level: the server's time per transaction in each phase, the
+//!             isolation overhead (phase 5) among them, and its share of the transaction
+//!   Figure 6  per workload: median and p99 latency against throughput, a line per level
+//!             (open-loop loads at fractions of each level's closed-loop peak)
+//! ```
+//!
+//! The levels are those built: `rust` (procedures in the server: the baseline, standing for
+//! the paper's "none" until that level is built), `process` over each channel, and
+//! `container` over Unix sockets. The worker and its procedure process share the server's
+//! core (the child inherits its affinity), as a worker and its paired process would when
+//! every core has a worker; `shm-poll` therefore spins only briefly before it yields (see
+//! `server::isolation`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::{json, Value as Json};
+
+use crate::plot::{line_figure, stacked_bars, Line, Lines};
+use crate::remote::{run_remote_bench, Mode};
+use crate::run::BenchConfig;
+use crate::section3::{self, Section3Config, ServerProc, Spec};
+
+/// How the experiment runs.
+#[derive(Clone, Debug)]
+pub struct IsolationConfig {
+    /// Where the servers come from, where the output goes, cores, durations, connections,
+    /// YCSB records and workloads: as `glass section3`'s.
+    pub run: Section3Config,
+    /// (level, channel) pairs, e.g. ("process", "uds").
+    pub levels: Vec<(String, String)>,
+    /// Fractions of each level's closed-loop peak offered for Figure 6.
+    pub steps: Vec<f64>,
+    /// The core procedure processes run on; `None`: the server's.
+    pub procedure_core: Option<usize>,
+}
+
+/// The levels and channels this command runs by default: every one built.
+pub fn default_levels() -> Vec<(String, String)> {
+    let mut levels = vec![("rust".to_string(), "-".to_string())];
+    for channel in ["tcp", "uds", "shm-uds", "shm-poll"] {
+        levels.push(("process".to_string(), channel.to_string()));
+    }
+    levels.push(("container".to_string(), "uds".to_string()));
+    levels
+}
+
+/// Parses `rust,process:tcp,container:uds,...`.
+pub fn parse_levels(list: &str) -> Result<Vec<(String, String)>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let (level, channel) = item.split_once(':').unwrap_or((item, "-"));
+            let level: server::Isolation = level.parse()?;
+            if level.out_of_process() {
+                let channel: server::Channel = if channel == "-" {
+                    server::Channel::Uds
+                } else {
+                    channel.parse()?
+                };
+                Ok((level.to_string(), channel.to_string()))
+            } else if channel != "-" {
+                Err(format!(
+                    "{level} runs procedures in the server: no channel ({item})"
+                ))
+            } else {
+                Ok((level.to_string(), "-".to_string()))
+            }
+        })
+        .collect()
+}
+
+fn label(level: &(String, String)) -> String {
+    if level.1 == "-" {
+        level.0.clone()
+    } else {
+        format!("{} {}", level.0, level.1)
+    }
+}
+
+/// The paper's Figure 7 findings, quoted beside ours.
+const PAPER_FIG7: &str = "isolation overhead (TCP) 58%, 70% and 63% of server CPU for YCSB-C, \
+Voter and TPC-C; Unix sockets about 32% below TCP; shared memory with polling still 31-66% \
+above no isolation; no isolation up to 65% ahead of the next best";
+
+/// One level's measurement of one workload.
+struct Cell {
+    label: String,
+    tps: f64,
+    p50_us: u64,
+    p99_us: u64,
+    trace: Json,
+    /// (offered, achieved, p50, p99) at each step.
+    points: Vec<(f64, f64, u64, u64)>,
+}
+
+fn us(trace: &Json, phase: &str) -> f64 {
+    trace["us_per_txn"][phase].as_f64().unwrap_or(0.0)
+}
+
+/// Runs the experiment; writes isolation.md, isolation.json and the figures into `out`, and
+/// returns the report.
+pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
+    let run = &config.run;
+    std::fs::create_dir_all(&run.out).with_context(|| format!("create {}", run.out.display()))?;
+    if config.levels.is_empty() {
+        anyhow::bail!(crate::UsageError("--levels names no level".into()));
+    }
+    section3::pin_clients(run)?;
+    let specs: Vec<Spec> = section3::specs(run)
+        .into_iter()
+        .filter(|s| run.workloads.iter().any(|w| w == s.name))
+        .collect();
+    let mut report = format!(
+        "# What isolating stored procedures costs (the 2025 paper's Figures 6 and 7)\n\n\
+         Each run: `glass serve --isolation LEVEL --channel CHANNEL --trace`, one dedicated \
+         worker, pinned to core {}; its procedure process on {}; {} closed-loop connections \
+         of stored-procedure calls on core {}, {} s a run. `rust` (procedures compiled into \
+         the server) stands for the paper's \"none\", which Glass has not built yet.\n\n",
+        run.server_core,
+        config
+            .procedure_core
+            .map_or("the same core".to_string(), |c| format!("core {c}")),
+        run.connections,
+        run.client_core,
+        run.duration
+    );
+    let mut all = Vec::new();
+    for spec in &specs {
+        let mut cells = Vec::new();
+        for level in &config.levels {
+            cells.push(measure(config, spec, level)?);
+        }
+        report.push_str(&figure7(spec.name, &cells, &run.out)?);
+        report.push_str(&figure6(spec.name, &cells, &run.out)?);
+        all.push(json!({
+            "workload": spec.name,
+            "levels": cells.iter().map(|c| json!({
+                "level": c.label,
+                "tps": c.tps,
+                "p50_us": c.p50_us,
+                "p99_us": c.p99_us,
+                "trace": c.trace,
+                "points": c.points.iter().map(|p| json!({
+                    "offered_tps": p.0, "achieved_tps": p.1, "p50_us": p.2, "p99_us": p.3,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    report.push_str(&format!("The paper (Figure 7): {PAPER_FIG7}.\n"));
+    write(&run.out.join("isolation.md"), &report)?;
+    write(
+        &run.out.join("isolation.json"),
+        &serde_json::to_string_pretty(&json!({
+            "connections": run.connections,
+            "duration_s": run.duration,
+            "server_core": run.server_core,
+            "client_core": run.client_core,
+            "workloads": all,
+        }))?,
+    )?;
+    Ok(report)
+}
+
+/// A server at `level`: its closed-loop peak and trace, then open-loop steps.
+fn measure(
+    config: &IsolationConfig,
+    spec: &Spec,
+    level: &(String, String),
+) -> anyhow::Result<Cell> {
+    let run = &config.run;
+    let tag = label(level).replace(' ', "-");
+    eprintln!("isolation: {} {}...", spec.name, label(level));
+    let mut args = vec![
+        "--listen",
+        "127.0.0.1:0",
+        "--arch",
+        "dedicated",
+        "--workers",
+        "1",
+        "--isolation",
+        level.0.as_str(),
+    ];
+    let core = config.procedure_core.map(|c| c.to_string());
+    if level.1 != "-" {
+        args.extend(["--channel", level.1.as_str()]);
+        if let Some(core) = &core {
+            args.extend(["--procedure-core", core.as_str()]);
+        }
+    }
+    let server = ServerProc::start(run, spec, &args, &tag)?;
+    let bench = section3::bench_config(run, spec, run.connections);
+    let (peak, _) = run_remote_bench(&bench, &server.endpoint, Mode::StoredProcedure)?;
+    let trace = server.stop()?;
+    // Figure 6's points, on a server of their own (the trace above is the peak's alone).
+    let server = ServerProc::start(run, spec, &args, &format!("{tag}-latency"))?;
+    let mut points = Vec::new();
+    for &step in &config.steps {
+        let rate = (step * peak.tps).max(1.0);
+        let open = BenchConfig {
+            rate: Some(rate),
+            ..bench.clone()
+        };
+        let (r, _) = run_remote_bench(&open, &server.endpoint, Mode::StoredProcedure)?;
+        points.push((rate, r.tps, r.p50_us, r.p99_us));
+        if r.tps < 0.9 * rate {
+            break;
+        }
+    }
+    drop(server);
+    Ok(Cell {
+        label: label(level),
+        tps: peak.tps,
+        p50_us: peak.p50_us,
+        p99_us: peak.p99_us,
+        trace,
+        points,
+    })
+}
+
+/// Figure 7's table and stacked bars for one workload.
+fn figure7(workload: &str, cells: &[Cell], out: &Path) -> anyhow::Result<String> {
+    let phases = [
+        ("procedure", "procedure execution"),
+        ("isolation", "isolation overhead"),
+        ("query", "query execution"),
+        ("read", "socket read"),
+        ("queues", "request queuing"),
+        ("send", "network send"),
+    ];
+    let mut text = format!(
+        "## {workload}: time per transaction in each phase (µs; Figure 7)\n\n\
+         Isolation overhead is a call's wall time at the worker less its engine calls and the \
+         procedure process's own time in the procedure; its share is of the worker's time per \
+         transaction at the peak (1/throughput, one worker).\n\n\
+         | level | txn/s | procedure | isolation | query | socket read | queues | send | isolation share | vs rust |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    );
+    let base = cells.iter().find(|c| c.label == "rust").map(|c| c.tps);
+    let mut series: Vec<(String, Vec<f64>)> = phases
+        .iter()
+        .map(|(short, _)| (short.to_string(), Vec::new()))
+        .collect();
+    for c in cells {
+        let v: Vec<f64> = phases
+            .iter()
+            .map(|(short, phase)| {
+                if *short == "queues" {
+                    us(&c.trace, "request queuing") + us(&c.trace, "response queuing")
+                } else {
+                    us(&c.trace, phase)
+                }
+            })
+            .collect();
+        for (s, x) in series.iter_mut().zip(&v) {
+            s.1.push(*x);
+        }
+        let per_txn_us = 1e6 / c.tps.max(1e-9);
+        let share = 100.0 * v[1] / per_txn_us;
+        let vs = base.map_or("-".to_string(), |b| format!("{:.2}×", c.tps / b));
+        text.push_str(&format!(
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {share:.0}% | {vs} |\n",
+            c.label, c.tps, v[0], v[1], v[2], v[3], v[4], v[5]
+        ));
+    }
+    text.push('\n');
+    let name = format!("isolation-fig7-{workload}");
+    if stacked_bars(
+        &format!("{workload}: time per transaction by phase and isolation level"),
+        "µs per transaction",
+        cells.iter().map(|c| c.label.clone()).collect(),
+        series,
+        out,
+        &name,
+    )? {
+        text.push_str(&format!("![{name}]({name}.svg)\n\n"));
+    }
+    Ok(text)
+}
+
+/// Figure 6's table and lines for one workload.
+fn figure6(workload: &str, cells: &[Cell], out: &Path) -> anyhow::Result<String> {
+    let mut text = format!(
+        "## {workload}: latency against throughput (Figure 6)\n\n\
+         | level | offered/s | achieved/s | p50 µs | p99 µs |\n|---|---:|---:|---:|---:|\n"
+    );
+    let mut lines = Vec::new();
+    for (i, c) in cells.iter().enumerate() {
+        for p in &c.points {
+            text.push_str(&format!(
+                "| {} | {:.0} | {:.0} | {} | {} |\n",
+                c.label, p.0, p.1, p.2, p.3
+            ));
+        }
+        text.push_str(&format!(
+            "| {} | closed loop | {:.0} | {} | {} |\n",
+            c.label, c.tps, c.p50_us, c.p99_us
+        ));
+        for (suffix, dashed, pick) in [("median", false, 2usize), ("p99", true, 3usize)] {
+            lines.push(Line {
+                name: format!("{} {suffix}", c.label),
+                points: c
+                    .points
+                    .iter()
+                    .map(|p| (p.1, if pick == 2 { p.2 } else { p.3 } as f64))
+                    .collect(),
+                ranges: Vec::new(),
+                color: i,
+                dashed,
+            });
+        }
+    }
+    text.push('\n');
+    let name = format!("isolation-fig6-{workload}");
+    let figure = Lines {
+        title: format!("{workload}: latency against throughput by isolation level"),
+        x_label: "achieved throughput (txn/s)".into(),
+        y_label: "latency (µs)".into(),
+        lines,
+    };
+    if line_figure(&figure, out, &name)? {
+        text.push_str(&format!("![{name}]({name}.svg)\n\n"));
+    }
+    Ok(text)
+}
+
+fn write(path: &PathBuf, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_parse_with_their_channels_and_refuse_what_does_not_fit() {
+        let l = parse_levels("rust,process:tcp,container").unwrap();
+        assert_eq!(
+            l,
+            vec![
+                ("rust".to_string(), "-".to_string()),
+                ("process".to_string(), "tcp".to_string()),
+                ("container".to_string(), "uds".to_string()),
+            ]
+        );
+        assert!(parse_levels("rust:tcp").is_err());
+        assert!(parse_levels("process:pipe").is_err());
+        assert!(parse_levels("wasm").unwrap_err().contains("not built yet"));
+        assert_eq!(default_levels().len(), 6);
+    }
+}
