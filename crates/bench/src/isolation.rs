@@ -113,6 +113,13 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
     if config.levels.is_empty() {
         anyhow::bail!(crate::UsageError("--levels names no level".into()));
     }
+    // Before this process pins itself, which narrows what it sees.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(core) = config.procedure_core.filter(|&c| c >= cores) {
+        anyhow::bail!(crate::UsageError(format!(
+            "--procedure-core {core} does not exist: this machine has {cores} cores"
+        )));
+    }
     section3::pin_clients(run)?;
     let specs: Vec<Spec> = section3::specs(run)
         .into_iter()
