@@ -344,3 +344,64 @@ fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn every_workload_runs_in_a_procedure_process_and_stays_consistent() {
+    for (workload, channel) in [
+        ("tpcc", "uds"),
+        ("tpcb", "shm-uds"),
+        ("ycsb", "tcp"),
+        ("voter", "shm-poll"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("glass.sock");
+        let socket_arg = socket.to_str().unwrap();
+        let scale = if workload == "ycsb" { "2000" } else { "1" };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_glass"))
+            .args(["serve", workload, "--scale", scale, "--unix", socket_arg])
+            .args([
+                "--workers",
+                "2",
+                "--isolation",
+                "process",
+                "--channel",
+                channel,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(
+            line.starts_with("listening on unix://"),
+            "{workload}: {line:?}"
+        );
+        let bench = Command::new(env!("CARGO_BIN_EXE_glass"))
+            .args(["bench", workload, "--scale", scale, "--server"])
+            .arg(format!("unix://{socket_arg}"))
+            .args(["--mode", "sp", "--connections", "3", "--duration", "1"])
+            .args(["--warmup", "0", "--quiet"])
+            .output()
+            .unwrap();
+        assert!(
+            bench.status.success(),
+            "{workload}: {}",
+            String::from_utf8_lossy(&bench.stderr)
+        );
+        let said = String::from_utf8_lossy(&bench.stdout);
+        assert!(said.contains("committed"), "{workload}: {said}");
+        // SAFETY: kill(2) on a child process we started and have not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        let status = child.wait().unwrap();
+        assert!(
+            status.success(),
+            "{workload} over {channel}: {status:?} {rest}"
+        );
+        assert!(rest.contains("conditions hold"), "{workload}: {rest}");
+    }
+}
