@@ -40,7 +40,9 @@
 //! Decoding is as strict as the wire protocol's: canonical encodings only, never a panic. The
 //! host treats a guest as untrusted: a frame that does not decode ends the guest.
 
-use engine::Value;
+use std::time::Instant;
+
+use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 
 use crate::class::ErrorClass;
 use crate::codec::{put_str, put_u16, put_u64, put_u8, put_values, Reader};
@@ -49,7 +51,7 @@ use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
     MIN_OP_RESULT,
 };
-use crate::{Op, OpResult};
+use crate::{Op, OpResult, ScanSource};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
 
@@ -210,6 +212,269 @@ impl GuestMsg {
         };
         r.finish("guest message")?;
         Ok(message)
+    }
+}
+
+/// The engine error a `Failed` or `OpFailed` stands for, its message as its sender wrote it.
+pub fn error_of(class: ErrorClass, message: String) -> TxError {
+    match class {
+        ErrorClass::Retry | ErrorClass::Busy | ErrorClass::TimedOut => TxError::Retry(message),
+        ErrorClass::UserAbort => TxError::UserAbort(message),
+        ErrorClass::DuplicateKey => TxError::DuplicateKey(message),
+        ErrorClass::Contained => TxError::Contained(message),
+        ErrorClass::Invalid | ErrorClass::Internal | ErrorClass::Protocol => {
+            TxError::Invalid(message)
+        }
+    }
+}
+
+// The guest's half, shared by every guest whatever carries its messages: a procedure process
+// (`server::guest`) and a WebAssembly module (`procedures-wasm`).
+
+/// How a guest trades one message for its host's answer.
+pub trait Exchange {
+    /// Sends `message` and returns the host's answer; `None` when the host has gone.
+    fn exchange(&mut self, message: &GuestMsg) -> std::result::Result<Option<HostMsg>, String>;
+}
+
+/// The names a host's `Setup` gave, resolved without an engine: what a guest opens the
+/// workload's procedures against.
+pub struct Catalog {
+    tables: Vec<(String, u32)>,
+    indexes: Vec<(String, u32)>,
+}
+
+impl Catalog {
+    pub fn new(tables: Vec<(String, u32)>, indexes: Vec<(String, u32)>) -> Catalog {
+        Catalog { tables, indexes }
+    }
+}
+
+impl Connection for Catalog {
+    fn table(&self, name: &str) -> TxResult<TableRef> {
+        self.tables
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(n, id)| TableRef {
+                name: n.clone(),
+                id: *id,
+            })
+            .ok_or_else(|| TxError::Invalid(format!("the host has no table {name}")))
+    }
+
+    fn index(&self, name: &str) -> TxResult<IndexRef> {
+        self.indexes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(n, id)| IndexRef {
+                name: n.clone(),
+                id: *id,
+            })
+            .ok_or_else(|| TxError::Invalid(format!("the host has no index {name}")))
+    }
+
+    fn transaction(&self, _body: &mut dyn FnMut(&mut dyn Tx) -> TxResult<()>) -> TxResult<()> {
+        Err(TxError::Invalid(
+            "a procedure's guest runs no transactions of its own".to_string(),
+        ))
+    }
+}
+
+/// Runs one invocation in a guest: `call` runs procedure `txn` with `args` against a `Tx` whose
+/// every operation is an exchange with the host. Returns the message that ends the call
+/// (`Returned` or `Failed`, with the guest's own busy time: the call's, less its waits on the
+/// host), or `None` when the host went away during it.
+pub fn run_invocation<E: Exchange + ?Sized>(
+    exchange: &mut E,
+    txn: u16,
+    args: &[Value],
+    call: impl FnOnce(&mut dyn Tx, usize, &[Value], &mut Vec<Value>) -> TxResult<()>,
+) -> Option<GuestMsg> {
+    let start = Instant::now();
+    let mut tx = BoundaryTx {
+        exchange,
+        waited_ns: 0,
+    };
+    let mut values = Vec::new();
+    let ran = call(&mut tx, usize::from(txn), args, &mut values);
+    let busy_ns = (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns);
+    match ran {
+        Ok(()) => Some(GuestMsg::Returned { values, busy_ns }),
+        Err(TxError::Connection(_)) => None,
+        Err(e) => Some(GuestMsg::Failed {
+            class: ErrorClass::of(&e),
+            message: ErrorClass::message_of(&e),
+            busy_ns,
+        }),
+    }
+}
+
+/// A procedure's `Tx` in a guest: every operation one exchange with the host.
+struct BoundaryTx<'a, E: Exchange + ?Sized> {
+    exchange: &'a mut E,
+    /// Time spent waiting for the host, left out of the guest's busy time.
+    waited_ns: u64,
+}
+
+impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
+    fn one(&mut self, op: Op) -> TxResult<OpResult> {
+        let start = Instant::now();
+        let reply = self
+            .exchange
+            .exchange(&GuestMsg::Ops { ops: vec![op] })
+            .map_err(TxError::Connection)?;
+        self.waited_ns += start.elapsed().as_nanos() as u64;
+        match reply {
+            Some(HostMsg::Results { mut results }) if results.len() == 1 => {
+                Ok(results.pop().expect("one"))
+            }
+            Some(HostMsg::OpFailed { class, message }) => Err(error_of(class, message)),
+            Some(other) => Err(TxError::Connection(format!(
+                "the host answered an operation with {other:?}"
+            ))),
+            None => Err(TxError::Connection("the host went away".to_string())),
+        }
+    }
+
+    fn scan_from(
+        &mut self,
+        source: ScanSource,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        let limit = limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        match self.one(Op::Scan {
+            source,
+            low: range.low.map(<[Value]>::to_vec),
+            high: range.high.map(<[Value]>::to_vec),
+            limit,
+            reverse,
+            columns: columns(fetch)?,
+            for_update,
+        })? {
+            OpResult::Rows(rows) => Ok(rows),
+            other => Err(unexpected("a scan", other)),
+        }
+    }
+}
+
+fn columns(fetch: Fetch<'_>) -> TxResult<Option<Vec<u16>>> {
+    match fetch {
+        Fetch::All => Ok(None),
+        Fetch::Cols(cols) => cols
+            .iter()
+            .map(|&c| u16::try_from(c).map_err(|_| TxError::Invalid(format!("no column {c}"))))
+            .collect::<TxResult<Vec<u16>>>()
+            .map(Some),
+    }
+}
+
+fn unexpected(op: &str, result: OpResult) -> TxError {
+    TxError::Connection(format!("the host answered {op} with {result:?}"))
+}
+
+impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
+    fn get(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Option<Row>> {
+        match self.one(Op::Get {
+            table: table.id,
+            key: key.to_vec(),
+            columns: columns(fetch)?,
+            for_update,
+        })? {
+            OpResult::Row(row) => Ok(row),
+            other => Err(unexpected("a get", other)),
+        }
+    }
+
+    fn update(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        set: &[(usize, Value)],
+    ) -> TxResult<bool> {
+        let set = set
+            .iter()
+            .map(|(c, v)| {
+                u16::try_from(*c)
+                    .map(|c| (c, v.clone()))
+                    .map_err(|_| TxError::Invalid(format!("no column {c}")))
+            })
+            .collect::<TxResult<Vec<_>>>()?;
+        match self.one(Op::Update {
+            table: table.id,
+            key: key.to_vec(),
+            set,
+        })? {
+            OpResult::Found(found) => Ok(found),
+            other => Err(unexpected("an update", other)),
+        }
+    }
+
+    fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
+        match self.one(Op::Insert {
+            table: table.id,
+            row: row.to_vec(),
+        })? {
+            OpResult::Inserted => Ok(()),
+            other => Err(unexpected("an insert", other)),
+        }
+    }
+
+    fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
+        match self.one(Op::Delete {
+            table: table.id,
+            key: key.to_vec(),
+        })? {
+            OpResult::Found(found) => Ok(found),
+            other => Err(unexpected("a delete", other)),
+        }
+    }
+
+    fn scan(
+        &mut self,
+        table: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        self.scan_from(
+            ScanSource::Table(table.id),
+            range,
+            limit,
+            reverse,
+            fetch,
+            for_update,
+        )
+    }
+
+    fn scan_index(
+        &mut self,
+        index: &IndexRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        self.scan_from(
+            ScanSource::Index(index.id),
+            range,
+            limit,
+            reverse,
+            fetch,
+            for_update,
+        )
     }
 }
 

@@ -142,6 +142,9 @@ mod error;
 mod frame;
 pub mod guest;
 mod message;
+// Shared memory between processes: on Unix (the protocol's messages also build for
+// WebAssembly, where stored procedures are compiled).
+#[cfg(unix)]
 pub mod shm;
 
 pub use class::ErrorClass;

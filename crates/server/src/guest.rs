@@ -23,13 +23,11 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
-use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
-use protocol::guest::{GuestMsg, HostMsg};
+use protocol::guest::{run_invocation, Catalog, Exchange, GuestMsg, HostMsg};
 use protocol::shm::Region;
-use protocol::{ErrorClass, FrameBuffer, Op, OpResult, ScanSource, HEADER_LEN};
-use workloads::{Procedures, Workload};
+use protocol::{FrameBuffer, HEADER_LEN};
+use workloads::Workload;
 
 use crate::isolation::{shm_send, shm_wait, Channel, Isolation, SHM_BUFFER, WAKE_FD};
 
@@ -70,89 +68,30 @@ fn serve(workload: &dyn Workload, pipe: &mut GuestPipe) -> Result<(), String> {
             workload.name()
         ));
     }
-    let catalog = Catalog { tables, indexes };
     let procedures = workload
-        .procedures(&catalog)
+        .procedures(&Catalog::new(tables, indexes))
         .map_err(|e| format!("open the procedures: {e}"))?;
     pipe.send(&GuestMsg::Ready)?;
-    let mut values = Vec::new();
     loop {
-        let (txn, call_args) = match pipe.recv()? {
+        let (txn, args) = match pipe.recv()? {
             None => return Ok(()),
             Some(HostMsg::Invoke { txn, args }) => (txn, args),
             Some(other) => return Err(format!("the host sent {other:?} outside a call")),
         };
-        values.clear();
-        let start = Instant::now();
-        let mut tx = ChannelTx { pipe, waited_ns: 0 };
-        let ran = call(procedures.as_ref(), &mut tx, txn, &call_args, &mut values);
-        let busy_ns = (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns);
-        let reply = match ran {
-            Ok(()) => GuestMsg::Returned {
-                values: std::mem::take(&mut values),
-                busy_ns,
-            },
-            Err(Lost(None)) => return Ok(()),
-            Err(Lost(Some(e))) => GuestMsg::Failed {
-                class: ErrorClass::of(&e),
-                message: ErrorClass::message_of(&e),
-                busy_ns,
-            },
-        };
-        pipe.send(&reply)?;
+        let reply = run_invocation(pipe, txn, &args, |tx, txn, args, out| {
+            procedures.call(tx, txn, args, out)
+        });
+        match reply {
+            Some(reply) => pipe.send(&reply)?,
+            None => return Ok(()),
+        }
     }
 }
 
-/// A call's failure: the procedure's error, or `None` when the host went away mid-call.
-struct Lost(Option<TxError>);
-
-fn call(
-    procedures: &dyn Procedures,
-    tx: &mut ChannelTx<'_>,
-    txn: u16,
-    args: &[Value],
-    out: &mut Vec<Value>,
-) -> Result<(), Lost> {
-    match procedures.call(tx, txn as usize, args, out) {
-        Ok(()) => Ok(()),
-        Err(TxError::Connection(_)) => Err(Lost(None)),
-        Err(e) => Err(Lost(Some(e))),
-    }
-}
-
-/// The names the host gave, resolved without an engine.
-struct Catalog {
-    tables: Vec<(String, u32)>,
-    indexes: Vec<(String, u32)>,
-}
-
-impl Connection for Catalog {
-    fn table(&self, name: &str) -> TxResult<TableRef> {
-        self.tables
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(n, id)| TableRef {
-                name: n.clone(),
-                id: *id,
-            })
-            .ok_or_else(|| TxError::Invalid(format!("the host has no table {name}")))
-    }
-
-    fn index(&self, name: &str) -> TxResult<IndexRef> {
-        self.indexes
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(n, id)| IndexRef {
-                name: n.clone(),
-                id: *id,
-            })
-            .ok_or_else(|| TxError::Invalid(format!("the host has no index {name}")))
-    }
-
-    fn transaction(&self, _body: &mut dyn FnMut(&mut dyn Tx) -> TxResult<()>) -> TxResult<()> {
-        Err(TxError::Invalid(
-            "a procedure process runs no transactions of its own".to_string(),
-        ))
+impl Exchange for GuestPipe {
+    fn exchange(&mut self, message: &GuestMsg) -> Result<Option<HostMsg>, String> {
+        self.send(message)?;
+        self.recv()
     }
 }
 
@@ -286,185 +225,6 @@ impl GuestPipe {
                     .map(Some)
                     .map_err(|e| e.to_string())
             }
-        }
-    }
-}
-
-/// The procedure's `Tx`: every operation a round trip to the host.
-struct ChannelTx<'a> {
-    pipe: &'a mut GuestPipe,
-    /// Time spent waiting for the host, left out of the guest's busy time.
-    waited_ns: u64,
-}
-
-impl ChannelTx<'_> {
-    fn one(&mut self, op: Op) -> TxResult<OpResult> {
-        let start = Instant::now();
-        self.pipe
-            .send(&GuestMsg::Ops { ops: vec![op] })
-            .map_err(TxError::Connection)?;
-        let reply = self.pipe.recv().map_err(TxError::Connection)?;
-        self.waited_ns += start.elapsed().as_nanos() as u64;
-        match reply {
-            Some(HostMsg::Results { mut results }) if results.len() == 1 => {
-                Ok(results.pop().expect("one"))
-            }
-            Some(HostMsg::OpFailed { class, message }) => {
-                Err(crate::isolation::error_of(class, message))
-            }
-            Some(other) => Err(TxError::Connection(format!(
-                "the host answered an operation with {other:?}"
-            ))),
-            None => Err(TxError::Connection("the host went away".to_string())),
-        }
-    }
-}
-
-fn columns(fetch: Fetch<'_>) -> TxResult<Option<Vec<u16>>> {
-    match fetch {
-        Fetch::All => Ok(None),
-        Fetch::Cols(cols) => cols
-            .iter()
-            .map(|&c| u16::try_from(c).map_err(|_| TxError::Invalid(format!("no column {c}"))))
-            .collect::<TxResult<Vec<u16>>>()
-            .map(Some),
-    }
-}
-
-fn owned(b: std::ops::Bound<&[Value]>) -> std::ops::Bound<Vec<Value>> {
-    b.map(<[Value]>::to_vec)
-}
-
-fn unexpected(op: &str, result: OpResult) -> TxError {
-    TxError::Connection(format!("the host answered {op} with {result:?}"))
-}
-
-impl Tx for ChannelTx<'_> {
-    fn get(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Option<Row>> {
-        match self.one(Op::Get {
-            table: table.id,
-            key: key.to_vec(),
-            columns: columns(fetch)?,
-            for_update,
-        })? {
-            OpResult::Row(row) => Ok(row),
-            other => Err(unexpected("a get", other)),
-        }
-    }
-
-    fn update(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        set: &[(usize, Value)],
-    ) -> TxResult<bool> {
-        let set = set
-            .iter()
-            .map(|(c, v)| {
-                u16::try_from(*c)
-                    .map(|c| (c, v.clone()))
-                    .map_err(|_| TxError::Invalid(format!("no column {c}")))
-            })
-            .collect::<TxResult<Vec<_>>>()?;
-        match self.one(Op::Update {
-            table: table.id,
-            key: key.to_vec(),
-            set,
-        })? {
-            OpResult::Found(found) => Ok(found),
-            other => Err(unexpected("an update", other)),
-        }
-    }
-
-    fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
-        match self.one(Op::Insert {
-            table: table.id,
-            row: row.to_vec(),
-        })? {
-            OpResult::Inserted => Ok(()),
-            other => Err(unexpected("an insert", other)),
-        }
-    }
-
-    fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
-        match self.one(Op::Delete {
-            table: table.id,
-            key: key.to_vec(),
-        })? {
-            OpResult::Found(found) => Ok(found),
-            other => Err(unexpected("a delete", other)),
-        }
-    }
-
-    fn scan(
-        &mut self,
-        table: &TableRef,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        self.scan_from(
-            ScanSource::Table(table.id),
-            range,
-            limit,
-            reverse,
-            fetch,
-            for_update,
-        )
-    }
-
-    fn scan_index(
-        &mut self,
-        index: &IndexRef,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        self.scan_from(
-            ScanSource::Index(index.id),
-            range,
-            limit,
-            reverse,
-            fetch,
-            for_update,
-        )
-    }
-}
-
-impl ChannelTx<'_> {
-    fn scan_from(
-        &mut self,
-        source: ScanSource,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        let limit = limit
-            .map(|l| u32::try_from(l).unwrap_or(u32::MAX))
-            .filter(|&l| l != u32::MAX);
-        match self.one(Op::Scan {
-            source,
-            low: owned(range.low),
-            high: owned(range.high),
-            limit,
-            reverse,
-            columns: columns(fetch)?,
-            for_update,
-        })? {
-            OpResult::Rows(rows) => Ok(rows),
-            other => Err(unexpected("a scan", other)),
         }
     }
 }

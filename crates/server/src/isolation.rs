@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{GuestMsg, HostMsg};
+use protocol::guest::{error_of, GuestMsg, HostMsg};
 use protocol::shm::Region;
 use protocol::{ErrorClass, FrameBuffer, HEADER_LEN};
 
@@ -729,19 +729,6 @@ fn failed_reply(e: &TxError) -> HostMsg {
     HostMsg::OpFailed {
         class: ErrorClass::of(e),
         message: ErrorClass::message_of(e),
-    }
-}
-
-/// The engine error a guest's `Failed` stands for, its message as the guest wrote it.
-pub fn error_of(class: ErrorClass, message: String) -> TxError {
-    match class {
-        ErrorClass::Retry | ErrorClass::Busy | ErrorClass::TimedOut => TxError::Retry(message),
-        ErrorClass::UserAbort => TxError::UserAbort(message),
-        ErrorClass::DuplicateKey => TxError::DuplicateKey(message),
-        ErrorClass::Contained => TxError::Contained(message),
-        ErrorClass::Invalid | ErrorClass::Internal | ErrorClass::Protocol => {
-            TxError::Invalid(message)
-        }
     }
 }
 

@@ -13,7 +13,10 @@
 //! `page_count()` is one past the highest page ever written; every failure is a
 //! [`StorageError::Io`] naming the action, never a panic (a full disk included).
 
+#[cfg(not(unix))]
+pub use positioned::FileExt;
 use std::fs::{File, OpenOptions};
+#[cfg(unix)]
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -254,5 +257,41 @@ mod tests {
             ),
             "{err}"
         );
+    }
+}
+
+/// Positioned reads and writes where the platform has no `pread`/`pwrite` extension: a seek,
+/// then the transfer. Not atomic against other users of the same file; it exists so that the
+/// crate compiles for WebAssembly (where stored procedures are built, `glass serve --isolation
+/// wasm`), which never opens a page file.
+#[cfg(not(unix))]
+pub mod positioned {
+    use std::fs::File;
+    use std::io::{Read, Seek, SeekFrom, Write};
+
+    pub trait FileExt {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize>;
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<usize>;
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()>;
+    }
+
+    impl FileExt for File {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+            let mut file = self;
+            file.seek(SeekFrom::Start(offset))?;
+            file.read(buf)
+        }
+
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<usize> {
+            let mut file = self;
+            file.seek(SeekFrom::Start(offset))?;
+            file.write(buf)
+        }
+
+        fn write_all_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            let mut file = self;
+            file.seek(SeekFrom::Start(offset))?;
+            file.write_all(buf)
+        }
     }
 }

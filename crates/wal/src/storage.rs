@@ -89,9 +89,12 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Range;
+#[cfg(unix)]
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+#[cfg(not(unix))]
+use storage::file::FileExt;
 
 use parking_lot::Mutex;
 
@@ -465,7 +468,7 @@ impl LogStorage for FileLogStorage {
     /// stays and the hole reads as zeros. A file system without hole punching
     /// (`EOPNOTSUPP`) keeps the blocks, which is not an error.
     fn discard(&self, range: Range<u64>) -> io::Result<()> {
-        let block = self.file.metadata()?.blksize().max(512);
+        let block = blksize(&self.file.metadata()?);
         let from = range.start.div_ceil(block) * block;
         let to = range.end / block * block;
         if to <= from {
@@ -479,9 +482,9 @@ impl LogStorage for FileLogStorage {
     /// log.
     fn held_bytes(&self) -> io::Result<Option<u64>> {
         let meta = self.file.metadata()?;
-        let allocated = meta.blocks() * 512;
+        let allocated = allocated_bytes(&meta);
         let end = self.tail.lock().end;
-        let block = meta.blksize().max(512);
+        let block = blksize(&meta);
         let reserve = meta.len().saturating_sub(end.div_ceil(block) * block);
         Ok(Some(allocated.saturating_sub(reserve)))
     }
@@ -511,13 +514,46 @@ fn directory_of(path: &Path) -> PathBuf {
     }
 }
 
+/// The file system's block size for `meta`'s file, at least 512.
+#[cfg(unix)]
+fn blksize(meta: &std::fs::Metadata) -> u64 {
+    meta.blksize().max(512)
+}
+
+/// What the file holds on disk (`st_blocks` × 512).
+#[cfg(unix)]
+fn allocated_bytes(meta: &std::fs::Metadata) -> u64 {
+    meta.blocks() * 512
+}
+
+// Elsewhere (WebAssembly, where only stored procedures are built and no log is opened): a
+// page-sized block, and the file's length.
+#[cfg(not(unix))]
+fn blksize(_meta: &std::fs::Metadata) -> u64 {
+    4096
+}
+
+#[cfg(not(unix))]
+fn allocated_bytes(meta: &std::fs::Metadata) -> u64 {
+    meta.len()
+}
+
 /// A second descriptor of the log file, for writes only, with `flags` added.
+#[cfg(unix)]
 fn open_durable_writer(path: &Path, flags: libc::c_int) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     OpenOptions::new()
         .write(true)
         .custom_flags(flags)
         .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_durable_writer(_path: &Path, _flags: libc::c_int) -> io::Result<File> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the log's durable writer needs a Unix system",
+    ))
 }
 
 #[cfg(target_os = "linux")]
