@@ -11,7 +11,8 @@
 //! ```
 //!
 //! The levels are those built: `rust` (procedures in the server: the baseline, standing for
-//! the paper's "none" until that level is built), `process` over each channel, and
+//! the paper's "none" until that level is built), `wasm` (in the server, in a WebAssembly
+//! sandbox; its module must be built, see `procedures-wasm`), `process` over each channel, and
 //! `container` over Unix sockets. The worker and its procedure process share the server's
 //! core (the child inherits its affinity), as a worker and its paired process would when
 //! every core has a worker; `shm-poll` therefore spins only briefly before it yields (see
@@ -43,7 +44,10 @@ pub struct IsolationConfig {
 
 /// The levels and channels this command runs by default: every one built.
 pub fn default_levels() -> Vec<(String, String)> {
-    let mut levels = vec![("rust".to_string(), "-".to_string())];
+    let mut levels = vec![
+        ("rust".to_string(), "-".to_string()),
+        ("wasm".to_string(), "-".to_string()),
+    ];
     for channel in ["tcp", "uds", "shm-uds", "shm-poll"] {
         levels.push(("process".to_string(), channel.to_string()));
     }
@@ -359,7 +363,11 @@ mod tests {
         );
         assert!(parse_levels("rust:tcp").is_err());
         assert!(parse_levels("process:pipe").is_err());
-        assert!(parse_levels("wasm").unwrap_err().contains("not built yet"));
-        assert_eq!(default_levels().len(), 6);
+        assert!(parse_levels("vm").unwrap_err().contains("not built yet"));
+        assert_eq!(
+            parse_levels("wasm").unwrap(),
+            vec![("wasm".to_string(), "-".to_string())]
+        );
+        assert_eq!(default_levels().len(), 7);
     }
 }

@@ -554,10 +554,11 @@ struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "trace")]
     trace_json: Option<PathBuf>,
     /// Where stored procedures run: rust (in the worker's thread, compiled into the server:
-    /// the language's isolation only), process (a process of their own per worker, with an
-    /// address-space limit and a seccomp allow-list), container (that process also in user,
-    /// PID, mount, network and IPC namespaces and a cgroup). none, wasm and vm are not built
-    /// yet.
+    /// the language's isolation only), wasm (in the worker's thread, compiled to WebAssembly,
+    /// in a wasmtime sandbox with bounded memory and time), process (a process of their own
+    /// per worker, with an address-space limit and a seccomp allow-list), container (that
+    /// process also in user, PID, mount, network and IPC namespaces and a cgroup). none and vm
+    /// are not built yet.
     #[arg(long, value_name = "LEVEL", default_value = "rust", value_parser = parse_isolation)]
     isolation: server::Isolation,
     /// With --isolation process or container: what carries calls and operations between a
@@ -567,17 +568,25 @@ struct ServeArgs {
     /// one to spin).
     #[arg(long, value_name = "CHANNEL", default_value = "uds", value_parser = parse_channel)]
     channel: server::Channel,
-    /// With --isolation process or container: the longest a worker waits for its procedure
-    /// process's next message before killing it and rolling the transaction back.
+    /// With --isolation process, container or wasm: the longest a worker waits for its
+    /// procedure process's next message (or a WebAssembly procedure runs) before stopping it
+    /// and rolling the transaction back.
     #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     procedure_timeout_ms: u64,
-    /// With --isolation process or container: each procedure process's address-space limit.
+    /// With --isolation process, container or wasm: each procedure process's address-space
+    /// limit, or each sandbox's memory.
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     procedure_memory_mib: u64,
     /// With --isolation process or container: run the procedure processes on this core
     /// [default: wherever the server may run].
     #[arg(long, value_name = "CORE")]
     procedure_core: Option<usize>,
+    /// With --isolation wasm: the procedures compiled to WebAssembly [default:
+    /// target/wasm32-wasip1/release/procedures_wasm.wasm beside this binary's target
+    /// directory; build it with `rustup target add wasm32-wasip1 && cargo build --release -p
+    /// procedures-wasm --target wasm32-wasip1`].
+    #[arg(long, value_name = "FILE")]
+    wasm_module: Option<PathBuf>,
     /// Print only where it listens and the final check.
     #[arg(long)]
     quiet: bool,
@@ -879,11 +888,15 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 /// How `glass serve` starts its procedure processes: this binary's hidden `guest` command,
 /// with the options the workload's procedures are opened with.
 fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>> {
-    if !args.isolation.out_of_process() {
+    if args.isolation == server::Isolation::Rust {
         return Ok(None);
     }
     let program =
         std::env::current_exe().context("find this program, to start procedure processes")?;
+    let module = args
+        .wasm_module
+        .clone()
+        .unwrap_or_else(|| server::wasm::default_module(&program));
     let mut guest_args = vec![
         "guest".to_string(),
         args.workload.name().to_string(),
@@ -902,6 +915,7 @@ fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>>
         timeout: Duration::from_millis(args.procedure_timeout_ms),
         memory_mib: args.procedure_memory_mib,
         core: args.procedure_core,
+        module: Some(module),
     }))
 }
 

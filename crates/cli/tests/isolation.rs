@@ -278,7 +278,7 @@ fn a_level_that_is_not_built_is_refused_by_name() {
             "--unix",
             "/tmp/x.sock",
             "--isolation",
-            "wasm",
+            "vm",
         ])
         .output()
         .unwrap();
@@ -347,26 +347,31 @@ fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
 
 #[test]
 fn every_workload_runs_in_a_procedure_process_and_stays_consistent() {
-    for (workload, channel) in [
-        ("tpcc", "uds"),
-        ("tpcb", "shm-uds"),
-        ("ycsb", "tcp"),
-        ("voter", "shm-poll"),
+    let module = wasm_module();
+    for (workload, level, channel) in [
+        ("tpcc", "process", "uds"),
+        ("tpcb", "process", "shm-uds"),
+        ("ycsb", "process", "tcp"),
+        ("voter", "process", "shm-poll"),
+        ("tpcc", "wasm", "-"),
+        ("tpcb", "wasm", "-"),
+        ("ycsb", "wasm", "-"),
+        ("voter", "wasm", "-"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("glass.sock");
         let socket_arg = socket.to_str().unwrap();
         let scale = if workload == "ycsb" { "2000" } else { "1" };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_glass"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_glass"));
+        command
             .args(["serve", workload, "--scale", scale, "--unix", socket_arg])
-            .args([
-                "--workers",
-                "2",
-                "--isolation",
-                "process",
-                "--channel",
-                channel,
-            ])
+            .args(["--workers", "2", "--isolation", level]);
+        if level == "wasm" {
+            command.args(["--wasm-module", &module]);
+        } else {
+            command.args(["--channel", channel]);
+        }
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -404,4 +409,80 @@ fn every_workload_runs_in_a_procedure_process_and_stays_consistent() {
         );
         assert!(rest.contains("conditions hold"), "{workload}: {rest}");
     }
+}
+
+/// `--isolation wasm` needs the procedures built for WebAssembly; `.ci/run` builds them.
+fn wasm_module() -> String {
+    let module = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/wasm32-wasip1/release/procedures_wasm.wasm");
+    assert!(
+        module.is_file(),
+        "{} is missing: build it with `rustup target add wasm32-wasip1 && cargo build \
+         --release -p procedures-wasm --target wasm32-wasip1` (.ci/run does)",
+        module.display()
+    );
+    module.to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_webassembly_sandbox_contains_every_attack() {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let module = wasm_module();
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--isolation",
+            "wasm",
+            "--wasm-module",
+            &module,
+            "--procedure-timeout-ms",
+            "400",
+            "--procedure-memory-mib",
+            "256",
+        ],
+        16 << 10,
+    );
+    let mut bystander = server.client();
+    let mut attacker = server.client();
+    let mut cell1 = bump(&mut bystander, 1);
+    let refused = [
+        ("spin", vec![], "ran past its 400 ms limit"),
+        ("bomb", vec![], "memory allocation"),
+        ("crash", vec![], "an abort"),
+        ("wild_write", vec![], "outside its sandbox"),
+        (
+            "open_file",
+            vec![Value::Str("/etc/hostname".into())],
+            "read /etc/hostname",
+        ),
+        (
+            "open_socket",
+            vec![Value::Int(i64::from(port))],
+            "connect to 127.0.0.1",
+        ),
+    ];
+    for (attack, args, cause) in refused {
+        let message = match attacker.call(attack, args) {
+            Err(TxError::Contained(m)) | Err(TxError::Invalid(m)) => m,
+            other => panic!("wasm: {attack} was not contained: {other:?}"),
+        };
+        assert!(
+            message.contains(cause),
+            "wasm: {attack}: {message:?} does not say {cause:?}"
+        );
+        cell1 += 1;
+        assert_eq!(bump(&mut bystander, 1), cell1, "wasm after {attack}");
+    }
+    // A null pointer is address 0 of the sandbox's own memory: the read succeeds, reaches
+    // nothing of the server's, and its transaction commits like any other.
+    let read = attacker.call("null", vec![]).unwrap();
+    assert_eq!(read.len(), 1, "{read:?}");
+    cell1 += 1;
+    assert_eq!(
+        bump(&mut bystander, 1),
+        cell1 + 1,
+        "the null read's bump committed"
+    );
 }

@@ -47,6 +47,8 @@ pub struct Shared {
     /// Where procedures run, and how to start a guest when not in the server.
     pub(crate) isolation: Isolation,
     pub(crate) guest: Option<GuestConfig>,
+    /// `--isolation wasm`: the compiled module.
+    pub(crate) wasm: Option<crate::wasm::Wasm>,
     /// Procedure names in the workload's order, and their indexes.
     pub(crate) procedure_names: Vec<String>,
     procedure_index: HashMap<String, usize>,
@@ -89,6 +91,7 @@ impl Shared {
             procedures,
             isolation: Isolation::Rust,
             guest: None,
+            wasm: None,
             procedure_names,
             procedure_index,
             tables,
@@ -99,11 +102,30 @@ impl Shared {
         })
     }
 
-    /// Runs procedures at `isolation`, starting guests as `guest` says.
-    pub fn isolated(mut self, isolation: Isolation, guest: Option<GuestConfig>) -> Shared {
+    /// Runs procedures at `isolation`, starting guests (or loading the WebAssembly module) as
+    /// `guest` says.
+    pub fn isolated(
+        mut self,
+        isolation: Isolation,
+        guest: Option<GuestConfig>,
+    ) -> Result<Shared, String> {
+        if isolation == Isolation::Wasm {
+            let config = guest
+                .as_ref()
+                .ok_or("isolation wasm needs its module's settings")?;
+            let module = config
+                .module
+                .as_ref()
+                .ok_or("isolation wasm needs a WebAssembly module (--wasm-module)")?;
+            self.wasm = Some(crate::wasm::Wasm::load(
+                module,
+                config.timeout,
+                config.memory_mib,
+            )?);
+        }
         self.isolation = isolation;
         self.guest = guest;
-        self
+        Ok(self)
     }
 
     fn table(&self, id: u32) -> TxResult<&TableRef> {
@@ -334,7 +356,9 @@ impl<'db> ConnState<'db> {
             Ok(txn) => txn,
             Err(e) => return failure(&e),
         };
-        let ran = if shared.isolation.out_of_process() {
+        let ran = if let Some(wasm) = &shared.wasm {
+            crate::wasm::call(shared, wasm, &mut txn, index, args, &mut values, tracer)
+        } else if shared.isolation.out_of_process() {
             crate::isolation::call(shared, &mut txn, index, args, &mut values, tracer)
         } else if tracer.on() {
             // The procedure's span, split into its engine calls and the rest.

@@ -66,14 +66,17 @@ pub enum Isolation {
     Process,
     /// As `Process`, inside Linux namespaces and a cgroup the guest builds for itself.
     Container,
+    /// In the worker's thread, compiled to WebAssembly and run in a wasmtime sandbox with
+    /// bounded memory and time (`wasm`).
+    Wasm,
 }
 
 impl Isolation {
-    pub const NAMES: [&'static str; 3] = ["rust", "process", "container"];
+    pub const NAMES: [&'static str; 4] = ["rust", "wasm", "process", "container"];
 
-    /// Whether procedures run in a guest process.
+    /// Whether procedures run in a guest process (and so over a channel).
     pub fn out_of_process(self) -> bool {
-        self != Isolation::Rust
+        matches!(self, Isolation::Process | Isolation::Container)
     }
 }
 
@@ -83,9 +86,10 @@ impl std::str::FromStr for Isolation {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "rust" => Ok(Isolation::Rust),
+            "wasm" => Ok(Isolation::Wasm),
             "process" => Ok(Isolation::Process),
             "container" => Ok(Isolation::Container),
-            "none" | "wasm" | "vm" => Err(format!(
+            "none" | "vm" => Err(format!(
                 "isolation level {s} is not built yet (built: {})",
                 Isolation::NAMES.join(", ")
             )),
@@ -103,6 +107,7 @@ impl std::fmt::Display for Isolation {
             Isolation::Rust => "rust",
             Isolation::Process => "process",
             Isolation::Container => "container",
+            Isolation::Wasm => "wasm",
         })
     }
 }
@@ -169,6 +174,8 @@ pub struct GuestConfig {
     pub memory_mib: u64,
     /// The core guests run on; `None`: wherever the server may (they inherit its affinity).
     pub core: Option<usize>,
+    /// `--isolation wasm`: the procedures' WebAssembly module.
+    pub module: Option<PathBuf>,
 }
 
 impl Default for GuestConfig {
@@ -180,6 +187,7 @@ impl Default for GuestConfig {
             timeout: Duration::from_secs(2),
             memory_mib: 1024,
             core: None,
+            module: None,
         }
     }
 }
@@ -875,7 +883,7 @@ mod tests {
         for name in Isolation::NAMES {
             assert_eq!(name.parse::<Isolation>().unwrap().to_string(), name);
         }
-        let e = "wasm".parse::<Isolation>().unwrap_err();
+        let e = "vm".parse::<Isolation>().unwrap_err();
         assert!(e.contains("not built yet"), "{e}");
         assert!("sandbox".parse::<Isolation>().is_err());
         for c in Channel::ALL {

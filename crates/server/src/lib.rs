@@ -32,6 +32,7 @@ pub mod link;
 mod shm;
 pub mod trace;
 mod unified;
+pub mod wasm;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -191,25 +192,29 @@ impl Server {
             endpoints.push(l.endpoint()?);
             listeners.push(l);
         }
-        if config.isolation.out_of_process() && config.guest.is_none() {
+        if config.isolation != Isolation::Rust && config.guest.is_none() {
             return Err(ServerError::Config(format!(
-                "isolation {} runs procedures in a process of their own: it needs a guest \
-                 program",
+                "isolation {} runs procedures outside the server's own code: it needs a guest \
+                 program or module",
                 config.isolation
             )));
         }
         let shared = handler::Shared::new(db, workload, config.max_frame)?
-            .isolated(config.isolation, config.guest.clone());
-        if config.isolation.out_of_process() {
-            // One guest started and stopped now: a server whose procedures cannot run says so
-            // before it listens, not at its first call.
-            isolation::probe(&shared).map_err(|e| {
-                ServerError::Config(format!(
-                    "isolation {}: a procedure process: {e}",
-                    config.isolation
-                ))
-            })?;
-        }
+            .isolated(config.isolation, config.guest.clone())
+            .map_err(|e| ServerError::Config(format!("isolation {}: {e}", config.isolation)))?;
+        // One guest started (or the module instantiated) and stopped now: a server whose
+        // procedures cannot run says so before it listens, not at its first call.
+        let probed = match (&shared.wasm, config.isolation.out_of_process()) {
+            (Some(wasm), _) => wasm::probe(&shared, wasm),
+            (None, true) => isolation::probe(&shared),
+            (None, false) => Ok(()),
+        };
+        probed.map_err(|e| {
+            ServerError::Config(format!(
+                "isolation {}: a procedure process or sandbox: {e}",
+                config.isolation
+            ))
+        })?;
         let shared = Arc::new(shared);
         let control = Arc::new(control::Control::new(config.clone()));
         let mut threads = Vec::new();

@@ -1,0 +1,172 @@
+//! The workloads' stored procedures as a WebAssembly module: the same Rust source the server
+//! runs at `--isolation rust`, compiled to `wasm32-wasip1`, and run by `glass serve --isolation
+//! wasm` in an in-process sandbox (wasmtime; the host side is `server::wasm`).
+//!
+//! ```sh
+//! rustup target add wasm32-wasip1
+//! cargo build --release -p procedures-wasm --target wasm32-wasip1
+//! # target/wasm32-wasip1/release/procedures_wasm.wasm
+//! ```
+//!
+//! The module speaks the procedure boundary's messages (`protocol::guest`), as a procedure
+//! process does, through its linear memory instead of a channel:
+//!
+//! | export | what it does |
+//! |---|---|
+//! | `glass_input(len) -> ptr` | a buffer of `len` bytes for the host's next message |
+//! | `glass_setup() -> ptr << 32 \| len` | opens the workload's procedures from the `Setup` frame in the input buffer; answers `Ready` or `Failed` |
+//! | `glass_invoke() -> ptr << 32 \| len` | runs the `Invoke` frame in the input buffer; answers `Returned` or `Failed` |
+//!
+//! | import (`glass`) | what it does |
+//! |---|---|
+//! | `op(ptr, len) -> len` | the host runs the `Ops` frame at `ptr` on the call's transaction and returns the length of its answer (`Results` or `OpFailed`) |
+//! | `take(ptr, len)` | the host copies that answer to `ptr` |
+//!
+//! The module's engine code (the workloads crate depends on it) is compiled in but never
+//! called: a procedure's `Tx` here is `protocol::guest`'s, every operation an `op` call. The
+//! host gives the module no files, no sockets and no environment (WASI calls it does not
+//! define trap), bounds its memory and interrupts it at the time limit.
+
+#[cfg(target_family = "wasm")]
+mod module {
+    use std::cell::RefCell;
+
+    use protocol::guest::{run_invocation, Catalog, Exchange, GuestMsg, HostMsg};
+    use protocol::{ErrorClass, HEADER_LEN};
+    use workloads::{Procedures, WorkloadOptions};
+
+    #[link(wasm_import_module = "glass")]
+    extern "C" {
+        fn op(ptr: *const u8, len: usize) -> usize;
+        fn take(ptr: *mut u8, len: usize);
+    }
+
+    #[derive(Default)]
+    struct State {
+        procedures: Option<Box<dyn Procedures>>,
+        /// The host's last message.
+        input: Vec<u8>,
+        /// The module's last answer, read by the host after the export returns.
+        reply: Vec<u8>,
+    }
+
+    thread_local! {
+        static STATE: RefCell<State> = RefCell::new(State::default());
+    }
+
+    /// The host's end of the boundary, seen from inside the module.
+    struct Host {
+        out: Vec<u8>,
+        back: Vec<u8>,
+    }
+
+    impl Exchange for Host {
+        fn exchange(&mut self, message: &GuestMsg) -> Result<Option<HostMsg>, String> {
+            self.out.clear();
+            message.encode(&mut self.out);
+            // SAFETY: the host reads `len` bytes at `ptr` of this module's memory, which
+            // `out` holds for the duration of the call.
+            let len = unsafe { op(self.out.as_ptr(), self.out.len()) };
+            self.back.clear();
+            self.back.resize(len, 0);
+            // SAFETY: the host writes exactly `len` bytes at `ptr`, which `back` has.
+            unsafe { take(self.back.as_mut_ptr(), len) };
+            if len < HEADER_LEN {
+                return Err(format!("the host answered with {len} bytes"));
+            }
+            HostMsg::decode(&self.back[HEADER_LEN..])
+                .map(Some)
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    fn answer(state: &mut State, message: &GuestMsg) -> u64 {
+        state.reply.clear();
+        message.encode(&mut state.reply);
+        ((state.reply.as_ptr() as u64) << 32) | state.reply.len() as u64
+    }
+
+    fn failed(message: String) -> GuestMsg {
+        GuestMsg::Failed {
+            class: ErrorClass::Invalid,
+            message,
+            busy_ns: 0,
+        }
+    }
+
+    fn input_message(state: &State) -> Result<HostMsg, String> {
+        if state.input.len() < HEADER_LEN {
+            return Err("the host's message is shorter than a frame header".to_string());
+        }
+        HostMsg::decode(&state.input[HEADER_LEN..]).map_err(|e| e.to_string())
+    }
+
+    #[no_mangle]
+    pub extern "C" fn glass_input(len: usize) -> *mut u8 {
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            s.input.clear();
+            s.input.resize(len, 0);
+            s.input.as_mut_ptr()
+        })
+    }
+
+    #[no_mangle]
+    pub extern "C" fn glass_setup() -> u64 {
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            let reply = match input_message(&s) {
+                Ok(HostMsg::Setup {
+                    workload,
+                    tables,
+                    indexes,
+                }) => {
+                    // Options decide what is loaded and drawn, not what a procedure does.
+                    match workloads::by_name(&workload, &WorkloadOptions::default()).and_then(|w| {
+                        w.procedures(&Catalog::new(tables, indexes))
+                            .map_err(|e| e.to_string())
+                    }) {
+                        Ok(p) => {
+                            s.procedures = Some(p);
+                            GuestMsg::Ready
+                        }
+                        Err(e) => failed(format!("open the procedures of {workload}: {e}")),
+                    }
+                }
+                Ok(other) => failed(format!("expected Setup, got {other:?}")),
+                Err(e) => failed(e),
+            };
+            answer(&mut s, &reply)
+        })
+    }
+
+    #[no_mangle]
+    pub extern "C" fn glass_invoke() -> u64 {
+        // The procedures are taken out of the state for the call, so that nothing borrowed
+        // is held while the host runs operations.
+        let (message, procedures) = STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            (input_message(&s), s.procedures.take())
+        });
+        let reply = match (message, &procedures) {
+            (Ok(HostMsg::Invoke { txn, args }), Some(p)) => {
+                let mut host = Host {
+                    out: Vec::new(),
+                    back: Vec::new(),
+                };
+                run_invocation(&mut host, txn, &args, |tx, txn, args, out| {
+                    p.call(tx, txn, args, out)
+                })
+                .unwrap_or_else(|| failed("the host went away".to_string()))
+            }
+            (Ok(HostMsg::Invoke { .. }), None) => failed("invoked before setup".to_string()),
+            (Ok(other), _) => failed(format!("expected Invoke, got {other:?}")),
+            (Err(e), _) => failed(e),
+        };
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            s.procedures = procedures;
+            answer(&mut s, &reply)
+        })
+    }
+}

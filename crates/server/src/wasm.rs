@@ -1,0 +1,623 @@
+//! `--isolation wasm`: stored procedures compiled to WebAssembly (`crates/procedures-wasm`)
+//! and run inside the worker's thread by wasmtime, the host side of the module's exports and
+//! imports.
+//!
+//! ```text
+//!   worker thread
+//!   ─────────────
+//!   ConnState::call ─► wasm::call ─► thread-local Sandbox (Store + Instance)
+//!      glass_input(len), copy Invoke in, glass_invoke() ──► module: Procedures::call
+//!                       ◄── glass.op(Ops) ─ run_ops on the Transaction ─ glass.take(answer)
+//!      read Returned | Failed out of the module's memory
+//! ```
+//!
+//! What bounds the module: its linear memory (`StoreLimits`, `--procedure-memory-mib`), its
+//! time (epoch interruption: a ticker thread advances the engine's epoch every [`TICK`], and
+//! each call's deadline is the time limit in ticks), and its imports: only `glass.op` and
+//! `glass.take`, and of WASI what Rust's standard library needs to start (clocks, random
+//! bytes, an empty environment, stderr captured for error messages, no preopened directories,
+//! so no path can be opened); any other import traps. A trap (the time limit, a memory fault,
+//! an abort, a failed allocation) rolls the transaction back with `TxError::Contained` and the
+//! worker instantiates the module afresh at its next call.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engine::{Tx, TxError, TxResult, Value};
+use protocol::guest::{error_of, GuestMsg, HostMsg};
+use protocol::{ErrorClass, HEADER_LEN};
+use wasmtime::{
+    Caller, Config, Engine, Extern, Instance, Linker, Memory, Module, Store, StoreLimits,
+    StoreLimitsBuilder, Trap, TypedFunc,
+};
+
+use crate::handler::Shared;
+use crate::trace::Tracer;
+
+/// How often the epoch advances: the resolution of the time limit.
+pub const TICK: Duration = Duration::from_millis(5);
+/// Bytes of a procedure's stderr kept for the error that names why it stopped.
+const STDERR_KEPT: usize = 2048;
+
+/// The compiled module, shared by every worker of a server.
+pub(crate) struct Wasm {
+    engine: Engine,
+    module: Module,
+    linker: Linker<HostState>,
+    timeout: Duration,
+    memory_bytes: usize,
+    stop: Arc<AtomicBool>,
+}
+
+impl Wasm {
+    /// Compiles the module at `path` and starts the epoch ticker.
+    pub(crate) fn load(path: &Path, timeout: Duration, memory_mib: u64) -> Result<Wasm, String> {
+        if !path.is_file() {
+            return Err(format!(
+                "no WebAssembly module at {}: build it with `rustup target add wasm32-wasip1 && \
+                 cargo build --release -p procedures-wasm --target wasm32-wasip1`, or name one \
+                 with --wasm-module",
+                path.display()
+            ));
+        }
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| format!("start wasmtime: {e}"))?;
+        let module = Module::from_file(&engine, path)
+            .map_err(|e| format!("compile {}: {e:#}", path.display()))?;
+        let linker = linker(&engine, &module)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let (engine, stop) = (engine.clone(), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("glass-wasm-epoch".to_string())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(TICK);
+                        engine.increment_epoch();
+                    }
+                })
+                .map_err(|e| format!("start the epoch ticker: {e}"))?;
+        }
+        Ok(Wasm {
+            engine,
+            module,
+            linker,
+            timeout,
+            memory_bytes: usize::try_from(memory_mib << 20).unwrap_or(usize::MAX),
+            stop,
+        })
+    }
+}
+
+/// The default module: where `cargo build --release -p procedures-wasm --target
+/// wasm32-wasip1` leaves it, in the target directory of the running binary (`target/release`
+/// or `target/debug`).
+pub fn default_module(exe: &Path) -> PathBuf {
+    let target = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("target"));
+    target
+        .join("wasm32-wasip1")
+        .join("release")
+        .join("procedures_wasm.wasm")
+}
+
+impl Drop for Wasm {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What the host keeps beside an instance.
+struct HostState {
+    limits: StoreLimits,
+    /// The call in progress, while `glass_invoke` runs; null otherwise.
+    call: *mut Call<'static>,
+    /// The answer to the module's last `op`, until it `take`s it.
+    pending: Vec<u8>,
+    /// The module's last `Ops` frame, copied out of its memory.
+    scratch: Vec<u8>,
+    /// The tail of what the module wrote to stdout and stderr.
+    stderr: Vec<u8>,
+}
+
+// SAFETY: `call` is only ever set for the duration of a call on the thread that owns the
+// store, and the store never leaves that thread (a thread-local); the rest is plain data.
+unsafe impl Send for HostState {}
+
+/// One call's access to the engine, lent to the module's `op` import.
+struct Call<'a> {
+    tx: &'a mut dyn Tx,
+    shared: &'a Shared,
+    engine_ns: u64,
+    timing: bool,
+    /// An operation that failed dooms the call, whatever the procedure does with its error.
+    failed_op: Option<TxError>,
+}
+
+/// An instance of the module in one worker thread.
+struct Sandbox {
+    store: Store<HostState>,
+    memory: Memory,
+    input: TypedFunc<u32, u32>,
+    invoke: TypedFunc<(), u64>,
+}
+
+thread_local! {
+    static SANDBOX: RefCell<Option<Sandbox>> = const { RefCell::new(None) };
+}
+
+/// Runs procedure `txn` in this worker's sandbox (instantiated now if it has none).
+pub(crate) fn call(
+    shared: &Shared,
+    wasm: &Wasm,
+    tx: &mut dyn Tx,
+    txn: usize,
+    args: &[Value],
+    out: &mut Vec<Value>,
+    tracer: &mut Tracer,
+) -> TxResult<()> {
+    SANDBOX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Sandbox::new(shared, wasm).map_err(|e| {
+                TxError::Contained(format!("the WebAssembly module could not start: {e}"))
+            })?);
+        }
+        let sandbox = slot.as_mut().expect("made above");
+        let procedure = shared.procedure_names.get(txn).map_or("?", String::as_str);
+        match sandbox.call(shared, wasm, tx, txn, args, out, tracer) {
+            Ok(result) => result,
+            Err(why) => {
+                let said = slot
+                    .take()
+                    .map(|s| last_words(&s.store))
+                    .unwrap_or_default();
+                Err(TxError::Contained(format!(
+                    "procedure {procedure}: {why}{said}; the transaction was rolled back"
+                )))
+            }
+        }
+    })
+}
+
+/// Instantiates the module once, to check that it starts (a server does, before it listens).
+pub(crate) fn probe(shared: &Shared, wasm: &Wasm) -> Result<(), String> {
+    Sandbox::new(shared, wasm).map(drop)
+}
+
+impl Sandbox {
+    fn new(shared: &Shared, wasm: &Wasm) -> Result<Sandbox, String> {
+        let state = HostState {
+            limits: StoreLimitsBuilder::new()
+                .memory_size(wasm.memory_bytes)
+                .instances(1)
+                .build(),
+            call: std::ptr::null_mut(),
+            pending: Vec::new(),
+            scratch: Vec::new(),
+            stderr: Vec::new(),
+        };
+        let mut store = Store::new(&wasm.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.set_epoch_deadline(deadline_ticks(wasm.timeout));
+        let instance: Instance = wasm
+            .linker
+            .instantiate(&mut store, &wasm.module)
+            .map_err(|e| format!("instantiate: {e:#}"))?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or("the module exports no memory")?;
+        let func = |store: &mut Store<HostState>, name: &str| {
+            instance
+                .get_func(&mut *store, name)
+                .ok_or_else(|| format!("the module exports no {name}"))
+        };
+        // A reactor module's constructors, where it has them.
+        if let Some(init) = instance.get_func(&mut store, "_initialize") {
+            init.typed::<(), ()>(&store)
+                .and_then(|f| f.call(&mut store, ()))
+                .map_err(|e| format!("_initialize: {e:#}"))?;
+        }
+        let input = func(&mut store, "glass_input")?
+            .typed::<u32, u32>(&store)
+            .map_err(|e| e.to_string())?;
+        let setup = func(&mut store, "glass_setup")?
+            .typed::<(), u64>(&store)
+            .map_err(|e| e.to_string())?;
+        let invoke = func(&mut store, "glass_invoke")?
+            .typed::<(), u64>(&store)
+            .map_err(|e| e.to_string())?;
+        let mut sandbox = Sandbox {
+            store,
+            memory,
+            input,
+            invoke,
+        };
+        let message = HostMsg::Setup {
+            workload: shared.workload.to_string(),
+            tables: shared.tables.clone(),
+            indexes: shared.indexes.clone(),
+        };
+        sandbox.put(&message)?;
+        let packed = setup
+            .call(&mut sandbox.store, ())
+            .map_err(|e| format!("setup: {}", describe(&e)))?;
+        match sandbox.answer(packed)? {
+            GuestMsg::Ready => Ok(sandbox),
+            GuestMsg::Failed { message, .. } => Err(format!("setup: {message}")),
+            other => Err(format!("it answered its setup with {other:?}")),
+        }
+    }
+
+    /// Copies `message` into the module's input buffer.
+    fn put(&mut self, message: &HostMsg) -> Result<(), String> {
+        let mut bytes = std::mem::take(&mut self.store.data_mut().pending);
+        bytes.clear();
+        message.encode(&mut bytes);
+        let len = u32::try_from(bytes.len()).map_err(|_| "a message over 4 GiB".to_string())?;
+        let ptr = self
+            .input
+            .call(&mut self.store, len)
+            .map_err(|e| format!("glass_input: {}", describe(&e)))?;
+        self.memory
+            .write(&mut self.store, ptr as usize, &bytes)
+            .map_err(|e| format!("the module's input buffer is out of its memory: {e}"))?;
+        self.store.data_mut().pending = bytes;
+        Ok(())
+    }
+
+    /// Reads the message an export returned (`ptr << 32 | len`) out of the module's memory.
+    fn answer(&mut self, packed: u64) -> Result<GuestMsg, String> {
+        let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+        let bytes = self
+            .memory
+            .data(&self.store)
+            .get(ptr..ptr.saturating_add(len))
+            .ok_or_else(|| format!("it answered at {ptr}+{len}, outside its memory"))?;
+        if len < HEADER_LEN {
+            return Err(format!("it answered with {len} bytes"));
+        }
+        GuestMsg::decode(&bytes[HEADER_LEN..])
+            .map_err(|e| format!("it answered with a malformed message: {e}"))
+    }
+
+    /// One call. `Ok` carries the procedure's own outcome; `Err` says why the sandbox must go.
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &mut self,
+        shared: &Shared,
+        wasm: &Wasm,
+        tx: &mut dyn Tx,
+        txn: usize,
+        args: &[Value],
+        out: &mut Vec<Value>,
+        tracer: &mut Tracer,
+    ) -> Result<TxResult<()>, String> {
+        let start = tracer.start();
+        // The time limit counts from here: copying the invocation in is part of the call.
+        self.store.set_epoch_deadline(deadline_ticks(wasm.timeout));
+        self.put(&HostMsg::Invoke {
+            txn: txn as u16,
+            args: args.to_vec(),
+        })?;
+        let mut call = Call {
+            tx,
+            shared,
+            engine_ns: 0,
+            timing: tracer.on(),
+            failed_op: None,
+        };
+        // SAFETY: the pointer is used only by `op` during `invoke` below, while `call` lives,
+        // and is cleared before `call` goes out of scope; the lifetime is erased only to store
+        // it in the store's data.
+        self.store.data_mut().call = (&mut call as *mut Call<'_>).cast::<Call<'static>>();
+        self.store.set_epoch_deadline(deadline_ticks(wasm.timeout));
+        let ran = self.invoke.call(&mut self.store, ());
+        self.store.data_mut().call = std::ptr::null_mut();
+        let packed = ran.map_err(|e| describe_with_limit(&e, wasm.timeout))?;
+        let reply = self.answer(packed)?;
+        let (engine_ns, failed_op) = (call.engine_ns, call.failed_op);
+        match reply {
+            GuestMsg::Returned { values, busy_ns } => {
+                tracer.charge_isolated(start, engine_ns, busy_ns);
+                Ok(match failed_op {
+                    Some(e) => Err(e),
+                    None => {
+                        out.extend(values);
+                        Ok(())
+                    }
+                })
+            }
+            GuestMsg::Failed {
+                class,
+                message,
+                busy_ns,
+            } => {
+                tracer.charge_isolated(start, engine_ns, busy_ns);
+                Ok(Err(failed_op.unwrap_or_else(|| error_of(class, message))))
+            }
+            other => Err(format!("it ended a call with {other:?}")),
+        }
+    }
+}
+
+fn deadline_ticks(timeout: Duration) -> u64 {
+    (timeout.as_nanos() / TICK.as_nanos()) as u64 + 1
+}
+
+/// A trap or host error, in words.
+fn describe(e: &wasmtime::Error) -> String {
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::MemoryOutOfBounds) => {
+            "a memory access outside its sandbox (trap: out-of-bounds memory access)".to_string()
+        }
+        Some(Trap::UnreachableCodeReached) => {
+            "an abort (trap: unreachable: a panic, an abort call or a failed allocation)"
+                .to_string()
+        }
+        Some(Trap::StackOverflow) => "a stack overflow (trap)".to_string(),
+        Some(trap) => format!("a trap: {trap}"),
+        None => format!("{e:#}"),
+    }
+}
+
+fn describe_with_limit(e: &wasmtime::Error, timeout: Duration) -> String {
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => {
+            format!("ran past its {} ms limit; interrupted", timeout.as_millis())
+        }
+        _ => describe(e),
+    }
+}
+
+/// The last line the module wrote to stderr, as ` (it said: ...)`, or nothing.
+fn last_words(store: &Store<HostState>) -> String {
+    let text = String::from_utf8_lossy(&store.data().stderr);
+    // A panic ends with a note on backtraces: the line before it says what happened.
+    let said = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"));
+    match said {
+        Some(line) => format!(" (it said: {})", line.trim()),
+        None => String::new(),
+    }
+}
+
+/// The module's linear memory, from inside an import.
+fn memory_of(caller: &mut Caller<'_, HostState>) -> wasmtime::Result<Memory> {
+    match caller.get_export("memory") {
+        Some(Extern::Memory(m)) => Ok(m),
+        _ => Err(wasmtime::Error::msg("the module exports no memory")),
+    }
+}
+
+/// `glass.op(ptr, len) -> len`: runs the `Ops` frame at `ptr` on the call's transaction.
+fn op(mut caller: Caller<'_, HostState>, ptr: u32, len: u32) -> wasmtime::Result<u32> {
+    let memory = memory_of(&mut caller)?;
+    let mut frame = std::mem::take(&mut caller.data_mut().scratch);
+    frame.clear();
+    let (ptr, len) = (ptr as usize, len as usize);
+    match memory.data(&caller).get(ptr..ptr.saturating_add(len)) {
+        Some(bytes) => frame.extend_from_slice(bytes),
+        None => {
+            return Err(wasmtime::Error::msg(format!(
+                "it passed an operation at {ptr}+{len}, outside its memory"
+            )))
+        }
+    }
+    if len < HEADER_LEN {
+        return Err(wasmtime::Error::msg(
+            "it passed an operation shorter than a frame",
+        ));
+    }
+    let message = GuestMsg::decode(&frame[HEADER_LEN..])
+        .map_err(|e| wasmtime::Error::msg(format!("it passed a malformed operation: {e}")))?;
+    caller.data_mut().scratch = frame;
+    let GuestMsg::Ops { ops } = message else {
+        return Err(wasmtime::Error::msg(format!(
+            "it passed {message:?} where an operation belongs"
+        )));
+    };
+    let call = caller.data_mut().call;
+    if call.is_null() {
+        return Err(wasmtime::Error::msg("it ran an operation outside a call"));
+    }
+    // SAFETY: set by `Sandbox::call` for the duration of `glass_invoke`, on this thread.
+    let call = unsafe { &mut *call };
+    let reply = match &call.failed_op {
+        Some(e) => failed_reply(e),
+        None => {
+            let t = call.timing.then(Instant::now);
+            let ran = crate::handler::run_ops(call.tx, call.shared, &ops);
+            if let Some(t) = t {
+                call.engine_ns += t.elapsed().as_nanos() as u64;
+            }
+            match ran {
+                Ok(results) => HostMsg::Results { results },
+                Err(e) => {
+                    let reply = failed_reply(&e);
+                    call.failed_op = Some(e);
+                    reply
+                }
+            }
+        }
+    };
+    let pending = &mut caller.data_mut().pending;
+    pending.clear();
+    reply.encode(pending);
+    Ok(pending.len() as u32)
+}
+
+fn failed_reply(e: &TxError) -> HostMsg {
+    HostMsg::OpFailed {
+        class: ErrorClass::of(e),
+        message: ErrorClass::message_of(e),
+    }
+}
+
+/// `glass.take(ptr, len)`: copies the answer to the last `op` to `ptr`.
+fn take(mut caller: Caller<'_, HostState>, ptr: u32, len: u32) -> wasmtime::Result<()> {
+    let memory = memory_of(&mut caller)?;
+    let pending = std::mem::take(&mut caller.data_mut().pending);
+    if len as usize != pending.len() {
+        return Err(wasmtime::Error::msg(format!(
+            "it took {len} bytes of a {}-byte answer",
+            pending.len()
+        )));
+    }
+    let wrote = memory.write(&mut caller, ptr as usize, &pending);
+    caller.data_mut().pending = pending;
+    wrote.map_err(|e| wasmtime::Error::msg(format!("its answer buffer is outside its memory: {e}")))
+}
+
+// WASI's errno values the imports return.
+const ERRNO_SUCCESS: i32 = 0;
+const ERRNO_BADF: i32 = 8;
+const ERRNO_INVAL: i32 = 28;
+
+/// The imports: `glass.op` and `glass.take`, the WASI calls Rust's standard library makes to
+/// start and to report (clocks, random bytes, an empty environment, writes to stdout and
+/// stderr kept for error messages, no preopened directories), and a trap for anything else.
+fn linker(engine: &Engine, module: &Module) -> Result<Linker<HostState>, String> {
+    let mut linker: Linker<HostState> = Linker::new(engine);
+    let e = |e: wasmtime::Error| e.to_string();
+    linker.func_wrap("glass", "op", op).map_err(e)?;
+    linker.func_wrap("glass", "take", take).map_err(e)?;
+    let wasi = "wasi_snapshot_preview1";
+    let started = Instant::now();
+    linker
+        .func_wrap(
+            wasi,
+            "clock_time_get",
+            move |mut caller: Caller<'_, HostState>, id: i32, _precision: i64, at: i32| {
+                let ns = match id {
+                    // realtime
+                    0 => std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64),
+                    // monotonic, process and thread CPU time: the host's monotonic clock
+                    _ => started.elapsed().as_nanos() as u64,
+                };
+                let memory = memory_of(&mut caller)?;
+                Ok(
+                    match memory.write(&mut caller, at as u32 as usize, &ns.to_le_bytes()) {
+                        Ok(()) => ERRNO_SUCCESS,
+                        Err(_) => ERRNO_INVAL,
+                    },
+                )
+            },
+        )
+        .map_err(e)?;
+    linker
+        .func_wrap(
+            wasi,
+            "random_get",
+            |mut caller: Caller<'_, HostState>, at: i32, len: i32| {
+                // Hash-map seeds; nothing a procedure does depends on them being secret.
+                let mut x = Instant::now().elapsed().as_nanos() as u64 ^ 0x9e37_79b9_7f4a_7c15;
+                let bytes: Vec<u8> = (0..len.max(0))
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                let memory = memory_of(&mut caller)?;
+                Ok(
+                    match memory.write(&mut caller, at as u32 as usize, &bytes) {
+                        Ok(()) => ERRNO_SUCCESS,
+                        Err(_) => ERRNO_INVAL,
+                    },
+                )
+            },
+        )
+        .map_err(e)?;
+    linker
+        .func_wrap(
+            wasi,
+            "environ_sizes_get",
+            |mut caller: Caller<'_, HostState>, count: i32, size: i32| {
+                let memory = memory_of(&mut caller)?;
+                let zero = 0u32.to_le_bytes();
+                let ok = memory
+                    .write(&mut caller, count as u32 as usize, &zero)
+                    .is_ok()
+                    && memory
+                        .write(&mut caller, size as u32 as usize, &zero)
+                        .is_ok();
+                Ok(if ok { ERRNO_SUCCESS } else { ERRNO_INVAL })
+            },
+        )
+        .map_err(e)?;
+    linker
+        .func_wrap(wasi, "environ_get", |_: i32, _: i32| ERRNO_SUCCESS)
+        .map_err(e)?;
+    linker
+        .func_wrap(wasi, "fd_prestat_get", |_: i32, _: i32| ERRNO_BADF)
+        .map_err(e)?;
+    linker
+        .func_wrap(wasi, "fd_prestat_dir_name", |_: i32, _: i32, _: i32| {
+            ERRNO_BADF
+        })
+        .map_err(e)?;
+    linker
+        .func_wrap(wasi, "sched_yield", || ERRNO_SUCCESS)
+        .map_err(e)?;
+    linker
+        .func_wrap(
+            wasi,
+            "fd_write",
+            |mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, n: i32, written: i32| {
+                if fd != 1 && fd != 2 {
+                    return Ok(ERRNO_BADF);
+                }
+                let memory = memory_of(&mut caller)?;
+                let mut text = Vec::new();
+                {
+                    let data = memory.data(&caller);
+                    for i in 0..n.max(0) as usize {
+                        let at = iovs as u32 as usize + 8 * i;
+                        let Some(iov) = data.get(at..at + 8) else {
+                            return Ok(ERRNO_INVAL);
+                        };
+                        let ptr = u32::from_le_bytes(iov[..4].try_into().unwrap()) as usize;
+                        let len = u32::from_le_bytes(iov[4..].try_into().unwrap()) as usize;
+                        let Some(bytes) = data.get(ptr..ptr.saturating_add(len)) else {
+                            return Ok(ERRNO_INVAL);
+                        };
+                        text.extend_from_slice(bytes);
+                    }
+                }
+                let total = text.len() as u32;
+                let kept = &mut caller.data_mut().stderr;
+                kept.extend_from_slice(&text);
+                if kept.len() > STDERR_KEPT {
+                    kept.drain(..kept.len() - STDERR_KEPT);
+                }
+                Ok(
+                    match memory.write(&mut caller, written as u32 as usize, &total.to_le_bytes()) {
+                        Ok(()) => ERRNO_SUCCESS,
+                        Err(_) => ERRNO_INVAL,
+                    },
+                )
+            },
+        )
+        .map_err(e)?;
+    linker
+        .func_wrap(wasi, "proc_exit", |code: i32| -> wasmtime::Result<()> {
+            Err(wasmtime::Error::msg(format!(
+                "it exited with status {code}"
+            )))
+        })
+        .map_err(e)?;
+    linker.define_unknown_imports_as_traps(module).map_err(e)?;
+    Ok(linker)
+}
