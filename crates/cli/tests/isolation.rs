@@ -411,17 +411,47 @@ fn every_workload_runs_in_a_procedure_process_and_stays_consistent() {
     }
 }
 
-/// `--isolation wasm` needs the procedures built for WebAssembly; `.ci/run` builds them.
+/// `--isolation wasm` needs the procedures built for WebAssembly: where `.ci/run` (or a user,
+/// as the README says) built them, or else built here once, into a target directory of their
+/// own so that this build never waits on the one running the tests.
 fn wasm_module() -> String {
-    let module = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/wasm32-wasip1/release/procedures_wasm.wasm");
-    assert!(
-        module.is_file(),
-        "{} is missing: build it with `rustup target add wasm32-wasip1 && cargo build \
-         --release -p procedures-wasm --target wasm32-wasip1` (.ci/run does)",
-        module.display()
-    );
-    module.to_str().unwrap().to_string()
+    static MODULE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MODULE
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let built = root.join("target/wasm32-wasip1/release/procedures_wasm.wasm");
+            if built.is_file() {
+                return built.to_str().unwrap().to_string();
+            }
+            let own = root.join("target/wasm-procedures");
+            let module = own.join("wasm32-wasip1/release/procedures_wasm.wasm");
+            let installed = Command::new("rustup")
+                .args(["target", "list", "--installed"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).contains("wasm32-wasip1"))
+                .unwrap_or(false);
+            if !installed {
+                let added = Command::new("rustup")
+                    .args(["target", "add", "wasm32-wasip1"])
+                    .status()
+                    .expect("run rustup to add the wasm32-wasip1 target");
+                assert!(added.success(), "rustup target add wasm32-wasip1 failed");
+            }
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let status = Command::new(cargo)
+                .current_dir(&root)
+                .args(["build", "--release", "-p", "procedures-wasm"])
+                .args(["--target", "wasm32-wasip1", "--target-dir"])
+                .arg(&own)
+                .status()
+                .expect("run cargo to build the WebAssembly procedures");
+            assert!(
+                status.success() && module.is_file(),
+                "building the WebAssembly procedures failed"
+            );
+            module.to_str().unwrap().to_string()
+        })
+        .clone()
 }
 
 #[test]
