@@ -52,6 +52,8 @@ mod module {
 
     thread_local! {
         static STATE: RefCell<State> = RefCell::new(State::default());
+        /// The exchange's buffers, kept from call to call.
+        static HOST: RefCell<Host> = const { RefCell::new(Host { out: Vec::new(), back: Vec::new() }) };
     }
 
     /// The host's end of the boundary, seen from inside the module.
@@ -149,16 +151,12 @@ mod module {
             (input_message(&s), s.procedures.take())
         });
         let reply = match (message, &procedures) {
-            (Ok(HostMsg::Invoke { txn, args }), Some(p)) => {
-                let mut host = Host {
-                    out: Vec::new(),
-                    back: Vec::new(),
-                };
-                run_invocation(&mut host, txn, &args, |tx, txn, args, out| {
+            (Ok(HostMsg::Invoke { txn, args }), Some(p)) => HOST.with(|host| {
+                run_invocation(&mut *host.borrow_mut(), txn, &args, |tx, txn, args, out| {
                     p.call(tx, txn, args, out)
                 })
                 .unwrap_or_else(|| failed("the host went away".to_string()))
-            }
+            }),
             (Ok(HostMsg::Invoke { .. }), None) => failed("invoked before setup".to_string()),
             (Ok(other), _) => failed(format!("expected Invoke, got {other:?}")),
             (Err(e), _) => failed(e),

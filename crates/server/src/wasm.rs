@@ -124,6 +124,8 @@ struct HostState {
     scratch: Vec<u8>,
     /// The tail of what the module wrote to stdout and stderr.
     stderr: Vec<u8>,
+    /// The module's memory, once instantiated: looked up by name once, not at every import.
+    memory: Option<Memory>,
 }
 
 // SAFETY: `call` is only ever set for the duration of a call on the thread that owns the
@@ -202,6 +204,7 @@ impl Sandbox {
             pending: Vec::new(),
             scratch: Vec::new(),
             stderr: Vec::new(),
+            memory: None,
         };
         let mut store = Store::new(&wasm.engine, state);
         store.limiter(|s| &mut s.limits);
@@ -213,6 +216,7 @@ impl Sandbox {
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or("the module exports no memory")?;
+        store.data_mut().memory = Some(memory);
         let func = |store: &mut Store<HostState>, name: &str| {
             instance
                 .get_func(&mut *store, name)
@@ -392,6 +396,9 @@ fn last_words(store: &Store<HostState>) -> String {
 
 /// The module's linear memory, from inside an import.
 fn memory_of(caller: &mut Caller<'_, HostState>) -> wasmtime::Result<Memory> {
+    if let Some(memory) = caller.data().memory {
+        return Ok(memory);
+    }
     match caller.get_export("memory") {
         Some(Extern::Memory(m)) => Ok(m),
         _ => Err(wasmtime::Error::msg("the module exports no memory")),
