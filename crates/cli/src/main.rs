@@ -1074,24 +1074,19 @@ fn latency(args: LatencyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
-    let run = bench::section3::Section3Config {
-        exe: std::env::current_exe().context("find the glass binary")?,
-        out: args.out,
-        duration: args.duration,
-        warmup: args.warmup,
-        connections: args.connections as usize,
-        server_core: args.server_core,
-        client_core: args.client_core,
-        ycsb_records: args.ycsb_records,
-        workloads: args
-            .workloads
-            .split(',')
-            .map(|w| w.trim().to_string())
-            .collect(),
-    };
-    if let Some(bad) = run
-        .workloads
+/// How `glass section3` and `glass isolation` run the paper's servers and clients: `workloads`
+/// a comma-separated list of ycsb, voter, tpcc; `cores` the server's and the clients'.
+fn paper_run(
+    out: PathBuf,
+    duration: f64,
+    warmup: f64,
+    connections: u64,
+    cores: (usize, usize),
+    ycsb_records: u64,
+    workloads: &str,
+) -> anyhow::Result<bench::section3::Section3Config> {
+    let workloads: Vec<String> = workloads.split(',').map(|w| w.trim().to_string()).collect();
+    if let Some(bad) = workloads
         .iter()
         .find(|w| !["ycsb", "voter", "tpcc"].contains(&w.as_str()))
     {
@@ -1099,6 +1094,29 @@ fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
             "--workloads: {bad:?} is not one of ycsb, voter, tpcc"
         )));
     }
+    Ok(bench::section3::Section3Config {
+        exe: std::env::current_exe().context("find the glass binary")?,
+        out,
+        duration,
+        warmup,
+        connections: connections as usize,
+        server_core: cores.0,
+        client_core: cores.1,
+        ycsb_records,
+        workloads,
+    })
+}
+
+fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
+    let run = paper_run(
+        args.out,
+        args.duration,
+        args.warmup,
+        args.connections,
+        (args.server_core, args.client_core),
+        args.ycsb_records,
+        &args.workloads,
+    )?;
     let levels = match &args.levels {
         Some(list) => bench::isolation::parse_levels(list)
             .map_err(|e| anyhow::anyhow!(UsageError(format!("--levels: {e}"))))?,
@@ -1130,30 +1148,15 @@ fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
-    let config = bench::section3::Section3Config {
-        exe: std::env::current_exe().context("find the glass binary")?,
-        out: args.out,
-        duration: args.duration,
-        warmup: args.warmup,
-        connections: args.connections as usize,
-        server_core: args.server_core,
-        client_core: args.client_core,
-        ycsb_records: args.ycsb_records,
-        workloads: args
-            .workloads
-            .split(',')
-            .map(|w| w.trim().to_string())
-            .collect(),
-    };
-    if let Some(bad) = config
-        .workloads
-        .iter()
-        .find(|w| !["ycsb", "voter", "tpcc"].contains(&w.as_str()))
-    {
-        anyhow::bail!(UsageError(format!(
-            "--workloads: {bad:?} is not one of ycsb, voter, tpcc"
-        )));
-    }
+    let config = paper_run(
+        args.out,
+        args.duration,
+        args.warmup,
+        args.connections,
+        (args.server_core, args.client_core),
+        args.ycsb_records,
+        &args.workloads,
+    )?;
     let report = bench::section3::run_section3(&config)?;
     println!("{}", report.trim_end());
     println!("(written to {})", config.out.join("section3.md").display());

@@ -760,17 +760,6 @@ impl<'c> RemoteTx<'c> {
     }
 }
 
-fn columns(fetch: Fetch<'_>) -> TxResult<Option<Vec<u16>>> {
-    match fetch {
-        Fetch::All => Ok(None),
-        Fetch::Cols(cols) => cols
-            .iter()
-            .map(|&c| u16::try_from(c).map_err(|_| TxError::Invalid(format!("no column {c}"))))
-            .collect::<TxResult<Vec<u16>>>()
-            .map(Some),
-    }
-}
-
 fn owned(b: Bound<&[Value]>) -> Bound<Vec<Value>> {
     match b {
         Bound::Included(v) => Bound::Included(v.to_vec()),
@@ -794,7 +783,7 @@ impl Tx for RemoteTx<'_> {
         let op = Op::Get {
             table: table.id,
             key: key.to_vec(),
-            columns: columns(fetch)?,
+            columns: Op::columns(fetch)?,
             for_update,
         };
         let row = match self.one(op)? {
@@ -946,7 +935,7 @@ impl RemoteTx<'_> {
             high: owned(range.high),
             limit: limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
             reverse,
-            columns: columns(fetch)?,
+            columns: Op::columns(fetch)?,
             for_update,
         };
         let rows = match self.one(op)? {

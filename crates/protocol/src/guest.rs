@@ -352,23 +352,12 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
             high: range.high.map(<[Value]>::to_vec),
             limit,
             reverse,
-            columns: columns(fetch)?,
+            columns: Op::columns(fetch)?,
             for_update,
         })? {
             OpResult::Rows(rows) => Ok(rows),
             other => Err(unexpected("a scan", other)),
         }
-    }
-}
-
-fn columns(fetch: Fetch<'_>) -> TxResult<Option<Vec<u16>>> {
-    match fetch {
-        Fetch::All => Ok(None),
-        Fetch::Cols(cols) => cols
-            .iter()
-            .map(|&c| u16::try_from(c).map_err(|_| TxError::Invalid(format!("no column {c}"))))
-            .collect::<TxResult<Vec<u16>>>()
-            .map(Some),
     }
 }
 
@@ -387,7 +376,7 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         match self.one(Op::Get {
             table: table.id,
             key: key.to_vec(),
-            columns: columns(fetch)?,
+            columns: Op::columns(fetch)?,
             for_update,
         })? {
             OpResult::Row(row) => Ok(row),

@@ -123,6 +123,23 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The `columns` field for a read of `fetch`: `None` for every column, else their
+    /// positions, each of which must fit a `u16`.
+    pub fn columns(fetch: engine::Fetch<'_>) -> engine::TxResult<Option<Vec<u16>>> {
+        match fetch {
+            engine::Fetch::All => Ok(None),
+            engine::Fetch::Cols(cols) => cols
+                .iter()
+                .map(|&c| {
+                    u16::try_from(c).map_err(|_| engine::TxError::Invalid(format!("no column {c}")))
+                })
+                .collect::<engine::TxResult<Vec<u16>>>()
+                .map(Some),
+        }
+    }
+}
+
 /// What a [`Op::Scan`] reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScanSource {

@@ -621,23 +621,8 @@ impl Guest {
                     };
                     self.send(&reply)?;
                 }
-                GuestMsg::Returned { values, busy_ns } => {
-                    tracer.charge_isolated(start, engine_ns, busy_ns);
-                    return Ok(match failed_op {
-                        Some(e) => Err(e),
-                        None => {
-                            out.extend(values);
-                            Ok(())
-                        }
-                    });
-                }
-                GuestMsg::Failed {
-                    class,
-                    message,
-                    busy_ns,
-                } => {
-                    tracer.charge_isolated(start, engine_ns, busy_ns);
-                    return Ok(Err(failed_op.unwrap_or_else(|| error_of(class, message))));
+                end @ (GuestMsg::Returned { .. } | GuestMsg::Failed { .. }) => {
+                    return Ok(finish_call(end, failed_op, out, tracer, start, engine_ns));
                 }
                 GuestMsg::Ready => {
                     return Err(Broken::Other(
@@ -733,7 +718,44 @@ impl Drop for Guest {
     }
 }
 
-fn failed_reply(e: &TxError) -> HostMsg {
+/// Ends a call on the guest's `Returned` or `Failed`: charges its phases, and returns the
+/// procedure's outcome, or the error of an operation that failed in the engine (which dooms
+/// the call whatever the procedure did with it).
+pub(crate) fn finish_call(
+    end: GuestMsg,
+    failed_op: Option<TxError>,
+    out: &mut Vec<Value>,
+    tracer: &mut Tracer,
+    start: Option<Instant>,
+    engine_ns: u64,
+) -> TxResult<()> {
+    match end {
+        GuestMsg::Returned { values, busy_ns } => {
+            tracer.charge_isolated(start, engine_ns, busy_ns);
+            match failed_op {
+                Some(e) => Err(e),
+                None => {
+                    out.extend(values);
+                    Ok(())
+                }
+            }
+        }
+        GuestMsg::Failed {
+            class,
+            message,
+            busy_ns,
+        } => {
+            tracer.charge_isolated(start, engine_ns, busy_ns);
+            Err(failed_op.unwrap_or_else(|| error_of(class, message)))
+        }
+        other => Err(TxError::Contained(format!(
+            "the procedure ended its call with {other:?}"
+        ))),
+    }
+}
+
+/// The `OpFailed` answer to an operation that failed with `e`.
+pub(crate) fn failed_reply(e: &TxError) -> HostMsg {
     HostMsg::OpFailed {
         class: ErrorClass::of(e),
         message: ErrorClass::message_of(e),

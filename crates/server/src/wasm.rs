@@ -27,14 +27,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{error_of, GuestMsg, HostMsg};
-use protocol::{ErrorClass, HEADER_LEN};
+use protocol::guest::{GuestMsg, HostMsg};
+use protocol::HEADER_LEN;
 use wasmtime::{
     Caller, Config, Engine, Extern, Instance, Linker, Memory, Module, Store, StoreLimits,
     StoreLimitsBuilder, Trap, TypedFunc,
 };
 
 use crate::handler::Shared;
+use crate::isolation::{failed_reply, finish_call};
 use crate::trace::Tracer;
 
 /// How often the epoch advances: the resolution of the time limit.
@@ -328,23 +329,8 @@ impl Sandbox {
         let reply = self.answer(packed)?;
         let (engine_ns, failed_op) = (call.engine_ns, call.failed_op);
         match reply {
-            GuestMsg::Returned { values, busy_ns } => {
-                tracer.charge_isolated(start, engine_ns, busy_ns);
-                Ok(match failed_op {
-                    Some(e) => Err(e),
-                    None => {
-                        out.extend(values);
-                        Ok(())
-                    }
-                })
-            }
-            GuestMsg::Failed {
-                class,
-                message,
-                busy_ns,
-            } => {
-                tracer.charge_isolated(start, engine_ns, busy_ns);
-                Ok(Err(failed_op.unwrap_or_else(|| error_of(class, message))))
+            end @ (GuestMsg::Returned { .. } | GuestMsg::Failed { .. }) => {
+                Ok(finish_call(end, failed_op, out, tracer, start, engine_ns))
             }
             other => Err(format!("it ended a call with {other:?}")),
         }
@@ -460,13 +446,6 @@ fn op(mut caller: Caller<'_, HostState>, ptr: u32, len: u32) -> wasmtime::Result
     pending.clear();
     reply.encode(pending);
     Ok(pending.len() as u32)
-}
-
-fn failed_reply(e: &TxError) -> HostMsg {
-    HostMsg::OpFailed {
-        class: ErrorClass::of(e),
-        message: ErrorClass::message_of(e),
-    }
 }
 
 /// `glass.take(ptr, len)`: copies the answer to the last `op` to `ptr`.
