@@ -10,8 +10,9 @@
 //!             (open-loop loads at fractions of each level's closed-loop peak)
 //! ```
 //!
-//! The levels are those built: `rust` (procedures in the server: the baseline, standing for
-//! the paper's "none" until that level is built), `wasm` (in the server, in a WebAssembly
+//! The levels are those built: `none` (procedures from a shared library, called directly: the
+//! paper's baseline; `cargo build --release -p procedures-native` first), `rust` (compiled
+//! into the server), `wasm` (in the server, in a WebAssembly
 //! sandbox; its module must be built, see `procedures-wasm`), `process` over each channel, and
 //! `container` over Unix sockets. The worker and its procedure process share the server's
 //! core (the child inherits its affinity), as a worker and its paired process would when
@@ -45,6 +46,7 @@ pub struct IsolationConfig {
 /// The levels and channels this command runs by default: every one built.
 pub fn default_levels() -> Vec<(String, String)> {
     let mut levels = vec![
+        ("none".to_string(), "-".to_string()),
         ("rust".to_string(), "-".to_string()),
         ("wasm".to_string(), "-".to_string()),
     ];
@@ -133,8 +135,9 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
         "# What isolating stored procedures costs (the 2025 paper's Figures 6 and 7)\n\n\
          Each run: `glass serve --isolation LEVEL --channel CHANNEL --trace`, one dedicated \
          worker, pinned to core {}; its procedure process on {}; {} closed-loop connections \
-         of stored-procedure calls on core {}, {} s a run. `rust` (procedures compiled into \
-         the server) stands for the paper's \"none\", which Glass has not built yet.\n\n",
+         of stored-procedure calls on core {}, {} s a run. \"vs none\" compares each level's \
+         throughput with `none` (procedures loaded from a shared library and called \
+         directly), or with `rust` where `none` did not run.\n\n",
         run.server_core,
         config
             .procedure_core
@@ -251,10 +254,14 @@ fn figure7(workload: &str, cells: &[Cell], out: &Path) -> anyhow::Result<String>
          Isolation overhead is a call's wall time at the worker less its engine calls and the \
          procedure process's own time in the procedure; its share is of the worker's time per \
          transaction at the peak (1/throughput, one worker).\n\n\
-         | level | txn/s | procedure | isolation | query | socket read | queues | send | isolation share | vs rust |\n\
+         | level | txn/s | procedure | isolation | query | socket read | queues | send | isolation share | vs none |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     );
-    let base = cells.iter().find(|c| c.label == "rust").map(|c| c.tps);
+    let base = cells
+        .iter()
+        .find(|c| c.label == "none")
+        .or_else(|| cells.iter().find(|c| c.label == "rust"))
+        .map(|c| c.tps);
     let mut series: Vec<(String, Vec<f64>)> = phases
         .iter()
         .map(|(short, _)| (short.to_string(), Vec::new()))
@@ -368,6 +375,6 @@ mod tests {
             parse_levels("wasm").unwrap(),
             vec![("wasm".to_string(), "-".to_string())]
         );
-        assert_eq!(default_levels().len(), 7);
+        assert_eq!(default_levels().len(), 8);
     }
 }

@@ -553,12 +553,13 @@ struct ServeArgs {
     /// With --trace: also write the breakdown as JSON to this file.
     #[arg(long, value_name = "FILE", requires = "trace")]
     trace_json: Option<PathBuf>,
-    /// Where stored procedures run: rust (in the worker's thread, compiled into the server:
-    /// the language's isolation only), wasm (in the worker's thread, compiled to WebAssembly,
+    /// Where stored procedures run: none (in the worker's thread, loaded from a shared
+    /// library and called through raw pointers: unsafe, no isolation at all), rust (in the
+    /// worker's thread, compiled into the server: the language's isolation only), wasm (in the worker's thread, compiled to WebAssembly,
     /// in a wasmtime sandbox with bounded memory and time), process (a process of their own
     /// per worker, with an address-space limit and a seccomp allow-list), container (that
-    /// process also in user, PID, mount, network and IPC namespaces and a cgroup). none and vm
-    /// are not built yet.
+    /// process also in user, PID, mount, network and IPC namespaces and a cgroup). vm is not
+    /// built yet.
     #[arg(long, value_name = "LEVEL", default_value = "rust", value_parser = parse_isolation)]
     isolation: server::Isolation,
     /// With --isolation process or container: what carries calls and operations between a
@@ -587,6 +588,11 @@ struct ServeArgs {
     /// procedures-wasm --target wasm32-wasip1`].
     #[arg(long, value_name = "FILE")]
     wasm_module: Option<PathBuf>,
+    /// With --isolation none: the procedures as a shared library, loaded into the server
+    /// [default: libprocedures_native.so beside this binary; build it with `cargo build
+    /// --release -p procedures-native`].
+    #[arg(long, value_name = "FILE")]
+    native_library: Option<PathBuf>,
     /// Print only where it listens and the final check.
     #[arg(long)]
     quiet: bool,
@@ -897,6 +903,10 @@ fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>>
         .wasm_module
         .clone()
         .unwrap_or_else(|| server::wasm::default_module(&program));
+    let library = args
+        .native_library
+        .clone()
+        .unwrap_or_else(|| server::native::default_library(&program));
     let mut guest_args = vec![
         "guest".to_string(),
         args.workload.name().to_string(),
@@ -916,6 +926,7 @@ fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>>
         memory_mib: args.procedure_memory_mib,
         core: args.procedure_core,
         module: Some(module),
+        library: Some(library),
     }))
 }
 

@@ -225,6 +225,63 @@ fn every_channel_carries_calls_and_notices_a_dead_or_silent_guest() {
     }
 }
 
+/// `--isolation none` loads the procedures as a shared library: built here once, into a target
+/// directory of its own, by the same compiler from the same source as the server under test.
+fn native_library() -> String {
+    static LIBRARY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LIBRARY
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let own = root.join("target/native-procedures");
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let status = Command::new(cargo)
+                .current_dir(&root)
+                .args(["build", "-p", "procedures-native", "--target-dir"])
+                .arg(&own)
+                .status()
+                .expect("run cargo to build the native procedures");
+            let library = own.join("debug/libprocedures_native.so");
+            assert!(
+                status.success() && library.is_file(),
+                "building the native procedures failed"
+            );
+            library.to_str().unwrap().to_string()
+        })
+        .clone()
+}
+
+#[test]
+fn no_isolation_contains_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = native_library();
+    let none = ["--isolation", "none", "--native-library", library.as_str()];
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    {
+        let server = Server::start(dir.path(), &none, 16 << 10);
+        let mut client = server.client();
+        let first = bump(&mut client, 5);
+        assert_eq!(bump(&mut client, 5), first + 1);
+        let read = client
+            .call("open_file", vec![Value::Str("/etc/hostname".into())])
+            .unwrap();
+        assert!(matches!(read[..], [Value::Int(n)] if n > 0), "{read:?}");
+        let connected = client
+            .call("open_socket", vec![Value::Int(i64::from(port))])
+            .unwrap();
+        assert_eq!(connected, vec![Value::Int(1)]);
+    }
+    for (attack, signal) in [("crash", libc::SIGABRT), ("null", libc::SIGSEGV)] {
+        let mut server = Server::start(dir.path(), &none, 16 << 10);
+        let mut client = server.client();
+        assert!(client.call(attack, vec![]).is_err(), "{attack}");
+        let status = server
+            .ended(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("the server survived {attack}"));
+        assert_eq!(status.signal(), Some(signal), "{attack}: {status:?}");
+    }
+}
+
 #[test]
 fn the_rust_level_contains_only_what_safe_rust_prevents() {
     let dir = tempfile::tempdir().unwrap();

@@ -59,6 +59,9 @@ pub struct Shared {
     index_refs: HashMap<u32, IndexRef>,
     /// The largest frame this server accepts or sends.
     pub max_frame: u32,
+    /// `--isolation none`: the library `procedures` came from. Last, so that it is unloaded
+    /// only after the procedures (its code) are dropped.
+    native: Option<libloading::Library>,
 }
 
 impl Shared {
@@ -92,6 +95,7 @@ impl Shared {
             isolation: Isolation::Rust,
             guest: None,
             wasm: None,
+            native: None,
             procedure_names,
             procedure_index,
             tables,
@@ -109,6 +113,15 @@ impl Shared {
         isolation: Isolation,
         guest: Option<GuestConfig>,
     ) -> Result<Shared, String> {
+        if isolation == Isolation::None {
+            let library = guest
+                .as_ref()
+                .and_then(|g| g.library.as_ref())
+                .ok_or("isolation none needs a shared library of procedures (--native-library)")?;
+            let (lib, procedures) = crate::native::load(library, self.workload, &*self.db)?;
+            self.procedures = procedures;
+            self.native = Some(lib);
+        }
         if isolation == Isolation::Wasm {
             let config = guest
                 .as_ref()

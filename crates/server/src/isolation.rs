@@ -58,6 +58,9 @@ use crate::trace::Tracer;
 /// Where stored procedures run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isolation {
+    /// In the worker's thread, as native code loaded from a shared library (`dlopen`) and
+    /// called through raw pointers: no isolation at all (the paper's "none").
+    None,
     /// In the worker's thread, as Rust code compiled into the server: the language's
     /// isolation only (the paper's "language" level).
     Rust,
@@ -72,7 +75,7 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    pub const NAMES: [&'static str; 4] = ["rust", "wasm", "process", "container"];
+    pub const NAMES: [&'static str; 5] = ["none", "rust", "wasm", "process", "container"];
 
     /// Whether procedures run in a guest process (and so over a channel).
     pub fn out_of_process(self) -> bool {
@@ -85,11 +88,12 @@ impl std::str::FromStr for Isolation {
 
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
+            "none" => Ok(Isolation::None),
             "rust" => Ok(Isolation::Rust),
             "wasm" => Ok(Isolation::Wasm),
             "process" => Ok(Isolation::Process),
             "container" => Ok(Isolation::Container),
-            "none" | "vm" => Err(format!(
+            "vm" => Err(format!(
                 "isolation level {s} is not built yet (built: {})",
                 Isolation::NAMES.join(", ")
             )),
@@ -104,6 +108,7 @@ impl std::str::FromStr for Isolation {
 impl std::fmt::Display for Isolation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Isolation::None => "none",
             Isolation::Rust => "rust",
             Isolation::Process => "process",
             Isolation::Container => "container",
@@ -176,6 +181,8 @@ pub struct GuestConfig {
     pub core: Option<usize>,
     /// `--isolation wasm`: the procedures' WebAssembly module.
     pub module: Option<PathBuf>,
+    /// `--isolation none`: the procedures' shared library.
+    pub library: Option<PathBuf>,
 }
 
 impl Default for GuestConfig {
@@ -188,6 +195,7 @@ impl Default for GuestConfig {
             memory_mib: 1024,
             core: None,
             module: None,
+            library: None,
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod guest;
 pub mod handler;
 pub mod isolation;
 pub mod link;
+pub mod native;
 mod shm;
 pub mod trace;
 mod unified;
