@@ -41,6 +41,9 @@ pub struct IsolationConfig {
     pub steps: Vec<f64>,
     /// The core procedure processes run on; `None`: the server's.
     pub procedure_core: Option<usize>,
+    /// Closed-loop peaks measured per level, in rounds that each run every level once
+    /// (interleaved); the report gives the median and the range. The latency steps run once.
+    pub rounds: u32,
 }
 
 /// The levels and channels this command runs by default: every one built.
@@ -99,7 +102,9 @@ above no isolation; no isolation up to 65% ahead of the next best";
 /// One level's measurement of one workload.
 struct Cell {
     label: String,
+    /// The median round's throughput, and every round's.
     tps: f64,
+    tps_rounds: Vec<f64>,
     p50_us: u64,
     p99_us: u64,
     trace: Json,
@@ -135,7 +140,8 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
         "# What isolating stored procedures costs (the 2025 paper's Figures 6 and 7)\n\n\
          Each run: `glass serve --isolation LEVEL --channel CHANNEL --trace`, one dedicated \
          worker, pinned to core {}; its procedure process on {}; {} closed-loop connections \
-         of stored-procedure calls on core {}, {} s a run. \"vs none\" compares each level's \
+         of stored-procedure calls on core {}, {} s a run, {} round(s) of every level \
+         (interleaved; the median shown, every round beside it). \"vs none\" compares each level's \
          throughput with `none` (procedures loaded from a shared library and called \
          directly), or with `rust` where `none` did not run.\n\n",
         run.server_core,
@@ -144,13 +150,34 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
             .map_or("the same core".to_string(), |c| format!("core {c}")),
         run.connections,
         run.client_core,
-        run.duration
+        run.duration,
+        config.rounds.max(1)
     );
     let mut all = Vec::new();
     for spec in &specs {
+        // Round by round, every level once a round, so that a slow minute of a shared
+        // machine does not fall on one level alone.
+        let mut peaks: Vec<Vec<Peak>> = config.levels.iter().map(|_| Vec::new()).collect();
+        for round in 0..config.rounds.max(1) {
+            for (i, level) in config.levels.iter().enumerate() {
+                peaks[i].push(peak(config, spec, level, round)?);
+            }
+        }
         let mut cells = Vec::new();
-        for level in &config.levels {
-            cells.push(measure(config, spec, level)?);
+        for (level, mut runs) in config.levels.iter().zip(peaks) {
+            let tps_rounds: Vec<f64> = runs.iter().map(|p| p.tps).collect();
+            runs.sort_by(|a, b| a.tps.total_cmp(&b.tps));
+            let median = runs.swap_remove(runs.len() / 2);
+            let points = steps(config, spec, level, median.tps)?;
+            cells.push(Cell {
+                label: label(level),
+                tps: median.tps,
+                tps_rounds,
+                p50_us: median.p50_us,
+                p99_us: median.p99_us,
+                trace: median.trace,
+                points,
+            });
         }
         report.push_str(&figure7(spec.name, &cells, &run.out)?);
         report.push_str(&figure6(spec.name, &cells, &run.out)?);
@@ -159,6 +186,7 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
             "levels": cells.iter().map(|c| json!({
                 "level": c.label,
                 "tps": c.tps,
+                "tps_rounds": c.tps_rounds,
                 "p50_us": c.p50_us,
                 "p99_us": c.p99_us,
                 "trace": c.trace,
@@ -183,15 +211,20 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
     Ok(report)
 }
 
-/// A server at `level`: its closed-loop peak and trace, then open-loop steps.
-fn measure(
+/// One closed-loop run at a level: its throughput, latency and the server's trace.
+struct Peak {
+    tps: f64,
+    p50_us: u64,
+    p99_us: u64,
+    trace: Json,
+}
+
+/// `glass serve` at `level`, as the experiment starts it.
+fn server_args<'a>(
     config: &IsolationConfig,
-    spec: &Spec,
-    level: &(String, String),
-) -> anyhow::Result<Cell> {
-    let run = &config.run;
-    let tag = label(level).replace(' ', "-");
-    eprintln!("isolation: {} {}...", spec.name, label(level));
+    level: &'a (String, String),
+    core: &'a Option<String>,
+) -> Vec<&'a str> {
     let mut args = vec![
         "--listen",
         "127.0.0.1:0",
@@ -202,22 +235,60 @@ fn measure(
         "--isolation",
         level.0.as_str(),
     ];
-    let core = config.procedure_core.map(|c| c.to_string());
     if level.1 != "-" {
         args.extend(["--channel", level.1.as_str()]);
-        if let Some(core) = &core {
+        if let (Some(core), Some(_)) = (core, config.procedure_core) {
             args.extend(["--procedure-core", core.as_str()]);
         }
     }
+    args
+}
+
+/// A server at `level` and its closed-loop peak, traced.
+fn peak(
+    config: &IsolationConfig,
+    spec: &Spec,
+    level: &(String, String),
+    round: u32,
+) -> anyhow::Result<Peak> {
+    let run = &config.run;
+    let tag = format!("{}-{round}", label(level).replace(' ', "-"));
+    eprintln!(
+        "isolation: {} {} (round {})...",
+        spec.name,
+        label(level),
+        round + 1
+    );
+    let core = config.procedure_core.map(|c| c.to_string());
+    let args = server_args(config, level, &core);
     let server = ServerProc::start(run, spec, &args, &tag)?;
     let bench = section3::bench_config(run, spec, run.connections);
-    let (peak, _) = run_remote_bench(&bench, &server.endpoint, Mode::StoredProcedure)?;
-    let trace = server.stop()?;
-    // Figure 6's points, on a server of their own (the trace above is the peak's alone).
-    let server = ServerProc::start(run, spec, &args, &format!("{tag}-latency"))?;
+    let (r, _) = run_remote_bench(&bench, &server.endpoint, Mode::StoredProcedure)?;
+    Ok(Peak {
+        tps: r.tps,
+        p50_us: r.p50_us,
+        p99_us: r.p99_us,
+        trace: server.stop()?,
+    })
+}
+
+/// Figure 6's points at `level`: open-loop loads at fractions of `peak_tps`, on a server of
+/// their own, until one is not achieved.
+fn steps(
+    config: &IsolationConfig,
+    spec: &Spec,
+    level: &(String, String),
+    peak_tps: f64,
+) -> anyhow::Result<Vec<(f64, f64, u64, u64)>> {
+    let run = &config.run;
+    let core = config.procedure_core.map(|c| c.to_string());
+    let args = server_args(config, level, &core);
+    let tag = format!("{}-latency", label(level).replace(' ', "-"));
+    let server = ServerProc::start(run, spec, &args, &tag)?;
+    let bench = section3::bench_config(run, spec, run.connections);
     let mut points = Vec::new();
     for &step in &config.steps {
-        let rate = (step * peak.tps).max(1.0);
+        let rate = (step * peak_tps).max(1.0);
         let open = BenchConfig {
             rate: Some(rate),
             ..bench.clone()
@@ -228,15 +299,7 @@ fn measure(
             break;
         }
     }
-    drop(server);
-    Ok(Cell {
-        label: label(level),
-        tps: peak.tps,
-        p50_us: peak.p50_us,
-        p99_us: peak.p99_us,
-        trace,
-        points,
-    })
+    Ok(points)
 }
 
 /// Figure 7's table and stacked bars for one workload.
@@ -254,8 +317,8 @@ fn figure7(workload: &str, cells: &[Cell], out: &Path) -> anyhow::Result<String>
          Isolation overhead is a call's wall time at the worker less its engine calls and the \
          procedure process's own time in the procedure; its share is of the worker's time per \
          transaction at the peak (1/throughput, one worker).\n\n\
-         | level | txn/s | procedure | isolation | query | socket read | queues | send | isolation share | vs none |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+         | level | txn/s (median) | rounds | procedure | isolation | query | socket read | queues | send | isolation share | vs none |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
     );
     let base = cells
         .iter()
@@ -283,9 +346,18 @@ fn figure7(workload: &str, cells: &[Cell], out: &Path) -> anyhow::Result<String>
         let per_txn_us = 1e6 / c.tps.max(1e-9);
         let share = 100.0 * v[1] / per_txn_us;
         let vs = base.map_or("-".to_string(), |b| format!("{:.2}×", c.tps / b));
+        let rounds: Vec<String> = c.tps_rounds.iter().map(|t| format!("{t:.0}")).collect();
         text.push_str(&format!(
-            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {share:.0}% | {vs} |\n",
-            c.label, c.tps, v[0], v[1], v[2], v[3], v[4], v[5]
+            "| {} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {share:.0}% | {vs} |\n",
+            c.label,
+            c.tps,
+            rounds.join(" / "),
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5]
         ));
     }
     text.push('\n');

@@ -477,6 +477,10 @@ struct IsolationArgs {
     /// The core the procedure processes run on [default: the server's].
     #[arg(long, value_name = "CORE")]
     procedure_core: Option<usize>,
+    /// Closed-loop peaks per level, in rounds that each run every level once (interleaved);
+    /// the report gives the median and every round's.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
 }
 
 #[derive(Args, Debug)]
@@ -1148,6 +1152,7 @@ fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
         levels,
         steps,
         procedure_core: args.procedure_core,
+        rounds: args.rounds,
     };
     let report = bench::isolation::run_isolation(&config)?;
     println!("{}", report.trim_end());
