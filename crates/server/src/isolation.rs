@@ -711,10 +711,20 @@ impl Guest {
         {
             return String::new();
         }
-        match text.lines().rev().find(|l| !l.trim().is_empty()) {
-            Some(line) => format!(" (it said: {})", line.trim()),
-            None => String::new(),
-        }
+        said(&text)
+    }
+}
+
+/// What a guest last wrote to its stderr that says why it stopped, as ` (it said: ...)`, or
+/// nothing. A panic ends with a note on backtraces: the line before it is the one that says.
+pub(crate) fn said(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"));
+    match line {
+        Some(line) => format!(" (it said: {})", line.trim()),
+        None => String::new(),
     }
 }
 
@@ -934,6 +944,17 @@ mod tests {
             error_of(ErrorClass::Contained, "x".into()),
             TxError::Contained(_)
         ));
+    }
+
+    #[test]
+    fn a_guests_last_words_skip_the_backtrace_note() {
+        let panic = "thread 'main' panicked at src/x.rs:1:1:\nmemory allocation of 64 bytes failed\n\
+                     note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            said(panic),
+            " (it said: memory allocation of 64 bytes failed)"
+        );
+        assert_eq!(said("\n  \n"), "");
     }
 
     #[test]

@@ -368,16 +368,7 @@ fn describe_with_limit(e: &wasmtime::Error, timeout: Duration) -> String {
 
 /// The last line the module wrote to stderr, as ` (it said: ...)`, or nothing.
 fn last_words(store: &Store<HostState>) -> String {
-    let text = String::from_utf8_lossy(&store.data().stderr);
-    // A panic ends with a note on backtraces: the line before it says what happened.
-    let said = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"));
-    match said {
-        Some(line) => format!(" (it said: {})", line.trim()),
-        None => String::new(),
-    }
+    crate::isolation::said(&String::from_utf8_lossy(&store.data().stderr))
 }
 
 /// The module's linear memory, from inside an import.
