@@ -33,6 +33,11 @@ pub enum StorageError {
     /// A record id names no live record.
     #[error("no record at {0}")]
     NoSuchRecord(String),
+    /// A fix would have read page `page` from the store while its thread refuses reads
+    /// (two-stage execution's "this would miss", see [`crate::buffer::stage`]); nothing was
+    /// read and nothing changed.
+    #[error("page {page} is not in the buffer pool and reads are refused")]
+    WouldRead { page: PageId },
     /// A caller passed something the storage manager cannot act on.
     #[error("invalid argument: {0}")]
     Invalid(String),

@@ -765,7 +765,9 @@ impl<K: KeyOrder> BTree<K> {
         if node::insert_at(&mut leaf, slot, stored, value) {
             return Ok(InsertOutcome::Inserted); // another thread made room meanwhile
         }
-        self.split(path, leaf, slot, stored, value)?;
+        // Once the first node has changed the split must finish: a thread refusing reads
+        // (two-stage execution) reads the neighbour leaf here rather than stop half-way.
+        crate::buffer::stage::allow_reads(|| self.split(path, leaf, slot, stored, value))?;
         Ok(InsertOutcome::Inserted)
     }
 

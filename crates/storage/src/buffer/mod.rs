@@ -56,6 +56,7 @@ mod frame;
 mod guard;
 mod pool;
 mod replacer;
+pub mod stage;
 
 pub use frame::FrameId;
 pub use guard::{PageReadGuard, PageWriteGuard};

@@ -6,8 +6,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::AtomicPtr;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::frame::{Frame, FrameData, FrameId};
 use super::guard::{PageReadGuard, PageWriteGuard};
@@ -248,6 +249,11 @@ pub struct BufferPool {
     table: Latch<PageTable>,
     /// The next page id `allocate_page` hands out (pages allocated so far).
     next_page: AtomicU64,
+    /// Whether fixes consult this thread's two-stage state ([`super::stage`]): off, the
+    /// conventional path pays one predictable branch per fix.
+    staging: AtomicBool,
+    /// Pins held by transactions across fixes ([`super::stage::hold`]), all threads together.
+    held_pins: AtomicUsize,
 }
 
 impl BufferPool {
@@ -313,7 +319,61 @@ impl BufferPool {
             images: images.into_boxed_slice(),
             directory: FrameDirectory::new(),
             table: Latch::new(table, config.latching),
+            staging: AtomicBool::new(false),
+            held_pins: AtomicUsize::new(0),
         })
+    }
+
+    /// Turns two-stage support on or off (see [`super::stage`]). Off (the default), a fix
+    /// never holds a page nor refuses a read, whatever its thread asked.
+    pub fn set_staging(&self, on: bool) {
+        self.staging.store(on, Ordering::Relaxed);
+    }
+
+    /// Gives back every pin the calling thread holds in this pool (see [`super::stage::hold`]);
+    /// returns how many pages it held.
+    pub fn release_held(&self) -> usize {
+        super::stage::release(self)
+    }
+
+    /// Pins held by transactions now, all threads together.
+    pub fn held_pins(&self) -> usize {
+        self.held_pins.load(Ordering::Relaxed)
+    }
+
+    /// The most pins transactions may hold at once: three quarters of the frames, so that the
+    /// rest always leaves room to read into.
+    pub fn held_pin_limit(&self) -> usize {
+        self.frames.len() * 3 / 4
+    }
+
+    /// Reserves one held pin under the limit; false if the limit is reached.
+    pub(super) fn take_hold(&self) -> bool {
+        let limit = self.held_pin_limit();
+        self.held_pins
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub(super) fn give_back_holds(&self, n: usize) {
+        if n > 0 {
+            self.held_pins.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    /// Which pool a held pin belongs to: the pool's address, stable while it is shared.
+    pub(super) fn identity(&self) -> usize {
+        self as *const BufferPool as usize
+    }
+
+    /// After a fix of `frame` succeeded: let this thread's stage hold it.
+    #[inline(always)]
+    fn staged(&self, frame: &Frame) {
+        if self.staging.load(Ordering::Relaxed) {
+            super::stage::fixed(self, frame);
+        }
     }
 
     pub fn page_size(&self) -> usize {
@@ -398,6 +458,7 @@ impl BufferPool {
                 frame.pin();
             }
             if let Some(g) = Self::latch_shared(frame, id, pinned) {
+                self.staged(frame);
                 return Ok(g);
             }
         }
@@ -421,6 +482,7 @@ impl BufferPool {
                 },
             };
             if let Some(g) = Self::latch_shared(frame, id, true) {
+                self.staged(frame);
                 return Ok(g);
             }
             // The load this fix waited for failed, or the frame went to another page; try
@@ -477,6 +539,7 @@ impl BufferPool {
         if let Some(frame) = self.pin_hit(id) {
             frame.data.lock_exclusive();
             if let Some(g) = self.latched_exclusive(frame, id, track) {
+                self.staged(frame);
                 return Ok(g);
             }
         }
@@ -511,6 +574,7 @@ impl BufferPool {
                 },
             };
             if let Some(g) = self.latched_exclusive(frame, id, track) {
+                self.staged(frame);
                 return Ok(g);
             }
         }
@@ -640,6 +704,16 @@ impl BufferPool {
                 counters::bump_hit();
                 return Ok(Pinned::Hit(frame));
             }
+            if intent == Intent::Existing
+                && self.staging.load(Ordering::Relaxed)
+                && super::stage::refusing()
+            {
+                drop(table);
+                if let Some(c) = cleaned.take() {
+                    self.frame(c).unpin();
+                }
+                return Err(super::stage::refused(id));
+            }
             let retry = cleaned.is_some();
             let v = match cleaned.take() {
                 Some(c) => c,
@@ -721,7 +795,9 @@ impl BufferPool {
     /// Reads page `id` from the store and checks it: an all-zero page is fresh; otherwise the
     /// magic, the checksum and the stored page id must be right.
     fn read_in(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
+        let started = Instant::now();
         self.store.read_page(id, buf)?;
+        super::stage::note_read(started.elapsed());
         counters::bump_read();
         verify_page(id, buf)
     }
@@ -742,7 +818,9 @@ impl BufferPool {
         let mut image = data.buf.to_vec();
         let sum = page_checksum(&image);
         image[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4].copy_from_slice(&sum.to_le_bytes());
+        let started = Instant::now();
         self.store.write_page(page, &image)?;
+        super::stage::note_write(started.elapsed());
         counters::bump_write();
         frame.rec_lsn.store(0, Ordering::Relaxed);
         frame.dirty.store(false, Ordering::Release);

@@ -280,6 +280,15 @@ impl HeapFile {
         self.place(record, SlotKind::Live, before_write)
     }
 
+    /// Fixes (and releases) the page this thread's next insert would try first, if it has
+    /// one: what a two-stage fetch stage reads in for an insert it does not perform.
+    pub fn touch_insert_page(&self) -> StorageResult<()> {
+        match self.inserting[shard::thread_index() % INSERT_SHARDS].load(Ordering::Relaxed) {
+            0 => Ok(()),
+            p => self.heap_page_shared(PageId(p)).map(drop),
+        }
+    }
+
     /// Finds room for `record` (stored as `kind`) and writes it.
     fn place(
         &self,
@@ -455,13 +464,17 @@ impl HeapFile {
                 }
                 drop(g);
                 let body = self.place(record, SlotKind::Moved, |_| {})?;
-                let mut g = self.heap_page_exclusive(rid.page)?;
-                let s = self.live_slot(&g, rid, SlotKind::Live)?;
-                let stub = body.to_u64().to_le_bytes();
-                let stubbed = hp::replace(&mut g, slot, s, &stub, SlotKind::Forward)?;
-                debug_assert!(stubbed, "a stub fits in any allocation");
-                self.note_free(&g);
-                Ok(())
+                // The body is placed: the stub must follow, even on a thread that refuses
+                // reads (two-stage execution).
+                crate::buffer::stage::allow_reads(|| {
+                    let mut g = self.heap_page_exclusive(rid.page)?;
+                    let s = self.live_slot(&g, rid, SlotKind::Live)?;
+                    let stub = body.to_u64().to_le_bytes();
+                    let stubbed = hp::replace(&mut g, slot, s, &stub, SlotKind::Forward)?;
+                    debug_assert!(stubbed, "a stub fits in any allocation");
+                    self.note_free(&g);
+                    Ok(())
+                })
             }
             Some(s) if s.kind == SlotKind::Forward => {
                 let old = RecordId::from_u64(hp::stub_target(&g, s));
@@ -474,17 +487,19 @@ impl HeapFile {
                 }
                 drop(tg);
                 let new = self.place(record, SlotKind::Moved, |_| {})?;
-                let mut g = self.heap_page_exclusive(rid.page)?;
-                let s = self.live_slot(&g, rid, SlotKind::Forward)?;
-                hp::replace(
-                    &mut g,
-                    slot,
-                    s,
-                    &new.to_u64().to_le_bytes(),
-                    SlotKind::Forward,
-                )?;
-                drop(g);
-                self.free_slot(old, SlotKind::Moved)
+                crate::buffer::stage::allow_reads(|| {
+                    let mut g = self.heap_page_exclusive(rid.page)?;
+                    let s = self.live_slot(&g, rid, SlotKind::Forward)?;
+                    hp::replace(
+                        &mut g,
+                        slot,
+                        s,
+                        &new.to_u64().to_le_bytes(),
+                        SlotKind::Forward,
+                    )?;
+                    drop(g);
+                    self.free_slot(old, SlotKind::Moved)
+                })
             }
             _ => Err(StorageError::NoSuchRecord(rid.to_string())),
         }
