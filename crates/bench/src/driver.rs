@@ -54,11 +54,13 @@ pub trait Executor: Sync {
 }
 
 /// Which attempt an executor runs: the worker running it (an executor may keep a connection
-/// per worker) and the type [`Terminal::next`] drew.
+/// per worker), the type [`Terminal::next`] drew, and whether it counts (it was drawn in the
+/// measured phase; an executor keeping statistics of its own counts only those).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attempt {
     pub worker: usize,
     pub txn: usize,
+    pub measured: bool,
 }
 
 /// When the measured phase ends.
@@ -370,6 +372,7 @@ fn worker(
                 Attempt {
                     worker: id,
                     txn: ty,
+                    measured,
                 },
                 terminal.as_mut(),
             ) {

@@ -1,8 +1,10 @@
-//! The embedded executor: transactions run in-process against a [`Database`].
+//! The embedded executor: transactions run in-process against a [`Database`], conventionally
+//! or under one of the engine's two-stage strategies ([`engine::execution`]).
 
 use std::sync::Arc;
 
 use engine::db::Database;
+use engine::execution::Executor as Strategies;
 use engine::TxResult;
 use workloads::Terminal;
 
@@ -11,10 +13,29 @@ use crate::driver::{Attempt, Executor};
 /// Runs each attempt in a transaction of an in-process [`Database`].
 pub struct EmbeddedExecutor {
     pub db: Arc<Database>,
+    /// The execution strategy and its per-type totals; `None`: begin, run, commit, as
+    /// conventional execution does, with no accounting.
+    pub strategies: Option<Strategies>,
+}
+
+impl EmbeddedExecutor {
+    /// Conventional execution, without accounting.
+    pub fn new(db: Arc<Database>) -> EmbeddedExecutor {
+        EmbeddedExecutor {
+            db,
+            strategies: None,
+        }
+    }
 }
 
 impl Executor for EmbeddedExecutor {
-    fn execute(&self, _attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
+    fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
+        if let Some(strategies) = &self.strategies {
+            let mut body = |tx: &mut dyn engine::Tx| terminal.run(tx);
+            return strategies
+                .run(&self.db, attempt.txn, attempt.measured, &mut body)
+                .map(drop);
+        }
         let mut txn = self.db.begin()?;
         match terminal.run(&mut txn) {
             Ok(()) => txn.commit(),

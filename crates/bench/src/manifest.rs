@@ -54,6 +54,7 @@ pub fn mix_name(mix: Mix) -> &'static str {
     match mix {
         Mix::Full => "full",
         Mix::Paper => "paper",
+        Mix::Charm => "charm",
     }
 }
 
@@ -61,7 +62,8 @@ pub fn mix_from_name(name: &str) -> Result<Mix, String> {
     match name {
         "full" => Ok(Mix::Full),
         "paper" => Ok(Mix::Paper),
-        other => Err(format!("unknown mix '{other}' (valid: full, paper)")),
+        "charm" => Ok(Mix::Charm),
+        other => Err(format!("unknown mix '{other}' (valid: full, paper, charm)")),
     }
 }
 

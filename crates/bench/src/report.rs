@@ -195,6 +195,125 @@ pub struct BenchResult {
     /// engine locks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locks: Option<LockSummary>,
+    /// TPC-C: committed New-Order transactions per minute of the measured time (tpmC; deadlock
+    /// aborts and rollbacks excluded), the metric of the 1992 TPC-C and of the Charm paper.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_order_tpm: Option<f64>,
+    /// The execution strategy's per-type accounting, when one was chosen (`--execution`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<ExecutionSummary>,
+}
+
+/// What an execution strategy did over the measured phase, per transaction type.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExecutionSummary {
+    pub strategy: String,
+    /// CPU spun per run of a body, in milliseconds.
+    pub spin_ms: f64,
+    pub page_size: usize,
+    /// `(type, totals)` in the workload's type order.
+    pub by_type: Vec<(String, engine::execution::TypeSummary)>,
+    /// HTSTE's classifications, in order (warm-up included).
+    pub decisions: Vec<engine::execution::Decision>,
+}
+
+impl ExecutionSummary {
+    pub fn of(executor: &engine::execution::Executor, page_size: usize) -> ExecutionSummary {
+        ExecutionSummary {
+            strategy: executor.config().strategy.name().to_string(),
+            spin_ms: executor.config().spin.as_secs_f64() * 1e3,
+            page_size,
+            by_type: executor
+                .names()
+                .iter()
+                .cloned()
+                .zip(executor.totals())
+                .collect(),
+            decisions: executor.decisions(),
+        }
+    }
+
+    /// One type's totals by name.
+    pub fn get(&self, name: &str) -> Option<&engine::execution::TypeSummary> {
+        self.by_type.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    /// The per-type table `glass bench` prints.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let w = self
+            .by_type
+            .iter()
+            .map(|(n, _)| n.len())
+            .chain([5])
+            .max()
+            .unwrap_or(5);
+        let _ = writeln!(
+            out,
+            "execution: {}{}",
+            self.strategy,
+            if self.spin_ms > 0.0 {
+                format!(
+                    ", {:.1} ms of CPU added to each run of a body",
+                    self.spin_ms
+                )
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            out,
+            "{:<w$} {:>8} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8} {:>8} {:>10}",
+            "type",
+            "count",
+            "conv",
+            "tste",
+            "otste",
+            "I/O %",
+            "misfetch%",
+            "converted",
+            "lock ms",
+            "I/O ms",
+            "pinned KiB"
+        );
+        for (name, t) in &self.by_type {
+            let _ = writeln!(
+                out,
+                "{:<w$} {:>8} {:>7} {:>7} {:>7} {:>8.1} {:>9.2} {:>9} {:>8.2} {:>8.2} {:>10.0}",
+                name,
+                t.instances,
+                t.ran_conventional,
+                t.ran_tste,
+                t.ran_otste,
+                t.io_percent(),
+                t.mis_prefetch_percent(),
+                t.converted,
+                t.lock_wait_ms(),
+                t.io_ms(),
+                t.pinned_kib(self.page_size)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "(per instance, committed or not: I/O % did a physical read or write; misfetch% \
+             read in the operate stage after a fetch stage; lock ms waited for locks; I/O ms \
+             in reads and write-backs)"
+        );
+        for d in &self.decisions {
+            let _ = writeln!(
+                out,
+                "htste at {:.1} s: {} {} -> {} (after {} instances: mis-prefetch {:.1}%, needed I/O {:.1}%)",
+                d.at_ms as f64 / 1e3,
+                d.txn_type,
+                d.from.unwrap_or("start"),
+                d.to,
+                d.instances,
+                100.0 * d.mis_prefetch_ratio,
+                100.0 * d.conversion_ratio
+            );
+        }
+        out
+    }
 }
 
 /// The lock manager's waits over a run: how many requests waited, how long, whether the
@@ -328,6 +447,11 @@ impl BenchResult {
         let overall = stats.overall();
         let latency = overall.latency();
         let round = RoundResult::of(&overall, elapsed);
+        let new_order_tpm = txn_names
+            .iter()
+            .position(|n| *n == "new_order")
+            .filter(|_| config.workload == "tpcc")
+            .map(|i| stats.by_type[i].commits as f64 * 60.0 / elapsed.as_secs_f64().max(1e-9));
         BenchResult {
             tps_median: round.tps,
             rounds: vec![round],
@@ -352,12 +476,20 @@ impl BenchResult {
                 .collect(),
             log: None,
             locks: None,
+            new_order_tpm,
+            execution: None,
         }
     }
 
     /// The same result with the lock manager's waits over the run.
     pub fn with_locks(mut self, locks: Option<LockSummary>) -> BenchResult {
         self.locks = locks;
+        self
+    }
+
+    /// The same result with the execution strategy's accounting.
+    pub fn with_execution(mut self, execution: Option<ExecutionSummary>) -> BenchResult {
+        self.execution = execution;
         self
     }
 
@@ -463,6 +595,15 @@ impl BenchResult {
                 l.waits, l.requests, l.wait_us_mean, l.waits_ended_spinning, l.waits_ended_sleeping,
                 l.wake_us_mean, l.wake_us_p50, l.wake_us_p99, l.wake_us_max, l.deadlocks, l.timeouts
             );
+        }
+        if let Some(tpm) = self.new_order_tpm {
+            let _ = writeln!(
+                out,
+                "New-Order: {tpm:.0} committed a minute (tpmC; aborts and rollbacks excluded)"
+            );
+        }
+        if let Some(execution) = &self.execution {
+            out.push_str(&execution.render());
         }
         if self.rounds.len() > 1 {
             let each: Vec<String> = self

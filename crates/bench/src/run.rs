@@ -81,6 +81,9 @@ pub struct BenchConfig {
     /// Open loop at this many transactions a second (see [`DriverConfig::rate`]); `None`:
     /// closed loop.
     pub rate: Option<f64>,
+    /// Run each transaction under this execution strategy, with per-type accounting
+    /// (`--execution`); `None`: begin, run, commit, with none.
+    pub execution: Option<engine::execution::ExecutionConfig>,
 }
 
 impl BenchConfig {
@@ -105,6 +108,7 @@ impl BenchConfig {
             adopt_loaded_scale: false,
             ack_log: None,
             rate: None,
+            execution: None,
         }
     }
 }
@@ -324,7 +328,17 @@ pub fn run_workload(
     let load_s = load_s.map(|took| took.as_secs_f64());
 
     let txn_names = workload.txn_names();
-    let embedded = EmbeddedExecutor { db: db.clone() };
+    let strategies = match &config.execution {
+        Some(execution) => Some(
+            engine::execution::Executor::new(&db, execution.clone(), txn_names)
+                .map_err(|e| UsageError(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let embedded = EmbeddedExecutor {
+        db: db.clone(),
+        strategies,
+    };
     let acking;
     let executor: &dyn Executor = match &ack_log {
         Some(log) => {
@@ -357,6 +371,10 @@ pub fn run_workload(
         .zip(locks_before)
         .map(|(m, before)| LockSummary::between(&before, &m.stats()));
 
+    let execution = embedded
+        .strategies
+        .as_ref()
+        .map(|s| crate::report::ExecutionSummary::of(s, db.pool().map_or(0, |p| p.page_size())));
     status.say(format_args!("checking consistency..."));
     let conditions = workload
         .check(&db)
@@ -372,7 +390,7 @@ pub fn run_workload(
         &outcome,
         &conditions,
     )
-    .map(|r| r.with_log(log).with_locks(locks))
+    .map(|r| r.with_log(log).with_locks(locks).with_execution(execution))
     .and_then(|r| write_json(config, r))
 }
 

@@ -116,6 +116,12 @@ pub struct DbConfig {
     /// bounds it tightly: a wait for a lock that an idle connection on the same worker holds
     /// can end only by timing out.
     pub lock_wait_timeout: std::time::Duration,
+    /// Latency added to the page file's reads and writes (an emulated device; none by
+    /// default). Recovery and the load pay it too.
+    pub device: storage::DeviceModel,
+    /// Latency added to each write and sync of the log file, on a device of its own (one
+    /// request at a time): the log disk of the paper's machine. Zero by default.
+    pub log_device: std::time::Duration,
 }
 
 impl Default for DbConfig {
@@ -136,6 +142,8 @@ impl Default for DbConfig {
             log_sync: LogSync::default(),
             log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
             lock_wait_timeout: std::time::Duration::from_secs(10),
+            device: storage::DeviceModel::none(),
+            log_device: std::time::Duration::ZERO,
         }
     }
 }
@@ -343,6 +351,14 @@ impl Database {
                 (None, true) if mode == LogMode::Durable => Box::new(wal::MemLogStorage::new()),
                 _ => Box::new(crate::recovery::DiscardLogStorage::default()),
             };
+            let storage: Box<dyn wal::LogStorage> = if config.log_device.is_zero() {
+                storage
+            } else {
+                Box::new(crate::recovery::DelayedLogStorage::new(
+                    storage,
+                    config.log_device,
+                ))
+            };
             let (log, report) = LogManager::open(
                 storage,
                 LogConfig {
@@ -378,6 +394,11 @@ impl Database {
                     }
                 }
                 None => Box::new(MemPageStore::new(page_size)),
+            };
+            let store: Box<dyn PageStore> = if config.device.is_none() {
+                store
+            } else {
+                Box::new(storage::DelayedStore::new(store, config.device))
             };
             let frames = (config.pool_mib.max(1) << 20) / page_size.bytes();
             let page_log = log.clone().map(|l| l as Arc<dyn PageLog>);

@@ -5,6 +5,7 @@ mod active;
 pub mod api;
 pub mod catalog;
 pub mod db;
+pub mod execution;
 pub mod integrity;
 pub mod keys;
 pub mod profile;

@@ -385,6 +385,76 @@ impl LogStorage for DiscardLogStorage {
     }
 }
 
+/// Log storage on an emulated device of its own: each write and each sync waits `delay`,
+/// one request at a time (a single disk arm), before the inner storage does it. Reads, the
+/// master record and truncation are not delayed: they happen at open and at checkpoints.
+pub struct DelayedLogStorage {
+    inner: Box<dyn LogStorage>,
+    delay: std::time::Duration,
+    free_at: parking_lot::Mutex<std::time::Instant>,
+}
+
+impl DelayedLogStorage {
+    pub fn new(inner: Box<dyn LogStorage>, delay: std::time::Duration) -> DelayedLogStorage {
+        DelayedLogStorage {
+            inner,
+            delay,
+            free_at: parking_lot::Mutex::new(std::time::Instant::now()),
+        }
+    }
+
+    fn wait(&self) {
+        let done = {
+            let mut free_at = self.free_at.lock();
+            *free_at = (*free_at).max(std::time::Instant::now()) + self.delay;
+            *free_at
+        };
+        if let Some(left) = done.checked_duration_since(std::time::Instant::now()) {
+            std::thread::sleep(left);
+        }
+    }
+}
+
+impl LogStorage for DelayedLogStorage {
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read_at(offset, buf)
+    }
+
+    fn write_at(&self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.wait();
+        self.inner.write_at(offset, bytes)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.wait();
+        self.inner.sync()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+
+    fn truncate(&self, len: u64) -> io::Result<()> {
+        self.inner.truncate(len)
+    }
+
+    fn read_master(&self) -> io::Result<Option<Vec<u8>>> {
+        self.inner.read_master()
+    }
+
+    fn write_master(&self, bytes: &[u8]) -> io::Result<()> {
+        self.inner.write_master(bytes)
+    }
+
+    fn discard(&self, range: std::ops::Range<u64>) -> io::Result<()> {
+        self.inner.discard(range)
+    }
+
+    fn held_bytes(&self) -> io::Result<Option<u64>> {
+        self.inner.held_bytes()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use wal::PageRedoOwned;

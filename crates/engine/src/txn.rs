@@ -219,6 +219,11 @@ impl<'db> Transaction<'db> {
         self.id.0
     }
 
+    /// Time this transaction has waited for locks so far, in nanoseconds.
+    pub fn lock_wait_ns(&self) -> u64 {
+        self.locks.as_ref().map_or(0, |l| l.stats().wait_ns)
+    }
+
     /// Makes the transaction's effects permanent (durable once this returns, when the database
     /// forces the log) and releases its locks.
     #[inline(never)]
@@ -704,7 +709,7 @@ impl<'db> Transaction<'db> {
         }
     }
 
-    fn project(layout: &Layout, rec: &[u8], fetch: Fetch<'_>) -> Row {
+    pub(crate) fn project(layout: &Layout, rec: &[u8], fetch: Fetch<'_>) -> Row {
         match fetch {
             Fetch::All => (0..layout.columns())
                 .map(|c| layout.read_column(rec, c))
@@ -713,7 +718,7 @@ impl<'db> Transaction<'db> {
         }
     }
 
-    fn check_fetch(table: &Table, fetch: Fetch<'_>) -> TxResult<()> {
+    pub(crate) fn check_fetch(table: &Table, fetch: Fetch<'_>) -> TxResult<()> {
         if let Fetch::Cols(cols) = fetch {
             if let Some(c) = cols.iter().find(|c| **c >= table.layout.columns()) {
                 return Err(TxError::Invalid(format!(

@@ -37,6 +37,26 @@ pub trait PageStore: Send + Sync {
     fn page_count(&self) -> u64;
 }
 
+/// A boxed store is a store (so that a [`crate::DelayedStore`] can wrap whichever one a
+/// database opened).
+impl<S: PageStore + ?Sized> PageStore for Box<S> {
+    fn read_page(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
+        (**self).read_page(id, buf)
+    }
+
+    fn write_page(&self, id: PageId, buf: &[u8]) -> StorageResult<()> {
+        (**self).write_page(id, buf)
+    }
+
+    fn sync(&self) -> StorageResult<()> {
+        (**self).sync()
+    }
+
+    fn page_count(&self) -> u64 {
+        (**self).page_count()
+    }
+}
+
 fn check_len(buf_len: usize, page_size: usize) -> StorageResult<()> {
     if buf_len != page_size {
         return Err(StorageError::Invalid(format!(

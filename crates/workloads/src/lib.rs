@@ -36,6 +36,10 @@ pub enum Mix {
     /// The 2008 paper's variant (§4.1, Figure 4): New-Order with ten local items and Payment
     /// by customer id at the home warehouse, 50/50, no rollbacks.
     Paper,
+    /// The Charm paper's mix (two-stage execution, §4): the specification's five
+    /// transactions, 43/43/4.7/4.7/4.6 (the paper gives 4.7 for each of the last three,
+    /// which adds up to 100.1%; Stock-Level takes the rest).
+    Charm,
 }
 
 /// YCSB request distribution (which existing key an operation touches).

@@ -54,6 +54,8 @@ impl IoCounts {
 /// What the thread's holding has done (monotonic).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StageCounts {
+    /// Fixes in a pool with staging on (hits and misses: the data accesses).
+    pub fixes: u64,
     /// Fixes that wanted to hold a page but found the pool's bound of held pins reached.
     pub hold_refusals: u64,
     /// Fixes refused with [`crate::StorageError::WouldRead`].
@@ -141,6 +143,7 @@ pub(crate) fn refusing() -> bool {
 pub(crate) fn fixed(pool: &BufferPool, frame: &Frame) {
     STAGE.with(|s| {
         let mut s = s.borrow_mut();
+        s.counts.fixes += 1;
         if !s.holding {
             return;
         }

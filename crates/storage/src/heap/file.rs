@@ -280,12 +280,20 @@ impl HeapFile {
         self.place(record, SlotKind::Live, before_write)
     }
 
-    /// Fixes (and releases) the page this thread's next insert would try first, if it has
-    /// one: what a two-stage fetch stage reads in for an insert it does not perform.
-    pub fn touch_insert_page(&self) -> StorageResult<()> {
-        match self.inserting[shard::thread_index() % INSERT_SHARDS].load(Ordering::Relaxed) {
-            0 => Ok(()),
-            p => self.heap_page_shared(PageId(p)).map(drop),
+    /// Fixes (and releases) the pages an insert of a `len`-byte record by this thread would
+    /// read: its insertion page, and if that has no room the page the free-space map would
+    /// offer next. What a two-stage fetch stage reads in for an insert it does not perform;
+    /// nothing is claimed or changed.
+    pub fn touch_insert_page(&self, len: usize) -> StorageResult<()> {
+        let need = hp::alloc_size(len) + hp::SLOT_SIZE;
+        let p = self.inserting[shard::thread_index() % INSERT_SHARDS].load(Ordering::Relaxed);
+        if p != 0 && hp::slot_for_insert(&self.heap_page_shared(PageId(p))?, len).is_some() {
+            return Ok(());
+        }
+        let next = self.fsm_read().find(need);
+        match next {
+            Some(p) => self.heap_page_shared(p).map(drop),
+            None => Ok(()),
         }
     }
 

@@ -30,7 +30,8 @@ pub const TXN_NAMES: [&str; 5] = [
 
 impl TxnType {
     /// Draws a type: 45/43/4/4/4 for the full mix (the spec's minimum percentages for the
-    /// last four, New-Order taking the rest), 50/50 New-Order/Payment for the paper's.
+    /// last four, New-Order taking the rest), 50/50 New-Order/Payment for the paper's,
+    /// 43/43/4.7/4.7/4.6 for Charm's.
     pub fn draw(rng: &mut impl Rng, mix: Mix) -> TxnType {
         match mix {
             Mix::Paper => {
@@ -45,6 +46,13 @@ impl TxnType {
                 45..=87 => TxnType::Payment,
                 88..=91 => TxnType::OrderStatus,
                 92..=95 => TxnType::Delivery,
+                _ => TxnType::StockLevel,
+            },
+            Mix::Charm => match rng.gen_range(0..1000) {
+                0..=429 => TxnType::NewOrder,
+                430..=859 => TxnType::Payment,
+                860..=906 => TxnType::OrderStatus,
+                907..=953 => TxnType::Delivery,
                 _ => TxnType::StockLevel,
             },
         }
