@@ -263,41 +263,48 @@ impl ExecutionSummary {
         );
         let _ = writeln!(
             out,
-            "{:<w$} {:>8} {:>7} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8} {:>8} {:>10}",
+            "{:<w$} {:>8} {:>6} {:>6} {:>6} {:>7} {:>6} {:>9} {:>9} {:>8} {:>9} {:>8} {:>7} {:>10}",
             "type",
             "count",
             "conv",
             "tste",
             "otste",
+            "hit %",
             "I/O %",
             "misfetch%",
             "converted",
             "lock ms",
+            "lock@I/O%",
             "I/O ms",
+            "ms/I/O",
             "pinned KiB"
         );
         for (name, t) in &self.by_type {
             let _ = writeln!(
                 out,
-                "{:<w$} {:>8} {:>7} {:>7} {:>7} {:>8.1} {:>9.2} {:>9} {:>8.2} {:>8.2} {:>10.0}",
+                "{:<w$} {:>8} {:>6} {:>6} {:>6} {:>7.2} {:>6.1} {:>9.2} {:>9} {:>8.2} {:>9.1} {:>8.2} {:>7.2} {:>10.0}",
                 name,
                 t.instances,
                 t.ran_conventional,
                 t.ran_tste,
                 t.ran_otste,
+                t.hit_percent(),
                 t.io_percent(),
                 t.mis_prefetch_percent(),
                 t.converted,
                 t.lock_wait_ms(),
+                t.lock_wait_io_percent(),
                 t.io_ms(),
+                t.ms_per_io(),
                 t.pinned_kib(self.page_size)
             );
         }
         let _ = writeln!(
             out,
-            "(per instance, committed or not: I/O % did a physical read or write; misfetch% \
-             read in the operate stage after a fetch stage; lock ms waited for locks; I/O ms \
-             in reads and write-backs)"
+            "(per instance, committed or not: hit % of page fixes found in the pool; I/O % did a \
+             physical read or write; misfetch% read in the operate stage after a fetch stage; \
+             lock ms waited for locks, lock@I/O% of it while a transaction on the blocking chain \
+             was in a physical read; I/O ms in reads and write-backs, ms/I/O each)"
         );
         for d in &self.decisions {
             let _ = writeln!(

@@ -311,6 +311,7 @@ pub fn run_workload(
     let timestamp = rfc3339_utc(SystemTime::now());
     let mut db_config = config.db.clone();
     db_config.threads = config.threads;
+    db_config.attribute_lock_waits |= config.execution.is_some();
     // Before any work: a file that cannot be written fails the run now, not after the load.
     let ack_log = match &config.ack_log {
         Some(path) => Some(AckLog::open(path, &config.workload, db_config.durable)?),

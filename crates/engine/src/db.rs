@@ -122,6 +122,10 @@ pub struct DbConfig {
     /// Latency added to each write and sync of the log file, on a device of its own (one
     /// request at a time): the log disk of the paper's machine. Zero by default.
     pub log_device: std::time::Duration,
+    /// Sample which part of each lock wait passes while a transaction on the blocking chain
+    /// is inside a physical read (the Charm paper's Table 1; see `txn::lock::IoProbe`).
+    /// Only transactions run by an [`crate::execution::Executor`] name their reads.
+    pub attribute_lock_waits: bool,
 }
 
 impl Default for DbConfig {
@@ -144,6 +148,7 @@ impl Default for DbConfig {
             lock_wait_timeout: std::time::Duration::from_secs(10),
             device: storage::DeviceModel::none(),
             log_device: std::time::Duration::ZERO,
+            attribute_lock_waits: false,
         }
     }
 }
@@ -423,6 +428,10 @@ impl Database {
                 timing: config.lock_timing,
                 spin_wait: lock_spin(config.threads),
                 coarse_partitions: coarse_lock_partitions(config.threads),
+                io_probe: config.attribute_lock_waits.then_some(txn::lock::IoProbe {
+                    in_read: |t| storage::buffer::stage::in_read(t.0),
+                    period: std::time::Duration::from_micros(200),
+                }),
                 ..LockConfig::default()
             })
         });

@@ -224,6 +224,12 @@ impl<'db> Transaction<'db> {
         self.locks.as_ref().map_or(0, |l| l.stats().wait_ns)
     }
 
+    /// Of [`Transaction::lock_wait_ns`], the time a transaction on the blocking chain was
+    /// inside a physical read (sampled; with [`crate::DbConfig::attribute_lock_waits`]).
+    pub fn lock_wait_io_ns(&self) -> u64 {
+        self.locks.as_ref().map_or(0, |l| l.wait_io_ns())
+    }
+
     /// Makes the transaction's effects permanent (durable once this returns, when the database
     /// forces the log) and releases its locks.
     #[inline(never)]

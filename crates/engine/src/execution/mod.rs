@@ -121,8 +121,13 @@ pub struct TxnReport {
     pub operate_fixes: u64,
     /// Every physical read and write-back of the transaction, with their time.
     pub io: IoCounts,
+    /// Every page fix (data access) of the transaction, in every stage.
+    pub fixes: u64,
     /// Time the operate stage(s) waited for locks.
     pub lock_wait_ns: u64,
+    /// Of `lock_wait_ns`, the time a transaction on the blocking chain was inside a physical
+    /// read (with [`crate::DbConfig::attribute_lock_waits`]).
+    pub lock_wait_io_ns: u64,
     /// Pages held pinned when it ended.
     pub pinned_pages: u64,
     /// Time in the fetch stage.
@@ -156,11 +161,13 @@ pub struct TypeTotals {
     fetch_reads: AtomicU64,
     operate_reads: AtomicU64,
     operate_fixes: AtomicU64,
+    fixes: AtomicU64,
     reads: AtomicU64,
     read_ns: AtomicU64,
     writes: AtomicU64,
     write_ns: AtomicU64,
     lock_wait_ns: AtomicU64,
+    lock_wait_io_ns: AtomicU64,
     pinned_pages: AtomicU64,
     fetch_ns: AtomicU64,
     fetch_ended_early: AtomicU64,
@@ -180,11 +187,13 @@ pub struct TypeSummary {
     pub fetch_reads: u64,
     pub operate_reads: u64,
     pub operate_fixes: u64,
+    pub fixes: u64,
     pub reads: u64,
     pub read_ns: u64,
     pub writes: u64,
     pub write_ns: u64,
     pub lock_wait_ns: u64,
+    pub lock_wait_io_ns: u64,
     pub pinned_pages: u64,
     pub fetch_ns: u64,
     pub fetch_ended_early: u64,
@@ -199,6 +208,16 @@ impl TypeSummary {
             0.0
         } else {
             total as f64 / self.instances as f64
+        }
+    }
+
+    /// Share of the lock wait during which a transaction on the blocking chain was inside a
+    /// physical read, in percent (the Charm paper's Table 1).
+    pub fn lock_wait_io_percent(&self) -> f64 {
+        if self.lock_wait_ns == 0 {
+            0.0
+        } else {
+            100.0 * self.lock_wait_io_ns as f64 / self.lock_wait_ns as f64
         }
     }
 
@@ -219,6 +238,15 @@ impl TypeSummary {
             0.0
         } else {
             (self.read_ns + self.write_ns) as f64 / n as f64 / 1e6
+        }
+    }
+
+    /// Share of page fixes that found their page in the pool, in percent.
+    pub fn hit_percent(&self) -> f64 {
+        if self.fixes == 0 {
+            100.0
+        } else {
+            100.0 * (1.0 - self.reads as f64 / self.fixes as f64)
         }
     }
 
@@ -267,11 +295,13 @@ impl TypeTotals {
             add(&self.operate_reads, r.operate_reads);
             add(&self.operate_fixes, r.operate_fixes);
         }
+        add(&self.fixes, r.fixes);
         add(&self.reads, r.io.reads);
         add(&self.read_ns, r.io.read_ns);
         add(&self.writes, r.io.writes);
         add(&self.write_ns, r.io.write_ns);
         add(&self.lock_wait_ns, r.lock_wait_ns);
+        add(&self.lock_wait_io_ns, r.lock_wait_io_ns);
         add(&self.pinned_pages, r.pinned_pages);
         add(&self.fetch_ns, r.fetch_ns);
         add(&self.fetch_ended_early, r.fetch_ended_early as u64);
@@ -295,11 +325,13 @@ impl TypeTotals {
             fetch_reads: get(&self.fetch_reads),
             operate_reads: get(&self.operate_reads),
             operate_fixes: get(&self.operate_fixes),
+            fixes: get(&self.fixes),
             reads: get(&self.reads),
             read_ns: get(&self.read_ns),
             writes: get(&self.writes),
             write_ns: get(&self.write_ns),
             lock_wait_ns: get(&self.lock_wait_ns),
+            lock_wait_io_ns: get(&self.lock_wait_io_ns),
             pinned_pages: get(&self.pinned_pages),
             fetch_ns: get(&self.fetch_ns),
             fetch_ended_early: get(&self.fetch_ended_early),
@@ -320,11 +352,13 @@ impl TypeTotals {
             &self.fetch_reads,
             &self.operate_reads,
             &self.operate_fixes,
+            &self.fixes,
             &self.reads,
             &self.read_ns,
             &self.writes,
             &self.write_ns,
             &self.lock_wait_ns,
+            &self.lock_wait_io_ns,
             &self.pinned_pages,
             &self.fetch_ns,
             &self.fetch_ended_early,
@@ -357,15 +391,18 @@ impl Executor {
     /// other than conventional needs the buffer pool (`page-access` on); turns the pool's
     /// stage on for it.
     pub fn new(db: &Database, config: ExecutionConfig, names: &[&str]) -> TxResult<Executor> {
-        if config.strategy.stages() {
-            let Some(pool) = db.pool() else {
+        match db.pool() {
+            // Staging on for conventional execution too: it then only counts the fixes (the
+            // data accesses a hit rate is computed from).
+            Some(pool) => pool.set_staging(true),
+            None if config.strategy.stages() => {
                 return Err(TxError::Invalid(format!(
                     "--execution {} needs the buffer pool: two-stage execution pins pages, and \
                      with page-access off there are none",
                     config.strategy
-                )));
-            };
-            pool.set_staging(true);
+                )))
+            }
+            None => {}
         }
         Ok(Executor {
             classifier: Classifier::new(config.htste.clone(), names, config.strategy),
@@ -404,13 +441,14 @@ impl Executor {
             ran: strategy,
             ..TxnReport::default()
         };
-        let io = stage::io();
+        let (io, fixes) = (stage::io(), stage::counts().fixes);
         let result = match strategy {
             Strategy::Conventional => conventional::run(self, db, body, &mut report),
             Strategy::Tste => tste::run(self, db, body, &mut report),
             _ => otste::run(self, db, body, &mut report),
         };
         report.io = stage::io().since(&io);
+        report.fixes = stage::counts().fixes - fixes;
         if let Some(t) = self.totals.get(kind).filter(|_| counted) {
             t.add(&report, result.is_ok());
         }
@@ -467,11 +505,13 @@ fn operate(
 ) -> TxResult<()> {
     let (io, fixes) = (stage::io(), stage::counts().fixes);
     let mut txn = db.begin()?;
+    stage::set_tag(txn.id());
     let result = body(&mut txn);
     if result.is_ok() {
         ex.spin();
     }
     let result = finish(txn, result, report);
+    stage::set_tag(0);
     report.operate_reads += stage::io().since(&io).reads;
     report.operate_fixes += stage::counts().fixes - fixes;
     result
@@ -480,6 +520,7 @@ fn operate(
 /// Commits `txn` after its body returned `result` (or aborts it), adding its lock wait.
 fn finish(txn: Transaction<'_>, result: TxResult<()>, report: &mut TxnReport) -> TxResult<()> {
     report.lock_wait_ns += txn.lock_wait_ns();
+    report.lock_wait_io_ns += txn.lock_wait_io_ns();
     match result {
         Ok(()) => txn.commit(),
         Err(e) => {

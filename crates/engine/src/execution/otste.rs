@@ -29,6 +29,7 @@ pub(super) fn run(
     );
     stage::refuse_reads(true);
     let first = db.begin().map(|mut txn| {
+        stage::set_tag(txn.id());
         let result = body(&mut txn);
         (txn, result)
     });
@@ -41,13 +42,16 @@ pub(super) fn run(
             ex.spin();
         }
         let result = super::finish(txn, result, report);
+        stage::set_tag(0);
         report.pinned_pages = holding.release();
         return result;
     }
     // Converted: whatever the body made of the refusal, the attempt is taken back.
     report.converted = true;
     report.lock_wait_ns += txn.lock_wait_ns();
+    report.lock_wait_io_ns += txn.lock_wait_io_ns();
     let _ = txn.abort();
+    stage::set_tag(0);
     super::fetch(ex, db, body, report);
     let result = super::operate(ex, db, body, report);
     report.pinned_pages = holding.release();

@@ -796,7 +796,9 @@ impl BufferPool {
     /// magic, the checksum and the stored page id must be right.
     fn read_in(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
         let started = Instant::now();
+        let reading = super::stage::Reading::start();
         self.store.read_page(id, buf)?;
+        drop(reading);
         super::stage::note_read(started.elapsed());
         counters::bump_read();
         verify_page(id, buf)

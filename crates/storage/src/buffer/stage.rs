@@ -18,7 +18,8 @@
 //! [`StageCounts::hold_refusals`] counts it, so that transactions pinning their working sets
 //! can never fill the pool and leave the others no frame to read into.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rustc_hash::FxHashSet;
@@ -77,6 +78,51 @@ struct Stage {
 
 thread_local! {
     static STAGE: RefCell<Stage> = RefCell::new(Stage::default());
+    /// What this thread's reads are done for (a transaction id; 0: nothing named), published
+    /// in [`READING`] while a read is in progress.
+    static TAG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Slots of [`READING`]: threads beyond this many share slots (and may hide one another's
+/// reads from [`in_read`], which only samples).
+const READERS: usize = 256;
+
+/// Per thread slot (`shard::thread_index() % READERS`): the tag of the read in progress, 0
+/// when none. What the lock manager's I/O attribution looks at.
+static READING: [AtomicU64; READERS] = [const { AtomicU64::new(0) }; READERS];
+
+/// Names what this thread's reads are done for from now on (0: nothing), so that another
+/// thread can ask [`in_read`] whether that work is waiting for the device.
+pub fn set_tag(tag: u64) {
+    TAG.with(|t| t.set(tag));
+}
+
+/// Whether a thread is inside a physical read for `tag` now.
+pub fn in_read(tag: u64) -> bool {
+    tag != 0 && READING.iter().any(|r| r.load(Ordering::Relaxed) == tag)
+}
+
+/// Publishes this thread's tag for the duration of a read.
+pub(crate) struct Reading(Option<&'static AtomicU64>);
+
+impl Reading {
+    pub(crate) fn start() -> Reading {
+        let tag = TAG.with(|t| t.get());
+        if tag == 0 {
+            return Reading(None);
+        }
+        let slot = &READING[crate::shard::thread_index() % READERS];
+        slot.store(tag, Ordering::Relaxed);
+        Reading(Some(slot))
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0 {
+            slot.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// From now on, every page this thread fixes in a pool with staging on stays pinned until

@@ -162,7 +162,35 @@ pub struct LockConfig {
     /// threads on distinct partitions share nothing for their intention locks while `S`, `SIX`
     /// and `X` on a table still conflict with every intention below it.
     pub coarse_partitions: usize,
+    /// Attribute lock waits to other transactions' I/O (the Charm paper's Table 1): a
+    /// blocked transaction wakes every [`IoProbe::period`], walks the wait-for graph from
+    /// itself, and counts the slice since its last look as due to I/O if any transaction on
+    /// that chain was inside a physical read ([`TxnLocks::wait_io_ns`]). `None`: no sampling.
+    pub io_probe: Option<IoProbe>,
 }
+
+/// Says whether a transaction is inside a physical read now (see
+/// [`LockConfig::io_probe`]), and how often a blocked transaction asks.
+#[derive(Clone, Copy)]
+pub struct IoProbe {
+    pub in_read: fn(TxnId) -> bool,
+    pub period: Duration,
+}
+
+impl std::fmt::Debug for IoProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IoProbe every {:?}", self.period)
+    }
+}
+
+/// Probes compare by period only: a function's address is not a stable identity.
+impl PartialEq for IoProbe {
+    fn eq(&self, other: &Self) -> bool {
+        self.period == other.period
+    }
+}
+
+impl Eq for IoProbe {}
 
 impl Default for LockConfig {
     fn default() -> Self {
@@ -176,6 +204,7 @@ impl Default for LockConfig {
             deadlock_check_interval: Duration::from_millis(50),
             spin_wait: Duration::ZERO,
             coarse_partitions: 1,
+            io_probe: None,
         }
     }
 }
@@ -384,6 +413,9 @@ pub struct TxnLocks {
     tables: Vec<TableLocks>,
     slot: Arc<WaitSlot>,
     stats: LockStats,
+    /// Of `stats.wait_ns`, the time a transaction on the blocking chain was inside a
+    /// physical read (sampled; only with [`LockConfig::io_probe`]).
+    wait_io_ns: u64,
 }
 
 impl TxnLocks {
@@ -429,6 +461,12 @@ impl TxnLocks {
         self.stats
     }
 
+    /// Of this transaction's lock wait so far, the time during which a transaction on its
+    /// blocking chain was inside a physical read (see [`LockConfig::io_probe`]).
+    pub fn wait_io_ns(&self) -> u64 {
+        self.wait_io_ns
+    }
+
     /// Starts transaction `txn` with this (released) state, keeping its allocations.
     pub fn reset(&mut self, txn: TxnId) {
         assert!(
@@ -440,6 +478,7 @@ impl TxnLocks {
         self.database = None;
         self.tables.clear();
         self.stats = LockStats::default();
+        self.wait_io_ns = 0;
     }
 
     fn table(&self, table: u32) -> Option<&TableLocks> {
@@ -632,6 +671,7 @@ impl LockManager {
             tables,
             slot,
             stats: LockStats::default(),
+            wait_io_ns: 0,
         }
     }
 
@@ -1400,8 +1440,12 @@ impl LockManager {
                     Err(e) => break Err(e),
                 }
             }
-            let tick = (Instant::now() + self.config.deadlock_check_interval).min(timeout_at);
-            match t.slot.sleep_until(tick) {
+            let check_at = (Instant::now() + self.config.deadlock_check_interval).min(timeout_at);
+            let slept = match self.config.io_probe {
+                None => t.slot.sleep_until(check_at),
+                Some(probe) => self.sleep_sampling(t, check_at, probe),
+            };
+            match slept {
                 Sleep::Granted { slept: true } => break Ok(WaitEnd::Sleeping),
                 Sleep::Granted { slept: false } => break Ok(WaitEnd::Spinning),
                 Sleep::Nudged => {
@@ -1465,6 +1509,47 @@ impl LockManager {
                 Err(e)
             }
         }
+    }
+
+    /// Sleeps like `t.slot.sleep_until(until)`, waking every `probe.period` to look along
+    /// the wait-for graph from `t` for a transaction inside a physical read, and adding the
+    /// slice since the last look to `t.wait_io_ns` when it finds one.
+    fn sleep_sampling(&self, t: &mut TxnLocks, until: Instant, probe: IoProbe) -> Sleep {
+        let mut last = Instant::now();
+        loop {
+            let tick = (Instant::now() + probe.period).min(until);
+            let slept = t.slot.sleep_until(tick);
+            let now = Instant::now();
+            if self.chain_in_read(t.txn, probe.in_read) {
+                t.wait_io_ns += now.duration_since(last).as_nanos() as u64;
+            }
+            last = now;
+            match slept {
+                Sleep::Deadline if now < until => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// Whether a transaction `txn` waits for, directly or through others, is inside a
+    /// physical read (`in_read`).
+    fn chain_in_read(&self, txn: TxnId, in_read: fn(TxnId) -> bool) -> bool {
+        let graph = self.graph();
+        let mut seen = vec![txn];
+        let mut next = 0;
+        while next < seen.len() {
+            let at = seen[next];
+            next += 1;
+            for &b in graph.blockers(at) {
+                if in_read(b) {
+                    return true;
+                }
+                if !seen.contains(&b) {
+                    seen.push(b);
+                }
+            }
+        }
+        false
     }
 
     /// Puts the spinning waiter `t` on `name` into the wait-for graph before it sleeps, and
