@@ -26,6 +26,8 @@ mod conventional;
 pub(crate) mod fetch;
 pub mod htste;
 mod otste;
+#[cfg(test)]
+mod tests;
 mod tste;
 
 use std::sync::atomic::{AtomicU64, Ordering};
