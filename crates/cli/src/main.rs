@@ -305,6 +305,11 @@ struct DeviceArgs {
     /// Microseconds added to each write and sync of the log, on a device of its own.
     #[arg(long, value_name = "US", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     log_device_us: u64,
+    /// Tables (comma-separated) whose pages go to a second data device with the same latency
+    /// and a queue of its own (the Charm paper's order-line disk). Decided as pages are
+    /// allocated: give it to the run that loads the database.
+    #[arg(long, value_name = "TABLES", value_delimiter = ',')]
+    device_tables: Vec<String>,
 }
 
 impl DeviceArgs {
@@ -319,6 +324,7 @@ impl DeviceArgs {
                 },
             },
             log_device: Duration::from_micros(self.log_device_us),
+            second_device_tables: self.device_tables.clone(),
             ..db
         }
     }

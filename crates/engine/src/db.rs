@@ -126,6 +126,11 @@ pub struct DbConfig {
     /// is inside a physical read (the Charm paper's Table 1; see `txn::lock::IoProbe`).
     /// Only transactions run by an [`crate::execution::Executor`] name their reads.
     pub attribute_lock_waits: bool,
+    /// Tables whose pages (heap and indexes) are allocated on the second emulated data
+    /// device, which has [`DbConfig::device`]'s latency and a queue of its own: the Charm
+    /// paper's order-line disk. Pages already allocated keep the device they were
+    /// allocated on (it is in each page's header), so a table moves only if loaded so.
+    pub second_device_tables: Vec<String>,
 }
 
 impl Default for DbConfig {
@@ -149,6 +154,7 @@ impl Default for DbConfig {
             device: storage::DeviceModel::none(),
             log_device: std::time::Duration::ZERO,
             attribute_lock_waits: false,
+            second_device_tables: Vec::new(),
         }
     }
 }
@@ -798,6 +804,12 @@ impl Database {
         write_atomically(&dir.join(CATALOG_FILE), &bytes)
     }
 
+    /// The emulated data device the pages of table `name` (and of its indexes) are
+    /// allocated on: 1 for the tables [`DbConfig::second_device_tables`] names, else 0.
+    fn device_of(&self, name: &str) -> u8 {
+        u8::from(self.config.second_device_tables.iter().any(|t| t == name))
+    }
+
     fn install_table(&self, schema: TableSchema, existing: Option<(u64, u64)>) -> TxResult<u32> {
         let id = self
             .tables
@@ -815,23 +827,26 @@ impl Database {
             self.packed_keys,
         )?;
         let latching = self.config.switches.is_on(Switch::Latching);
+        let device = self.device_of(&schema.name);
         let (records, primary) = match (&self.pool, existing) {
             (Some(pool), None) => (
                 Records::Heap(
-                    HeapFile::create(pool.clone())?.expecting_records_of(layout.record_size()),
+                    HeapFile::create_on(pool.clone(), device)?
+                        .expecting_records_of(layout.record_size()),
                 ),
-                IndexStore::create(Some(pool), &key, true, false, latching)?,
+                IndexStore::create(Some(pool), &key, true, false, latching, device)?,
             ),
             (Some(pool), Some((first, root))) => (
                 Records::Heap(
                     HeapFile::open(pool.clone(), PageId(first))?
+                        .on_device(device)
                         .expecting_records_of(layout.record_size()),
                 ),
-                IndexStore::open(pool, PageId(root), &key, true),
+                IndexStore::open(pool, PageId(root), &key, true, device),
             ),
             (None, _) => (
                 Records::Mem(MemStore::new()),
-                IndexStore::create(None, &key, true, false, latching)?,
+                IndexStore::create(None, &key, true, false, latching, 0)?,
             ),
         };
         let name = schema.name.clone();
@@ -881,11 +896,19 @@ impl Database {
         )?;
         let latching = self.config.switches.is_on(Switch::Latching);
         let hash = schema.kind == IndexKind::Hash;
+        let device = self.device_of(&schema.table);
         let store = match (root, &self.pool) {
             (Some(root), Some(pool)) if !hash => {
-                IndexStore::open(pool, PageId(root), &key, schema.unique)
+                IndexStore::open(pool, PageId(root), &key, schema.unique, device)
             }
-            _ => IndexStore::create(self.pool.as_ref(), &key, schema.unique, hash, latching)?,
+            _ => IndexStore::create(
+                self.pool.as_ref(),
+                &key,
+                schema.unique,
+                hash,
+                latching,
+                device,
+            )?,
         };
         let name = schema.name.clone();
         let index_columns = key.columns.clone();

@@ -181,13 +181,15 @@ pub enum IndexStore {
 }
 
 impl IndexStore {
-    /// Creates a new index store for `spec`.
+    /// Creates a new index store for `spec`; a B+-tree's pages go to emulated data device
+    /// `device` (see `storage::device`).
     pub fn create(
         pool: Option<&Arc<BufferPool>>,
         spec: &KeySpec,
         unique: bool,
         hash: bool,
         latching: bool,
+        device: u8,
     ) -> StorageResult<IndexStore> {
         if hash {
             return Ok(IndexStore::Hash(HashIndex::new(1024, latching)));
@@ -203,30 +205,42 @@ impl IndexStore {
                 unique,
                 latching,
             ))),
-            Some(pool) if spec.is_packed() => Ok(IndexStore::Int(BTree::create(
+            Some(pool) if spec.is_packed() => Ok(IndexStore::Int(BTree::create_on(
                 pool.clone(),
                 IntKeyOrder,
                 unique,
+                device,
             )?)),
-            Some(pool) => Ok(IndexStore::Generic(BTree::create(
+            Some(pool) => Ok(IndexStore::Generic(BTree::create_on(
                 pool.clone(),
                 SchemaKeyOrder::new(spec.parts()),
                 unique,
+                device,
             )?)),
         }
     }
 
-    /// Opens an existing B+-tree index.
-    pub fn open(pool: &Arc<BufferPool>, root: PageId, spec: &KeySpec, unique: bool) -> IndexStore {
+    /// Opens an existing B+-tree index, allocating its new pages on emulated data device
+    /// `device`.
+    pub fn open(
+        pool: &Arc<BufferPool>,
+        root: PageId,
+        spec: &KeySpec,
+        unique: bool,
+        device: u8,
+    ) -> IndexStore {
         if spec.is_packed() {
-            IndexStore::Int(BTree::open(pool.clone(), root, IntKeyOrder, unique))
+            IndexStore::Int(BTree::open(pool.clone(), root, IntKeyOrder, unique).on_device(device))
         } else {
-            IndexStore::Generic(BTree::open(
-                pool.clone(),
-                root,
-                SchemaKeyOrder::new(spec.parts()),
-                unique,
-            ))
+            IndexStore::Generic(
+                BTree::open(
+                    pool.clone(),
+                    root,
+                    SchemaKeyOrder::new(spec.parts()),
+                    unique,
+                )
+                .on_device(device),
+            )
         }
     }
 

@@ -13,6 +13,14 @@
 //! Waiting sleeps for the bulk of a delay and spins for the last stretch, because `sleep`
 //! overshoots by tens of microseconds and device delays are often that short. `sync` is not
 //! delayed (the model covers page transfers); the inner store's own latency comes on top.
+//!
+//! **Two data devices.** Each page names its device in its header (byte 7,
+//! [`crate::page::OFFSET_DEVICE`], written when the page is allocated by the heap file or
+//! B+-tree it belongs to): 0, or 1 for the structures an engine places on a second device
+//! (the Charm paper keeps TPC-C's order lines on a disk of their own). Both devices have the
+//! model's latency; each has its own single queue. A write is routed by the image it
+//! writes; a read is performed first and then delayed by the device its image names (a page
+//! never written reads as zeroes: device 0) — the delay is as if the read had gone there.
 
 use std::time::{Duration, Instant};
 
@@ -55,8 +63,18 @@ impl DeviceModel {
 pub struct DelayedStore<S> {
     inner: S,
     model: DeviceModel,
-    /// Completion time of the last request admitted to the single queue.
-    queue_free_at: Mutex<Instant>,
+    /// Per device: completion time of the last request admitted to its single queue.
+    queue_free_at: [Mutex<Instant>; DEVICES],
+}
+
+/// Data devices a [`DelayedStore`] emulates.
+pub const DEVICES: usize = 2;
+
+/// The device a page image names (its header's device byte; past the last device: the last).
+fn device_of(image: &[u8]) -> usize {
+    image
+        .get(crate::page::OFFSET_DEVICE)
+        .map_or(0, |&d| (d as usize).min(DEVICES - 1))
 }
 
 impl<S: PageStore> DelayedStore<S> {
@@ -64,7 +82,7 @@ impl<S: PageStore> DelayedStore<S> {
         DelayedStore {
             inner,
             model,
-            queue_free_at: Mutex::new(Instant::now()),
+            queue_free_at: std::array::from_fn(|_| Mutex::new(Instant::now())),
         }
     }
 
@@ -76,14 +94,14 @@ impl<S: PageStore> DelayedStore<S> {
         self.inner
     }
 
-    fn delay(&self, service: Duration) {
+    fn delay(&self, service: Duration, device: usize) {
         if service.is_zero() {
             return;
         }
         let done_at = match self.model.mode {
             QueueMode::Fixed => Instant::now() + service,
             QueueMode::SingleQueue => {
-                let mut free_at = self.queue_free_at.lock();
+                let mut free_at = self.queue_free_at[device].lock();
                 let start = (*free_at).max(Instant::now());
                 *free_at = start + service;
                 *free_at
@@ -112,12 +130,13 @@ fn wait_until(deadline: Instant) {
 
 impl<S: PageStore> PageStore for DelayedStore<S> {
     fn read_page(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
-        self.delay(self.model.read_delay);
-        self.inner.read_page(id, buf)
+        self.inner.read_page(id, buf)?;
+        self.delay(self.model.read_delay, device_of(buf));
+        Ok(())
     }
 
     fn write_page(&self, id: PageId, buf: &[u8]) -> StorageResult<()> {
-        self.delay(self.model.write_delay);
+        self.delay(self.model.write_delay, device_of(buf));
         self.inner.write_page(id, buf)
     }
 
@@ -178,6 +197,42 @@ mod tests {
         // Parallel service: far less than N service times, even on a loaded machine.
         assert!(fixed < SERVICE * THREADS as u32 / 2, "fixed took {fixed:?}");
         assert!(queued > fixed * 2, "queued {queued:?} vs fixed {fixed:?}");
+    }
+
+    /// Requests go to the queue of the device their page's header names; the other queue
+    /// is not touched (its schedule shows it, whatever the machine's load).
+    #[test]
+    fn each_device_has_a_queue_of_its_own() {
+        let service = Duration::from_millis(2);
+        let store = DelayedStore::new(
+            MemPageStore::new(PageSize::Kib8),
+            DeviceModel {
+                read_delay: service,
+                write_delay: service,
+                mode: QueueMode::SingleQueue,
+            },
+        );
+        let start = Instant::now();
+        let mut page = vec![0u8; 8192];
+        page[crate::page::OFFSET_DEVICE] = 1;
+        for i in 0..3 {
+            store.write_page(PageId(i), &page).unwrap();
+        }
+        let free_at = |d: usize| *store.queue_free_at[d].lock();
+        assert!(free_at(1) >= start + service * 3);
+        assert!(free_at(0) <= start, "device 0 served a device-1 write");
+        let mut out = vec![0u8; 8192];
+        store.read_page(PageId(1), &mut out).unwrap();
+        assert_eq!(out, page);
+        assert!(free_at(1) >= start + service * 4);
+        assert!(free_at(0) <= start, "device 0 served a device-1 read");
+        // A page never written reads as zeroes, from device 0.
+        store.read_page(PageId(9), &mut out).unwrap();
+        assert!(free_at(0) >= start + service);
+        // A device byte past the last device goes to the last.
+        page[crate::page::OFFSET_DEVICE] = 7;
+        store.write_page(PageId(4), &page).unwrap();
+        assert!(free_at(1) >= start + service * 5);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! | 0      | 4    | checksum   | CRC-32 of bytes 4..page_size, set on write, checked on read |
 //! | 4      | 2    | magic      | `0x474C` ("GL"): distinguishes a formatted page          |
 //! | 6      | 1    | kind       | [`PageKind`]                                             |
-//! | 7      | 1    | reserved   | zero                                                     |
+//! | 7      | 1    | device     | which emulated data device the page lives on (0 or 1; see `device`) |
 //! | 8      | 8    | page_lsn   | LSN of the last logged change to this page               |
 //! | 16     | 8    | page_id    | the page's own id: catches misdirected reads and writes  |
 //!
@@ -26,6 +26,9 @@ pub const PAGE_MAGIC: u16 = 0x474C;
 pub const OFFSET_CHECKSUM: usize = 0;
 pub const OFFSET_MAGIC: usize = 4;
 pub const OFFSET_KIND: usize = 6;
+/// The device byte: which emulated data device serves the page ([`crate::device`]); set when
+/// the page is allocated, by the structure it belongs to.
+pub const OFFSET_DEVICE: usize = 7;
 pub const OFFSET_LSN: usize = 8;
 pub const OFFSET_PAGE_ID: usize = 16;
 

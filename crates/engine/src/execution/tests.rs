@@ -263,3 +263,50 @@ fn two_stage_execution_needs_the_buffer_pool() {
     assert!(message.contains("needs the buffer pool"), "{message}");
     assert!(Executor::new(&db, ExecutionConfig::default(), &["t"]).is_ok());
 }
+
+/// The paper's order-line disk: a table named in `second_device_tables` has every page of its
+/// heap and its primary index on device 1, the others on device 0.
+#[test]
+fn a_table_on_the_second_device_has_its_pages_there() {
+    let db = Database::open(DbConfig {
+        second_device_tables: vec!["wide".into()],
+        ..DbConfig::default()
+    })
+    .unwrap();
+    let t = load(&db);
+    let other = db
+        .create_table(TableSchema::new("other").int("id").key(&["id"]))
+        .unwrap();
+    db.run(|tx| tx.insert(&other, &[Value::Int(1)])).unwrap();
+    let pool = db.pool().unwrap();
+    let device = |page: u64| {
+        let g = pool.fix_shared(storage::PageId(page)).unwrap();
+        (
+            g[storage::page::OFFSET_KIND],
+            g[storage::page::OFFSET_DEVICE],
+        )
+    };
+    let wide = db.resolve_table(&t).unwrap();
+    let other = db.resolve_table(&other).unwrap();
+    let (wide_first, other_first) = (
+        wide.records.first_page().unwrap().0,
+        other.records.first_page().unwrap().0,
+    );
+    assert_eq!(device(wide_first).1, 1);
+    assert_eq!(device(wide.primary.root().unwrap().0).1, 1);
+    assert_eq!(device(other_first).1, 0);
+    // Every page the load allocated for `wide` (heap and B+-tree alike) names device 1.
+    let (mut on_one, mut on_zero) = (0, 0);
+    for page in 1..pool.page_count() {
+        let (kind, d) = device(page);
+        if kind != 0 && page != other_first && page != other.primary.root().unwrap().0 {
+            if d == 1 {
+                on_one += 1
+            } else {
+                on_zero += 1
+            }
+        }
+    }
+    assert!(on_one > 1000, "{on_one} pages on device 1");
+    assert_eq!(on_zero, 0, "pages of `wide` on device 0");
+}

@@ -216,17 +216,36 @@ pub struct BTree<K: KeyOrder> {
     unique: bool,
     /// Longest user key accepted.
     max_key_len: usize,
+    /// The emulated data device its pages are allocated on (see [`crate::device`]).
+    device: u8,
 }
 
 impl<K: KeyOrder> BTree<K> {
     /// Creates an empty tree: one leaf, which stays the root page forever.
     pub fn create(pool: Arc<BufferPool>, order: K, unique: bool) -> StorageResult<Self> {
+        Self::create_on(pool, order, unique, 0)
+    }
+
+    /// Creates an empty tree whose pages live on emulated data device `device`.
+    pub fn create_on(
+        pool: Arc<BufferPool>,
+        order: K,
+        unique: bool,
+        device: u8,
+    ) -> StorageResult<Self> {
         let root = {
-            let mut guard = pool.allocate_page(PageKind::BTreeLeaf)?;
+            let mut guard = pool.allocate_page_on(PageKind::BTreeLeaf, device)?;
             node::format(&mut guard, 0);
             guard.page_id()
         };
-        Ok(Self::open(pool, root, order, unique))
+        Ok(Self::open(pool, root, order, unique).on_device(device))
+    }
+
+    /// This tree, allocating its new pages on emulated data device `device` (an opened
+    /// tree's existing pages keep the device their header names).
+    pub fn on_device(mut self, device: u8) -> Self {
+        self.device = device;
+        self
     }
 
     /// Opens the tree whose root is `root`.
@@ -238,6 +257,7 @@ impl<K: KeyOrder> BTree<K> {
             order,
             unique,
             max_key_len,
+            device: 0,
         }
     }
 
@@ -854,8 +874,8 @@ impl<K: KeyOrder> BTree<K> {
 
             if guard.page_id() == self.root {
                 // Root split: both halves move to new pages; the root page goes up a level.
-                let mut left = self.pool.allocate_page(kind)?;
-                let mut right = self.pool.allocate_page(kind)?;
+                let mut left = self.pool.allocate_page_on(kind, self.device)?;
+                let mut right = self.pool.allocate_page_on(kind, self.device)?;
                 let (left_id, right_id) = (left.page_id(), right.page_id());
                 let (l_next, r_prev) = if is_leaf {
                     (Some(right_id), Some(left_id))
@@ -890,7 +910,7 @@ impl<K: KeyOrder> BTree<K> {
                     reason: "b+-tree leaf met above the leaf level during a split".into(),
                 });
             }
-            let mut right = self.pool.allocate_page(kind)?;
+            let mut right = self.pool.allocate_page_on(kind, self.device)?;
             let right_id = right.page_id();
             let left_id = guard.page_id();
             node::rebuild(&mut guard, level, leftmost, None, None, left_entries);
@@ -962,7 +982,9 @@ impl<K: KeyOrder> BTree<K> {
         touched: &mut Vec<PageWriteGuard<'p>>,
     ) -> StorageResult<(KeyBuf, PageId)> {
         let left_id = leaf.page_id();
-        let mut right = self.pool.allocate_page(PageKind::BTreeLeaf)?;
+        let mut right = self
+            .pool
+            .allocate_page_on(PageKind::BTreeLeaf, self.device)?;
         let right_id = right.page_id();
         let (keep, new_left, separator, next) = {
             let node = Node::new(leaf)?;

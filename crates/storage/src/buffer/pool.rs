@@ -19,7 +19,8 @@ use crate::file::PageStore;
 use crate::latch::{Latch, LatchWriteGuard};
 use crate::page::{
     page_checksum, page_lsn, Lsn, PageId, PageKind, PageLog, PageRedo, PageSize, RedoRange,
-    OFFSET_CHECKSUM, OFFSET_KIND, OFFSET_MAGIC, OFFSET_PAGE_ID, PAGE_HEADER_SIZE, PAGE_MAGIC,
+    OFFSET_CHECKSUM, OFFSET_DEVICE, OFFSET_KIND, OFFSET_MAGIC, OFFSET_PAGE_ID, PAGE_HEADER_SIZE,
+    PAGE_MAGIC,
 };
 
 /// How a pool is set up.
@@ -428,6 +429,16 @@ impl BufferPool {
     /// Allocates a fresh page, fixed exclusively, zeroed, its header formatted with `kind`
     /// and its id. The whole page counts as changed.
     pub fn allocate_page(&self, kind: PageKind) -> StorageResult<PageWriteGuard<'_>> {
+        self.allocate_page_on(kind, 0)
+    }
+
+    /// [`BufferPool::allocate_page`] for a structure whose pages live on emulated data
+    /// device `device` (the header's device byte; see [`crate::device`]).
+    pub fn allocate_page_on(
+        &self,
+        kind: PageKind,
+        device: u8,
+    ) -> StorageResult<PageWriteGuard<'_>> {
         crate::shared::bump(crate::shared::Place::PageTable);
         let id = PageId(self.next_page.fetch_add(1, Ordering::AcqRel));
         counters::bump_fix(id.0);
@@ -437,6 +448,9 @@ impl BufferPool {
         g.range_mut(OFFSET_MAGIC, 2)
             .copy_from_slice(&PAGE_MAGIC.to_le_bytes());
         g.range_mut(OFFSET_KIND, 1)[0] = kind as u8;
+        if device != 0 {
+            g.range_mut(OFFSET_DEVICE, 1)[0] = device;
+        }
         g.range_mut(OFFSET_PAGE_ID, 8)
             .copy_from_slice(&id.0.to_le_bytes());
         Ok(g)

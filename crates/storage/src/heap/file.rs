@@ -136,17 +136,24 @@ pub struct HeapFile {
     /// The length its records usually have (0: none), for [`HeapFile::prefetch_record`]'s
     /// guess of where a record lies. See [`HeapFile::expecting_records_of`].
     usual_len: usize,
+    /// The emulated data device its pages are allocated on (see [`crate::device`]).
+    device: u8,
 }
 
 impl HeapFile {
     /// Creates an empty heap file (allocates its first page).
     pub fn create(pool: Arc<BufferPool>) -> StorageResult<HeapFile> {
+        HeapFile::create_on(pool, 0)
+    }
+
+    /// Creates an empty heap file whose pages live on emulated data device `device`.
+    pub fn create_on(pool: Arc<BufferPool>, device: u8) -> StorageResult<HeapFile> {
         let first = {
-            let mut g = pool.allocate_page(PageKind::Heap)?;
+            let mut g = pool.allocate_page_on(PageKind::Heap, device)?;
             hp::init(&mut g);
             g.page_id()
         };
-        let file = HeapFile::empty(pool, first);
+        let file = HeapFile::empty(pool, first).on_device(device);
         let free = hp::free_space(&file.pool.fix_shared(first)?);
         file.fsm.write().set(first, free);
         Ok(file)
@@ -187,7 +194,15 @@ impl HeapFile {
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
             usual_len: 0,
+            device: 0,
         }
+    }
+
+    /// This file, allocating its new pages on emulated data device `device` (an opened
+    /// file's existing pages keep the device their header names).
+    pub fn on_device(mut self, device: u8) -> HeapFile {
+        self.device = device;
+        self
     }
 
     /// This file, told that its records are usually `len` bytes long (a table of fixed-size
@@ -396,7 +411,7 @@ impl HeapFile {
             *tail = next;
             last = self.heap_page_exclusive(next)?;
         }
-        let mut g = self.pool.allocate_page(PageKind::Heap)?;
+        let mut g = self.pool.allocate_page_on(PageKind::Heap, self.device)?;
         hp::init(&mut g);
         hp::set_next(&mut last, Some(g.page_id()));
         // One redo record for both: the new page's creation and the link to it. Logged apart,
