@@ -49,6 +49,10 @@
 //!   (page table → frame, by `try_write`), so the pool itself cannot deadlock; callers that
 //!   hold several guards must take them in a consistent order.
 //!
+//! * **Two-stage execution** ([`stage`]): with `set_staging(true)`, a fix also lets its
+//!   thread's stage hold the frame pinned past the guard (until `release_held`), refuse a
+//!   miss before reading (`StorageError::WouldRead`), and count its reads and write-backs.
+//!
 //! With `latching` off every latch is a predictable branch (one thread only). Without a
 //! [`PageLog`](crate::page::PageLog) write guards track no ranges and log nothing.
 
