@@ -117,7 +117,8 @@ pub struct DbConfig {
     /// can end only by timing out.
     pub lock_wait_timeout: std::time::Duration,
     /// Latency added to the page file's reads and writes (an emulated device; none by
-    /// default). Recovery and the load pay it too.
+    /// default), from the end of [`Database::open`] on (recovery runs at the machine's
+    /// speed) while [`Database::set_device`] leaves it on.
     pub device: storage::DeviceModel,
     /// Latency added to each write and sync of the log file, on a device of its own (one
     /// request at a time): the log disk of the paper's machine. Zero by default.
@@ -248,6 +249,9 @@ pub struct Database {
     pub(crate) active: crate::active::ActiveTable,
     /// Damage in the middle of the log that this open cut ([`DbConfig::accept_log_loss`]).
     log_loss: Option<wal::LogDamage>,
+    /// Whether the emulated devices ([`DbConfig::device`], [`DbConfig::log_device`]) delay
+    /// requests now.
+    device: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn io_err(action: &'static str) -> impl FnOnce(std::io::Error) -> TxError {
@@ -347,6 +351,8 @@ impl Database {
         } else {
             LogMode::NoForce
         };
+        // The emulated devices' switch: off while opening (recovery at the machine's speed).
+        let device = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (log, log_loss) = if main_log || lsn {
             let storage: Box<dyn wal::LogStorage> = match (&config.path, main_log) {
                 (Some(dir), true) => Box::new(
@@ -368,6 +374,7 @@ impl Database {
                 Box::new(crate::recovery::DelayedLogStorage::new(
                     storage,
                     config.log_device,
+                    device.clone(),
                 ))
             };
             let (log, report) = LogManager::open(
@@ -409,7 +416,9 @@ impl Database {
             let store: Box<dyn PageStore> = if config.device.is_none() {
                 store
             } else {
-                Box::new(storage::DelayedStore::new(store, config.device))
+                Box::new(
+                    storage::DelayedStore::new(store, config.device).with_switch(device.clone()),
+                )
             };
             let frames = (config.pool_mib.max(1) << 20) / page_size.bytes();
             let page_log = log.clone().map(|l| l as Arc<dyn PageLog>);
@@ -461,6 +470,7 @@ impl Database {
             checkpointing: Mutex::new(()),
             active: crate::active::ActiveTable::new(latching),
             log_loss,
+            device,
             config,
             _dir_lock: dir_lock,
         };
@@ -483,6 +493,7 @@ impl Database {
         if db.config.path.is_some() {
             db.checkpoint()?;
         }
+        db.set_device(true);
         // Fuzzy checkpoints during a run bound recovery time and let the log be discarded
         // behind them: on disk, and in memory where the log keeps its records (durable), which
         // would otherwise grow in memory without bound. They read the active-transaction
@@ -498,6 +509,20 @@ impl Database {
             }
         }
         Ok(db)
+    }
+
+    /// Turns the emulated devices' latency on or off (on when [`Database::open`] returns): a
+    /// benchmark measures with it and loads, warms up and checks at the machine's speed.
+    /// Without a device configured, nothing changes.
+    pub fn set_device(&self, on: bool) {
+        if self.device.load(Ordering::Relaxed) != on {
+            self.device.store(on, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an emulated device is configured (page file or log).
+    pub fn has_device(&self) -> bool {
+        !self.config.device.is_none() || !self.config.log_device.is_zero()
     }
 
     /// Damage in the middle of the log that opening cut, losing the records after it: only

@@ -392,18 +392,28 @@ pub struct DelayedLogStorage {
     inner: Box<dyn LogStorage>,
     delay: std::time::Duration,
     free_at: parking_lot::Mutex<std::time::Instant>,
+    /// Whether the delay applies now (the database's device switch).
+    on: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl DelayedLogStorage {
-    pub fn new(inner: Box<dyn LogStorage>, delay: std::time::Duration) -> DelayedLogStorage {
+    pub fn new(
+        inner: Box<dyn LogStorage>,
+        delay: std::time::Duration,
+        on: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> DelayedLogStorage {
         DelayedLogStorage {
             inner,
             delay,
             free_at: parking_lot::Mutex::new(std::time::Instant::now()),
+            on,
         }
     }
 
     fn wait(&self) {
+        if !self.on.load(Ordering::Relaxed) {
+            return;
+        }
         let done = {
             let mut free_at = self.free_at.lock();
             *free_at = (*free_at).max(std::time::Instant::now()) + self.delay;

@@ -22,6 +22,8 @@
 //! writes; a read is performed first and then delayed by the device its image names (a page
 //! never written reads as zeroes: device 0) — the delay is as if the read had gone there.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -65,6 +67,8 @@ pub struct DelayedStore<S> {
     model: DeviceModel,
     /// Per device: completion time of the last request admitted to its single queue.
     queue_free_at: [Mutex<Instant>; DEVICES],
+    /// Whether the delays apply now (see [`DelayedStore::with_switch`]).
+    on: Arc<AtomicBool>,
 }
 
 /// Data devices a [`DelayedStore`] emulates.
@@ -83,7 +87,15 @@ impl<S: PageStore> DelayedStore<S> {
             inner,
             model,
             queue_free_at: std::array::from_fn(|_| Mutex::new(Instant::now())),
+            on: Arc::new(AtomicBool::new(true)),
         }
+    }
+
+    /// This store, delaying requests only while `on` holds true (shared with whoever turns
+    /// the device on and off: a benchmark measures with it and loads and checks without).
+    pub fn with_switch(mut self, on: Arc<AtomicBool>) -> DelayedStore<S> {
+        self.on = on;
+        self
     }
 
     pub fn model(&self) -> DeviceModel {
@@ -95,7 +107,7 @@ impl<S: PageStore> DelayedStore<S> {
     }
 
     fn delay(&self, service: Duration, device: usize) {
-        if service.is_zero() {
+        if service.is_zero() || !self.on.load(Ordering::Relaxed) {
             return;
         }
         let done_at = match self.model.mode {
@@ -233,6 +245,38 @@ mod tests {
         page[crate::page::OFFSET_DEVICE] = 7;
         store.write_page(PageId(4), &page).unwrap();
         assert!(free_at(1) >= start + service * 5);
+    }
+
+    /// Switched off, the store serves at once: its queue's schedule stands still.
+    #[test]
+    fn a_switched_off_device_does_not_delay() {
+        let on = Arc::new(AtomicBool::new(false));
+        let store = DelayedStore::new(
+            MemPageStore::new(PageSize::Kib8),
+            DeviceModel {
+                read_delay: Duration::from_secs(5),
+                write_delay: Duration::from_secs(5),
+                mode: QueueMode::SingleQueue,
+            },
+        )
+        .with_switch(on.clone());
+        let free_at = *store.queue_free_at[0].lock();
+        let mut buf = vec![0u8; 8192];
+        buf[100] = 7;
+        store.write_page(PageId(1), &buf).unwrap();
+        let mut out = vec![0u8; 8192];
+        store.read_page(PageId(1), &mut out).unwrap();
+        assert_eq!((out, *store.queue_free_at[0].lock()), (buf, free_at));
+        on.store(true, Ordering::Relaxed);
+        let store = DelayedStore {
+            model: DeviceModel {
+                read_delay: Duration::from_millis(1),
+                ..store.model()
+            },
+            ..store
+        };
+        store.read_page(PageId(1), &mut vec![0u8; 8192]).unwrap();
+        assert!(*store.queue_free_at[0].lock() > free_at);
     }
 
     #[test]
