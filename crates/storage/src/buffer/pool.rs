@@ -835,7 +835,9 @@ impl BufferPool {
         let sum = page_checksum(&image);
         image[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4].copy_from_slice(&sum.to_le_bytes());
         let started = Instant::now();
+        let writing = super::stage::Reading::start();
         self.store.write_page(page, &image)?;
+        drop(writing);
         super::stage::note_write(started.elapsed());
         counters::bump_write();
         frame.rec_lsn.store(0, Ordering::Relaxed);

@@ -78,8 +78,8 @@ struct Stage {
 
 thread_local! {
     static STAGE: RefCell<Stage> = RefCell::new(Stage::default());
-    /// What this thread's reads are done for (a transaction id; 0: nothing named), published
-    /// in [`READING`] while a read is in progress.
+    /// What this thread's I/O is done for (a transaction id; 0: nothing named), published in
+    /// [`READING`] while a read or a write-back is in progress.
     static TAG: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -87,8 +87,9 @@ thread_local! {
 /// reads from [`in_read`], which only samples).
 const READERS: usize = 256;
 
-/// Per thread slot (`shard::thread_index() % READERS`): the tag of the read in progress, 0
-/// when none. What the lock manager's I/O attribution looks at.
+/// Per thread slot (`shard::thread_index() % READERS`): the tag of the physical I/O in
+/// progress (a read, or the write-back of a dirty victim before a read), 0 when none. What
+/// the lock manager's I/O attribution looks at.
 static READING: [AtomicU64; READERS] = [const { AtomicU64::new(0) }; READERS];
 
 /// Names what this thread's reads are done for from now on (0: nothing), so that another
@@ -97,12 +98,12 @@ pub fn set_tag(tag: u64) {
     TAG.with(|t| t.set(tag));
 }
 
-/// Whether a thread is inside a physical read for `tag` now.
+/// Whether a thread is inside a physical read (or write-back) for `tag` now.
 pub fn in_read(tag: u64) -> bool {
     tag != 0 && READING.iter().any(|r| r.load(Ordering::Relaxed) == tag)
 }
 
-/// Publishes this thread's tag for the duration of a read.
+/// Publishes this thread's tag for the duration of a read or write-back.
 pub(crate) struct Reading(Option<&'static AtomicU64>);
 
 impl Reading {
@@ -366,5 +367,50 @@ mod tests {
             pool.release_held();
             pool.check_invariants();
         });
+    }
+
+    /// While a thread reads a page for a tag, another thread sees the tag in a read; before
+    /// and after, not.
+    #[test]
+    fn a_read_publishes_its_tag_while_it_lasts() {
+        let store = crate::device::DelayedStore::new(
+            MemPageStore::new(PageSize::Kib8),
+            crate::device::DeviceModel {
+                read_delay: Duration::from_millis(300),
+                write_delay: Duration::ZERO,
+                mode: crate::device::QueueMode::Fixed,
+            },
+        );
+        let pool = BufferPool::new(
+            Box::new(store),
+            PoolConfig {
+                page_size: PageSize::Kib8,
+                frames: 8,
+                latching: true,
+            },
+            None,
+        )
+        .unwrap();
+        for _ in 0..20 {
+            drop(pool.allocate_page(PageKind::Heap).unwrap());
+        }
+        pool.flush_all().unwrap();
+        const TAG: u64 = 0x7a6;
+        assert!(!in_read(TAG));
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                set_tag(TAG);
+                drop(pool.fix_shared(PageId(1)).unwrap());
+                set_tag(0);
+            });
+            let seen = (0..4000).any(|_| {
+                std::thread::sleep(Duration::from_micros(500));
+                in_read(TAG)
+            });
+            reader.join().unwrap();
+            assert!(seen, "the read's tag was never seen");
+        });
+        assert!(!in_read(TAG), "the tag outlived the read");
+        assert!(!in_read(0), "0 names nothing");
     }
 }

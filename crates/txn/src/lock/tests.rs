@@ -1153,3 +1153,58 @@ fn a_request_behind_another_waiter_sleeps_at_once_and_is_nudged_to_the_front() {
     m.check_invariants();
     assert_eq!(m.lock_name_count(), 0);
 }
+
+/// The Charm attribution: a waiter blocked behind a chain (t3 waits for t2, which waits for
+/// t1) counts its wait as due to I/O exactly when the probe says a transaction on the chain
+/// is reading; t1, the chain's end, is "reading" here.
+#[test]
+fn waits_behind_a_reading_chain_are_attributed_to_io() {
+    fn t1_reads(t: TxnId) -> bool {
+        t == TxnId(1)
+    }
+    fn nobody_reads(_: TxnId) -> bool {
+        false
+    }
+    for (probe, attributed) in [(t1_reads as fn(TxnId) -> bool, true), (nobody_reads, false)] {
+        let m = manager(LockConfig {
+            io_probe: Some(IoProbe {
+                in_read: probe,
+                period: Duration::from_micros(200),
+            }),
+            ..config()
+        });
+        let mut t1 = m.begin(TxnId(1));
+        m.lock_record(&mut t1, 1, 1, X).unwrap();
+        let (m2, m3) = (m.clone(), m.clone());
+        let t2 = thread::spawn(move || {
+            let mut t2 = m2.begin(TxnId(2));
+            m2.lock_record(&mut t2, 1, 2, X).unwrap();
+            m2.lock_record(&mut t2, 1, 1, X).unwrap();
+            let io = t2.wait_io_ns();
+            m2.release_all(&mut t2);
+            io
+        });
+        until_waiting(&m, TxnId(2));
+        let t3 = thread::spawn(move || {
+            let mut t3 = m3.begin(TxnId(3));
+            m3.lock_record(&mut t3, 1, 2, X).unwrap();
+            let (wait, io) = (t3.stats().wait_ns, t3.wait_io_ns());
+            m3.release_all(&mut t3);
+            (wait, io)
+        });
+        until_waiting(&m, TxnId(3));
+        thread::sleep(Duration::from_millis(30));
+        m.release_all(&mut t1);
+        let t2_io = t2.join().unwrap();
+        let (t3_wait, t3_io) = t3.join().unwrap();
+        if attributed {
+            // t3 waited ~30 ms behind t2 behind the reading t1: most of it counts.
+            assert!(t3_io >= 15_000_000, "t3: {t3_io} of {t3_wait} ns");
+            assert!(t3_io <= t3_wait + 1_000_000, "t3: {t3_io} of {t3_wait} ns");
+            assert!(t2_io >= 15_000_000, "t2: {t2_io} ns");
+        } else {
+            assert_eq!((t2_io, t3_io), (0, 0));
+        }
+        assert_eq!(m.lock_name_count(), 0);
+    }
+}
