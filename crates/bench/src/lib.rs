@@ -21,6 +21,7 @@ pub mod acklog;
 pub mod allocator;
 pub mod callgrind;
 pub mod capacity;
+pub mod charm;
 pub mod crash;
 pub mod driver;
 pub mod embedded;

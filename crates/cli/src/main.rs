@@ -80,6 +80,12 @@ enum Command {
     /// the time per transaction in each phase, isolation overhead among them, and latency
     /// against throughput. Writes isolation.md, isolation.json and the figures.
     Isolation(IsolationArgs),
+    /// The Charm paper's experiments (two-stage transaction execution) on TPC-C: calibrate the
+    /// CPU per transaction, the emulated device's latency and pools by hit rate, then run the
+    /// concurrency and buffer sweeps and Tables 6 to 8 under conventional, TSTE, OTSTE and
+    /// HTSTE execution. Writes charm.md (every table beside the paper's), charm.json and the
+    /// figures.
+    Charm(CharmArgs),
     /// Crash campaign: run workloads on disk, kill them with SIGKILL at random moments, and
     /// check after each kill that the database recovers intact with every acknowledged
     /// commit; print a table, exit 1 if any database or commit was lost.
@@ -617,6 +623,45 @@ struct IsolationArgs {
     /// the report gives the median and every round's.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
+}
+
+#[derive(Args, Debug)]
+struct CharmArgs {
+    /// Fewer, shorter runs on 1 warehouse: Table 6 at 2 and 4 threads, Table 7 without added
+    /// CPU, no threshold sweep.
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the TPC-C loads, made once and reused by later commands (each run works
+    /// on a fresh copy, in DIR/charm-work) [default: a temporary directory, removed at the
+    /// end].
+    #[arg(long, value_name = "DIR")]
+    db: Option<PathBuf>,
+    /// Directory for charm.md, charm.json and the figures.
+    #[arg(long, value_name = "DIR", default_value = "charm-results")]
+    out: PathBuf,
+    /// TPC-C warehouses [default: 5; with --quick 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    warehouses: Option<u64>,
+    /// Seconds measured per run [default: 15; with --quick 3].
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    duration: Option<f64>,
+    /// Seconds of warm-up per run [default: 5; with --quick 1].
+    #[arg(long, value_name = "SECS", value_parser = parse_warmup)]
+    warmup: Option<f64>,
+    /// Latency of the emulated device, per page read, page write and log write, in
+    /// microseconds [default: calibrated, 100 × the CPU per transaction].
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    read_us: Option<u64>,
+    /// Thread counts of the concurrency sweep, comma-separated [default: 1,2,4,6,8,10,12; with
+    /// --quick 1,2,4].
+    #[arg(long, value_name = "LIST")]
+    threads_list: Option<String>,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Experiments left out, comma-separated, of concurrency, buffer, table6, table7, table8,
+    /// threshold (for tests).
+    #[arg(long, hide = true, value_name = "LIST")]
+    skip: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -1309,6 +1354,33 @@ fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn charm(args: CharmArgs) -> anyhow::Result<ExitCode> {
+    let mut config = bench::charm::CharmConfig::new(args.quick);
+    config.db = args.db;
+    config.out = args.out;
+    if let Some(warehouses) = args.warehouses {
+        config.warehouses = warehouses;
+    }
+    if let Some(secs) = args.duration {
+        config.duration = Duration::from_secs_f64(secs);
+    }
+    if let Some(secs) = args.warmup {
+        config.warmup = Duration::from_secs_f64(secs);
+    }
+    config.read_us = args.read_us;
+    if let Some(list) = &args.threads_list {
+        config.threads = bench::charm::parse_threads(list)?;
+    }
+    config.seed = args.seed;
+    if let Some(list) = &args.skip {
+        config.skip = bench::charm::Experiment::parse_list(list)?;
+    }
+    let report = bench::charm::run_charm(&config)?;
+    println!("{}", report.trim_end());
+    println!("(written to {})", config.out.join("charm.md").display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
     let config = paper_run(
         args.out,
@@ -1784,6 +1856,7 @@ fn main() -> ExitCode {
         Command::Latency(args) => latency(args),
         Command::Section3(args) => section3(args),
         Command::Isolation(args) => isolation(args),
+        Command::Charm(args) => charm(args),
         Command::Crash(args) => crash(args),
         Command::LadderChild(args) => ladder_child(args),
     };

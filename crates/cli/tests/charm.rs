@@ -1,0 +1,163 @@
+//! `glass charm`: a quick run on one warehouse with a short device latency measures every
+//! experiment and writes charm.md (every table and figure named, the goals marked), charm.json
+//! (each run with its tpmC and consistency) and the figures, keeping the loaded database and
+//! removing its working copies; bad options are refused in one line before anything runs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn glass(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(args)
+        .output()
+        .expect("run the glass binary")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
+
+#[test]
+fn a_quick_run_writes_every_table_and_figure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let db = tmp.path().join("databases");
+    let run = glass(&[
+        "charm",
+        "--quick",
+        "--warehouses",
+        "1",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "--threads-list",
+        "2",
+        "--read-us",
+        "200",
+        "--db",
+        path(&db),
+        "--out",
+        path(&out),
+    ]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains(" run 1 of "), "{stderr}");
+    assert!(stdout.contains("charm.md"), "{stdout}");
+
+    let md = std::fs::read_to_string(out.join("charm.md")).unwrap();
+    for table in 1..=8 {
+        assert!(
+            md.contains(&format!("Table {table}")),
+            "no Table {table}:\n{md}"
+        );
+    }
+    for figure in ["2a", "2b", "3a", "3b", "4", "5a", "5b"] {
+        assert!(
+            md.contains(&format!("Figure {figure}")),
+            "no Figure {figure}:\n{md}"
+        );
+    }
+    let goals = md
+        .lines()
+        .filter(|l| l.starts_with("- ✓") || l.starts_with("- ✗"));
+    assert_eq!(goals.count(), 3, "{md}");
+    assert!(
+        md.contains("HTSTE's threshold\n\nNot run (--quick)"),
+        "{md}"
+    );
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("charm.json")).unwrap()).unwrap();
+    let calibration = &json["calibration"];
+    assert_eq!(calibration["read_us"], 200, "{calibration}");
+    assert!(
+        calibration["cpu_us"].as_f64().unwrap() > 0.0,
+        "{calibration}"
+    );
+    let pools: Vec<u64> = calibration["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["mib"].as_u64().unwrap())
+        .collect();
+    assert_eq!(pools.len(), 4, "{calibration}");
+    assert!(pools.windows(2).all(|p| p[0] <= p[1]), "{calibration}");
+    assert_eq!(pools[3], 2 * pools[2], "{calibration}");
+
+    let runs = json["runs"].as_array().unwrap();
+    for run in runs {
+        assert_eq!(run["result"]["consistency"], "ok", "{run}");
+        assert_eq!(run["result"]["threads"], run["spec"]["threads"], "{run}");
+    }
+    for strategy in ["conventional", "htste", "otste", "tste"] {
+        assert!(
+            runs.iter()
+                .any(|r| r["spec"]["strategy"] == strategy && r["tpmc"].as_f64().unwrap() > 0.0),
+            "no {strategy} run with a tpmC above 0: {json}"
+        );
+    }
+    // Every (concurrency, strategy) point of the sweep, and Table 7's four strategies.
+    let sweep = json["tables"]["concurrency"]["points"].as_array().unwrap();
+    assert_eq!(sweep.len(), 1, "{json}");
+    for point in sweep {
+        for strategy in ["conventional", "htste"] {
+            assert!(point[strategy]["tpmc"].as_f64().unwrap() > 0.0, "{point}");
+        }
+    }
+    let table7 = json["tables"]["table7"].as_array().unwrap();
+    assert_eq!(table7.len(), 4, "{json}");
+    assert!(
+        table7.iter().all(|r| r["tpmc"].as_f64().unwrap() > 0.0),
+        "{json}"
+    );
+    // Each run on a fresh copy of the load, its pool filled first.
+    assert!(
+        runs.iter().all(|r| r["refill_reads"].as_u64().unwrap() > 0),
+        "{json}"
+    );
+
+    if Path::new(bench::plot::FONT_PATH).exists() {
+        for figure in ["fig2a", "fig2b", "fig3a", "fig3b", "fig4", "fig5a", "fig5b"] {
+            for ext in ["svg", "png"] {
+                assert!(
+                    out.join(format!("{figure}.{ext}")).exists(),
+                    "no {figure}.{ext}"
+                );
+            }
+        }
+    }
+    // The load is kept for the next command; the runs' copies are gone.
+    assert!(db.join("tpcc-1w").join("glass-load.json").exists());
+    assert!(!db.join("charm-work").exists());
+}
+
+#[test]
+fn bad_options_are_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    for (args, expected) in [
+        (&["--threads-list", ","][..], "--threads-list"),
+        (&["--threads-list", "2,zero"][..], "--threads-list"),
+        (&["--threads-list", "0"][..], "--threads-list"),
+        (&["--skip", "table9"][..], "--skip"),
+        (&["--warehouses", "0"][..], "--warehouses"),
+        (&["--read-us", "0"][..], "--read-us"),
+        (&["--duration", "0"][..], "--duration"),
+    ] {
+        let mut all = vec!["charm", "--out", path(&out)];
+        all.extend(args);
+        let run = glass(&all);
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+    assert!(!out.exists(), "a refused command wrote {}", out.display());
+}
