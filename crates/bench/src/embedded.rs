@@ -30,10 +30,6 @@ impl EmbeddedExecutor {
 
 impl Executor for EmbeddedExecutor {
     fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
-        if attempt.measured && self.db.has_device() {
-            // The emulated devices delay the measured phase (see `run_workload`).
-            self.db.set_device(true);
-        }
         if let Some(strategies) = &self.strategies {
             let mut body = |tx: &mut dyn engine::Tx| terminal.run(tx);
             return strategies

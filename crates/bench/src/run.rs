@@ -338,10 +338,10 @@ pub fn run_workload(
         ),
         None => None,
     };
-    // The emulated devices delay the measured phase only (the executor turns them on at its
-    // first measured transaction): the load, the warm-up, which fills the pool, and the
-    // check run at the machine's speed.
-    db.set_device(false);
+    // The emulated devices delay the run, warm-up included (a warm-up at the machine's speed
+    // would leave the pages it dirtied for the measured phase to write back): the load, the
+    // open and the check run at the machine's speed.
+    db.set_device(true);
     let embedded = EmbeddedExecutor {
         db: db.clone(),
         strategies,

@@ -520,11 +520,6 @@ impl Database {
         }
     }
 
-    /// Whether an emulated device is configured (page file or log).
-    pub fn has_device(&self) -> bool {
-        !self.config.device.is_none() || !self.config.log_device.is_zero()
-    }
-
     /// Damage in the middle of the log that opening cut, losing the records after it: only
     /// with [`DbConfig::accept_log_loss`] (without it such an open fails).
     pub fn log_loss(&self) -> Option<&wal::LogDamage> {
