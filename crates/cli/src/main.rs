@@ -336,24 +336,25 @@ impl DeviceArgs {
     }
 }
 
-fn parse_millis(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of milliseconds"))?;
-    if !(0.0..=60_000.0).contains(&v) {
-        return Err(format!("{v} ms is outside 0..=60000"));
+/// A number within `range`, or a message naming `what` it should have been.
+fn parse_within(s: &str, range: std::ops::RangeInclusive<f64>, what: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not {what}"))?;
+    if !range.contains(&v) {
+        return Err(format!(
+            "{v} is outside {}..={} ({what})",
+            range.start(),
+            range.end()
+        ));
     }
     Ok(v)
 }
 
+fn parse_millis(s: &str) -> Result<f64, String> {
+    parse_within(s, 0.0..=60_000.0, "a number of milliseconds")
+}
+
 fn parse_percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("'{s}' is not a percentage"))?;
-    if !(0.0..=100.0).contains(&v) {
-        return Err(format!("{v}% is outside 0..=100"));
-    }
-    Ok(v)
+    parse_within(s, 0.0..=100.0, "a percentage")
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug)]

@@ -101,6 +101,15 @@ impl<'db> FetchTx<'db> {
     }
 }
 
+/// Reads what an insert of `key` into `store` reads: the leaf the key goes to, and the key
+/// after it (which the insert locks, and which may lie on the next leaf).
+fn touch_insert_position(store: &IndexStore, key: &[u8]) -> TxResult<()> {
+    store.scan(Bound::Included(key), Bound::Unbounded, false, 2, |_, _| {
+        true
+    })?;
+    Ok(())
+}
+
 fn bound(key: &[u8], b: Bound<()>) -> Bound<&[u8]> {
     match b {
         Bound::Included(()) => Bound::Included(key),
@@ -165,28 +174,14 @@ impl Tx for FetchTx<'_> {
         table
             .key
             .encode_record(&table.layout, &self.rec, &mut self.key)?;
-        // The leaf the key goes to, and the key after it (which an insert locks, and which
-        // may lie on the next leaf).
-        table.primary.scan(
-            Bound::Included(&self.key),
-            Bound::Unbounded,
-            false,
-            2,
-            |_, _| true,
-        )?;
+        touch_insert_position(&table.primary, &self.key)?;
         let secondaries = table.secondaries.read().clone();
         for ix in secondaries {
             let index = self.db.index_by_id(ix)?;
             index
                 .key
                 .encode_record(&table.layout, &self.rec, &mut self.key)?;
-            index.store.scan(
-                Bound::Included(&self.key),
-                Bound::Unbounded,
-                false,
-                2,
-                |_, _| true,
-            )?;
+            touch_insert_position(&index.store, &self.key)?;
         }
         if let Records::Heap(heap) = &table.records {
             heap.touch_insert_page(self.rec.len())?;

@@ -155,20 +155,25 @@ fn bump_and_read_far(runs: &mut u32) -> impl FnMut(&mut dyn Tx) -> crate::TxResu
     }
 }
 
+/// An executor of one transaction type, "bump", under `strategy`.
+fn executor(db: &Database, strategy: Strategy) -> Executor {
+    Executor::new(
+        db,
+        ExecutionConfig {
+            strategy,
+            ..Default::default()
+        },
+        &["bump"],
+    )
+    .unwrap()
+}
+
 #[test]
 fn otste_converts_on_its_first_read_and_its_writes_happen_once() {
     let db = open();
     let t = load(&db);
     warm(&db, &t, 3000);
-    let ex = Executor::new(
-        &db,
-        ExecutionConfig {
-            strategy: Strategy::Otste,
-            ..Default::default()
-        },
-        &["bump"],
-    )
-    .unwrap();
+    let ex = executor(&db, Strategy::Otste);
     let mut runs = 0;
     let report = ex
         .run(&db, 0, true, &mut bump_and_read_far(&mut runs))
@@ -206,15 +211,7 @@ fn tste_reads_in_the_fetch_stage_and_holds_until_the_end() {
     let db = open();
     let t = load(&db);
     warm(&db, &t, 3000);
-    let ex = Executor::new(
-        &db,
-        ExecutionConfig {
-            strategy: Strategy::Tste,
-            ..Default::default()
-        },
-        &["bump"],
-    )
-    .unwrap();
+    let ex = executor(&db, Strategy::Tste);
     let mut runs = 0;
     let report = ex
         .run(&db, 0, true, &mut bump_and_read_far(&mut runs))
@@ -231,7 +228,7 @@ fn tste_reads_in_the_fetch_stage_and_holds_until_the_end() {
     assert_eq!(balance(&db, &t, 0), Some(101));
 
     // Conventional: one run, which reads with its lock on row 0 held.
-    let conventional = Executor::new(&db, ExecutionConfig::default(), &["bump"]).unwrap();
+    let conventional = executor(&db, Strategy::Conventional);
     warm(&db, &t, 3000);
     let report = conventional
         .run(&db, 0, true, &mut bump_and_read_far(&mut runs))
