@@ -66,7 +66,6 @@ pub(crate) struct Session {
     /// A whole record: what an insert encodes, a copy an update writes its new values into
     /// (see `Staged::rec`), a delete's before image.
     rec: Vec<u8>,
-    payload: Vec<u8>,
     after: Vec<u8>,
     hits: Vec<(Vec<u8>, u64)>,
     /// Columns from 64 on that an update set (see `RowWriter`).
@@ -135,7 +134,6 @@ impl Session {
             key: Vec::with_capacity(64),
             key2: Vec::with_capacity(64),
             rec: Vec::with_capacity(1024),
-            payload: Vec::with_capacity(1024),
             after: Vec::with_capacity(1024),
             hits: Vec::new(),
             wide: Vec::new(),
@@ -494,7 +492,6 @@ impl<'db> Transaction<'db> {
         id: TxnId,
         prev: Lsn,
         active: Option<&'t ActiveTxn>,
-        payload: &mut Vec<u8>,
         op: UndoOp<'_>,
     ) -> Option<wal::HeldUpdate<'t>> {
         let log = db.log.as_ref()?;
@@ -507,14 +504,16 @@ impl<'db> Transaction<'db> {
         // The LSN goes into the active-transaction table under the log buffer latch (see
         // `LogManager::append_publishing`: a checkpoint must not miss this record).
         let cell = active.map(|a| &a.last_lsn);
-        let payload: &[u8] = if db.log_records {
-            op.encode(payload);
-            payload
+        // The payload (`UndoOp::encode`) in its two parts, encoded straight into the held
+        // frame.
+        let header = op.header();
+        let parts: &[&[u8]] = if db.log_records {
+            &[&header, op.before]
         } else {
             &[]
         };
         // SAFETY: passed on to the caller (this function's own contract).
-        Some(unsafe { log.hold_update_publishing(id, prev, payload, cell) })
+        Some(unsafe { log.hold_update_parts_publishing(id, prev, parts, cell) })
     }
 
     /// Update and read-modify-write: finds and locks the row once, works out the changes
@@ -592,8 +591,7 @@ impl<'db> Transaction<'db> {
             };
             let active = self.active.as_deref();
             // SAFETY: settled below, whatever the write's outcome.
-            let held =
-                unsafe { Self::hold_undo(db, self.id, prev, active, &mut self.s.payload, op) };
+            let held = unsafe { Self::hold_undo(db, self.id, prev, active, op) };
             let mut pieces: [(usize, &[u8]); crate::db::MAX_SPANS] =
                 [(0, &[]); crate::db::MAX_SPANS];
             for (piece, &(lo, hi)) in pieces.iter_mut().zip(spans.iter()) {
@@ -1163,7 +1161,6 @@ impl Tx for Transaction<'_> {
             let prev = self.last_lsn;
             let loc = {
                 let (db, id, active) = (self.db, self.id, self.active.as_deref());
-                let payload = &mut self.s.payload;
                 let mut held = None;
                 let inserted = table.records.insert(&rec, |loc| {
                     let op = UndoOp {
@@ -1174,7 +1171,7 @@ impl Tx for Transaction<'_> {
                         before: &[],
                     };
                     // SAFETY: settled below, whatever the insert's outcome.
-                    held = unsafe { Self::hold_undo(db, id, prev, active, payload, op) };
+                    held = unsafe { Self::hold_undo(db, id, prev, active, op) };
                 });
                 if let Some(held) = held {
                     self.last_lsn = held.settle();
@@ -1225,8 +1222,7 @@ impl Tx for Transaction<'_> {
             };
             let active = self.active.as_deref();
             // SAFETY: settled below, whatever the index removal's outcome.
-            let held =
-                unsafe { Self::hold_undo(self.db, self.id, prev, active, &mut self.s.payload, op) };
+            let held = unsafe { Self::hold_undo(self.db, self.id, prev, active, op) };
             self.s
                 .undo
                 .push(KIND_DELETE, table.id, loc, 0, &rec, prev.0);

@@ -29,7 +29,8 @@ pub const KIND_INSERT: u8 = 1;
 pub const KIND_UPDATE: u8 = 2;
 pub const KIND_DELETE: u8 = 3;
 pub const KIND_UPDATE_PIECES: u8 = 4;
-const HEADER: usize = 19;
+/// Bytes of the payload before the before image.
+pub const HEADER: usize = 19;
 
 /// One logical undo action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,13 +43,22 @@ pub struct UndoOp<'a> {
 }
 
 impl UndoOp<'_> {
+    /// The payload's fixed part; the before image follows it.
+    #[inline]
+    pub fn header(&self) -> [u8; HEADER] {
+        let mut h = [0u8; HEADER];
+        h[0] = self.kind;
+        h[1..5].copy_from_slice(&self.table.to_le_bytes());
+        h[5..13].copy_from_slice(&self.loc.to_le_bytes());
+        h[13..15].copy_from_slice(&self.offset.to_le_bytes());
+        h[15..19].copy_from_slice(&(self.before.len() as u32).to_le_bytes());
+        h
+    }
+
+    /// The whole payload: [`UndoOp::header`], then the before image.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.clear();
-        out.push(self.kind);
-        out.extend_from_slice(&self.table.to_le_bytes());
-        out.extend_from_slice(&self.loc.to_le_bytes());
-        out.extend_from_slice(&self.offset.to_le_bytes());
-        out.extend_from_slice(&(self.before.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.header());
         out.extend_from_slice(self.before);
     }
 }

@@ -90,15 +90,16 @@
 //!
 //! ```text
 //!  frame_len(view)            sum of field sizes (asserts the format's limits)
-//!  FRAME_SCRATCH[..len]       this thread's scratch, as long as the largest frame seen
-//!    encode_frame_into        one bounds check + copy per field, no Vec growth checks
-//!    crc32c(len, kind..)      SSE 4.2 `crc32`: 8 bytes per instruction, no setup
 //!  lock buffer latch ─ reserve: used += len, count, publish the LSN, raise my copy count ─ unlock
-//!  memcpy frame into the reserved bytes ─ lower my copy count (release)
+//!  encode_frame_into          straight into the reserved bytes: one bounds check + copy per
+//!                             field, no Vec growth checks, no scratch copy
+//!    crc32c(len, kind..)      SSE 4.2 `crc32`: 8 bytes per instruction, no setup
+//!  lower my copy count (release)
 //! ```
 //!
 //! Everything runs outside the latch but the reservation, because a frame does not contain
-//! its own LSN: encoding before it, copying after it. A writer that takes the buffer waits
+//! its own LSN: its length is known before it is encoded, so the bytes are reserved first
+//! and the frame is encoded into them after the latch is released. A writer that takes the buffer waits
 //! until the copy counts of the generation it took are zero (`buffer::CopyCounts`: one pair
 //! per thread shard, on lines of their own); a reader of the buffer and a buffer that must
 //! grow wait the same way, holding the latch, so that no copy starts meanwhile. With the copy
@@ -131,7 +132,7 @@
 //! safely, so the engine must stop and recover from what is on disk.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crossbeam::utils::CachePadded;
@@ -145,9 +146,9 @@ use crate::checksum::crc32c;
 use crate::error::{LogDamage, WalError, WalResult};
 use crate::reader::{look_past, unwritten_sector_in, ChunkReader, FrameAt, LogIter};
 use crate::record::{
-    check_frame, decode_checked_frame, encode_frame, encode_frame_into, frame_len,
-    CompensationView, Encode, FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind,
-    TxnId, TxnMarkView, UpdateView,
+    check_frame, decode_checked_frame, encode_frame_into, frame_len, CompensationView, Encode,
+    FrameCheck, LogRecord, PageRangesView, PageRedoView, RecordKind, TxnId, TxnMarkView,
+    UpdatePartsView, UpdateView,
 };
 use crate::storage::LogStorage;
 
@@ -168,15 +169,21 @@ const MASTER_SIZE: usize = 28;
 const READ_AHEAD_BYTES: usize = 512;
 
 thread_local! {
-    /// Where this thread encodes a frame before copying it into the log buffer. Its length is
-    /// the largest frame seen so far (a frame is encoded into a prefix), so appends neither
-    /// allocate nor zero anything once the largest record has been seen.
-    static FRAME_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// The `Update` record this thread holds back ([`LogManager::hold_update_publishing`]).
     static HELD: RefCell<HeldFrame> = const { RefCell::new(HeldFrame::EMPTY) };
     /// The log whose held record waits in `HELD` to be carried in (0: none): checked by every
     /// append before it borrows the slot, so an append with nothing to carry pays one load.
     static HELD_WAITING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Lowers a copy count when dropped: the end of a copy into reserved log-buffer bytes.
+struct CopyDone<'a>(&'a AtomicU32);
+
+impl Drop for CopyDone<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
 }
 
 /// Source of [`LogManager`] identities, which tell apart the logs a thread's held record may
@@ -188,7 +195,8 @@ static NEXT_LOG_ID: AtomicU64 = AtomicU64::new(1);
 struct HeldFrame {
     /// The log it is for ([`LogManager::id`]); 0 when the slot is empty.
     log: u64,
-    /// The encoded frame is `frame[..len]` (the vector only grows, like `FRAME_SCRATCH`).
+    /// The encoded frame is `frame[..len]` (the vector only grows: no allocation once the
+    /// largest update has been held).
     frame: Vec<u8>,
     len: usize,
     /// The transaction's last-LSN cell, given the record's LSN under the buffer latch. Valid
@@ -263,7 +271,7 @@ impl HeldUpdate<'_> {
             let mut buffered = 0;
             if let Some(waiting) = held.waiting_for(log.id) {
                 // Nothing carried it: it goes in alone.
-                buffered = log.copy_in(Some(waiting), &[], false, None).1;
+                buffered = log.put(Some(waiting), 0, false, None, |_| {}).1;
             }
             held.log = 0;
             held.publish = std::ptr::null();
@@ -729,7 +737,26 @@ impl LogManager {
         payload: &[u8],
         last_lsn: Option<&'a AtomicU64>,
     ) -> HeldUpdate<'a> {
-        let view = UpdateView { txn, prev, payload };
+        // SAFETY: passed on to the caller (this function's own contract).
+        unsafe { self.hold_update_parts_publishing(txn, prev, &[payload], last_lsn) }
+    }
+
+    /// [`LogManager::hold_update_publishing`] with the payload given in parts, encoded one
+    /// after the other straight into the held frame: a caller whose payload is a header and
+    /// a before image need not gather them into a buffer first.
+    ///
+    /// # Safety
+    ///
+    /// As [`LogManager::hold_update_publishing`].
+    #[inline]
+    pub unsafe fn hold_update_parts_publishing<'a>(
+        &'a self,
+        txn: TxnId,
+        prev: Lsn,
+        parts: &[&[u8]],
+        last_lsn: Option<&'a AtomicU64>,
+    ) -> HeldUpdate<'a> {
+        let view = UpdatePartsView { txn, prev, parts };
         let held = if self.mode == LogMode::LsnOnly {
             None
         } else {
@@ -864,64 +891,49 @@ impl LogManager {
         done.unwrap_or_else(|| self.encode_and_copy_in(record, len, None, is_commit, publish))
     }
 
-    /// The rest of [`LogManager::append_encoded`]: encodes `record` (`len` bytes framed) into
-    /// this thread's scratch buffer and copies it in behind `held`; writes a full buffer out.
+    /// The rest of [`LogManager::append_encoded`]: reserves `len` bytes behind `held` and
+    /// encodes `record` straight into them; writes a full buffer out.
     #[inline(always)]
     fn encode_and_copy_in<E: Encode>(
         &self,
         record: &E,
         len: usize,
-        mut held: Option<&mut HeldFrame>,
+        held: Option<&mut HeldFrame>,
         is_commit: bool,
         publish: Option<&AtomicU64>,
     ) -> Lsn {
-        let appended = FRAME_SCRATCH.try_with(|scratch| {
-            let Ok(mut scratch) = scratch.try_borrow_mut() else {
-                return None;
-            };
-            if scratch.len() < len {
-                // Grows (zeroed) to the largest frame seen, then stays: no per-record fill.
-                scratch.resize(len, 0);
-            }
-            let frame = &mut scratch[..len];
-            encode_frame_into(record, frame);
-            Some(self.copy_in(held.take(), frame, is_commit, publish))
+        let (lsn, buffered) = self.put(held, len, is_commit, publish, |frame| {
+            encode_frame_into(record, frame)
         });
-        let (lsn, buffered) = match appended {
-            Ok(Some(done)) => done,
-            _ => {
-                // No scratch buffer (thread teardown): a frame of its own.
-                let mut frame = Vec::with_capacity(len);
-                encode_frame(record, &mut frame);
-                self.copy_in(held.take(), &frame, is_commit, publish)
-            }
-        };
         if buffered >= self.buffer_bytes {
             self.write_full_buffer(buffered);
         }
         lsn
     }
 
-    /// Puts `held` (this thread's held update, if one waits to be carried) and then `frame`
-    /// (whole frames; empty for the held one alone) into the log buffer; returns the LSN of
-    /// `frame` (of the held one, if `frame` is empty) and the bytes then buffered.
+    /// Puts `held` (this thread's held update, if one waits to be carried) and then a frame
+    /// of `len` bytes, which `fill` writes (nothing for the held one alone), into the log
+    /// buffer; returns the LSN of the frame (of the held one, if `len` is 0) and the bytes
+    /// then buffered.
     ///
     /// Under the buffer latch only the reservation: room made, `used` moved on, the counters
     /// counted, the LSNs published into their cells (a checkpoint that appends its begin
-    /// after this sees them), and this thread's copy counter raised. The copy runs after the
-    /// latch is released, then the counter goes down: a writer that took these bytes waits
-    /// for that ([`CopyCounts::wait_done`]). Without latching (one thread) it all runs at once.
+    /// after this sees them), and this thread's copy counter raised. The held frame's copy
+    /// and `fill` run after the latch is released, then the counter goes down: a writer that
+    /// took these bytes waits for that ([`CopyCounts::wait_done`]). Without latching (one
+    /// thread) it all runs at once.
     #[inline(always)]
-    fn copy_in(
+    fn put(
         &self,
         mut held: Option<&mut HeldFrame>,
-        frame: &[u8],
+        len: usize,
         is_commit: bool,
         publish: Option<&AtomicU64>,
+        fill: impl FnOnce(&mut [u8]),
     ) -> (Lsn, usize) {
         let held_len = held.as_ref().map_or(0, |h| h.len);
-        let total = held_len + frame.len();
-        let frames = u64::from(held.is_some()) + u64::from(!frame.is_empty());
+        let total = held_len + len;
+        let frames = u64::from(held.is_some()) + u64::from(len > 0);
         storage::shared::bump(storage::shared::Place::LogAppend);
         let mut buffer = self.buffer.lock();
         if !buffer.has_room(total) {
@@ -933,11 +945,11 @@ impl LogManager {
         let mut lsn = reserved.lsn;
         if let Some(h) = held.as_deref_mut() {
             h.appended_at(lsn);
-            if !frame.is_empty() {
+            if len > 0 {
                 lsn = Lsn(lsn.0 + held_len as u64);
             }
         }
-        if let Some(cell) = publish.filter(|_| !frame.is_empty()) {
+        if let Some(cell) = publish.filter(|_| len > 0) {
             cell.store(lsn.0, Ordering::Relaxed);
         }
         if is_commit {
@@ -946,24 +958,26 @@ impl LogManager {
         }
         let buffered = buffer.bytes.len();
         buffer.prefetch_ahead(total);
-        // Without latching there is one thread, and nobody to wait for the copy.
-        let copying = self.buffer.is_enabled().then(|| {
+        // Without latching there is one thread, and nobody to wait for the copy. The guard
+        // lowers the count even if `fill` panics, so that no writer waits for it forever.
+        let _copying = self.buffer.is_enabled().then(|| {
             let copying = self.copies.mine(buffer.generation);
             copying.fetch_add(1, Ordering::Relaxed);
-            copying
+            CopyDone(copying)
         });
         drop(buffer);
-        // SAFETY: `reserve` gave `total` bytes at `to`, inside the region and no one else's;
-        // a writer that takes the region waits for `copying` before it reads them, and the
-        // region is neither freed nor moved while a copy is counted (`grow` waits too).
+        // SAFETY: `reserve` gave `total` bytes at `to`, inside the region and no one else's
+        // (no other slice covers them); a writer that takes the region waits for the copy
+        // count before it reads them, and the region is neither freed nor moved while a copy
+        // is counted (`grow` waits too).
         unsafe {
             if let Some(h) = held {
                 std::ptr::copy_nonoverlapping(h.frame.as_ptr(), reserved.to, held_len);
             }
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), reserved.to.add(held_len), frame.len());
-        }
-        if let Some(copying) = copying {
-            copying.fetch_sub(1, Ordering::Release);
+            fill(std::slice::from_raw_parts_mut(
+                reserved.to.add(held_len),
+                len,
+            ));
         }
         (lsn, buffered)
     }

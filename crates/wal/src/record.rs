@@ -382,6 +382,31 @@ impl Encode for UpdateView<'_> {
     }
 }
 
+/// Borrowed `Update` whose payload is given in parts, written one after the other (so that a
+/// caller need not first gather them into one buffer).
+pub(crate) struct UpdatePartsView<'a> {
+    pub txn: TxnId,
+    pub prev: Lsn,
+    pub parts: &'a [&'a [u8]],
+}
+
+impl Encode for UpdatePartsView<'_> {
+    fn kind(&self) -> RecordKind {
+        RecordKind::Update
+    }
+    fn body_len(&self) -> usize {
+        16 + self.parts.iter().map(|p| p.len()).sum::<usize>()
+    }
+    #[inline]
+    fn write_body<S: Sink>(&self, sink: &mut S) {
+        sink.put(&self.txn.0.to_le_bytes());
+        sink.put(&self.prev.0.to_le_bytes());
+        for part in self.parts {
+            sink.put(part);
+        }
+    }
+}
+
 /// Borrowed `Compensation`.
 pub(crate) struct CompensationView<'a> {
     pub txn: TxnId,
@@ -1126,6 +1151,32 @@ mod tests {
         assert_eq!(pages[0].ranges[2], (8000, image[8000..].to_vec()));
         assert!(pages[0].zeroed, "the zero-fill flag survives");
         assert_eq!(pages[0].page, PageId(9));
+    }
+
+    #[test]
+    fn an_update_in_parts_encodes_as_its_parts_joined() {
+        let payload: Vec<u8> = (0..300).map(|i| (i * 11) as u8).collect();
+        let whole = UpdateView {
+            txn: TxnId(5),
+            prev: Lsn(4321),
+            payload: &payload,
+        };
+        let mut expected = Vec::new();
+        encode_frame(&whole, &mut expected);
+        for cut in [0, 1, 19, 299, 300] {
+            let (a, b) = payload.split_at(cut);
+            for parts in [&[a, b][..], &[a, &[], b][..]] {
+                let view = UpdatePartsView {
+                    txn: TxnId(5),
+                    prev: Lsn(4321),
+                    parts,
+                };
+                assert_eq!(frame_len(&view), expected.len());
+                let mut frame = vec![0xAA; expected.len()];
+                encode_frame_into(&view, &mut frame);
+                assert_eq!(frame, expected, "cut at {cut}");
+            }
+        }
     }
 
     #[test]
