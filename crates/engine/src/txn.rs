@@ -486,7 +486,7 @@ impl<'db> Transaction<'db> {
     ///
     /// The caller settles or drops the returned record, never leaks it (see
     /// `LogManager::hold_update_publishing`).
-    #[inline]
+    #[inline(always)]
     unsafe fn hold_undo<'t>(
         db: &'t Database,
         id: TxnId,
@@ -494,7 +494,26 @@ impl<'db> Transaction<'db> {
         active: Option<&'t ActiveTxn>,
         op: UndoOp<'_>,
     ) -> Option<wal::HeldUpdate<'t>> {
+        // Without a log (the ladder's rungs from `lsn` on) one inlined test, no call.
         let log = db.log.as_ref()?;
+        // SAFETY: passed on to the caller (this function's own contract).
+        Some(unsafe { Self::hold_undo_in(db, log, id, prev, active, op) })
+    }
+
+    /// [`Transaction::hold_undo`] with a log.
+    ///
+    /// # Safety
+    ///
+    /// As [`Transaction::hold_undo`].
+    #[inline(never)]
+    unsafe fn hold_undo_in<'t>(
+        db: &'t Database,
+        log: &'t wal::LogManager,
+        id: TxnId,
+        prev: Lsn,
+        active: Option<&'t ActiveTxn>,
+        op: UndoOp<'_>,
+    ) -> wal::HeldUpdate<'t> {
         if let Some(a) = active {
             a.touch();
             if prev == Lsn::NONE {
@@ -513,7 +532,7 @@ impl<'db> Transaction<'db> {
             &[]
         };
         // SAFETY: passed on to the caller (this function's own contract).
-        Some(unsafe { log.hold_update_parts_publishing(id, prev, parts, cell) })
+        unsafe { log.hold_update_parts_publishing(id, prev, parts, cell) }
     }
 
     /// Update and read-modify-write: finds and locks the row once, works out the changes
