@@ -49,6 +49,7 @@ fuzz_target!(|data: &[u8]| {
         buffer_bytes: 4096,
         accept_loss: control & 16 != 0,
         latching: true,
+        gather_commits: true,
     };
     let Ok((log, report)) = LogManager::open(Box::new(storage), config) else {
         return;

@@ -386,6 +386,9 @@ pub struct LogSummary {
     pub forces_per_commit: f64,
     /// Mean commits made durable by one force that made any durable.
     pub commits_per_batch: f64,
+    /// Mean µs a group-commit leader waited, per force, for the committers it expected
+    /// (`wal::LogConfig::gather_commits`; 0 when it is off).
+    pub gather_us_per_force: f64,
 }
 
 impl LogSummary {
@@ -402,6 +405,8 @@ impl LogSummary {
             bytes: after.bytes.saturating_sub(before.bytes),
             forces_per_commit: ratio(forces, commits),
             commits_per_batch: ratio(commits, batches),
+            gather_us_per_force: ratio(after.gather_ns.saturating_sub(before.gather_ns), forces)
+                / 1000.0,
         }
     }
 }

@@ -339,6 +339,8 @@ pub struct Point {
     /// warm-up included); `None` when the log forced nothing.
     pub forces_per_commit: Option<f64>,
     pub commits_per_batch: Option<f64>,
+    /// Mean µs a force's leader gathered committers (median over the rounds).
+    pub gather_us_per_force: Option<f64>,
     /// `"ok"`, or the first round's failed conditions.
     pub consistency: String,
     /// Each round's whole result.
@@ -769,6 +771,7 @@ fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), BenchResul
                 .median,
                 forces_per_commit: log_median(&|l| l.forces_per_commit),
                 commits_per_batch: log_median(&|l| l.commits_per_batch),
+                gather_us_per_force: log_median(&|l| l.gather_us_per_force),
                 consistency,
                 runs: rounds,
             });
@@ -897,7 +900,11 @@ impl ScaleResult {
                 "speed-up", "efficiency", "p50 µs", "p99 µs", "aborts/s"
             );
             if log {
-                let _ = write!(header, " {:>13} {:>13}", "forces/commit", "commits/group");
+                let _ = write!(
+                    header,
+                    " {:>13} {:>13} {:>10}",
+                    "forces/commit", "commits/group", "gather µs"
+                );
             }
             let width = header.chars().count();
             let _ = writeln!(out, "{header}");
@@ -926,9 +933,10 @@ impl ScaleResult {
                     };
                     let _ = write!(
                         row,
-                        " {:>13} {:>13}",
+                        " {:>13} {:>13} {:>10}",
                         cell(p.forces_per_commit, 3),
-                        cell(p.commits_per_batch, 1)
+                        cell(p.commits_per_batch, 1),
+                        cell(p.gather_us_per_force, 1)
                     );
                 }
                 if p.consistency != "ok" {
@@ -1171,6 +1179,7 @@ mod tests {
             aborts_per_s: 0.0,
             forces_per_commit: log,
             commits_per_batch: log.map(|l| 1.0 / l),
+            gather_us_per_force: log.map(|_| 0.0),
             consistency: "ok".into(),
             runs: Vec::new(),
         }

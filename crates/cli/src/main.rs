@@ -403,6 +403,11 @@ struct LogFileArgs {
     /// file size; 0: the file grows with each write (with --db).
     #[arg(long, value_name = "MIB", default_value_t = DbConfig::default().log_prealloc_bytes >> 20, value_parser = clap::value_parser!(u64).range(0..=(1 << 20)))]
     log_prealloc_mib: u64,
+    /// Group commit without gathering: a leader forces at once with whatever commits are
+    /// buffered, instead of first waiting (at most one force's time) for the committers it
+    /// expects (with --db and --durable).
+    #[arg(long)]
+    no_commit_gather: bool,
 }
 
 impl LogFileArgs {
@@ -416,6 +421,7 @@ impl LogFileArgs {
                 LogSyncName::Direct => LogSync::Direct,
             },
             log_prealloc_bytes: self.log_prealloc_mib << 20,
+            gather_commits: !self.no_commit_gather,
             ..db
         }
     }
@@ -858,6 +864,8 @@ struct ScaleArgs {
     mix: MixArgs,
     #[command(flatten)]
     engine: EngineSetupArgs,
+    #[command(flatten)]
+    log_file: LogFileArgs,
     /// Seed of the terminals' random streams (as glass bench's).
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -1440,7 +1448,7 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
     base.options = run_options(args.workload, &args.data, &args.mix);
     base.stop = Stop::Duration(Duration::from_secs_f64(args.duration));
     base.warmup = Duration::from_secs_f64(args.warmup);
-    base.db = engine_db(setup, switches);
+    base.db = args.log_file.apply(engine_db(setup, switches));
     base.seed = args.seed;
     let config = bench::scale::ScaleConfig {
         base,

@@ -111,6 +111,9 @@ pub struct DbConfig {
     /// Zeros kept written ahead of the log file's end, added this many bytes at a time, so
     /// that a force writes no new file size; 0 lets the file grow with each write.
     pub log_prealloc_bytes: u64,
+    /// Whether a group-commit leader waits for the committers it expects before it forces
+    /// (`wal::LogConfig::gather_commits`).
+    pub gather_commits: bool,
     /// How long a transaction waits for a lock before it fails with a retryable error (when
     /// no deadlock is found sooner). A server whose worker thread serves many connections
     /// bounds it tightly: a wait for a lock that an idle connection on the same worker holds
@@ -151,6 +154,7 @@ impl Default for DbConfig {
             create: true,
             log_sync: LogSync::default(),
             log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
+            gather_commits: true,
             lock_wait_timeout: std::time::Duration::from_secs(10),
             device: storage::DeviceModel::none(),
             log_device: std::time::Duration::ZERO,
@@ -384,6 +388,7 @@ impl Database {
                     buffer_bytes: 1 << 20,
                     accept_loss: config.accept_log_loss,
                     latching,
+                    gather_commits: config.gather_commits,
                 },
             )
             .map_err(log_open_err)?;

@@ -57,6 +57,7 @@ fn discard_log(mode: LogMode) -> LogManager {
         buffer_bytes: 1 << 20,
         accept_loss: false,
         latching: true,
+        gather_commits: true,
     };
     LogManager::open(Box::new(storage), config).unwrap().0
 }

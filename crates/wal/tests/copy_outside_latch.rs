@@ -30,6 +30,7 @@ fn run(mode: LogMode) {
         buffer_bytes: 256,
         accept_loss: false,
         latching: true,
+        gather_commits: true,
     };
     let log = Arc::new(
         LogManager::open(Box::new(MemLogStorage::new()), config)

@@ -350,6 +350,7 @@ fn a_log_that_is_never_forced_discards_behind_its_checkpoints_and_an_lsn_only_on
                 buffer_bytes: 1 << 20,
                 accept_loss: false,
                 latching: true,
+                gather_commits: true,
             },
         )
         .unwrap();

@@ -66,6 +66,7 @@ fn every_acknowledged_commit_survives_crashes_taken_while_threads_commit() {
             buffer_bytes: 4096,
             accept_loss: false,
             latching: true,
+            gather_commits: true,
         },
     )
     .unwrap();
@@ -170,4 +171,70 @@ fn every_acknowledged_commit_survives_crashes_taken_while_threads_commit() {
         "forces do not group: {stats:?}"
     );
     log.check_invariants();
+}
+
+/// A durable log over [`SlowSync`], gathering or not.
+fn slow_log(gather_commits: bool) -> Arc<LogManager> {
+    let (log, _) = LogManager::open(
+        Box::new(SlowSync(MemLogStorage::new())),
+        LogConfig {
+            gather_commits,
+            ..LogConfig::default()
+        },
+    )
+    .unwrap();
+    Arc::new(log)
+}
+
+/// `threads` threads commit `each` one-update transactions (ids apart per thread).
+fn commit_concurrently(log: &Arc<LogManager>, threads: u64, each: u64) {
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for i in 0..each {
+                    let txn = TxnId(1 + t * each + i);
+                    let prev = log.append_update(txn, Lsn::NONE, &[t as u8; 40]);
+                    log.commit(txn, prev).expect("commit");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+}
+
+#[test]
+fn a_leader_gathers_the_committers_it_expects_and_only_when_told_to() {
+    for gather in [true, false] {
+        let log = slow_log(gather);
+        commit_concurrently(&log, 4, 100);
+        let stats = log.stats();
+        assert_eq!(stats.commits, 400);
+        assert!(
+            stats.commit_batches < stats.commits,
+            "gather {gather}: {stats:?}"
+        );
+        // Four threads commit in a loop: leaders see more committers than themselves.
+        assert_eq!(stats.gathers > 0, gather, "{stats:?}");
+        assert_eq!(stats.gather_ns > 0, gather, "{stats:?}");
+    }
+}
+
+#[test]
+fn a_lone_committer_stops_waiting_for_committers_that_left() {
+    let log = slow_log(true);
+    commit_concurrently(&log, 4, 50);
+    let before = log.stats();
+    // The four threads are gone. Their bits stay in the two windows behind the next two
+    // syncs at most, so at most two of these forces gather (each for at most a force's time).
+    for i in 0..10 {
+        let txn = TxnId(10_000 + i);
+        let prev = log.append_update(txn, Lsn::NONE, &[9; 40]);
+        log.commit(txn, prev).unwrap();
+    }
+    let after = log.stats();
+    assert_eq!(after.commits - before.commits, 10);
+    assert!(after.gathers - before.gathers <= 2, "{before:?} {after:?}");
 }

@@ -18,6 +18,7 @@ fn open(mode: LogMode) -> LogManager {
         buffer_bytes: 1 << 20,
         accept_loss: false,
         latching: true,
+        gather_commits: true,
     };
     LogManager::open(Box::new(MemLogStorage::new()), config)
         .unwrap()

@@ -18,6 +18,7 @@ fn config(mode: LogMode, buffer_bytes: usize) -> LogConfig {
         buffer_bytes,
         accept_loss: false,
         latching: true,
+        gather_commits: true,
     }
 }
 

@@ -167,6 +167,7 @@ fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
                 buffer_bytes: 700,
                 accept_loss: false,
                 latching: true,
+                gather_commits: true,
             },
         )
         .unwrap();
@@ -311,6 +312,7 @@ fn a_full_disk_is_named_by_every_later_failure() {
         buffer_bytes: 256,
         accept_loss: false,
         latching: true,
+        gather_commits: true,
     };
     let (log, _) = LogManager::open(Box::new(storage), config).unwrap();
     full.store(true, std::sync::atomic::Ordering::Relaxed);
