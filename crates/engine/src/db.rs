@@ -154,7 +154,7 @@ impl Default for DbConfig {
             create: true,
             log_sync: LogSync::default(),
             log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
-            gather_commits: true,
+            gather_commits: false,
             lock_wait_timeout: std::time::Duration::from_secs(10),
             device: storage::DeviceModel::none(),
             log_device: std::time::Duration::ZERO,

@@ -86,9 +86,12 @@
 //! windows (a bit per thread, set once per window): a thread that stops committing drops out
 //! after two forces. Each committer that goes to sleep behind a gathering leader compares the
 //! buffer's commit count with the target and wakes the leader once it is reached. Measured
-//! (`glass scale tpcb --configs durable --threads 1,8`, four interleaved pairs): 8 commits per
-//! force and 28,800–30,200 txn/s at 8 threads, against 4.4 and 27,000–27,300 without
-//! (`--no-commit-gather`). [`LogConfig::gather_commits`] turns it off.
+//! (`glass scale tpcb|tpcc --configs durable --threads 1,8`, interleaved): durable TPC-B at 8
+//! threads, 8 commits per force and 28,800–30,200 txn/s, against 4.4 and 27,000–27,300
+//! without. Durable TPC-C loses by it, 12,000–12,900 txn/s against 13,000–13,600, p99 up by
+//! a fifth or more: its transactions hold their locks through the gather, and committers
+//! blocked on them arrive late. So it is off by default, and [`LogConfig::gather_commits`]
+//! (`--commit-gather`) turns it on.
 //!
 //! Before, followers queued on the writer latch itself, and the engine held the active
 //! table's latch shared across the whole force, so a transaction beginning meanwhile (which
@@ -337,8 +340,8 @@ pub struct LogConfig {
     pub latching: bool,
     /// Whether a group-commit leader gathers: waits, for at most one force's time (write and
     /// sync), until the committers it expects have appended their commits, before it forces
-    /// (see the module docs). Off, a leader forces at once with whatever is buffered. Only
-    /// `Durable` logs gather.
+    /// (see the module docs). Off (the default), a leader forces at once with whatever is
+    /// buffered. Only `Durable` logs gather.
     pub gather_commits: bool,
 }
 
@@ -349,7 +352,7 @@ impl Default for LogConfig {
             buffer_bytes: 1 << 20,
             accept_loss: false,
             latching: true,
-            gather_commits: true,
+            gather_commits: false,
         }
     }
 }
