@@ -3,8 +3,10 @@
 # synchronous_commit on), same scale, same disk, interleaved. See bench/peers/README.md.
 #
 #   bench/peers/durable-tpcb.sh [--glass PATH] [--rounds R] [--secs N] [--scale N] [--dir DIR]
+#                               [--commit-gather]
 #
-# Env equivalents: GLASS (target/release/glass), ROUNDS (3), SECS (10), SCALE (16),
+# --commit-gather passes Glass's flag of that name (group commit that gathers; off by default).
+# Env equivalents: GLASS (target/release/glass), ROUNDS (3), SECS (10), SCALE (16), GATHER=1,
 # WORK_PARENT (/var/tmp; both databases go in one new directory under it), KEEP_WORK=1.
 # Each round runs, in this order: Glass 1 thread, pgbench -c 1, Glass 8 threads,
 # pgbench -c 8 -j 2 (all pgbench runs -M prepared). Glass runs
@@ -23,6 +25,7 @@ SCALE=${SCALE:-16}
 WORK_PARENT=${WORK_PARENT:-/var/tmp}
 LOW=1
 HIGH=8
+GATHER=${GATHER:-0}
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     --secs) SECS=${2:?}; shift 2 ;;
     --scale) SCALE=${2:?}; shift 2 ;;
     --dir) WORK_PARENT=${2:?}; shift 2 ;;
+    --commit-gather) GATHER=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -38,6 +42,8 @@ done
 positive SCALE SECS ROUNDS
 
 glass_check
+GATHER_FLAG=()
+[ "$GATHER" = 1 ] && GATHER_FLAG=(--commit-gather)
 pg_ensure_installed
 [ -d "$WORK_PARENT" ] || die "work parent $WORK_PARENT does not exist"
 require_disk "$WORK_PARENT"
@@ -69,7 +75,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for t in $LOW $HIGH; do
     log=$LOGS/glass-r$r-t$t.log
     bg=$(wait_quiet)
-    others=$(glass_run "$log" bench tpcb --db "$GDB" --durable --scale "$SCALE" --threads "$t" --duration "$SECS" --warmup 1)
+    others=$(glass_run "$log" bench tpcb --db "$GDB" --durable --scale "$SCALE" --threads "$t" --duration "$SECS" --warmup 1 ${GATHER_FLAG[@]+"${GATHER_FLAG[@]}"})
     tps=$(glass_tps "$log")
     record "glass$t" "$tps" "$others"
     echo "round $r: glass threads=$t tps=$tps $(glass_log_line "$log") $bg $others"
