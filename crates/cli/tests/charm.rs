@@ -4,24 +4,11 @@
 //! removing its working copies; bad options are refused in one line before anything runs.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn glass(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glass"))
-        .args(args)
-        .output()
-        .expect("run the glass binary")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 temporary path")
-}
+mod common;
+use common::{glass, path, text};
 
 #[test]
 fn a_quick_run_writes_every_table_and_figure() {

@@ -2,14 +2,10 @@
 //! `bench` prints and writes its result, `load` then `check` round-trips through a directory.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn glass(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glass"))
-        .args(args)
-        .output()
-        .expect("run the glass binary")
-}
+mod common;
+use common::glass;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()

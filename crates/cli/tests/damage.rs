@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hasher};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
+
+mod common;
+use common::glass;
 
 /// Offsets in the common page header (see `storage::page`).
 const OFFSET_KIND: u64 = 6;
@@ -24,13 +27,6 @@ struct Original {
     db: PathBuf,
     page_size: u64,
     hashes: BTreeMap<String, u64>,
-}
-
-fn glass(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glass"))
-        .args(args)
-        .output()
-        .expect("run the glass binary")
 }
 
 fn hash_files(dir: &Path) -> BTreeMap<String, u64> {

@@ -2,24 +2,10 @@
 //! status lines, the figure with its linear lines) and removes its durable databases; bad
 //! flags are refused in one line before anything runs.
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn glass(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_glass"))
-        .args(args)
-        .output()
-        .expect("run the glass binary")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 temporary path")
-}
+mod common;
+use common::{glass, path, text};
 
 #[test]
 fn a_sweep_measures_every_configuration_at_every_thread_count() {

@@ -1,0 +1,24 @@
+//! What the command-line tests share: running the built `glass` binary and reading its output.
+// Each test file is its own crate and uses only some of these.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs the built `glass` binary with `args` and waits for it.
+pub fn glass(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(args)
+        .output()
+        .expect("run the glass binary")
+}
+
+/// Output bytes as text (lossily).
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A temporary path as the `&str` an argument list needs.
+pub fn path(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 temporary path")
+}
