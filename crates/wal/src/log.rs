@@ -1118,28 +1118,28 @@ impl LogManager {
                 if reached.load(Ordering::Acquire) > lsn.0 {
                     return Ok(());
                 }
-                if !(commit && self.gather) {
-                    self.write_out(&mut writer)?;
-                    if sync {
-                        self.sync_written(&mut writer)?;
-                    }
-                    return Ok(());
-                }
-                debug_assert!(sync, "a commit waits for a sync");
-                self.gather();
-                let started = Instant::now();
+                // A commit's leader gathers first, and times the force it then makes.
+                let gathering = commit && self.gather;
+                let started = gathering.then(|| {
+                    self.gather();
+                    Instant::now()
+                });
                 self.write_out(&mut writer)?;
-                self.sync_written(&mut writer)?;
-                // A running mean over about eight forces (write and sync: with `O_DSYNC` the
-                // write is the force).
-                let took = started.elapsed().as_nanos() as u64;
-                let mean = self.force_ns.load(Ordering::Relaxed);
-                let mean = if mean == 0 {
-                    took
-                } else {
-                    mean - mean / 8 + took / 8
-                };
-                self.force_ns.store(mean, Ordering::Relaxed);
+                if sync {
+                    self.sync_written(&mut writer)?;
+                }
+                if let Some(started) = started {
+                    // A running mean over about eight forces (write and sync: with `O_DSYNC`
+                    // the write is the force).
+                    let took = started.elapsed().as_nanos() as u64;
+                    let mean = self.force_ns.load(Ordering::Relaxed);
+                    let mean = if mean == 0 {
+                        took
+                    } else {
+                        mean - mean / 8 + took / 8
+                    };
+                    self.force_ns.store(mean, Ordering::Relaxed);
+                }
                 return Ok(());
             }
             // Another thread holds the writer latch. Its release notifies under `forced`
