@@ -5,34 +5,43 @@
 //!         0        16                              written                   base     base+used
 //! ```
 //!
-//! An appender *reserves* its frames' bytes under the log buffer latch — it moves `used` on
-//! and gets `base + used` as the first frame's LSN — and copies the frames in after releasing
-//! it ([`LogBuffer::reserve`], [`CopyCounts`]): the latch every appending thread shares is held
-//! for a few additions, not for a copy into lines the previous holder's copy left on another
-//! core. A writer *takes* the buffered bytes by swapping the [`Region`] with an empty one of
-//! the same capacity (O(1) under the latch, no copy, no allocation), waits until the copies
-//! into what it took are done, and writes them with the latch released, so appends continue
-//! while the write and the sync run.
+//! An appender *reserves* its frames' bytes with one compare-and-swap on the buffer's
+//! [`Tail`] — it moves `used` on and gets `base + used` as the first frame's LSN — and encodes
+//! the frames into them afterwards ([`CopyCounts`]): no latch is taken on the way, so
+//! appenders on many cores meet only on the tail's cache line, for one atomic instruction.
+//! Everything that must see the buffer still — a writer *taking* the buffered bytes, an
+//! append that does not fit and *grows* it, a read of buffered bytes, a checkpoint's begin
+//! that must come after every earlier reservation is published — takes the buffer latch and
+//! *seals* the tail ([`Tail::seal`]): reservations stop (an appender that finds the tail
+//! sealed takes the latch instead and waits), the copies into reserved bytes drain, and the
+//! buffer is then the latch holder's alone until it *opens* the tail again. A take swaps the
+//! [`Region`] with an empty one of the same capacity (O(1), no copy, no allocation), and the
+//! bytes are written with the latch released, so appends continue while the write and the
+//! sync run.
 //!
 //! Invariants: a region's bytes are always initialised (allocated zeroed, never shrunk), so
 //! a copy writes into initialised memory and nothing uninitialised is ever read; `used` only
 //! grows between takes, and each reservation is whole frames, so every write to storage ends
 //! on a record boundary once the copies into it are done; `base` only grows, by exactly the
-//! bytes taken.
+//! bytes taken; the tail's window (region, capacity, base) changes only while it is sealed.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam::utils::CachePadded;
 use storage::Lsn;
 
 use crate::record::{check_frame, FrameCheck};
 
-/// How far ahead of its end the log buffer is fetched for writing (see
-/// [`LogBuffer::prefetch_ahead`]): a few transactions' worth of log records.
+/// How far ahead of its end the log buffer is fetched for writing (see [`prefetch_ahead`]):
+/// a few transactions' worth of log records.
 const WRITE_AHEAD: usize = 4096;
 
-/// Shards of [`CopyCounts`]: threads past this many share a counter (which stays correct).
+/// Shards of [`CopyCounts`]: threads past this many share a shard (which stays correct).
 const COPY_SHARDS: usize = 64;
+
+/// The tail's state bit that stops reservations ([`Tail::seal`]); the bits below it are the
+/// region's used bytes.
+const SEALED: u64 = 1 << 63;
 
 /// Bytes that hold whole frames: `bytes[..used]`. `bytes` is as long as its capacity and
 /// zero-filled when allocated, so the bytes past `used` are initialised too.
@@ -70,17 +79,30 @@ impl Region {
     }
 }
 
-/// Copies under way into the buffer, outside its latch: per thread shard (on lines of their
-/// own, so a thread counts its copies without meeting another) and per generation of the
-/// buffer (a take starts the next), so a writer waits for the copies into the bytes it took
-/// and not for those into the buffer that replaced them. A thread has at most one copy under
-/// way; the counters are raised under the latch and lowered (release) when the copy is done.
+/// One shard of [`CopyCounts`]: the copies its threads have under way into reserved bytes,
+/// and what they appended. Written by its own threads only (one, up to [`COPY_SHARDS`]
+/// threads), on a line of its own; summed on read.
+#[derive(Default)]
+pub(crate) struct CopyShard {
+    /// Copies under way: raised before a reservation, lowered (release) when its bytes are
+    /// filled in, or at once if the reservation failed.
+    pub copies: AtomicU32,
+    /// Records appended since the log was opened.
+    pub records: AtomicU64,
+    /// Commit records appended since the log was opened.
+    pub commits: AtomicU64,
+    /// Commit records appended since the buffer was last taken (for group-commit statistics).
+    pub commits_buffered: AtomicU64,
+}
+
+/// Copies under way into the buffer, and the append counters, per thread shard: a thread
+/// counts its copies and its records without meeting another. A sealer of the [`Tail`] waits
+/// for every shard's copies to drain ([`CopyCounts::wait_idle`]).
 pub(crate) struct CopyCounts {
-    shards: Box<[CachePadded<[AtomicU32; 2]>]>,
+    shards: Box<[CachePadded<CopyShard>]>,
     /// One past the highest shard that ever counted a copy: a wait looks no further, so that
-    /// a writer on a one-thread run reads one line, not 64. Only grows; raised in
-    /// [`CopyCounts::mine`], under the buffer latch, and read by waiters that took the latch
-    /// after (or hold it), so they see every shard with a copy under way.
+    /// a writer on a one-thread run reads one line, not 64. Only grows; raised by a thread
+    /// before its first reservation.
     used: AtomicUsize,
 }
 
@@ -88,34 +110,35 @@ impl CopyCounts {
     pub fn new() -> CopyCounts {
         CopyCounts {
             shards: (0..COPY_SHARDS)
-                .map(|_| CachePadded::new([AtomicU32::new(0), AtomicU32::new(0)]))
+                .map(|_| CachePadded::new(CopyShard::default()))
                 .collect(),
             used: AtomicUsize::new(0),
         }
     }
 
-    /// The counter of this thread's copies into generation `generation`. Called with the
-    /// buffer latch held.
+    /// This thread's shard.
     #[inline]
-    pub fn mine(&self, generation: u64) -> &AtomicU32 {
+    pub fn mine(&self) -> &CopyShard {
         let shard = storage::shard::thread_index() % COPY_SHARDS;
         if shard >= self.used.load(Ordering::Relaxed) {
-            self.used.store(shard + 1, Ordering::Relaxed);
+            self.used.fetch_max(shard + 1, Ordering::SeqCst);
         }
-        &self.shards[shard][(generation & 1) as usize]
+        &self.shards[shard]
     }
 
-    /// Returns once every copy into generation `generation` that was reserved before the call
-    /// is done. Each shard is waited for until it is seen at zero once: its copies reserved
-    /// earlier are then done, whatever it reserves later. A copy is a `memcpy` of a few
-    /// hundred bytes, so the wait spins, yielding now and then for a copier that was
-    /// descheduled. The caller holds the buffer latch or took it after the reservations.
-    pub fn wait_done(&self, generation: u64) {
-        let parity = (generation & 1) as usize;
-        let used = self.used.load(Ordering::Relaxed);
-        for shard in &self.shards[..used] {
+    fn in_use(&self) -> &[CachePadded<CopyShard>] {
+        &self.shards[..self.used.load(Ordering::SeqCst)]
+    }
+
+    /// Returns once every copy counted before the call is done. Each shard is waited for
+    /// until it is seen at zero once: with the tail sealed, a count raised later belongs to
+    /// a reservation that fails, so nothing counted earlier is still being copied. A copy is a
+    /// few hundred bytes, so the wait spins, yielding now and then for a copier that was
+    /// descheduled.
+    pub fn wait_idle(&self) {
+        for shard in self.in_use() {
             let mut spins = 0u32;
-            while shard[parity].load(Ordering::Acquire) != 0 {
+            while shard.copies.load(Ordering::SeqCst) != 0 {
                 spins += 1;
                 if spins.is_multiple_of(64) {
                     std::thread::yield_now();
@@ -125,39 +148,163 @@ impl CopyCounts {
             }
         }
     }
+
+    /// Records appended, summed over the shards.
+    pub fn records(&self) -> u64 {
+        self.in_use()
+            .iter()
+            .map(|s| s.records.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Commit records appended, summed over the shards.
+    pub fn commits(&self) -> u64 {
+        self.in_use()
+            .iter()
+            .map(|s| s.commits.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The commits appended since the last take (exact only with the tail sealed).
+    pub fn commits_buffered(&self) -> u64 {
+        self.in_use()
+            .iter()
+            .map(|s| s.commits_buffered.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The commits appended since the last take, and starts the count again. Only with the
+    /// tail sealed and the copies drained: every counted commit is then in the sum.
+    pub fn take_commits_buffered(&self) -> u64 {
+        self.in_use()
+            .iter()
+            .map(|s| s.commits_buffered.swap(0, Ordering::Relaxed))
+            .sum()
+    }
 }
 
-/// The latch-protected state of the log buffer.
+/// Where the current region lies: set only while the tail is sealed, read by appenders
+/// after they load an open tail (which the opening store releases).
+struct Window {
+    to: AtomicPtr<u8>,
+    capacity: AtomicUsize,
+    base: AtomicU64,
+}
+
+/// The reservation point of the log buffer: the used bytes of the current region (or
+/// [`SEALED`]), on a cache line of its own, and the region's window on another, which only a
+/// sealer writes, so appenders' caches keep it.
+pub(crate) struct Tail {
+    state: CachePadded<AtomicU64>,
+    window: CachePadded<Window>,
+}
+
+/// Bytes reserved: copy `len` bytes to `to`, then lower the copy counter that was raised for
+/// them.
+pub(crate) struct Reserved {
+    pub lsn: Lsn,
+    pub to: *mut u8,
+    /// The region's used bytes with these.
+    pub used: usize,
+    /// The region's bytes past these (which [`prefetch_ahead`] may touch).
+    pub room: usize,
+}
+
+impl Tail {
+    /// A tail sealed on an empty window: [`Tail::open`] it on a buffer first.
+    pub fn new() -> Tail {
+        Tail {
+            state: CachePadded::new(AtomicU64::new(SEALED)),
+            window: CachePadded::new(Window {
+                to: AtomicPtr::new(std::ptr::null_mut()),
+                capacity: AtomicUsize::new(0),
+                base: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Reserves `len` bytes without the latch, if the tail is open and the region has room;
+    /// `None` sends the caller to the latch. The caller has raised its copy count first (or
+    /// runs alone): a sealer then waits for it, and the window cannot change under it.
+    #[inline]
+    pub fn try_reserve(&self, len: usize) -> Option<Reserved> {
+        let mut state = self.state.load(Ordering::SeqCst);
+        if state & SEALED != 0 {
+            return None;
+        }
+        // Stable while the tail stays open and this thread's copy is counted.
+        let capacity = self.window.capacity.load(Ordering::Relaxed);
+        loop {
+            let used = state as usize;
+            let end = used + len;
+            if end > capacity {
+                return None;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                end as u64,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => {
+                    let base = self.window.base.load(Ordering::Relaxed);
+                    let to = self.window.to.load(Ordering::Relaxed);
+                    return Some(Reserved {
+                        lsn: Lsn(base + used as u64),
+                        // In bounds: `end <= capacity`.
+                        to: to.wrapping_add(used),
+                        used: end,
+                        room: capacity - end,
+                    });
+                }
+                Err(now) if now & SEALED != 0 => return None,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Stops reservations and waits until the copies into reserved bytes are done; the
+    /// buffer's `used` is then the tail's. Called with the buffer latch held; undone by
+    /// [`Tail::open`].
+    pub fn seal(&self, buffer: &mut LogBuffer, copies: &CopyCounts) {
+        let state = self.state.fetch_or(SEALED, Ordering::SeqCst);
+        debug_assert_eq!(state & SEALED, 0, "sealed twice");
+        buffer.bytes.used = state as usize;
+        copies.wait_idle();
+    }
+
+    /// Opens reservations on `buffer`'s region, from its `used` on. Called with the latch held,
+    /// after [`Tail::seal`] (or at the start).
+    pub fn open(&self, buffer: &mut LogBuffer) {
+        self.window
+            .to
+            .store(buffer.bytes.bytes.as_mut_ptr(), Ordering::Relaxed);
+        self.window
+            .capacity
+            .store(buffer.bytes.bytes.len(), Ordering::Relaxed);
+        self.window.base.store(buffer.base, Ordering::Relaxed);
+        self.state.store(buffer.bytes.used as u64, Ordering::SeqCst);
+    }
+
+    /// The LSN the next record will get. With the latch held (so the window is stable).
+    pub fn end(&self) -> u64 {
+        let used = self.state.load(Ordering::SeqCst) & !SEALED;
+        self.window.base.load(Ordering::Relaxed) + used
+    }
+}
+
+/// The latch-protected state of the log buffer, the tail's to change while it is sealed.
 pub(crate) struct LogBuffer {
     /// LSN of the region's first byte: everything below it has been taken by a writer.
     pub base: u64,
-    /// Whole frames reserved since the last take (copied, or being copied: see [`CopyCounts`]).
+    /// Whole frames reserved since the last take. Its `used` is the tail's while the tail
+    /// is sealed, and stale while it is open.
     pub bytes: Region,
-    /// Takes so far: which of [`CopyCounts`]' two counters an appender raises.
-    pub generation: u64,
-    /// Records appended since the log was opened.
-    pub records: u64,
-    /// Bytes appended since the log was opened.
-    pub bytes_appended: u64,
-    /// Commit records appended since the log was opened.
-    pub commits: u64,
-    /// Commit records in `bytes` (moved to the writer on a take, for group-commit statistics).
-    pub commits_buffered: u64,
 }
 
 /// Bytes taken from the buffer by a writer.
 pub(crate) struct Taken {
     pub base: u64,
-    pub commits: u64,
-    /// The generation the bytes were reserved in: wait for its copies before writing.
-    pub generation: u64,
-}
-
-/// Bytes reserved by [`LogBuffer::reserve`]: copy `len` bytes to `to`, then lower the copy
-/// counter that was raised for them.
-pub(crate) struct Reserved {
-    pub lsn: Lsn,
-    pub to: *mut u8,
 }
 
 impl LogBuffer {
@@ -165,15 +312,10 @@ impl LogBuffer {
         LogBuffer {
             base,
             bytes: Region::with_capacity(capacity),
-            generation: 0,
-            records: 0,
-            bytes_appended: 0,
-            commits: 0,
-            commits_buffered: 0,
         }
     }
 
-    /// The LSN the next record will get.
+    /// The LSN the next record will get (tail sealed).
     #[inline]
     pub fn end(&self) -> u64 {
         self.base + self.bytes.used as u64
@@ -186,7 +328,7 @@ impl LogBuffer {
     }
 
     /// Makes room for `len` more bytes: a larger zeroed region holding the used bytes. Only
-    /// with no copy under way into the region (the caller waited: the bytes move).
+    /// with the tail sealed: the bytes move.
     #[cold]
     pub fn grow(&mut self, len: usize) {
         let capacity = (2 * self.bytes.bytes.len()).max(self.bytes.used + len);
@@ -195,58 +337,34 @@ impl LogBuffer {
         self.bytes.bytes = bytes;
     }
 
-    /// Reserves `len` bytes (room for them made first: [`LogBuffer::has_room`]) for `frames`
-    /// whole frames; returns the first one's LSN and where to copy them. The counters count
-    /// them at once.
+    /// Reserves `len` bytes (room for them made first: [`LogBuffer::has_room`]); returns the
+    /// first one's LSN and where to copy them. Tail sealed.
     #[inline]
-    pub fn reserve(&mut self, len: usize, frames: u64) -> Reserved {
+    pub fn reserve(&mut self, len: usize) -> Reserved {
         debug_assert!(self.has_room(len));
         let at = self.bytes.used;
         self.bytes.used += len;
-        self.records += frames;
-        self.bytes_appended += len as u64;
         Reserved {
             lsn: Lsn(self.base + at as u64),
             // In bounds: `has_room`. Derived from the vector's pointer without a reference to
             // its bytes, so copies into distinct reservations do not alias any reference.
             to: self.bytes.bytes.as_mut_ptr().wrapping_add(at),
-        }
-    }
-
-    /// After an append of `len` bytes, starts fetching for writing the lines as far beyond
-    /// the new end as [`WRITE_AHEAD`], as many as were just appended. Each line of the buffer
-    /// is so fetched once, some appends before it is written: the buffer (a megabyte or two,
-    /// filled once between takes) is cold, and without this the stores of an append wait for
-    /// their lines. Only memory the region owns is touched.
-    #[inline]
-    pub fn prefetch_ahead(&self, len: usize) {
-        let to = (self.bytes.used + WRITE_AHEAD).min(self.bytes.bytes.len());
-        let from = (self.bytes.used + WRITE_AHEAD).saturating_sub(len);
-        if from < to {
-            storage::prefetch::range_for_write(
-                self.bytes.bytes.as_ptr().wrapping_add(from),
-                to - from,
-            );
+            used: self.bytes.used,
+            room: self.bytes.bytes.len() - self.bytes.used,
         }
     }
 
     /// Swaps the buffered bytes into `into` (which must be empty and no smaller) and advances
-    /// `base` past them; the next generation begins.
+    /// `base` past them. Tail sealed.
     pub fn take(&mut self, into: &mut Region) -> Taken {
         debug_assert!(into.is_empty());
         std::mem::swap(into, &mut self.bytes);
-        let taken = Taken {
-            base: self.base,
-            commits: std::mem::take(&mut self.commits_buffered),
-            generation: self.generation,
-        };
-        self.generation += 1;
+        let taken = Taken { base: self.base };
         self.base += into.len() as u64;
         taken
     }
 
-    /// The buffered bytes from `lsn` on, if `lsn` lies in the buffer. Only with no copy under
-    /// way into the region (the caller waited, holding the latch).
+    /// The buffered bytes from `lsn` on, if `lsn` lies in the buffer. Tail sealed.
     pub fn bytes_from(&self, lsn: u64) -> Option<&[u8]> {
         if lsn < self.base || lsn >= self.end() {
             return None;
@@ -254,7 +372,7 @@ impl LogBuffer {
         Some(&self.bytes.as_slice()[(lsn - self.base) as usize..])
     }
 
-    /// Checks that the buffer holds whole, intact frames. Only with no copy under way.
+    /// Checks that the buffer holds whole, intact frames. Tail sealed.
     pub fn check_invariants(&self) {
         let bytes = self.bytes.as_slice();
         let mut at = 0;
@@ -267,7 +385,21 @@ impl LogBuffer {
                 ),
             }
         }
-        assert!(self.commits_buffered <= self.commits);
-        assert!(self.bytes_appended >= bytes.len() as u64);
+    }
+}
+
+/// After an append of `len` bytes at `reserved`, starts fetching for writing the lines as far
+/// beyond its end as [`WRITE_AHEAD`], as many as were just appended. Each line of the buffer
+/// is so fetched once, some appends before it is written: the buffer (a megabyte or two,
+/// filled once between takes) is cold, and without this the stores of an append wait for
+/// their lines. Only memory the region owns (`reserved.room` past the end) is touched.
+#[inline]
+pub(crate) fn prefetch_ahead(reserved: &Reserved, len: usize) {
+    let to = WRITE_AHEAD.min(reserved.room);
+    let from = WRITE_AHEAD.saturating_sub(len);
+    if from < to {
+        // `reserved.to + len` is the reservation's end; the range lies within `room` past it.
+        let end = reserved.to.wrapping_add(len);
+        storage::prefetch::range_for_write(end.wrapping_add(from), to - from);
     }
 }
