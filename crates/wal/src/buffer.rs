@@ -199,6 +199,15 @@ pub(crate) struct Tail {
     window: CachePadded<Window>,
 }
 
+/// Why [`Tail::try_reserve`] reserved nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Somebody holds the tail sealed: wait until it opens, then try again.
+    Sealed,
+    /// The region has no room: grow it, sealed.
+    Full,
+}
+
 /// Bytes reserved: copy `len` bytes to `to`, then lower the copy counter that was raised for
 /// them.
 pub(crate) struct Reserved {
@@ -223,14 +232,14 @@ impl Tail {
         }
     }
 
-    /// Reserves `len` bytes without the latch, if the tail is open and the region has room;
-    /// `None` sends the caller to the latch. The caller has raised its copy count first (or
-    /// runs alone): a sealer then waits for it, and the window cannot change under it.
+    /// Reserves `len` bytes without the latch, if the tail is open and the region has room.
+    /// The caller has raised its copy count first (or runs alone): a sealer then waits for
+    /// it, and the window cannot change under it.
     #[inline]
-    pub fn try_reserve(&self, len: usize) -> Option<Reserved> {
+    pub fn try_reserve(&self, len: usize) -> Result<Reserved, Refused> {
         let mut state = self.state.load(Ordering::SeqCst);
         if state & SEALED != 0 {
-            return None;
+            return Err(Refused::Sealed);
         }
         // Stable while the tail stays open and this thread's copy is counted.
         let capacity = self.window.capacity.load(Ordering::Relaxed);
@@ -238,7 +247,7 @@ impl Tail {
             let used = state as usize;
             let end = used + len;
             if end > capacity {
-                return None;
+                return Err(Refused::Full);
             }
             match self.state.compare_exchange_weak(
                 state,
@@ -249,7 +258,7 @@ impl Tail {
                 Ok(_) => {
                     let base = self.window.base.load(Ordering::Relaxed);
                     let to = self.window.to.load(Ordering::Relaxed);
-                    return Some(Reserved {
+                    return Ok(Reserved {
                         lsn: Lsn(base + used as u64),
                         // In bounds: `end <= capacity`.
                         to: to.wrapping_add(used),
@@ -257,8 +266,22 @@ impl Tail {
                         room: capacity - end,
                     });
                 }
-                Err(now) if now & SEALED != 0 => return None,
+                Err(now) if now & SEALED != 0 => return Err(Refused::Sealed),
                 Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Returns once the tail is open (it may be sealed again by then). The caller's copy
+    /// count must be down: the sealer may be waiting for it.
+    pub fn wait_open(&self) {
+        let mut spins = 0u32;
+        while self.state.load(Ordering::Relaxed) & SEALED != 0 {
+            spins += 1;
+            if spins.is_multiple_of(64) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
             }
         }
     }
