@@ -448,6 +448,7 @@ impl Database {
                 timing: config.lock_timing,
                 spin_wait: lock_spin(config.threads),
                 coarse_partitions: coarse_lock_partitions(config.threads),
+                buckets: lock_buckets(config.threads),
                 io_probe: config.attribute_lock_waits.then_some(txn::lock::IoProbe {
                     in_read: |t| storage::buffer::stage::in_read(t.0),
                     period: std::time::Duration::from_micros(200),
@@ -1266,6 +1267,13 @@ fn lock_spin(threads: usize) -> std::time::Duration {
 /// per worker thread (rounded up to a power of two, at most 64), so that no two threads
 /// meet on an intention lock; one thread keeps a single lock per table, as the ladder's
 /// one-thread instruction counts assume.
+/// Lock-table buckets: 256 per thread (see [`txn::lock::LockConfig::buckets`]), so that
+/// threads locking different records rarely share a bucket; one thread keeps the 256 that
+/// stay in its cache.
+fn lock_buckets(threads: usize) -> usize {
+    256 * threads.clamp(1, 256).next_power_of_two()
+}
+
 fn coarse_lock_partitions(threads: usize) -> usize {
     threads.clamp(1, 64).next_power_of_two()
 }

@@ -534,10 +534,16 @@ impl Bucket {
     }
 }
 
+/// A bucket on a cache line of its own: a bucket's latch word and chain (about 40 bytes)
+/// shared a line with its neighbour's, so threads locking unrelated names in neighbouring
+/// buckets took the line from each other at every request and release.
+#[repr(align(64))]
+struct PaddedBucket(SpinLatch<Bucket>);
+
 /// The partitioned table.
 pub(crate) struct LockTable {
     /// Each latch protects its bucket's map and all heads in it.
-    buckets: Box<[SpinLatch<Bucket>]>,
+    buckets: Box<[PaddedBucket]>,
     mask: u64,
 }
 
@@ -547,7 +553,7 @@ impl LockTable {
         let n = buckets.clamp(1, 1 << 30).next_power_of_two();
         LockTable {
             buckets: (0..n)
-                .map(|_| SpinLatch::new(Bucket::default(), latching))
+                .map(|_| PaddedBucket(SpinLatch::new(Bucket::default(), latching)))
                 .collect(),
             mask: n as u64 - 1,
         }
@@ -567,11 +573,11 @@ impl LockTable {
     /// The bucket at `index` (from [`LockTable::bucket_index`]).
     #[inline]
     pub fn bucket_at(&self, index: u32) -> &SpinLatch<Bucket> {
-        &self.buckets[index as usize]
+        &self.buckets[index as usize].0
     }
 
     pub fn buckets(&self) -> impl Iterator<Item = &SpinLatch<Bucket>> {
-        self.buckets.iter()
+        self.buckets.iter().map(|b| &b.0)
     }
 
     /// Latches `name`'s bucket exclusively.
