@@ -24,19 +24,24 @@ fn payload(t: u64, i: u64) -> Vec<u8> {
     (0..len).map(|k| (t * 31 + i + k as u64) as u8).collect()
 }
 
-fn run(mode: LogMode) {
+/// A log in memory, latched, with a buffer of `buffer_bytes`.
+fn open_log(mode: LogMode, buffer_bytes: usize, gather_commits: bool) -> Arc<LogManager> {
     let config = LogConfig {
         mode,
-        buffer_bytes: 256,
+        buffer_bytes,
         accept_loss: false,
         latching: true,
-        gather_commits: true,
+        gather_commits,
     };
-    let log = Arc::new(
+    Arc::new(
         LogManager::open(Box::new(MemLogStorage::new()), config)
             .unwrap()
             .0,
-    );
+    )
+}
+
+fn run(mode: LogMode) {
+    let log = open_log(mode, 256, true);
     let done = Arc::new(AtomicBool::new(false));
     let scanner = {
         let (log, done) = (log.clone(), done.clone());
@@ -119,18 +124,7 @@ fn copies_outside_the_latch_are_whole_when_written_read_or_scanned_no_force() {
 fn a_checkpoint_begin_sees_every_earlier_record_published() {
     const APPENDERS: usize = 6;
     const PER_THREAD: u64 = 4000;
-    let config = LogConfig {
-        mode: LogMode::NoForce,
-        buffer_bytes: 4096,
-        accept_loss: false,
-        latching: true,
-        gather_commits: false,
-    };
-    let log = Arc::new(
-        LogManager::open(Box::new(MemLogStorage::new()), config)
-            .unwrap()
-            .0,
-    );
+    let log = open_log(LogMode::NoForce, 4096, false);
     let cells: Arc<Vec<AtomicU64>> = Arc::new((0..APPENDERS).map(|_| AtomicU64::new(0)).collect());
     let done = Arc::new(AtomicBool::new(false));
     let checkpointer = {
