@@ -26,7 +26,9 @@ use engine::{Connection, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{drawn, int, no_procedure, with_txn, Args, BatchLoader, TableScan};
+use crate::util::{
+    drawn, int, load_partitions, no_procedure, with_txn, Args, BatchLoader, TableScan,
+};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
 pub const BRANCH: &str = "tpcb_branch";
@@ -389,25 +391,8 @@ impl Workload for Tpcb {
             .map_or(1, |n| n.get())
             .min(db.config().switches.max_threads())
             .clamp(1, branches.max(1) as usize);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|thread| {
-                    let (t, report) = (&t, &report);
-                    scope.spawn(move || -> TxResult<()> {
-                        let mut loader = BatchLoader::new(db, report);
-                        let mut b = thread as i64 + 1;
-                        while b <= branches {
-                            load_branch(&mut loader, t, c, b)?;
-                            b += threads as i64;
-                        }
-                        loader.flush()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect::<TxResult<Vec<()>>>()
+        load_partitions(db, &report, threads, c.branches, |loader, b| {
+            load_branch(loader, &t, c, b)
         })?;
         Ok(())
     }

@@ -212,6 +212,42 @@ impl<'a> BatchLoader<'a> {
     }
 }
 
+/// Loads partitions `1..=partitions` (warehouses, branches) on up to `threads` threads, each
+/// partition from one thread (partition `p` on thread `(p - 1) % threads`), each thread with a
+/// [`BatchLoader`] of its own that `load` fills and this flushes. Each loading thread inserts
+/// into heap pages of its own, so partitions loaded by different threads never share a page.
+/// A panic in a loading thread is raised again here.
+pub fn load_partitions(
+    db: &Arc<Database>,
+    report: &(dyn Fn(u64) + Sync),
+    threads: usize,
+    partitions: u64,
+    load: impl Fn(&mut BatchLoader<'_>, i64) -> TxResult<()> + Sync,
+) -> TxResult<()> {
+    let threads = threads.max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                let load = &load;
+                scope.spawn(move || -> TxResult<()> {
+                    let mut loader = BatchLoader::new(db, report);
+                    let mut p = thread as u64 + 1;
+                    while p <= partitions {
+                        load(&mut loader, p as i64)?;
+                        p += threads as u64;
+                    }
+                    loader.flush()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<TxResult<Vec<()>>>()
+    })?;
+    Ok(())
+}
+
 /// Runs `body` in its own transaction, retrying on a retryable error (used by `check()` and
 /// by terminals' set-up, never by measured work). `conn` is the database in process or a
 /// connection to a server.

@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 
 use super::random::{self, NuRandConstants, A_C_LAST};
 use super::{Tables, TpccConfig, DISTRICTS_PER_WAREHOUSE};
-use crate::util::{now_seconds, BatchLoader};
+use crate::util::{load_partitions, now_seconds, BatchLoader};
 
 /// Rows the loader will insert (for progress), counting order lines at their mean of 10.
 pub fn total_rows(config: &TpccConfig) -> u64 {
@@ -75,25 +75,8 @@ pub fn load(
         .min(db.config().switches.max_threads())
         .clamp(1, config.warehouses as usize);
     let now = now_seconds();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|thread| {
-                let (tables, report) = (&tables, &report);
-                scope.spawn(move || -> TxResult<()> {
-                    let mut loader = BatchLoader::new(db, report);
-                    let mut w = thread as u64 + 1;
-                    while w <= config.warehouses {
-                        load_warehouse(&mut loader, tables, config, constants, w as i64, now)?;
-                        w += threads as u64;
-                    }
-                    loader.flush()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect::<TxResult<Vec<()>>>()
+    load_partitions(db, &report, threads, config.warehouses, |loader, w| {
+        load_warehouse(loader, &tables, config, constants, w, now)
     })?;
     progress(total, total);
     Ok(())
