@@ -14,7 +14,7 @@
 
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::lock_api::RawRwLock as _;
 
@@ -25,6 +25,10 @@ use parking_lot::lock_api::RawRwLock as _;
 #[repr(C)]
 pub struct Latch<T> {
     raw: parking_lot::RawRwLock,
+    /// Exclusive holds released so far: an optimistic reader ([`Latch::optimistic_version`],
+    /// [`Latch::validate`]) that finds it unchanged and the latch not held exclusively, after
+    /// reading the value without latching, read no write.
+    version: AtomicU64,
     enabled: bool,
     value: UnsafeCell<T>,
 }
@@ -38,6 +42,7 @@ impl<T> Latch<T> {
     pub fn new(value: T, enabled: bool) -> Self {
         Latch {
             raw: parking_lot::RawRwLock::INIT,
+            version: AtomicU64::new(0),
             enabled,
             value: UnsafeCell::new(value),
         }
@@ -124,9 +129,47 @@ impl<T> Latch<T> {
     #[inline]
     pub(crate) unsafe fn unlock_exclusive(&self) {
         if self.enabled {
+            self.bump_version();
             // SAFETY: the caller holds the exclusive latch, as this function's contract says.
             unsafe { self.raw.unlock_exclusive() };
         }
+    }
+
+    /// Counts an exclusive hold's end, before the latch is released: the holder alone
+    /// writes the version, so a store does (no read-modify-write).
+    #[inline]
+    fn bump_version(&self) {
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v + 1, Ordering::Release);
+    }
+
+    /// The start of an optimistic read of the value without latching: its version, unless
+    /// the latch is held exclusively (or latching is off: then there is no version to trust
+    /// and the caller latches). Read the value through [`Latch::value_ptr`], then check the
+    /// version with [`Latch::validate`] before using anything read.
+    #[inline]
+    pub(crate) fn optimistic_version(&self) -> Option<u64> {
+        if !self.enabled {
+            return None;
+        }
+        let version = self.version.load(Ordering::Acquire);
+        (!self.raw.is_locked_exclusive()).then_some(version)
+    }
+
+    /// Whether nothing was written to the value since [`Latch::optimistic_version`] gave
+    /// `version`: no exclusive hold ended meanwhile and none is under way. The reads made
+    /// before the call are ordered before its checks.
+    #[inline]
+    pub(crate) fn validate(&self, version: u64) -> bool {
+        fence(Ordering::Acquire);
+        !self.raw.is_locked_exclusive() && self.version.load(Ordering::Relaxed) == version
+    }
+
+    /// The value's address, for an optimistic reader: it may be written while it is read,
+    /// so only raw, volatile reads of plain data through it, validated before they are used.
+    #[inline]
+    pub(crate) fn value_ptr(&self) -> *const T {
+        self.value.get()
     }
 
     /// The protected value, for a caller that holds the latch (either mode).
@@ -223,6 +266,7 @@ impl<T> Drop for LatchWriteGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         if self.latch.enabled {
+            self.latch.bump_version();
             // SAFETY: this guard acquired the exclusive latch.
             unsafe { self.latch.raw.unlock_exclusive() };
         }

@@ -1,4 +1,5 @@
-//! Many threads fixing random pages of a pool much smaller than the data.
+//! Many threads fixing random pages of a pool much smaller than the data, and reading them
+//! without latching (optimistic reads, validated by the frame latch's version).
 
 use std::sync::Arc;
 
@@ -49,6 +50,7 @@ fn fixes_and_evictions(frames: usize, ops: u64) {
             std::thread::spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(t);
                 let mut increments = 0u64;
+                let mut validated = 0u64;
                 for _ in 0..ops {
                     let id = PageId(rng.gen_range(1..=PAGES));
                     if rng.gen_bool(0.3) {
@@ -58,6 +60,19 @@ fn fixes_and_evictions(frames: usize, ops: u64) {
                             g.range_mut(s, 8).copy_from_slice(&(v + 1).to_le_bytes());
                         }
                         increments += 1;
+                    } else if rng.gen_bool(0.5) {
+                        // A validated optimistic read is never torn, nor of another page.
+                        let read = pool.read_optimistic(id, |b| {
+                            let page = u64::from_le_bytes(b[16..24].try_into().unwrap());
+                            let slots =
+                                SLOTS.map(|s| u64::from_le_bytes(b[s..s + 8].try_into().unwrap()));
+                            (page, slots)
+                        });
+                        if let Some(((page, slots), _)) = read {
+                            assert_eq!(page, id.0, "optimistic read of another page");
+                            assert!(slots.iter().all(|&v| v == slots[0]), "torn page {id}");
+                            validated += 1;
+                        }
                     } else {
                         let g = pool.fix_shared(id).unwrap();
                         assert_eq!(g.page_id(), id);
@@ -68,11 +83,17 @@ fn fixes_and_evictions(frames: usize, ops: u64) {
                         }
                     }
                 }
-                increments
+                (increments, validated)
             })
         })
         .collect();
-    let increments: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let counts: Vec<(u64, u64)> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let increments: u64 = counts.iter().map(|c| c.0).sum();
+    // Pages in the pool are read optimistically; with most pages out, fewer.
+    assert!(
+        counts.iter().map(|c| c.1).sum::<u64>() > 0,
+        "no optimistic read validated"
+    );
     let total: u64 = (1..=PAGES)
         .map(|p| {
             let g = pool.fix_shared(PageId(p)).unwrap();
@@ -81,4 +102,54 @@ fn fixes_and_evictions(frames: usize, ops: u64) {
         .sum();
     assert_eq!(total, increments, "every increment survived eviction");
     pool.check_invariants();
+}
+
+/// An optimistic read is refused while a writer holds the page, and its token tells
+/// afterwards whether a writer came and went.
+#[test]
+fn an_optimistic_read_is_refused_under_a_writer_and_its_token_sees_a_later_one() {
+    let pool = BufferPool::new(
+        Box::new(MemPageStore::new(PageSize::Kib8)),
+        PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 8,
+            latching: true,
+        },
+        None,
+    )
+    .unwrap();
+    let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+    let (page, token) = pool
+        .read_optimistic(id, |b| u64::from_le_bytes(b[16..24].try_into().unwrap()))
+        .expect("an unlatched page in the pool reads");
+    assert_eq!(page, id.0);
+    assert!(token.still_valid());
+    {
+        let _reader = pool.fix_shared(id).unwrap();
+        assert!(token.still_valid(), "a shared fix writes nothing");
+        assert!(pool.read_optimistic(id, |_| ()).is_some());
+    }
+    {
+        let _writer = pool.fix_exclusive(id).unwrap();
+        assert!(
+            pool.read_optimistic(id, |_| ()).is_none(),
+            "read under a writer"
+        );
+        assert!(!token.still_valid(), "a writer holds the page");
+    }
+    assert!(!token.still_valid(), "a writer came and went");
+    assert!(pool.read_optimistic(id, |_| ()).unwrap().1.still_valid());
+    // Without latching there is no version to trust: callers latch.
+    let unlatched = BufferPool::new(
+        Box::new(MemPageStore::new(PageSize::Kib8)),
+        PoolConfig {
+            page_size: PageSize::Kib8,
+            frames: 8,
+            latching: false,
+        },
+        None,
+    )
+    .unwrap();
+    let id = unlatched.allocate_page(PageKind::Heap).unwrap().page_id();
+    assert!(unlatched.read_optimistic(id, |_| ()).is_none());
 }

@@ -62,7 +62,7 @@ use std::sync::Arc;
 
 use super::keys::{Guide, KeyBuf, KeyOrder, KeyRange, KeyRef, Rank};
 use super::node::{self, entry_space, max_internal_key_len, Node, NodePage};
-use crate::buffer::{BufferPool, PageReadGuard, PageWriteGuard};
+use crate::buffer::{BufferPool, PageReadGuard, PageWriteGuard, ReadToken};
 use crate::counters;
 use crate::error::{Fault, StorageError, StorageResult};
 use crate::page::{PageId, PageKind};
@@ -128,6 +128,20 @@ pub struct LeafHint {
 /// The longest separator a [`LeafHint`] keeps as a leaf's upper bound; a leaf bounded by a
 /// longer one is not hinted.
 pub const LEAF_HINT_KEY_MAX: usize = 48;
+
+/// Optimistic descents a lookup or insert tries before it latches its way down: a writer
+/// holding an inner node (a split) fails them until it is done.
+const OPTIMISTIC_TRIES: usize = 3;
+
+/// How an optimistic descent ended ([`BTree::descend_optimistic`]).
+enum Descent<G> {
+    /// The leaf, fixed, and its parent's guide.
+    Found(G, Option<Guide>),
+    /// A node changed under the descent, or is held exclusively: try again.
+    Retry,
+    /// The tree's shape asks for the latched descent (a leaf root).
+    Latch,
+}
 
 /// A hinted leaf's upper bound, as the descent that found it saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -375,10 +389,181 @@ impl<K: KeyOrder> BTree<K> {
         }
     }
 
-    /// Descends with shared latch coupling to the leaf `target` names; with it, what the
-    /// leaf's parent knows of its keys, for the leaf's search ([`Guide`]). Each inner node's
-    /// search is guided by its own parent's separators.
+    /// Descends to the leaf `target` names and fixes it shared; with it, what the leaf's
+    /// parent knows of its keys, for the leaf's search ([`Guide`]). Each inner node's search
+    /// is guided by its own parent's separators. Inner nodes are read optimistically
+    /// ([`BTree::descend_optimistic`]); a descent that keeps meeting writers latches.
     fn descend_shared(
+        &self,
+        target: Target<'_>,
+    ) -> StorageResult<(PageReadGuard<'_>, Option<Guide>)> {
+        // Without latching (one thread) there is no version to validate a read by.
+        for _ in 0..self.optimistic_tries() {
+            let fix = |id, _, parent_unchanged: &dyn Fn() -> bool| {
+                let leaf = self.fix_shared(id)?;
+                self.leaf_under_unchanged_parent(leaf, parent_unchanged)
+            };
+            match self.descend_optimistic(target, None, true, false, fix)? {
+                Descent::Found(leaf, guide) => return Ok((leaf, guide)),
+                Descent::Retry => continue,
+                Descent::Latch => break,
+            }
+        }
+        self.descend_shared_latched(target)
+    }
+
+    /// Descends reading the inner nodes without latching them ([`BufferPool::read_optimistic`])
+    /// and ends at the leaf with `leaf(id, guide, parent_unchanged)`: it fixes or reads the
+    /// leaf, and must call `parent_unchanged` once it has (`None`: it failed, try again).
+    /// `guided`: each node's search is guided by its parent's separators (lookups; inserts,
+    /// which mostly append, search unguided). A root that is a leaf goes to `leaf` only if
+    /// `reads_leaf` (it reads and checks the
+    /// node itself, validated); a fix of it is left to the latched descent.
+    ///
+    /// Each node's read is validated, and so is its parent's once the node is read or the
+    /// leaf fixed: a split moves keys out of a child only while its parent is latched
+    /// exclusively (the pessimistic descent holds the parent that takes the new separator),
+    /// so a parent still unchanged after its child was fixed means the child holds what the
+    /// parent said it does — what latch coupling gave, without a write to any shared node.
+    /// Nothing read is trusted before its validation: a corrupt node is reported by the
+    /// latched descent, which the caller falls back on.
+    #[inline(always)]
+    fn descend_optimistic<'a, G>(
+        &'a self,
+        target: Target<'_>,
+        mut hint: Option<&mut LeafHint>,
+        guided: bool,
+        reads_leaf: bool,
+        leaf: impl FnOnce(PageId, Option<Guide>, &dyn Fn() -> bool) -> StorageResult<Option<G>>,
+    ) -> StorageResult<Descent<G>> {
+        if let Some(h) = hint.as_deref_mut() {
+            h.start_descent();
+        }
+        let mut id = self.root;
+        let mut guide = None;
+        let mut parent: Option<(ReadToken<'a>, usize)> = None;
+        loop {
+            if let Some((token, 1)) = parent {
+                return Ok(match leaf(id, guide, &|| token.still_valid())? {
+                    Some(found) => Descent::Found(found, guide),
+                    None => Descent::Retry,
+                });
+            }
+            let parent_level = parent.map(|(_, level)| level);
+            let read = self.pool.read_optimistic(id, |bytes| {
+                let node = Node::new(bytes).ok()?;
+                if node.is_leaf() || check_child_level(&node, parent_level).is_err() {
+                    return Some(None);
+                }
+                let at = self.child_index(&node, target, guide).ok()?;
+                if let Some(h) = hint.as_deref_mut() {
+                    if at < node.len() {
+                        h.bound_by(node.key(at).ok()?);
+                    }
+                }
+                let child_guide = match guided {
+                    true => node.guide_for_child(&self.order, at),
+                    false => None,
+                };
+                Some(Some((node.level(), node.child(at).ok()?, child_guide)))
+            });
+            let (step, token) = match read {
+                Some((Some(step), token)) => (step, token),
+                // Held exclusively, changed while read, or not in the pool.
+                None | Some((None, _)) => return Ok(Descent::Retry),
+            };
+            if let Some((parent, _)) = parent {
+                if !parent.still_valid() {
+                    return Ok(Descent::Retry);
+                }
+            }
+            let Some((level, child, child_guide)) = step else {
+                if parent.is_none() && reads_leaf {
+                    // A leaf root (a small tree), read by `leaf`, which checks it is one.
+                    return Ok(match leaf(id, None, &|| true)? {
+                        Some(found) => Descent::Found(found, None),
+                        None => Descent::Retry,
+                    });
+                }
+                // A leaf root to fix (it may split before it is fixed), or a level that
+                // does not fit: latched.
+                return Ok(Descent::Latch);
+            };
+            counters::bump_node_visit();
+            match (level, child_guide, target) {
+                (1, Some(g), Target::Key { probe, .. }) => self.prefetch_leaf(child, g, probe),
+                _ => self.prefetch_node(child),
+            }
+            guide = child_guide;
+            parent = Some((token, level));
+            id = child;
+        }
+    }
+
+    /// How many optimistic descents to try before latching: none without latching (one
+    /// thread), where there is no latch version to validate a read by.
+    #[inline]
+    fn optimistic_tries(&self) -> usize {
+        if self.pool.is_latching() {
+            OPTIMISTIC_TRIES
+        } else {
+            0
+        }
+    }
+
+    /// A leaf an optimistic descent fixed: `None` if its parent changed meanwhile (the leaf
+    /// may no longer hold what the parent said); otherwise checked to be a leaf, since the
+    /// unchanged parent names it as its child.
+    fn leaf_under_unchanged_parent<G: std::ops::Deref<Target = [u8]>>(
+        &self,
+        leaf: G,
+        parent_unchanged: &dyn Fn() -> bool,
+    ) -> StorageResult<Option<G>> {
+        if !parent_unchanged() {
+            return Ok(None);
+        }
+        check_child_level(&Node::new(&leaf)?, Some(1))?;
+        Ok(Some(leaf))
+    }
+
+    /// [`BTree::get`] in a unique tree without latching at all: the inner nodes and the leaf
+    /// are read optimistically. `None` where that failed (the caller latches): a point lookup
+    /// of a row every thread reads (TPC-C's warehouse and district, its items) then writes to
+    /// no shared line.
+    fn get_optimistic(&self, key: &[u8]) -> StorageResult<Option<Option<u64>>> {
+        let target = Target::Key {
+            probe: key,
+            strict: false,
+        };
+        for _ in 0..self.optimistic_tries() {
+            let read = |id, guide, parent_unchanged: &dyn Fn() -> bool| {
+                let found = self.pool.read_optimistic(id, |bytes| {
+                    let node = Node::new(bytes).ok()?;
+                    if !node.is_leaf() {
+                        return None;
+                    }
+                    let rank = node.search_guided(&self.order, key, true, guide).ok()?;
+                    Some(match rank.found {
+                        true => Some(node.value(rank.index).ok()?),
+                        false => None,
+                    })
+                });
+                Ok(match found {
+                    Some((Some(value), _)) if parent_unchanged() => Some(value),
+                    _ => None,
+                })
+            };
+            match self.descend_optimistic(target, None, true, true, read)? {
+                Descent::Found(value, _) => return Ok(Some(value)),
+                Descent::Retry => continue,
+                Descent::Latch => break,
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`BTree::descend_shared`] with shared latch coupling all the way down.
+    fn descend_shared_latched(
         &self,
         target: Target<'_>,
     ) -> StorageResult<(PageReadGuard<'_>, Option<Guide>)> {
@@ -405,10 +590,38 @@ impl<K: KeyOrder> BTree<K> {
         }
     }
 
-    /// Descends with shared latches to the last inner level and fixes the leaf exclusively.
-    /// Each node's header is checked once, when it is fixed. With `hint`, records in it the
-    /// leaf's upper bound as the path shows it (see [`LeafHint`]).
+    /// Descends to the leaf `probe` belongs in and fixes it exclusively, reading the inner
+    /// nodes optimistically ([`BTree::descend_optimistic`]) and latching them where that keeps
+    /// failing. With `hint`, records in it the leaf's upper bound as the path shows it (see
+    /// [`LeafHint`]).
     fn descend_to_leaf_exclusive(
+        &self,
+        probe: &[u8],
+        mut hint: Option<&mut LeafHint>,
+    ) -> StorageResult<PageWriteGuard<'_>> {
+        // Unguided, as the latched descent: inserts mostly append, where a node's first and
+        // last keys settle the slot at once.
+        let target = Target::Key {
+            probe,
+            strict: false,
+        };
+        for _ in 0..self.optimistic_tries() {
+            let fix = |id, _, parent_unchanged: &dyn Fn() -> bool| {
+                let leaf = self.fix_exclusive(id)?;
+                self.leaf_under_unchanged_parent(leaf, parent_unchanged)
+            };
+            match self.descend_optimistic(target, hint.as_deref_mut(), false, false, fix)? {
+                Descent::Found(leaf, _) => return Ok(leaf),
+                Descent::Retry => continue,
+                Descent::Latch => break,
+            }
+        }
+        self.descend_to_leaf_exclusive_latched(probe, hint)
+    }
+
+    /// [`BTree::descend_to_leaf_exclusive`] with shared latches to the last inner level.
+    /// Each node's header is checked once, when it is fixed.
+    fn descend_to_leaf_exclusive_latched(
         &self,
         probe: &[u8],
         mut hint: Option<&mut LeafHint>,
@@ -498,6 +711,9 @@ impl<K: KeyOrder> BTree<K> {
                     }
                 },
             )?;
+            return Ok(found);
+        }
+        if let Some(found) = self.get_optimistic(key)? {
             return Ok(found);
         }
         let (leaf, guide) = self.descend_shared(Target::Key {

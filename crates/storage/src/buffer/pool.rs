@@ -652,6 +652,51 @@ impl BufferPool {
         }
     }
 
+    /// Reads page `id` without latching it, if it is in the pool and nobody holds it
+    /// exclusively: `read` gets the page's bytes, which a writer may change while they are
+    /// read, and its result is kept only if no exclusive hold of the frame began or ended
+    /// meanwhile and the frame still held `id` ([`Latch::validate`]); `None` otherwise (the
+    /// caller latches instead). With the result comes a token that tells later whether the
+    /// page is still unchanged ([`ReadToken::still_valid`]), for a caller that must know the
+    /// page stayed as read while it went on (a B+-tree descent checks a parent after fixing
+    /// its child).
+    ///
+    /// For read-mostly pages every thread visits (B+-tree inner nodes): a shared latch is a
+    /// write to the frame's latch word, and threads that read the same node take its line
+    /// from each other at every fix and release. `read` must cope with any bytes (the page
+    /// decoders are fuzzed for that: a torn read gives an error or a wrong answer, never a
+    /// panic or an endless loop), and nothing it returns may point into the page.
+    #[inline(always)]
+    pub fn read_optimistic<R>(
+        &self,
+        id: PageId,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> Option<(R, ReadToken<'_>)> {
+        if id.0 >= DIRECT_PAGES_MAX {
+            return None;
+        }
+        let f = self.directory.get(id)?;
+        let frame = self.mapped_frame(f);
+        let version = frame.data.optimistic_version()?;
+        let image = *self.images.get(f.index())?;
+        // SAFETY: the frame's data lives as long as the pool; `page` is a plain `Copy` value
+        // read volatile, and a torn or stale one fails the check below or the validation.
+        let page =
+            unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*frame.data.value_ptr()).page)) };
+        if page != Some(id) {
+            return None;
+        }
+        counters::bump_fix(id.0);
+        // SAFETY: `image` is the frame's page buffer (a boxed slice of `page_size` bytes that
+        // is never freed or moved while the pool lives). A writer holding the frame's latch may
+        // change its bytes meanwhile: whatever is read is discarded unless the validation
+        // below shows no write happened.
+        let bytes = unsafe { std::slice::from_raw_parts(image as *const u8, self.page_size) };
+        let result = read(bytes);
+        let token = ReadToken { frame, version };
+        token.still_valid().then_some((result, token))
+    }
+
     /// The frame holding `id` if the page is in the pool, unpinned: [`BufferPool::pin_hit`]
     /// without the pin, for a shared fix with latching on. The same validation under the
     /// frame latch catches a frame remapped meanwhile.
@@ -1100,6 +1145,22 @@ impl BufferPool {
 }
 
 /// Checks a page image just read for page `id`.
+/// What [`BufferPool::read_optimistic`] read a page at: the frame and its latch's version.
+#[derive(Clone, Copy)]
+pub struct ReadToken<'a> {
+    frame: &'a Frame,
+    version: u64,
+}
+
+impl ReadToken<'_> {
+    /// Whether the page is unchanged since it was read: no exclusive hold of its frame began
+    /// or ended since (an eviction too takes the frame exclusively).
+    #[inline]
+    pub fn still_valid(&self) -> bool {
+        self.frame.data.validate(self.version)
+    }
+}
+
 pub(crate) fn verify_page(id: PageId, buf: &[u8]) -> StorageResult<()> {
     let corrupt = |reason: String| StorageError::Corruption { page: id, reason };
     let magic = u16::from_le_bytes([buf[OFFSET_MAGIC], buf[OFFSET_MAGIC + 1]]);
