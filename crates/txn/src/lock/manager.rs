@@ -143,7 +143,9 @@ pub struct LockConfig {
     /// dozen locks, and a table of 4,096 buckets made each record lock miss the cache twice,
     /// on its bucket and on its head (the full engine ran 6–25% slower on one thread). With
     /// many threads the table must grow with them (the engine asks for 256 per thread):
-    /// 16 threads holding some 50 locks each on 256 buckets met in most of them.
+    /// 16 threads holding some 50 locks each on 256 buckets met in most of them. Past 256,
+    /// the table is cut into regions of 256 that keep a leading key column's record locks
+    /// together (see `table.rs`).
     pub buckets: usize,
     /// How often a blocked transaction searches the wait-for graph again (a backstop to
     /// the search made when it blocks).

@@ -37,7 +37,11 @@ pub enum LockName {
     Table(u32),
     /// One page of a table (page-level locking).
     Page { table: u32, page: u64 },
-    /// One record of a table, by the hash of its primary key (record-level locking).
+    /// One record of a table, by the hash of its primary key (record-level locking). The
+    /// key's top byte is the record's *region*: with more than 256 lock-table buckets, records
+    /// of different regions never share a bucket (see `LockTable::bucket_index`). The engine
+    /// puts the record's leading key column there, so that threads on different warehouses
+    /// latch different buckets.
     Record { table: u32, key: u64 },
     /// Partition `0` of the database's lock (coarse-lock partitioning; never named by
     /// callers).
