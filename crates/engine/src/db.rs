@@ -771,6 +771,32 @@ impl Database {
         }
     }
 
+    /// Makes table `name` read-only (`true`) or writable again (`false`). A read-only table
+    /// refuses inserts, updates, deletes and reads for update, with an error naming it, and
+    /// its point reads take no record lock, only the table's intention lock `IS`: nothing can
+    /// change what they read. (TPC-C's ITEM, read by every New-Order and written by none, is
+    /// the case: ten record locks per New-Order that every thread shared.) The switch runs in
+    /// a transaction of its own that takes the table's lock, `S` to make it read-only (it
+    /// waits for the transactions writing it) and `X` to make it writable (it waits for its
+    /// readers), so no transaction sees the table change while it runs. The flag is not kept
+    /// in the catalog: a reopened database has every table writable.
+    pub fn set_read_only(&self, name: &str, read_only: bool) -> TxResult<()> {
+        let t = self.table(name)?;
+        let table = self.resolve_table(&t)?;
+        let mut tx = self.begin()?;
+        let mode = if read_only {
+            txn::lock::LockMode::S
+        } else {
+            txn::lock::LockMode::X
+        };
+        if let Err(e) = tx.lock_whole_table(table.id, mode) {
+            tx.abort()?;
+            return Err(e);
+        }
+        table.read_only.store(read_only, Ordering::Release);
+        tx.commit()
+    }
+
     /// Index entries main-memory ordered indexes have not merged yet, over every index (0 on
     /// B+-trees and hash indexes, and after [`Database::finish_load`] or a scan of each).
     pub fn pending_index_entries(&self) -> usize {
@@ -885,6 +911,7 @@ impl Database {
             records,
             primary,
             secondaries: storage::shard::ReadMostly::new(Vec::new(), latching),
+            read_only: std::sync::atomic::AtomicBool::new(false),
         };
         if self.tables[id as usize].set(table).is_err() {
             return Err(TxError::Invalid("table slot taken concurrently".into()));

@@ -444,4 +444,15 @@ pub struct Table {
     /// read by every insert and delete of every thread, so latched per thread
     /// ([`storage::shard::ReadMostly`]).
     pub secondaries: storage::shard::ReadMostly<Vec<u32>>,
+    /// Whether the table is read-only ([`crate::Database::set_read_only`]): written only under
+    /// the table's `S` or `X` lock, read by every access.
+    pub(crate) read_only: std::sync::atomic::AtomicBool,
+}
+
+impl Table {
+    /// Whether the table refuses writes (and its reads take no record locks).
+    #[inline]
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.load(std::sync::atomic::Ordering::Acquire)
+    }
 }

@@ -409,13 +409,60 @@ impl<'db> Transaction<'db> {
     /// appear under a point read). With page locking the record's heap page is locked after
     /// the lookup, and the lookup is repeated to confirm the record did not move meanwhile;
     /// an absent key is locked by name.
+    ///
+    /// A read of a read-only table takes no record lock (see [`Database::set_read_only`]); an
+    /// exclusive access to one is refused.
     #[inline]
     fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
-        if !self.db.page_locking {
-            self.lock_key(table.id, k, exclusive)?;
+        if !exclusive && table.is_read_only() && self.holds_read_only(table)? {
             return Ok(table.primary.get(k)?);
         }
-        self.find_page_locked(table, k, exclusive)
+        let found = if !self.db.page_locking {
+            self.lock_key(table.id, k, exclusive)?;
+            table.primary.get(k)?
+        } else {
+            self.find_page_locked(table, k, exclusive)?
+        };
+        if exclusive {
+            self.writable(table)?;
+        }
+        Ok(found)
+    }
+
+    /// Whether `table` is read-only for this transaction: it takes the table's `IS` (which a
+    /// switch back to writable, `X` on the table, waits out) and then reads the flag, so a
+    /// `true` holds until this transaction ends and its reads need no record locks.
+    #[inline(never)]
+    fn holds_read_only(&mut self, table: &Table) -> TxResult<bool> {
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
+            lm.lock_table(locks, table.id, LockMode::IS)
+                .map_err(|e| TxError::Retry(e.to_string()))?;
+        }
+        Ok(table.is_read_only())
+    }
+
+    /// Refuses a write to a read-only table. Called once the write's record lock is held, and
+    /// with it the table's `IX`, which the switch to read-only (`S` on the table) waits out: a
+    /// writer that held `IX` first finishes before the switch, one that got it after sees it.
+    #[inline]
+    fn writable(&self, table: &Table) -> TxResult<()> {
+        if table.is_read_only() {
+            return Err(TxError::Invalid(format!(
+                "table {} is read-only: it refuses inserts, updates and deletes",
+                table.schema.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Takes `mode` on table `table` itself (for [`Database::set_read_only`]); nothing without
+    /// a lock manager.
+    pub(crate) fn lock_whole_table(&mut self, table: u32, mode: LockMode) -> TxResult<()> {
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
+            lm.lock_table(locks, table, mode)
+                .map_err(|e| TxError::Retry(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// [`Transaction::find_locked`] under page-level locking.
@@ -1172,6 +1219,7 @@ impl Tx for Transaction<'_> {
             table.layout.encode(row, &mut rec)?;
             table.key.encode_record(&table.layout, &rec, &mut k)?;
             self.lock_key(table.id, &k, true)?;
+            self.writable(table)?;
             // Record locking: the next key is locked while the primary insert holds the
             // leaf latch (`insert_entry_locked`), one descent for both; page locking locks it
             // after a scan (`add_entry`). Either way a duplicate is reported by the index

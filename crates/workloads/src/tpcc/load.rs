@@ -67,6 +67,10 @@ pub fn load(
         loader.push(&tables.item, row)?;
     }
     loader.flush()?;
+    // No TPC-C transaction writes ITEM, and every New-Order reads ten of its rows: read-only,
+    // those reads take no record locks, which every thread's New-Orders otherwise shared
+    // (one lock head per item for all warehouses; see `Database::set_read_only`).
+    db.set_read_only(super::schema::ITEM, true)?;
 
     // Without latches or locks (the stripped preset) the tables take one writer at a time:
     // parallel loading there corrupted the unlatched indexes.
