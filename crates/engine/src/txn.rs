@@ -412,8 +412,27 @@ impl<'db> Transaction<'db> {
     ///
     /// A read of a read-only table takes no record lock (see [`Database::set_read_only`]); an
     /// exclusive access to one is refused.
-    #[inline]
+    #[inline(always)]
     fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
+        if !self.db.page_locking && !table.is_read_only() {
+            self.lock_key(table.id, k, exclusive)?;
+            if exclusive {
+                // Again under the lock: the table may have turned read-only meanwhile.
+                self.writable(table)?;
+            }
+            return Ok(table.primary.get(k)?);
+        }
+        self.find_locked_slow(table, k, exclusive)
+    }
+
+    /// [`Transaction::find_locked`] on a read-only table, or under page-level locking.
+    #[inline(never)]
+    fn find_locked_slow(
+        &mut self,
+        table: &Table,
+        k: &[u8],
+        exclusive: bool,
+    ) -> TxResult<Option<u64>> {
         if !exclusive && table.is_read_only() && self.holds_read_only(table)? {
             return Ok(table.primary.get(k)?);
         }
