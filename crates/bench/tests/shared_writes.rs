@@ -37,11 +37,12 @@ fn budget(type_name: &str) -> &'static [(Place, f64)] {
     match type_name {
         // One reservation in the log buffer per record written (its undo record is carried
         // in with the page's redo record) and one per further page changed (index entries),
-        // measured 37.1; the inner nodes of ~40 B+-tree descents; a heap page claimed now and
-        // then by an insert.
+        // measured 37.1; B+-tree descents read inner nodes optimistically and latch them
+        // only when a read fails validation or a split needs them (measured 0.1, was 37.3
+        // with every descent latching); a heap page claimed now and then by an insert.
         "new_order" => &[
             (Place::LogAppend, 41.0),
-            (Place::BtreeInner, 42.0),
+            (Place::BtreeInner, 2.0),
             (Place::HeapFreeSpace, 2.0),
             (Place::HeapTail, 1.0),
             (Place::PageTable, 2.0),
@@ -49,7 +50,7 @@ fn budget(type_name: &str) -> &'static [(Place, f64)] {
         "payment" => &[
             // Measured 6.0: four records written and the commit.
             (Place::LogAppend, 7.0),
-            (Place::BtreeInner, 4.0),
+            (Place::BtreeInner, 1.0),
             (Place::HeapFreeSpace, 1.0),
             (Place::HeapTail, 1.0),
             (Place::PageTable, 1.0),
@@ -78,10 +79,9 @@ fn the_paper_mix_meets_other_threads_only_where_its_budget_says() {
             );
         }
     }
-    // The counter counts: the log and the B+-trees are reached on every New-Order.
+    // The counter counts: the log is reached on every New-Order.
     let new_order = &types[0];
     assert!(per_txn(new_order, Place::LogAppend) >= 20.0);
-    assert!(per_txn(new_order, Place::BtreeInner) >= 10.0);
 }
 
 /// With the lock manager set up for one thread (no partitions), every transaction's intention

@@ -101,7 +101,7 @@ fn latching_off_acquires_no_latch() {
 fn page_access_off_fixes_no_page() {
     let on = open_with(&[], false);
     let moved = work(&on);
-    assert!(moved.fixes > 0 && moved.node_visits > 0);
+    assert!(moved.fixes > 0 && moved.node_visits > 0, "{moved:?}");
     let off = open_with(&[Switch::PageAccess], false);
     let moved = work(&off);
     assert_eq!(

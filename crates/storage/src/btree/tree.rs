@@ -537,6 +537,7 @@ impl<K: KeyOrder> BTree<K> {
         };
         for _ in 0..self.optimistic_tries() {
             let read = |id, guide, parent_unchanged: &dyn Fn() -> bool| {
+                counters::bump_node_visit();
                 let found = self.pool.read_optimistic(id, |bytes| {
                     let node = Node::new(bytes).ok()?;
                     if !node.is_leaf() {
