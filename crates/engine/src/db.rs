@@ -1290,17 +1290,17 @@ fn lock_spin(threads: usize) -> std::time::Duration {
     }
 }
 
-/// Partitions of the database's and each table's lock (`LockConfig::coarse_partitions`): one
-/// per worker thread (rounded up to a power of two, at most 64), so that no two threads
-/// meet on an intention lock; one thread keeps a single lock per table, as the ladder's
-/// one-thread instruction counts assume.
 /// Lock-table buckets: 256 per thread (see [`txn::lock::LockConfig::buckets`]), so that
-/// threads locking different records rarely share a bucket; one thread keeps the 256 that
-/// stay in its cache.
+/// threads locking different records rarely share a bucket (and each warehouse's record
+/// locks have a region of 256 to themselves); one thread keeps the 256 that stay in its cache.
 fn lock_buckets(threads: usize) -> usize {
     256 * threads.clamp(1, 256).next_power_of_two()
 }
 
+/// Partitions of the database's and each table's lock (`LockConfig::coarse_partitions`): one
+/// per worker thread (rounded up to a power of two, at most 64), so that no two threads
+/// meet on an intention lock; one thread keeps a single lock per table, as the ladder's
+/// one-thread instruction counts assume.
 fn coarse_lock_partitions(threads: usize) -> usize {
     threads.clamp(1, 64).next_power_of_two()
 }
