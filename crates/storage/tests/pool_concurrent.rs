@@ -104,20 +104,25 @@ fn fixes_and_evictions(frames: usize, ops: u64) {
     pool.check_invariants();
 }
 
-/// An optimistic read is refused while a writer holds the page, and its token tells
-/// afterwards whether a writer came and went.
-#[test]
-fn an_optimistic_read_is_refused_under_a_writer_and_its_token_sees_a_later_one() {
-    let pool = BufferPool::new(
+/// An 8-frame in-memory pool, latching or not.
+fn small_pool(latching: bool) -> BufferPool {
+    BufferPool::new(
         Box::new(MemPageStore::new(PageSize::Kib8)),
         PoolConfig {
             page_size: PageSize::Kib8,
             frames: 8,
-            latching: true,
+            latching,
         },
         None,
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// An optimistic read is refused while a writer holds the page, and its token tells
+/// afterwards whether a writer came and went.
+#[test]
+fn an_optimistic_read_is_refused_under_a_writer_and_its_token_sees_a_later_one() {
+    let pool = small_pool(true);
     let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
     let (page, token) = pool
         .read_optimistic(id, |b| u64::from_le_bytes(b[16..24].try_into().unwrap()))
@@ -140,16 +145,7 @@ fn an_optimistic_read_is_refused_under_a_writer_and_its_token_sees_a_later_one()
     assert!(!token.still_valid(), "a writer came and went");
     assert!(pool.read_optimistic(id, |_| ()).unwrap().1.still_valid());
     // Without latching there is no version to trust: callers latch.
-    let unlatched = BufferPool::new(
-        Box::new(MemPageStore::new(PageSize::Kib8)),
-        PoolConfig {
-            page_size: PageSize::Kib8,
-            frames: 8,
-            latching: false,
-        },
-        None,
-    )
-    .unwrap();
+    let unlatched = small_pool(false);
     let id = unlatched.allocate_page(PageKind::Heap).unwrap().page_id();
     assert!(unlatched.read_optimistic(id, |_| ()).is_none());
 }
