@@ -41,7 +41,8 @@ pub enum Place {
     BtreeInner,
     /// A heap file's free-space map latch (inserts and updates that change a page's room).
     HeapFreeSpace,
-    /// A heap file's tail latch (appending a page to the chain).
+    /// A heap file's first page, latched by each thread's first new page of the file (later new
+    /// pages link after the thread's own page).
     HeapTail,
     /// The buffer pool's page table (a miss or a page allocation) and page allocator.
     PageTable,

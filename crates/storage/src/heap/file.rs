@@ -7,13 +7,17 @@
 //!
 //! * **Insert** asks the free-space map for a page whose free bytes surely suffice (the lowest
 //!   bucket whose lower bound covers the need, lowest page id first), re-checks under the
-//!   page's exclusive latch (the map may be stale by then) and, if nothing fits, appends a page
-//!   to the chain (a logged change of the old tail's `next_page`). Insert never scans the file.
+//!   page's exclusive latch (the map may be stale by then) and, if nothing fits, adds a page
+//!   to the chain right after the inserting thread's full page (a logged change of that page's
+//!   `next_page`). Insert never scans the file. The chain has no tail to append at: the order
+//!   of its pages means nothing, and with one tail every thread's new page latched the tail and
+//!   the last page, which was another thread's insertion page.
 //! * **Growth**: an update that no longer fits its page stores the new bytes as a *moved body*
 //!   elsewhere and turns the home slot into a forwarding stub; the record id stays valid.
 //!   Chains are at most one hop: a moved record that moves again updates its stub.
 //! * **Latching**: a writer holds at most one page latch at a time, except the append, which
-//!   holds the tail latch, then the old tail page, then the brand-new page. Readers following a
+//!   holds the page it links after (its own full insertion page, or the first page), then the
+//!   brand-new page. Readers following a
 //!   stub hold the home page shared while fixing the body page shared. The free-space map's latch
 //!   is a leaf (taken while a page latch is held, never the other way round).
 //! * **Concurrency contract**: the heap keeps pages physically consistent under any
@@ -128,8 +132,6 @@ pub struct HeapFile {
     first: PageId,
     /// Protects the free-space map; a leaf latch.
     fsm: Latch<FreeSpaceMap>,
-    /// Protects the id of the last page of the chain; held while a page is appended.
-    tail: Latch<PageId>,
     /// Each thread's insertion page (`shard::thread_index() % INSERT_SHARDS`; 0: none yet),
     /// each on a cache line of its own. See *Insertion pages* in the module docs.
     inserting: Box<[CachePadded<AtomicU64>]>,
@@ -162,7 +164,6 @@ impl HeapFile {
     /// Opens the heap file whose chain starts at `first_page`, rebuilding the free-space map.
     pub fn open(pool: Arc<BufferPool>, first_page: PageId) -> StorageResult<HeapFile> {
         let file = HeapFile::empty(pool, first_page);
-        let mut tail = first_page;
         let mut visited = 0u64;
         let mut next = Some(first_page);
         while let Some(p) = next {
@@ -175,10 +176,8 @@ impl HeapFile {
             }
             let g = file.heap_page_shared(p)?;
             file.fsm.write().set(p, hp::free_space(&g));
-            tail = p;
             next = hp::next_page(&g);
         }
-        *file.tail.write() = tail;
         Ok(file)
     }
 
@@ -189,7 +188,6 @@ impl HeapFile {
             pool,
             first,
             fsm: Latch::new(FreeSpaceMap::new(page_size), latching),
-            tail: Latch::new(first, latching),
             inserting: (0..INSERT_SHARDS)
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
@@ -353,19 +351,20 @@ impl HeapFile {
     /// inserts, fixed exclusively: the map records it as full while it is claimed, so other
     /// threads look elsewhere. `leaving`, the page this thread inserted into until now, goes
     /// back to the map with the room it really has.
-    fn claim_page(
-        &self,
+    /// `leaving` stays latched until a page is found: a new page is linked after it.
+    fn claim_page<'a>(
+        &'a self,
         need: usize,
-        leaving: Option<PageWriteGuard<'_>>,
-    ) -> StorageResult<PageWriteGuard<'_>> {
-        let leaving = leaving.map(|g| (g.page_id(), hp::free_space(&g)));
+        mut leaving: Option<PageWriteGuard<'a>>,
+    ) -> StorageResult<PageWriteGuard<'a>> {
         loop {
             let candidate = {
                 let mut fsm = self.fsm_write();
-                if let Some((p, free)) = leaving {
-                    fsm.set(p, free);
+                if let Some(g) = &leaving {
+                    fsm.set(g.page_id(), hp::free_space(g));
                 }
-                let found = fsm.find(need).filter(|&p| Some(p) != leaving.map(|l| l.0));
+                let left = leaving.as_ref().map(|g| g.page_id());
+                let found = fsm.find(need).filter(|&p| Some(p) != left);
                 if let Some(p) = found {
                     fsm.set(p, 0);
                     fsm.last_insert = Some(p);
@@ -373,9 +372,13 @@ impl HeapFile {
                 found
             };
             let g = match candidate {
-                Some(p) => self.heap_page_exclusive(p)?,
+                Some(p) => {
+                    // One page latch at a time: the leaving page goes first.
+                    drop(leaving.take());
+                    self.heap_page_exclusive(p)?
+                }
                 None => {
-                    let g = self.append_page()?;
+                    let g = self.add_page(leaving.take())?;
                     self.fsm_write().set(g.page_id(), 0);
                     g
                 }
@@ -398,31 +401,31 @@ impl HeapFile {
             .collect()
     }
 
-    /// Appends an empty page to the chain; returns it fixed exclusively.
-    fn append_page(&self) -> StorageResult<PageWriteGuard<'_>> {
-        let mut tail = {
-            shared::bump(Place::HeapTail);
-            self.tail.write()
+    /// Adds an empty page to the chain right after `after` (the caller's full insertion page,
+    /// latched exclusively) or, without one, after the first page (every thread's first new
+    /// page of the file: the one shared point left, counted as `heap-tail`); returns it fixed
+    /// exclusively.
+    fn add_page<'a>(
+        &'a self,
+        after: Option<PageWriteGuard<'a>>,
+    ) -> StorageResult<PageWriteGuard<'a>> {
+        let mut prev = match after {
+            Some(g) => g,
+            None => {
+                shared::bump(Place::HeapTail);
+                self.heap_page_exclusive(self.first)?
+            }
         };
-        let mut last = self.heap_page_exclusive(*tail)?;
-        // Another appender may have extended the chain while this one waited.
-        while let Some(next) = hp::next_page(&last) {
-            drop(last);
-            *tail = next;
-            last = self.heap_page_exclusive(next)?;
-        }
         let mut g = self.pool.allocate_page_on(PageKind::Heap, self.device)?;
         hp::init(&mut g);
-        hp::set_next(&mut last, Some(g.page_id()));
+        hp::set_next(&mut g, hp::next_page(&prev));
+        hp::set_next(&mut prev, Some(g.page_id()));
         // One redo record for both: the new page's creation and the link to it. Logged apart,
-        // the link came first (the old last page's latch is released first), and a crash
-        // whose log ended between the two left a chain that recovery linked to a page it never
-        // created: the database could not be opened. (Found by the crash campaign.)
-        self.pool.log_together(&mut [&mut g, &mut last]);
-        *tail = g.page_id();
-        drop(last);
-        drop(tail);
-        self.note_free(&g);
+        // the link came first (the old page's latch is released first), and a crash whose log
+        // ended between the two left a chain that recovery linked to a page it never created:
+        // the database could not be opened. (Found by the crash campaign.)
+        self.pool.log_together(&mut [&mut g, &mut prev]);
+        drop(prev);
         Ok(g)
     }
 
@@ -721,13 +724,6 @@ impl HeapFile {
         let total: usize = fsm.buckets.iter().map(|b| b.len()).sum();
         if total != pages {
             return Err(corrupt(self.first, "free-space buckets out of step".into()));
-        }
-        let last = check.pages.last().copied().unwrap_or(self.first);
-        if *self.tail.read() != last {
-            return Err(corrupt(
-                last,
-                "tail is not the last page of the chain".into(),
-            ));
         }
         Ok(())
     }
