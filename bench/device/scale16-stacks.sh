@@ -27,6 +27,12 @@ for r in 1 2; do
         awk '/^ +[0-9]+ +[0-9]/ {printf "%s threads %s txn/s (p99 %s µs); ", $1, $2, $6}')"
   done
 done
+echo "== the new code, the log's records off (what the log costs)"
+for t in $((n / 2)) $n; do
+  echo "$t threads, main-log=off: $($G bench tpcc --mix paper --scale "$t" --threads "$t" \
+      --duration 3 --warmup 1 --quiet --switch main-log=off 2>&1 |
+      sed -n 's/.* transactions in .*: \([0-9.]*\) txn\/s.*/\1/p') txn/s"
+done
 echo "== where $n threads are (stacks, the new code)"
 dbg=$(command -v cuda-gdb || command -v gdb)
 $G bench tpcc --mix paper --threads "$n" --scale "$n" --duration 30 --warmup 1 > "$work/bench.txt" 2>&1 &
