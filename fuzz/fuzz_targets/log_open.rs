@@ -50,6 +50,7 @@ fuzz_target!(|data: &[u8]| {
         accept_loss: control & 16 != 0,
         latching: true,
         gather_commits: true,
+        runs: true,
     };
     let Ok((log, report)) = LogManager::open(Box::new(storage), config) else {
         return;

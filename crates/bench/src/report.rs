@@ -11,6 +11,7 @@
 //! | `preset`, `switches`          | preset name or `custom`; names of the switches that are off |
 //! | `threads`, `seed`, `durable`, `pool_mib`, `db` | how it ran (`db`: null = in memory)     |
 //! | `prefetch`                    | prefetch hints acted on (false with `--no-prefetch`)     |
+//! | `log_runs`                    | log-buffer bytes reserved a run at a time (false with `--no-log-runs`) |
 //! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
@@ -52,6 +53,9 @@ pub struct RunConfiguration {
     pub durable: bool,
     /// Whether the engine acted on the procedures' prefetch hints (`--no-prefetch` clears it).
     pub prefetch: bool,
+    /// Whether threads reserved log-buffer bytes a run at a time (`--no-log-runs` clears
+    /// it; reports written before runs lack it: they reserved record by record).
+    pub log_runs: bool,
     pub pool_mib: usize,
     /// Database directory; `None` in memory.
     pub db: Option<String>,
@@ -685,12 +689,13 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
     };
     let _ = write!(
         line,
-        " threads={} preset={} switches-off={} durable={}{} pool-mib={} db={}{} warmup={}s seed={} glass={} at={}",
+        " threads={} preset={} switches-off={} durable={}{}{} pool-mib={} db={}{} warmup={}s seed={} glass={} at={}",
         c.threads,
         c.preset,
         switches,
         c.durable,
         if c.prefetch { "" } else { " prefetch=off" },
+        if c.log_runs { "" } else { " log-runs=off" },
         c.pool_mib,
         c.db.as_deref().unwrap_or("memory"),
         match (&c.log_sync, c.log_prealloc_mib) {
@@ -756,6 +761,7 @@ mod tests {
             seed: 7,
             durable: false,
             prefetch: true,
+            log_runs: true,
             pool_mib: 64,
             db: None,
             log_sync: None,
@@ -833,6 +839,7 @@ mod tests {
             "seed",
             "durable",
             "prefetch",
+            "log_runs",
             "pool_mib",
             "glass_version",
             "timestamp",

@@ -547,6 +547,7 @@ pub(crate) fn bench_result(
         seed: config.seed,
         durable: db_config.durable,
         prefetch: db_config.prefetch,
+        log_runs: db_config.log_runs,
         pool_mib: db_config.pool_mib,
         db: db_config.path.as_ref().map(|p| p.display().to_string()),
         log_sync: db_config

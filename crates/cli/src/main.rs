@@ -450,6 +450,11 @@ struct EngineSetupArgs {
     /// only with page-access off).
     #[arg(long)]
     no_prefetch: bool,
+    /// Reserve log-buffer bytes record by record, one compare-and-swap on the log's tail
+    /// each, instead of a run at a time per thread, to measure what runs buy (logs that are
+    /// not forced use runs; see docs/ARCHITECTURE.md, "Runs").
+    #[arg(long)]
+    no_log_runs: bool,
     /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
@@ -1027,6 +1032,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         pool_mib: setup.pool_mib.unwrap_or(0) as usize,
         page_locking: setup.page_locking,
         prefetch: !setup.no_prefetch,
+        log_runs: !setup.no_log_runs,
         switches,
         checkpoint_bytes: setup.checkpoint_kib << 10,
         ..DbConfig::default()

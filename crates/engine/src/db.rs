@@ -114,6 +114,10 @@ pub struct DbConfig {
     /// Whether a group-commit leader waits for the committers it expects before it forces
     /// (`wal::LogConfig::gather_commits`).
     pub gather_commits: bool,
+    /// Whether threads reserve the log buffer's bytes for their page-redo records a run at a
+    /// time (`wal::LogConfig::runs`; on by default, used by logs that are not forced): off,
+    /// every record reserves its bytes on the log's tail, to measure what runs buy.
+    pub log_runs: bool,
     /// How long a transaction waits for a lock before it fails with a retryable error (when
     /// no deadlock is found sooner). A server whose worker thread serves many connections
     /// bounds it tightly: a wait for a lock that an idle connection on the same worker holds
@@ -155,6 +159,7 @@ impl Default for DbConfig {
             log_sync: LogSync::default(),
             log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
             gather_commits: false,
+            log_runs: true,
             lock_wait_timeout: std::time::Duration::from_secs(10),
             device: storage::DeviceModel::none(),
             log_device: std::time::Duration::ZERO,
@@ -389,6 +394,7 @@ impl Database {
                     accept_loss: config.accept_log_loss,
                     latching,
                     gather_commits: config.gather_commits,
+                    runs: config.log_runs,
                 },
             )
             .map_err(log_open_err)?;

@@ -58,6 +58,7 @@ fn discard_log(mode: LogMode) -> LogManager {
         accept_loss: false,
         latching: true,
         gather_commits: true,
+        runs: true,
     };
     LogManager::open(Box::new(storage), config).unwrap().0
 }

@@ -171,7 +171,9 @@ use storage::latch::{SpinGuard, SpinLatch};
 use storage::page::PageRedo;
 use storage::{Lsn, PageId, PageLog, StorageResult};
 
-use crate::buffer::{CopyCounts, CopyShard, LogBuffer, Refused, Region, Reserved, Tail};
+use crate::buffer::{
+    CopyCounts, CopyShard, LogBuffer, Refused, Region, Reserved, Run, Tail, RUN_BYTES,
+};
 use crate::checksum::crc32c;
 use crate::error::{LogDamage, WalError, WalResult};
 use crate::reader::{look_past, unwritten_sector_in, ChunkReader, FrameAt, LogIter};
@@ -328,7 +330,7 @@ impl HeldUpdate<'_> {
             let mut buffered = 0;
             if let Some(waiting) = held.waiting_for(log.id) {
                 // Nothing carried it: it goes in alone.
-                buffered = log.put(Some(waiting), 0, false, None, |_| {}).1;
+                buffered = log.put(Some(waiting), 0, false, None, None, |_| {}).1;
             }
             held.log = 0;
             held.publish = std::ptr::null();
@@ -382,6 +384,11 @@ pub struct LogConfig {
     /// (see the module docs). Off (the default), a leader forces at once with whatever is
     /// buffered. Only `Durable` logs gather.
     pub gather_commits: bool,
+    /// Whether threads reserve log-buffer bytes for their page-redo records in runs (see
+    /// `buffer::Run`): one compare-and-swap on the tail per run instead of one per record,
+    /// and no line written by two threads. Only `NoForce` logs with a real latch use runs
+    /// (in `Durable` ones every commit would close them all). On by default.
+    pub runs: bool,
 }
 
 impl Default for LogConfig {
@@ -392,6 +399,7 @@ impl Default for LogConfig {
             accept_loss: false,
             latching: true,
             gather_commits: false,
+            runs: true,
         }
     }
 }
@@ -529,6 +537,8 @@ pub struct LogManager {
     gather_cv: Condvar,
     /// Whether leaders gather ([`LogConfig::gather_commits`]).
     gather: bool,
+    /// Whether page-redo records are reserved in runs ([`LogConfig::runs`]).
+    runs: bool,
     /// Threads (one bit per `thread_index % 64`) that waited for a commit since the last
     /// sync, and those of the sync before it: the size of their union is how many committers
     /// the next leader expects, itself included (`expected`).
@@ -749,6 +759,7 @@ impl LogManager {
             forced_cv: Condvar::new(),
             gather_cv: Condvar::new(),
             gather: config.gather_commits && config.mode == LogMode::Durable,
+            runs: config.runs && config.mode == LogMode::NoForce && config.latching,
             committers: AtomicU64::new(0),
             committers_before: AtomicU64::new(0),
             expected: AtomicU32::new(0),
@@ -997,6 +1008,20 @@ impl LogManager {
         is_commit: bool,
         publish: Option<&AtomicU64>,
     ) -> Lsn {
+        self.append_encoded_run(record, is_commit, publish, None)
+    }
+
+    /// [`LogManager::append_encoded`], for a page's redo record where `run` is given: the
+    /// page's LSN, which the record's must exceed. Such a record may take its bytes from this
+    /// thread's run ([`LogManager::put`]).
+    #[inline]
+    fn append_encoded_run<E: Encode>(
+        &self,
+        record: &E,
+        is_commit: bool,
+        publish: Option<&AtomicU64>,
+        run: Option<Lsn>,
+    ) -> Lsn {
         if self.mode == LogMode::LsnOnly {
             storage::shared::bump(storage::shared::Place::LogAppend);
             let lsn = self.next_lsn.fetch_add(1, Ordering::Relaxed);
@@ -1008,17 +1033,17 @@ impl LogManager {
         let len = frame_len(record);
         // Most appends carry nothing: they skip the held slot's borrow altogether.
         if HELD_WAITING.try_with(Cell::get).ok() != Some(self.id) {
-            return self.encode_and_put(record, len, None, is_commit, publish);
+            return self.encode_and_put(record, len, None, is_commit, publish, run);
         }
         let mut done = None;
         let _ = HELD.try_with(|held| {
             if let Ok(mut held) = held.try_borrow_mut() {
                 let waiting = held.waiting_for(self.id);
-                done = Some(self.encode_and_put(record, len, waiting, is_commit, publish));
+                done = Some(self.encode_and_put(record, len, waiting, is_commit, publish, run));
             }
         });
         // No slot (thread teardown) or one already borrowed: nothing waits to be carried.
-        done.unwrap_or_else(|| self.encode_and_put(record, len, None, is_commit, publish))
+        done.unwrap_or_else(|| self.encode_and_put(record, len, None, is_commit, publish, run))
     }
 
     /// The rest of [`LogManager::append_encoded`]: reserves `len` bytes behind `held` and
@@ -1031,8 +1056,9 @@ impl LogManager {
         held: Option<&mut HeldFrame>,
         is_commit: bool,
         publish: Option<&AtomicU64>,
+        run: Option<Lsn>,
     ) -> Lsn {
-        let (lsn, buffered) = self.put(held, len, is_commit, publish, |frame| {
+        let (lsn, buffered) = self.put(held, len, is_commit, publish, run, |frame| {
             encode_frame_into(record, frame)
         });
         if buffered >= self.buffer_bytes {
@@ -1060,21 +1086,40 @@ impl LogManager {
         len: usize,
         is_commit: bool,
         publish: Option<&AtomicU64>,
+        run: Option<Lsn>,
         fill: impl FnOnce(&mut [u8]),
     ) -> (Lsn, usize) {
         let held_len = held.as_ref().map_or(0, |h| h.len);
         let total = held_len + len;
         let frames = u64::from(held.is_some()) + u64::from(len > 0);
-        storage::shared::bump(storage::shared::Place::LogAppend);
-        let shard = self.copies.mine();
+        let (shard, exclusive) = self.copies.mine_exclusive();
         // Without latching there is one thread: nobody seals, nobody waits for a copy.
         let counted = self.buffer.is_enabled();
         if counted {
             shard.copies.fetch_add(1, Ordering::SeqCst);
         }
-        let reserved = match self.tail.try_reserve(total) {
-            Ok(reserved) => reserved,
-            Err(refused) => self.reserve_refused(total, refused, shard, counted),
+        let runs = self.runs && exclusive;
+        let in_run = match run.filter(|_| runs) {
+            Some(after) => self.reserve_in_run(&shard.run, total, after),
+            None => None,
+        };
+        let reserved = match in_run {
+            Some(reserved) => reserved,
+            None => {
+                storage::shared::bump(storage::shared::Place::LogAppend);
+                let reserved = match self.tail.try_reserve(total) {
+                    Ok(reserved) => reserved,
+                    Err(refused) => self.reserve_refused(total, refused, shard, counted),
+                };
+                // A record from the tail lies past the thread's run: its transaction's next
+                // records must too (a compensation before the redo of its undo), so the run
+                // is closed. A commit ends its transaction, and the next one's records may lie
+                // below it, so a commit keeps the run.
+                if runs && !is_commit {
+                    self.close_my_run(&shard.run);
+                }
+                reserved
+            }
         };
         let mut lsn = reserved.lsn;
         if let Some(h) = held.as_deref_mut() {
@@ -1117,6 +1162,70 @@ impl LogManager {
         shard.commits_buffered.fetch_add(1, Ordering::Relaxed);
         if self.gather {
             self.commits_buffered.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reserves `total` bytes for a page-redo record (with the undo record it carries) in
+    /// this thread's run, starting a new run from the tail where the record does not fit or
+    /// where the run's next LSN is not above `after`, the LSN of the page it changes: a
+    /// page's LSNs must rise in the log's order, and a run reserved earlier may lie below
+    /// a record another thread has since stamped into the page (every run started later lies
+    /// above it). `None` where the tail is sealed or the region full: the caller reserves
+    /// from the tail. The caller's copy count is raised; this thread's shard is its alone.
+    #[inline]
+    fn reserve_in_run(&self, run: &Run, total: usize, after: Lsn) -> Option<Reserved> {
+        let (used, region, base) = self.tail.open_window()?;
+        if let Some(at) = run.fits(total) {
+            if base + at as u64 > after.0 {
+                let end = at + total;
+                run.at.store(end, Ordering::Relaxed);
+                return Some(Reserved {
+                    lsn: Lsn(base + at as u64),
+                    to: region.wrapping_add(at),
+                    used,
+                    // Fetched for writing when the run began (`new_run`).
+                    room: 0,
+                });
+            }
+        }
+        self.new_run(run, total, region)
+    }
+
+    /// Closes this thread's run and reserves a new one from the tail holding `total` bytes
+    /// first; `None` if the tail refuses (the run stays closed).
+    #[cold]
+    #[inline(never)]
+    fn new_run(&self, run: &Run, total: usize, region: *mut u8) -> Option<Reserved> {
+        // SAFETY: the tail was seen open with this thread's copy count raised: no sealer has
+        // closed the run since (it would have waited for the count), so it lies in `region`.
+        unsafe { run.close(region) };
+        storage::shared::bump(storage::shared::Place::LogAppend);
+        let bytes = Run::bytes_for(total);
+        let reserved = self.tail.try_reserve(bytes).ok()?;
+        let at = reserved.to as usize - region as usize;
+        run.at.store(at + total, Ordering::Relaxed);
+        run.end.store(at + bytes, Ordering::Relaxed);
+        // The run's lines, and as many past it (the next run, where one thread appends), are
+        // fetched for writing at once: its records come within a transaction, and the buffer
+        // is cold (see `buffer::prefetch_ahead`, which serves records from the tail).
+        let ahead = bytes + RUN_BYTES.min(reserved.room);
+        storage::prefetch::range_for_write(reserved.to, ahead);
+        Some(Reserved {
+            room: 0,
+            ..reserved
+        })
+    }
+
+    /// Closes this thread's run, if it has one, after a reservation from the tail (copy count
+    /// raised: no sealer runs).
+    #[inline]
+    fn close_my_run(&self, run: &Run) {
+        if run.at.load(Ordering::Relaxed) == run.end.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some((_, region, _)) = self.tail.open_window() {
+            // SAFETY: as in `new_run`: the run lies in the open region.
+            unsafe { run.close(region) };
         }
     }
 
@@ -1175,6 +1284,7 @@ impl LogManager {
     fn seal(&self) -> Sealed<'_> {
         let mut buffer = self.buffer.lock();
         self.tail.seal(&mut buffer, &self.copies);
+        buffer.close_runs(&self.copies);
         Sealed {
             buffer,
             tail: &self.tail,
@@ -1436,7 +1546,8 @@ impl LogManager {
         }
     }
 
-    /// The LSN the next record will get.
+    /// The log's end: every record appended so far lies below it. The next record appended
+    /// from the tail gets it; one a thread appends into its run may still lie below it.
     pub fn end_lsn(&self) -> Lsn {
         match self.mode {
             LogMode::LsnOnly => Lsn(self.next_lsn.load(Ordering::Relaxed)),
@@ -1807,7 +1918,10 @@ impl PageLog for LogManager {
             image,
             ranges,
         };
-        self.append_encoded(&view, false, None)
+        // A fresh page's image holds LSN 0, not the LSN its earlier life left on disk, which
+        // recovery compares: its record comes from the tail, above every LSN handed out.
+        let run = (!zeroed).then(|| storage::page::page_lsn(image));
+        self.append_encoded_run(&view, false, None, run)
     }
 
     fn flush_to(&self, lsn: Lsn) -> StorageResult<()> {

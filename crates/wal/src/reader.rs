@@ -322,10 +322,15 @@ impl Iterator for LogIter<'_> {
         if self.done {
             return None;
         }
-        let item = self.step();
-        if matches!(item, Some(Err(_))) {
-            self.done = true;
+        loop {
+            let item = self.step();
+            match item {
+                // The unused end of a closed run: no record, nothing to yield.
+                Some(Ok((_, LogRecord::Padding { .. }))) => continue,
+                Some(Err(_)) => self.done = true,
+                _ => {}
+            }
+            return item;
         }
-        item
     }
 }

@@ -29,6 +29,7 @@
 //! | 6    | `End`             | `txn u64`, `prev u64`                                                                  |
 //! | 7    | `CheckpointBegin` | empty                                                                                 |
 //! | 8    | `CheckpointEnd`   | `begin u64`, `active_count u32`, per txn: `txn u64`, `last_lsn u64`, `committed u8` (0 or 1); `dirty_count u32`, per page: `page u64`, `rec_lsn u64`; `meta` (the rest) |
+//! | 9    | `Padding`         | bytes of [`PAD_BYTE`]: the unused end of a thread's run of reserved bytes, closed (see `buffer`'s runs); readers skip it |
 //!
 //! Invariants of the codec:
 //! * `decode(encode(r)) == r` for every record `r` (proptested), and the encoding is canonical:
@@ -49,6 +50,10 @@ use storage::{Lsn, PageId};
 use crate::checksum::Crc32c;
 use crate::checksum::{crc32c, crc32c_append};
 use crate::error::{WalError, WalResult};
+
+/// Every body byte of a padding frame: not zero, so that a padding body is never taken for
+/// sectors a crash left unwritten (see `log`'s `damage_at`).
+pub const PAD_BYTE: u8 = 0x5A;
 
 /// Bytes before the body: `len`, `crc`, `kind`.
 pub const FRAME_HEADER_SIZE: usize = 9;
@@ -144,6 +149,12 @@ pub enum LogRecord {
         /// Engine bytes (next transaction id and the like).
         meta: Vec<u8>,
     },
+    /// Bytes that hold no record: the unused end of a thread's run of reserved log bytes,
+    /// closed by a writer taking the buffer (or by the thread itself), `frame` bytes long,
+    /// header included. Never part of a transaction; the log's iterators skip it.
+    Padding {
+        frame: u32,
+    },
 }
 
 /// Byte 8 of a frame.
@@ -158,6 +169,7 @@ pub enum RecordKind {
     End = 6,
     CheckpointBegin = 7,
     CheckpointEnd = 8,
+    Padding = 9,
 }
 
 impl RecordKind {
@@ -171,6 +183,7 @@ impl RecordKind {
             6 => RecordKind::End,
             7 => RecordKind::CheckpointBegin,
             8 => RecordKind::CheckpointEnd,
+            9 => RecordKind::Padding,
             _ => return None,
         })
     }
@@ -187,6 +200,7 @@ impl LogRecord {
             LogRecord::End { .. } => RecordKind::End,
             LogRecord::CheckpointBegin => RecordKind::CheckpointBegin,
             LogRecord::CheckpointEnd { .. } => RecordKind::CheckpointEnd,
+            LogRecord::Padding { .. } => RecordKind::Padding,
         }
     }
 
@@ -333,6 +347,19 @@ pub(crate) fn encode_frame_into<E: Encode>(record: &E, frame: &mut [u8]) {
         sink.rest.is_empty(),
         "record body shorter than its body_len"
     );
+    let crc = crc32c(&frame[OFFSET_CRC..]);
+    frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Fills `frame` (at least [`FRAME_HEADER_SIZE`] bytes) with one padding frame: its header,
+/// [`PAD_BYTE`]s and their checksum.
+pub(crate) fn write_padding(frame: &mut [u8]) {
+    debug_assert!(frame.len() >= FRAME_HEADER_SIZE);
+    frame[FRAME_HEADER_SIZE..].fill(PAD_BYTE);
+    let len_bytes = (frame.len() as u32).to_le_bytes();
+    frame[OFFSET_LEN..OFFSET_CRC].copy_from_slice(&len_bytes);
+    frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&len_bytes);
+    frame[OFFSET_KIND] = RecordKind::Padding as u8;
     let crc = crc32c(&frame[OFFSET_CRC..]);
     frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&crc.to_le_bytes());
 }
@@ -576,6 +603,7 @@ impl Encode for LogRecord {
                     + dirty.len() * DIRTY_ENTRY_SIZE
                     + meta.len()
             }
+            LogRecord::Padding { frame } => (*frame as usize).saturating_sub(FRAME_HEADER_SIZE),
         }
     }
 
@@ -620,6 +648,15 @@ impl Encode for LogRecord {
             }
             .write_body(sink),
             LogRecord::CheckpointBegin => {}
+            LogRecord::Padding { .. } => {
+                const PAD: [u8; 256] = [PAD_BYTE; 256];
+                let mut left = self.body_len();
+                while left > 0 {
+                    let n = left.min(PAD.len());
+                    sink.put(&PAD[..n]);
+                    left -= n;
+                }
+            }
             LogRecord::CheckpointEnd {
                 begin,
                 active,
@@ -723,6 +760,7 @@ pub(crate) fn plausible_frame_start(head: &[u8], lsn: Lsn, available: u64) -> bo
     let before = |at: usize| u64_at(at).is_some_and(|l| l < lsn.0);
     match kind {
         RecordKind::CheckpointBegin => len == FRAME_HEADER_SIZE,
+        RecordKind::Padding => body.iter().all(|&b| b == PAD_BYTE),
         RecordKind::Commit | RecordKind::Abort | RecordKind::End => {
             len == FRAME_HEADER_SIZE + 16 && before(8)
         }
@@ -753,7 +791,7 @@ pub(crate) fn refers_backward(record: &LogRecord, lsn: Lsn) -> bool {
             prev, undo_next, ..
         } => *prev < lsn && *undo_next < lsn,
         LogRecord::CheckpointEnd { begin, .. } => *begin < lsn,
-        LogRecord::PageRedo { .. } | LogRecord::CheckpointBegin => true,
+        LogRecord::PageRedo { .. } | LogRecord::CheckpointBegin | LogRecord::Padding { .. } => true,
     }
 }
 
@@ -883,6 +921,14 @@ pub(crate) fn decode_body(kind: RecordKind, body: &[u8]) -> Result<LogRecord, &'
             r.finish()?;
             LogRecord::CheckpointBegin
         }
+        RecordKind::Padding => {
+            if body.iter().any(|&b| b != PAD_BYTE) {
+                return Err("padding holds a byte other than the pad byte");
+            }
+            LogRecord::Padding {
+                frame: (FRAME_HEADER_SIZE + body.len()) as u32,
+            }
+        }
         RecordKind::CheckpointEnd => {
             let begin = r.lsn()?;
             let active_count = r.u32()? as usize;
@@ -971,6 +1017,9 @@ mod tests {
             (arb_txn(), arb_lsn()).prop_map(|(txn, prev)| LogRecord::Abort { txn, prev }),
             (arb_txn(), arb_lsn()).prop_map(|(txn, prev)| LogRecord::End { txn, prev }),
             Just(LogRecord::CheckpointBegin),
+            (0u32..2000).prop_map(|body| LogRecord::Padding {
+                frame: FRAME_HEADER_SIZE as u32 + body
+            }),
             (
                 arb_lsn(),
                 proptest::collection::vec(
@@ -1041,6 +1090,34 @@ mod tests {
             let cut = cut.index(bytes.len());
             prop_assert!(LogRecord::decode(&bytes[..cut], Lsn(16)).is_err());
         }
+    }
+
+    #[test]
+    fn padding_over_used_bytes_decodes_as_padding_and_only_with_pad_bytes() {
+        for len in [FRAME_HEADER_SIZE, FRAME_HEADER_SIZE + 1, 300] {
+            // Bytes an earlier use of a region left behind.
+            let mut frame = vec![0xA5u8; len];
+            write_padding(&mut frame);
+            assert_eq!(check_frame(&frame), FrameCheck::Complete(len));
+            let (record, read) = LogRecord::decode(&frame, Lsn(16)).unwrap();
+            assert_eq!(record, LogRecord::Padding { frame: len as u32 });
+            assert_eq!(read, len);
+            assert!(plausible_frame_start(&frame, Lsn(16), len as u64));
+            let mut encoded = Vec::new();
+            record.encode(&mut encoded);
+            assert_eq!(encoded, frame, "the owned form encodes the same frame");
+        }
+        // Another byte under a valid checksum: not canonical, refused.
+        let mut frame = vec![0u8; 40];
+        write_padding(&mut frame);
+        frame[20] = 0;
+        let crc = crc32c_append(
+            crc32c(&frame[OFFSET_LEN..OFFSET_CRC]),
+            &frame[OFFSET_KIND..],
+        );
+        frame[OFFSET_CRC..OFFSET_KIND].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(check_frame(&frame), FrameCheck::Complete(40));
+        assert!(LogRecord::decode(&frame, Lsn(16)).is_err());
     }
 
     #[test]

@@ -32,6 +32,7 @@ fn open_log(mode: LogMode, buffer_bytes: usize, gather_commits: bool) -> Arc<Log
         accept_loss: false,
         latching: true,
         gather_commits,
+        runs: true,
     };
     Arc::new(
         LogManager::open(Box::new(MemLogStorage::new()), config)

@@ -351,6 +351,7 @@ fn a_log_that_is_never_forced_discards_behind_its_checkpoints_and_an_lsn_only_on
                 accept_loss: false,
                 latching: true,
                 gather_commits: true,
+                runs: true,
             },
         )
         .unwrap();

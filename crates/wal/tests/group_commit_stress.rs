@@ -67,6 +67,7 @@ fn every_acknowledged_commit_survives_crashes_taken_while_threads_commit() {
             accept_loss: false,
             latching: true,
             gather_commits: true,
+            runs: true,
         },
     )
     .unwrap();

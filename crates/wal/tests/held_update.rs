@@ -19,6 +19,7 @@ fn open(mode: LogMode) -> LogManager {
         accept_loss: false,
         latching: true,
         gather_commits: true,
+        runs: true,
     };
     LogManager::open(Box::new(MemLogStorage::new()), config)
         .unwrap()

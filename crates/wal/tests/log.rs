@@ -19,6 +19,7 @@ fn config(mode: LogMode, buffer_bytes: usize) -> LogConfig {
         accept_loss: false,
         latching: true,
         gather_commits: true,
+        runs: true,
     }
 }
 

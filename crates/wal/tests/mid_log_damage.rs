@@ -168,6 +168,7 @@ fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
                 accept_loss: false,
                 latching: true,
                 gather_commits: true,
+                runs: true,
             },
         )
         .unwrap();
@@ -313,6 +314,7 @@ fn a_full_disk_is_named_by_every_later_failure() {
         accept_loss: false,
         latching: true,
         gather_commits: true,
+        runs: true,
     };
     let (log, _) = LogManager::open(Box::new(storage), config).unwrap();
     full.store(true, std::sync::atomic::Ordering::Relaxed);
