@@ -412,7 +412,7 @@ pub struct OpenReport {
     /// Where the scan started: the log's start per the master record (16 unless part of the
     /// log was discarded).
     pub start: Lsn,
-    /// Intact records found.
+    /// Intact records found (padding frames not counted).
     pub records: u64,
     /// The LSN the next record gets.
     pub end: Lsn,
@@ -673,7 +673,10 @@ impl LogManager {
                         {
                             checkpoint_seen = Some(Lsn(pos));
                         }
-                        report.records += 1;
+                        // A closed run's padding is no record.
+                        if !matches!(record, LogRecord::Padding { .. }) {
+                            report.records += 1;
+                        }
                         pos += frame_len as u64;
                     }
                     FrameAt::End(reason) => {

@@ -96,7 +96,8 @@ impl ChunkReader {
 pub(crate) struct PastBadFrame {
     /// The first intact frame after the bad one.
     pub resumes_at: u64,
-    /// Intact frames from `resumes_at` to the end (across any further bad stretches).
+    /// Intact records from `resumes_at` to the end (across any further bad stretches; padding
+    /// frames not counted).
     pub records: u64,
     /// The `CheckpointBegin` the master record names is among them: the log was synced past
     /// the bad frame (the master is written only after that), so no crash explains it.
@@ -128,7 +129,10 @@ pub(crate) fn look_past(
     let mut pos = resumes_at;
     let mut chunk = ChunkReader::new();
     loop {
-        past.records += 1;
+        // A closed run's padding is no record.
+        if !matches!(record, LogRecord::Padding { .. }) {
+            past.records += 1;
+        }
         if checkpoint == Some(Lsn(pos)) && record == LogRecord::CheckpointBegin {
             past.checkpoint_seen = true;
         }
