@@ -12,6 +12,7 @@
 //! | `threads`, `seed`, `durable`, `pool_mib`, `db` | how it ran (`db`: null = in memory)     |
 //! | `prefetch`                    | prefetch hints acted on (false with `--no-prefetch`)     |
 //! | `log_runs`                    | log-buffer bytes reserved a run at a time (false with `--no-log-runs`) |
+//! | `log_run_bytes`               | the bytes of a run (`--log-run-bytes`; 0 where runs are off) |
 //! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
@@ -56,6 +57,8 @@ pub struct RunConfiguration {
     /// Whether threads reserved log-buffer bytes a run at a time (`--no-log-runs` clears
     /// it; reports written before runs lack it: they reserved record by record).
     pub log_runs: bool,
+    /// The bytes a run reserved (`--log-run-bytes`); 0 where runs were off.
+    pub log_run_bytes: usize,
     pub pool_mib: usize,
     /// Database directory; `None` in memory.
     pub db: Option<String>,
@@ -695,7 +698,11 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
         switches,
         c.durable,
         if c.prefetch { "" } else { " prefetch=off" },
-        if c.log_runs { "" } else { " log-runs=off" },
+        match (c.log_runs, c.log_run_bytes) {
+            (false, _) => " log-runs=off".to_string(),
+            (true, wal::RUN_BYTES) => String::new(),
+            (true, bytes) => format!(" log-run-bytes={bytes}"),
+        },
         c.pool_mib,
         c.db.as_deref().unwrap_or("memory"),
         match (&c.log_sync, c.log_prealloc_mib) {
@@ -762,6 +769,7 @@ mod tests {
             durable: false,
             prefetch: true,
             log_runs: true,
+            log_run_bytes: wal::RUN_BYTES,
             pool_mib: 64,
             db: None,
             log_sync: None,
@@ -840,6 +848,7 @@ mod tests {
             "durable",
             "prefetch",
             "log_runs",
+            "log_run_bytes",
             "pool_mib",
             "glass_version",
             "timestamp",

@@ -548,6 +548,11 @@ pub(crate) fn bench_result(
         durable: db_config.durable,
         prefetch: db_config.prefetch,
         log_runs: db_config.log_runs,
+        log_run_bytes: if db_config.log_runs {
+            db_config.log_run_bytes
+        } else {
+            0
+        },
         pool_mib: db_config.pool_mib,
         db: db_config.path.as_ref().map(|p| p.display().to_string()),
         log_sync: db_config

@@ -36,21 +36,22 @@ fn per_txn(t: &TypeProfile, place: Place) -> f64 {
 fn budget(type_name: &str) -> &'static [(Place, f64)] {
     match type_name {
         // Page-redo records (each carrying its undo record) take their log-buffer bytes
-        // from the thread's run, one reservation on the tail per kilobyte or so, and the
-        // commit one more: measured 6.4 (37.1 with one reservation per record); B+-tree descents read inner nodes optimistically and latch them
+        // from the thread's run, one reservation on the tail per 4 KiB, and the commit one
+        // more: measured 2.6 (6.4 with 1 KiB runs, 37.1 with one reservation per record);
+        // B+-tree descents read inner nodes optimistically and latch them
         // only when a read fails validation or a split needs them (measured 0.1, was 37.3
         // with every descent latching); a heap page claimed now and then by an insert.
         "new_order" => &[
-            (Place::LogAppend, 9.0),
+            (Place::LogAppend, 4.0),
             (Place::BtreeInner, 2.0),
             (Place::HeapFreeSpace, 2.0),
             (Place::HeapTail, 1.0),
             (Place::PageTable, 2.0),
         ],
         "payment" => &[
-            // Measured 1.8: a run for its four records, now and then a second, and the
-            // commit (6.0 with one reservation per record).
-            (Place::LogAppend, 3.0),
+            // Measured 1.2: the commit, and now and then a run for its four records (1.8
+            // with 1 KiB runs, 6.0 with one reservation per record).
+            (Place::LogAppend, 2.0),
             (Place::BtreeInner, 1.0),
             (Place::HeapFreeSpace, 1.0),
             (Place::HeapTail, 1.0),
@@ -80,9 +81,9 @@ fn the_paper_mix_meets_other_threads_only_where_its_budget_says() {
             );
         }
     }
-    // The counter counts: every New-Order reserves a few runs and its commit.
+    // The counter counts: every New-Order reserves its commit, and a run more often than not.
     let new_order = &types[0];
-    assert!(per_txn(new_order, Place::LogAppend) >= 3.0);
+    assert!(per_txn(new_order, Place::LogAppend) >= 1.5);
 }
 
 /// With the lock manager set up for one thread (no partitions), every transaction's intention

@@ -455,6 +455,11 @@ struct EngineSetupArgs {
     /// not forced use runs; see docs/ARCHITECTURE.md, "Runs").
     #[arg(long)]
     no_log_runs: bool,
+    /// The log-buffer bytes a thread reserves at once for its page-redo records (a run):
+    /// more is fewer compare-and-swaps on the log's tail, and more padding where the buffer
+    /// is taken while runs are open.
+    #[arg(long, value_name = "BYTES", default_value_t = wal::RUN_BYTES as u64, value_parser = clap::value_parser!(u64).range(wal::MIN_RUN_BYTES as u64..=(1 << 20)))]
+    log_run_bytes: u64,
     /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
@@ -1033,6 +1038,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         page_locking: setup.page_locking,
         prefetch: !setup.no_prefetch,
         log_runs: !setup.no_log_runs,
+        log_run_bytes: setup.log_run_bytes as usize,
         switches,
         checkpoint_bytes: setup.checkpoint_kib << 10,
         ..DbConfig::default()

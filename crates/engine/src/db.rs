@@ -118,6 +118,8 @@ pub struct DbConfig {
     /// time (`wal::LogConfig::runs`; on by default, used by logs that are not forced): off,
     /// every record reserves its bytes on the log's tail, to measure what runs buy.
     pub log_runs: bool,
+    /// The bytes a run reserves at once (`wal::LogConfig::run_bytes`).
+    pub log_run_bytes: usize,
     /// How long a transaction waits for a lock before it fails with a retryable error (when
     /// no deadlock is found sooner). A server whose worker thread serves many connections
     /// bounds it tightly: a wait for a lock that an idle connection on the same worker holds
@@ -160,6 +162,7 @@ impl Default for DbConfig {
             log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
             gather_commits: false,
             log_runs: true,
+            log_run_bytes: wal::RUN_BYTES,
             lock_wait_timeout: std::time::Duration::from_secs(10),
             device: storage::DeviceModel::none(),
             log_device: std::time::Duration::ZERO,
@@ -395,6 +398,7 @@ impl Database {
                     latching,
                     gather_commits: config.gather_commits,
                     runs: config.log_runs,
+                    run_bytes: config.log_run_bytes,
                 },
             )
             .map_err(log_open_err)?;

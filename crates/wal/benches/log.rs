@@ -59,6 +59,7 @@ fn discard_log(mode: LogMode) -> LogManager {
         latching: true,
         gather_commits: true,
         runs: true,
+        run_bytes: wal::RUN_BYTES,
     };
     LogManager::open(Box::new(storage), config).unwrap().0
 }

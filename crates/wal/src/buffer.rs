@@ -39,9 +39,12 @@ const WRITE_AHEAD: usize = 4096;
 /// Shards of [`CopyCounts`]: threads past this many share a shard (which stays correct).
 const COPY_SHARDS: usize = 64;
 
-/// The bytes a thread reserves at once for its page-redo records ([`Run`]): a few records'
-/// worth, so that a New-Order (some 5 KB of them) takes some five reservations instead of 37.
-pub(crate) const RUN_BYTES: usize = 1024;
+/// The bytes a thread reserves at once for its page-redo records ([`Run`]) unless told
+/// otherwise (`LogConfig::run_bytes`): so that a New-Order (some 5 KB of records) takes one
+/// or two reservations instead of 37. Measured on 16 cores (TPC-C paper mix, 16 threads):
+/// no runs 306k/320k txn/s, 1 KiB 374k/357k, 4 KiB 421k/377k, 8 KiB 393k/390k
+/// (docs/performance.md, "Runs").
+pub const RUN_BYTES: usize = 4096;
 
 /// The tail's state bit that stops reservations ([`Tail::seal`]); the bits below it are the
 /// region's used bytes.
@@ -126,10 +129,11 @@ impl Run {
         (left == 0 || left >= FRAME_HEADER_SIZE).then_some(at)
     }
 
-    /// The bytes a new run must have to hold `len` and leave no unusable rest.
-    pub fn bytes_for(len: usize) -> usize {
-        if len >= RUN_BYTES || RUN_BYTES - len >= FRAME_HEADER_SIZE {
-            RUN_BYTES.max(len)
+    /// The bytes a new run of (at least) `run_bytes` must have to hold `len` and leave no
+    /// unusable rest.
+    pub fn bytes_for(len: usize, run_bytes: usize) -> usize {
+        if len >= run_bytes || run_bytes - len >= FRAME_HEADER_SIZE {
+            run_bytes.max(len)
         } else {
             len + FRAME_HEADER_SIZE
         }
@@ -511,11 +515,28 @@ impl LogBuffer {
 /// their lines. Only memory the region owns (`reserved.room` past the end) is touched.
 #[inline]
 pub(crate) fn prefetch_ahead(reserved: &Reserved, len: usize) {
-    let to = WRITE_AHEAD.min(reserved.room);
-    let from = WRITE_AHEAD.saturating_sub(len);
-    if from < to {
-        // `reserved.to + len` is the reservation's end; the range lies within `room` past it.
-        let end = reserved.to.wrapping_add(len);
-        storage::prefetch::range_for_write(end.wrapping_add(from), to - from);
+    prefetch_window(reserved.to, len, reserved.room, WRITE_AHEAD);
+}
+
+/// How far ahead of a record in a run the run's bytes are fetched for writing: the run's
+/// first [`RUN_PREFETCH`] bytes are fetched as it begins, its later ones this far ahead of
+/// its records as they come, so that a long run is not fetched all at once.
+pub(crate) const RUN_AHEAD: usize = 1024;
+
+/// The bytes fetched for writing as a run begins (see [`RUN_AHEAD`]): a 1 KiB run and the
+/// next one, or the start of a longer run.
+pub(crate) const RUN_PREFETCH: usize = 2048;
+
+/// Fetches for writing the bytes that come within `ahead` bytes of the end of the `len`
+/// bytes at `to` with this append, clipped to the `room` bytes past them: a window sliding
+/// ahead of the appends, each append fetching only the lines that newly enter it.
+#[inline]
+pub(crate) fn prefetch_window(to: *mut u8, len: usize, room: usize, ahead: usize) {
+    let upto = ahead.min(room);
+    let from = ahead.saturating_sub(len);
+    if from < upto {
+        // `to + len` is the reservation's end; the range lies within `room` past it.
+        let end = to.wrapping_add(len);
+        storage::prefetch::range_for_write(end.wrapping_add(from), upto - from);
     }
 }

@@ -32,8 +32,9 @@ pub mod reader;
 pub mod record;
 pub mod storage;
 
+pub use buffer::RUN_BYTES;
 pub use error::{LogDamage, WalError, WalResult};
-pub use log::{HeldUpdate, LogConfig, LogManager, LogMode, LogStats, OpenReport};
+pub use log::{HeldUpdate, LogConfig, LogManager, LogMode, LogStats, OpenReport, MIN_RUN_BYTES};
 pub use reader::LogIter;
 pub use record::{ActiveTxn, LogRecord, PageRedoOwned, RecordKind, TxnId};
 pub use storage::{FileLogStorage, LogStorage, MemLogStorage};

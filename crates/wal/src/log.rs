@@ -172,7 +172,8 @@ use storage::page::PageRedo;
 use storage::{Lsn, PageId, PageLog, StorageResult};
 
 use crate::buffer::{
-    CopyCounts, CopyShard, LogBuffer, Refused, Region, Reserved, Run, Tail, RUN_BYTES,
+    CopyCounts, CopyShard, LogBuffer, Refused, Region, Reserved, Run, Tail, RUN_AHEAD, RUN_BYTES,
+    RUN_PREFETCH,
 };
 use crate::checksum::crc32c;
 use crate::error::{LogDamage, WalError, WalResult};
@@ -389,7 +390,16 @@ pub struct LogConfig {
     /// and no line written by two threads. Only `NoForce` logs with a real latch use runs
     /// (in `Durable` ones every commit would close them all). On by default.
     pub runs: bool,
+    /// The bytes a run reserves at once (a record longer than this gets a run of its own
+    /// size): more is fewer reservations on the tail, and more padding written where a seal
+    /// closes the runs (see `buffer::Run`). [`RUN_BYTES`] by default; at least
+    /// [`MIN_RUN_BYTES`], and at most a quarter of the buffer.
+    pub run_bytes: usize,
 }
+
+/// The least [`LogConfig::run_bytes`] a log takes (smaller sizes are raised to it): below
+/// this a run holds hardly more than one record.
+pub const MIN_RUN_BYTES: usize = 256;
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -400,6 +410,7 @@ impl Default for LogConfig {
             latching: true,
             gather_commits: false,
             runs: true,
+            run_bytes: RUN_BYTES,
         }
     }
 }
@@ -539,6 +550,8 @@ pub struct LogManager {
     gather: bool,
     /// Whether page-redo records are reserved in runs ([`LogConfig::runs`]).
     runs: bool,
+    /// The bytes a run reserves at once ([`LogConfig::run_bytes`], bounded).
+    run_bytes: usize,
     /// Threads (one bit per `thread_index % 64`) that waited for a commit since the last
     /// sync, and those of the sync before it: the size of their union is how many committers
     /// the next leader expects, itself included (`expected`).
@@ -763,6 +776,10 @@ impl LogManager {
             gather_cv: Condvar::new(),
             gather: config.gather_commits && config.mode == LogMode::Durable,
             runs: config.runs && config.mode == LogMode::NoForce && config.latching,
+            run_bytes: config
+                .run_bytes
+                .min(config.buffer_bytes / 4)
+                .max(MIN_RUN_BYTES),
             committers: AtomicU64::new(0),
             committers_before: AtomicU64::new(0),
             expected: AtomicU32::new(0),
@@ -1182,11 +1199,14 @@ impl LogManager {
             if base + at as u64 > after.0 {
                 let end = at + total;
                 run.at.store(end, Ordering::Relaxed);
+                let to = region.wrapping_add(at);
+                let left = run.end.load(Ordering::Relaxed) - end;
+                crate::buffer::prefetch_window(to, total, left, RUN_AHEAD);
                 return Some(Reserved {
                     lsn: Lsn(base + at as u64),
-                    to: region.wrapping_add(at),
+                    to,
                     used,
-                    // Fetched for writing when the run began (`new_run`).
+                    // Fetched for writing above, and as the run began (`new_run`).
                     room: 0,
                 });
             }
@@ -1203,15 +1223,17 @@ impl LogManager {
         // closed the run since (it would have waited for the count), so it lies in `region`.
         unsafe { run.close(region) };
         storage::shared::bump(storage::shared::Place::LogAppend);
-        let bytes = Run::bytes_for(total);
+        let bytes = Run::bytes_for(total, self.run_bytes);
         let reserved = self.tail.try_reserve(bytes).ok()?;
         let at = reserved.to as usize - region as usize;
         run.at.store(at + total, Ordering::Relaxed);
         run.end.store(at + bytes, Ordering::Relaxed);
-        // The run's lines, and as many past it (the next run, where one thread appends), are
-        // fetched for writing at once: its records come within a transaction, and the buffer
-        // is cold (see `buffer::prefetch_ahead`, which serves records from the tail).
-        let ahead = bytes + RUN_BYTES.min(reserved.room);
+        // The run's first lines (for a short run, all of it and as many past it: the next run,
+        // where one thread appends) are fetched for writing at once: its records come within
+        // a transaction, and the buffer is cold (see `buffer::prefetch_ahead`, which serves
+        // records from the tail). A longer run's later lines are fetched ahead of its records
+        // (`reserve_in_run`).
+        let ahead = (bytes + self.run_bytes.min(reserved.room)).min(RUN_PREFETCH.max(total));
         storage::prefetch::range_for_write(reserved.to, ahead);
         Some(Reserved {
             room: 0,

@@ -33,6 +33,7 @@ fn open_log(mode: LogMode, buffer_bytes: usize, gather_commits: bool) -> Arc<Log
         latching: true,
         gather_commits,
         runs: true,
+        run_bytes: wal::RUN_BYTES,
     };
     Arc::new(
         LogManager::open(Box::new(MemLogStorage::new()), config)

@@ -68,6 +68,7 @@ fn every_acknowledged_commit_survives_crashes_taken_while_threads_commit() {
             latching: true,
             gather_commits: true,
             runs: true,
+            run_bytes: wal::RUN_BYTES,
         },
     )
     .unwrap();

@@ -20,6 +20,7 @@ fn open(mode: LogMode) -> LogManager {
         latching: true,
         gather_commits: true,
         runs: true,
+        run_bytes: wal::RUN_BYTES,
     };
     LogManager::open(Box::new(MemLogStorage::new()), config)
         .unwrap()

@@ -20,6 +20,7 @@ fn config(mode: LogMode, buffer_bytes: usize) -> LogConfig {
         latching: true,
         gather_commits: true,
         runs: true,
+        run_bytes: wal::RUN_BYTES,
     }
 }
 

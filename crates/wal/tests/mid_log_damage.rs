@@ -169,6 +169,7 @@ fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
                 latching: true,
                 gather_commits: true,
                 runs: true,
+                run_bytes: wal::RUN_BYTES,
             },
         )
         .unwrap();
@@ -315,6 +316,7 @@ fn a_full_disk_is_named_by_every_later_failure() {
         latching: true,
         gather_commits: true,
         runs: true,
+        run_bytes: wal::RUN_BYTES,
     };
     let (log, _) = LogManager::open(Box::new(storage), config).unwrap();
     full.store(true, std::sync::atomic::Ordering::Relaxed);

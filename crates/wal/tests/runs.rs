@@ -23,14 +23,19 @@ const TAG: (u32, u32) = (64, 80);
 type Page = Mutex<(Vec<u8>, Vec<[u8; 16]>)>;
 
 fn open_log(runs: bool) -> Arc<LogManager> {
+    // Small: the buffer is taken (every run closed) every few changes.
+    open_log_sized(runs, 4096, wal::RUN_BYTES)
+}
+
+fn open_log_sized(runs: bool, buffer_bytes: usize, run_bytes: usize) -> Arc<LogManager> {
     let config = LogConfig {
         mode: LogMode::NoForce,
-        // Small: the buffer is taken (every run closed) every few changes.
-        buffer_bytes: 4096,
+        buffer_bytes,
         accept_loss: false,
         latching: true,
         gather_commits: false,
         runs,
+        run_bytes,
     };
     Arc::new(
         LogManager::open(Box::new(MemLogStorage::new()), config)
@@ -195,4 +200,36 @@ fn a_tail_record_closes_the_run_and_a_commit_keeps_it() {
         .filter(|r| matches!(r, LogRecord::PageRedo { .. }))
         .count();
     assert_eq!(redos, 6);
+}
+
+/// A run holds as many of a thread's page redos as its size allows, one after the other;
+/// the next run begins where it ends (its rest padded), whatever size the log was given.
+#[test]
+fn a_run_is_as_long_as_the_log_was_told() {
+    for run_bytes in [512, 2048, 8192] {
+        let log = open_log_sized(true, 1 << 16, run_bytes);
+        let mut image = vec![0u8; IMAGE];
+        let lsns: Vec<Lsn> = (0..200)
+            .map(|_| {
+                let lsn = log.log_page_redo(PageId(1), false, &image, &[TAG]);
+                image[OFFSET_LSN..OFFSET_LSN + 8].copy_from_slice(&lsn.0.to_le_bytes());
+                lsn
+            })
+            .collect();
+        let len = lsns[1].0 - lsns[0].0;
+        let run_end = lsns[0].0 + run_bytes as u64;
+        let next = lsns.iter().position(|l| l.0 >= run_end).unwrap();
+        assert!(
+            (1..next).all(|i| lsns[i].0 == lsns[0].0 + i as u64 * len),
+            "{run_bytes}-byte runs: the first run's records follow on: {lsns:?}"
+        );
+        assert_eq!(
+            lsns[next].0, run_end,
+            "{run_bytes}-byte runs: the second run begins where the first ends"
+        );
+        assert!(
+            next >= run_bytes / len as usize - 1,
+            "{run_bytes}: {next} records"
+        );
+    }
 }
