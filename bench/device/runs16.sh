@@ -1,0 +1,50 @@
+#!/bin/bash
+# Runs (per-thread reservations of the log buffer) on a lent 16-core machine: TPC-C paper mix,
+# one warehouse per thread, in memory. First, interleaved, at all the cores: without runs
+# (`--no-log-runs`), with runs of 1, 4 and 8 KiB (`--log-run-bytes`), and without log records
+# or LSNs (`--switch main-log=off --switch lsn=off`: the most the log leaves); the same at half
+# the cores without runs and with 4 KiB. Then the scaling command with 4 KiB runs, and where 16
+# threads are (every thread's stack, two samples, by cuda-gdb or gdb). Carry the binary as
+# $GLASS (default .dev/cmp/new; debug sections compressed for readable stacks). Writes log.txt,
+# tpcc-paper.json and stacks.txt under $OUT (or target/runs16). About five minutes.
+set -u
+OUT=${OUT:-target/runs16}
+G=${GLASS:-.dev/cmp/new}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+n=$(nproc)
+echo "cores: $n; $(grep -m1 'model name' /proc/cpuinfo)"
+work=$(mktemp -d)
+tps() {
+  "$G" bench tpcc --mix paper --scale "$1" --threads "$1" --duration 3 --warmup 1 --quiet "${@:2}" 2>&1 |
+    sed -n 's/.* transactions in .*: \([0-9.]*\) txn\/s.*/\1/p'
+}
+echo "== runs against none, interleaved"
+for round in 1 2; do
+  for cfg in "--no-log-runs" "--log-run-bytes 1024" "--log-run-bytes 4096" "--log-run-bytes 8192" \
+             "--switch main-log=off --switch lsn=off"; do
+    # shellcheck disable=SC2086
+    echo "round=$round threads=$n config=${cfg// /} txn/s=$(tps "$n" $cfg)"
+  done
+  for cfg in "--no-log-runs" "--log-run-bytes 4096"; do
+    # shellcheck disable=SC2086
+    echo "round=$round threads=$((n / 2)) config=${cfg// /} txn/s=$(tps $((n / 2)) $cfg)"
+  done
+done
+echo "== the scaling command, 4 KiB runs"
+$G scale tpcc --mix paper --configs partitioned --threads "1,2,4,$((n / 2)),$((n * 3 / 4)),$n" \
+    --duration 3 --warmup 1 --rounds 2 --log-run-bytes 4096 --json "$OUT/tpcc-paper.json" \
+    --out "$work" 2>&1 | grep -v '^\[\|^note'
+echo "== where $n threads are (stacks, 4 KiB runs)"
+dbg=$(command -v cuda-gdb || command -v gdb)
+$G bench tpcc --mix paper --threads "$n" --scale "$n" --duration 20 --warmup 1 \
+    --log-run-bytes 4096 > "$work/bench.txt" 2>&1 &
+pid=$!
+: > "$OUT/stacks.txt"
+for i in 1 2; do
+  sleep 6
+  [ -n "$dbg" ] && timeout 40 "$dbg" -p $pid -batch -ex "set pagination off" \
+      -ex "thread apply all bt 16" >> "$OUT/stacks.txt" 2>&1
+done
+kill $pid 2>/dev/null; wait $pid 2>/dev/null
+rm -rf "$work"
