@@ -447,6 +447,7 @@ pub fn operation_of(symbol: &str) -> Option<Operation> {
         | "engine::table::IndexStore::insert_hinted" => Operation::InsertIndex,
         "<engine::txn::Transaction as engine::api::Tx>::prefetch"
         | "<engine::txn::Transaction as engine::api::Tx>::prefetch_columns"
+        | "<engine::txn::Transaction as engine::api::Tx>::prefetch_for_update"
         | "<engine::txn::Transaction as engine::api::Tx>::prefetch_inserts" => Operation::Prefetch,
         _ => return None,
     })
@@ -968,7 +969,12 @@ fi=(6) /work/main/crates/engine/src/record.rs
             None
         );
         assert_eq!(operation_of("engine::txn::Transaction::abort"), None);
-        for hint in ["prefetch", "prefetch_columns", "prefetch_inserts"] {
+        for hint in [
+            "prefetch",
+            "prefetch_columns",
+            "prefetch_for_update",
+            "prefetch_inserts",
+        ] {
             assert_eq!(
                 operation_of(&format!(
                     "<engine::txn::Transaction as engine::api::Tx>::{hint}::h0123456789abcdef"

@@ -98,11 +98,13 @@ impl RemoteExecutor {
         mode: Mode,
         workload: &dyn Workload,
         connections: usize,
+        read_ahead: bool,
     ) -> anyhow::Result<RemoteExecutor> {
         let mut workers = Vec::with_capacity(connections);
         for i in 0..connections {
-            let client = Client::connect(endpoint)
+            let mut client = Client::connect(endpoint)
                 .with_context(|| format!("open connection {} of {connections}", i + 1))?;
+            client.set_read_ahead(read_ahead);
             if client.workload() != workload.name() {
                 anyhow::bail!(crate::UsageError(format!(
                     "the server at {endpoint} serves {}, not {}",
@@ -249,7 +251,14 @@ pub fn run_remote_bench(
         Some(path) => Some(AckLog::open(path, &config.workload, config.db.durable)?),
         None => None,
     };
-    let executor = RemoteExecutor::connect(endpoint, mode, workload.as_ref(), config.threads)?;
+    // `--no-prefetch`: the procedures' hints are ignored here too, every read its own trip.
+    let executor = RemoteExecutor::connect(
+        endpoint,
+        mode,
+        workload.as_ref(),
+        config.threads,
+        config.db.prefetch,
+    )?;
     let acking;
     let run_with: &dyn Executor = match &ack_log {
         Some(log) => {

@@ -556,10 +556,25 @@ pub trait Tx {
     /// nothing, locks nothing and reports nothing (a key that does not exist, or a bad key, is
     /// left to the operation that follows). Keys are integers, one per key column (as every
     /// benchmark's are), so that naming them costs next to nothing; a key of any other kind is
-    /// not prefetched. The default does nothing, which is also what a client-side form does:
-    /// a hint is not worth a round trip.
+    /// not prefetched. The default does nothing. A client-side form (`client::RemoteTx`) reads
+    /// the rows its hints name, whole, in front of its next round trip, and answers the reads
+    /// that follow from what came back: a transaction's independent reads travel together.
+    /// There a hint is a read: it takes its row's lock, and its error fails the transaction at
+    /// that round trip.
     fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
         let _ = rows;
+    }
+
+    /// [`Tx::prefetch`] (with `columns`, [`Tx::prefetch_columns`]) for rows the transaction
+    /// will read for update (`for_update`, [`Tx::update_with`]): a form that reads ahead on
+    /// hints (a client) reads these under exclusive locks, so that the update needs no lock
+    /// upgrade (two transactions that both read a row shared and then wanted it exclusively
+    /// would deadlock). The default is the plain hint.
+    fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
+        match columns {
+            Some(columns) => self.prefetch_columns(rows, columns),
+            None => self.prefetch(rows),
+        }
     }
 
     /// [`Tx::prefetch`] for rows of which the transaction will touch only `columns`

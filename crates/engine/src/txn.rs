@@ -1215,6 +1215,14 @@ impl Tx for Transaction<'_> {
         });
     }
 
+    /// As [`Tx::prefetch`] or [`Tx::prefetch_columns`]: embedded, a hint locks nothing.
+    fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
+        match columns {
+            Some(columns) => self.prefetch_columns(rows, columns),
+            None => self.prefetch(rows),
+        }
+    }
+
     /// The first pass of [`Tx::prefetch`] alone: an insert has no record to load, and a probe
     /// would only cost instructions (and read the slot's memory before the insert writes it).
     fn prefetch_inserts(&mut self, rows: &[(&TableRef, &[i64])]) {

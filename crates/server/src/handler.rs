@@ -542,6 +542,10 @@ impl Tx for TimedTx<'_> {
         self.timed(|tx| tx.prefetch_columns(rows, columns))
     }
 
+    fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
+        self.timed(|tx| tx.prefetch_for_update(rows, columns))
+    }
+
     fn prefetch_inserts(&mut self, rows: &[(&TableRef, &[i64])]) {
         self.timed(|tx| tx.prefetch_inserts(rows))
     }

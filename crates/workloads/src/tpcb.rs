@@ -183,12 +183,15 @@ pub fn account_update(
     t: &TpcbTables,
     input: &AccountUpdate,
 ) -> TxResult<AccountUpdateOutput> {
-    // The three rows it updates, known from the input (see `Tx::prefetch`).
-    tx.prefetch(&[
-        (&t.account, &[input.a_id]),
-        (&t.teller, &[input.t_id]),
-        (&t.branch, &[input.b_id]),
-    ]);
+    // The three rows it updates, known from the input (see `Tx::prefetch_for_update`).
+    tx.prefetch_for_update(
+        &[
+            (&t.account, &[input.a_id]),
+            (&t.teller, &[input.t_id]),
+            (&t.branch, &[input.b_id]),
+        ],
+        None,
+    );
     let balance = add(tx, &t.account, input.a_id, A_BALANCE, input.delta)?;
     let mut seq = 0;
     let found = tx.update_with(&t.teller, &[Value::Int(input.t_id)], &mut |r, set| {

@@ -269,8 +269,10 @@ fn order_lines(
 const PREFETCH_LINES: usize = 15;
 
 /// Tells the engine every row New-Order will read or update, all known from the input: the
-/// district, warehouse and each line's item whole (see [`Tx::prefetch`]); of each line's stock
-/// and of the customer only the columns it uses (see [`Tx::prefetch_columns`]).
+/// warehouse and each line's item whole (see [`Tx::prefetch`]), the district whole to update;
+/// of each line's stock (to update) and of the customer only the columns it uses (see
+/// [`Tx::prefetch_columns`], [`Tx::prefetch_for_update`]). A client sends all of these reads
+/// in one round trip.
 fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
     let lines = &input.lines[..input.lines.len().min(PREFETCH_LINES)];
     let items: ArrayVec<[i64; 1], PREFETCH_LINES> = lines.iter().map(|l| [l.i_id]).collect();
@@ -278,23 +280,23 @@ fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
         lines.iter().map(|l| [l.supply_w_id, l.i_id]).collect();
     let (w, d) = (input.w_id, input.d_id);
     let (district, warehouse, customer) = ([w, d], [w], [w, d, input.c_id]);
-    let mut rows: ArrayVec<(&TableRef, &[i64]), { 2 + PREFETCH_LINES }> = ArrayVec::new();
+    let mut rows: ArrayVec<(&TableRef, &[i64]), { 1 + PREFETCH_LINES }> = ArrayVec::new();
     rows.extend(items.iter().map(|k| (&t.item, &k[..])));
-    rows.push((&t.district, &district));
     rows.push((&t.warehouse, &warehouse));
     tx.prefetch(&rows);
+    tx.prefetch_for_update(&[(&t.district, &district)], None);
     let stock_rows: ArrayVec<(&TableRef, &[i64]), PREFETCH_LINES> =
         stocks.iter().map(|k| (&t.stock, &k[..])).collect();
-    tx.prefetch_columns(
+    tx.prefetch_for_update(
         &stock_rows,
-        &[
+        Some(&[
             stock::S_QUANTITY,
             stock::S_DIST_01 + input.d_id as usize - 1,
             stock::S_YTD,
             stock::S_ORDER_CNT,
             stock::S_REMOTE_CNT,
             stock::S_DATA,
-        ],
+        ]),
     );
     tx.prefetch_columns(
         &[(&t.customer, &customer)],

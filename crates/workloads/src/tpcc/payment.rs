@@ -100,25 +100,20 @@ pub fn payment(tx: &mut dyn Tx, t: &Tables, input: &PaymentInput) -> TxResult<Pa
     let d_key = [Value::Int(input.w_id), Value::Int(input.d_id)];
     let w_key = [Value::Int(input.w_id)];
     // The rows it updates, all known from the input unless the customer is chosen by name
-    // (see `Tx::prefetch`).
+    // (see `Tx::prefetch_for_update`).
     let (w, d) = (input.w_id, input.d_id);
-    match &input.customer {
-        CustomerSelector::ById(c_id) => {
-            tx.prefetch(&[(&t.district, &[w, d]), (&t.warehouse, &[w])]);
-            // C_DATA only for a customer with bad credit (one in ten), which the row tells.
-            tx.prefetch_columns(
-                &[(&t.customer, &[input.c_w_id, input.c_d_id, *c_id])],
-                &[
-                    customer::C_CREDIT,
-                    customer::C_BALANCE,
-                    customer::C_YTD_PAYMENT,
-                    customer::C_PAYMENT_CNT,
-                ],
-            );
-        }
-        CustomerSelector::ByLastName(_) => {
-            tx.prefetch(&[(&t.district, &[w, d]), (&t.warehouse, &[w])])
-        }
+    tx.prefetch_for_update(&[(&t.district, &[w, d]), (&t.warehouse, &[w])], None);
+    if let CustomerSelector::ById(c_id) = &input.customer {
+        // C_DATA only for a customer with bad credit (one in ten), which the row tells.
+        tx.prefetch_for_update(
+            &[(&t.customer, &[input.c_w_id, input.c_d_id, *c_id])],
+            Some(&[
+                customer::C_CREDIT,
+                customer::C_BALANCE,
+                customer::C_YTD_PAYMENT,
+                customer::C_PAYMENT_CNT,
+            ]),
+        );
     }
     let found = tx.update_with(&t.district, &d_key, &mut |r, set| {
         d_name = fixed(r.str(district::D_NAME)?, "D_NAME")?;
