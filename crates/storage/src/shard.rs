@@ -1,10 +1,15 @@
 //! Per-thread sharding: a number for each thread, and a latch whose readers write only their
 //! own shard.
 //!
-//! [`thread_index`] numbers threads in the order they first ask (0, 1, 2, …). Structures
-//! split into shards (the main-memory record store, the transaction ids, the active-transaction
-//! table, the lock manager's coarse-lock partitions) take `thread_index() % shards`, so up to
-//! `shards` threads each get one of their own, and a thread always gets the same one.
+//! [`thread_index`] numbers threads as they first ask, each the lowest number no living thread
+//! holds (0, 1, 2, …): a thread that ends gives its number back. Structures split into shards
+//! (the main-memory record store, the transaction ids, the active-transaction table, the lock
+//! manager's coarse-lock partitions, the log's copy shards and runs) take `thread_index() %
+//! shards`, so up to `shards` threads each get one of their own, and a thread always gets the
+//! same one. Numbers given back keep a process whose threads come and go (`glass scale`'s
+//! points, a server's connections) within the shards: numbered in order of arrival, the
+//! sixteen workers of `glass scale`'s last point were numbered past 64 and shared shards
+//! (the log's runs, kept by the first 64 numbers only, were off for them).
 //!
 //! [`ReadMostly`] is a reader-writer latch for data read on every operation and written almost
 //! never (the catalog's name directory, a table's list of secondary indexes). A plain
@@ -20,29 +25,77 @@
 //! ```
 
 use std::cell::{Cell, UnsafeCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam::utils::CachePadded;
 use parking_lot::lock_api::RawRwLock as _;
 
+/// The next number never given.
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
 
+/// Numbers given back by threads that ended, the lowest given first.
+static GIVEN_BACK: parking_lot::Mutex<BinaryHeap<Reverse<usize>>> =
+    parking_lot::const_mutex(BinaryHeap::new());
+
+/// The number of a thread that asks while it ends (its number given back): one past every
+/// shard count, so that it is nobody's own (a shard is shared correctly, only never owned).
+pub const ENDING_THREAD: usize = usize::MAX / 2;
+
 thread_local! {
+    /// This thread's number; `usize::MAX`: none yet. No destructor, so reading it costs no
+    /// check of the thread's state.
     static THREAD_INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// Gives this thread's number back when the thread ends.
+    static GIVE_BACK: GiveBack = const { GiveBack(Cell::new(usize::MAX)) };
 }
 
-/// This thread's number: threads are numbered from 0 in the order they first call this.
+struct GiveBack(Cell<usize>);
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        let index = self.0.get();
+        if index != usize::MAX {
+            let _ = THREAD_INDEX.try_with(|s| s.set(usize::MAX));
+            GIVEN_BACK.lock().push(Reverse(index));
+        }
+    }
+}
+
+/// This thread's number: the lowest no living thread holds when it first calls this, then
+/// the same until it ends (see the module documentation).
 #[inline]
 pub fn thread_index() -> usize {
     THREAD_INDEX
-        .try_with(|s| {
-            if s.get() == usize::MAX {
-                s.set(NEXT_THREAD.fetch_add(1, Ordering::Relaxed));
-            }
-            s.get()
+        .try_with(|s| match s.get() {
+            usize::MAX => assign(s),
+            index => index,
         })
-        .unwrap_or(0)
+        .unwrap_or(ENDING_THREAD)
+}
+
+/// Gives this thread a number: one given back, else the next. A thread past its end (its
+/// number already given back) gets [`ENDING_THREAD`].
+#[cold]
+#[inline(never)]
+fn assign(cell: &Cell<usize>) -> usize {
+    let assigned = GIVE_BACK.try_with(|g| {
+        let index = GIVEN_BACK
+            .lock()
+            .pop()
+            .map_or_else(|| NEXT_THREAD.fetch_add(1, Ordering::Relaxed), |r| r.0);
+        g.0.set(index);
+        index
+    });
+    match assigned {
+        Ok(index) => {
+            cell.set(index);
+            index
+        }
+        Err(_) => ENDING_THREAD,
+    }
 }
 
 /// Shards of a [`ReadMostly`] latch.
@@ -158,11 +211,22 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn threads_get_distinct_stable_indexes() {
+    fn living_threads_get_distinct_stable_indexes() {
         let mine = thread_index();
         assert_eq!(thread_index(), mine);
+        // Alive together (an ended thread's number is given again: tests/thread_index.rs).
+        let barrier = Arc::new(std::sync::Barrier::new(4));
         let others: Vec<usize> = (0..4)
-            .map(|_| std::thread::spawn(thread_index))
+            .map(|_| {
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    let n = thread_index();
+                    barrier.wait();
+                    n
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
             .map(|h| h.join().unwrap())
             .collect();
         let mut all = others.clone();
