@@ -280,11 +280,14 @@ fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
         lines.iter().map(|l| [l.supply_w_id, l.i_id]).collect();
     let (w, d) = (input.w_id, input.d_id);
     let (district, warehouse, customer) = ([w, d], [w], [w, d, input.c_id]);
+    // The district first: a client takes the hinted rows' locks in the hints' order, and
+    // Payment locks the district before the warehouse (with the warehouse first, a New-Order
+    // holding it shared and a Payment holding the district would wait for each other).
+    tx.prefetch_for_update(&[(&t.district, &district)], None);
     let mut rows: ArrayVec<(&TableRef, &[i64]), { 1 + PREFETCH_LINES }> = ArrayVec::new();
     rows.extend(items.iter().map(|k| (&t.item, &k[..])));
     rows.push((&t.warehouse, &warehouse));
     tx.prefetch(&rows);
-    tx.prefetch_for_update(&[(&t.district, &district)], None);
     let stock_rows: ArrayVec<(&TableRef, &[i64]), PREFETCH_LINES> =
         stocks.iter().map(|k| (&t.stock, &k[..])).collect();
     tx.prefetch_for_update(
