@@ -99,6 +99,7 @@ use std::sync::atomic::Ordering;
 
 use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 use parking_lot::Mutex;
+use protocol::read_ahead::{row_key, ReadAhead};
 use protocol::{
     Endpoint, FrameBuffer, Op, OpResult, Request, Response, ScanSource, DEFAULT_MAX_FRAME, MAGIC,
     VERSION,
@@ -284,25 +285,9 @@ struct Deferred {
     scanned: HashSet<Vec<u8>>,
     /// Rows this transaction inserted and has not deleted since: table id and values.
     inserted: Vec<(u32, Vec<Value>)>,
-    /// Reads the procedure's hints named ([`Tx::prefetch`] and its kin), not sent yet: they
-    /// travel in front of the next round trip's own operation (see the crate's documentation).
-    reads: Vec<HintedRead>,
-    /// What the hinted reads returned, by [`row_key`]; a write of the row drops its entry.
-    answered: HashMap<Vec<u8>, Answered>,
-}
-
-/// A read a hint named: row `key` of `table`, whole, for update or not.
-struct HintedRead {
-    table: u32,
-    key: Vec<Value>,
-    row_key: Vec<u8>,
-    for_update: bool,
-}
-
-/// What a hinted read returned.
-struct Answered {
-    for_update: bool,
-    row: Option<Row>,
+    /// The procedure's hinted reads ([`Tx::prefetch`] and its kin): those not sent yet, and
+    /// what those sent returned (see the crate's documentation).
+    ahead: ReadAhead,
 }
 
 impl Deferred {
@@ -312,56 +297,7 @@ impl Deferred {
         self.held.clear();
         self.scanned.clear();
         self.inserted.clear();
-        self.reads.clear();
-        self.answered.clear();
-    }
-
-    /// The answer to a read of row `key` of `table` (`for_update` or not) that a hinted read
-    /// already gave: the row, or the columns `fetch` names of it, or its absence. `None`
-    /// where no hinted read answered it (or one read it shared and this read wants it
-    /// exclusively).
-    fn answer(
-        &self,
-        table: u32,
-        key: &[Value],
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> Option<Option<Row>> {
-        let answered = self.answered.get(&row_key(table, key))?;
-        if for_update && !answered.for_update {
-            return None;
-        }
-        let Some(row) = &answered.row else {
-            return Some(None);
-        };
-        match fetch {
-            Fetch::All => Some(Some(row.clone())),
-            // A column past the row's is left to the server to refuse.
-            Fetch::Cols(cols) => cols
-                .iter()
-                .map(|&c| row.get(c).cloned())
-                .collect::<Option<Row>>()
-                .map(Some),
-        }
-    }
-
-    /// Whether a hinted read not sent yet will answer a read of `row_key` (`for_update` or
-    /// not).
-    fn will_answer(&self, row_key: &[u8], for_update: bool) -> bool {
-        self.reads
-            .iter()
-            .any(|r| r.row_key == row_key && (r.for_update || !for_update))
-    }
-
-    /// The transaction wrote row `key` of `table` (`None`: inserted into `table`): what a
-    /// hinted read returned of it is stale.
-    fn stale(&mut self, table: u32, key: Option<&[Value]>) {
-        match key {
-            Some(key) => {
-                self.answered.remove(&row_key(table, key));
-            }
-            None => self.answered.retain(|k, _| k[..4] != table.to_le_bytes()),
-        }
+        self.ahead.clear();
     }
 
     /// Whether the transaction holds row `key` of `table` exclusively and it exists.
@@ -392,33 +328,6 @@ impl Deferred {
         self.inserted
             .retain(|(t, row)| !(*t == table && names(row, key)));
     }
-}
-
-/// A hashable encoding of row `key` of `table` (`Value` holds floats, so is not `Hash`):
-/// the table id, the number of values, then each value tagged, floats by their bits.
-fn row_key(table: u32, key: &[Value]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + 9 * key.len());
-    out.extend_from_slice(&table.to_le_bytes());
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    for v in key {
-        match v {
-            Value::Null => out.push(0),
-            Value::Int(i) => {
-                out.push(1);
-                out.extend_from_slice(&i.to_le_bytes());
-            }
-            Value::Float(f) => {
-                out.push(2);
-                out.extend_from_slice(&f.to_bits().to_le_bytes());
-            }
-            Value::Str(s) => {
-                out.push(3);
-                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-                out.extend_from_slice(s.as_bytes());
-            }
-        }
-    }
-    out
 }
 
 /// The same value, floats compared by their bits.
@@ -832,14 +741,8 @@ impl<'c> RemoteTx<'c> {
     /// One round trip: the pending writes, the hinted reads (their answers kept), then `op`
     /// if any; returns `op`'s result.
     fn round_trip(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
-        let reads = std::mem::take(&mut self.client.deferred.reads);
-        let mut ops = Vec::with_capacity(reads.len() + 1);
-        ops.extend(reads.iter().map(|r| Op::Get {
-            table: r.table,
-            key: r.key.clone(),
-            columns: None,
-            for_update: r.for_update,
-        }));
+        let reads = self.client.deferred.ahead.take();
+        let mut ops: Vec<Op> = reads.iter().map(|r| r.op()).collect();
         let has_op = op.is_some();
         ops.extend(op);
         let mut results = self.client.batch(ops, self.autocommit)?;
@@ -857,13 +760,7 @@ impl<'c> RemoteTx<'c> {
                     None => deferred.forget(read.table, &read.key),
                 }
             }
-            deferred.answered.insert(
-                read.row_key,
-                Answered {
-                    for_update: read.for_update,
-                    row,
-                },
-            );
+            deferred.ahead.answered(read, row);
         }
         Ok(result)
     }
@@ -871,29 +768,8 @@ impl<'c> RemoteTx<'c> {
     /// Keeps the reads of `rows` that a hint named (whole rows, `for_update` or not) to send
     /// in front of the next round trip; in an interactive transaction that reads ahead only.
     fn read_ahead(&mut self, rows: &[(&TableRef, &[i64])], for_update: bool) {
-        if self.autocommit || !self.client.read_ahead {
-            return;
-        }
-        let deferred = &mut self.client.deferred;
-        for (table, key) in rows {
-            let key: Vec<Value> = key.iter().map(|&k| Value::Int(k)).collect();
-            let row_key = row_key(table.id, &key);
-            if deferred
-                .answered
-                .get(&row_key)
-                .is_some_and(|a| a.for_update || !for_update)
-            {
-                continue;
-            }
-            match deferred.reads.iter_mut().find(|r| r.row_key == row_key) {
-                Some(read) => read.for_update |= for_update,
-                None => deferred.reads.push(HintedRead {
-                    table: table.id,
-                    key,
-                    row_key,
-                    for_update,
-                }),
-            }
+        if !self.autocommit && self.client.read_ahead {
+            self.client.deferred.ahead.hint(rows, for_update);
         }
     }
 
@@ -906,15 +782,19 @@ impl<'c> RemoteTx<'c> {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Option<Option<Row>>> {
-        let deferred = &self.client.deferred;
-        if let Some(row) = deferred.answer(table, key, fetch, for_update) {
+        let ahead = &self.client.deferred.ahead;
+        if let Some(row) = ahead.answer(table, key, fetch, for_update) {
             return Ok(Some(row));
         }
-        if !deferred.will_answer(&row_key(table, key), for_update) {
+        if !ahead.will_answer(table, key, for_update) {
             return Ok(None);
         }
         self.round_trip(None)?;
-        Ok(self.client.deferred.answer(table, key, fetch, for_update))
+        Ok(self
+            .client
+            .deferred
+            .ahead
+            .answer(table, key, fetch, for_update))
     }
 
     /// Keeps `op` to send later, if this is an interactive transaction.
@@ -1014,13 +894,13 @@ impl Tx for RemoteTx<'_> {
         // or sent with the hinted reads, which run before it).
         let op = match self.defer_if_known(self.known(table.id, key), op) {
             Ok(found) => {
-                self.client.deferred.stale(table.id, Some(key));
+                self.client.deferred.ahead.stale(table.id, Some(key));
                 return Ok(found);
             }
             Err(op) => op,
         };
         let result = self.one(op)?;
-        self.client.deferred.stale(table.id, Some(key));
+        self.client.deferred.ahead.stale(table.id, Some(key));
         match result {
             OpResult::Found(found) => {
                 if found && !self.autocommit {
@@ -1041,7 +921,7 @@ impl Tx for RemoteTx<'_> {
         };
         if !self.autocommit {
             self.client.deferred.inserted.push((table.id, row.to_vec()));
-            self.client.deferred.stale(table.id, None);
+            self.client.deferred.ahead.stale(table.id, None);
             self.defer(op, Expect::Inserted);
             return Ok(());
         }
@@ -1063,13 +943,13 @@ impl Tx for RemoteTx<'_> {
         }
         let op = match self.defer_if_known(known, op) {
             Ok(found) => {
-                self.client.deferred.stale(table.id, Some(key));
+                self.client.deferred.ahead.stale(table.id, Some(key));
                 return Ok(found);
             }
             Err(op) => op,
         };
         let result = self.one(op)?;
-        self.client.deferred.stale(table.id, Some(key));
+        self.client.deferred.ahead.stale(table.id, Some(key));
         match result {
             OpResult::Found(found) => Ok(found),
             other => Err(wrong("Delete", &other)),

@@ -6,7 +6,9 @@
 //! the engine: every operation a procedure performs crosses the boundary as an [`Op`] and comes
 //! back as an [`OpResult`], serialized as the 2025 paper's isolated procedures' queries were.
 //! The conversation is strict ping-pong, one guest message for each host message, which is
-//! what lets a single pair of shared-memory buffers carry it:
+//! what lets a single pair of shared-memory buffers carry it. An `Ops` message carries one
+//! operation, or several: the reads the procedure's hints named travel together in front of
+//! its next operation (see [`crate::read_ahead`]), so Voter's four reads cross once.
 //!
 //! ```text
 //! host (worker)                              guest (procedure process)
@@ -51,6 +53,7 @@ use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
     MIN_OP_RESULT,
 };
+use crate::read_ahead::ReadAhead;
 use crate::{Op, OpResult, ScanSource};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
@@ -294,6 +297,7 @@ pub fn run_invocation<E: Exchange + ?Sized>(
     let mut tx = BoundaryTx {
         exchange,
         waited_ns: 0,
+        ahead: ReadAhead::default(),
     };
     let mut values = Vec::new();
     let ran = call(&mut tx, usize::from(txn), args, &mut values);
@@ -309,24 +313,46 @@ pub fn run_invocation<E: Exchange + ?Sized>(
     }
 }
 
-/// A procedure's `Tx` in a guest: every operation one exchange with the host.
+/// A procedure's `Tx` in a guest: every operation one exchange with the host, the reads its
+/// hints name travelling together in front of the next (see [`crate::read_ahead`]).
 struct BoundaryTx<'a, E: Exchange + ?Sized> {
     exchange: &'a mut E,
     /// Time spent waiting for the host, left out of the guest's busy time.
     waited_ns: u64,
+    /// The procedure's hinted reads.
+    ahead: ReadAhead,
 }
 
 impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
     fn one(&mut self, op: Op) -> TxResult<OpResult> {
+        self.exchange_ops(Some(op))?
+            .ok_or_else(|| TxError::Connection("the host answered no operation".to_string()))
+    }
+
+    /// One exchange: the hinted reads not sent yet (their answers kept), then `op` if any;
+    /// returns `op`'s result.
+    fn exchange_ops(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
+        let reads = self.ahead.take();
+        let mut ops: Vec<Op> = reads.iter().map(|r| r.op()).collect();
+        let has_op = op.is_some();
+        ops.extend(op);
+        let count = ops.len();
         let start = Instant::now();
         let reply = self
             .exchange
-            .exchange(&GuestMsg::Ops { ops: vec![op] })
+            .exchange(&GuestMsg::Ops { ops })
             .map_err(TxError::Connection)?;
         self.waited_ns += start.elapsed().as_nanos() as u64;
         match reply {
-            Some(HostMsg::Results { mut results }) if results.len() == 1 => {
-                Ok(results.pop().expect("one"))
+            Some(HostMsg::Results { mut results }) if results.len() == count => {
+                let result = if has_op { results.pop() } else { None };
+                for (read, result) in reads.into_iter().zip(results) {
+                    match result {
+                        OpResult::Row(row) => self.ahead.answered(read, row),
+                        other => return Err(unexpected("a hinted get", other)),
+                    }
+                }
+                Ok(result)
             }
             Some(HostMsg::OpFailed { class, message }) => Err(error_of(class, message)),
             Some(other) => Err(TxError::Connection(format!(
@@ -373,6 +399,15 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Option<Row>> {
+        if let Some(row) = self.ahead.answer(table.id, key, fetch, for_update) {
+            return Ok(row);
+        }
+        if self.ahead.will_answer(table.id, key, for_update) {
+            self.exchange_ops(None)?;
+            if let Some(row) = self.ahead.answer(table.id, key, fetch, for_update) {
+                return Ok(row);
+            }
+        }
         match self.one(Op::Get {
             table: table.id,
             key: key.to_vec(),
@@ -398,31 +433,38 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
                     .map_err(|_| TxError::Invalid(format!("no column {c}")))
             })
             .collect::<TxResult<Vec<_>>>()?;
-        match self.one(Op::Update {
+        let result = self.one(Op::Update {
             table: table.id,
             key: key.to_vec(),
             set,
-        })? {
+        })?;
+        // Hinted reads sent with it ran before it.
+        self.ahead.stale(table.id, Some(key));
+        match result {
             OpResult::Found(found) => Ok(found),
             other => Err(unexpected("an update", other)),
         }
     }
 
     fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
-        match self.one(Op::Insert {
+        let result = self.one(Op::Insert {
             table: table.id,
             row: row.to_vec(),
-        })? {
+        })?;
+        self.ahead.stale(table.id, None);
+        match result {
             OpResult::Inserted => Ok(()),
             other => Err(unexpected("an insert", other)),
         }
     }
 
     fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
-        match self.one(Op::Delete {
+        let result = self.one(Op::Delete {
             table: table.id,
             key: key.to_vec(),
-        })? {
+        })?;
+        self.ahead.stale(table.id, Some(key));
+        match result {
             OpResult::Found(found) => Ok(found),
             other => Err(unexpected("a delete", other)),
         }
@@ -465,6 +507,23 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
             for_update,
         )
     }
+
+    /// Read ahead: the rows travel, whole and shared, with the next exchange.
+    fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
+        self.ahead.hint(rows, false);
+    }
+
+    /// As [`Tx::prefetch`]: whole rows, since the read that follows may want any column.
+    fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
+        let _ = columns;
+        self.ahead.hint(rows, false);
+    }
+
+    /// Read ahead: the rows travel, whole and exclusive, with the next exchange.
+    fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
+        let _ = columns;
+        self.ahead.hint(rows, true);
+    }
 }
 
 #[cfg(test)]
@@ -474,6 +533,87 @@ mod tests {
     use super::*;
     use crate::message::tests::{named_ids, op, op_result, value};
     use crate::HEADER_LEN;
+
+    /// A host that answers every get with a row holding its key and a version, every update
+    /// by bumping the version; it keeps the messages it got.
+    struct Host {
+        messages: Vec<Vec<Op>>,
+        version: i64,
+    }
+
+    impl Exchange for Host {
+        fn exchange(&mut self, message: &GuestMsg) -> std::result::Result<Option<HostMsg>, String> {
+            let GuestMsg::Ops { ops } = message else {
+                return Err(format!("unexpected {message:?}"));
+            };
+            self.messages.push(ops.clone());
+            let results = ops
+                .iter()
+                .map(|op| match op {
+                    Op::Get { key, .. } => {
+                        let mut row = key.clone();
+                        row.push(Value::Int(self.version));
+                        OpResult::Row(Some(row))
+                    }
+                    Op::Update { .. } => {
+                        self.version += 1;
+                        OpResult::Found(true)
+                    }
+                    _ => OpResult::Inserted,
+                })
+                .collect();
+            Ok(Some(HostMsg::Results { results }))
+        }
+    }
+
+    #[test]
+    fn hinted_reads_cross_together_and_answer_until_a_write() {
+        let mut host = Host {
+            messages: Vec::new(),
+            version: 0,
+        };
+        let t = TableRef {
+            name: "t".into(),
+            id: 3,
+        };
+        let ended = run_invocation(&mut host, 0, &[], |tx, _, _, out| {
+            tx.prefetch(&[(&t, &[1]), (&t, &[2])]);
+            tx.prefetch_for_update(&[(&t, &[3])], None);
+            let key = |k| [Value::Int(k)];
+            // The first read sends all three, alone: it is one of them.
+            let one = tx.get(&t, &key(1), Fetch::All, false)?.unwrap();
+            let two = tx.get(&t, &key(2), Fetch::Cols(&[1]), false)?.unwrap();
+            let three = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
+            // Read shared only: a read for update crosses.
+            tx.get(&t, &key(2), Fetch::All, true)?;
+            // An update makes the row's answer stale: the next read crosses and sees it.
+            tx.update(&t, &key(3), &[(1, Value::Int(9))])?;
+            let again = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
+            out.extend([
+                one[1].clone(),
+                two[0].clone(),
+                three[1].clone(),
+                again[1].clone(),
+            ]);
+            Ok(())
+        });
+        let Some(GuestMsg::Returned { values, .. }) = ended else {
+            panic!("{ended:?}");
+        };
+        assert_eq!(
+            values,
+            vec![Value::Int(0), Value::Int(0), Value::Int(0), Value::Int(1)]
+        );
+        let sizes: Vec<usize> = host.messages.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![3, 1, 1, 1], "{:?}", host.messages);
+        assert!(matches!(
+            host.messages[0][2],
+            Op::Get {
+                for_update: true,
+                ..
+            }
+        ));
+    }
 
     fn class() -> impl Strategy<Value = ErrorClass> {
         (0..ErrorClass::ALL.len()).prop_map(|i| ErrorClass::ALL[i])

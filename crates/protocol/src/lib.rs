@@ -142,6 +142,7 @@ mod error;
 mod frame;
 pub mod guest;
 mod message;
+pub mod read_ahead;
 // Shared memory between processes: on Unix (the protocol's messages also build for
 // WebAssembly, where stored procedures are compiled).
 #[cfg(unix)]
