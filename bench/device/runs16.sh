@@ -6,7 +6,8 @@
 # the cores without runs and with 4 KiB. Then the scaling command with 4 KiB runs, and where 16
 # threads are (every thread's stack, two samples, by cuda-gdb or gdb). Carry the binary as
 # $GLASS (default .dev/cmp/new; debug sections compressed for readable stacks). Writes log.txt,
-# tpcc-paper.json and stacks.txt under $OUT (or target/runs16). About five minutes.
+# tpcc-paper.json and stacks.txt under $OUT (or target/runs16). About seven minutes; SIZES
+# (default "1024 4096 8192") names the run sizes compared, STACKS=0 skips the stacks.
 set -u
 OUT=${OUT:-target/runs16}
 G=${GLASS:-.dev/cmp/new}
@@ -21,8 +22,9 @@ tps() {
 }
 echo "== runs against none, interleaved"
 for round in 1 2; do
-  for cfg in "--no-log-runs" "--log-run-bytes 1024" "--log-run-bytes 4096" "--log-run-bytes 8192" \
-             "--switch main-log=off --switch lsn=off"; do
+  sizes=()
+  for b in ${SIZES:-1024 4096 8192}; do sizes+=("--log-run-bytes $b"); done
+  for cfg in "--no-log-runs" "${sizes[@]}" "--switch main-log=off --switch lsn=off"; do
     # shellcheck disable=SC2086
     echo "round=$round threads=$n config=${cfg// /} txn/s=$(tps "$n" $cfg)"
   done
@@ -35,6 +37,7 @@ echo "== the scaling command, 4 KiB runs"
 $G scale tpcc --mix paper --configs partitioned --threads "1,2,4,$((n / 2)),$((n * 3 / 4)),$n" \
     --duration 3 --warmup 1 --rounds 2 --log-run-bytes 4096 --json "$OUT/tpcc-paper.json" \
     --out "$work" 2>&1 | grep -v '^\[\|^note'
+[ "${STACKS:-1}" = 0 ] && { rm -rf "$work"; exit 0; }
 echo "== where $n threads are (stacks, 4 KiB runs)"
 dbg=$(command -v cuda-gdb || command -v gdb)
 $G bench tpcc --mix paper --threads "$n" --scale "$n" --duration 20 --warmup 1 \
