@@ -446,8 +446,9 @@ struct EngineSetupArgs {
     /// Lock heap pages instead of records (Berkeley DB style).
     #[arg(long)]
     page_locking: bool,
-    /// Ignore the procedures' prefetch hints, to measure what they buy (they are acted on
-    /// only with page-access off).
+    /// Ignore the procedures' prefetch hints, to measure what they buy (embedded they are
+    /// acted on only with page-access off; with --server --mode interactive the client then
+    /// reads no row ahead, every read a round trip of its own).
     #[arg(long)]
     no_prefetch: bool,
     /// Reserve log-buffer bytes record by record, one compare-and-swap on the log's tail
