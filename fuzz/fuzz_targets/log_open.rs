@@ -51,6 +51,7 @@ fuzz_target!(|data: &[u8]| {
         latching: true,
         gather_commits: true,
         runs: true,
+        run_bytes: wal::RUN_BYTES,
     };
     let Ok((log, report)) = LogManager::open(Box::new(storage), config) else {
         return;
