@@ -14,6 +14,7 @@
 //! | `log_runs`                    | log-buffer bytes reserved a run at a time (false with `--no-log-runs`) |
 //! | `log_run_bytes`               | the bytes of a run (`--log-run-bytes`; 0 where runs are off) |
 //! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
+//! | `commit_gather`, `early_lock_release` | group commit's leader gathers committers (`--commit-gather`); locks released before the force (on unless `--no-early-lock-release`); both false unless the log is forced |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
@@ -68,6 +69,12 @@ pub struct RunConfiguration {
     /// MiB of zeros kept written ahead of the log file's end; `None` without a log file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_prealloc_mib: Option<u64>,
+    /// Whether a group commit's leader gathered committers (`--commit-gather`, with a forced
+    /// log only).
+    pub commit_gather: bool,
+    /// Whether committers released their locks before the force (on unless
+    /// `--no-early-lock-release`; with a forced log only).
+    pub early_lock_release: bool,
     pub warmup_s: f64,
     /// Seconds spent loading; `None` when an existing database was used.
     pub load_s: Option<f64>,
@@ -708,7 +715,12 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
         match (&c.log_sync, c.log_prealloc_mib) {
             (Some(sync), Some(mib)) => format!(" log-sync={sync} log-prealloc-mib={mib}"),
             _ => String::new(),
-        },
+        } + if c.commit_gather { " commit-gather" } else { "" }
+            + if c.durable && !c.early_lock_release {
+                " early-lock-release=off"
+            } else {
+                ""
+            },
         c.warmup_s,
         c.seed,
         c.glass_version,
@@ -774,6 +786,8 @@ mod tests {
             db: None,
             log_sync: None,
             log_prealloc_mib: None,
+            commit_gather: false,
+            early_lock_release: false,
             warmup_s: 0.0,
             load_s: Some(0.5),
         }

@@ -563,6 +563,8 @@ pub(crate) fn bench_result(
             .path
             .as_ref()
             .map(|_| db_config.log_prealloc_bytes >> 20),
+        commit_gather: db_config.gather_commits && db_config.durable,
+        early_lock_release: db_config.early_lock_release && db_config.durable,
         warmup_s: config.warmup.as_secs_f64(),
         load_s,
     };

@@ -410,6 +410,12 @@ struct LogFileArgs {
     /// TPC-C): see docs/performance.md.
     #[arg(long)]
     commit_gather: bool,
+    /// Turn early lock release off (with --db and --durable). On, a committing transaction
+    /// releases its locks once its commit record is buffered, before the force, so that the
+    /// transactions waiting for them run during it; a transaction that wrote nothing waits
+    /// until every such commit is durable before it returns.
+    #[arg(long)]
+    no_early_lock_release: bool,
 }
 
 impl LogFileArgs {
@@ -424,6 +430,7 @@ impl LogFileArgs {
             },
             log_prealloc_bytes: self.log_prealloc_mib << 20,
             gather_commits: self.commit_gather,
+            early_lock_release: !self.no_early_lock_release,
             ..db
         }
     }

@@ -253,12 +253,36 @@ impl<'db> Transaction<'db> {
                     None => log.append_commit(id, prev),
                 };
                 self.last_lsn = lsn;
+                if self.db.early_lock_release {
+                    self.release_early(lsn);
+                }
                 log.wait_durable(lsn)
                     .map_err(|e| TxError::Storage(e.into()))?;
+            } else if self.db.early_lock_release {
+                // Wrote nothing, but may have read what a transaction whose locks were
+                // released early wrote: not durable yet, so not to be acted on yet.
+                let released = Lsn(self.db.released_commits.load(Ordering::Acquire));
+                if released != Lsn::NONE && log.durable_lsn() <= released {
+                    log.flush_to(released)
+                        .map_err(|e| TxError::Storage(e.into()))?;
+                }
             }
         }
         self.finish();
         self.db.maybe_checkpoint()
+    }
+
+    /// Early lock release: the commit record at `lsn` is in the log buffer, not yet durable.
+    /// Raises the mark a read-only transaction waits past, then releases every lock, so that
+    /// whoever takes one of them next sees the mark raised (the lock's latch orders the two).
+    /// If the force then fails, no later commit becomes durable either: the log refuses
+    /// every force after a failed one.
+    #[cold]
+    fn release_early(&mut self, lsn: Lsn) {
+        self.db.released_commits.fetch_max(lsn.0, Ordering::AcqRel);
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
+            lm.release_all(locks);
+        }
     }
 
     /// Takes back every effect of the transaction and releases its locks.
