@@ -180,6 +180,10 @@ pub struct CharmConfig {
     pub seed: u64,
     /// Experiments left out (for tests).
     pub skip: Vec<Experiment>,
+    /// Threads share one insertion page per table, as Berkeley DB's inserts shared their
+    /// B+-trees' right-hand leaves (`--shared-insert-pages`; see
+    /// `engine::DbConfig::shared_insert_pages`): under page locking, inserters queue on it.
+    pub shared_insert_pages: bool,
 }
 
 impl CharmConfig {
@@ -201,6 +205,7 @@ impl CharmConfig {
             threads,
             seed: 42,
             skip: Vec::new(),
+            shared_insert_pages: false,
         }
     }
 
@@ -612,6 +617,8 @@ struct Setup {
     latency: Option<Duration>,
     /// The threads of the run on it (the database is set up for them).
     threads: usize,
+    /// Threads share one insertion page per table ([`CharmConfig::shared_insert_pages`]).
+    shared_insert_pages: bool,
 }
 
 impl Setup {
@@ -673,6 +680,7 @@ impl Session {
             pool_mib: setup.pool_mib,
             // The paper's Berkeley DB locks pages, and logs asynchronously.
             page_locking: true,
+            shared_insert_pages: setup.shared_insert_pages,
             durable: false,
             threads: setup.threads,
             // No fuzzy checkpoint in a measured phase (its page writes would queue on the
@@ -978,6 +986,7 @@ fn calibrate(config: &CharmConfig, dirs: &Dirs) -> anyhow::Result<Calibration> {
         pool_mib: cpu_pool_mib,
         latency: None,
         threads: 1,
+        shared_insert_pages: config.shared_insert_pages,
     };
     let mut session = Session::open(&dirs.base(w), &dirs.copy(w), setup)?;
     session.warm(config.seed)?;
@@ -1071,6 +1080,7 @@ fn probe_pool(
         pool_mib: mib,
         latency: None,
         threads: CONCURRENCY,
+        shared_insert_pages: config.shared_insert_pages,
     };
     let mut session = Session::open(&dirs.base(warehouses), &dirs.copy(warehouses), setup)?;
     session.warm(config.seed)?;
@@ -1284,6 +1294,7 @@ fn execute(
             pool_mib: spec.pool_mib,
             latency: Some(cal.latency()),
             threads: spec.threads,
+            shared_insert_pages: config.shared_insert_pages,
         };
         let n = format!("run {} of {}", i + 1, plan.len());
         let what = format!("{n}: {} ({})", p.label, setup.describe());
@@ -2319,10 +2330,15 @@ fn report(
 ) -> anyhow::Result<(String, Json)> {
     let mut md = format!(
         "# Charm: two-stage transaction execution (paper 001)\n\n\
-         TPC-C, the paper's mix (43/43/4.7/4.7/4.6), w = {}, page-level locking, asynchronous \
+         TPC-C, the paper's mix (43/43/4.7/4.7/4.6), w = {}, page-level locking{}, asynchronous \
          log; every page read and write and every log write on an emulated device of latency \
          L (one queue per device). Runs of {} s after {} s of warm-up; {} runs in {:.0} s.\n\n",
         config.warehouses,
+        if config.shared_insert_pages {
+            ", one insertion page per table shared by every thread (--shared-insert-pages)"
+        } else {
+            ""
+        },
         config.duration.as_secs_f64(),
         config.warmup.as_secs_f64(),
         runs.0.len(),
@@ -2412,6 +2428,7 @@ fn report(
             "threads": config.threads,
             "seed": config.seed,
             "skip": config.skip.iter().map(|e| e.name()).collect::<Vec<_>>(),
+            "shared_insert_pages": config.shared_insert_pages,
         },
         "elapsed_s": elapsed.as_secs_f64(),
         "calibration": cal,

@@ -453,6 +453,11 @@ struct EngineSetupArgs {
     /// Lock heap pages instead of records (Berkeley DB style).
     #[arg(long)]
     page_locking: bool,
+    /// Every thread inserts into one insertion page per table instead of a page of its own
+    /// (with --db): with --page-locking inserters queue on it, as Berkeley DB's did on its
+    /// B+-trees' right-hand leaves. For the Charm experiments.
+    #[arg(long)]
+    shared_insert_pages: bool,
     /// Ignore the procedures' prefetch hints, to measure what they buy (embedded they are
     /// acted on only with page-access off; with --server --mode interactive the client then
     /// reads no row ahead, every read a round trip of its own).
@@ -686,9 +691,13 @@ struct CharmArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Experiments left out, comma-separated, of concurrency, buffer, table6, table7, table8,
-    /// threshold (for tests).
-    #[arg(long, hide = true, value_name = "LIST")]
+    /// threshold.
+    #[arg(long, value_name = "LIST")]
     skip: Option<String>,
+    /// Every thread inserts into one insertion page per table, as Berkeley DB's inserts
+    /// shared their B+-trees' right-hand leaves: under page locking, inserters queue on it.
+    #[arg(long)]
+    shared_insert_pages: bool,
 }
 
 #[derive(Args, Debug)]
@@ -1044,6 +1053,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         // 0: sized to the database once its scale is known (`bench::run::run_bench`).
         pool_mib: setup.pool_mib.unwrap_or(0) as usize,
         page_locking: setup.page_locking,
+        shared_insert_pages: setup.shared_insert_pages,
         prefetch: !setup.no_prefetch,
         log_runs: !setup.no_log_runs,
         log_run_bytes: setup.log_run_bytes as usize,
@@ -1406,6 +1416,7 @@ fn charm(args: CharmArgs) -> anyhow::Result<ExitCode> {
     if let Some(list) = &args.skip {
         config.skip = bench::charm::Experiment::parse_list(list)?;
     }
+    config.shared_insert_pages = args.shared_insert_pages;
     let report = bench::charm::run_charm(&config)?;
     println!("{}", report.trim_end());
     println!("(written to {})", config.out.join("charm.md").display());

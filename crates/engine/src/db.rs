@@ -91,6 +91,11 @@ pub struct DbConfig {
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
+    /// Every thread inserts into one insertion page per table (the free-space map's last
+    /// insert) instead of a page of its own (`storage::heap::HeapFile::sharing_insertion_pages`):
+    /// with page locking, inserters queue on that page as on Berkeley DB's right-hand leaves.
+    /// For the Charm experiments; off by default.
+    pub shared_insert_pages: bool,
     /// Act on [`crate::Tx::prefetch`] hints (main-memory records and indexes only, that is
     /// with `page-access` off). Off, the hints are ignored: for measuring what they buy.
     pub prefetch: bool,
@@ -165,6 +170,7 @@ impl Default for DbConfig {
             lock_timing: false,
             checkpoint_bytes: 64 << 20,
             page_locking: false,
+            shared_insert_pages: false,
             prefetch: true,
             accept_log_loss: false,
             create: true,
@@ -916,7 +922,8 @@ impl Database {
             (Some(pool), None) => (
                 Records::Heap(
                     HeapFile::create_on(pool.clone(), device)?
-                        .expecting_records_of(layout.record_size()),
+                        .expecting_records_of(layout.record_size())
+                        .sharing_insertion_pages(self.config.shared_insert_pages),
                 ),
                 IndexStore::create(Some(pool), &key, true, false, latching, device)?,
             ),
@@ -924,7 +931,8 @@ impl Database {
                 Records::Heap(
                     HeapFile::open(pool.clone(), PageId(first))?
                         .on_device(device)
-                        .expecting_records_of(layout.record_size()),
+                        .expecting_records_of(layout.record_size())
+                        .sharing_insertion_pages(self.config.shared_insert_pages),
                 ),
                 IndexStore::open(pool, PageId(root), &key, true, device),
             ),

@@ -243,6 +243,69 @@ fn concurrent_inserts_and_reads_keep_the_file_consistent() {
     pool.check_invariants();
 }
 
+/// With one insertion page for all threads, a record inserted by one thread goes to the page
+/// another thread inserted into last (with pages of their own, never), and threads inserting
+/// at once keep the file consistent.
+#[test]
+fn threads_sharing_insertion_pages_insert_into_one_page() {
+    let pool = pool_with(32, None);
+    let shared = HeapFile::create(pool.clone())
+        .unwrap()
+        .sharing_insertion_pages(true);
+    let own = HeapFile::create(pool.clone()).unwrap();
+    for (heap, sharing) in [(&shared, true), (&own, false)] {
+        // Two live threads (a thread that ends gives its number, and so its insertion page,
+        // to the next one), the second inserting after the first.
+        let both = std::sync::Barrier::new(2);
+        let (first_done, wait_first) = std::sync::mpsc::channel();
+        let (a, b) = std::thread::scope(|s| {
+            let first = s.spawn(|| {
+                let a = heap.insert(&[1; 100]).unwrap();
+                first_done.send(()).unwrap();
+                both.wait();
+                a
+            });
+            wait_first.recv().unwrap();
+            let second = s.spawn(|| {
+                let b = heap.insert(&[2; 100]).unwrap();
+                both.wait();
+                b
+            });
+            (first.join().unwrap(), second.join().unwrap())
+        });
+        assert_eq!(
+            a.page == b.page,
+            sharing,
+            "sharing insertion pages: {sharing}"
+        );
+    }
+    let heap = Arc::new(shared);
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let heap = heap.clone();
+            std::thread::spawn(move || {
+                (0..300)
+                    .map(|i| {
+                        let r = vec![t; 40 + i % 60];
+                        (heap.insert(&r).unwrap(), r)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let all: Vec<(RecordId, Vec<u8>)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    heap.check_invariants().unwrap();
+    let mut out = Vec::new();
+    for (rid, r) in &all {
+        assert!(heap.read(*rid, &mut out).unwrap());
+        assert_eq!(&out, r);
+    }
+    pool.check_invariants();
+}
+
 #[test]
 fn small_records_fill_nearly_full_pages() {
     let heap = HeapFile::create(pool_with(8, None)).unwrap();

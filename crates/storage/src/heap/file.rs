@@ -30,6 +30,11 @@
 //!   gives it back with the room it really has and claims another. With one map and one last
 //!   page for all, every insert of every thread latched the map twice and most of them the
 //!   same page.
+//!   [`HeapFile::sharing_insertion_pages`] turns this off for an experiment: every thread
+//!   inserts where the map's last insert went, so the threads share one insertion page per
+//!   file, as a heap without per-thread pages (or a B+-tree appending at its right-hand
+//!   leaf, as Berkeley DB's did) has them share it. Under page locking, whoever inserted
+//!   there last holds the page's lock to its commit, and the next inserter queues on it.
 //! * The free-space map is rebuilt by [`HeapFile::open`] from the chain; it is exact while the
 //!   file is quiescent (checked by [`HeapFile::check_invariants`]), except for the entries of
 //!   claimed pages.
@@ -140,6 +145,9 @@ pub struct HeapFile {
     usual_len: usize,
     /// The emulated data device its pages are allocated on (see [`crate::device`]).
     device: u8,
+    /// Every thread inserts into the page of the map's last insert (no insertion page of its
+    /// own); see [`HeapFile::sharing_insertion_pages`].
+    shared_insertion: bool,
 }
 
 impl HeapFile {
@@ -193,6 +201,7 @@ impl HeapFile {
                 .collect(),
             usual_len: 0,
             device: 0,
+            shared_insertion: false,
         }
     }
 
@@ -200,6 +209,16 @@ impl HeapFile {
     /// file's existing pages keep the device their header names).
     pub fn on_device(mut self, device: u8) -> HeapFile {
         self.device = device;
+        self
+    }
+
+    /// This file, its threads sharing one insertion page (`on`) instead of each inserting
+    /// into a page of its own: every insert asks the free-space map, which offers the page of
+    /// the last insert while it has room. Slower (the map's latch on every insert) and, under
+    /// page locking, a page every inserter queues on: Berkeley DB's behaviour, for the
+    /// Charm experiments (`--shared-insert-pages`).
+    pub fn sharing_insertion_pages(mut self, on: bool) -> HeapFile {
+        self.shared_insertion = on;
         self
     }
 
@@ -325,6 +344,9 @@ impl HeapFile {
             });
         }
         let need = hp::alloc_size(record.len()) + hp::SLOT_SIZE;
+        if self.shared_insertion {
+            return self.place_shared(record, kind, need, before_write);
+        }
         let mine = &self.inserting[shard::thread_index() % INSERT_SHARDS];
         let mut g = match mine.load(Ordering::Relaxed) {
             0 => self.claim_page(need, None)?,
@@ -344,6 +366,40 @@ impl HeapFile {
             }
             // No room here: give the page back to the map with its real room, claim another.
             g = self.claim_page(need, Some(g))?;
+        }
+    }
+
+    /// [`HeapFile::place`] with one insertion page for all threads: the page the map offers
+    /// (its last insert's while it has room), the map told each page's room after each insert,
+    /// a new page linked after the first when the map has none.
+    fn place_shared(
+        &self,
+        record: &[u8],
+        kind: SlotKind,
+        need: usize,
+        before_write: impl FnOnce(RecordId),
+    ) -> StorageResult<RecordId> {
+        loop {
+            let found = self.fsm_read().find(need);
+            let mut g = match found {
+                Some(p) => self.heap_page_exclusive(p)?,
+                None => self.add_page(None)?,
+            };
+            if let Some(slot) = hp::slot_for_insert(&g, record.len()) {
+                let rid = RecordId {
+                    page: g.page_id(),
+                    slot: slot as u16,
+                };
+                before_write(rid);
+                let placed = hp::put(&mut g, slot, record, kind)?;
+                debug_assert!(placed, "slot_for_insert promised room");
+                let mut fsm = self.fsm_write();
+                fsm.set(g.page_id(), hp::free_space(&g));
+                fsm.last_insert = Some(g.page_id());
+                return Ok(rid);
+            }
+            // The map was stale: correct it and ask again.
+            self.note_free(&g);
         }
     }
 
