@@ -116,6 +116,10 @@ impl ReadAhead {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> Option<Option<Row>> {
+        // Most transactions hint nothing: no key to build for an empty map.
+        if self.answered.is_empty() {
+            return None;
+        }
         let answered = self.answered.get(&row_key(table, key))?;
         if for_update && !answered.for_update {
             return None;
