@@ -352,21 +352,38 @@ impl HeapFile {
             0 => self.claim_page(need, None)?,
             p => self.heap_page_exclusive(PageId(p))?,
         };
+        let mut before_write = Some(before_write);
         loop {
-            if let Some(slot) = hp::slot_for_insert(&g, record.len()) {
-                let rid = RecordId {
-                    page: g.page_id(),
-                    slot: slot as u16,
-                };
-                before_write(rid);
-                let placed = hp::put(&mut g, slot, record, kind)?;
-                debug_assert!(placed, "slot_for_insert promised room");
+            if let Some(rid) = Self::put_if_room(&mut g, record, kind, &mut before_write)? {
                 mine.store(g.page_id().0, Ordering::Relaxed);
                 return Ok(rid);
             }
             // No room here: give the page back to the map with its real room, claim another.
             g = self.claim_page(need, Some(g))?;
         }
+    }
+
+    /// Writes `record` into a free slot of `g` if it has room (calling `before_write`, once,
+    /// first); `None` if it has none.
+    fn put_if_room(
+        g: &mut PageWriteGuard<'_>,
+        record: &[u8],
+        kind: SlotKind,
+        before_write: &mut Option<impl FnOnce(RecordId)>,
+    ) -> StorageResult<Option<RecordId>> {
+        let Some(slot) = hp::slot_for_insert(g, record.len()) else {
+            return Ok(None);
+        };
+        let rid = RecordId {
+            page: g.page_id(),
+            slot: slot as u16,
+        };
+        if let Some(f) = before_write.take() {
+            f(rid);
+        }
+        let placed = hp::put(g, slot, record, kind)?;
+        debug_assert!(placed, "slot_for_insert promised room");
+        Ok(Some(rid))
     }
 
     /// [`HeapFile::place`] with one insertion page for all threads: the page the map offers
@@ -379,20 +396,14 @@ impl HeapFile {
         need: usize,
         before_write: impl FnOnce(RecordId),
     ) -> StorageResult<RecordId> {
+        let mut before_write = Some(before_write);
         loop {
             let found = self.fsm_read().find(need);
             let mut g = match found {
                 Some(p) => self.heap_page_exclusive(p)?,
                 None => self.add_page(None)?,
             };
-            if let Some(slot) = hp::slot_for_insert(&g, record.len()) {
-                let rid = RecordId {
-                    page: g.page_id(),
-                    slot: slot as u16,
-                };
-                before_write(rid);
-                let placed = hp::put(&mut g, slot, record, kind)?;
-                debug_assert!(placed, "slot_for_insert promised room");
+            if let Some(rid) = Self::put_if_room(&mut g, record, kind, &mut before_write)? {
                 let mut fsm = self.fsm_write();
                 fsm.set(g.page_id(), hp::free_space(&g));
                 fsm.last_insert = Some(g.page_id());
