@@ -38,7 +38,9 @@ pub enum Mix {
     Paper,
     /// The Charm paper's mix (two-stage execution, §4): the specification's five
     /// transactions, 43/43/4.7/4.7/4.6 (the paper gives 4.7 for each of the last three,
-    /// which adds up to 100.1%; Stock-Level takes the rest).
+    /// which adds up to 100.1%; Stock-Level takes the rest). The paper ran each transaction
+    /// as a process of its own, so no terminal keeps a home: each transaction draws its home
+    /// warehouse and district afresh.
     Charm,
 }
 

@@ -405,3 +405,35 @@ fn payment_by_last_name_picks_the_middle_customer() {
     assert!((out.c_balance - (-22.5)).abs() < 1e-9);
     common::assert_all_hold(&w.check(&db).unwrap());
 }
+
+/// The warehouses one terminal's first 300 transactions name (each input's first argument).
+fn warehouses_drawn(w: &Tpcc) -> std::collections::BTreeSet<i64> {
+    let db = common::loaded(w, 1);
+    let mut terminal = w.terminal(db.as_ref(), 0, 1, 7).unwrap();
+    let mut args = Vec::new();
+    (0..300)
+        .map(|_| {
+            terminal.next();
+            args.clear();
+            terminal.args(&mut args).unwrap();
+            args[0].as_int().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_charm_mix_draws_a_home_warehouse_for_each_transaction() {
+    // The Charm paper's transactions were processes of their own: one thread uses every
+    // warehouse. TPC-C's terminal keeps its home (remote payments aside, which name the home
+    // warehouse first).
+    assert_eq!(
+        warehouses_drawn(&small(3, Mix::Charm)),
+        [1, 2, 3].into(),
+        "the Charm mix"
+    );
+    assert_eq!(
+        warehouses_drawn(&small(3, Mix::Full)),
+        [1].into(),
+        "the full mix"
+    );
+}

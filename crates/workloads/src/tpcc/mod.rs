@@ -11,7 +11,9 @@
 //! `check` (the consistency conditions of clause 3.3.2).
 //!
 //! Terminal `i` of `n` is bound to home warehouse `(i mod W) + 1` and, for Stock-Level, to
-//! district `((i div W) mod 10) + 1` (clause 2.8.1.1 fixes a terminal's district).
+//! district `((i div W) mod 10) + 1` (clause 2.8.1.1 fixes a terminal's district), except
+//! under the Charm mix, whose terminals draw both afresh for each transaction (the paper ran
+//! each transaction as a process of its own).
 //!
 //! Sizes: [`TpccConfig::new`] gives the specification's cardinalities. `items` and
 //! `customers_per_district` can be reduced (e.g. by tests, to load in well under a second);
@@ -34,7 +36,7 @@ use std::sync::Arc;
 use engine::db::Database;
 use engine::{Connection, IndexRef, TableRef, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 
 use crate::util::{drawn, int};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
@@ -361,6 +363,12 @@ impl TpccTerminal {
 
 impl Terminal for TpccTerminal {
     fn next(&mut self) -> usize {
+        if self.context.config.mix == crate::Mix::Charm {
+            self.context.home_w_id = self
+                .rng
+                .gen_range(1..=self.context.config.warehouses as i64);
+            self.context.home_d_id = self.rng.gen_range(1..=DISTRICTS_PER_WAREHOUSE);
+        }
         let input = self.context.draw(&mut self.rng, crate::util::now_seconds());
         let kind = input.txn_type() as usize;
         self.input = Some(input);
