@@ -536,6 +536,14 @@ impl Run {
         percent(busy_s, self.result.duration_s)
     }
 
+    /// Page reads per transaction, every type: where the device is busy, throughput is about
+    /// one over this times L, so a run that starts from a pool holding less of what it needs
+    /// shows it here first.
+    fn reads_per_txn(&self) -> f64 {
+        let all = self.all();
+        all.reads as f64 / self.result.txn_count.max(1) as f64
+    }
+
     /// New-Order's lock wait over its mean response time, in percent (Figure 3b).
     fn lock_share_percent(&self) -> f64 {
         percent(self.new_order().lock_wait_ms(), self.new_order_mean_ms)
@@ -1470,7 +1478,8 @@ fn concurrency_report(
          Per New-Order: I/O time, lock wait, and lock wait over the mean response time. \
          Device: the page I/Os × L over the measured time (100 % keeps one device busy; the \
          order lines have a second); near 100 % the device, not lock waits, bounds \
-         throughput.\n\n",
+         throughput, which then follows the page reads per transaction (reads/txn; it varies \
+         from run to run with what the pool held at the start).\n\n",
         pool.mib, pool.hit_percent
     );
     let value = |r: Option<&Run>, f: Metric, d: usize| num(r.map(f), d);
@@ -1490,6 +1499,8 @@ fn concurrency_report(
                 value(h, Run::lock_share_percent, 1),
                 value(c, Run::device_load_percent, 0),
                 value(h, Run::device_load_percent, 0),
+                value(c, Run::reads_per_txn, 2),
+                value(h, Run::reads_per_txn, 2),
             ]
         })
         .collect();
@@ -1507,6 +1518,8 @@ fn concurrency_report(
             "lock/resp % htste",
             "device % conv",
             "device % htste",
+            "reads/txn conv",
+            "reads/txn htste",
         ],
         &rows,
     ));
@@ -1678,6 +1691,7 @@ fn point_json(r: &Run) -> Json {
         "ms_per_io": ms_per_io(r),
         "abort_percent": r.abort_percent(),
         "device_load_percent": r.device_load_percent(),
+        "reads_per_txn": r.reads_per_txn(),
         "hit_percent": r.all().hit_percent(),
     })
 }
@@ -1727,6 +1741,8 @@ fn buffer_report(
                 value(h, new_order_io_ms, 1),
                 value(c, Run::device_load_percent, 0),
                 value(h, Run::device_load_percent, 0),
+                value(c, Run::reads_per_txn, 2),
+                value(h, Run::reads_per_txn, 2),
             ]
         })
         .collect();
@@ -1744,6 +1760,8 @@ fn buffer_report(
             "I/O ms htste",
             "device % conv",
             "device % htste",
+            "reads/txn conv",
+            "reads/txn htste",
         ],
         &rows,
     ));
