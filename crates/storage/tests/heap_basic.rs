@@ -196,6 +196,25 @@ fn heap_changes_are_logged_as_small_diffs() {
     assert!(logged(&log) <= 6 + 2 + 2, "delete logged {}", logged(&log));
 }
 
+/// Joins the threads, each returning the records it wrote, then checks the file and reads
+/// every record back; returns them all.
+fn joined_and_readable(
+    heap: &HeapFile,
+    threads: Vec<std::thread::JoinHandle<Vec<(RecordId, Vec<u8>)>>>,
+) -> Vec<(RecordId, Vec<u8>)> {
+    let all: Vec<(RecordId, Vec<u8>)> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    heap.check_invariants().unwrap();
+    let mut out = Vec::new();
+    for (rid, r) in &all {
+        assert!(heap.read(*rid, &mut out).unwrap());
+        assert_eq!(&out, r);
+    }
+    all
+}
+
 #[test]
 fn concurrent_inserts_and_reads_keep_the_file_consistent() {
     let pool = pool_with(16, None);
@@ -223,16 +242,7 @@ fn concurrent_inserts_and_reads_keep_the_file_consistent() {
             })
         })
         .collect();
-    let all: Vec<(RecordId, Vec<u8>)> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    heap.check_invariants().unwrap();
-    let mut out = Vec::new();
-    for (rid, r) in &all {
-        assert!(heap.read(*rid, &mut out).unwrap());
-        assert_eq!(&out, r);
-    }
+    let all = joined_and_readable(&heap, threads);
     let mut n = 0;
     heap.scan(|_, _| {
         n += 1;
@@ -293,16 +303,7 @@ fn threads_sharing_insertion_pages_insert_into_one_page() {
             })
         })
         .collect();
-    let all: Vec<(RecordId, Vec<u8>)> = threads
-        .into_iter()
-        .flat_map(|t| t.join().unwrap())
-        .collect();
-    heap.check_invariants().unwrap();
-    let mut out = Vec::new();
-    for (rid, r) in &all {
-        assert!(heap.read(*rid, &mut out).unwrap());
-        assert_eq!(&out, r);
-    }
+    joined_and_readable(&heap, threads);
     pool.check_invariants();
 }
 
