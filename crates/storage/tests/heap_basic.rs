@@ -196,13 +196,13 @@ fn heap_changes_are_logged_as_small_diffs() {
     assert!(logged(&log) <= 6 + 2 + 2, "delete logged {}", logged(&log));
 }
 
+/// The records a thread wrote, with their ids.
+type Written = Vec<(RecordId, Vec<u8>)>;
+
 /// Joins the threads, each returning the records it wrote, then checks the file and reads
 /// every record back; returns them all.
-fn joined_and_readable(
-    heap: &HeapFile,
-    threads: Vec<std::thread::JoinHandle<Vec<(RecordId, Vec<u8>)>>>,
-) -> Vec<(RecordId, Vec<u8>)> {
-    let all: Vec<(RecordId, Vec<u8>)> = threads
+fn joined_and_readable(heap: &HeapFile, threads: Vec<std::thread::JoinHandle<Written>>) -> Written {
+    let all: Written = threads
         .into_iter()
         .flat_map(|t| t.join().unwrap())
         .collect();
