@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use engine::{Database, DbConfig, Fetch, Tx, Value};
@@ -32,19 +32,20 @@ fn open_elr(dir: &Path, early: bool, log_device: Duration) -> Arc<Database> {
     .unwrap()
 }
 
-/// Thread A updates account 0 and commits, its force slowed to 150 ms by the emulated log
-/// device; thread B, queued for account 0's lock, says when it got it. With early lock
-/// release B gets it while A's commit still waits for the force; without, only after.
-fn b_locks_before_a_returns(early: bool) -> bool {
+/// How long after thread A began committing its update of account 0 thread B, queued for
+/// that row's lock, got it. A's force is slowed by the emulated log device (150 ms a write
+/// and as much a sync): with early lock release B gets the lock at A's append, long before
+/// the force ends; without, only after it.
+fn b_locked_after_a_began_commit(early: bool) -> Duration {
     let dir = tempfile::tempdir().unwrap();
     let db = open_elr(dir.path(), early, Duration::ZERO);
     let t = load_accounts(&db, 4);
     db.close().unwrap();
     let db = open_elr(dir.path(), early, Duration::from_millis(150));
-    let (tx_events, events) = mpsc::channel::<&'static str>();
     let (locked_tx, locked) = mpsc::channel::<()>();
+    let (began_tx, began) = mpsc::channel::<Instant>();
     let a = {
-        let (db, t, tx_events) = (db.clone(), t.clone(), tx_events.clone());
+        let (db, t) = (db.clone(), t.clone());
         std::thread::spawn(move || {
             let mut tx = db.begin().unwrap();
             tx.update(&t, &[Value::Int(0)], &[(2, Value::Int(1))])
@@ -52,8 +53,8 @@ fn b_locks_before_a_returns(early: bool) -> bool {
             locked_tx.send(()).unwrap();
             // Give B time to queue behind the lock.
             std::thread::sleep(Duration::from_millis(50));
+            began_tx.send(Instant::now()).unwrap();
             tx.commit().unwrap();
-            tx_events.send("a returned").unwrap();
         })
     };
     locked.recv().unwrap();
@@ -63,31 +64,35 @@ fn b_locks_before_a_returns(early: bool) -> bool {
             let mut tx = db.begin().unwrap();
             tx.update(&t, &[Value::Int(0)], &[(2, Value::Int(2))])
                 .unwrap();
-            tx_events.send("b locked").unwrap();
+            let got = Instant::now();
             tx.commit().unwrap();
+            got
         })
     };
     a.join().unwrap();
-    b.join().unwrap();
-    let first = events.recv().unwrap();
+    let got = b.join().unwrap();
+    let began = began.recv().unwrap();
     let row = db
         .run(|tx| tx.get(&t, &[Value::Int(0)], Fetch::Cols(&[2]), false))
         .unwrap()
         .unwrap();
     assert_eq!(row[0], Value::Int(2), "B's update came last");
     db.close().unwrap();
-    first == "b locked"
+    got.saturating_duration_since(began)
 }
 
 #[test]
 fn a_waiter_runs_during_the_committers_force_only_with_early_release() {
+    let early = b_locked_after_a_began_commit(true);
     assert!(
-        b_locks_before_a_returns(true),
-        "with early lock release the waiter waited for the force"
+        early < Duration::from_millis(150),
+        "with early lock release the waiter got the lock {early:?} after the commit began"
     );
+    let late = b_locked_after_a_began_commit(false);
     assert!(
-        !b_locks_before_a_returns(false),
-        "without early lock release the waiter got the lock before the force"
+        late >= Duration::from_millis(150),
+        "without early lock release the waiter got the lock {late:?} after the commit began, \
+         before its force could end"
     );
 }
 
