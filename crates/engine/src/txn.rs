@@ -277,7 +277,6 @@ impl<'db> Transaction<'db> {
     /// whoever takes one of them next sees the mark raised (the lock's latch orders the two).
     /// If the force then fails, no later commit becomes durable either: the log refuses
     /// every force after a failed one.
-    #[cold]
     fn release_early(&mut self, lsn: Lsn) {
         self.db.released_commits.fetch_max(lsn.0, Ordering::AcqRel);
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
