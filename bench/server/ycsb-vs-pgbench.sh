@@ -5,13 +5,15 @@
 # clients to core 1. See bench/peers/README.md for the PostgreSQL cluster (private, started and
 # stopped here; installed from Debian's packages if missing).
 #
-#   bench/server/ycsb-vs-pgbench.sh [--glass BIN] [--connections C] [--secs S] [--rounds R]
-#                                   [--dir DIR]
+#   bench/server/ycsb-vs-pgbench.sh [--glass BIN] [--connections C] [--workers W] [--secs S]
+#                                   [--rounds R] [--dir DIR]
 #
 # Both read one row by a random key from 100,000: pgbench's accounts (scale 1) and YCSB's
 # records (uniform keys here, as pgbench draws them; YCSB rows are 1 KB, pgbench's about 100
-# bytes). Glass runs the unified architecture with a worker per connection, as PostgreSQL runs
-# a backend per connection. Prints each run, then the medians and their ratio.
+# bytes). Glass runs the unified architecture with one worker (the server has one core; each
+# worker serves its connections in turn), PostgreSQL a backend per connection, as each is
+# meant to run; `--workers C` gives Glass a worker per connection too. Prints each run, then
+# the medians and their ratio.
 set -euo pipefail
 exec </dev/null
 # shellcheck source=../peers/lib/common.sh
@@ -21,6 +23,7 @@ exec </dev/null
 
 GLASS=$REPO_ROOT/target/release/glass
 CONNECTIONS=8
+WORKERS=1
 SECS=5
 ROUNDS=3
 WORK_PARENT=${WORK_PARENT:-/var/tmp}
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --glass) GLASS=${2:?}; shift 2 ;;
     --connections) CONNECTIONS=${2:?}; shift 2 ;;
+    --workers) WORKERS=${2:?}; shift 2 ;;
     --secs) SECS=${2:?}; shift 2 ;;
     --rounds) ROUNDS=${2:?}; shift 2 ;;
     --dir) WORK_PARENT=${2:?}; shift 2 ;;
@@ -35,7 +39,7 @@ while [ $# -gt 0 ]; do
     *) usage >&2; die "unknown argument: $1" ;;
   esac
 done
-positive CONNECTIONS SECS ROUNDS
+positive CONNECTIONS WORKERS SECS ROUNDS
 [ -x "$GLASS" ] || die "no glass binary at $GLASS (cargo build --release first)"
 command -v taskset >/dev/null || die "taskset (util-linux) is needed to pin servers and clients apart"
 [ "$(nproc)" -ge 2 ] || die "two cores are needed"
@@ -63,7 +67,7 @@ pg_init_pgbench 1
 taskset -p -c 0 "$(head -n 1 "$PG_DATA/postmaster.pid")" >/dev/null
 
 taskset -c 0 "$GLASS" serve ycsb --scale 100000 --ycsb-workload C --distribution uniform \
-  --listen 127.0.0.1:0 --arch unified --workers "$CONNECTIONS" --quiet \
+  --listen 127.0.0.1:0 --arch unified --workers "$WORKERS" --quiet \
   >"$WORK/serve.out" 2>"$WORK/serve.err" &
 GLASS_PID=$!
 for _ in $(seq 1 600); do grep -q '^listening on tcp://' "$WORK/serve.out" && break; sleep 0.1; done
@@ -78,7 +82,7 @@ for r in $(seq 1 "$ROUNDS"); do
     --server "$ADDR" --mode sp --connections "$CONNECTIONS" --duration "$SECS" --warmup 1 \
     --quiet >"$log" 2>&1 || die "glass bench failed: $(tail -n 3 "$log")"
   tps=$(awk '/ transactions in .* txn\/s/ { for (i = 1; i <= NF; i++) if ($(i+1) == "txn/s") print $i }' "$log" | head -n 1)
-  echo "glass ycsb-c sp connections=$CONNECTIONS tps=$tps"
+  echo "glass ycsb-c sp connections=$CONNECTIONS workers=$WORKERS tps=$tps"
   glass_runs="$glass_runs $tps"
   log="$WORK/pg-$r.log"
   taskset -c 1 "$PG_BINDIR/pgbench" -h 127.0.0.1 -p "$PG_PORT" -U postgres -S -M prepared \

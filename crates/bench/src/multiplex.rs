@@ -283,16 +283,20 @@ pub fn drive_multiplexed(
             let id = event.token().0;
             let c = &mut conns[id];
             flush(c).map_err(|e| failed(id, "send", e))?;
-            loop {
-                match c.input.read_from(&mut c.sock) {
-                    Ok(0) => {
+            // A short read is the last until the next readable event (see
+            // `protocol::ReadOnce::drained`), unless the server closed its end.
+            let to_the_end = event.is_read_closed() || event.is_error();
+            let mut readable = event.is_readable() || to_the_end;
+            while readable {
+                match c.input.read_once(&mut c.sock) {
+                    Ok(read) if read.bytes == 0 => {
                         return Err(failed(
                             id,
                             "read",
                             TxError::Connection("the server closed the connection".into()),
                         ))
                     }
-                    Ok(_) => {}
+                    Ok(read) => readable = !read.drained() || to_the_end,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(failed(id, "read", TxError::Connection(e.to_string()))),

@@ -43,6 +43,27 @@ pub fn frame_len(header: &[u8], max_frame: u32) -> Result<Option<usize>, Protoco
 /// The least free room a read is offered; also the buffer's first size.
 const READ_BYTES_MIN: usize = 8 << 10;
 
+/// What one [`FrameBuffer::read_once`] took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadOnce {
+    /// Bytes read; 0 at the end of the stream.
+    pub bytes: usize,
+    /// The free room the read was offered.
+    pub room: usize,
+}
+
+impl ReadOnce {
+    /// The read took bytes and left room unfilled: a stream socket had no more at that moment.
+    /// With edge-triggered readiness (epoll's `EPOLLET`, which mio uses) bytes that arrive
+    /// later raise a new event, so a reader may wait for that event instead of reading again
+    /// to hear `WouldBlock` (epoll(7) says so for stream sockets). The end of the stream is no
+    /// such event when it came with the bytes: a reader told that the peer closed its end
+    /// (mio's `Event::is_read_closed`) must read on until 0.
+    pub fn drained(&self) -> bool {
+        self.bytes > 0 && self.bytes < self.room
+    }
+}
+
 /// A receive buffer for one connection: bytes go in by [`FrameBuffer::read_from`] (or
 /// [`FrameBuffer::push`]), whole frames come out by [`FrameBuffer::next_frame`].
 #[derive(Debug)]
@@ -110,14 +131,19 @@ impl FrameBuffer {
     /// Reads once from `r` into the free room; returns the bytes read, 0 at end of stream.
     /// `WouldBlock` and every other error come back unchanged, with nothing read.
     pub fn read_from(&mut self, r: &mut impl io::Read) -> io::Result<usize> {
+        self.read_once(r).map(|read| read.bytes)
+    }
+
+    /// Reads once from `r` into the free room, and says how much room the read was offered:
+    /// a stream socket that returned less than that had nothing more when it was read
+    /// ([`ReadOnce::drained`]), so its owner need not read again to hear `WouldBlock`.
+    pub fn read_once(&mut self, r: &mut impl io::Read) -> io::Result<ReadOnce> {
         self.make_room();
+        let room = self.buf.len() - self.end;
         let n = r.read(&mut self.buf[self.end..])?;
-        assert!(
-            n <= self.buf.len() - self.end,
-            "a reader claimed more bytes than it was given"
-        );
+        assert!(n <= room, "a reader claimed more bytes than it was given");
         self.end += n;
-        Ok(n)
+        Ok(ReadOnce { bytes: n, room })
     }
 
     /// Appends `bytes` as if read.
@@ -185,6 +211,24 @@ mod tests {
             self.bytes = &self.bytes[n..];
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_read_that_leaves_room_says_the_reader_is_drained() {
+        let mut buffer = FrameBuffer::new(DEFAULT_MAX_FRAME);
+        let short = buffer.read_once(&mut &[1u8, 0, 0, 0, 7][..]).unwrap();
+        assert_eq!(short.bytes, 5);
+        assert!(short.room >= READ_BYTES_MIN, "{short:?}");
+        assert!(short.drained());
+        // A reader with more than the room fills it, and may hold more.
+        let many = vec![0u8; 3 * READ_BYTES_MIN];
+        let full = buffer.read_once(&mut &many[..]).unwrap();
+        assert_eq!(full.bytes, full.room);
+        assert!(!full.drained());
+        // The end of the stream is not a drained reader: it has no more events to raise.
+        let end = buffer.read_once(&mut &[][..]).unwrap();
+        assert_eq!(end.bytes, 0);
+        assert!(!end.drained());
     }
 
     #[test]

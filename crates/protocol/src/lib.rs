@@ -151,7 +151,7 @@ pub mod shm;
 pub use class::ErrorClass;
 pub use endpoint::Endpoint;
 pub use error::ProtocolError;
-pub use frame::{frame_len, FrameBuffer};
+pub use frame::{frame_len, FrameBuffer, ReadOnce};
 pub use message::{Op, OpResult, Request, Response, ScanSource};
 
 /// The first bytes of every `Hello`: a Glass client, not some other protocol.

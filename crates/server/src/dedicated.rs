@@ -135,6 +135,8 @@ struct NetConn {
     in_flight: bool,
     /// Close once the output is sent.
     closing: bool,
+    /// The peer closed its end: answer the requests it sent before, then close.
+    ended: bool,
 }
 
 /// The network thread: accepts, reads frames and queues them, writes the replies.
@@ -194,7 +196,7 @@ pub(crate) fn network(
                     &mut dirty,
                 );
             } else if let Some(c) = conns.get_mut(&t) {
-                c.link.mark_readable();
+                c.link.note_event(event);
                 dirty.push(t);
             }
         }
@@ -237,7 +239,9 @@ pub(crate) fn network(
 /// Reads, queues the next frame if none is in flight, and writes; returns whether to keep
 /// the connection.
 fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>], tracer: &mut Tracer) -> bool {
-    let closed = c.link.fill(tracer) == Fill::Closed;
+    if c.link.fill(tracer) == Fill::Closed {
+        c.ended = true;
+    }
     if !c.in_flight && !c.closing && c.link.has_room() {
         // Every whole frame buffered goes in one job (a bounded number, so that one client's
         // pipeline cannot hold a worker for long).
@@ -271,10 +275,11 @@ fn pump(id: usize, c: &mut NetConn, workers: &[Sender<Job>], tracer: &mut Tracer
     if c.link.flush(tracer).is_err() {
         return false;
     }
-    if c.closing {
+    if c.closing || c.ended {
+        // The frames left whole in the buffer go out when the job in flight comes back.
         return c.link.unsent() > 0 || c.in_flight;
     }
-    !closed
+    true
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -319,6 +324,7 @@ fn accept(
                 link: Link::new(stream, max_frame),
                 in_flight: false,
                 closing: false,
+                ended: false,
             },
         );
         dirty.push(id);

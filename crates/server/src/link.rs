@@ -185,8 +185,12 @@ pub struct Link {
     pub output: Vec<u8>,
     /// How much of `output` is already sent.
     written: usize,
-    /// The socket may have unread bytes: the last read stopped before `WouldBlock`.
+    /// The socket may have unread bytes: the last read stopped before `WouldBlock` (or
+    /// before a short read).
     readable: bool,
+    /// A readiness event said the peer closed its end (or the socket failed): read on until
+    /// the stream's end (or the error) instead of stopping at a short read.
+    read_closed: bool,
 }
 
 impl Link {
@@ -197,6 +201,7 @@ impl Link {
             output: Vec::new(),
             written: 0,
             readable: true,
+            read_closed: false,
         }
     }
 
@@ -215,20 +220,33 @@ impl Link {
         self.readable && self.input.buffered() < INPUT_LIMIT && self.has_room()
     }
 
-    /// Notes a readiness event: the socket may have bytes again.
-    pub fn mark_readable(&mut self) {
-        self.readable = true;
+    /// Notes a readiness event. One that says readable (or closed, or failed) means the
+    /// socket may have bytes (or its end, or an error) to read again; one that only says
+    /// writable leaves a drained socket alone.
+    pub fn note_event(&mut self, event: &mio::event::Event) {
+        if event.is_read_closed() || event.is_error() {
+            self.read_closed = true;
+            self.readable = true;
+        } else if event.is_readable() {
+            self.readable = true;
+        }
     }
 
-    /// Reads what the socket has, while the buffers have room.
+    /// Reads what the socket has, while the buffers have room. A read that leaves room
+    /// unfilled is the last ([`protocol::ReadOnce::drained`]): the next bytes raise an event,
+    /// and a request costs one read, not a second to hear `WouldBlock`.
     pub fn fill(&mut self, tracer: &mut Tracer) -> Fill {
         while self.can_read() {
             let start = tracer.start();
-            let read = self.input.read_from(&mut self.stream);
+            let read = self.input.read_once(&mut self.stream);
             tracer.charge(Phase::SocketRead, start);
             match read {
-                Ok(0) => return Fill::Closed,
-                Ok(_) => {}
+                Ok(read) if read.bytes == 0 => return Fill::Closed,
+                Ok(read) => {
+                    if read.drained() && !self.read_closed {
+                        self.readable = false;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.readable = false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return Fill::Closed,

@@ -67,7 +67,9 @@ fn service<'db>(
             return conn.link.unsent() > 0;
         }
         if closed {
-            return false;
+            // The peer closed its end: its requests are answered; keep the connection only
+            // while the answers wait for room in the socket.
+            return conn.link.unsent() > 0;
         }
         if !conn.link.can_read() {
             return true;
@@ -100,7 +102,7 @@ pub(crate) fn worker(
             let id = event.token().0;
             let keep = match conns.get_mut(&id) {
                 Some(conn) => {
-                    conn.link.mark_readable();
+                    conn.link.note_event(event);
                     service(conn, shared, &mut stats, &mut tracer)
                 }
                 None => true,

@@ -721,3 +721,50 @@ fn pipelined_requests_are_answered_in_order_and_a_bad_frame_after_them_last() {
         server.stop();
     }
 }
+
+/// A client that sends its requests and its end of the stream at once is answered, and its
+/// connection closed: the server reads past the requests' short read to the end its readiness
+/// event told of (`protocol::ReadOnce::drained` stops reading early otherwise).
+#[test]
+fn requests_sent_with_the_end_of_the_stream_are_answered_and_the_connection_closed() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+        let Endpoint::Tcp(addr) = tcp(&server) else {
+            unreachable!()
+        };
+        let mut requests = Vec::new();
+        Request::Catalog.encode(&mut requests);
+        Request::Begin.encode(&mut requests);
+        // Many rounds, for the requests and the end of the stream to reach an idle server
+        // together in some.
+        for round in 0..50 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(&hello()).unwrap();
+            let mut buf = protocol::FrameBuffer::new(protocol::DEFAULT_MAX_FRAME);
+            let welcome = loop {
+                if let Some(frame) = buf.next_frame().unwrap() {
+                    break Response::decode(frame).unwrap();
+                }
+                assert!(buf.read_from(&mut s).unwrap() > 0, "{arch}: no welcome");
+            };
+            assert!(matches!(welcome, Response::Welcome { .. }), "{arch}");
+            s.write_all(&requests).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got)
+                .unwrap_or_else(|e| panic!("{arch}, round {round}: no end of stream: {e}"));
+            buf.push(&got);
+            let mut answers = Vec::new();
+            while let Some(frame) = buf.next_frame().unwrap() {
+                answers.push(Response::decode(frame).unwrap());
+            }
+            assert_eq!(answers.len(), 2, "{arch}, round {round}: {answers:?}");
+            assert!(matches!(answers[0], Response::CatalogIs { .. }), "{arch}");
+            assert_eq!(answers[1], Response::Done, "{arch}, round {round}");
+        }
+        server.stop();
+    }
+}
