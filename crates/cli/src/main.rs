@@ -698,6 +698,11 @@ struct CharmArgs {
     /// shared their B+-trees' right-hand leaves: under page locking, inserters queue on it.
     #[arg(long)]
     shared_insert_pages: bool,
+    /// Runs the whole plan N times, round after round (so the runs a ratio compares are
+    /// interleaved); each point is the run of median tpmC, and the report gives every
+    /// round's and the goal's ratio by round.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
 }
 
 #[derive(Args, Debug)]
@@ -1417,6 +1422,7 @@ fn charm(args: CharmArgs) -> anyhow::Result<ExitCode> {
         config.skip = bench::charm::Experiment::parse_list(list)?;
     }
     config.shared_insert_pages = args.shared_insert_pages;
+    config.rounds = args.rounds as usize;
     let report = bench::charm::run_charm(&config)?;
     println!("{}", report.trim_end());
     println!("(written to {})", config.out.join("charm.md").display());

@@ -125,6 +125,72 @@ fn a_quick_run_writes_every_table_and_figure() {
     assert!(!db.join("charm-work").exists());
 }
 
+/// With `--rounds 2` the plan runs twice, round after round, each round from its own seeds:
+/// every point has a run in each round, the report gives both rounds' tpmC with their median,
+/// and the goal's ratio by round.
+#[test]
+fn rounds_run_the_plan_again_and_report_every_round() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let run = glass(&[
+        "charm",
+        "--quick",
+        "--warehouses",
+        "1",
+        "--duration",
+        "0.4",
+        "--warmup",
+        "0.1",
+        "--threads-list",
+        "4",
+        "--read-us",
+        "200",
+        "--skip",
+        "buffer,table6,table7,table8",
+        "--rounds",
+        "2",
+        "--out",
+        path(&out),
+    ]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("run 4 of 4 (round 2 of 2)"), "{stderr}");
+
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("charm.json")).unwrap()).unwrap();
+    let runs = json["runs"].as_array().unwrap();
+    let rounds: Vec<u64> = runs.iter().map(|r| r["round"].as_u64().unwrap()).collect();
+    assert_eq!(rounds, [0, 0, 1, 1], "{json}");
+    // The same two points in each round, in the same order.
+    assert_eq!(runs[0]["spec"], runs[2]["spec"], "{json}");
+    assert_eq!(runs[1]["spec"], runs[3]["spec"], "{json}");
+    let points = json["tables"]["rounds"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{json}");
+    for point in points {
+        let tpmc: Vec<f64> = point["tpmc"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_f64().unwrap())
+            .collect();
+        assert_eq!(tpmc.len(), 2, "{point}");
+        assert!(tpmc.iter().all(|&t| t > 0.0), "{point}");
+        let median = point["median"].as_f64().unwrap();
+        assert!(
+            (median - (tpmc[0] + tpmc[1]) / 2.0).abs() < 1e-6 * median,
+            "{point}"
+        );
+        assert_eq!(point["min"].as_f64().unwrap(), tpmc[0].min(tpmc[1]));
+    }
+    let md = std::fs::read_to_string(out.join("charm.md")).unwrap();
+    assert!(md.contains("## Rounds"), "{md}");
+    assert!(
+        md.contains("| round 1 | round 2 | median | range |"),
+        "{md}"
+    );
+    assert!(md.contains("the median of the rounds' ×"), "{md}");
+}
+
 #[test]
 fn bad_options_are_refused_in_one_line() {
     let tmp = tempfile::tempdir().unwrap();
@@ -137,6 +203,7 @@ fn bad_options_are_refused_in_one_line() {
         (&["--warehouses", "0"][..], "--warehouses"),
         (&["--read-us", "0"][..], "--read-us"),
         (&["--duration", "0"][..], "--duration"),
+        (&["--rounds", "0"][..], "--rounds"),
     ] {
         let mut all = vec!["charm", "--out", path(&out)];
         all.extend(args);
