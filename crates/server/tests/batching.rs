@@ -263,8 +263,11 @@ fn tpcc_interactively_takes_fewer_round_trips_and_stays_consistent() {
         assert!(t.made <= t.unbatched, "{name}: {t:?}");
     }
     if let Some(delivery) = trips.get("delivery") {
-        // 4 per district and the commit, at most, where one per operation is some 170.
-        assert!(delivery.made() <= 41.0, "{trips:?}");
+        // Measured 23 (41 district by district; one per operation some 170): the ten
+        // new-order scans, the orders in one trip (hinted), the ten order-line scans (the
+        // customers hinted with the first), the last lines' updates (kept on a guess of their
+        // keys) and the commit.
+        assert!(delivery.made() <= 23.0, "{trips:?}");
     }
     server.stop();
     assert_consistent(w.as_ref(), &db);
