@@ -319,6 +319,16 @@ fn raw_exchange(endpoint: &Endpoint, bytes: &[u8]) -> Vec<u8> {
     got
 }
 
+/// The responses whole in `buf` once `bytes` are added to it, decoded.
+fn responses(buf: &mut protocol::FrameBuffer, bytes: &[u8]) -> Vec<Response> {
+    buf.push(bytes);
+    let mut answers = Vec::new();
+    while let Some(frame) = buf.next_frame().unwrap() {
+        answers.push(Response::decode(frame).unwrap());
+    }
+    answers
+}
+
 fn failure_in(bytes: &[u8]) -> (ErrorClass, String) {
     let mut buf = protocol::FrameBuffer::new(protocol::DEFAULT_MAX_FRAME);
     buf.push(bytes);
@@ -697,11 +707,7 @@ fn pipelined_requests_are_answered_in_order_and_a_bad_frame_after_them_last() {
         bytes.extend_from_slice(&[1, 0, 0, 0, 0x42]);
         let got = raw_exchange(&tcp(&server), &bytes);
         let mut buf = protocol::FrameBuffer::new(protocol::DEFAULT_MAX_FRAME);
-        buf.push(&got);
-        let mut answers = Vec::new();
-        while let Some(frame) = buf.next_frame().unwrap() {
-            answers.push(Response::decode(frame).unwrap());
-        }
+        let answers = responses(&mut buf, &got);
         assert_eq!(answers.len(), 5, "{arch}: {answers:?}");
         assert!(matches!(answers[0], Response::Welcome { .. }), "{arch}");
         assert!(matches!(answers[1], Response::CatalogIs { .. }), "{arch}");
@@ -756,11 +762,7 @@ fn requests_sent_with_the_end_of_the_stream_are_answered_and_the_connection_clos
             let mut got = Vec::new();
             s.read_to_end(&mut got)
                 .unwrap_or_else(|e| panic!("{arch}, round {round}: no end of stream: {e}"));
-            buf.push(&got);
-            let mut answers = Vec::new();
-            while let Some(frame) = buf.next_frame().unwrap() {
-                answers.push(Response::decode(frame).unwrap());
-            }
+            let answers = responses(&mut buf, &got);
             assert_eq!(answers.len(), 2, "{arch}, round {round}: {answers:?}");
             assert!(matches!(answers[0], Response::CatalogIs { .. }), "{arch}");
             assert_eq!(answers[1], Response::Done, "{arch}, round {round}");
