@@ -5,8 +5,9 @@
 //!   Client::connect(endpoint)        Hello ─► Welcome (workload, procedure names)
 //!   client.call("payment", args)     Call ─► Returned          one round trip per transaction
 //!   RemoteTx (engine::Tx)            prefetch hints            none: kept as hinted reads
-//!     interactive                    get a hinted read         none: answered from it
-//!                                      answered
+//!     interactive                      (and scan hints)          (and hinted scans)
+//!                                    get (scan) a hinted read  none: answered from it
+//!                                      (scan) answered
 //!                                    get, scan, scan_index,    one round trip each: a Batch
 //!                                      an update/delete the    of the writes still pending,
 //!                                      client cannot answer    the hinted reads, then the
@@ -37,7 +38,10 @@
 //! hinted read is a real read: it takes its lock when it is sent, and its error fails the
 //! transaction at that round trip. The transaction's own write of a row drops what was read
 //! of it (the next read goes to the server); a hinted read sent after a deferred write of its
-//! row travels behind it and sees it. [`Client::set_read_ahead`] turns this off
+//! row travels behind it and sees it. Scans are hinted alike ([`Tx::prefetch_scan`]: a table's
+//! rows under a key prefix): the scan travels whole in front of the next round trip and
+//! answers the same scan later, until a row under its prefix is written; so Delivery's ten
+//! districts scan in one round trip. [`Client::set_read_ahead`] turns this off
 //! (`glass bench --server ... --no-prefetch`). Writes whose result the procedure cannot
 //! observe are *deferred*: kept in the [`Client`] and sent in front of the next round trip,
 //! in the same `Batch`, in the order made:
@@ -742,12 +746,21 @@ impl<'c> RemoteTx<'c> {
     /// if any; returns `op`'s result.
     fn round_trip(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
         let reads = self.client.deferred.ahead.take();
+        let scans = self.client.deferred.ahead.take_scans();
         let mut ops: Vec<Op> = reads.iter().map(|r| r.op()).collect();
+        ops.extend(scans.iter().map(|s| s.op()));
         let has_op = op.is_some();
         ops.extend(op);
         let mut results = self.client.batch(ops, self.autocommit)?;
         let result = if has_op { results.pop() } else { None };
+        let scan_results = results.split_off(reads.len().min(results.len()));
         let deferred = &mut self.client.deferred;
+        for (scan, result) in scans.into_iter().zip(scan_results) {
+            let OpResult::Rows(rows) = result else {
+                return Err(wrong("a hinted Scan", &result));
+            };
+            deferred.ahead.scanned(scan, rows);
+        }
         for (read, result) in reads.into_iter().zip(results) {
             let OpResult::Row(row) = result else {
                 return Err(wrong("a hinted Get", &result));
@@ -795,6 +808,32 @@ impl<'c> RemoteTx<'c> {
             .deferred
             .ahead
             .answer(table, key, fetch, for_update))
+    }
+
+    /// A scan that a hinted scan answers (the table's rows under `prefix`, ascending): from
+    /// its answer, or by sending the hinted reads and scans now, alone (this scan is among
+    /// them). `None`: no hinted scan answers it.
+    fn hinted_scan(
+        &mut self,
+        table: u32,
+        prefix: &[Value],
+        limit: Option<u32>,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Option<Vec<Row>>> {
+        let ahead = &self.client.deferred.ahead;
+        if let Some(rows) = ahead.answer_scan(table, prefix, limit, fetch, for_update) {
+            return Ok(Some(rows));
+        }
+        if !ahead.will_answer_scan(table, prefix, limit, for_update) {
+            return Ok(None);
+        }
+        self.round_trip(None)?;
+        Ok(self
+            .client
+            .deferred
+            .ahead
+            .answer_scan(table, prefix, limit, fetch, for_update))
     }
 
     /// Keeps `op` to send later, if this is an interactive transaction.
@@ -1010,6 +1049,22 @@ impl Tx for RemoteTx<'_> {
         let _ = columns;
         self.read_ahead(rows, true);
     }
+
+    /// The scan is made, whole rows, in front of the next round trip.
+    fn prefetch_scan(
+        &mut self,
+        table: &TableRef,
+        prefix: &[i64],
+        limit: Option<usize>,
+        for_update: bool,
+    ) {
+        if !self.autocommit && self.client.read_ahead {
+            self.client
+                .deferred
+                .ahead
+                .hint_scan(table, prefix, limit, for_update);
+        }
+    }
 }
 
 impl RemoteTx<'_> {
@@ -1027,18 +1082,16 @@ impl RemoteTx<'_> {
             (Bound::Unbounded, Bound::Unbounded) => Some(&[][..]),
             _ => None,
         };
-        let op = Op::Scan {
-            source,
-            low: owned(range.low),
-            high: owned(range.high),
-            limit: limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX)),
-            reverse,
-            columns: Op::columns(fetch)?,
-            for_update,
+        let limit = limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        let hinted = match (source, prefix, reverse) {
+            (ScanSource::Table(table), Some(prefix), false) => {
+                self.hinted_scan(table, prefix, limit, fetch, for_update)?
+            }
+            _ => None,
         };
-        let rows = match self.one(op)? {
-            OpResult::Rows(rows) => rows,
-            other => return Err(wrong("Scan", &other)),
+        let rows = match hinted {
+            Some(rows) => rows,
+            None => self.scan_op(source, range, limit, reverse, fetch, for_update)?,
         };
         if let (ScanSource::Table(table), Some(prefix), true, false) =
             (source, prefix, for_update, self.autocommit)
@@ -1056,6 +1109,31 @@ impl RemoteTx<'_> {
             }
         }
         Ok(rows)
+    }
+
+    /// One round trip for a scan.
+    fn scan_op(
+        &mut self,
+        source: ScanSource,
+        range: KeyRange<'_>,
+        limit: Option<u32>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Vec<Row>> {
+        let op = Op::Scan {
+            source,
+            low: owned(range.low),
+            high: owned(range.high),
+            limit,
+            reverse,
+            columns: Op::columns(fetch)?,
+            for_update,
+        };
+        match self.one(op)? {
+            OpResult::Rows(rows) => Ok(rows),
+            other => Err(wrong("Scan", &other)),
+        }
     }
 }
 

@@ -585,6 +585,23 @@ pub trait Tx {
         self.prefetch(rows);
     }
 
+    /// A hint that the transaction will soon scan `table` for the rows whose primary key
+    /// starts with `prefix` (integers, one per key column), ascending, at most `limit`,
+    /// `for_update` or not, as [`Tx::scan`] with [`KeyRange::prefix`]. Like [`Tx::prefetch`]
+    /// it changes, locks and reports nothing, and the default does nothing. A client-side
+    /// form (`client::RemoteTx`) makes the scan, whole rows, in front of its next round trip
+    /// and answers the scan that follows (same table, prefix and limit, not reversed) from
+    /// what came back: a procedure's independent scans travel together.
+    fn prefetch_scan(
+        &mut self,
+        table: &TableRef,
+        prefix: &[i64],
+        limit: Option<usize>,
+        for_update: bool,
+    ) {
+        let _ = (table, prefix, limit, for_update);
+    }
+
     /// A hint that the transaction will soon insert rows with these primary keys, which
     /// therefore do not exist yet: an engine may start loading where the inserts will write
     /// (an index's slot), but has no record to load and should read nothing to find one. On

@@ -13,14 +13,22 @@
 //! A hinted read is a real read: it takes its lock when it is sent (so hints are named in the
 //! order the procedure locks), and its error fails the operation it travelled with.
 //!
+//! Scans are hinted the same way ([`Tx::prefetch_scan`]: a table's rows under a key prefix,
+//! ascending, up to a limit): the scan is sent whole in front of the next operation, and a
+//! later scan with the same table, prefix, limit and a lock the hint's suffices is answered
+//! from its rows. A write of a row under the prefix (or any insert into the table) makes the
+//! answer stale. So a procedure whose scans are independent (Delivery's ten districts) sends
+//! them together.
+//!
 //! [`client::RemoteTx`]: ../../client/struct.RemoteTx.html
 //! [`Tx::prefetch`]: engine::Tx::prefetch
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use engine::{Fetch, Row, TableRef, Value};
 
-use crate::Op;
+use crate::{Op, ScanSource};
 
 /// A read a hint named: row `key` of `table`, whole, for update or not.
 #[derive(Debug)]
@@ -43,6 +51,40 @@ impl HintedRead {
     }
 }
 
+/// A scan a hint named: the rows of `table` whose key starts with `prefix`, ascending, at
+/// most `limit`, whole, for update or not.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HintedScan {
+    pub table: u32,
+    pub prefix: Vec<Value>,
+    pub limit: Option<u32>,
+    pub for_update: bool,
+}
+
+impl HintedScan {
+    /// The scan as an operation: whole rows.
+    pub fn op(&self) -> Op {
+        Op::Scan {
+            source: ScanSource::Table(self.table),
+            low: Bound::Included(self.prefix.clone()),
+            high: Bound::Included(self.prefix.clone()),
+            limit: self.limit,
+            reverse: false,
+            columns: None,
+            for_update: self.for_update,
+        }
+    }
+
+    /// Whether this scan's answer serves a scan of `table` under `prefix` with `limit`
+    /// (`for_update` or not).
+    fn serves(&self, table: u32, prefix: &[Value], limit: Option<u32>, for_update: bool) -> bool {
+        self.table == table
+            && self.limit == limit
+            && self.prefix == prefix
+            && (self.for_update || !for_update)
+    }
+}
+
 /// What a hinted read returned.
 struct Answered {
     for_update: bool,
@@ -55,12 +97,97 @@ struct Answered {
 pub struct ReadAhead {
     reads: Vec<HintedRead>,
     answered: BTreeMap<Vec<u8>, Answered>,
+    scans: Vec<HintedScan>,
+    scanned: Vec<(HintedScan, Vec<Row>)>,
 }
 
 impl ReadAhead {
     pub fn clear(&mut self) {
         self.reads.clear();
         self.answered.clear();
+        self.scans.clear();
+        self.scanned.clear();
+    }
+
+    /// Keeps the scan of `table` under `prefix` (at most `limit` rows, `for_update` or not)
+    /// to send; one already made, or to be made, under a lock that suffices is not made
+    /// again.
+    pub fn hint_scan(
+        &mut self,
+        table: &TableRef,
+        prefix: &[i64],
+        limit: Option<usize>,
+        for_update: bool,
+    ) {
+        let prefix: Vec<Value> = prefix.iter().map(|&k| Value::Int(k)).collect();
+        let limit = limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        if self
+            .scanned
+            .iter()
+            .any(|(s, _)| s.serves(table.id, &prefix, limit, for_update))
+        {
+            return;
+        }
+        let same =
+            |s: &&mut HintedScan| s.table == table.id && s.limit == limit && s.prefix == prefix;
+        match self.scans.iter_mut().find(same) {
+            Some(scan) => scan.for_update |= for_update,
+            None => self.scans.push(HintedScan {
+                table: table.id,
+                prefix,
+                limit,
+                for_update,
+            }),
+        }
+    }
+
+    /// The scans to send now, in the order hinted.
+    pub fn take_scans(&mut self) -> Vec<HintedScan> {
+        std::mem::take(&mut self.scans)
+    }
+
+    /// Keeps what a hinted scan returned (whole rows).
+    pub fn scanned(&mut self, scan: HintedScan, rows: Vec<Row>) {
+        self.scanned.push((scan, rows));
+    }
+
+    /// The answer to a scan of `table` under `prefix` (at most `limit` rows, ascending,
+    /// `for_update` or not) that a hinted scan already gave: the rows, or the columns
+    /// `fetch` names of them. `None` where no hinted scan answered it (or one scanned shared
+    /// and this scan wants the rows exclusively, or it names a column past a row's).
+    pub fn answer_scan(
+        &self,
+        table: u32,
+        prefix: &[Value],
+        limit: Option<u32>,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> Option<Vec<Row>> {
+        let (_, rows) = self
+            .scanned
+            .iter()
+            .find(|(s, _)| s.serves(table, prefix, limit, for_update))?;
+        match fetch {
+            Fetch::All => Some(rows.clone()),
+            Fetch::Cols(cols) => rows
+                .iter()
+                .map(|row| cols.iter().map(|&c| row.get(c).cloned()).collect())
+                .collect(),
+        }
+    }
+
+    /// Whether a hinted scan not sent yet will answer a scan of `table` under `prefix`
+    /// (at most `limit` rows, `for_update` or not).
+    pub fn will_answer_scan(
+        &self,
+        table: u32,
+        prefix: &[Value],
+        limit: Option<u32>,
+        for_update: bool,
+    ) -> bool {
+        self.scans
+            .iter()
+            .any(|s| s.serves(table, prefix, limit, for_update))
     }
 
     /// Keeps the reads of `rows` (`for_update` or not) to send; a row already read, or to be
@@ -158,6 +285,13 @@ impl ReadAhead {
             }
             None => self.answered.retain(|k, _| k[..4] != table.to_le_bytes()),
         }
+        if !self.scanned.is_empty() {
+            // A scan whose prefix the key starts with may have seen the row; any insert may
+            // fall under any prefix.
+            self.scanned.retain(|(s, _)| {
+                s.table != table || key.is_some_and(|key| !key.starts_with(&s.prefix))
+            });
+        }
     }
 }
 
@@ -247,6 +381,69 @@ mod tests {
         assert_eq!(ahead.answer(1, &key, Fetch::All, false), None);
         ahead.stale(2, None);
         assert_eq!(ahead.answer(2, &key, Fetch::All, false), None);
+    }
+
+    #[test]
+    fn a_hinted_scan_answers_the_same_scan_by_lock_and_column_until_a_row_under_it_is_written() {
+        let t = table(1);
+        let mut ahead = ReadAhead::default();
+        ahead.hint_scan(&t, &[1, 2], Some(1), false);
+        ahead.hint_scan(&t, &[1, 3], None, true);
+        ahead.hint_scan(&t, &[1, 2], Some(1), true);
+        let p2 = [Value::Int(1), Value::Int(2)];
+        let p3 = [Value::Int(1), Value::Int(3)];
+        assert!(ahead.will_answer_scan(1, &p2, Some(1), true), "upgraded");
+        assert!(
+            !ahead.will_answer_scan(1, &p2, None, false),
+            "another limit"
+        );
+        let scans = ahead.take_scans();
+        assert_eq!(scans.len(), 2);
+        assert!(matches!(
+            scans[0].op(),
+            Op::Scan {
+                limit: Some(1),
+                reverse: false,
+                columns: None,
+                for_update: true,
+                ..
+            }
+        ));
+        let row = |a: i64, b: i64, c: i64| vec![Value::Int(a), Value::Int(b), Value::Int(c)];
+        let rows2 = vec![row(1, 2, 7)];
+        let rows3 = vec![row(1, 3, 8), row(1, 3, 9)];
+        for (scan, rows) in scans.into_iter().zip([rows2.clone(), rows3]) {
+            ahead.scanned(scan, rows);
+        }
+        assert_eq!(
+            ahead.answer_scan(1, &p2, Some(1), Fetch::All, true),
+            Some(rows2)
+        );
+        assert_eq!(
+            ahead.answer_scan(1, &p3, None, Fetch::Cols(&[2]), false),
+            Some(vec![vec![Value::Int(8)], vec![Value::Int(9)]])
+        );
+        assert_eq!(ahead.answer_scan(1, &p3, Some(1), Fetch::All, false), None);
+        assert_eq!(ahead.answer_scan(2, &p3, None, Fetch::All, false), None);
+        assert_eq!(
+            ahead.answer_scan(1, &p3, None, Fetch::Cols(&[3]), false),
+            None
+        );
+        // Hinted again: already made, not made again.
+        ahead.hint_scan(&t, &[1, 3], None, false);
+        assert!(ahead.take_scans().is_empty());
+        // A write under one prefix makes that scan stale, not the other; an insert, both.
+        ahead.stale(1, Some(&row(1, 3, 9)));
+        assert_eq!(ahead.answer_scan(1, &p3, None, Fetch::All, false), None);
+        assert!(ahead
+            .answer_scan(1, &p2, Some(1), Fetch::All, false)
+            .is_some());
+        ahead.stale(2, None);
+        assert!(ahead
+            .answer_scan(1, &p2, Some(1), Fetch::All, false)
+            .is_some());
+        ahead.stale(1, None);
+        assert_eq!(ahead.answer_scan(1, &p2, Some(1), Fetch::All, false), None);
     }
 
     #[test]

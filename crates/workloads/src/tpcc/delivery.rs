@@ -7,11 +7,13 @@
 //! c_delivery_cnt.
 //!
 //! The work runs in phases across the districts rather than district by district: first the
-//! ten scans, then the orders (named in one hint), then the order lines (the customers named
-//! in one hint), then the customers. Each phase's reads are independent of one another, so a
-//! form that reads ahead on hints (a client over the network, `client::RemoteTx`) sends each
-//! hinted phase in one round trip instead of one per district; embedded, the hints let the
-//! engine start loading the rows early. The rows read and written are the specification's.
+//! ten new-order scans, then the orders, then the order lines (with the customers), then the
+//! customers, each phase's reads and scans named in hints ([`Tx::prefetch_scan`],
+//! [`Tx::prefetch_for_update`]) before it starts. Each phase's reads are independent of one
+//! another, so a form that reads ahead on hints (a client over the network,
+//! `client::RemoteTx`) sends each phase in one round trip instead of one per district;
+//! embedded, the hints let the engine start loading the rows early. The rows read and
+//! written are the specification's.
 
 use engine::{Fetch, KeyRange, TableRef, Tx, TxError, TxResult, Value};
 
@@ -29,6 +31,9 @@ pub struct DeliveryOutput {
 pub fn delivery(tx: &mut dyn Tx, t: &Tables, input: &DeliveryInput) -> TxResult<DeliveryOutput> {
     let w = input.w_id;
     // Phase 1: each district's oldest new order.
+    for d in 1..=DISTRICTS_PER_WAREHOUSE {
+        tx.prefetch_scan(&t.new_order, &[w, d], Some(1), true);
+    }
     let mut delivered = Vec::with_capacity(DISTRICTS_PER_WAREHOUSE as usize);
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
         let prefix = [Value::Int(w), Value::Int(d)];
@@ -71,6 +76,9 @@ pub fn delivery(tx: &mut dyn Tx, t: &Tables, input: &DeliveryInput) -> TxResult<
     }
 
     // Phase 3: each order's lines are delivered and summed.
+    for key in &order_keys {
+        tx.prefetch_scan(&t.order_line, key, None, true);
+    }
     let hints: Vec<(&TableRef, &[i64])> = customers.iter().map(|k| (&t.customer, &k[..])).collect();
     tx.prefetch_for_update(&hints, None);
     let mut amounts = Vec::with_capacity(orders.len());
