@@ -53,7 +53,7 @@ use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
     MIN_OP_RESULT,
 };
-use crate::read_ahead::ReadAhead;
+use crate::read_ahead::{self, ReadAhead};
 use crate::{Op, OpResult, ScanSource};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
@@ -333,7 +333,9 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
     /// returns `op`'s result.
     fn exchange_ops(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
         let reads = self.ahead.take();
+        let scans = self.ahead.take_scans();
         let mut ops: Vec<Op> = reads.iter().map(|r| r.op()).collect();
+        ops.extend(scans.iter().map(|s| s.op()));
         let has_op = op.is_some();
         ops.extend(op);
         let count = ops.len();
@@ -346,6 +348,13 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
         match reply {
             Some(HostMsg::Results { mut results }) if results.len() == count => {
                 let result = if has_op { results.pop() } else { None };
+                let scan_results = results.split_off(reads.len());
+                for (scan, result) in scans.into_iter().zip(scan_results) {
+                    match result {
+                        OpResult::Rows(rows) => self.ahead.scanned(scan, rows),
+                        other => return Err(unexpected("a hinted scan", other)),
+                    }
+                }
                 for (read, result) in reads.into_iter().zip(results) {
                     match result {
                         OpResult::Row(row) => self.ahead.answered(read, row),
@@ -372,6 +381,28 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
         for_update: bool,
     ) -> TxResult<Vec<Row>> {
         let limit = limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        if let (ScanSource::Table(table), Some(prefix), false) =
+            (source, read_ahead::scan_prefix(&range), reverse)
+        {
+            if let Some(rows) = self
+                .ahead
+                .answer_scan(table, prefix, limit, fetch, for_update)
+            {
+                return Ok(rows);
+            }
+            if self
+                .ahead
+                .will_answer_scan(table, prefix, limit, for_update)
+            {
+                self.exchange_ops(None)?;
+                if let Some(rows) = self
+                    .ahead
+                    .answer_scan(table, prefix, limit, fetch, for_update)
+                {
+                    return Ok(rows);
+                }
+            }
+        }
         match self.one(Op::Scan {
             source,
             low: range.low.map(<[Value]>::to_vec),
@@ -524,6 +555,17 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         let _ = columns;
         self.ahead.hint(rows, true);
     }
+
+    /// Read ahead: the scan travels, whole rows, with the next exchange.
+    fn prefetch_scan(
+        &mut self,
+        table: &TableRef,
+        prefix: &[i64],
+        limit: Option<usize>,
+        for_update: bool,
+    ) {
+        self.ahead.hint_scan(table, prefix, limit, for_update);
+    }
 }
 
 #[cfg(test)]
@@ -555,9 +597,18 @@ mod tests {
                         row.push(Value::Int(self.version));
                         OpResult::Row(Some(row))
                     }
-                    Op::Update { .. } => {
+                    Op::Update { .. } | Op::Delete { .. } => {
                         self.version += 1;
                         OpResult::Found(true)
+                    }
+                    // One row under a prefix: the prefix and the version.
+                    Op::Scan {
+                        low: std::ops::Bound::Included(prefix),
+                        ..
+                    } => {
+                        let mut row = prefix.clone();
+                        row.push(Value::Int(self.version));
+                        OpResult::Rows(vec![row])
                     }
                     _ => OpResult::Inserted,
                 })
@@ -609,6 +660,77 @@ mod tests {
         assert!(matches!(
             host.messages[0][2],
             Op::Get {
+                for_update: true,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn hinted_scans_cross_with_the_hinted_reads_and_answer_until_a_write_under_them() {
+        let mut host = Host {
+            messages: Vec::new(),
+            version: 0,
+        };
+        let t = TableRef {
+            name: "t".into(),
+            id: 3,
+        };
+        let ended = run_invocation(&mut host, 0, &[], |tx, _, _, out| {
+            tx.prefetch_scan(&t, &[1], Some(1), true);
+            tx.prefetch_scan(&t, &[2], Some(1), true);
+            tx.prefetch(&[(&t, &[7, 7])]);
+            let prefix = |k| [Value::Int(k)];
+            let scan = |tx: &mut dyn Tx, k, fetch| {
+                tx.scan(
+                    &t,
+                    KeyRange::prefix(&prefix(k)),
+                    Some(1),
+                    false,
+                    fetch,
+                    true,
+                )
+            };
+            // The first scan sends both scans and the read, alone.
+            let one = scan(tx, 1, Fetch::Cols(&[1]))?;
+            let two = scan(tx, 2, Fetch::All)?;
+            tx.get(&t, &[Value::Int(7), Value::Int(7)], Fetch::All, false)?;
+            // Another limit is another scan: it crosses.
+            tx.scan(
+                &t,
+                KeyRange::prefix(&prefix(2)),
+                None,
+                false,
+                Fetch::All,
+                true,
+            )?;
+            // A delete under prefix 1 makes its answer stale, not prefix 2's.
+            tx.delete(&t, &[Value::Int(1), Value::Int(0)])?;
+            let again = scan(tx, 1, Fetch::Cols(&[1]))?;
+            let two_again = scan(tx, 2, Fetch::All)?;
+            out.extend([
+                one[0][0].clone(),
+                two[0][1].clone(),
+                again[0][0].clone(),
+                two_again[0][1].clone(),
+            ]);
+            Ok(())
+        });
+        let Some(GuestMsg::Returned { values, .. }) = ended else {
+            panic!("{ended:?}");
+        };
+        assert_eq!(
+            values,
+            vec![Value::Int(0), Value::Int(0), Value::Int(1), Value::Int(0)]
+        );
+        let sizes: Vec<usize> = host.messages.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![3, 1, 1, 1], "{:?}", host.messages);
+        assert!(matches!(host.messages[0][0], Op::Get { .. }), "reads first");
+        assert!(matches!(
+            host.messages[0][1],
+            Op::Scan {
+                limit: Some(1),
+                columns: None,
                 for_update: true,
                 ..
             }

@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use engine::{Fetch, Row, TableRef, Value};
+use engine::{Fetch, KeyRange, Row, TableRef, Value};
 
 use crate::{Op, ScanSource};
 
@@ -292,6 +292,15 @@ impl ReadAhead {
                 s.table != table || key.is_some_and(|key| !key.starts_with(&s.prefix))
             });
         }
+    }
+}
+
+/// The prefix a range names, where it is one ([`engine::KeyRange::prefix`]: the same key as
+/// both bounds, included): the scans a hint can name.
+pub fn scan_prefix<'r>(range: &KeyRange<'r>) -> Option<&'r [Value]> {
+    match (range.low, range.high) {
+        (Bound::Included(low), Bound::Included(high)) if low == high => Some(low),
+        _ => None,
     }
 }
 
