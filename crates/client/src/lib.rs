@@ -862,14 +862,6 @@ impl<'c> RemoteTx<'c> {
     }
 }
 
-fn owned(b: Bound<&[Value]>) -> Bound<Vec<Value>> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.to_vec()),
-        Bound::Excluded(v) => Bound::Excluded(v.to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
 fn wrong(op: &str, result: &OpResult) -> TxError {
     TxError::Connection(format!("the server answered {op} with {result:?}"))
 }
@@ -1082,7 +1074,7 @@ impl RemoteTx<'_> {
             (Bound::Unbounded, Bound::Unbounded) => Some(&[][..]),
             _ => None,
         };
-        let limit = limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        let limit = Op::limit(limit);
         let hinted = match (source, prefix, reverse) {
             (ScanSource::Table(table), Some(prefix), false) => {
                 self.hinted_scan(table, prefix, limit, fetch, for_update)?
@@ -1121,15 +1113,7 @@ impl RemoteTx<'_> {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Vec<Row>> {
-        let op = Op::Scan {
-            source,
-            low: owned(range.low),
-            high: owned(range.high),
-            limit,
-            reverse,
-            columns: Op::columns(fetch)?,
-            for_update,
-        };
+        let op = Op::scan(source, range, limit, reverse, fetch, for_update)?;
         match self.one(op)? {
             OpResult::Rows(rows) => Ok(rows),
             other => Err(wrong("Scan", &other)),

@@ -380,7 +380,7 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Vec<Row>> {
-        let limit = limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        let limit = Op::limit(limit);
         if let (ScanSource::Table(table), Some(prefix), false) =
             (source, read_ahead::scan_prefix(&range), reverse)
         {
@@ -403,15 +403,7 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
                 }
             }
         }
-        match self.one(Op::Scan {
-            source,
-            low: range.low.map(<[Value]>::to_vec),
-            high: range.high.map(<[Value]>::to_vec),
-            limit,
-            reverse,
-            columns: Op::columns(fetch)?,
-            for_update,
-        })? {
+        match self.one(Op::scan(source, range, limit, reverse, fetch, for_update)?)? {
             OpResult::Rows(rows) => Ok(rows),
             other => Err(unexpected("a scan", other)),
         }
@@ -578,6 +570,7 @@ mod tests {
 
     /// A host that answers every get with a row holding its key and a version, every update
     /// by bumping the version; it keeps the messages it got.
+    #[derive(Default)]
     struct Host {
         messages: Vec<Vec<Op>>,
         version: i64,
@@ -619,10 +612,7 @@ mod tests {
 
     #[test]
     fn hinted_reads_cross_together_and_answer_until_a_write() {
-        let mut host = Host {
-            messages: Vec::new(),
-            version: 0,
-        };
+        let mut host = Host::default();
         let t = TableRef {
             name: "t".into(),
             id: 3,
@@ -668,10 +658,7 @@ mod tests {
 
     #[test]
     fn hinted_scans_cross_with_the_hinted_reads_and_answer_until_a_write_under_them() {
-        let mut host = Host {
-            messages: Vec::new(),
-            version: 0,
-        };
+        let mut host = Host::default();
         let t = TableRef {
             name: "t".into(),
             id: 3,

@@ -138,6 +138,31 @@ impl Op {
                 .map(Some),
         }
     }
+
+    /// The `limit` field for a scan of at most `limit` rows (more than `u32::MAX` is none).
+    pub fn limit(limit: Option<usize>) -> Option<u32> {
+        limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX))
+    }
+
+    /// A scan of `source` over `range`, as [`engine::Tx::scan`] names one.
+    pub fn scan(
+        source: ScanSource,
+        range: engine::KeyRange<'_>,
+        limit: Option<u32>,
+        reverse: bool,
+        fetch: engine::Fetch<'_>,
+        for_update: bool,
+    ) -> engine::TxResult<Op> {
+        Ok(Op::Scan {
+            source,
+            low: range.low.map(<[Value]>::to_vec),
+            high: range.high.map(<[Value]>::to_vec),
+            limit,
+            reverse,
+            columns: Op::columns(fetch)?,
+            for_update,
+        })
+    }
 }
 
 /// What a [`Op::Scan`] reads.

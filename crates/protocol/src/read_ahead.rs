@@ -120,7 +120,7 @@ impl ReadAhead {
         for_update: bool,
     ) {
         let prefix: Vec<Value> = prefix.iter().map(|&k| Value::Int(k)).collect();
-        let limit = limit.map(|l| u32::try_from(l).unwrap_or(u32::MAX));
+        let limit = Op::limit(limit);
         if self
             .scanned
             .iter()
