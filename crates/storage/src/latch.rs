@@ -15,8 +15,15 @@
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
-use parking_lot::lock_api::RawRwLock as _;
+use parking_lot::lock_api::{RawRwLock as _, RawRwLockTimed as _};
+
+/// How long [`Latch::lock_shared_while`] and [`Latch::lock_exclusive_while`] sleep before
+/// they ask again whether the caller still wants the latch: the longest a waiter waits for a
+/// latch it no longer wants. Long beside a latch's usual hold (microseconds), so that a wait
+/// behind a busy holder seldom wakes for nothing.
+const WAIT_SLICE: Duration = Duration::from_millis(1);
 
 /// A reader-writer latch guarding a `T`, that can be switched off at creation.
 ///
@@ -105,6 +112,54 @@ impl<T> Latch<T> {
             self.raw.lock_exclusive();
             crate::counters::bump_latch();
         }
+    }
+
+    /// [`Latch::lock_shared`] for a caller that may stop wanting the latch while it waits:
+    /// if the latch is not free at once, asks `wanted` before it waits and again every
+    /// [`WAIT_SLICE`] of waiting, and gives up (`false`, nothing held) when it says no.
+    ///
+    /// For a waiter that found the latch through a lookup that may have gone stale: a buffer
+    /// pool fix finds its frame without the page-table latch, and the frame may go to another
+    /// page before the fix waits for it. Its latch then guards a page the fix never asked
+    /// for, outside the latch order, and its holder may be waiting for a page the fix holds.
+    #[inline]
+    pub(crate) fn lock_shared_while(&self, wanted: impl Fn() -> bool) -> bool {
+        if !self.enabled {
+            return true;
+        }
+        if !self.raw.try_lock_shared() {
+            loop {
+                if !wanted() {
+                    return false;
+                }
+                if self.raw.try_lock_shared_for(WAIT_SLICE) {
+                    break;
+                }
+            }
+        }
+        crate::counters::bump_latch();
+        true
+    }
+
+    /// [`Latch::lock_exclusive`] for a caller that may stop wanting the latch while it
+    /// waits, as [`Latch::lock_shared_while`].
+    #[inline]
+    pub(crate) fn lock_exclusive_while(&self, wanted: impl Fn() -> bool) -> bool {
+        if !self.enabled {
+            return true;
+        }
+        if !self.raw.try_lock_exclusive() {
+            loop {
+                if !wanted() {
+                    return false;
+                }
+                if self.raw.try_lock_exclusive_for(WAIT_SLICE) {
+                    break;
+                }
+            }
+        }
+        crate::counters::bump_latch();
+        true
     }
 
     /// Releases a shared latch taken by [`Latch::lock_shared`].
@@ -420,6 +475,47 @@ mod tests {
             t.join().unwrap();
         }
         assert_eq!(*latch.read(), 40_000);
+    }
+
+    /// A waiter that stops wanting the latch stops waiting, holding nothing; one that still
+    /// wants it gets it when the holder lets go.
+    #[test]
+    fn a_conditional_wait_gives_up_when_the_latch_is_no_longer_wanted() {
+        let latch = Arc::new(Latch::new(0u64, true));
+        let wanted = Arc::new(AtomicBool::new(true));
+        let held = latch.write();
+        let waiter = |exclusive: bool| {
+            let (l, w) = (latch.clone(), wanted.clone());
+            std::thread::spawn(move || {
+                let wanted = || w.load(Ordering::Relaxed);
+                let got = match exclusive {
+                    true => l.lock_exclusive_while(wanted),
+                    false => l.lock_shared_while(wanted),
+                };
+                if got {
+                    // SAFETY: taken just above.
+                    unsafe {
+                        match exclusive {
+                            true => l.unlock_exclusive(),
+                            false => l.unlock_shared(),
+                        }
+                    }
+                }
+                got
+            })
+        };
+        let (shared, exclusive) = (waiter(false), waiter(true));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        wanted.store(false, Ordering::Relaxed);
+        assert!(!shared.join().unwrap(), "a shared waiter waited on");
+        assert!(!exclusive.join().unwrap(), "an exclusive waiter waited on");
+        wanted.store(true, Ordering::Relaxed);
+        let (shared, exclusive) = (waiter(false), waiter(true));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(held);
+        assert!(shared.join().unwrap());
+        assert!(exclusive.join().unwrap());
+        assert!(latch.try_write().is_some(), "a waiter kept the latch");
     }
 
     #[test]

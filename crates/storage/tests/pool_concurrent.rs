@@ -149,3 +149,87 @@ fn an_optimistic_read_is_refused_under_a_writer_and_its_token_sees_a_later_one()
     let id = unlatched.allocate_page(PageKind::Heap).unwrap().page_id();
     assert!(unlatched.read_optimistic(id, |_| ()).is_none());
 }
+
+/// A fix finds its frame in the directory without the page-table latch, so the frame may go
+/// to another page before the fix waits for its latch; the fix must not go on waiting for a
+/// frame that no longer holds its page. Left-to-right walkers (a B+-tree's scans) and
+/// "splitters" that hold a page, a fresh page and then the page to its right (a leaf split)
+/// obey one latch order; a walker left waiting for the frame of a splitter's fresh page while
+/// holding the page the splitter wants next deadlocked the two (found by `btree_stress`).
+/// Here a watchdog fails the test if the fixes stop making progress.
+#[test]
+fn a_fix_never_waits_for_a_frame_that_went_to_another_page() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    const CHAIN: u64 = 48;
+    const WALKERS: u64 = 3;
+    const SPLITTERS: u64 = 3;
+    let pool = Arc::new(
+        BufferPool::new(
+            Box::new(MemPageStore::new(PageSize::Kib8)),
+            PoolConfig {
+                page_size: PageSize::Kib8,
+                // Two a walker, three a splitter, and two to spare: nearly every fix evicts.
+                frames: (2 * WALKERS + 3 * SPLITTERS + 2) as usize,
+                latching: true,
+            },
+            None,
+        )
+        .unwrap(),
+    );
+    for _ in 0..CHAIN {
+        drop(pool.allocate_page(PageKind::Heap).unwrap());
+    }
+    let progress = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads: Vec<_> = (0..WALKERS + SPLITTERS)
+        .map(|t| {
+            let (pool, progress, stop) = (pool.clone(), progress.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(t);
+                for _ in 0..1500 {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let first = rng.gen_range(1..CHAIN);
+                    if t < WALKERS {
+                        // Shared latch coupling to the right: the next page, then the last goes.
+                        let mut g = pool.fix_shared(PageId(first)).unwrap();
+                        assert_eq!(g.page_id(), PageId(first));
+                        for p in first + 1..(first + 8).min(CHAIN + 1) {
+                            g = pool.fix_shared(PageId(p)).unwrap();
+                            assert_eq!(g.page_id(), PageId(p));
+                        }
+                    } else {
+                        let left = pool.fix_exclusive(PageId(first)).unwrap();
+                        let fresh = pool.allocate_page(PageKind::Heap).unwrap();
+                        let right = pool.fix_exclusive(PageId(first + 1)).unwrap();
+                        assert_eq!(right.page_id(), PageId(first + 1));
+                        drop((left, fresh, right));
+                    }
+                    progress.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let mut last = (0, Instant::now());
+    while !threads.iter().all(|t| t.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = progress.load(Ordering::Relaxed);
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() > Duration::from_secs(20) {
+            stop.store(true, Ordering::Relaxed);
+            // A thread that failed is the better report.
+            for t in threads.into_iter().filter(|t| t.is_finished()) {
+                t.join().unwrap();
+            }
+            panic!("no fix finished for 20 s after {now}: the fixing threads are deadlocked");
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    pool.check_invariants();
+}

@@ -10,11 +10,17 @@
 //! | `referenced` | atomic; set on every fix, cleared by the clock hand                  |
 //! | `dirty`      | atomic; set by a write guard at release (exclusive frame latch held), cleared by write-back (frame latch held) |
 //! | `rec_lsn`    | atomic; same discipline as `dirty`                                   |
+//! | `mapped`     | atomic; the page table's assignment, stored under the page-table latch when it changes |
 //!
 //! Invariant: a frame whose latch is held by a guard is never given to another page (the
 //! evictor must `try_write` the latch first); a fix that pinned a frame which was remapped
 //! before it got the latch sees `page` changed and retries. Guards release the latch *before*
 //! they unpin, so a frame nobody fixes has a free latch.
+//!
+//! A fix waits for a frame's latch only while the frame is assigned its page (`mapped`):
+//! waiting on for a frame that went to another page would wait for whoever holds *that*
+//! page, outside every latch order (a B+-tree scan holding a leaf, waiting for the frame of
+//! a split's fresh leaf, while the split waits for the scan's leaf).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -76,7 +82,14 @@ pub(crate) struct Frame {
     pub data: Latch<FrameData>,
     /// LSN of the first logged change since the frame was last clean; 0 when none.
     pub rec_lsn: AtomicU64,
+    /// The page the page table assigns this frame ([`NO_PAGE`] for none), stored when the
+    /// table changes: a fix waiting for the latch of a frame it found in the directory asks
+    /// it whether the frame still holds its page ([`Frame::holds`]).
+    pub mapped: AtomicU64,
 }
+
+/// [`Frame::mapped`] of a frame assigned no page.
+pub(crate) const NO_PAGE: u64 = u64::MAX;
 
 impl Frame {
     /// Takes one pin (a fix in progress or a guard).
@@ -106,7 +119,15 @@ impl Frame {
             referenced: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
             rec_lsn: AtomicU64::new(0),
+            mapped: AtomicU64::new(NO_PAGE),
         }
+    }
+
+    /// Whether the page table assigns this frame to `id` now: what a fix waiting for the
+    /// frame's latch asks, to stop waiting once the frame has gone to another page.
+    #[inline]
+    pub fn holds(&self, id: PageId) -> bool {
+        self.mapped.load(Ordering::Acquire) == id.0
     }
 }
 

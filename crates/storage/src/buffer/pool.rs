@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::frame::{Frame, FrameData, FrameId};
+use super::frame::{Frame, FrameData, FrameId, NO_PAGE};
 use super::guard::{PageReadGuard, PageWriteGuard};
 use super::replacer::Clock;
 use crate::counters;
@@ -509,7 +509,12 @@ impl BufferPool {
     /// else the latch and any pin are given back.
     #[inline(always)]
     fn latch_shared(frame: &Frame, id: PageId, pinned: bool) -> Option<PageReadGuard<'_>> {
-        frame.data.lock_shared();
+        if !frame.data.lock_shared_while(|| frame.holds(id)) {
+            if pinned {
+                frame.unpin();
+            }
+            return None;
+        }
         // SAFETY: the shared latch is held; the reference ends with this statement.
         if unsafe { frame.data.value() }.page == Some(id) {
             if pinned && frame.data.is_enabled() {
@@ -551,10 +556,11 @@ impl BufferPool {
         check: bool,
     ) -> StorageResult<PageWriteGuard<'_>> {
         if let Some(frame) = self.pin_hit(id) {
-            frame.data.lock_exclusive();
-            if let Some(g) = self.latched_exclusive(frame, id, track) {
-                self.staged(frame);
-                return Ok(g);
+            if Self::latch_exclusive(frame, id) {
+                if let Some(g) = self.latched_exclusive(frame, id, track) {
+                    self.staged(frame);
+                    return Ok(g);
+                }
             }
         }
         self.fix_write_slow(id, intent, track, check)
@@ -570,28 +576,37 @@ impl BufferPool {
         check: bool,
     ) -> StorageResult<PageWriteGuard<'_>> {
         loop {
-            let frame = match self.pin_hit(id) {
-                Some(frame) => {
-                    frame.data.lock_exclusive();
-                    frame
-                }
+            let (frame, latched) = match self.pin_hit(id) {
+                Some(frame) => (frame, false),
                 None => match self.pin_miss(id, intent, check)? {
-                    Pinned::Hit(frame) => {
-                        frame.data.lock_exclusive();
-                        frame
-                    }
+                    Pinned::Hit(frame) => (frame, false),
                     Pinned::Loaded(frame, w) => {
                         // The guard takes over the exclusive latch the load holds.
                         w.into_held();
-                        frame
+                        (frame, true)
                     }
                 },
             };
+            if !latched && !Self::latch_exclusive(frame, id) {
+                continue;
+            }
             if let Some(g) = self.latched_exclusive(frame, id, track) {
                 self.staged(frame);
                 return Ok(g);
             }
         }
+    }
+
+    /// Latches the pinned `frame` exclusively, waiting only while it is assigned `id`
+    /// ([`Frame::holds`]); if it goes to another page first, gives the pin back and returns
+    /// false.
+    #[inline(always)]
+    fn latch_exclusive(frame: &Frame, id: PageId) -> bool {
+        if frame.data.lock_exclusive_while(|| frame.holds(id)) {
+            return true;
+        }
+        frame.unpin();
+        false
     }
 
     /// For a pinned `frame` whose latch the caller holds exclusively: a guard if it holds
@@ -819,6 +834,7 @@ impl BufferPool {
             }
             table.insert(&self.directory, id, v);
             table.frame_page[v.index()] = Some(id);
+            frame.mapped.store(id.0, Ordering::Release);
             frame.referenced.store(true, Ordering::Relaxed);
             data.page = None;
             drop(table);
@@ -842,6 +858,7 @@ impl BufferPool {
                     };
                     table.remove(&self.directory, id);
                     table.frame_page[v.index()] = None;
+                    frame.mapped.store(NO_PAGE, Ordering::Release);
                     drop(table);
                     drop(data);
                     frame.unpin();
@@ -1109,6 +1126,11 @@ impl BufferPool {
             assert_eq!(
                 data.page, table.frame_page[i],
                 "frame {i} holds another page than mapped"
+            );
+            assert_eq!(
+                frame.mapped.load(Ordering::Acquire),
+                table.frame_page[i].map_or(NO_PAGE, |p| p.0),
+                "frame {i} names another page than mapped"
             );
             assert!(
                 data.ranges.is_empty(),
