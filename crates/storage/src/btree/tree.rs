@@ -1410,14 +1410,20 @@ impl<K: KeyOrder> BTree<K> {
             };
             let this = guard.page_id();
             drop(guard);
+            // Each step back lands on a leaf left of every leaf the scan has visited; each
+            // walk right below, on leaves between that one and `this`. Each is bounded by
+            // the pages on its own: counted together, a scan that met many splits (each makes
+            // it visit a leaf twice, on the walk right and on the next step back) would take
+            // itself for one going round a cycle.
             self.count_hop(&mut hops, prev)?;
             guard = self.fix_shared(prev)?;
             // If `prev` split after we read the link, its right part lies between it and us.
+            let mut walked = 0;
             loop {
                 match Node::new(&guard)?.next() {
                     Some(next) if next == this => break,
                     Some(next) => {
-                        self.count_hop(&mut hops, next)?;
+                        self.count_hop(&mut walked, next)?;
                         guard = self.fix_shared(next)?
                     }
                     None => {
