@@ -1753,6 +1753,74 @@ mod tests {
         (pool, tree, n)
     }
 
+    /// A backward scan whose every step back meets a split of the leaf it steps to (the split
+    /// waits, holding that leaf, for the scan to leave the leaf to its right) visits each
+    /// split-off leaf on a walk right and again on the next step back: more steps than the
+    /// file has pages, on a sound tree. It must finish with every entry, not report a cycle.
+    #[test]
+    fn a_backward_scan_through_a_split_at_every_step_is_not_a_cycle() {
+        let (_pool, tree, _) = tree_of_height(1, 64);
+        let tree = Arc::new(tree);
+        let mut n = 0;
+        // Ascending inserts leave every leaf but the last full.
+        let leaf_firsts = |tree: &BTree<BytewiseKeyOrder>| {
+            let (mut leaf, _) = tree.descend_shared(Target::Leftmost).unwrap();
+            let mut firsts = vec![Node::new(&leaf).unwrap().key(0).unwrap().to_vec()];
+            while let Some(next) = Node::new(&leaf).unwrap().next() {
+                leaf = tree.fix_shared(next).unwrap();
+                firsts.push(Node::new(&leaf).unwrap().key(0).unwrap().to_vec());
+            }
+            firsts
+        };
+        while leaf_firsts(&tree).len() < 10 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        let firsts = leaf_firsts(&tree);
+        // When the scan reaches a leaf's first entry, the splitter inserts just above the
+        // first key of the leaf to its left, which is full: that leaf splits, and the split
+        // waits for the leaf the scan holds (its right neighbour) until the scan moves on.
+        let (ask, asked) = std::sync::mpsc::channel::<Vec<u8>>();
+        let splitter = {
+            let tree = tree.clone();
+            std::thread::spawn(move || {
+                let mut split = 0;
+                for mut above in asked {
+                    *above.last_mut().unwrap() += 1;
+                    tree.insert(&above, u64::MAX).unwrap();
+                    split += 1;
+                }
+                split
+            })
+        };
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        let scanned = tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            true,
+            usize::MAX,
+            |k, _| {
+                seen.push(k.to_vec());
+                if let Some(at) = firsts[1..].iter().position(|f| f == k) {
+                    ask.send(firsts[at].clone()).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                true
+            },
+        );
+        drop(ask);
+        let split = splitter.join().unwrap();
+        let scanned = scanned.expect("a sound tree's backward scan ends without an error");
+        assert_eq!(split, firsts.len() - 1);
+        assert!(seen.windows(2).all(|w| w[0] > w[1]), "scan out of order");
+        assert_eq!(
+            scanned,
+            n as usize + split,
+            "every entry, the split-off ones too"
+        );
+        tree.check_invariants().unwrap();
+    }
+
     /// A leaf where the exclusive descent expects an inner node (a corrupt level field) is
     /// reported as corruption: the descent neither treats it as an inner node nor restarts
     /// from the root forever.
