@@ -104,11 +104,28 @@ fn stress<K: KeyOrder>(tree: BTree<K>, make: fn(u64) -> Vec<u8>, per_writer: u64
         })
         .collect();
 
+    // Latches have no deadlock detection: a cycle would hang the test (and CI) for good, so
+    // a watchdog turns one into a failure. The writers stop after four seconds.
+    let watchdog = Instant::now() + Duration::from_secs(120);
+    while !writers.iter().all(|w| w.is_finished()) {
+        assert!(
+            Instant::now() < watchdog,
+            "writers still running after 120 s: deadlocked"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut expected = stable.clone();
     for w in writers {
         expected.extend(w.join().unwrap());
     }
     done.store(true, Ordering::Relaxed);
+    while !scanners.iter().all(|s| s.is_finished()) {
+        assert!(
+            Instant::now() < watchdog,
+            "scanners still running after 120 s: deadlocked"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     for s in scanners {
         assert!(s.join().unwrap() >= 2);
     }
