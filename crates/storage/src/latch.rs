@@ -124,36 +124,42 @@ impl<T> Latch<T> {
     /// for, outside the latch order, and its holder may be waiting for a page the fix holds.
     #[inline]
     pub(crate) fn lock_shared_while(&self, wanted: impl Fn() -> bool) -> bool {
-        if !self.enabled {
-            return true;
-        }
-        if !self.raw.try_lock_shared() {
-            loop {
-                if !wanted() {
-                    return false;
-                }
-                if self.raw.try_lock_shared_for(WAIT_SLICE) {
-                    break;
-                }
-            }
-        }
-        crate::counters::bump_latch();
-        true
+        self.lock_while(
+            wanted,
+            parking_lot::RawRwLock::try_lock_shared,
+            parking_lot::RawRwLock::try_lock_shared_for,
+        )
     }
 
     /// [`Latch::lock_exclusive`] for a caller that may stop wanting the latch while it
     /// waits, as [`Latch::lock_shared_while`].
     #[inline]
     pub(crate) fn lock_exclusive_while(&self, wanted: impl Fn() -> bool) -> bool {
+        self.lock_while(
+            wanted,
+            parking_lot::RawRwLock::try_lock_exclusive,
+            parking_lot::RawRwLock::try_lock_exclusive_for,
+        )
+    }
+
+    /// The wait of [`Latch::lock_shared_while`] in either mode: `try_now` and `try_for` are
+    /// that mode's try-lock and timed lock.
+    #[inline(always)]
+    fn lock_while(
+        &self,
+        wanted: impl Fn() -> bool,
+        try_now: impl Fn(&parking_lot::RawRwLock) -> bool,
+        try_for: impl Fn(&parking_lot::RawRwLock, Duration) -> bool,
+    ) -> bool {
         if !self.enabled {
             return true;
         }
-        if !self.raw.try_lock_exclusive() {
+        if !try_now(&self.raw) {
             loop {
                 if !wanted() {
                     return false;
                 }
-                if self.raw.try_lock_exclusive_for(WAIT_SLICE) {
+                if try_for(&self.raw, WAIT_SLICE) {
                     break;
                 }
             }
