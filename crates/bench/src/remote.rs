@@ -296,10 +296,11 @@ pub fn run_remote_bench(
             .map(|((name, m), paper)| (name.to_string(), m, paper))
             .collect(),
     };
-    Ok((
-        server_result(config, timestamp, txn_names, &outcome)?,
-        trips,
-    ))
+    let mut result = server_result(config, timestamp, txn_names, &outcome)?;
+    if mode == Mode::Autocommit {
+        result.consistency = crate::report::NOT_ATOMIC.to_string();
+    }
+    Ok((result, trips))
 }
 
 /// The result of a run against a server: no consistency conditions here, since the database,

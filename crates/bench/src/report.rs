@@ -22,7 +22,7 @@
 //! | `rounds`                      | each measured round (`--rounds`): `{txn_count, duration_s, tps, p50_us, p99_us}` |
 //! | `tps_median`                  | the median of the rounds' `tps` (with one round, `tps`)  |
 //! | `p50_us` `p90_us` `p99_us` `p999_us` `max_us` | latency over all types               |
-//! | `consistency`                 | `"ok"`, `"failed: NAME (detail); ..."`, or (`--server`) `"checked by the server"` |
+//! | `consistency`                 | `"ok"`, `"failed: NAME (detail); ..."`, or (`--server`) `"checked by the server"` (`--mode autocommit`: `"checked by the server; autocommit is not atomic"`) |
 //! | `conditions`                  | every condition: `name`, `description`, `holds`, `detail` |
 //! | `by_type`                     | `{NAME: {count, commits, rollbacks, aborts, tps, p50_us, ...}}` in the workload's order |
 
@@ -447,6 +447,12 @@ fn per_second(count: u64, elapsed: Duration) -> f64 {
 /// server's (`glass serve` checks it when it stops).
 pub const CHECKED_BY_SERVER: &str = "checked by the server";
 
+/// The `consistency` of an autocommit run against a server (`--mode autocommit`): each
+/// operation commits alone, so a procedure that rolls back, fails or meets a concurrent one
+/// midway leaves the rest of its work undone, and the server's check may find the workload's
+/// conditions broken by the run itself.
+pub const NOT_ATOMIC: &str = "checked by the server; autocommit is not atomic";
+
 /// `"ok"` if every condition holds, else `"failed: "` and the failed ones with their details.
 pub fn consistency_summary(conditions: &[Condition]) -> String {
     let failed: Vec<String> = conditions
@@ -657,6 +663,14 @@ impl BenchResult {
         let held = self.conditions.iter().filter(|c| c.holds).count();
         if self.consistency == CHECKED_BY_SERVER {
             let _ = writeln!(out, "consistency: checked by the server when it stops");
+        } else if self.consistency == NOT_ATOMIC {
+            let _ = writeln!(
+                out,
+                "consistency: checked by the server when it stops; autocommit mode commits each \
+                 operation alone, so a transaction that rolls back or fails midway, or meets a \
+                 concurrent one, leaves the rest of its work undone: the server's check may \
+                 find conditions broken by this run, not by the engine"
+            );
         } else if self.consistency == "ok" {
             let _ = writeln!(
                 out,

@@ -1271,6 +1271,13 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             c.violation.as_deref().unwrap_or("")
         );
     }
+    if !report.consistent() {
+        println!(
+            "  (a client in autocommit mode breaks conditions by design: each of its operations \
+             commits alone; after stored-procedure and interactive clients only, a violation is \
+             a fault)"
+        );
+    }
     Ok(if report.consistent() {
         ExitCode::SUCCESS
     } else {

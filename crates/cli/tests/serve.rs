@@ -106,6 +106,12 @@ fn serve_answers_every_mode_and_stops_cleanly_on_sigterm() {
             "{t}"
         );
         assert!(t.contains(&format!("({mode} mode;")), "{t}");
+        // Only the autocommit client warns that its run may break the server's check.
+        assert_eq!(
+            t.contains("autocommit mode commits each operation alone"),
+            mode == "autocommit",
+            "{t}"
+        );
     }
     // A client of another workload is told so.
     let out = glass(&[
