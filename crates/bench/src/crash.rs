@@ -13,7 +13,9 @@
 //!       glass check W --db LANE/db --ack-log LANE/acks             must exit 0
 //! ```
 //!
-//! Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
+//! With `pool_mib` smaller than the data, the benches evict as they run: pages dirtied by
+//! transactions still open are written back before those commit (steal), and recovery has to
+//! undo them. Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
 //! read-only transactions, during other checkpoints' write-back, and the kill falls during
 //! recovery too (a draw shorter than the bench's open). A durable lane keeps one ack log
 //! across all its rounds: every commit acknowledged in any round must still be there after
@@ -77,6 +79,11 @@ pub struct CampaignConfig {
     pub threads: usize,
     /// Fuzzy checkpoint interval of the benches.
     pub checkpoint_kib: u64,
+    /// Buffer pool of the benches and checks, in MiB (`None`: their default, which holds
+    /// the campaign's small data). A pool smaller than the data makes the benches evict:
+    /// dirty pages of transactions still running are written (stolen) before their commit,
+    /// so recovery must undo what reached the disk, not only redo what did not.
+    pub pool_mib: Option<u64>,
     /// Start no round after this long (the campaign then ends with fewer kills than asked).
     pub time_limit: Option<Duration>,
     pub progress: bool,
@@ -105,6 +112,12 @@ pub struct LaneResult {
     /// Receipts of non-durable commits looked up, summed over rounds, and how many were lost.
     pub not_durable_receipts: u64,
     pub not_durable_missing: u64,
+    /// Summed over the checks' recoveries (their `recovery:` line): transactions the kill left
+    /// unfinished that recovery rolled back, the changes it undid for them, and the logged
+    /// page changes it found written already (with a small pool, some a loser's: stolen).
+    pub rolled_back: u64,
+    pub undone: u64,
+    pub found_on_disk: u64,
     pub failures: Vec<Failure>,
 }
 
@@ -136,12 +149,12 @@ impl CampaignResult {
     /// The table printed at the end.
     pub fn render(&self) -> String {
         let mut out = String::from(
-            "| workload | durable | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) |\n\
-             |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| workload | durable | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) | rolled back (changes) |\n\
+             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for l in &self.lanes {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) |\n",
                 l.workload,
                 if l.durable { "yes" } else { "no" },
                 l.kills,
@@ -150,7 +163,9 @@ impl CampaignResult {
                 l.durable_receipts,
                 l.durable_missing,
                 l.not_durable_receipts,
-                l.not_durable_missing
+                l.not_durable_missing,
+                l.rolled_back,
+                l.undone
             ));
         }
         out.push_str(&format!(
@@ -206,6 +221,11 @@ fn run_args(workload: &str) -> Vec<String> {
         "ycsb" => vec!["--ycsb-workload".into(), "D".into()],
         _ => Vec::new(),
     }
+}
+
+/// `--pool-mib N` for the benches and checks, when the campaign names a pool.
+fn pool_args(pool_mib: Option<u64>) -> Vec<String> {
+    pool_mib.map_or_else(Vec::new, |mib| vec!["--pool-mib".into(), mib.to_string()])
 }
 
 /// Runs the campaign.
@@ -290,6 +310,23 @@ fn ack_numbers(output: &str) -> Option<(u64, u64, u64, u64)> {
     }
 }
 
+/// From a check's `recovery:` line: the page changes found on disk already, the
+/// transactions rolled back and the changes undone.
+fn recovery_numbers(output: &str) -> Option<(u64, u64, u64)> {
+    let line = output.lines().find(|l| l.starts_with("recovery: "))?;
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // "recovery: A log records analysed; R page changes redone, D found on disk already;
+    // T unfinished transaction(s) rolled back (U changes undone)"
+    match numbers.as_slice() {
+        [_, _, d, t, u] => Some((*d, *t, *u)),
+        _ => None,
+    }
+}
+
 fn run_lane(
     config: &CampaignConfig,
     lane: &Lane,
@@ -311,6 +348,9 @@ fn run_lane(
         durable_missing: 0,
         not_durable_receipts: 0,
         not_durable_missing: 0,
+        rolled_back: 0,
+        undone: 0,
+        found_on_disk: 0,
         failures: Vec::new(),
     };
     if !db.join(crate::manifest::MANIFEST_FILE).exists() {
@@ -362,7 +402,8 @@ fn run_lane(
             .arg("--seed")
             .arg(rng.gen::<u32>().to_string())
             .arg("--ack-log")
-            .arg(&acks);
+            .arg(&acks)
+            .args(pool_args(config.pool_mib));
         if lane.durable {
             bench.arg("--durable");
         }
@@ -402,6 +443,7 @@ fn run_lane(
             .arg(&db)
             .arg("--ack-log")
             .arg(&acks)
+            .args(pool_args(config.pool_mib))
             .stdin(Stdio::null())
             .output()
             .with_context(|| format!("run {} check", config.exe.display()))?;
@@ -419,6 +461,11 @@ fn run_lane(
                 result.not_durable_receipts += n;
                 result.not_durable_missing += l;
             }
+        }
+        if let Some((on_disk, rolled_back, undone)) = recovery_numbers(&text) {
+            result.found_on_disk += on_disk;
+            result.rolled_back += rolled_back;
+            result.undone += undone;
         }
         if out.status.success() && numbers.is_some() {
             result.checks_passed += 1;
@@ -476,6 +523,20 @@ mod tests {
             Some((0, 0, 57, 4))
         );
         assert_eq!(ack_numbers("12 of 12 conditions hold"), None);
+    }
+
+    #[test]
+    fn the_checks_recovery_line_is_read_back() {
+        let report = engine::recovery::RecoveryReport {
+            analysed: 341_810,
+            redone: 150,
+            on_disk: 196_156,
+            losers: 1,
+            undone: 19,
+        };
+        let printed = format!("recovery: {report}\nintegrity: no fault in x\n");
+        assert_eq!(recovery_numbers(&printed), Some((196_156, 1, 19)));
+        assert_eq!(recovery_numbers("integrity: no fault in x"), None);
     }
 
     #[test]

@@ -791,6 +791,8 @@ pub struct CheckOutcome {
     /// With an ack log: every receipt looked up (`None` without one, or when integrity
     /// faults kept them from being looked up).
     pub acks: Option<crate::acklog::AckReport>,
+    /// What the open's recovery did (`None` when the database could not be opened).
+    pub recovery: Option<engine::recovery::RecoveryReport>,
 }
 
 impl CheckOutcome {
@@ -852,6 +854,7 @@ pub fn run_check(
                 integrity,
                 conditions: None,
                 acks: None,
+                recovery: None,
             });
         }
         Err(e) => return Err(e),
@@ -875,11 +878,13 @@ pub fn run_check(
         }
         _ => None,
     };
+    let recovery = db.recovery();
     db.close()
         .with_context(|| format!("close the database in {}", dir.display()))?;
     Ok(CheckOutcome {
         integrity,
         conditions,
         acks,
+        recovery,
     })
 }

@@ -945,6 +945,12 @@ struct CrashArgs {
     /// fall everywhere (during read-only transactions, during other checkpoints).
     #[arg(long, value_name = "KIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
+    /// Buffer pool of the benches and checks, in MiB [default: theirs, which holds the data].
+    /// Smaller than the data (TPC-C's 131 MiB, YCSB's 14), the benches evict: pages of
+    /// transactions still running are written before they commit, and recovery must undo
+    /// them.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pool_mib: Option<u64>,
     /// Working directory (one database per workload and mode, kept between campaigns; a
     /// failed check's output and a copy of its database are kept there too).
     #[arg(long, value_name = "DIR", default_value = "glass-out/crash")]
@@ -1556,6 +1562,9 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         false,
     )?;
     let outcome = run_check(args.workload.name(), &db, args.ack_log.as_deref())?;
+    if let Some(recovery) = &outcome.recovery {
+        println!("recovery: {recovery}");
+    }
     let integrity = &outcome.integrity;
     if integrity.pages_only {
         println!(
@@ -1815,6 +1824,7 @@ fn crash(args: CrashArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         threads: args.threads as usize,
         checkpoint_kib: args.checkpoint_kib,
+        pool_mib: args.pool_mib,
         time_limit: args.time_limit.map(Duration::from_secs_f64),
         progress: std::io::stderr().is_terminal(),
     };

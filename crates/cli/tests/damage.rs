@@ -190,6 +190,11 @@ fn the_undamaged_copy_checks_clean() {
     let printed = text(&out);
     assert_eq!(out.status.code(), Some(0), "{printed}");
     assert!(printed.contains("integrity: no fault"), "{printed}");
+    // Closed cleanly: its recovery found nothing unfinished.
+    assert!(
+        printed.contains("recovery: ") && printed.contains("0 unfinished transactions"),
+        "{printed}"
+    );
     assert!(printed.contains("3 of 3 conditions hold"), "{printed}");
     assert!(!printed.contains('✗'), "{printed}");
 }

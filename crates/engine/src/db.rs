@@ -249,6 +249,9 @@ pub struct Database {
     /// An exclusive lock on the directory's `LOCK` file while the database is open (on disk),
     /// so that a second process opening it is refused instead of both writing the same files.
     _dir_lock: Option<std::fs::File>,
+    /// What the open's recovery did (`None`: nothing to recover, a database just created or
+    /// without a log of records).
+    recovery: Option<crate::recovery::RecoveryReport>,
     pub(crate) pool: Option<Arc<BufferPool>>,
     pub(crate) log: Option<Arc<LogManager>>,
     /// Whether log records are built (main-log on); else the log only hands out LSNs.
@@ -489,7 +492,7 @@ impl Database {
                 ..LockConfig::default()
             })
         });
-        let db = Database {
+        let mut db = Database {
             pool,
             log,
             log_records: main_log,
@@ -517,9 +520,11 @@ impl Database {
             released_commits: Default::default(),
             config,
             _dir_lock: dir_lock,
+            recovery: None,
         };
+        let mut report = crate::recovery::RecoveryReport::default();
         let losers = if existing && db.log_records {
-            crate::recovery::analyze_and_redo(&db)?
+            crate::recovery::analyze_and_redo(&db, &mut report)?
         } else {
             Default::default()
         };
@@ -531,7 +536,8 @@ impl Database {
         }
         *db.ddl.lock() = catalog;
         if existing && db.log_records {
-            crate::recovery::undo(&db, losers)?;
+            crate::recovery::undo(&db, losers, &mut report)?;
+            db.recovery = Some(report);
         }
         let db = Arc::new(db);
         if db.config.path.is_some() {
@@ -578,6 +584,12 @@ impl Database {
     /// The buffer pool (absent with `page-access=off`).
     pub fn pool(&self) -> Option<&Arc<BufferPool>> {
         self.pool.as_ref()
+    }
+
+    /// What recovery did when this database was opened: `None` for a database created by
+    /// the open, or one without log records to recover from.
+    pub fn recovery(&self) -> Option<crate::recovery::RecoveryReport> {
+        self.recovery
     }
 
     /// The log manager (absent with `main-log=off` and `lsn=off`).

@@ -53,6 +53,40 @@ use crate::undo;
 #[derive(Default, Debug)]
 pub struct Losers(pub Vec<(TxnId, Lsn)>);
 
+/// What the recovery of an open did ([`Database::recovery`]): how much log it read, how many
+/// logged page changes it found missing from the page file and redid, how many it found there
+/// already, and what it rolled back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Log records the analysis pass read, from the last checkpoint's begin.
+    pub analysed: u64,
+    /// Page changes the redo pass applied: the page on disk was older than the change.
+    pub redone: u64,
+    /// Page changes the redo pass found on disk already (the page was written after them;
+    /// a loser's among them were stolen: written before its commit).
+    pub on_disk: u64,
+    /// Transactions unfinished at the crash, rolled back by the undo pass.
+    pub losers: u64,
+    /// Changes the undo pass rolled back (each logged with a compensation record).
+    pub undone: u64,
+}
+
+impl std::fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} log records analysed; {} page changes redone, {} found on disk already; \
+             {} unfinished transaction{} rolled back ({} changes undone)",
+            self.analysed,
+            self.redone,
+            self.on_disk,
+            self.losers,
+            if self.losers == 1 { "" } else { "s" },
+            self.undone
+        )
+    }
+}
+
 /// A log error met by recovery or a checkpoint. Only I/O errors keep their own action: the
 /// others (a record that is corrupt, or discarded while still needed) name the log's work.
 fn wal_err(e: wal::WalError) -> TxError {
@@ -150,7 +184,7 @@ impl Analysis {
 }
 
 /// Analysis and redo passes. Needs the pool and the log (a database on disk with logging).
-pub(crate) fn analyze_and_redo(db: &Database) -> TxResult<Losers> {
+pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> TxResult<Losers> {
     let (Some(log), Some(pool)) = (db.log.as_ref(), db.pool.as_ref()) else {
         return Ok(Losers::default());
     };
@@ -159,6 +193,7 @@ pub(crate) fn analyze_and_redo(db: &Database) -> TxResult<Losers> {
     for item in log.iter_from(start) {
         let (lsn, rec) = item.map_err(wal_err)?;
         analysis.record(lsn, rec);
+        report.analysed += 1;
     }
     let Analysis {
         txns,
@@ -181,8 +216,10 @@ pub(crate) fn analyze_and_redo(db: &Database) -> TxResult<Losers> {
                 }
                 let mut g = pool.fix_for_redo(p.page)?;
                 if g.lsn() >= lsn {
+                    report.on_disk += 1;
                     continue;
                 }
+                report.redone += 1;
                 if p.zeroed {
                     // A fresh page: logged as "zeroed", then its header and contents.
                     g.page_mut().fill(0);
@@ -201,16 +238,17 @@ pub(crate) fn analyze_and_redo(db: &Database) -> TxResult<Losers> {
             }
         }
     }
-    let losers = txns
+    let losers: Vec<_> = txns
         .into_iter()
         .filter(|(_, (_, committed))| !committed)
         .map(|(t, (lsn, _))| (t, lsn))
         .collect();
+    report.losers = losers.len() as u64;
     Ok(Losers(losers))
 }
 
 /// Undo pass: rolls back every loser, newest record first across all of them.
-pub(crate) fn undo(db: &Database, losers: Losers) -> TxResult<()> {
+pub(crate) fn undo(db: &Database, losers: Losers, report: &mut RecoveryReport) -> TxResult<()> {
     let Some(log) = db.log.as_ref() else {
         return Ok(());
     };
@@ -226,6 +264,7 @@ pub(crate) fn undo(db: &Database, losers: Losers) -> TxResult<()> {
             LogRecord::Update { prev, payload, .. } => {
                 let op = undo::decode(&payload)?;
                 db.apply_undo(&op, &mut key, &mut rec)?;
+                report.undone += 1;
                 let l = last.get(&txn).copied().unwrap_or(Lsn::NONE);
                 let clr = log.append_compensation(txn, l, prev, &[]);
                 last.insert(txn, clr);

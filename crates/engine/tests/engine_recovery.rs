@@ -201,6 +201,55 @@ fn a_torn_log_tail_ends_the_log_cleanly() {
     );
 }
 
+/// The open says what its recovery did: nothing to redo or undo after a clean close; after a
+/// crash with one transaction's updates logged and uncommitted, that transaction rolled back,
+/// one change undone per update, and the committed work that had not reached the page file
+/// redone.
+#[test]
+fn recovery_reports_what_it_redid_and_undid() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open_durable(dir.path());
+    assert_eq!(
+        db.recovery(),
+        None,
+        "a database the open created has nothing to recover"
+    );
+    let t = load_accounts(&db, ACCOUNTS);
+    db.close().unwrap();
+
+    let db = open_durable(dir.path());
+    let clean = db.recovery().expect("an existing database is recovered");
+    assert_eq!(
+        (clean.redone, clean.losers, clean.undone),
+        (0, 0, 0),
+        "{clean}"
+    );
+    for i in 0..50 {
+        db.run(|tx| transfer(tx, &t, i, i + 1, 5)).unwrap();
+    }
+    let mut tx = db.begin().unwrap();
+    for id in 0..ACCOUNTS {
+        tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(0))])
+            .unwrap();
+    }
+    let log = db.log().unwrap();
+    log.flush_to(log.end_lsn()).unwrap();
+    std::mem::forget(tx); // the crash: neither committed nor rolled back
+    drop(db);
+
+    let db = open_durable(dir.path());
+    let crashed = db.recovery().unwrap();
+    assert_eq!(crashed.losers, 1, "{crashed}");
+    assert_eq!(crashed.undone, ACCOUNTS as u64, "{crashed}");
+    // Fifty transfers of two updates each, at least, were read and either redone or found
+    // written: every logged page change is one or the other.
+    assert!(crashed.analysed > 100 + ACCOUNTS as u64, "{crashed}");
+    assert!(crashed.redone + crashed.on_disk > 0, "{crashed}");
+    let t = db.table("accounts").unwrap();
+    assert_eq!(total(&db, &t), ACCOUNTS * 100);
+    db.close().unwrap();
+}
+
 /// A fuzzy checkpoint taken while a read-only transaction runs, then a crash: the database
 /// opens again. (The checkpoint listed the transaction, which had logged nothing, as running;
 /// recovery took it for a loser and tried to undo it from LSN 0, and every later open failed
