@@ -476,6 +476,11 @@ struct EngineSetupArgs {
     /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
+    /// Take those checkpoints in the commit that crosses the threshold, as before the
+    /// background checkpointer, instead of on a thread of their own (to measure what the
+    /// thread buys).
+    #[arg(long)]
+    inline_checkpoints: bool,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -1070,6 +1075,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         log_run_bytes: setup.log_run_bytes as usize,
         switches,
         checkpoint_bytes: setup.checkpoint_kib << 10,
+        background_checkpoints: !setup.inline_checkpoints,
         ..DbConfig::default()
     }
 }

@@ -88,6 +88,12 @@ pub struct DbConfig {
     /// bounding recovery time and the log: it is discarded behind each checkpoint, so about
     /// two of these intervals stay (more while a transaction runs across them).
     pub checkpoint_bytes: u64,
+    /// Take those fuzzy checkpoints on a thread of their own ([`crate::checkpointer`])
+    /// instead of in the commit that crosses the threshold, so that no commit waits for a
+    /// checkpoint's page writes. An error a background checkpoint meets is returned by the
+    /// commit that makes the next one due. Off by default here (a library user's process
+    /// then has no thread it did not ask for); `glass` turns it on.
+    pub background_checkpoints: bool,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
@@ -169,6 +175,7 @@ impl Default for DbConfig {
             escalation_threshold: 5000,
             lock_timing: false,
             checkpoint_bytes: 64 << 20,
+            background_checkpoints: false,
             page_locking: false,
             shared_insert_pages: false,
             prefetch: true,
@@ -277,6 +284,8 @@ pub struct Database {
     /// Held while a checkpoint runs: checkpoints never overlap. (Two that did could finish
     /// out of order, and the later one's discard then took the earlier one's begin record.)
     checkpointing: Mutex<()>,
+    /// The thread that takes fuzzy checkpoints, when [`DbConfig::background_checkpoints`].
+    pub(crate) checkpointer: Arc<crate::checkpointer::Checkpointer>,
     /// The active-transaction table (`xactions` on): id → its monitoring entry.
     pub(crate) active: crate::active::ActiveTable,
     /// Damage in the middle of the log that this open cut ([`DbConfig::accept_log_loss`]).
@@ -317,6 +326,14 @@ fn lock_directory(dir: &std::path::Path) -> TxResult<std::fs::File> {
             path.display()
         ))),
         Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock the database directory")(e)),
+    }
+}
+
+impl Drop for Database {
+    /// The last handle is gone without a close (a crash, as far as the files are
+    /// concerned): the checkpointer thread ends at its next wake-up.
+    fn drop(&mut self) {
+        self.checkpointer.signal_stop();
     }
 }
 
@@ -510,6 +527,7 @@ impl Database {
             next_txn: crate::active::TxnIds::new(),
             next_checkpoint: AtomicU64::new(u64::MAX),
             checkpointing: Mutex::new(()),
+            checkpointer: Default::default(),
             active: crate::active::ActiveTable::new(latching),
             log_loss,
             device,
@@ -556,6 +574,14 @@ impl Database {
                         .saturating_add(db.config.checkpoint_bytes.max(1)),
                     Ordering::Relaxed,
                 );
+                if db.config.background_checkpoints && db.config.checkpoint_bytes != u64::MAX {
+                    crate::checkpointer::Checkpointer::start(&db).map_err(|e| {
+                        TxError::Storage(storage::StorageError::Io {
+                            action: "starting the checkpointer thread",
+                            source: e,
+                        })
+                    })?;
+                }
             }
         }
         Ok(db)
@@ -791,15 +817,38 @@ impl Database {
             Ordering::Relaxed,
         );
         if claimed.is_ok() {
-            if let Some(_one_at_a_time) = self.checkpointing.try_lock() {
+            if self.checkpointer.is_running() {
+                // What the last background checkpoint met, told now; then ask for the next.
+                if let Some(e) = self.checkpointer.take_error() {
+                    return Err(e);
+                }
+                self.checkpointer.request();
+            } else if let Some(_one_at_a_time) = self.checkpointing.try_lock() {
                 crate::recovery::checkpoint(self)?;
             }
         }
         Ok(())
     }
 
-    /// Closes the database cleanly: a checkpoint, so the next open recovers nothing.
+    /// A fuzzy checkpoint for the background checkpointer: after any checkpoint still
+    /// running.
+    pub(crate) fn checkpoint_fuzzy(&self) -> TxResult<()> {
+        let _one_at_a_time = self.checkpointing.lock();
+        crate::recovery::checkpoint(self)
+    }
+
+    /// Fuzzy checkpoints the background checkpointer has completed.
+    pub fn background_checkpoints_taken(&self) -> u64 {
+        self.checkpointer.taken()
+    }
+
+    /// Closes the database cleanly: stops the background checkpointer (after the checkpoint
+    /// it is taking), then a checkpoint, so the next open recovers nothing.
     pub fn close(self: Arc<Self>) -> TxResult<()> {
+        self.checkpointer.stop();
+        if let Some(e) = self.checkpointer.take_error() {
+            return Err(e);
+        }
         if self.config.path.is_some() {
             self.checkpoint()?;
         }

@@ -4,6 +4,7 @@
 mod active;
 pub mod api;
 pub mod catalog;
+mod checkpointer;
 pub mod db;
 pub mod execution;
 pub mod integrity;

@@ -261,6 +261,40 @@ fn a_durable_database_on_disk_keeps_a_bounded_log_and_recovers() {
     model.check(&db, &t, &r);
 }
 
+/// The same bound with the checkpoints taken by the background checkpointer: commits only
+/// ask for them, and the thread keeps up; a clean close stops it and nothing is lost.
+#[test]
+fn background_checkpoints_keep_the_log_bounded_and_the_data_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let background = || DbConfig {
+        background_checkpoints: true,
+        ..config(Some(dir.path()))
+    };
+    let db = Database::open(background()).unwrap();
+    let t = load_accounts(&db, ACCOUNTS);
+    let r = db.create_table(receipts_schema()).unwrap();
+    let mut model = Model::new();
+    assert_log_stays_bounded(&db, &t, &r, &mut model, 24);
+    let taken = db.background_checkpoints_taken();
+    assert!(taken > 0, "no checkpoint was taken in the background");
+    model.check(&db, &t, &r);
+    drop((t, r));
+    db.close().unwrap();
+
+    let db = Database::open(background()).unwrap();
+    let recovered = db.recovery().unwrap();
+    assert_eq!(
+        (recovered.redone, recovered.losers),
+        (0, 0),
+        "a clean close leaves nothing to recover: {recovered}"
+    );
+    let t = db.table("accounts").unwrap();
+    let r = db.table("receipts").unwrap();
+    model.check(&db, &t, &r);
+    drop((t, r));
+    db.close().unwrap();
+}
+
 #[test]
 fn a_durable_database_in_memory_checkpoints_and_frees_its_log() {
     let db: Arc<Database> = Database::open(config(None)).unwrap();

@@ -17,16 +17,19 @@ use rand::{Rng, SeedableRng};
 const ACCOUNTS: i64 = 200;
 const CHILD_ENV: &str = "GLASS_CRASH_CHILD_DIR";
 
-fn open_durable(dir: &Path) -> Arc<Database> {
-    Database::open(DbConfig {
+fn durable_config(dir: &Path) -> DbConfig {
+    DbConfig {
         path: Some(dir.to_path_buf()),
         durable: true,
         pool_mib: 1, // far smaller than the data: pages are evicted and written back mid-run
         threads: 2,
         checkpoint_bytes: 256 << 10, // fuzzy checkpoints mid-run: recovery starts from one
         ..DbConfig::default()
-    })
-    .unwrap()
+    }
+}
+
+fn open_durable(dir: &Path) -> Arc<Database> {
+    Database::open(durable_config(dir)).unwrap()
 }
 
 /// The child: transfers money and records a receipt per transfer, printing `ACK seq` once the
@@ -38,7 +41,13 @@ fn crash_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let db = open_durable(Path::new(&dir));
+    // The child's checkpoints are taken in the background (the kill falls during them
+    // too); its parent opens the database again only once the child is dead.
+    let db = Database::open(DbConfig {
+        background_checkpoints: true,
+        ..durable_config(Path::new(&dir))
+    })
+    .unwrap();
     let t = db.table("accounts").unwrap();
     let r = db.table("receipts").unwrap();
     let start: i64 = std::env::var("GLASS_CRASH_SEQ").unwrap().parse().unwrap();
