@@ -13,7 +13,8 @@
 //!       glass check W --db LANE/db --ack-log LANE/acks             must exit 0
 //! ```
 //!
-//! With `pool_mib` smaller than the data, the benches evict as they run: pages dirtied by
+//! Every other round's bench takes its checkpoints on the background checkpointer thread
+//! (`--background-checkpoints`), the others in its commits. With `pool_mib` smaller than the data, the benches evict as they run: pages dirtied by
 //! transactions still open are written back before those commit (steal), and recovery has to
 //! undo them. Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
 //! read-only transactions, during other checkpoints' write-back, and the kill falls during
@@ -406,6 +407,11 @@ fn run_lane(
             .args(pool_args(config.pool_mib));
         if lane.durable {
             bench.arg("--durable");
+        }
+        // Every other round takes its checkpoints on the checkpointer thread, so kills fall
+        // in its checkpoints too.
+        if round % 2 == 0 {
+            bench.arg("--background-checkpoints");
         }
         let mut child = bench
             .stdin(Stdio::null())

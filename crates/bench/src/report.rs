@@ -22,6 +22,7 @@
 //! | `rounds`                      | each measured round (`--rounds`): `{txn_count, duration_s, tps, p50_us, p99_us}` |
 //! | `tps_median`                  | the median of the rounds' `tps` (with one round, `tps`)  |
 //! | `p50_us` `p90_us` `p99_us` `p999_us` `max_us` | latency over all types               |
+//! | `checkpoints`                 | on disk: `{background, in_commits, waits}`, fuzzy checkpoints by the checkpointer thread and by committers, and commits that waited for the thread (warm-ups included) |
 //! | `consistency`                 | `"ok"`, `"failed: NAME (detail); ..."`, or (`--server`) `"checked by the server"` (`--mode autocommit`: `"checked by the server; autocommit is not atomic"`) |
 //! | `conditions`                  | every condition: `name`, `description`, `holds`, `detail` |
 //! | `by_type`                     | `{NAME: {count, commits, rollbacks, aborts, tps, p50_us, ...}}` in the workload's order |
@@ -205,6 +206,9 @@ pub struct BenchResult {
     /// What the log did during the run (warm-ups included), when the engine kept one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log: Option<LogSummary>,
+    /// Fuzzy checkpoints during the run (warm-ups included), on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<CheckpointSummary>,
     /// What the lock manager's waits cost during the run (warm-ups included), when the
     /// engine locks.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -388,6 +392,17 @@ impl LockSummary {
     }
 }
 
+/// The fuzzy checkpoints of a run, by who took them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CheckpointSummary {
+    /// Taken by the checkpointer thread.
+    pub background: u64,
+    /// Taken by committing transactions (without `--background-checkpoints`).
+    pub in_commits: u64,
+    /// Commits that waited for the thread's checkpoint, the thread having fallen behind.
+    pub waits: u64,
+}
+
 /// The log's work over a run: commits, and the forces (syncs) and writes that carried them.
 /// `forces_per_commit` below 1 is group commit at work: one force made several commits durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -507,6 +522,7 @@ impl BenchResult {
                 .map(|(name, t)| TypeResult::of(name, t, elapsed))
                 .collect(),
             log: None,
+            checkpoints: None,
             locks: None,
             new_order_tpm,
             execution: None,
@@ -528,6 +544,11 @@ impl BenchResult {
     /// The same result with the log's work over the run.
     pub fn with_log(mut self, log: Option<LogSummary>) -> BenchResult {
         self.log = log;
+        self
+    }
+
+    pub fn with_checkpoints(mut self, checkpoints: Option<CheckpointSummary>) -> BenchResult {
+        self.checkpoints = checkpoints;
         self
     }
 
@@ -618,6 +639,14 @@ impl BenchResult {
                 out,
                 "log: {} forces for {} commits (warm-up included): {:.3} forces per commit, {:.1} commits per group",
                 log.forces, log.commits, log.forces_per_commit, log.commits_per_batch
+            );
+        }
+        if let Some(c) = self.checkpoints.filter(|c| c.background + c.in_commits > 0) {
+            let _ = writeln!(
+                out,
+                "checkpoints: {} by the checkpointer thread, {} in commits; {} commits waited \
+                 for a checkpointer behind the log (warm-up included)",
+                c.background, c.in_commits, c.waits
             );
         }
         if let Some(l) = self.locks.filter(|l| l.waits > 0) {

@@ -368,7 +368,20 @@ pub fn run_workload(
     };
     let log_before = db.log().map(|l| l.stats());
     let locks_before = db.lock_manager().map(|m| m.stats());
+    let checkpoints_before = (
+        db.background_checkpoints_taken(),
+        db.checkpoints_in_commits(),
+        db.checkpoint_waits(),
+    );
     let outcome = run_rounds(config, terminals, executor, txn_names, &status)?;
+    let checkpoints = db_config
+        .path
+        .is_some()
+        .then(|| crate::report::CheckpointSummary {
+            background: db.background_checkpoints_taken() - checkpoints_before.0,
+            in_commits: db.checkpoints_in_commits() - checkpoints_before.1,
+            waits: db.checkpoint_waits() - checkpoints_before.2,
+        });
     let log = db
         .log()
         .zip(log_before)
@@ -398,7 +411,12 @@ pub fn run_workload(
         &outcome,
         &conditions,
     )
-    .map(|r| r.with_log(log).with_locks(locks).with_execution(execution))
+    .map(|r| {
+        r.with_log(log)
+            .with_checkpoints(checkpoints)
+            .with_locks(locks)
+            .with_execution(execution)
+    })
     .and_then(|r| write_json(config, r))
 }
 

@@ -476,11 +476,12 @@ struct EngineSetupArgs {
     /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
-    /// Take those checkpoints in the commit that crosses the threshold, as before the
-    /// background checkpointer, instead of on a thread of their own (to measure what the
-    /// thread buys).
+    /// Take those checkpoints on a thread of their own instead of in the commit that crosses
+    /// the threshold: no commit waits for a checkpoint's page writes, at the price of a
+    /// thread that competes with the workers for cores (see docs/performance.md,
+    /// "Checkpoints off the commit path").
     #[arg(long)]
-    inline_checkpoints: bool,
+    background_checkpoints: bool,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -1075,7 +1076,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         log_run_bytes: setup.log_run_bytes as usize,
         switches,
         checkpoint_bytes: setup.checkpoint_kib << 10,
-        background_checkpoints: !setup.inline_checkpoints,
+        background_checkpoints: setup.background_checkpoints,
         ..DbConfig::default()
     }
 }

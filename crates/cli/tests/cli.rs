@@ -318,6 +318,52 @@ fn load_then_check_then_bench_on_disk() {
     assert_eq!(result["scale"], 2);
     assert!(result["load_s"].is_null(), "{result}");
 
+    // Checkpoints every 16 KiB of log, in the commits and then on the checkpointer thread:
+    // the report counts each where it was taken, and the database checks clean after both.
+    for (flags, field) in [
+        (&[][..], "in_commits"),
+        (&["--background-checkpoints"][..], "background"),
+    ] {
+        let mut args = vec![
+            "bench",
+            "tpcb",
+            "--db",
+            db,
+            "--txns",
+            "2000",
+            "--threads",
+            "2",
+            "--warmup",
+            "0",
+            "--checkpoint-kib",
+            "16",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(flags);
+        let out = glass(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        assert!(stdout(&out).contains("checkpoints: "), "{}", stdout(&out));
+        let result: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let other = if field == "background" {
+            "in_commits"
+        } else {
+            "background"
+        };
+        assert!(
+            result["checkpoints"][field].as_u64().unwrap() > 0,
+            "{result}"
+        );
+        assert_eq!(result["checkpoints"][other], 0, "{result}");
+    }
+
     let out = glass(&["check", "tpcb", "--db", db]);
     assert_eq!(
         out.status.code(),

@@ -63,7 +63,9 @@ impl Checkpointer {
 
     fn run(&self, db: &Weak<Database>) {
         // Below the workers: on a machine with no core to spare, a checkpoint's page writes
-        // take the time the workers leave, not a share of their cores.
+        // take less than a worker's share of the cores. (Not SCHED_IDLE: starved, a
+        // checkpoint held its latch for hundreds of milliseconds while committers that had
+        // to wait for it queued behind.)
         // SAFETY: setpriority on this thread's own id; a failure leaves the priority as is.
         unsafe {
             let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;

@@ -91,8 +91,9 @@ pub struct DbConfig {
     /// Take those fuzzy checkpoints on a thread of their own ([`crate::checkpointer`])
     /// instead of in the commit that crosses the threshold, so that no commit waits for a
     /// checkpoint's page writes. An error a background checkpoint meets is returned by the
-    /// commit that makes the next one due. Off by default here (a library user's process
-    /// then has no thread it did not ask for); `glass` turns it on.
+    /// commit that makes the next one due. Off by default (`glass --background-checkpoints`
+    /// turns it on): on a machine with no core to spare the thread costs the workers' tail
+    /// latency (docs/performance.md, "Checkpoints off the commit path").
     pub background_checkpoints: bool,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
@@ -286,6 +287,10 @@ pub struct Database {
     checkpointing: Mutex<()>,
     /// The thread that takes fuzzy checkpoints, when [`DbConfig::background_checkpoints`].
     pub(crate) checkpointer: Arc<crate::checkpointer::Checkpointer>,
+    /// Fuzzy checkpoints taken by committing transactions (without the checkpointer thread).
+    checkpoints_in_commits: AtomicU64,
+    /// Commits that waited for the checkpointer thread's checkpoint, it having fallen behind.
+    checkpoint_waits: AtomicU64,
     /// The active-transaction table (`xactions` on): id → its monitoring entry.
     pub(crate) active: crate::active::ActiveTable,
     /// Damage in the middle of the log that this open cut ([`DbConfig::accept_log_loss`]).
@@ -328,6 +333,10 @@ fn lock_directory(dir: &std::path::Path) -> TxResult<std::fs::File> {
         Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock the database directory")(e)),
     }
 }
+
+/// Checkpoint intervals of log the background checkpointer may fall behind (since the last
+/// completed checkpoint's begin) before a committer takes a checkpoint itself.
+pub const CHECKPOINTER_LAG_INTERVALS: u64 = 4;
 
 impl Drop for Database {
     /// The last handle is gone without a close (a crash, as far as the files are
@@ -528,6 +537,8 @@ impl Database {
             next_checkpoint: AtomicU64::new(u64::MAX),
             checkpointing: Mutex::new(()),
             checkpointer: Default::default(),
+            checkpoints_in_commits: AtomicU64::new(0),
+            checkpoint_waits: AtomicU64::new(0),
             active: crate::active::ActiveTable::new(latching),
             log_loss,
             device,
@@ -822,8 +833,17 @@ impl Database {
                 if let Some(e) = self.checkpointer.take_error() {
                     return Err(e);
                 }
+                let behind = log.last_checkpoint().map_or(0, |begin| end - begin.0);
+                if behind > CHECKPOINTER_LAG_INTERVALS * self.config.checkpoint_bytes.max(1) {
+                    // The thread has fallen behind (the workers leave it little CPU): this
+                    // commit waits for the checkpoint it is taking, which bounds the log and
+                    // recovery as in-line checkpoints did; the next one is asked for below.
+                    self.checkpoint_waits.fetch_add(1, Ordering::Relaxed);
+                    drop(self.checkpointing.lock());
+                }
                 self.checkpointer.request();
             } else if let Some(_one_at_a_time) = self.checkpointing.try_lock() {
+                self.checkpoints_in_commits.fetch_add(1, Ordering::Relaxed);
                 crate::recovery::checkpoint(self)?;
             }
         }
@@ -840,6 +860,18 @@ impl Database {
     /// Fuzzy checkpoints the background checkpointer has completed.
     pub fn background_checkpoints_taken(&self) -> u64 {
         self.checkpointer.taken()
+    }
+
+    /// Fuzzy checkpoints committing transactions have taken (without the checkpointer
+    /// thread).
+    pub fn checkpoints_in_commits(&self) -> u64 {
+        self.checkpoints_in_commits.load(Ordering::Relaxed)
+    }
+
+    /// Commits that waited for the checkpointer thread's checkpoint because it had fallen
+    /// more than [`CHECKPOINTER_LAG_INTERVALS`] intervals behind the log.
+    pub fn checkpoint_waits(&self) -> u64 {
+        self.checkpoint_waits.load(Ordering::Relaxed)
     }
 
     /// Closes the database cleanly: stops the background checkpointer (after the checkpoint
