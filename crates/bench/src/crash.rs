@@ -14,9 +14,9 @@
 //! ```
 //!
 //! Every other round's bench takes its checkpoints on the background checkpointer thread
-//! (`--background-checkpoints`), the others in its commits. With `pool_mib` smaller than the data, the benches evict as they run: pages dirtied by
-//! transactions still open are written back before those commit (steal), and recovery has to
-//! undo them. Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
+//! (`--background-checkpoints`), the others in its commits. With `pool_mib` smaller than the
+//! data, the benches evict as they run: pages dirtied by transactions still open are written
+//! back before those commit (steal), and recovery has to undo them. Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
 //! read-only transactions, during other checkpoints' write-back, and the kill falls during
 //! recovery too (a draw shorter than the bench's open). A durable lane keeps one ack log
 //! across all its rounds: every commit acknowledged in any round must still be there after
@@ -297,32 +297,31 @@ fn kills_of_lane(kills: u64, lanes: u64, i: u64) -> u64 {
 
 /// Numbers from `glass check --ack-log`'s summary line (see `AckReport::render`).
 fn ack_numbers(output: &str) -> Option<(u64, u64, u64, u64)> {
-    let line = output.lines().find(|l| l.starts_with("ack log: "))?;
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|w| !w.is_empty())
-        .filter_map(|w| w.parse().ok())
-        .collect();
     // "ack log: R runs; D ... checked, M missing[; N ... checked, L missing ...]"
-    match numbers.as_slice() {
+    match numbers_of_line(output, "ack log: ")?.as_slice() {
         [_, d, m] => Some((*d, *m, 0, 0)),
         [_, d, m, n, l, ..] => Some((*d, *m, *n, *l)),
         _ => None,
     }
 }
 
+/// The numbers, in order, of the first line of `output` that starts with `prefix`.
+fn numbers_of_line(output: &str, prefix: &str) -> Option<Vec<u64>> {
+    let line = output.lines().find(|l| l.starts_with(prefix))?;
+    Some(
+        line.split(|c: char| !c.is_ascii_digit())
+            .filter(|w| !w.is_empty())
+            .filter_map(|w| w.parse().ok())
+            .collect(),
+    )
+}
+
 /// From a check's `recovery:` line: the page changes found on disk already, the
 /// transactions rolled back and the changes undone.
 fn recovery_numbers(output: &str) -> Option<(u64, u64, u64)> {
-    let line = output.lines().find(|l| l.starts_with("recovery: "))?;
-    let numbers: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|w| !w.is_empty())
-        .filter_map(|w| w.parse().ok())
-        .collect();
     // "recovery: A log records analysed; R page changes redone, D found on disk already;
     // T unfinished transaction(s) rolled back (U changes undone)"
-    match numbers.as_slice() {
+    match numbers_of_line(output, "recovery: ")?.as_slice() {
         [_, _, d, t, u] => Some((*d, *t, *u)),
         _ => None,
     }

@@ -335,7 +335,8 @@ fn lock_directory(dir: &std::path::Path) -> TxResult<std::fs::File> {
 }
 
 /// Checkpoint intervals of log the background checkpointer may fall behind (since the last
-/// completed checkpoint's begin) before a committer takes a checkpoint itself.
+/// completed checkpoint's begin) before a committer that makes the next one due waits for the
+/// one it is taking.
 pub const CHECKPOINTER_LAG_INTERVALS: u64 = 4;
 
 impl Drop for Database {
