@@ -23,6 +23,7 @@ use crate::api::TxError;
 use crate::db::Database;
 
 /// The checkpointer thread's nice value (the workers run at 0).
+#[cfg(target_os = "linux")]
 const CHECKPOINTER_NICE: libc::c_int = 10;
 
 #[derive(Default)]
@@ -33,6 +34,24 @@ struct State {
     /// Checkpoints the thread has completed (for tests and reports).
     taken: u64,
 }
+
+/// Puts the calling thread below the workers: on a machine with no core to spare, a
+/// checkpoint's page writes take less than a worker's share of the cores. (Not SCHED_IDLE:
+/// starved, a checkpoint held its latch for hundreds of milliseconds while committers that had
+/// to wait for it queued behind.)
+#[cfg(target_os = "linux")]
+fn lower_priority() {
+    // SAFETY: setpriority on this thread's own id; a failure leaves the priority as is.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, CHECKPOINTER_NICE);
+    }
+}
+
+/// Elsewhere (the engine compiled to WebAssembly for the sandboxed procedures, which start no
+/// checkpointer) the thread keeps its priority.
+#[cfg(not(target_os = "linux"))]
+fn lower_priority() {}
 
 /// What the database and its checkpointer thread share.
 #[derive(Default)]
@@ -62,15 +81,7 @@ impl Checkpointer {
     }
 
     fn run(&self, db: &Weak<Database>) {
-        // Below the workers: on a machine with no core to spare, a checkpoint's page writes
-        // take less than a worker's share of the cores. (Not SCHED_IDLE: starved, a
-        // checkpoint held its latch for hundreds of milliseconds while committers that had
-        // to wait for it queued behind.)
-        // SAFETY: setpriority on this thread's own id; a failure leaves the priority as is.
-        unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, CHECKPOINTER_NICE);
-        }
+        lower_priority();
         loop {
             {
                 let mut state = self.state.lock();
