@@ -163,26 +163,30 @@ fn crash_recovery_keeps_every_acknowledged_commit() {
     );
 }
 
+/// Fifty committed transfers (account i pays i + 1 five), then one transaction that sets
+/// every balance to 0, its records forced but neither committed nor rolled back, and the
+/// database dropped: a crash as far as its files are concerned.
+fn crash_after_transfers_with_one_left_open(db: Arc<Database>, t: &engine::TableRef) {
+    for i in 0..50 {
+        db.run(|tx| transfer(tx, t, i, i + 1, 5)).unwrap();
+    }
+    let mut tx = db.begin().unwrap();
+    for id in 0..ACCOUNTS {
+        tx.update(t, &[Value::Int(id)], &[(2, Value::Int(0))])
+            .unwrap();
+    }
+    let log = db.log().unwrap();
+    log.flush_to(log.end_lsn()).unwrap();
+    std::mem::forget(tx);
+    drop(db);
+}
+
 #[test]
 fn a_torn_log_tail_ends_the_log_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let db = open_durable(dir.path());
     let t = load_accounts(&db, ACCOUNTS);
-    for i in 0..50 {
-        db.run(|tx| transfer(tx, &t, i, i + 1, 5)).unwrap();
-    }
-    // Leave a transaction's records in the log without its commit, then "crash".
-    let mut tx = db.begin().unwrap();
-    for id in 0..ACCOUNTS {
-        tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(0))])
-            .unwrap();
-    }
-    db.log()
-        .unwrap()
-        .flush_to(db.log().unwrap().end_lsn())
-        .unwrap();
-    std::mem::forget(tx);
-    drop(db);
+    crash_after_transfers_with_one_left_open(db, &t);
     let log = dir.path().join("wal.log");
     let len = std::fs::metadata(&log).unwrap().len();
     // Tear the tail: cut into the last record, then add garbage after it.
@@ -233,18 +237,7 @@ fn recovery_reports_what_it_redid_and_undid() {
         (0, 0, 0),
         "{clean}"
     );
-    for i in 0..50 {
-        db.run(|tx| transfer(tx, &t, i, i + 1, 5)).unwrap();
-    }
-    let mut tx = db.begin().unwrap();
-    for id in 0..ACCOUNTS {
-        tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(0))])
-            .unwrap();
-    }
-    let log = db.log().unwrap();
-    log.flush_to(log.end_lsn()).unwrap();
-    std::mem::forget(tx); // the crash: neither committed nor rolled back
-    drop(db);
+    crash_after_transfers_with_one_left_open(db, &t);
 
     let db = open_durable(dir.path());
     let crashed = db.recovery().unwrap();
