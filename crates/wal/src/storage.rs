@@ -788,6 +788,14 @@ impl MemLogStorage {
         }
     }
 
+    /// Marks durable the bytes below `len` (at most those written): what a sync that began
+    /// when the log was `len` long guarantees, for wrappers that model a sync taking time
+    /// while later writes arrive (`sync` itself marks everything written when it runs).
+    pub fn sync_upto(&self, len: u64) {
+        let mut inner = self.inner.lock();
+        inner.synced_len = inner.synced_len.max(len.min(inner.len()));
+    }
+
     /// A copy of the whole log image, discarded bytes as zeros (as a punched file reads), for
     /// tests and tools that inspect a log.
     pub fn bytes(&self) -> Vec<u8> {

@@ -16,7 +16,9 @@ use storage::Lsn;
 use wal::{LogConfig, LogManager, LogMode, LogRecord, LogStorage, MemLogStorage, TxnId};
 
 /// A memory log whose sync takes as long as a disk's (200 µs), so that commits arriving
-/// during a force wait for the next one together, as on a disk.
+/// during a force wait for the next one together, as on a disk. Like `fdatasync`, a sync
+/// makes durable what was written before it began, not what arrives while it runs: a log
+/// that counted a later write durable would lose acknowledged commits in the crash images.
 struct SlowSync(MemLogStorage);
 
 impl LogStorage for SlowSync {
@@ -27,8 +29,10 @@ impl LogStorage for SlowSync {
         self.0.write_at(offset, bytes)
     }
     fn sync(&self) -> std::io::Result<()> {
+        let written = self.0.len()?;
         std::thread::sleep(std::time::Duration::from_micros(200));
-        self.0.sync()
+        self.0.sync_upto(written);
+        Ok(())
     }
     fn len(&self) -> std::io::Result<u64> {
         self.0.len()
