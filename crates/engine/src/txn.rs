@@ -183,18 +183,19 @@ impl<'db> Transaction<'db> {
     #[inline(never)]
     pub(crate) fn begin(db: &'db Database) -> Transaction<'db> {
         let id = db.next_txn.next();
-        let (mut s, active, active_shard) = if db.xactions {
+        // The thread's session from its last transaction, its buffers kept: a transaction
+        // allocates none of them anew.
+        let mut s = SESSION
+            .try_with(|c| c.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Box::new(Session::sized()));
+        let (active, active_shard) = if db.xactions {
             let active = Arc::new(ActiveTxn::new(id));
             let shard = db.register(&active);
-            (Box::new(Session::sized()), Some(active), shard)
+            (Some(active), shard)
         } else {
-            (
-                SESSION
-                    .with(|c| c.borrow_mut().take())
-                    .unwrap_or_else(|| Box::new(Session::sized())),
-                None,
-                0,
-            )
+            (None, 0)
         };
         s.leaf_hints.clear();
         if crate::profile::enabled() {
@@ -350,14 +351,14 @@ impl<'db> Transaction<'db> {
         }
         if let Some(a) = self.active.take() {
             self.db.deregister(&a, self.active_shard);
-        } else {
-            // An empty session (no buffers: one small allocation) stands in until the
-            // transaction is dropped.
-            let mut s = std::mem::take(&mut self.s);
-            s.undo.clear();
-            s.deleted.clear();
-            SESSION.with(|c| *c.borrow_mut() = Some(s));
         }
+        // The session goes back to the thread for its next transaction; an empty one (no
+        // buffers: one small allocation) stands in until this one is dropped.
+        let mut s = std::mem::take(&mut self.s);
+        s.undo.clear();
+        s.deleted.clear();
+        // A thread being torn down has no slot left: the session is dropped.
+        let _ = SESSION.try_with(|c| *c.borrow_mut() = Some(s));
     }
 
     #[inline]
