@@ -1,4 +1,5 @@
-//! The process allocator's one setting that matters to a growing main-memory database.
+//! The process allocator: its one setting that matters to a growing main-memory database,
+//! and a wrapper that counts each thread's allocations ([`Counting`]).
 //!
 //! glibc serves a request from its heap unless it is at least the *mmap threshold*, which
 //! starts at 128 KiB and rises (up to 32 MiB) each time a mapped block is freed. A `Vec` on the
@@ -28,6 +29,73 @@ pub fn tune() -> bool {
     {
         false
     }
+}
+
+/// The process's allocator, counting each thread's allocations: a binary that installs it
+/// (`#[global_allocator] static A: Counting = Counting;`, as `glass` does) lets
+/// [`thread_allocations`] say how many blocks, and how many bytes, the calling thread has
+/// asked for — what `glass profile` reports per transaction. A reallocation counts as one
+/// allocation of its new size; frees are not counted. The cost per allocation is two
+/// additions to thread-local counters; nothing is shared between threads.
+pub struct Counting;
+
+thread_local! {
+    /// This thread's (allocations, bytes). `const`-initialised and without a destructor, so
+    /// reaching it never allocates.
+    static ALLOCATED: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Set by the first allocation through [`Counting`]: whether the counts mean anything.
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Counting {
+    #[inline]
+    fn count(bytes: usize) {
+        if !INSTALLED.load(std::sync::atomic::Ordering::Relaxed) {
+            INSTALLED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        // A thread being torn down has no counters left: its allocations go uncounted.
+        let _ = ALLOCATED.try_with(|c| {
+            let (n, b) = c.get();
+            c.set((n + 1, b + bytes as u64));
+        });
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to `System`, which upholds `GlobalAlloc`'s
+// contract; the counting touches only thread-local cells and allocates nothing.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::count(layout.size());
+        // SAFETY: the caller upholds `alloc`'s contract, passed on as is.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Self::count(layout.size());
+        // SAFETY: as `alloc`.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        Self::count(new_size);
+        // SAFETY: the caller upholds `realloc`'s contract, passed on as is.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: the caller upholds `dealloc`'s contract, passed on as is.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+/// The calling thread's allocations so far and the bytes they asked for, or `None` where
+/// [`Counting`] is not the process's allocator.
+pub fn thread_allocations() -> Option<(u64, u64)> {
+    if !INSTALLED.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    ALLOCATED.try_with(std::cell::Cell::get).ok()
 }
 
 #[cfg(test)]

@@ -28,6 +28,10 @@ pub struct TypeProfile {
     pub name: String,
     pub txns: u64,
     pub sum: TxnProfile,
+    /// Heap allocations (blocks, bytes asked for) made by the transactions, retries and the
+    /// terminal's drawing of their inputs included; `None` where the process's allocator
+    /// does not count them ([`crate::allocator::Counting`]).
+    pub allocations: Option<(u64, u64)>,
 }
 
 /// Opens `workload` (built with `options`) loaded, as `glass bench` does
@@ -65,6 +69,7 @@ pub fn run(
     let mut out = Vec::new();
     for (t, name) in workload.txn_names().iter().enumerate() {
         let mut sum = TxnProfile::default();
+        let mut allocations = Some((0u64, 0u64));
         let mut done = 0;
         'txns: for _ in 0..txns {
             let mut draws = 0;
@@ -74,7 +79,13 @@ pub fn run(
                     break 'txns;
                 }
             }
+            let before = crate::allocator::thread_allocations();
             measured_txn(&db, terminal.as_mut()).with_context(|| format!("{name} transaction"))?;
+            let after = crate::allocator::thread_allocations();
+            allocations = match (allocations, before, after) {
+                (Some((n, b)), Some(x), Some(y)) => Some((n + y.0 - x.0, b + y.1 - x.1)),
+                _ => None,
+            };
             sum += profile::last();
             done += 1;
         }
@@ -83,6 +94,7 @@ pub fn run(
                 name: name.to_string(),
                 txns: done,
                 sum,
+                allocations,
             });
         }
     }
@@ -136,6 +148,32 @@ pub fn render(types: &[TypeProfile]) -> String {
             per(p.lock_physical_ns) / 1000.0,
             per(p.lock_logical_ns) / 1000.0,
             per(p.shared.iter().sum()),
+        );
+    }
+    s
+}
+
+/// Heap allocations per transaction (blocks and bytes), one row per type; empty where they
+/// were not counted.
+pub fn render_allocations(types: &[TypeProfile]) -> String {
+    let mut s = String::new();
+    if types.iter().any(|t| t.allocations.is_none()) {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "heap allocations per transaction\n{:<14} {:>8} {:>9}",
+        "type", "blocks", "bytes"
+    );
+    for t in types {
+        let (n, b) = t.allocations.unwrap_or_default();
+        let per = t.txns.max(1) as f64;
+        let _ = writeln!(
+            s,
+            "{:<14} {:>8.1} {:>9.0}",
+            t.name,
+            n as f64 / per,
+            b as f64 / per
         );
     }
     s

@@ -1799,6 +1799,11 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     print!("{}", bench::table4::render(&types));
     println!();
     print!("{}", bench::table4::render_shared(&types));
+    let allocations = bench::table4::render_allocations(&types);
+    if !allocations.is_empty() {
+        println!();
+        print!("{allocations}");
+    }
     if !args.instructions {
         return Ok(ExitCode::SUCCESS);
     }
@@ -1892,6 +1897,10 @@ fn one_line(err: &clap::Error) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// The system allocator, counting each thread's allocations for `glass profile`.
+#[global_allocator]
+static ALLOCATOR: bench::allocator::Counting = bench::allocator::Counting;
 
 fn main() -> ExitCode {
     // Large, growing buffers are moved by remapping, not copied (see `bench::allocator`).

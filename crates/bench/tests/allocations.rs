@@ -1,0 +1,84 @@
+//! Heap allocations per transaction (`bench::allocator::Counting`, `glass profile`).
+//!
+//! This test binary installs the counting allocator, as `glass` does. A transaction reuses
+//! its thread's session (undo list, key and record buffers) from the transaction before it;
+//! a change that allocates them anew for each transaction, or any new allocation on the paper
+//! mix's path, pushes a type over its budget here (measured: New-Order 7.1 blocks, Payment
+//! 3.6; 15.1 and 11.6 when every transaction allocated its session).
+
+use std::sync::Arc;
+
+use bench::allocator::{thread_allocations, Counting};
+use bench::table4;
+use engine::db::DbConfig;
+use workloads::{Mix, WorkloadOptions};
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+#[test]
+fn each_thread_counts_its_own_allocations() {
+    let (n0, b0) = thread_allocations().expect("the counting allocator is installed");
+    let v: Vec<u8> = Vec::with_capacity(1000);
+    let (n1, b1) = thread_allocations().unwrap();
+    assert_eq!((n1 - n0, b1 - b0), (1, 1000));
+    // Another thread's allocations are its own.
+    std::thread::spawn(|| {
+        let w: Vec<u64> = Vec::with_capacity(4096);
+        std::hint::black_box(&w);
+    })
+    .join()
+    .unwrap();
+    let (n2, b2) = thread_allocations().unwrap();
+    // Spawning and joining may allocate on this thread (the handle), never 32 KiB.
+    assert!(b2 - b1 < 4096 * 8, "{} bytes counted here", b2 - b1);
+    assert!(n2 >= n1);
+    drop(std::hint::black_box(v));
+    // A growth counts as one allocation of its new size; a free counts nothing.
+    let mut g: Vec<u8> = Vec::with_capacity(16);
+    let (n3, b3) = thread_allocations().unwrap();
+    g.reserve_exact(64);
+    let (n4, b4) = thread_allocations().unwrap();
+    assert_eq!((n4 - n3, b4 - b3), (1, 64));
+    drop(g);
+    assert_eq!(thread_allocations().unwrap(), (n4, b4));
+}
+
+#[test]
+fn the_paper_mix_stays_within_its_allocation_budget() {
+    let options = WorkloadOptions {
+        scale: 1,
+        mix: Mix::Paper,
+        ..WorkloadOptions::default()
+    };
+    let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcc", &options).unwrap();
+    let db = DbConfig {
+        pool_mib: 256,
+        ..DbConfig::default()
+    };
+    let types = table4::run(workload, &options, &db, 2, 200, 7).unwrap();
+    assert_eq!(types.len(), 2, "{types:?}");
+    for t in &types {
+        let (blocks, bytes) = t.allocations.expect("counted");
+        let per = |v: u64| v as f64 / t.txns as f64;
+        let (most_blocks, most_bytes) = match t.name.as_str() {
+            "new_order" => (10.0, 4096.0),
+            "payment" => (6.0, 2048.0),
+            other => panic!("no budget for {other}"),
+        };
+        assert!(
+            per(blocks) <= most_blocks && per(bytes) <= most_bytes,
+            "{}: {:.1} allocations, {:.0} bytes per transaction (budget {most_blocks}, \
+             {most_bytes}): a new allocation on the path, or sessions no longer reused",
+            t.name,
+            per(blocks),
+            per(bytes)
+        );
+        assert!(per(blocks) > 0.0, "{}: nothing counted", t.name);
+    }
+    let rendered = table4::render_allocations(&types);
+    assert!(
+        rendered.starts_with("heap allocations per transaction"),
+        "{rendered}"
+    );
+}
