@@ -9,6 +9,7 @@
 # tpcc-paper.json and stacks.txt under $OUT (or target/runs16). About seven minutes; SIZES
 # (default "1024 4096 8192") names the run sizes compared, STACKS=0 skips the stacks.
 set -u
+. "$(dirname "$0")/lib/stacks.sh"
 OUT=${OUT:-target/runs16}
 G=${GLASS:-.dev/cmp/new}
 mkdir -p "$OUT"
@@ -39,15 +40,9 @@ $G scale tpcc --mix paper --configs partitioned --threads "1,2,4,$((n / 2)),$((n
     --out "$work" 2>&1 | grep -v '^\[\|^note'
 [ "${STACKS:-1}" = 0 ] && { rm -rf "$work"; exit 0; }
 echo "== where $n threads are (stacks, 4 KiB runs)"
-dbg=$(command -v cuda-gdb || command -v gdb)
 $G bench tpcc --mix paper --threads "$n" --scale "$n" --duration 20 --warmup 1 \
     --log-run-bytes 4096 > "$work/bench.txt" 2>&1 &
 pid=$!
-: > "$OUT/stacks.txt"
-for i in 1 2; do
-  sleep 6
-  [ -n "$dbg" ] && timeout 40 "$dbg" -p $pid -batch -ex "set pagination off" \
-      -ex "thread apply all bt 16" >> "$OUT/stacks.txt" 2>&1
-done
+sample_stacks $pid "$OUT/stacks.txt" 2 6
 kill $pid 2>/dev/null; wait $pid 2>/dev/null
 rm -rf "$work"

@@ -12,6 +12,7 @@
 # Writes log.txt, the JSON of each scaling table, the figure and stacks.txt under $OUT (or
 # target/scale16-all). About five minutes; STACKS=0 skips the stacks.
 set -u
+. "$(dirname "$0")/lib/stacks.sh"
 G=${GLASS:-target/release/glass}
 OUT=${OUT:-target/scale16-all}
 mkdir -p "$OUT"
@@ -53,15 +54,9 @@ echo "== 5. durable TPC-B, one branch per thread"
 
 if [ "${STACKS:-1}" != 0 ]; then
   echo "== 6. where $n threads are (stacks)"
-  dbg=$(command -v cuda-gdb || command -v gdb)
   "$G" bench tpcc --mix paper --threads "$n" --scale "$n" --duration 20 --warmup 1 >"$work/bench.txt" 2>&1 &
   pid=$!
-  : >"$OUT/stacks.txt"
-  for _ in 1 2; do
-    sleep 6
-    [ -n "$dbg" ] && timeout 40 "$dbg" -p $pid -batch -ex "set pagination off" \
-      -ex "thread apply all bt 16" >>"$OUT/stacks.txt" 2>&1
-  done
+  sample_stacks $pid "$OUT/stacks.txt" 2 6
   kill $pid 2>/dev/null
   wait $pid 2>/dev/null
 fi

@@ -8,6 +8,7 @@
 # keeps line tables). Writes log.txt, tpcc-paper.json and stacks.txt under $OUT (or
 # target/scale16). About six minutes.
 set -u
+. "$(dirname "$0")/lib/stacks.sh"
 OUT=${OUT:-target/scale16}
 B=target/cmp/base
 G=target/cmp/new
@@ -34,15 +35,9 @@ for t in $((n / 2)) $n; do
       sed -n 's/.* transactions in .*: \([0-9.]*\) txn\/s.*/\1/p') txn/s"
 done
 echo "== where $n threads are (stacks, the new code)"
-dbg=$(command -v cuda-gdb || command -v gdb)
 $G bench tpcc --mix paper --threads "$n" --scale "$n" --duration 30 --warmup 1 > "$work/bench.txt" 2>&1 &
 pid=$!
-: > "$OUT/stacks.txt"
-for i in 1 2 3 4; do
-  sleep 5
-  [ -n "$dbg" ] && timeout 40 "$dbg" -p $pid -batch -ex "set pagination off" \
-      -ex "thread apply all bt 16" >> "$OUT/stacks.txt" 2>&1
-done
+sample_stacks $pid "$OUT/stacks.txt" 4 5
 kill $pid 2>/dev/null; wait $pid 2>/dev/null
 echo "== the new code: full mix, one warehouse per thread"
 $G scale tpcc --mix full --configs partitioned --threads "1,$((n / 2)),$n" --duration 3 \

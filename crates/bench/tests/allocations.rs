@@ -6,12 +6,10 @@
 //! mix's path, pushes a type over its budget here (measured: New-Order 7.1 blocks, Payment
 //! 3.6; 15.1 and 11.6 when every transaction allocated its session).
 
-use std::sync::Arc;
-
 use bench::allocator::{thread_allocations, Counting};
 use bench::table4;
-use engine::db::DbConfig;
-use workloads::{Mix, WorkloadOptions};
+
+mod common;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
@@ -46,17 +44,7 @@ fn each_thread_counts_its_own_allocations() {
 
 #[test]
 fn the_paper_mix_stays_within_its_allocation_budget() {
-    let options = WorkloadOptions {
-        scale: 1,
-        mix: Mix::Paper,
-        ..WorkloadOptions::default()
-    };
-    let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcc", &options).unwrap();
-    let db = DbConfig {
-        pool_mib: 256,
-        ..DbConfig::default()
-    };
-    let types = table4::run(workload, &options, &db, 2, 200, 7).unwrap();
+    let types = common::profile_paper_mix(2, 200);
     assert_eq!(types.len(), 2, "{types:?}");
     for t in &types {
         let (blocks, bytes) = t.allocations.expect("counted");

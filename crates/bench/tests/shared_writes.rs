@@ -7,25 +7,13 @@
 //! the budget is raised only with a measurement that says why (docs/performance.md, "Where
 //! every thread meets").
 
-use std::sync::Arc;
-
-use bench::table4::{self, TypeProfile};
-use engine::db::DbConfig;
+use bench::table4::TypeProfile;
 use storage::shared::Place;
-use workloads::{Mix, WorkloadOptions};
+
+mod common;
 
 fn profile_paper_mix(set_up_for: usize) -> Vec<TypeProfile> {
-    let options = WorkloadOptions {
-        scale: 1,
-        mix: Mix::Paper,
-        ..WorkloadOptions::default()
-    };
-    let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcc", &options).unwrap();
-    let db = DbConfig {
-        pool_mib: 256,
-        ..DbConfig::default()
-    };
-    table4::run(workload, &options, &db, set_up_for, 300, 7).unwrap()
+    common::profile_paper_mix(set_up_for, 300)
 }
 
 fn per_txn(t: &TypeProfile, place: Place) -> f64 {
