@@ -70,7 +70,9 @@ impl Switch {
             Switch::PageAccess => {
                 "the buffer manager (records allocated one by one, reached by pointer)"
             }
-            Switch::Xactions => "per-transaction session set-up, tear-down and monitoring",
+            Switch::Xactions => {
+                "per-transaction registration and monitoring (the active-transaction table)"
+            }
         }
     }
 

@@ -56,8 +56,8 @@ const PREFETCH_BATCH: usize = 32;
 /// A scan's low and high bounds: an encoded key and whether (and how) it bounds.
 type ScanBounds<'b> = ((&'b [u8], Bound<()>), (&'b [u8], Bound<()>));
 
-/// Reusable per-session buffers. With the `xactions` switch on every transaction sets up a
-/// fresh session; with it off a thread keeps one and reuses it.
+/// Reusable per-session buffers. A thread keeps one and reuses it from transaction to
+/// transaction (`Transaction::begin` takes it, `finish` gives it back).
 #[derive(Default)]
 pub(crate) struct Session {
     undo: UndoList,
