@@ -144,6 +144,25 @@ impl Session {
         }
     }
 
+    /// Bytes the session's buffers hold (their capacities), roughly: what a thread keeps
+    /// between transactions if it keeps this session.
+    fn retained_bytes(&self) -> usize {
+        fn bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        bytes(&self.undo.entries)
+            + bytes(&self.undo.arena)
+            + bytes(&self.key)
+            + bytes(&self.key2)
+            + bytes(&self.rec)
+            + bytes(&self.after)
+            + bytes(&self.hits)
+            + bytes(&self.wide)
+            + bytes(&self.words)
+            + bytes(&self.spans)
+            + bytes(&self.deleted)
+    }
+
     /// The leaf hint for the index of lock space `space`, made empty the first time.
     fn leaf_hint(&mut self, space: u32) -> &mut LeafHint {
         let at = match self.leaf_hints.iter().position(|(s, _)| *s == space) {
@@ -159,6 +178,9 @@ impl Session {
         &mut self.leaf_hints[at].1
     }
 }
+
+/// The most a thread keeps in its session's buffers between transactions.
+const MAX_KEPT_SESSION_BYTES: usize = 1 << 20;
 
 thread_local! {
     static SESSION: std::cell::RefCell<Option<Box<Session>>> = const { std::cell::RefCell::new(None) };
@@ -352,13 +374,17 @@ impl<'db> Transaction<'db> {
         if let Some(a) = self.active.take() {
             self.db.deregister(&a, self.active_shard);
         }
-        // The session goes back to the thread for its next transaction; an empty one (no
-        // buffers: one small allocation) stands in until this one is dropped.
+        // The session goes back to the thread for its next transaction, unless a large
+        // transaction grew it (a bulk load's undo list): that memory is returned instead. An
+        // empty session (no buffers: one small allocation) stands in until this one is dropped.
         let mut s = std::mem::take(&mut self.s);
-        s.undo.clear();
-        s.deleted.clear();
-        // A thread being torn down has no slot left: the session is dropped.
-        let _ = SESSION.try_with(|c| *c.borrow_mut() = Some(s));
+        if s.retained_bytes() <= MAX_KEPT_SESSION_BYTES {
+            s.undo.clear();
+            s.deleted.clear();
+            // A thread being torn down has no slot left: the session is dropped.
+            s.hits.clear();
+            let _ = SESSION.try_with(|c| *c.borrow_mut() = Some(s));
+        }
     }
 
     #[inline]
@@ -1492,6 +1518,59 @@ mod tests {
     use crate::schema::TableSchema;
     use crate::switches::{Preset, Switches};
     use crate::table::Records;
+
+    /// The buffers' address of the session this thread keeps, if it keeps one.
+    fn kept_session() -> Option<(*const u8, usize)> {
+        SESSION.with(|c| {
+            c.borrow()
+                .as_ref()
+                .map(|s| (s.undo.arena.as_ptr(), s.retained_bytes()))
+        })
+    }
+
+    /// The full engine (`xactions` on) reuses the thread's session: the next transaction
+    /// finds the same buffers. One whose undo list outgrew the bound is not kept.
+    #[test]
+    fn a_thread_keeps_its_session_unless_a_transaction_grew_it_large() {
+        let db = Database::open(DbConfig {
+            switches: Switches::preset(Preset::Full),
+            pool_mib: 64,
+            ..DbConfig::default()
+        })
+        .unwrap();
+        assert!(db.xactions);
+        let t = db
+            .create_table(
+                TableSchema::new("t")
+                    .int("id")
+                    .string("v", 512)
+                    .key(&["id"]),
+            )
+            .unwrap();
+        let row = |id: i64| [Value::Int(id), Value::Str("x".repeat(500))];
+        db.run(|tx| tx.insert(&t, &row(0))).unwrap();
+        let (arena, kept) = kept_session().expect("kept after a commit");
+        assert!(kept <= MAX_KEPT_SESSION_BYTES);
+        db.run(|tx| tx.insert(&t, &row(1))).unwrap();
+        assert_eq!(kept_session().map(|k| k.0), Some(arena), "the same buffers");
+        for chunk in (2..3_000).collect::<Vec<i64>>().chunks(100) {
+            db.run(|tx| chunk.iter().try_for_each(|&id| tx.insert(&t, &row(id))))
+                .unwrap();
+        }
+        // One transaction rewrites them all: 3,000 before images of 500 bytes take the undo
+        // list's arena past 1 MiB.
+        let mut tx = db.begin().unwrap();
+        assert!(kept_session().is_none(), "taken by the running transaction");
+        for id in 0..3_000 {
+            let set = [(1, Value::Str("y".repeat(500)))];
+            assert!(tx.update(&t, &[Value::Int(id)], &set).unwrap());
+        }
+        assert!(tx.s.retained_bytes() > MAX_KEPT_SESSION_BYTES);
+        tx.commit().unwrap();
+        assert!(kept_session().is_none(), "a grown session is not kept");
+        db.run(|tx| tx.insert(&t, &row(5_000))).unwrap();
+        assert!(kept_session().is_some(), "a fresh one is kept again");
+    }
 
     /// Records in a table's heap, reachable from an index or not.
     fn heap_records(db: &Database, t: &crate::api::TableRef) -> usize {
