@@ -67,7 +67,10 @@ pub(crate) struct Session {
     /// (see `Staged::rec`), a delete's before image.
     rec: Vec<u8>,
     after: Vec<u8>,
-    hits: Vec<(Vec<u8>, u64)>,
+    /// A scan's index entries, and a second collection that checks them (see
+    /// `Transaction::collect_locked`).
+    hits: Hits,
+    hits_again: Hits,
     /// Columns from 64 on that an update set (see `RowWriter`).
     wide: Vec<usize>,
     /// The words a deferred update set, `(byte offset, bytes)` (see `RowWriter`).
@@ -135,7 +138,8 @@ impl Session {
             key2: Vec::with_capacity(64),
             rec: Vec::with_capacity(1024),
             after: Vec::with_capacity(1024),
-            hits: Vec::new(),
+            hits: Hits::default(),
+            hits_again: Hits::default(),
             wide: Vec::new(),
             words: Vec::with_capacity(16),
             spans: Vec::with_capacity(8),
@@ -156,7 +160,8 @@ impl Session {
             + bytes(&self.key2)
             + bytes(&self.rec)
             + bytes(&self.after)
-            + bytes(&self.hits)
+            + self.hits.retained_bytes()
+            + self.hits_again.retained_bytes()
             + bytes(&self.wide)
             + bytes(&self.words)
             + bytes(&self.spans)
@@ -176,6 +181,52 @@ impl Session {
             }
         };
         &mut self.leaf_hints[at].1
+    }
+}
+
+/// Index entries a scan collected: their keys end to end in one buffer and, per entry, where
+/// its key ends and its record's location — two buffers however many entries, where a
+/// vector of keys took an allocation per entry (Stock-Level's scans: some 400 a transaction).
+#[derive(Default, PartialEq, Eq)]
+struct Hits {
+    keys: Vec<u8>,
+    ends: Vec<(usize, u64)>,
+}
+
+impl Hits {
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.ends.clear();
+    }
+
+    fn push(&mut self, key: &[u8], loc: u64) {
+        self.keys.extend_from_slice(key);
+        self.ends.push((self.keys.len(), loc));
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The entries in the order collected: (key, location).
+    fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> + '_ {
+        let mut start = 0;
+        self.ends.iter().map(move |&(end, loc)| {
+            let key = &self.keys[start..end];
+            start = end;
+            (key, loc)
+        })
+    }
+
+    /// The last entry's key.
+    fn last_key(&self) -> Option<&[u8]> {
+        let n = self.ends.len();
+        let start = if n >= 2 { self.ends[n - 2].0 } else { 0 };
+        self.ends.last().map(|&(end, _)| &self.keys[start..end])
+    }
+
+    fn retained_bytes(&self) -> usize {
+        self.keys.capacity() + self.ends.capacity() * std::mem::size_of::<(usize, u64)>()
     }
 }
 
@@ -383,6 +434,7 @@ impl<'db> Transaction<'db> {
             s.deleted.clear();
             // A thread being torn down has no slot left: the session is dropped.
             s.hits.clear();
+            s.hits_again.clear();
             let _ = SESSION.try_with(|c| *c.borrow_mut() = Some(s));
         }
     }
@@ -876,14 +928,14 @@ impl<'db> Transaction<'db> {
         hi: (&[u8], Bound<()>),
         reverse: bool,
         limit: usize,
-        hits: &mut Vec<(Vec<u8>, u64)>,
+        hits: &mut Hits,
         what: &str,
     ) -> TxResult<()> {
         hits.clear();
         let lo = lo.1.map(|_| lo.0);
         let hi = hi.1.map(|_| hi.0);
         let done = store.scan(lo, hi, reverse, limit, |k, v| {
-            hits.push((k.to_vec(), v));
+            hits.push(k, v);
             true
         })?;
         if done.is_none() {
@@ -913,19 +965,49 @@ impl<'db> Transaction<'db> {
         (lo, hi): ScanBounds<'_>,
         reverse: bool,
         limit: usize,
-        hits: &mut Vec<(Vec<u8>, u64)>,
+        hits: &mut Hits,
         what: &str,
         next: (u32, u32, bool),
-        mut lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
+        lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
     ) -> TxResult<()> {
         Self::collect(store, lo, hi, reverse, limit, hits, what)?;
         if self.db.locks.is_none() {
             return Ok(());
         }
-        let mut fresh = Vec::new();
+        let mut fresh = std::mem::take(&mut self.s.hits_again);
+        let r = self.lock_collected(
+            store,
+            (lo, hi),
+            reverse,
+            limit,
+            hits,
+            &mut fresh,
+            what,
+            next,
+            lock_entry,
+        );
+        self.s.hits_again = fresh;
+        r
+    }
+
+    /// The loop of [`Transaction::collect_locked`]: locks the entries in `hits`, collects
+    /// again into `fresh`, until the two agree.
+    #[allow(clippy::too_many_arguments)]
+    fn lock_collected(
+        &mut self,
+        store: &crate::table::IndexStore,
+        (lo, hi): ScanBounds<'_>,
+        reverse: bool,
+        limit: usize,
+        hits: &mut Hits,
+        fresh: &mut Hits,
+        what: &str,
+        next: (u32, u32, bool),
+        mut lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
+    ) -> TxResult<()> {
         loop {
             for (key, loc) in hits.iter() {
-                lock_entry(self, key, *loc)?;
+                lock_entry(self, key, loc)?;
             }
             // The gaps between entries are guarded by the entries' own locks (an insert
             // locks the key after it). What is left is the gap above the highest entry: a
@@ -936,14 +1018,14 @@ impl<'db> Transaction<'db> {
             if reverse {
                 self.lock_next_key((next.0, next.1), store, None, hi.1.map(|_| hi.0), next.2)?;
             } else if hits.len() < limit {
-                let last = hits.last().map(|h| h.0.as_slice());
+                let last = hits.last_key();
                 self.lock_next_key((next.0, next.1), store, last, hi.1.map(|_| hi.0), next.2)?;
             }
-            Self::collect(store, lo, hi, reverse, limit, &mut fresh, what)?;
-            if fresh == *hits {
+            Self::collect(store, lo, hi, reverse, limit, fresh, what)?;
+            if *fresh == *hits {
                 return Ok(());
             }
-            std::mem::swap(hits, &mut fresh);
+            std::mem::swap(hits, fresh);
         }
     }
 
@@ -1423,7 +1505,7 @@ impl Tx for Transaction<'_> {
             let locked = self.db.locks.is_some();
             for (key, loc) in hits.iter() {
                 let loc = if locked {
-                    Some(*loc)
+                    Some(loc)
                 } else {
                     table.primary.get(key)?
                 };
@@ -1492,7 +1574,7 @@ impl Tx for Transaction<'_> {
             let mut check = Vec::new();
             for (entry, loc) in hits.iter() {
                 // The record must still carry this entry.
-                let row = table.records.with(*loc, |rec| {
+                let row = table.records.with(loc, |rec| {
                     let _ = index.key.encode_record(&table.layout, rec, &mut check);
                     if entry.starts_with(&check) {
                         Some(Self::project(&table.layout, rec, fetch))
