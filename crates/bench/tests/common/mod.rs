@@ -9,9 +9,14 @@ use workloads::{Mix, WorkloadOptions};
 /// `glass profile tpcc --mix paper` at scale 1, in memory: `txns` transactions of each type,
 /// the database set up for `set_up_for` threads.
 pub fn profile_paper_mix(set_up_for: usize, txns: u64) -> Vec<TypeProfile> {
+    profile_tpcc(Mix::Paper, set_up_for, txns)
+}
+
+/// `glass profile tpcc --mix MIX` at scale 1, in memory.
+pub fn profile_tpcc(mix: Mix, set_up_for: usize, txns: u64) -> Vec<TypeProfile> {
     let options = WorkloadOptions {
         scale: 1,
-        mix: Mix::Paper,
+        mix,
         ..WorkloadOptions::default()
     };
     let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcc", &options).unwrap();
