@@ -974,38 +974,10 @@ impl<'db> Transaction<'db> {
         if self.db.locks.is_none() {
             return Ok(());
         }
+        // The second collection goes into the session's other buffer, given back after.
         let mut fresh = std::mem::take(&mut self.s.hits_again);
-        let r = self.lock_collected(
-            store,
-            (lo, hi),
-            reverse,
-            limit,
-            hits,
-            &mut fresh,
-            what,
-            next,
-            lock_entry,
-        );
-        self.s.hits_again = fresh;
-        r
-    }
-
-    /// The loop of [`Transaction::collect_locked`]: locks the entries in `hits`, collects
-    /// again into `fresh`, until the two agree.
-    #[allow(clippy::too_many_arguments)]
-    fn lock_collected(
-        &mut self,
-        store: &crate::table::IndexStore,
-        (lo, hi): ScanBounds<'_>,
-        reverse: bool,
-        limit: usize,
-        hits: &mut Hits,
-        fresh: &mut Hits,
-        what: &str,
-        next: (u32, u32, bool),
-        mut lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
-    ) -> TxResult<()> {
-        loop {
+        let mut lock_entry = lock_entry;
+        let r = (|| loop {
             for (key, loc) in hits.iter() {
                 lock_entry(self, key, loc)?;
             }
@@ -1021,12 +993,14 @@ impl<'db> Transaction<'db> {
                 let last = hits.last_key();
                 self.lock_next_key((next.0, next.1), store, last, hi.1.map(|_| hi.0), next.2)?;
             }
-            Self::collect(store, lo, hi, reverse, limit, fresh, what)?;
-            if *fresh == *hits {
+            Self::collect(store, lo, hi, reverse, limit, &mut fresh, what)?;
+            if fresh == *hits {
                 return Ok(());
             }
-            std::mem::swap(hits, fresh);
-        }
+            std::mem::swap(hits, &mut fresh);
+        })();
+        self.s.hits_again = fresh;
+        r
     }
 
     /// Adds the index entries of the record at `loc` that `insert` just created: the
