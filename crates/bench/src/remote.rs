@@ -599,9 +599,35 @@ pub struct ServeReport {
     pub conditions: Vec<Condition>,
 }
 
+/// What the consistency check after serving says of the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every condition holds.
+    Consistent,
+    /// A condition broke, and batches committed alone wrote (`lone_writes` of them,
+    /// [`server::WorkerStats::lone_writes`]): what the autocommit mode does by design, since
+    /// each step of its procedures commits on its own. Not a fault of the server.
+    BrokenByAutocommit { lone_writes: u64 },
+    /// A condition broke and no batch was committed alone: every transaction ran whole (as a
+    /// stored procedure or an interactive transaction), so the server is at fault.
+    Fault,
+}
+
 impl ServeReport {
     pub fn consistent(&self) -> bool {
         self.conditions.iter().all(Condition::holds)
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        if self.consistent() {
+            Verdict::Consistent
+        } else if self.stats.lone_writes > 0 {
+            Verdict::BrokenByAutocommit {
+                lone_writes: self.stats.lone_writes,
+            }
+        } else {
+            Verdict::Fault
+        }
     }
 }
 
@@ -656,4 +682,34 @@ pub fn run_serve(
         .with_context(|| format!("check {} consistency", bench.workload))?;
     db.close().context("close the database")?;
     Ok(ServeReport { stats, conditions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(violated: bool, lone_writes: u64) -> ServeReport {
+        ServeReport {
+            stats: WorkerStats {
+                lone_writes,
+                ..WorkerStats::default()
+            },
+            conditions: vec![Condition {
+                name: "TPC-C 3.3.2.1".to_string(),
+                description: "W_YTD = sum(D_YTD)".to_string(),
+                violation: violated.then(|| "warehouse 1: 10 != 12".to_string()),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_broken_condition_is_a_fault_unless_batches_committed_alone() {
+        assert_eq!(report(false, 0).verdict(), Verdict::Consistent);
+        assert_eq!(report(false, 5).verdict(), Verdict::Consistent);
+        assert_eq!(
+            report(true, 5).verdict(),
+            Verdict::BrokenByAutocommit { lone_writes: 5 }
+        );
+        assert_eq!(report(true, 0).verdict(), Verdict::Fault);
+    }
 }

@@ -1,7 +1,8 @@
 //! `glass serve` and `glass bench --server` as a user runs them: the server prints where it
 //! listens, clients of every mode run against it over TCP and a Unix socket, SIGTERM stops it
-//! cleanly (exit 0, consistency checked); and with `--durable`, every commit acknowledged over
-//! the wire survives a `kill -9` of the server.
+//! cleanly (exit 0, consistency checked, conditions that autocommit clients broke explained);
+//! and with `--durable`, every commit acknowledged over the wire survives a `kill -9` of the
+//! server.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -132,15 +133,64 @@ fn serve_answers_every_mode_and_stops_cleanly_on_sigterm() {
 
     signal(&child, libc::SIGTERM);
     let status = child.wait().unwrap();
-    let mut rest = String::new();
-    for line in stdout.lines() {
-        rest.push_str(&line.unwrap());
-        rest.push('\n');
-    }
+    let rest = rest_of(stdout);
     assert!(status.success(), "{status}: {rest}");
     // TPC-B's conditions hold even after auto-committed steps: each moves money once.
     assert!(rest.contains("conditions hold"), "{rest}");
     assert!(!socket.exists(), "the socket file is left behind");
+}
+
+/// Reads the rest of a stopped server's output.
+fn rest_of(stdout: BufReader<std::process::ChildStdout>) -> String {
+    stdout.lines().map(|l| l.unwrap() + "\n").collect()
+}
+
+#[test]
+fn conditions_broken_by_autocommit_clients_are_explained_and_exit_0() {
+    let (mut child, stdout, addr) = serve(&[
+        "tpcc",
+        "--scale",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--quiet",
+    ]);
+    // TPC-C's procedures cut into steps that commit alone break its conditions: a Payment's
+    // warehouse and district updates commit apart, a New-Order that rolls back at its last
+    // item keeps its order.
+    let out = glass(&[
+        "bench",
+        "tpcc",
+        "--scale",
+        "1",
+        "--server",
+        &addr,
+        "--mode",
+        "autocommit",
+        "--threads",
+        "2",
+        "--duration",
+        "2",
+        "--warmup",
+        "0",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let rest = rest_of(stdout);
+    assert!(status.success(), "{status}: {rest}");
+    if rest.contains("VIOLATED") {
+        let expected = rest
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("(expected: "))
+            .unwrap_or_else(|| panic!("violations not explained: {rest}"));
+        let lone: u64 = expected.split(' ').next().unwrap().parse().unwrap();
+        assert!(lone > 0, "{rest}");
+        assert!(!rest.contains("a fault"), "{rest}");
+    }
 }
 
 #[test]

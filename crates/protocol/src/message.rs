@@ -124,6 +124,14 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether the operation changes the database (an update, insert or delete).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Op::Update { .. } | Op::Insert { .. } | Op::Delete { .. }
+        )
+    }
+
     /// The `columns` field for a read of `fetch`: `None` for every column, else their
     /// positions, each of which must fit a `u16`.
     pub fn columns(fetch: engine::Fetch<'_>) -> engine::TxResult<Option<Vec<u16>>> {

@@ -59,6 +59,12 @@ pub struct WorkerStats {
     pub timed_out: u64,
     /// Connections refused because the server held its maximum.
     pub refused: u64,
+    /// Autocommit batches outside a transaction that wrote and committed, each a transaction
+    /// of its own. The autocommit mode sends every step of a procedure so, and a procedure
+    /// cut into separately committed steps can break the workload's conditions; an
+    /// interactive client whose transaction fits one batch sends one too (the server cannot
+    /// tell them apart).
+    pub lone_writes: u64,
     /// Where the time went, with `ServerConfig::trace` (else zeros).
     pub phases: crate::trace::Phases,
 }
@@ -69,6 +75,7 @@ impl std::ops::AddAssign for WorkerStats {
         self.requests += o.requests;
         self.timed_out += o.timed_out;
         self.refused += o.refused;
+        self.lone_writes += o.lone_writes;
         self.phases += o.phases;
     }
 }

@@ -121,7 +121,7 @@ pub(crate) fn worker(
         }
     }
     drop(states);
-    stats.phases = tracer.finish();
+    tracer.finish_into(&mut stats);
     stats
 }
 
@@ -230,7 +230,7 @@ pub(crate) fn network(
     }
     control.open.fetch_sub(conns.len(), Ordering::AcqRel);
     stats.refused = refused.count;
-    stats.phases = tracer.finish();
+    tracer.finish_into(&mut stats);
     // Dropping `workers` (the request queues' senders) stops the workers, which drop their
     // connections' states and so abort the open transactions.
     stats

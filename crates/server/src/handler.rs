@@ -270,6 +270,9 @@ impl<'db> ConnState<'db> {
                             match tracer.time_cpu(Phase::QueryExecution, || txn.commit()) {
                                 Ok(()) => {
                                     tracer.transaction();
+                                    if ops.iter().any(Op::writes) {
+                                        tracer.lone_write();
+                                    }
                                     Response::Results { results }
                                 }
                                 Err(e) => failure(&e),

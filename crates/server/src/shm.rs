@@ -128,7 +128,7 @@ pub(crate) fn poller(shared: &Shared, control: &Control, region: Region) -> Work
         }
     }
     drop(states);
-    stats.phases = tracer.finish();
+    tracer.finish_into(&mut stats);
     stats
 }
 

@@ -108,6 +108,9 @@ pub struct Tracer {
     on: bool,
     pub phases: Phases,
     started: Option<(u64, u64)>,
+    /// Autocommit batches outside a transaction that wrote and committed: counted whether
+    /// tracing or not ([`crate::WorkerStats::lone_writes`]).
+    lone_writes: u64,
 }
 
 impl Tracer {
@@ -117,6 +120,7 @@ impl Tracer {
             on,
             phases: Phases::default(),
             started: on.then(thread_cpu_ns),
+            lone_writes: 0,
         }
     }
 
@@ -224,6 +228,19 @@ impl Tracer {
         if self.on {
             self.phases.transactions += 1;
         }
+    }
+
+    /// Counts an autocommit batch outside a transaction that wrote and committed: a
+    /// transaction of one batch, which is how the autocommit mode runs every step.
+    pub fn lone_write(&mut self) {
+        self.lone_writes += 1;
+    }
+
+    /// Hands the thread's totals to its statistics: the phases (with [`Tracer::finish`]) and
+    /// the lone writes.
+    pub(crate) fn finish_into(self, stats: &mut crate::control::WorkerStats) {
+        stats.lone_writes += self.lone_writes;
+        stats.phases = self.finish();
     }
 
     /// The thread's totals, its CPU time up to now included.

@@ -154,7 +154,7 @@ pub(crate) fn worker(
     // Dropping the connections aborts their open transactions.
     control.open.fetch_sub(conns.len(), Ordering::AcqRel);
     drop(conns);
-    stats.phases = tracer.finish();
+    tracer.finish_into(&mut stats);
     stats
 }
 
