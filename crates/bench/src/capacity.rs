@@ -251,22 +251,65 @@ pub fn check(
     Ok(())
 }
 
-/// The buffer pool a run of `workload` at `options.scale` gets when the user names none:
-/// its pages and a quarter more (for page splits), plus what a run of about ten seconds
-/// adds ([`RUN_GROWTH_PER_WAREHOUSE`] per TPC-C warehouse), at least 256 MiB. A pool smaller
-/// than the database turns a run meant to be in memory into one that copies pages in and out
-/// under the page table's latch: on 16 threads and 16 TPC-C warehouses (1.8 GiB of pages) a
-/// 256 MiB pool held the full engine to the throughput of one thread. Without the growth, a
-/// scaling run's two-warehouse point filled its pool within seconds and evicted while the
-/// one-warehouse point (at the 256 MiB floor) did not, which cost the two-thread point more
-/// than the one-thread point (on 2 cores, 66–69 K txn/s against 77 K with a 2 GiB pool;
-/// one thread 51 K against 54–56 K).
-pub fn pool_mib_for(workload: &str, options: &WorkloadOptions) -> usize {
+/// How much a run goes on for, which is what the data it inserts (and so its default pool)
+/// grows with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RunLength {
+    /// `threads` terminals for `seconds` in all (every round's warm-up and measured time).
+    Timed { threads: usize, seconds: f64 },
+    /// `txns` transactions in all, after `warmup_seconds` of warm-up on `threads` terminals.
+    Counted {
+        threads: usize,
+        txns: u64,
+        warmup_seconds: f64,
+    },
+    /// No end known in advance (a server): ten seconds of `threads` terminals.
+    Open { threads: usize },
+}
+
+impl RunLength {
+    /// Bytes TPC-C's terminals add over the run, at most: each terminal as fast as one core
+    /// ([`TPCC_GROWTH_PER_CORE_SECOND`]), and no more terminals at full speed than the
+    /// machine has cores.
+    fn tpcc_growth(self, cores: usize) -> u64 {
+        let busy = |threads: usize| threads.clamp(1, cores.max(1)) as f64;
+        let per_second = TPCC_GROWTH_PER_CORE_SECOND as f64;
+        let bytes = match self {
+            RunLength::Timed { threads, seconds } => busy(threads) * seconds.max(0.0) * per_second,
+            RunLength::Counted {
+                threads,
+                txns,
+                warmup_seconds,
+            } => {
+                busy(threads) * warmup_seconds.max(0.0) * per_second
+                    + txns as f64 * TPCC_GROWTH_PER_TXN as f64
+            }
+            RunLength::Open { threads } => busy(threads) * 10.0 * per_second,
+        };
+        bytes as u64
+    }
+}
+
+/// The buffer pool a run of `workload` at `options.scale` gets when the user names none: its
+/// pages and a quarter more (for page splits), plus what the run adds to them (TPC-C's
+/// orders and history, [`RunLength`]), at least 256 MiB. A pool smaller than the data turns a
+/// run meant to be in memory into one that copies pages in and out under the page table's
+/// latch: on 16 threads and 16 TPC-C warehouses (1.8 GiB of pages) a 256 MiB pool held the
+/// full engine to the throughput of one thread; on 2 cores a 10 s paper-mix run on one
+/// thread, with the 404 MiB that ten seconds of a slower core were given, wrote 41,000–45,000
+/// pages out and made 51,400–53,300 txn/s, against 53,500–59,300 with a pool it did not
+/// outgrow (four interleaved rounds). `cores` is the machine's.
+pub fn pool_mib_for(
+    workload: &str,
+    options: &WorkloadOptions,
+    run: RunLength,
+    cores: usize,
+) -> usize {
     let pages = Footprint::of(workload, options)
         .page_bytes
         .saturating_mul(options.scale);
     let growth = match workload {
-        "tpcc" => RUN_GROWTH_PER_WAREHOUSE.saturating_mul(options.scale),
+        "tpcc" => run.tpcc_growth(cores),
         _ => 0,
     };
     let mib = pages
@@ -277,10 +320,49 @@ pub fn pool_mib_for(workload: &str, options: &WorkloadOptions) -> usize {
     usize::try_from(mib).unwrap_or(usize::MAX)
 }
 
-/// Pages a TPC-C warehouse's terminal adds in about ten seconds at one core's speed: each
-/// New-Order inserts an order, a new order and ten order lines with their index entries
-/// (about 1.2 KB), some 20,000 of them a second on this project's 2-core machine.
-const RUN_GROWTH_PER_WAREHOUSE: u64 = 256 * MIB;
+/// [`pool_mib_for`] on this machine: its cores, and no more memory than it has. The room for
+/// growth gives way first: the pool keeps at least the database and a quarter, and with the
+/// data in memory too the two take at most three quarters of the available memory (a pool
+/// that does not fit even so is refused by [`check_machine`]).
+pub fn default_pool_mib(
+    workload: &str,
+    options: &WorkloadOptions,
+    db: &DbConfig,
+    run: RunLength,
+) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let wanted = pool_mib_for(workload, options, run, cores);
+    let floor = pool_mib_for(
+        workload,
+        options,
+        RunLength::Counted {
+            threads: 1,
+            txns: 0,
+            warmup_seconds: 0.0,
+        },
+        cores,
+    );
+    let machine = Machine::probe(db.path.as_deref());
+    let pages = match db.path {
+        None => Footprint::of(workload, options)
+            .page_bytes
+            .saturating_mul(options.scale),
+        Some(_) => 0,
+    };
+    let room = (machine.memory_bytes / 4 * 3).saturating_sub(pages) / MIB;
+    wanted
+        .min(usize::try_from(room).unwrap_or(usize::MAX))
+        .max(floor)
+}
+
+/// Bytes one TPC-C terminal inserts a second at one fast core's speed: the paper mix adds
+/// about 1 KB of pages a transaction (a New-Order's order, new order and ten order lines with
+/// their index entries, a Payment's history row, and the room page splits leave), measured at
+/// 52 MB a second on one of this project's 2 cores; a faster core runs 60,000 and more.
+const TPCC_GROWTH_PER_CORE_SECOND: u64 = 64 * MIB;
+
+/// Bytes one TPC-C transaction inserts at most, for runs that stop by count.
+const TPCC_GROWTH_PER_TXN: u64 = 2048;
 
 /// Checks a command's sizes against this machine (see [`check`]).
 pub fn check_machine(
@@ -422,20 +504,67 @@ mod tests {
     }
 
     #[test]
-    fn the_default_pool_holds_the_whole_database() {
+    fn the_default_pool_holds_the_database_and_what_the_run_adds() {
         let tpcc = |scale| WorkloadOptions {
             scale,
             ..WorkloadOptions::default()
         };
-        // Each warehouse's 118 MiB of pages, a quarter more, and what a run adds to it.
+        let timed = |threads, seconds| RunLength::Timed { threads, seconds };
+        // Each warehouse's 118 MiB of pages, a quarter more, and what the run adds to it.
         for scale in [1, 2, 16] {
-            let pool = pool_mib_for("tpcc", &tpcc(scale)) as u64 * MIB;
             let pages = scale * Footprint::of("tpcc", &tpcc(scale)).page_bytes;
-            let growth = scale * RUN_GROWTH_PER_WAREHOUSE;
-            assert!(pool >= pages + pages / 4 + growth, "{scale}: {pool}");
-            assert!(pool < pages * 2 + growth, "{scale}: {pool}");
+            for (threads, seconds) in [(1, 3.0), (2, 12.0), (16, 4.0)] {
+                let pool = pool_mib_for("tpcc", &tpcc(scale), timed(threads, seconds), 16);
+                let growth = (threads as f64 * seconds) as u64 * TPCC_GROWTH_PER_CORE_SECOND;
+                let pool = pool as u64 * MIB;
+                assert!(pool >= pages + pages / 4 + growth, "{scale}: {pool}");
+                assert!(pool < pages * 2 + growth, "{scale}: {pool}");
+            }
         }
-        assert_eq!(pool_mib_for("voter", &tpcc(100)), 256);
+        // Two threads on two warehouses grow twice what one does; longer runs more.
+        let one = pool_mib_for("tpcc", &tpcc(1), timed(1, 12.0), 2);
+        assert!(pool_mib_for("tpcc", &tpcc(1), timed(2, 12.0), 2) > one);
+        assert!(pool_mib_for("tpcc", &tpcc(1), timed(1, 30.0), 2) > one);
+        // Threads beyond the cores add nothing: they share the cores' speed.
+        assert_eq!(
+            pool_mib_for("tpcc", &tpcc(8), timed(8, 12.0), 2),
+            pool_mib_for("tpcc", &tpcc(8), timed(2, 12.0), 2)
+        );
+        // A run that stops by count grows by its transactions.
+        let counted = |txns| RunLength::Counted {
+            threads: 1,
+            txns,
+            warmup_seconds: 0.0,
+        };
+        assert!(
+            pool_mib_for("tpcc", &tpcc(4), counted(1_000_000), 2)
+                > pool_mib_for("tpcc", &tpcc(4), counted(1_000), 2)
+        );
+        assert_eq!(pool_mib_for("voter", &tpcc(100), timed(2, 10.0), 2), 256);
+    }
+
+    #[test]
+    fn the_default_pool_gives_way_to_the_memory_available() {
+        let options = WorkloadOptions {
+            scale: 1,
+            ..WorkloadOptions::default()
+        };
+        // An hour on this machine's cores asks for more than it has; the default gives way
+        // but keeps the database and a quarter.
+        let hour = RunLength::Timed {
+            threads: 64,
+            seconds: 3600.0,
+        };
+        let db = DbConfig::default();
+        let pool = default_pool_mib("tpcc", &options, &db, hour) as u64 * MIB;
+        let machine = Machine::probe(None);
+        let pages = Footprint::of("tpcc", &options).page_bytes;
+        assert!(pool >= pages + pages / 4, "{pool}");
+        assert!(
+            pool <= (machine.memory_bytes / 4 * 3).max(256 * MIB),
+            "{pool} of {}",
+            machine.memory_bytes
+        );
     }
 
     #[test]

@@ -992,7 +992,7 @@ fn ensure_loaded(dir: &Path, warehouses: u64) -> anyhow::Result<()> {
         None => {
             let db = DbConfig {
                 path: Some(dir.to_path_buf()),
-                pool_mib: crate::capacity::pool_mib_for("tpcc", &options),
+                pool_mib: charm_pool_mib(&options),
                 ..DbConfig::default()
             };
             crate::run::run_load("tpcc", &options, &db, false)?;
@@ -1036,11 +1036,19 @@ fn probe_duration(config: &CharmConfig) -> Duration {
         .min(config.duration)
 }
 
+/// A pool that holds a TPC-C database of `options` and what a calibration run adds to it:
+/// the load's, the CPU calibration's, and the largest the pool search tries.
+fn charm_pool_mib(options: &WorkloadOptions) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = crate::capacity::RunLength::Open { threads: 1 };
+    crate::capacity::pool_mib_for("tpcc", options, run, cores)
+}
+
 /// Measures the CPU per transaction, sets the device latency, and sizes the pools.
 fn calibrate(config: &CharmConfig, dirs: &Dirs) -> anyhow::Result<Calibration> {
     let w = config.warehouses;
     let probe = probe_duration(config);
-    let cpu_pool_mib = crate::capacity::pool_mib_for("tpcc", &tpcc_options(w));
+    let cpu_pool_mib = charm_pool_mib(&tpcc_options(w));
     say(format_args!(
         "calibrating the CPU per transaction (conventional, 1 thread, no device latency, \
          {cpu_pool_mib} MiB pool)..."
@@ -1101,7 +1109,7 @@ fn calibrate(config: &CharmConfig, dirs: &Dirs) -> anyhow::Result<Calibration> {
         let search = Search {
             warehouses: 1,
             target: HIT_TARGETS[MAIN_POOL],
-            largest: crate::capacity::pool_mib_for("tpcc", &tpcc_options(1)),
+            largest: charm_pool_mib(&tpcc_options(1)),
             tolerance,
         };
         Some(size_pool(config, dirs, &search, &mut probes)?)

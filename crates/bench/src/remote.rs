@@ -644,7 +644,11 @@ pub fn run_serve(
     let mut db_config = bench.db.clone();
     db_config.threads = config.server.workers;
     if db_config.pool_mib == 0 {
-        db_config.pool_mib = crate::capacity::pool_mib_for(&bench.workload, &bench.options);
+        let run = crate::capacity::RunLength::Open {
+            threads: config.server.workers,
+        };
+        db_config.pool_mib =
+            crate::capacity::default_pool_mib(&bench.workload, &bench.options, &db_config, run);
     }
     crate::run::validate_switches(&db_config.switches, config.server.workers)?;
     let (db, _) = open_loaded(

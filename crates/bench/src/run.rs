@@ -87,6 +87,24 @@ pub struct BenchConfig {
 }
 
 impl BenchConfig {
+    /// How long the run goes on, every round and warm-up included (what its default pool
+    /// makes room for).
+    pub fn run_length(&self) -> crate::capacity::RunLength {
+        let rounds = f64::from(self.rounds.max(1));
+        let warmup = self.warmup.as_secs_f64() * rounds;
+        match self.stop {
+            Stop::Duration(d) => crate::capacity::RunLength::Timed {
+                threads: self.threads,
+                seconds: warmup + d.as_secs_f64() * rounds,
+            },
+            Stop::Txns(n) => crate::capacity::RunLength::Counted {
+                threads: self.threads,
+                txns: n.saturating_mul(u64::from(self.rounds.max(1))),
+                warmup_seconds: warmup,
+            },
+        }
+    }
+
     /// Defaults of `glass bench WORKLOAD`: its default scale, 2 threads, 10 s after a 1 s
     /// warm-up, the full preset, in memory.
     pub fn new(workload: &str) -> BenchConfig {
@@ -277,7 +295,8 @@ pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
     }
     let mut db = config.db.clone();
     if db.pool_mib == 0 {
-        db.pool_mib = crate::capacity::pool_mib_for(&config.workload, &options);
+        db.pool_mib =
+            crate::capacity::default_pool_mib(&config.workload, &options, &db, config.run_length());
     }
     let config = BenchConfig {
         options,

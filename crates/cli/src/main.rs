@@ -1751,15 +1751,21 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         },
         None => true,
     };
-    let profile_pool_mib = setup.pool_mib.map_or_else(
-        || bench::capacity::pool_mib_for(args.workload.name(), &options),
-        |m| m as usize,
-    );
-    let sized = DbConfig {
+    let mut sized = DbConfig {
         path: args.engine.db.clone(),
-        pool_mib: profile_pool_mib,
         ..engine_db(setup, switches)
     };
+    sized.pool_mib = setup.pool_mib.map_or_else(
+        || {
+            let run = bench::capacity::RunLength::Counted {
+                threads: 1,
+                txns: args.txns,
+                warmup_seconds: 0.0,
+            };
+            bench::capacity::default_pool_mib(args.workload.name(), &options, &sized, run)
+        },
+        |m| m as usize,
+    );
     bench::capacity::check_machine(args.workload.name(), &options, &sized, loading)?;
     if args.child {
         let workload = workloads::by_name(args.workload.name(), &options).map_err(UsageError)?;
@@ -1768,7 +1774,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
             .device
             .apply(args.engine.log_file.apply(DbConfig {
                 path: args.engine.db,
-                pool_mib: profile_pool_mib,
+                pool_mib: sized.pool_mib,
                 durable: args.engine.durable,
                 accept_log_loss: args.engine.accept_log_loss,
                 threads: 1,
@@ -1785,7 +1791,7 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
         .device
         .apply(args.engine.log_file.apply(DbConfig {
             path: args.engine.db.clone(),
-            pool_mib: profile_pool_mib,
+            pool_mib: sized.pool_mib,
             durable: args.engine.durable,
             accept_log_loss: args.engine.accept_log_loss,
             threads: 1,
