@@ -209,6 +209,10 @@ pub struct BenchResult {
     /// Fuzzy checkpoints during the run (warm-ups included), on disk.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<CheckpointSummary>,
+    /// Pages the buffer pool read from and wrote to its store during the run (warm-ups
+    /// included), when the engine has a pool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolSummary>,
     /// What the lock manager's waits cost during the run (warm-ups included), when the
     /// engine locks.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -403,6 +407,40 @@ pub struct CheckpointSummary {
     pub waits: u64,
 }
 
+/// The buffer pool's traffic with its store over a run. In memory a page read back means the
+/// data outgrew the pool: the run copied pages to and from the in-memory store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PoolSummary {
+    pub pool_mib: usize,
+    /// Whether the store is in memory (no `--db`).
+    pub in_memory: bool,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl PoolSummary {
+    /// The report's line, or `None` when the pool neither read nor wrote.
+    pub fn render(&self) -> Option<String> {
+        if self.reads == 0 && self.writes == 0 {
+            return None;
+        }
+        Some(if self.in_memory {
+            format!(
+                "pool: {} pages read back and {} written out (warm-up included): the data \
+                 outgrew the {} MiB pool, so this in-memory run copied pages to and from its \
+                 store; a larger --pool-mib keeps it in memory",
+                self.reads, self.writes, self.pool_mib
+            )
+        } else {
+            format!(
+                "pool: {} page reads and {} page writes (warm-up included) through the {} MiB \
+                 pool",
+                self.reads, self.writes, self.pool_mib
+            )
+        })
+    }
+}
+
 /// The log's work over a run: commits, and the forces (syncs) and writes that carried them.
 /// `forces_per_commit` below 1 is group commit at work: one force made several commits durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -523,6 +561,7 @@ impl BenchResult {
                 .collect(),
             log: None,
             checkpoints: None,
+            pool: None,
             locks: None,
             new_order_tpm,
             execution: None,
@@ -549,6 +588,12 @@ impl BenchResult {
 
     pub fn with_checkpoints(mut self, checkpoints: Option<CheckpointSummary>) -> BenchResult {
         self.checkpoints = checkpoints;
+        self
+    }
+
+    /// The same result with the pool's traffic with its store over the run.
+    pub fn with_pool(mut self, pool: Option<PoolSummary>) -> BenchResult {
+        self.pool = pool;
         self
     }
 
@@ -648,6 +693,9 @@ impl BenchResult {
                  for a checkpointer behind the log (warm-up included)",
                 c.background, c.in_commits, c.waits
             );
+        }
+        if let Some(line) = self.pool.as_ref().and_then(PoolSummary::render) {
+            let _ = writeln!(out, "{line}");
         }
         if let Some(l) = self.locks.filter(|l| l.waits > 0) {
             let _ = writeln!(
@@ -992,5 +1040,34 @@ mod tests {
         assert_eq!(rfc3339_utc(t), "2000-02-29T01:01:01Z");
         let t = UNIX_EPOCH + Duration::from_secs(1_735_689_599); // last second of 2024
         assert_eq!(rfc3339_utc(t), "2024-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn the_pool_line_says_an_in_memory_run_outgrew_its_pool() {
+        let quiet = PoolSummary {
+            pool_mib: 404,
+            in_memory: true,
+            reads: 0,
+            writes: 0,
+        };
+        assert_eq!(quiet.render(), None);
+        let outgrown = PoolSummary {
+            reads: 12,
+            writes: 30,
+            ..quiet
+        };
+        let line = outgrown.render().unwrap();
+        assert!(
+            line.starts_with("pool: 12 pages read back and 30 written out"),
+            "{line}"
+        );
+        assert!(line.contains("outgrew the 404 MiB pool"), "{line}");
+        let on_disk = PoolSummary {
+            in_memory: false,
+            ..outgrown
+        };
+        let line = on_disk.render().unwrap();
+        assert!(!line.contains("outgrew"), "{line}");
+        assert!(line.contains("12 page reads and 30 page writes"), "{line}");
     }
 }

@@ -386,6 +386,7 @@ pub fn run_workload(
             .collect::<anyhow::Result<Vec<_>>>()
     };
     let log_before = db.log().map(|l| l.stats());
+    let pool_before = db.pool().map(|p| p.io());
     let locks_before = db.lock_manager().map(|m| m.stats());
     let checkpoints_before = (
         db.background_checkpoints_taken(),
@@ -405,6 +406,15 @@ pub fn run_workload(
         .log()
         .zip(log_before)
         .map(|(l, before)| LogSummary::between(&before, &l.stats()));
+    let pool = db.pool().zip(pool_before).map(|(p, before)| {
+        let io = p.io().since(&before);
+        crate::report::PoolSummary {
+            pool_mib: db_config.pool_mib,
+            in_memory: db_config.path.is_none(),
+            reads: io.reads,
+            writes: io.writes,
+        }
+    });
     let locks = db
         .lock_manager()
         .zip(locks_before)
@@ -433,6 +443,7 @@ pub fn run_workload(
     .map(|r| {
         r.with_log(log)
             .with_checkpoints(checkpoints)
+            .with_pool(pool)
             .with_locks(locks)
             .with_execution(execution)
     })

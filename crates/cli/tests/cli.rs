@@ -440,3 +440,51 @@ fn an_errors_cause_is_printed_once() {
     assert_ne!(out.status.code(), Some(0), "{err}");
     assert!(err.matches("os error 21").count() <= 1, "{err}");
 }
+
+#[test]
+fn an_in_memory_run_that_outgrows_its_pool_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let run = |pool: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "tpcb",
+            "--scale",
+            "1",
+            "--txns",
+            "3000",
+            "--threads",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(pool);
+        let out = glass(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let result: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (stdout(&out), result)
+    };
+    // A 1 MiB pool holds a few of TPC-B's pages: the run reads pages back and writes them out.
+    let (printed, result) = run(&["--pool-mib", "1"]);
+    assert!(
+        printed.contains("the data outgrew the 1 MiB pool"),
+        "{printed}"
+    );
+    assert!(result["pool"]["reads"].as_u64().unwrap() > 0, "{result}");
+    assert!(result["pool"]["writes"].as_u64().unwrap() > 0, "{result}");
+    assert_eq!(result["pool"]["in_memory"], true, "{result}");
+    // The default pool holds the database and what the run adds: no page moves.
+    let (printed, result) = run(&[]);
+    assert!(!printed.contains("pool: "), "{printed}");
+    assert_eq!(result["pool"]["reads"], 0, "{result}");
+    assert_eq!(result["pool"]["writes"], 0, "{result}");
+}

@@ -387,6 +387,31 @@ fn counters_see_hits_misses_reads_writes_and_evictions() {
     assert_eq!(c.latches, 2 + 5, "table and frame latches: {}", c.latches);
 }
 
+#[test]
+fn the_pools_io_counts_every_threads_reads_and_write_backs() {
+    let pool =
+        BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config(2), None).unwrap();
+    let ids: Vec<PageId> = (0..3)
+        .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+        .collect();
+    // Placing page 3 wrote page 1 back; nothing was read (fresh pages are not read in).
+    let before = pool.io();
+    assert_eq!((before.reads, before.writes), (0, 1));
+    drop(pool.fix_shared(ids[2]).unwrap()); // hit: no I/O
+                                            // Another thread's miss: evicts a dirty page (a write) and reads page 1 back.
+    std::thread::scope(|s| {
+        s.spawn(|| drop(pool.fix_shared(ids[0]).unwrap()));
+    });
+    let io = pool.io().since(&before);
+    assert_eq!((io.reads, io.writes), (1, 1));
+    pool.flush_all().unwrap();
+    assert_eq!(
+        pool.io().since(&before).writes,
+        2,
+        "one dirty page left to flush"
+    );
+}
+
 /// A page store that counts the pages written to it.
 struct CountingStore {
     inner: MemPageStore,

@@ -65,4 +65,4 @@ pub mod stage;
 pub use frame::FrameId;
 pub use guard::{PageReadGuard, PageWriteGuard};
 pub(crate) use pool::{verify_page, PageIdHasher};
-pub use pool::{BufferPool, PoolConfig, ReadToken};
+pub use pool::{BufferPool, PoolConfig, PoolIo, ReadToken};

@@ -255,6 +255,32 @@ pub struct BufferPool {
     staging: AtomicBool,
     /// Pins held by transactions across fixes ([`super::stage::hold`]), all threads together.
     held_pins: AtomicUsize,
+    /// Pages read from and written to the store, all threads together: bumped only beside
+    /// the I/O itself, on a line of their own.
+    io: crossbeam::utils::CachePadded<IoTotals>,
+}
+
+#[derive(Default)]
+struct IoTotals {
+    reads: AtomicU64,
+    writes: AtomicU64,
+}
+
+/// Pages a pool read from and wrote to its store, all threads together ([`BufferPool::io`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolIo {
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl PoolIo {
+    /// What happened between `earlier` and this reading.
+    pub fn since(&self, earlier: &PoolIo) -> PoolIo {
+        PoolIo {
+            reads: self.reads - earlier.reads,
+            writes: self.writes - earlier.writes,
+        }
+    }
 }
 
 impl BufferPool {
@@ -322,6 +348,7 @@ impl BufferPool {
             table: Latch::new(table, config.latching),
             staging: AtomicBool::new(false),
             held_pins: AtomicUsize::new(0),
+            io: Default::default(),
         })
     }
 
@@ -868,6 +895,14 @@ impl BufferPool {
         }
     }
 
+    /// Pages read from and written back to the store so far, all threads together.
+    pub fn io(&self) -> PoolIo {
+        PoolIo {
+            reads: self.io.reads.load(Ordering::Relaxed),
+            writes: self.io.writes.load(Ordering::Relaxed),
+        }
+    }
+
     /// Reads page `id` from the store and checks it: an all-zero page is fresh; otherwise the
     /// magic, the checksum and the stored page id must be right.
     fn read_in(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
@@ -877,6 +912,7 @@ impl BufferPool {
         drop(reading);
         super::stage::note_read(started.elapsed());
         counters::bump_read();
+        self.io.reads.fetch_add(1, Ordering::Relaxed);
         verify_page(id, buf)
     }
 
@@ -902,6 +938,7 @@ impl BufferPool {
         drop(writing);
         super::stage::note_write(started.elapsed());
         counters::bump_write();
+        self.io.writes.fetch_add(1, Ordering::Relaxed);
         frame.rec_lsn.store(0, Ordering::Relaxed);
         frame.dirty.store(false, Ordering::Release);
         Ok(())
