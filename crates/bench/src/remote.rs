@@ -597,6 +597,8 @@ pub struct ServeConfig {
 pub struct ServeReport {
     pub stats: WorkerStats,
     pub conditions: Vec<Condition>,
+    /// Pages the buffer pool read from and wrote to its store while serving.
+    pub pool: Option<crate::report::PoolSummary>,
 }
 
 /// What the consistency check after serving says of the server.
@@ -659,6 +661,7 @@ pub fn run_serve(
         &db_config,
         &status,
     )?;
+    let pool_before = db.pool().map(|p| p.io());
     let server = Server::start(Arc::clone(&db), workload.as_ref(), config.server.clone())
         .context("start the server")?;
     for endpoint in server.endpoints() {
@@ -676,6 +679,15 @@ pub fn run_serve(
     }
     status.say(format_args!("stopping..."));
     let stats = server.stop();
+    let pool = db.pool().zip(pool_before).map(|(p, before)| {
+        let io = p.io().since(&before);
+        crate::report::PoolSummary {
+            pool_mib: db_config.pool_mib,
+            in_memory: db_config.path.is_none(),
+            reads: io.reads,
+            writes: io.writes,
+        }
+    });
     status.say(format_args!(
         "served {} connections, {} requests ({} refused, {} idle transactions aborted); \
          checking consistency...",
@@ -685,7 +697,11 @@ pub fn run_serve(
         .check(&db)
         .with_context(|| format!("check {} consistency", bench.workload))?;
     db.close().context("close the database")?;
-    Ok(ServeReport { stats, conditions })
+    Ok(ServeReport {
+        stats,
+        conditions,
+        pool,
+    })
 }
 
 #[cfg(test)]
@@ -698,6 +714,7 @@ mod tests {
                 lone_writes,
                 ..WorkerStats::default()
             },
+            pool: None,
             conditions: vec![Condition {
                 name: "TPC-C 3.3.2.1".to_string(),
                 description: "W_YTD = sum(D_YTD)".to_string(),

@@ -419,22 +419,22 @@ pub struct PoolSummary {
 }
 
 impl PoolSummary {
-    /// The report's line, or `None` when the pool neither read nor wrote.
-    pub fn render(&self) -> Option<String> {
+    /// The report's line, or `None` when the pool neither read nor wrote. `span` says over
+    /// what the pages were counted, e.g. "(warm-up included)".
+    pub fn render(&self, span: &str) -> Option<String> {
         if self.reads == 0 && self.writes == 0 {
             return None;
         }
         Some(if self.in_memory {
             format!(
-                "pool: {} pages read back and {} written out (warm-up included): the data \
-                 outgrew the {} MiB pool, so this in-memory run copied pages to and from its \
-                 store; a larger --pool-mib keeps it in memory",
+                "pool: {} pages read back and {} written out {span}: the data outgrew the {} \
+                 MiB pool, so this in-memory run copied pages to and from its store; a larger \
+                 --pool-mib keeps it in memory",
                 self.reads, self.writes, self.pool_mib
             )
         } else {
             format!(
-                "pool: {} page reads and {} page writes (warm-up included) through the {} MiB \
-                 pool",
+                "pool: {} page reads and {} page writes {span} through the {} MiB pool",
                 self.reads, self.writes, self.pool_mib
             )
         })
@@ -694,7 +694,7 @@ impl BenchResult {
                 c.background, c.in_commits, c.waits
             );
         }
-        if let Some(line) = self.pool.as_ref().and_then(PoolSummary::render) {
+        if let Some(line) = self.pool.and_then(|p| p.render("(warm-up included)")) {
             let _ = writeln!(out, "{line}");
         }
         if let Some(l) = self.locks.filter(|l| l.waits > 0) {
@@ -1050,15 +1050,15 @@ mod tests {
             reads: 0,
             writes: 0,
         };
-        assert_eq!(quiet.render(), None);
+        assert_eq!(quiet.render("(warm-up included)"), None);
         let outgrown = PoolSummary {
             reads: 12,
             writes: 30,
             ..quiet
         };
-        let line = outgrown.render().unwrap();
+        let line = outgrown.render("(warm-up included)").unwrap();
         assert!(
-            line.starts_with("pool: 12 pages read back and 30 written out"),
+            line.starts_with("pool: 12 pages read back and 30 written out (warm-up included)"),
             "{line}"
         );
         assert!(line.contains("outgrew the 404 MiB pool"), "{line}");
@@ -1066,8 +1066,11 @@ mod tests {
             in_memory: false,
             ..outgrown
         };
-        let line = on_disk.render().unwrap();
+        let line = on_disk.render("while serving").unwrap();
         assert!(!line.contains("outgrew"), "{line}");
-        assert!(line.contains("12 page reads and 30 page writes"), "{line}");
+        assert!(
+            line.contains("12 page reads and 30 page writes while serving"),
+            "{line}"
+        );
     }
 }

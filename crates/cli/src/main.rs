@@ -1271,6 +1271,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("write {}", path.display()))?;
         }
     }
+    if let Some(line) = report.pool.and_then(|p| p.render("while serving")) {
+        println!("{line}");
+    }
     let held = report.conditions.iter().filter(|c| c.holds()).count();
     println!(
         "consistency: {held} of {} conditions hold",

@@ -137,6 +137,8 @@ fn serve_answers_every_mode_and_stops_cleanly_on_sigterm() {
     assert!(status.success(), "{status}: {rest}");
     // TPC-B's conditions hold even after auto-committed steps: each moves money once.
     assert!(rest.contains("conditions hold"), "{rest}");
+    // The default pool held the database and what the clients added.
+    assert!(!rest.contains("pool: "), "{rest}");
     assert!(!socket.exists(), "the socket file is left behind");
 }
 
@@ -191,6 +193,30 @@ fn conditions_broken_by_autocommit_clients_are_explained_and_exit_0() {
         assert!(lone > 0, "{rest}");
         assert!(!rest.contains("a fault"), "{rest}");
     }
+}
+
+#[test]
+fn a_server_whose_data_outgrew_its_pool_says_so_when_it_stops() {
+    let (mut child, stdout, addr) = serve(&[
+        "tpcb",
+        "--scale",
+        "2",
+        "--listen",
+        "127.0.0.1:0",
+        "--pool-mib",
+        "1",
+        "--quiet",
+    ]);
+    let out = bench(&addr, "sp", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let rest = rest_of(stdout);
+    assert!(status.success(), "{status}: {rest}");
+    assert!(
+        rest.contains("written out while serving: the data outgrew the 1 MiB pool"),
+        "{rest}"
+    );
 }
 
 #[test]
