@@ -679,15 +679,7 @@ pub fn run_serve(
     }
     status.say(format_args!("stopping..."));
     let stats = server.stop();
-    let pool = db.pool().zip(pool_before).map(|(p, before)| {
-        let io = p.io().since(&before);
-        crate::report::PoolSummary {
-            pool_mib: db_config.pool_mib,
-            in_memory: db_config.path.is_none(),
-            reads: io.reads,
-            writes: io.writes,
-        }
-    });
+    let pool = crate::report::PoolSummary::since(&db, &db_config, pool_before);
     status.say(format_args!(
         "served {} connections, {} requests ({} refused, {} idle transactions aborted); \
          checking consistency...",

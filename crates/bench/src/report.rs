@@ -419,6 +419,22 @@ pub struct PoolSummary {
 }
 
 impl PoolSummary {
+    /// What `db`'s pool (of `config`) read and wrote since `before` (its `io()` then).
+    pub fn since(
+        db: &engine::db::Database,
+        config: &engine::db::DbConfig,
+        before: Option<storage::buffer::PoolIo>,
+    ) -> Option<PoolSummary> {
+        let (pool, before) = db.pool().zip(before)?;
+        let io = pool.io().since(&before);
+        Some(PoolSummary {
+            pool_mib: config.pool_mib,
+            in_memory: config.path.is_none(),
+            reads: io.reads,
+            writes: io.writes,
+        })
+    }
+
     /// The report's line, or `None` when the pool neither read nor wrote. `span` says over
     /// what the pages were counted, e.g. "(warm-up included)".
     pub fn render(&self, span: &str) -> Option<String> {

@@ -406,15 +406,7 @@ pub fn run_workload(
         .log()
         .zip(log_before)
         .map(|(l, before)| LogSummary::between(&before, &l.stats()));
-    let pool = db.pool().zip(pool_before).map(|(p, before)| {
-        let io = p.io().since(&before);
-        crate::report::PoolSummary {
-            pool_mib: db_config.pool_mib,
-            in_memory: db_config.path.is_none(),
-            reads: io.reads,
-            writes: io.writes,
-        }
-    });
+    let pool = crate::report::PoolSummary::since(&db, &db_config, pool_before);
     let locks = db
         .lock_manager()
         .zip(locks_before)
