@@ -1,10 +1,12 @@
 //! Heap allocations per transaction (`bench::allocator::Counting`, `glass profile`).
 //!
 //! This test binary installs the counting allocator, as `glass` does. A transaction reuses
-//! its thread's session (undo list, key and record buffers) from the transaction before it;
-//! a change that allocates them anew for each transaction, or any new allocation on the paper
-//! mix's path, pushes a type over its budget here (measured: New-Order 7.1 blocks, Payment
-//! 3.6; 15.1 and 11.6 when every transaction allocated its session).
+//! its thread's session (undo list, key and record buffers, its active-transaction entry)
+//! from the transaction before it; a change that allocates them anew for each transaction,
+//! or any new allocation on the paper mix's path, pushes a type over its budget here. This
+//! test's short runs measured New-Order 8.7 blocks, Payment 3.2 (9.7 and 4.2 with a new
+//! active-transaction entry each); `glass profile tpcc --mix paper --txns 2000`, 6.1 and 2.6
+//! (15.1 and 11.6 when every transaction allocated its session).
 
 use bench::allocator::{thread_allocations, Counting};
 use bench::table4;
@@ -50,8 +52,8 @@ fn the_paper_mix_stays_within_its_allocation_budget() {
         let (blocks, bytes) = t.allocations.expect("counted");
         let per = |v: u64| v as f64 / t.txns as f64;
         let (most_blocks, most_bytes) = match t.name.as_str() {
-            "new_order" => (10.0, 4096.0),
-            "payment" => (6.0, 2048.0),
+            "new_order" => (9.2, 4096.0),
+            "payment" => (3.8, 2048.0),
             other => panic!("no budget for {other}"),
         };
         assert!(

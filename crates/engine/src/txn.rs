@@ -86,6 +86,9 @@ pub(crate) struct Session {
     /// Emptied when a transaction begins, so a hint never outlives its transaction (nor its
     /// database: sessions are kept per thread).
     leaf_hints: ArrayVec<(u32, LeafHint), LEAF_HINTS>,
+    /// The last transaction's entry in the active-transaction table (`xactions` on), renewed
+    /// for the next one when no one else holds it: a transaction allocates none.
+    spare_active: Option<Arc<ActiveTxn>>,
 }
 
 /// How many indexes a transaction keeps a leaf hint for; further ones take the last place.
@@ -145,11 +148,24 @@ impl Session {
             spans: Vec::with_capacity(8),
             deleted: Vec::new(),
             leaf_hints: ArrayVec::new(),
+            spare_active: None,
         }
     }
 
     /// Bytes the session's buffers hold (their capacities), roughly: what a thread keeps
     /// between transactions if it keeps this session.
+    /// An active-transaction entry for transaction `id`: the spare one renewed if no one
+    /// else holds it, else a new one.
+    fn active_entry(&mut self, id: TxnId) -> Arc<ActiveTxn> {
+        if let Some(mut spare) = self.spare_active.take() {
+            if let Some(entry) = Arc::get_mut(&mut spare) {
+                *entry = ActiveTxn::new(id);
+                return spare;
+            }
+        }
+        Arc::new(ActiveTxn::new(id))
+    }
+
     fn retained_bytes(&self) -> usize {
         fn bytes<T>(v: &Vec<T>) -> usize {
             v.capacity() * std::mem::size_of::<T>()
@@ -264,7 +280,7 @@ impl<'db> Transaction<'db> {
             .flatten()
             .unwrap_or_else(|| Box::new(Session::sized()));
         let (active, active_shard) = if db.xactions {
-            let active = Arc::new(ActiveTxn::new(id));
+            let active = s.active_entry(id);
             let shard = db.register(&active);
             (Some(active), shard)
         } else {
@@ -424,6 +440,7 @@ impl<'db> Transaction<'db> {
         }
         if let Some(a) = self.active.take() {
             self.db.deregister(&a, self.active_shard);
+            self.s.spare_active = Some(a);
         }
         // The session goes back to the thread for its next transaction, unless a large
         // transaction grew it (a bulk load's undo list): that memory is returned instead. An
@@ -1582,6 +1599,37 @@ mod tests {
                 .as_ref()
                 .map(|s| (s.undo.arena.as_ptr(), s.retained_bytes()))
         })
+    }
+
+    /// A transaction takes its active-transaction entry from the thread's session, as the last
+    /// one left it, unless someone else still holds that entry.
+    #[test]
+    fn a_thread_reuses_its_active_transaction_entry() {
+        let db = Database::open(DbConfig {
+            switches: Switches::preset(Preset::Full),
+            pool_mib: 64,
+            ..DbConfig::default()
+        })
+        .unwrap();
+        let tx = db.begin().unwrap();
+        let first = Arc::as_ptr(tx.active.as_ref().unwrap());
+        let first_id = tx.id();
+        tx.commit().unwrap();
+        let tx = db.begin().unwrap();
+        let entry = tx.active.as_ref().unwrap();
+        assert_eq!(Arc::as_ptr(entry), first, "the same entry");
+        assert_eq!(entry.id.0, tx.id());
+        assert_ne!(tx.id(), first_id);
+        assert_eq!(entry.last_lsn.load(Ordering::Relaxed), 0, "renewed");
+        assert!(!entry.committed.load(Ordering::Relaxed), "renewed");
+        // Held elsewhere when the transaction ends, the entry is not renewed under its holder.
+        let held = Arc::clone(entry);
+        tx.commit().unwrap();
+        let tx = db.begin().unwrap();
+        assert_ne!(Arc::as_ptr(tx.active.as_ref().unwrap()), Arc::as_ptr(&held));
+        assert_ne!(held.id.0, tx.id(), "the holder's entry kept its id");
+        tx.abort().unwrap();
+        assert_eq!(db.running_transactions(), 0);
     }
 
     /// The full engine (`xactions` on) reuses the thread's session: the next transaction
