@@ -152,8 +152,6 @@ impl Session {
         }
     }
 
-    /// Bytes the session's buffers hold (their capacities), roughly: what a thread keeps
-    /// between transactions if it keeps this session.
     /// An active-transaction entry for transaction `id`: the spare one renewed if no one
     /// else holds it, else a new one.
     fn active_entry(&mut self, id: TxnId) -> Arc<ActiveTxn> {
@@ -166,6 +164,8 @@ impl Session {
         Arc::new(ActiveTxn::new(id))
     }
 
+    /// Bytes the session's buffers hold (their capacities), roughly: what a thread keeps
+    /// between transactions if it keeps this session.
     fn retained_bytes(&self) -> usize {
         fn bytes<T>(v: &Vec<T>) -> usize {
             v.capacity() * std::mem::size_of::<T>()
@@ -985,7 +985,7 @@ impl<'db> Transaction<'db> {
         hits: &mut Hits,
         what: &str,
         next: (u32, u32, bool),
-        lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
+        mut lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
     ) -> TxResult<()> {
         Self::collect(store, lo, hi, reverse, limit, hits, what)?;
         if self.db.locks.is_none() {
@@ -993,7 +993,6 @@ impl<'db> Transaction<'db> {
         }
         // The second collection goes into the session's other buffer, given back after.
         let mut fresh = std::mem::take(&mut self.s.hits_again);
-        let mut lock_entry = lock_entry;
         let r = (|| loop {
             for (key, loc) in hits.iter() {
                 lock_entry(self, key, loc)?;
@@ -1601,16 +1600,21 @@ mod tests {
         })
     }
 
-    /// A transaction takes its active-transaction entry from the thread's session, as the last
-    /// one left it, unless someone else still holds that entry.
-    #[test]
-    fn a_thread_reuses_its_active_transaction_entry() {
-        let db = Database::open(DbConfig {
+    /// The full engine in memory (`xactions` on).
+    fn full_db() -> Arc<Database> {
+        Database::open(DbConfig {
             switches: Switches::preset(Preset::Full),
             pool_mib: 64,
             ..DbConfig::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A transaction takes its active-transaction entry from the thread's session, as the last
+    /// one left it, unless someone else still holds that entry.
+    #[test]
+    fn a_thread_reuses_its_active_transaction_entry() {
+        let db = full_db();
         let tx = db.begin().unwrap();
         let first = Arc::as_ptr(tx.active.as_ref().unwrap());
         let first_id = tx.id();
@@ -1636,12 +1640,7 @@ mod tests {
     /// finds the same buffers. One whose undo list outgrew the bound is not kept.
     #[test]
     fn a_thread_keeps_its_session_unless_a_transaction_grew_it_large() {
-        let db = Database::open(DbConfig {
-            switches: Switches::preset(Preset::Full),
-            pool_mib: 64,
-            ..DbConfig::default()
-        })
-        .unwrap();
+        let db = full_db();
         assert!(db.xactions);
         let t = db
             .create_table(
