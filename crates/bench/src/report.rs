@@ -13,6 +13,7 @@
 //! | `prefetch`                    | prefetch hints acted on (false with `--no-prefetch`)     |
 //! | `log_runs`                    | log-buffer bytes reserved a run at a time (false with `--no-log-runs`) |
 //! | `log_run_bytes`               | the bytes of a run (`--log-run-bytes`; 0 where runs are off) |
+//! | `huge_pages`                  | the pool's images asked for in huge pages (true with `--huge-pages`) |
 //! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
 //! | `commit_gather`, `early_lock_release` | group commit's leader gathers committers (`--commit-gather`); locks released before the force (on unless `--no-early-lock-release`); both false unless the log is forced |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
@@ -59,6 +60,9 @@ pub struct RunConfiguration {
     /// Whether threads reserved log-buffer bytes a run at a time (`--no-log-runs` clears
     /// it; reports written before runs lack it: they reserved record by record).
     pub log_runs: bool,
+    /// Whether the pool's page images were asked for in transparent huge pages
+    /// (`--huge-pages`; reports written before lack it: they had small pages).
+    pub huge_pages: bool,
     /// The bytes a run reserved (`--log-run-bytes`); 0 where runs were off.
     pub log_run_bytes: usize,
     pub pool_mib: usize,
@@ -806,7 +810,7 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
     };
     let _ = write!(
         line,
-        " threads={} preset={} switches-off={} durable={}{}{} pool-mib={} db={}{} warmup={}s seed={} glass={} at={}",
+        " threads={} preset={} switches-off={} durable={}{}{}{} pool-mib={} db={}{} warmup={}s seed={} glass={} at={}",
         c.threads,
         c.preset,
         switches,
@@ -817,6 +821,7 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
             (true, wal::RUN_BYTES) => String::new(),
             (true, bytes) => format!(" log-run-bytes={bytes}"),
         },
+        if c.huge_pages { " huge-pages=on" } else { "" },
         c.pool_mib,
         c.db.as_deref().unwrap_or("memory"),
         match (&c.log_sync, c.log_prealloc_mib) {
@@ -889,6 +894,7 @@ mod tests {
             prefetch: true,
             log_runs: true,
             log_run_bytes: wal::RUN_BYTES,
+            huge_pages: false,
             pool_mib: 64,
             db: None,
             log_sync: None,
@@ -970,6 +976,7 @@ mod tests {
             "prefetch",
             "log_runs",
             "log_run_bytes",
+            "huge_pages",
             "pool_mib",
             "glass_version",
             "timestamp",

@@ -588,6 +588,7 @@ pub(crate) fn bench_result(
         durable: db_config.durable,
         prefetch: db_config.prefetch,
         log_runs: db_config.log_runs,
+        huge_pages: db_config.huge_pages,
         log_run_bytes: if db_config.log_runs {
             db_config.log_run_bytes
         } else {

@@ -468,6 +468,11 @@ struct EngineSetupArgs {
     /// not forced use runs; see docs/ARCHITECTURE.md, "Runs").
     #[arg(long)]
     no_log_runs: bool,
+    /// Ask the kernel to back the buffer pool's page images with transparent huge pages (a
+    /// fault per 2 MiB instead of per 4 KiB; measured no faster for TPC-C, and slower to
+    /// load: see docs/performance.md).
+    #[arg(long)]
+    huge_pages: bool,
     /// The log-buffer bytes a thread reserves at once for its page-redo records (a run):
     /// more is fewer compare-and-swaps on the log's tail, and more padding where the buffer
     /// is taken while runs are open.
@@ -1073,6 +1078,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         shared_insert_pages: setup.shared_insert_pages,
         prefetch: !setup.no_prefetch,
         log_runs: !setup.no_log_runs,
+        huge_pages: setup.huge_pages,
         log_run_bytes: setup.log_run_bytes as usize,
         switches,
         checkpoint_bytes: setup.checkpoint_kib << 10,

@@ -228,18 +228,21 @@ fn bench_tpcb_end_to_end_writes_every_field() {
     assert_result_json(&json, "tpcb", 200);
 }
 
-/// `--no-prefetch` reaches the engine's configuration and the result: recorded in the JSON
-/// and on the config line, where a run with hints says nothing.
+/// `--no-prefetch` and `--huge-pages` reach the engine's configuration and the result:
+/// recorded in the JSON and on the config line, where a run with the defaults says nothing.
 #[test]
-fn no_prefetch_is_recorded_in_the_result() {
+fn engine_flags_are_recorded_in_the_result() {
     let dir = tempfile::tempdir().unwrap();
-    for (flag, prefetch) in [(None, true), (Some("--no-prefetch"), false)] {
-        let json = dir.path().join(format!("{prefetch}.json"));
+    let flags = [
+        (None, [true, false]),
+        (Some("--no-prefetch"), [false, false]),
+        (Some("--huge-pages"), [true, true]),
+    ];
+    for (i, (flag, [prefetch, huge_pages])) in flags.into_iter().enumerate() {
+        let json = dir.path().join(format!("{i}.json"));
         let mut args = vec![
             "bench",
             "tpcb",
-            "--preset",
-            "stripped",
             "--threads",
             "1",
             "--txns",
@@ -255,8 +258,14 @@ fn no_prefetch_is_recorded_in_the_result() {
         assert_result_json(&json, "tpcb", 100);
         let result: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        assert_eq!(result["prefetch"], prefetch);
-        assert_eq!(stdout(&out).contains("prefetch=off"), !prefetch);
+        assert_eq!(result["prefetch"], prefetch, "{flag:?}");
+        assert_eq!(result["huge_pages"], huge_pages, "{flag:?}");
+        assert_eq!(stdout(&out).contains("prefetch=off"), !prefetch, "{flag:?}");
+        assert_eq!(
+            stdout(&out).contains("huge-pages=on"),
+            huge_pages,
+            "{flag:?}"
+        );
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
-use storage::buffer::{BufferPool, PoolConfig};
+use storage::buffer::{BufferPool, FrameMemory, PoolConfig};
 use storage::file::{FilePageStore, MemPageStore, PageStore};
 use storage::heap::HeapFile;
 use storage::memstore::MemStore;
@@ -142,6 +142,10 @@ pub struct DbConfig {
     pub log_runs: bool,
     /// The bytes a run reserves at once (`wal::LogConfig::run_bytes`).
     pub log_run_bytes: usize,
+    /// Ask the kernel to back the buffer pool's page images with transparent huge pages
+    /// ([`storage::FrameMemory::Huge`]). Off by default: measured, TPC-C ran no faster with
+    /// them and loaded slower (docs/performance.md).
+    pub huge_pages: bool,
     /// How long a transaction waits for a lock before it fails with a retryable error (when
     /// no deadlock is found sooner). A server whose worker thread serves many connections
     /// bounds it tightly: a wait for a lock that an idle connection on the same worker holds
@@ -187,6 +191,7 @@ impl Default for DbConfig {
             gather_commits: false,
             early_lock_release: true,
             log_runs: true,
+            huge_pages: false,
             log_run_bytes: wal::RUN_BYTES,
             lock_wait_timeout: std::time::Duration::from_secs(10),
             device: storage::DeviceModel::none(),
@@ -490,7 +495,7 @@ impl Database {
             };
             let frames = (config.pool_mib.max(1) << 20) / page_size.bytes();
             let page_log = log.clone().map(|l| l as Arc<dyn PageLog>);
-            Some(Arc::new(BufferPool::new(
+            Some(Arc::new(BufferPool::with_memory(
                 store,
                 PoolConfig {
                     page_size,
@@ -498,6 +503,11 @@ impl Database {
                     latching,
                 },
                 page_log,
+                if config.huge_pages {
+                    FrameMemory::Huge
+                } else {
+                    FrameMemory::Small
+                },
             )?))
         } else {
             None

@@ -37,7 +37,7 @@ pub mod shard;
 pub mod shared;
 
 pub use btree::{BTree, IntKeyOrder, KeyOrder, SchemaKeyOrder};
-pub use buffer::{BufferPool, FrameId, PageReadGuard, PageWriteGuard, PoolConfig};
+pub use buffer::{BufferPool, FrameId, FrameMemory, PageReadGuard, PageWriteGuard, PoolConfig};
 pub use counters::StorageCounters;
 pub use device::{DelayedStore, DeviceModel, QueueMode};
 pub use error::{Fault, StorageError, StorageResult};

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use storage::buffer::{BufferPool, PoolConfig};
+use storage::buffer::{BufferPool, FrameMemory, PoolConfig};
 use storage::file::{FilePageStore, MemPageStore, PageStore};
 use storage::page::{PageKind, PAGE_HEADER_SIZE};
 use storage::{PageId, PageSize, StorageError};
@@ -34,6 +34,31 @@ fn check(pool: &BufferPool, id: PageId) {
     assert_eq!(g.page_id(), id);
     for (i, &b) in g[PAGE_HEADER_SIZE..].iter().enumerate() {
         assert_eq!(b, pattern(id.0, i), "page {id} byte {i}");
+    }
+}
+
+/// Both kinds of frame memory hold every frame's page apart from its neighbours', in a pool
+/// larger than a huge page (so its mapping is aligned and trimmed) and through evictions.
+#[test]
+fn pools_in_small_and_huge_pages_keep_every_page() {
+    for memory in [FrameMemory::Small, FrameMemory::Huge] {
+        let pool = BufferPool::with_memory(
+            Box::new(MemPageStore::new(PageSize::Kib8)),
+            config(300),
+            None,
+            memory,
+        )
+        .unwrap();
+        let ids: Vec<PageId> = (0..900)
+            .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+            .collect();
+        for &id in &ids {
+            fill(&pool, id);
+        }
+        for &id in ids.iter().rev() {
+            check(&pool, id);
+        }
+        pool.check_invariants();
     }
 }
 

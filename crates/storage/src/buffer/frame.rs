@@ -24,6 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+use super::memory::PageBuf;
 use crate::latch::Latch;
 use crate::page::PageId;
 
@@ -44,8 +45,8 @@ impl FrameId {
 /// share the frame's first cache line with its latch word (see [`Frame`]).
 #[repr(C)]
 pub(crate) struct FrameData {
-    /// One page image, header included.
-    pub buf: Box<[u8]>,
+    /// One page image, header included (in the pool's [`super::memory::FrameImages`]).
+    pub buf: PageBuf,
     /// The page whose image `buf` holds; `None` while a load is in progress or after it failed.
     pub page: Option<PageId>,
     /// The changed byte ranges `[start, end)` of the write guard holding the frame, not yet
@@ -104,11 +105,11 @@ impl Frame {
         self.pins.fetch_sub(1, Ordering::Release);
     }
 
-    pub fn new(page_size: usize, latching: bool) -> Frame {
+    pub fn new(buf: PageBuf, latching: bool) -> Frame {
         Frame {
             data: Latch::new(
                 FrameData {
-                    buf: vec![0u8; page_size].into_boxed_slice(),
+                    buf,
                     page: None,
                     ranges: Vec::new(),
                     zeroed: false,
@@ -134,12 +135,14 @@ impl Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffer::memory::{FrameImages, FrameMemory};
 
     /// Everything a fix touches lies in the frame's first cache line; frames are one line
     /// apart in the pool's array.
     #[test]
     fn a_fix_touches_one_cache_line() {
-        let frame = Frame::new(64, true);
+        let images = FrameImages::new(1, 64, FrameMemory::Small).unwrap();
+        let frame = Frame::new(images.image(0), true);
         let base = &frame as *const Frame as usize;
         let end_of = |field: usize, size: usize| field - base + size;
         // SAFETY: no guard exists; the frame is only read here.
@@ -157,7 +160,7 @@ mod tests {
             ("latch word", end_of(&frame.data as *const _ as usize, 8)),
             (
                 "buf",
-                end_of(&data.buf as *const _ as usize, size_of::<Box<[u8]>>()),
+                end_of(&data.buf as *const _ as usize, size_of::<PageBuf>()),
             ),
             (
                 "page",

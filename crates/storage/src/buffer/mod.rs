@@ -58,11 +58,13 @@
 
 mod frame;
 mod guard;
+mod memory;
 mod pool;
 mod replacer;
 pub mod stage;
 
 pub use frame::FrameId;
 pub use guard::{PageReadGuard, PageWriteGuard};
+pub use memory::FrameMemory;
 pub(crate) use pool::{verify_page, PageIdHasher};
 pub use pool::{BufferPool, PoolConfig, PoolIo, ReadToken};

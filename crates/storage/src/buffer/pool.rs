@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::frame::{Frame, FrameData, FrameId, NO_PAGE};
 use super::guard::{PageReadGuard, PageWriteGuard};
+use super::memory::{FrameImages, FrameMemory};
 use super::replacer::Clock;
 use crate::counters;
 use crate::error::{StorageError, StorageResult};
@@ -238,10 +239,10 @@ pub struct BufferPool {
     log: Option<Arc<dyn PageLog>>,
     page_size: usize,
     frames: Box<[Frame]>,
-    /// Where each frame's page image lies (`frames[f]`'s buffer, which is allocated once and
-    /// never moves), so that [`BufferPool::prefetch_page`] can find an image's lines without
-    /// first loading its frame's.
-    images: Box<[usize]>,
+    /// The frames' page images, one mapping (`frames[f]`'s is image `f`, which never moves),
+    /// so that [`BufferPool::prefetch_page`] can find an image's lines without first loading
+    /// its frame's. After `frames`, whose buffers point into it, so that it is dropped last.
+    images: FrameImages,
     /// Page → frame for page ids below `DIRECT_PAGES_MAX`: read without a latch, changed
     /// under the exclusive `table` latch.
     directory: FrameDirectory,
@@ -284,12 +285,23 @@ impl PoolIo {
 }
 
 impl BufferPool {
-    /// Creates a pool of `config.frames` frames over `store`. With `log`, every change made
-    /// through a write guard is logged and the WAL rule is obeyed on write-back.
+    /// Creates a pool of `config.frames` frames over `store`, its page images in small pages
+    /// ([`FrameMemory::Small`]). With `log`, every change made through a write guard is logged
+    /// and the WAL rule is obeyed on write-back.
     pub fn new(
         store: Box<dyn PageStore>,
         config: PoolConfig,
         log: Option<Arc<dyn PageLog>>,
+    ) -> StorageResult<BufferPool> {
+        Self::with_memory(store, config, log, FrameMemory::Small)
+    }
+
+    /// [`BufferPool::new`] with the frames' images in the pages `memory` names.
+    pub fn with_memory(
+        store: Box<dyn PageStore>,
+        config: PoolConfig,
+        log: Option<Arc<dyn PageLog>>,
+        memory: FrameMemory,
     ) -> StorageResult<BufferPool> {
         if config.frames == 0 || config.frames >= NO_FRAME as usize {
             return Err(StorageError::Invalid(format!(
@@ -312,21 +324,12 @@ impl BufferPool {
                 ),
             )
         };
+        let images = FrameImages::new(config.frames, page_size, memory)?;
         let mut frames = Vec::new();
         frames
             .try_reserve_exact(config.frames)
             .map_err(out_of_memory)?;
-        frames.extend((0..config.frames).map(|_| Frame::new(page_size, config.latching)));
-        let mut frames = frames.into_boxed_slice();
-        let mut images = Vec::new();
-        images
-            .try_reserve_exact(config.frames)
-            .map_err(out_of_memory)?;
-        images.extend(
-            frames
-                .iter_mut()
-                .map(|f| f.data.get_mut().buf.as_ptr() as usize),
-        );
+        frames.extend((0..config.frames).map(|i| Frame::new(images.image(i), config.latching)));
         let mut frame_page = Vec::new();
         frame_page
             .try_reserve_exact(config.frames)
@@ -342,8 +345,8 @@ impl BufferPool {
             store,
             log,
             page_size,
-            frames,
-            images: images.into_boxed_slice(),
+            frames: frames.into_boxed_slice(),
+            images,
             directory: FrameDirectory::new(),
             table: Latch::new(table, config.latching),
             staging: AtomicBool::new(false),
@@ -683,9 +686,10 @@ impl BufferPool {
             return;
         };
         crate::prefetch::line((self.mapped_frame(f) as *const Frame).cast());
-        let Some(&image) = self.images.get(f.index()) else {
+        if f.index() >= self.frames.len() {
             return;
-        };
+        }
+        let image = self.images.address(f.index());
         for &(start, len) in ranges {
             let end = start.saturating_add(len).min(self.page_size);
             if start < end {
@@ -720,7 +724,10 @@ impl BufferPool {
         let f = self.directory.get(id)?;
         let frame = self.mapped_frame(f);
         let version = frame.data.optimistic_version()?;
-        let image = *self.images.get(f.index())?;
+        if f.index() >= self.frames.len() {
+            return None;
+        }
+        let image = self.images.address(f.index());
         // SAFETY: the frame's data lives as long as the pool; `page` is a plain `Copy` value
         // read volatile, and a torn or stale one fails the check below or the validation.
         let page =
@@ -729,8 +736,8 @@ impl BufferPool {
             return None;
         }
         counters::bump_fix(id.0);
-        // SAFETY: `image` is the frame's page buffer (a boxed slice of `page_size` bytes that
-        // is never freed or moved while the pool lives). A writer holding the frame's latch may
+        // SAFETY: `image` is the frame's page buffer (`page_size` bytes of the pool's images,
+        // never unmapped or moved while the pool lives). A writer holding the frame's latch may
         // change its bytes meanwhile: whatever is read is discarded unless the validation
         // below shows no write happened.
         let bytes = unsafe { std::slice::from_raw_parts(image as *const u8, self.page_size) };

@@ -49,11 +49,13 @@ impl Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffer::memory::{FrameImages, FrameMemory};
     use std::sync::atomic::Ordering;
 
     #[test]
     fn clock_gives_second_chances_and_skips_pinned() {
-        let frames: Vec<Frame> = (0..3).map(|_| Frame::new(64, true)).collect();
+        let images = FrameImages::new(3, 64, FrameMemory::Small).unwrap();
+        let frames: Vec<Frame> = (0..3).map(|i| Frame::new(images.image(i), true)).collect();
         frames[0].referenced.store(true, Ordering::Relaxed);
         frames[1].pins.store(1, Ordering::Relaxed);
         let mut clock = Clock::new();
@@ -71,7 +73,8 @@ mod tests {
     /// latch, and reports no victim when every frame is latched.
     #[test]
     fn clock_skips_latched_frames() {
-        let frames: Vec<Frame> = (0..3).map(|_| Frame::new(64, true)).collect();
+        let images = FrameImages::new(3, 64, FrameMemory::Small).unwrap();
+        let frames: Vec<Frame> = (0..3).map(|i| Frame::new(images.image(i), true)).collect();
         let mut clock = Clock::new();
         let held = frames[0].data.read();
         assert_eq!(clock.pick(&frames), Some(FrameId(1)));
