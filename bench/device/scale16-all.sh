@@ -10,7 +10,8 @@
 #   5. durable TPC-B, one branch per thread, the log forced at every commit (group commit);
 #   6. where all the threads are: every thread's stack, two samples (cuda-gdb or gdb).
 # Writes log.txt, the JSON of each scaling table, the figure and stacks.txt under $OUT (or
-# target/scale16-all). About five minutes; STACKS=0 skips the stacks.
+# target/scale16-all). About seven minutes; SECTIONS="1 4 5" runs only those sections (default
+# all six; STACKS=0 also skips the sixth).
 set -u
 . "$(dirname "$0")/lib/stacks.sh"
 G=${GLASS:-target/release/glass}
@@ -21,38 +22,49 @@ n=$(nproc)
 echo "cores: $n; $(grep -m1 'model name' /proc/cpuinfo)"
 lscpu | grep -E '^(Thread|Core|Socket|NUMA node\(s\)|L3|CPU max MHz)' || true
 work=$(mktemp -d)
+want() { [[ " ${SECTIONS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 quiet() { grep -v '^\[\|^note\|^wrote'; }
 tps() {
   "$G" bench tpcc --mix paper --scale "$1" --threads "$1" --duration 3 --warmup 1 --quiet "${@:2}" 2>&1 |
     sed -n 's/.* transactions in .*: \([0-9.]*\) txn\/s.*/\1/p'
 }
 
-echo "== 1. the scaling command: paper mix, one warehouse per thread, in memory"
-"$G" scale tpcc --mix paper --configs partitioned --threads "1,2,4,$((n / 2)),$((n * 3 / 4)),$n" \
-  --duration 3 --warmup 1 --rounds 3 --json "$OUT/tpcc-paper.json" --out "$work/paper" 2>&1 | quiet
-cp "$work/paper/scale-tpcc.svg" "$OUT/scale-tpcc-paper.svg" 2>/dev/null
+if want 1; then
+  echo "== 1. the scaling command: paper mix, one warehouse per thread, in memory"
+  "$G" scale tpcc --mix paper --configs partitioned --threads "1,2,4,$((n / 2)),$((n * 3 / 4)),$n" \
+    --duration 3 --warmup 1 --rounds 3 --json "$OUT/tpcc-paper.json" --out "$work/paper" 2>&1 | quiet
+  cp "$work/paper/scale-tpcc.svg" "$OUT/scale-tpcc-paper.svg" 2>/dev/null
+fi
 
-echo "== 2. what the log still costs, interleaved"
-for round in 1 2; do
-  for t in 1 "$n"; do
-    echo "round=$round threads=$t full txn/s=$(tps "$t")"
-    echo "round=$round threads=$t no-log,no-lsn txn/s=$(tps "$t" --switch main-log=off --switch lsn=off)"
+if want 2; then
+  echo "== 2. what the log still costs, interleaved"
+  for round in 1 2; do
+    for t in 1 "$n"; do
+      echo "round=$round threads=$t full txn/s=$(tps "$t")"
+      echo "round=$round threads=$t no-log,no-lsn txn/s=$(tps "$t" --switch main-log=off --switch lsn=off)"
+    done
   done
-done
+fi
 
-echo "== 3. the full mix, one warehouse per thread"
-"$G" scale tpcc --mix full --configs partitioned --threads "1,$((n / 2)),$n" --duration 3 \
-  --warmup 1 --json "$OUT/tpcc-full.json" --out "$work/full" 2>&1 | quiet
+if want 3; then
+  echo "== 3. the full mix, one warehouse per thread"
+  "$G" scale tpcc --mix full --configs partitioned --threads "1,$((n / 2)),$n" --duration 3 \
+    --warmup 1 --json "$OUT/tpcc-full.json" --out "$work/full" 2>&1 | quiet
+fi
 
-echo "== 4. every thread on one warehouse"
-"$G" scale tpcc --mix paper --configs shared --threads "1,2,4,$((n / 2)),$n" --duration 3 \
-  --warmup 1 --json "$OUT/tpcc-shared.json" --out "$work/shared" 2>&1 | quiet
+if want 4; then
+  echo "== 4. every thread on one warehouse"
+  "$G" scale tpcc --mix paper --configs shared --threads "1,2,4,$((n / 2)),$n" --duration 3 \
+    --warmup 1 --json "$OUT/tpcc-shared.json" --out "$work/shared" 2>&1 | quiet
+fi
 
-echo "== 5. durable TPC-B, one branch per thread"
-"$G" scale tpcb --configs durable --threads "1,$((n / 2)),$n" --duration 4 --warmup 1 \
-  --json "$OUT/tpcb-durable.json" --out "$work/tpcb" 2>&1 | quiet
+if want 5; then
+  echo "== 5. durable TPC-B, one branch per thread"
+  "$G" scale tpcb --configs durable --threads "1,$((n / 2)),$n" --duration 4 --warmup 1 \
+    --json "$OUT/tpcb-durable.json" --out "$work/tpcb" 2>&1 | quiet
+fi
 
-if [ "${STACKS:-1}" != 0 ]; then
+if want 6 && [ "${STACKS:-1}" != 0 ]; then
   echo "== 6. where $n threads are (stacks)"
   "$G" bench tpcc --mix paper --threads "$n" --scale "$n" --duration 20 --warmup 1 >"$work/bench.txt" 2>&1 &
   pid=$!
