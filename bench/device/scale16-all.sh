@@ -8,10 +8,13 @@
 #   3. the full five-transaction mix at 1, half and all the cores;
 #   4. every thread on one warehouse (lock waits under contention);
 #   5. durable TPC-B, one branch per thread, the log forced at every commit (group commit);
-#   6. where all the threads are: every thread's stack, two samples (cuda-gdb or gdb).
+#   6. where all the threads are: every thread's stack, two samples (cuda-gdb or gdb);
+#   7. the ratio from quieter points: one thread and all the cores only, 10 s after 2 s,
+#      three rounds (the one-thread point of 3 s runs drifts by a quarter to a half between
+#      rounds, and the 16-thread ratio with it: docs/performance.md, "Ninth pass").
 # Writes log.txt, the JSON of each scaling table, the figure and stacks.txt under $OUT (or
-# target/scale16-all). About seven minutes; SECTIONS="1 4 5" runs only those sections (default
-# all six; STACKS=0 also skips the sixth).
+# target/scale16-all). About nine minutes; SECTIONS="1 4 5" runs only those sections (default
+# all seven; STACKS=0 also skips the sixth).
 set -u
 . "$(dirname "$0")/lib/stacks.sh"
 G=${GLASS:-target/release/glass}
@@ -22,7 +25,7 @@ n=$(nproc)
 echo "cores: $n; $(grep -m1 'model name' /proc/cpuinfo)"
 lscpu | grep -E '^(Thread|Core|Socket|NUMA node\(s\)|L3|CPU max MHz)' || true
 work=$(mktemp -d)
-want() { [[ " ${SECTIONS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
+want() { [[ " ${SECTIONS:-1 2 3 4 5 6 7} " == *" $1 "* ]]; }
 quiet() { grep -v '^\[\|^note\|^wrote'; }
 tps() {
   "$G" bench tpcc --mix paper --scale "$1" --threads "$1" --duration 3 --warmup 1 --quiet "${@:2}" 2>&1 |
@@ -71,6 +74,12 @@ if want 6 && [ "${STACKS:-1}" != 0 ]; then
   sample_stacks $pid "$OUT/stacks.txt" 2 6
   kill $pid 2>/dev/null
   wait $pid 2>/dev/null
+fi
+
+if want 7; then
+  echo "== 7. one thread and $n, 10 s points"
+  "$G" scale tpcc --mix paper --configs partitioned --threads "1,$n" --duration 10 --warmup 2 \
+    --rounds 3 --json "$OUT/tpcc-paper-10s.json" --out "$work/paper10" 2>&1 | quiet
 fi
 rm -rf "$work"
 echo "done"
