@@ -322,13 +322,13 @@ fn growth_of(workload: &str) -> Option<Growth> {
 
 /// The buffer pool a run of `workload` at `options.scale` gets when the user names none: its
 /// pages and a quarter more (for page splits), plus what the run adds to them (TPC-C's
-/// orders and history, TPC-B's history: [`RunLength`]), at least 256 MiB. A pool smaller than the data turns a
-/// run meant to be in memory into one that copies pages in and out under the page table's
-/// latch: on 16 threads and 16 TPC-C warehouses (1.8 GiB of pages) a 256 MiB pool held the
-/// full engine to the throughput of one thread; on 2 cores a 10 s paper-mix run on one
-/// thread, with the 404 MiB that ten seconds of a slower core were given, wrote 41,000–45,000
-/// pages out and made 51,400–53,300 txn/s, against 53,500–59,300 with a pool it did not
-/// outgrow (four interleaved rounds). `cores` is the machine's.
+/// orders and history, TPC-B's history: [`RunLength`]), at least 256 MiB. A pool smaller
+/// than the data turns a run meant to be in memory into one that copies pages in and out
+/// under the page table's latch: on 16 threads and 16 TPC-C warehouses (1.8 GiB of pages) a
+/// 256 MiB pool held the full engine to the throughput of one thread; on 2 cores a 10 s
+/// paper-mix run on one thread, with the 404 MiB that ten seconds of a slower core were
+/// given, wrote 41,000–45,000 pages out and made 51,400–53,300 txn/s, against 53,500–59,300
+/// with a pool it did not outgrow (four interleaved rounds). `cores` is the machine's.
 pub fn pool_mib_for(
     workload: &str,
     options: &WorkloadOptions,

@@ -55,17 +55,12 @@ impl FrameImages {
         page_size: usize,
         memory: FrameMemory,
     ) -> StorageResult<FrameImages> {
-        let too_large = || {
-            StorageError::io(
-                "allocating the buffer pool's frames",
-                std::io::Error::new(
-                    std::io::ErrorKind::OutOfMemory,
-                    format!("no memory for {frames} frames of {page_size} bytes"),
-                ),
-            )
-        };
-        let len = frames.checked_mul(page_size).ok_or_else(too_large)?.max(1);
-        let base = map(len, memory).map_err(|e| {
+        let mapped = frames
+            .checked_mul(page_size)
+            .map(|len| len.max(1))
+            .ok_or_else(|| std::io::Error::other("more bytes than an address holds"))
+            .and_then(|len| Ok((map(len, memory)?, len)));
+        let (base, len) = mapped.map_err(|e| {
             StorageError::io(
                 "allocating the buffer pool's frames",
                 std::io::Error::new(

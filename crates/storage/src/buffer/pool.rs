@@ -686,9 +686,7 @@ impl BufferPool {
             return;
         };
         crate::prefetch::line((self.mapped_frame(f) as *const Frame).cast());
-        if f.index() >= self.frames.len() {
-            return;
-        }
+        // In bounds: a frame id from the directory, as `mapped_frame` relies on.
         let image = self.images.address(f.index());
         for &(start, len) in ranges {
             let end = start.saturating_add(len).min(self.page_size);
@@ -724,9 +722,7 @@ impl BufferPool {
         let f = self.directory.get(id)?;
         let frame = self.mapped_frame(f);
         let version = frame.data.optimistic_version()?;
-        if f.index() >= self.frames.len() {
-            return None;
-        }
+        // In bounds: a frame id from the directory, as `mapped_frame` relies on.
         let image = self.images.address(f.index());
         // SAFETY: the frame's data lives as long as the pool; `page` is a plain `Copy` value
         // read volatile, and a torn or stale one fails the check below or the validation.
