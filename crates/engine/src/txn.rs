@@ -21,6 +21,7 @@
 //! shows up after the record went into the heap, so the insert is undone on the spot
 //! (`undo_last`, with a compensation record) before `DuplicateKey` is returned.
 
+use std::mem::ManuallyDrop;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -260,8 +261,10 @@ pub struct Transaction<'db> {
     locks: Option<TxnLocks>,
     last_lsn: Lsn,
     /// Boxed: a transaction is moved by value (begin returns it, commit takes it), and the
-    /// session's buffers inline were most of its size.
-    s: Box<Session>,
+    /// session's buffers inline were most of its size. Given back to the thread when the
+    /// transaction is dropped (the one place it is taken out), so that nothing stands in for
+    /// it: a stand-in was one allocation a transaction.
+    s: ManuallyDrop<Box<Session>>,
     active: Option<Arc<ActiveTxn>>,
     /// The active-transaction table's shard `active` is in.
     active_shard: usize,
@@ -295,7 +298,7 @@ impl<'db> Transaction<'db> {
             id,
             locks: db.locks.as_ref().map(|lm| lm.begin(txn::TxnId(id.0))),
             last_lsn: Lsn::NONE,
-            s,
+            s: ManuallyDrop::new(s),
             active,
             active_shard,
             finished: false,
@@ -442,16 +445,17 @@ impl<'db> Transaction<'db> {
             self.db.deregister(&a, self.active_shard);
             self.s.spare_active = Some(a);
         }
-        // The session goes back to the thread for its next transaction, unless a large
-        // transaction grew it (a bulk load's undo list): that memory is returned instead. An
-        // empty session (no buffers: one small allocation) stands in until this one is dropped.
-        let mut s = std::mem::take(&mut self.s);
+    }
+
+    /// Gives the session back to the thread for its next transaction, unless a large
+    /// transaction grew it (a bulk load's undo list): that memory is returned instead.
+    fn keep_session(mut s: Box<Session>) {
         if s.retained_bytes() <= MAX_KEPT_SESSION_BYTES {
             s.undo.clear();
             s.deleted.clear();
-            // A thread being torn down has no slot left: the session is dropped.
             s.hits.clear();
             s.hits_again.clear();
+            // A thread being torn down has no slot left: the session is dropped.
             let _ = SESSION.try_with(|c| *c.borrow_mut() = Some(s));
         }
     }
@@ -1153,7 +1157,8 @@ impl<'db> Transaction<'db> {
             offset: e.offset,
             before: &before,
         };
-        self.db.apply_undo(&op, &mut self.s.key, &mut self.s.rec)?;
+        let s = &mut **self.s;
+        self.db.apply_undo(&op, &mut s.key, &mut s.rec)?;
         if self.db.log_records {
             let log = self.db.log.as_ref().unwrap();
             let cell = self.active.as_ref().map(|a| &a.last_lsn);
@@ -1262,6 +1267,10 @@ impl Drop for Transaction<'_> {
             let _ = self.rollback();
             self.finish();
         }
+        // SAFETY: `s` is not used after this, the transaction's last use of it; `drop` runs
+        // once.
+        let s = unsafe { ManuallyDrop::take(&mut self.s) };
+        Self::keep_session(s);
     }
 }
 
