@@ -344,6 +344,13 @@ fn lock_directory(dir: &std::path::Path) -> TxResult<std::fs::File> {
 /// one it is taking.
 pub const CHECKPOINTER_LAG_INTERVALS: u64 = 4;
 
+/// Bytes of log from the last completed checkpoint's begin to `end`, a log end read before
+/// it: 0 when that checkpoint began after `end` (the checkpointer appended its begin between
+/// the two reads), which is not behind at all.
+fn checkpoint_lag(end: Lsn, last_begin: Option<Lsn>) -> u64 {
+    last_begin.map_or(0, |begin| end.0.saturating_sub(begin.0))
+}
+
 impl Drop for Database {
     /// The last handle is gone without a close (a crash, as far as the files are
     /// concerned): the checkpointer thread ends at its next wake-up.
@@ -844,7 +851,7 @@ impl Database {
                 if let Some(e) = self.checkpointer.take_error() {
                     return Err(e);
                 }
-                let behind = log.last_checkpoint().map_or(0, |begin| end - begin.0);
+                let behind = checkpoint_lag(Lsn(end), log.last_checkpoint());
                 if behind > CHECKPOINTER_LAG_INTERVALS * self.config.checkpoint_bytes.max(1) {
                     // The thread has fallen behind (the workers leave it little CPU): this
                     // commit waits for the checkpoint it is taking, which bounds the log and
@@ -1652,6 +1659,18 @@ mod tests {
 
     use super::*;
     use crate::schema::{IndexKind, IndexSchema, TableSchema};
+
+    /// A committer reads the log's end, then the last checkpoint's begin; a background
+    /// checkpoint may begin in between, past that end. (Subtracting without a floor
+    /// overflowed there: a debug build panicked in a crash campaign's commit, a release build
+    /// took the checkpointer for hopelessly behind and made the commit wait.)
+    #[test]
+    fn a_checkpoint_begun_after_the_end_read_is_no_lag() {
+        assert_eq!(checkpoint_lag(Lsn(1_000), None), 0);
+        assert_eq!(checkpoint_lag(Lsn(1_000), Some(Lsn(400))), 600);
+        assert_eq!(checkpoint_lag(Lsn(1_000), Some(Lsn(1_000))), 0);
+        assert_eq!(checkpoint_lag(Lsn(1_000), Some(Lsn(1_064))), 0);
+    }
 
     /// 20 columns: integers, strings of several widths, some nullable; the key is column 0
     /// and a secondary index covers column 7.
