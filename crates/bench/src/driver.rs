@@ -471,9 +471,14 @@ fn wait_until(at: Instant, shared: &Shared) -> bool {
 /// Sleeps before attempt `attempts + 1`: exponential from 10 µs, capped at 10 ms, with
 /// jitter so two deadlock victims do not collide again in lockstep.
 fn backoff(attempts: u32, rng: &mut SmallRng) {
+    std::thread::sleep(backoff_delay(attempts, rng));
+}
+
+/// How long to wait before retry `attempts` of a transaction: randomised, doubling from
+/// 10 µs up to 10 ms.
+pub(crate) fn backoff_delay(attempts: u32, rng: &mut SmallRng) -> Duration {
     let cap_us = (10u64 << attempts.min(10)).min(10_000);
-    let us = rng.gen_range(cap_us / 2..=cap_us);
-    std::thread::sleep(Duration::from_micros(us));
+    Duration::from_micros(rng.gen_range(cap_us / 2..=cap_us))
 }
 
 #[cfg(test)]

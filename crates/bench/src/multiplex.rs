@@ -1,35 +1,55 @@
-//! One client thread for many connections: the stored-procedure client of `glass bench
-//! --server --mode sp`, as the 2025 paper's clients drive up to 512 connections. Every
-//! connection is a terminal with at most one call in flight; one `epoll` loop sends each
-//! terminal's next call when its last answer arrives (closed loop), or when its slot in the
-//! schedule comes (open loop, `DriverConfig::rate`: a slot waits for a free connection, and
-//! its latency counts from the slot).
+//! One client thread for many connections: the client of `glass bench --server` over TCP and
+//! Unix sockets, as the 2025 paper's clients drive up to 512 connections from one thread.
+//! Every connection is a terminal with at most one transaction in flight; one `epoll` loop
+//! starts each terminal's next transaction when its last one ended (closed loop), or when its
+//! slot in the schedule comes (open loop, `DriverConfig::rate`: a slot waits for a free
+//! connection, and its latency counts from the slot).
+//!
+//! A stored-procedure call is one frame out and one back, so a connection is a socket and a
+//! frame buffer ([`Caller`]). An interactive (or autocommit) transaction runs its procedure
+//! here, against [`client::RemoteTx`], which makes a round trip whenever it must hear from the
+//! server, in the middle of the procedure's code. So each such connection runs on a stackful
+//! coroutine of its own ([`Fiber`], `corosensei`): its [`client::Client`] is non-blocking, and
+//! where it would block, its waiter suspends the coroutine; the loop resumes it when epoll
+//! says its socket is ready. The workload's code stays the same blocking code that runs
+//! embedded.
 //!
 //! ```text
 //!   connect all (blocking handshake, then non-blocking)
-//!   loop until the measured time is over and no call is in flight:
+//!   loop until the measured time is over, nothing is in flight and nothing is left to flush:
 //!     free connections take the next transaction: closed loop at once, open loop when a slot
-//!       is due (slots due with no free connection queue up, oldest first)
-//!     epoll ─► read frames ─► Returned: committed; Failed(user abort): rolled back;
-//!              Failed(retryable): the same call again; anything else ends the run
+//!       is due (slots due with no free connection queue up, oldest first); retries whose
+//!       back-off is over start again
+//!     a free coroutine idle in an open loop, or at the end, sends its read-only transaction's
+//!       lazy commit (its locks would hold others up)
+//!     epoll ─► Caller: read frames ─► Returned / Failed
+//!              Fiber: resume ─► runs until it waits again, or its attempt ends
+//!     an attempt that ended: committed; user abort: rolled back; retryable: again after a
+//!       back-off; anything else ends the run
 //! ```
 //!
 //! Phases follow the threaded driver's: a transaction counts if it was started (or its slot
-//! fell) in the measured phase. Interactive transactions need a thread each (the procedure
-//! runs in the client), so they stay on the threaded driver.
+//! fell) in the measured phase.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use engine::{TxError, Value};
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use engine::{TxError, TxResult, Value};
+use mio::event::Event;
 use mio::net::{TcpStream, UnixStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use protocol::{Endpoint, FrameBuffer, Request, Response};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 use workloads::Terminal;
 
-use crate::driver::{DriverConfig, DriverError, DriverOutcome, Stop};
+use crate::driver::{backoff_delay, DriverConfig, DriverError, DriverOutcome, Stop};
 use crate::progress::ProgressLine;
+use crate::remote::{run_attempt, Mode};
 use crate::stats::{Outcome, RunStats};
 
 enum Sock {
@@ -68,16 +88,300 @@ impl Write for Sock {
     }
 }
 
-/// One connection and its terminal.
-struct Conn {
+/// A stored-procedure connection: its socket, the frames on their way, its terminal and the
+/// arguments of the call in flight (kept for a retry).
+struct Caller {
     sock: Sock,
     input: FrameBuffer,
     out: Vec<u8>,
     written: usize,
     terminal: Box<dyn Terminal>,
-    /// The call in flight: its type, when it started counting, whether it is measured,
-    /// attempts so far, and its arguments (kept for a retry).
+    args: Vec<Value>,
+}
+
+/// What the loop asks of a [`Fiber`]'s coroutine.
+enum Go {
+    /// Draw the next transaction ([`Terminal::next`]).
+    Draw,
+    /// Run an attempt of the drawn transaction.
+    Attempt,
+    /// Send a read-only transaction's lazy commit, if one waits ([`client::Client::flush`]).
+    Flush,
+    /// The socket it waited on is ready (or may be).
+    Ready,
+    /// The run is over: return.
+    Stop,
+}
+
+/// What a [`Fiber`]'s coroutine answers.
+enum Yielded {
+    Drawn(usize),
+    /// Its socket would block: resume it with [`Go::Ready`] when epoll reports the socket.
+    Waiting,
+    /// The attempt ended: how, and the round trips it made.
+    Ended(TxResult<()>, u64),
+    Flushed(TxResult<()>),
+}
+
+/// A connection whose procedure runs here (interactive or autocommit): a coroutine that
+/// owns the connection's [`client::Client`] and terminal.
+struct Fiber {
+    co: Coroutine<Go, Yielded, TxResult<()>>,
+    /// Suspended in its client's waiter, until its socket is ready.
+    waiting: bool,
+    /// Returned: resuming it again would be a bug.
+    finished: bool,
+}
+
+/// A coroutine's stack: mapped at once, committed as touched. A procedure's deepest call
+/// (a TPC-C New-Order through the client) uses a small part of it.
+const FIBER_STACK: usize = 256 * 1024;
+
+/// The [`Yielder`] of the coroutine that runs a client, for its waiter.
+struct Park(*const Yielder<Go, Yielded>);
+
+// SAFETY: a `Park` is made inside a coroutine's body, handed only to that coroutine's own
+// client (whose waiter runs inside that body, on the thread resuming it), and dropped before
+// the body returns. The client, hence the `Park`, never leaves the coroutine, which never
+// leaves the loop's thread (`Coroutine` is not `Send`); `Send` is asked only because a
+// `client::Waiter` may be handed to clients that do move between threads.
+unsafe impl Send for Park {}
+
+impl Park {
+    fn wait(&self) -> std::io::Result<()> {
+        // SAFETY: see the `Send` impl: the yielder lives as long as the body that made this
+        // `Park`, and this runs only within that body.
+        match unsafe { (*self.0).suspend(Yielded::Waiting) } {
+            Go::Ready => Ok(()),
+            _ => Err(std::io::Error::other("the run stopped while waiting")),
+        }
+    }
+}
+
+impl Fiber {
+    fn new(
+        mut client: client::Client,
+        mut terminal: Box<dyn Terminal>,
+        mode: Mode,
+        procedures: Vec<String>,
+    ) -> std::io::Result<Fiber> {
+        let stack = DefaultStack::new(FIBER_STACK)?;
+        let co = Coroutine::with_stack(stack, move |y: &Yielder<Go, Yielded>, mut go: Go| {
+            let park = Park(y);
+            client.set_waiter(Some(Box::new(move |_| park.wait())))?;
+            let mut args = Vec::new();
+            let mut ty = 0;
+            let result = loop {
+                let answer = match go {
+                    Go::Draw => {
+                        ty = terminal.next();
+                        Yielded::Drawn(ty)
+                    }
+                    Go::Attempt => {
+                        let Some(procedure) = procedures.get(ty) else {
+                            break Err(TxError::Invalid(format!("no transaction type {ty}")));
+                        };
+                        let before = client.round_trips();
+                        let result =
+                            run_attempt(&mut client, mode, procedure, &mut *terminal, &mut args);
+                        Yielded::Ended(result, client.round_trips() - before)
+                    }
+                    Go::Flush => Yielded::Flushed(client.flush()),
+                    Go::Ready => {
+                        break Err(TxError::Invalid(
+                            "a client coroutine was resumed with nothing to wait for".into(),
+                        ))
+                    }
+                    Go::Stop => break Ok(()),
+                };
+                go = y.suspend(answer);
+            };
+            // The waiter holds this body's yielder: it goes before the body ends.
+            let _ = client.set_waiter(None);
+            result
+        });
+        Ok(Fiber {
+            co,
+            waiting: false,
+            finished: false,
+        })
+    }
+
+    fn resume(&mut self, go: Go) -> Result<Yielded, TxError> {
+        if self.finished {
+            return Err(TxError::Invalid(
+                "a client coroutine that had returned was resumed".into(),
+            ));
+        }
+        match self.co.resume(go) {
+            CoroutineResult::Yield(y) => {
+                self.waiting = matches!(y, Yielded::Waiting);
+                Ok(y)
+            }
+            CoroutineResult::Return(r) => {
+                self.finished = true;
+                self.waiting = false;
+                Err(r.err().unwrap_or_else(|| {
+                    TxError::Invalid("a client coroutine returned in the middle of a run".into())
+                }))
+            }
+        }
+    }
+}
+
+enum Link {
+    Caller(Caller),
+    Fiber(Fiber),
+}
+
+/// Something a connection finished.
+enum Done {
+    /// An attempt ended: how, and its round trips.
+    Attempt(TxResult<()>, u64),
+    /// A lazy commit went out (or none was waiting).
+    Flushed(TxResult<()>),
+}
+
+impl Link {
+    /// Draws the connection's next transaction; returns its type.
+    fn draw(&mut self) -> Result<usize, TxError> {
+        match self {
+            Link::Caller(c) => Ok(c.terminal.next()),
+            Link::Fiber(f) => match f.resume(Go::Draw)? {
+                Yielded::Drawn(ty) => Ok(ty),
+                _ => Err(TxError::Invalid("a client coroutine did not draw".into())),
+            },
+        }
+    }
+
+    /// Starts an attempt of the drawn transaction (`procedure`); `first` for its first.
+    /// Returns what ended at once, if the attempt did.
+    fn attempt(&mut self, procedure: &str, first: bool) -> Result<Option<Done>, TxError> {
+        match self {
+            Link::Caller(c) => {
+                if first {
+                    c.args.clear();
+                    c.terminal.args(&mut c.args)?;
+                }
+                Request::Call {
+                    procedure: procedure.to_string(),
+                    args: c.args.clone(),
+                }
+                .encode(&mut c.out);
+                flush(c)?;
+                Ok(None)
+            }
+            Link::Fiber(f) => {
+                let y = f.resume(Go::Attempt)?;
+                Ok(done(y))
+            }
+        }
+    }
+
+    /// Sends what the connection held back for its next request (a lazy commit). Returns
+    /// what ended at once.
+    fn flush(&mut self) -> Result<Option<Done>, TxError> {
+        match self {
+            Link::Caller(_) => Ok(Some(Done::Flushed(Ok(())))),
+            Link::Fiber(f) => {
+                let y = f.resume(Go::Flush)?;
+                Ok(done(y))
+            }
+        }
+    }
+
+    /// Epoll reported the connection's socket. Returns what ended.
+    fn ready(&mut self, event: &Event) -> Result<Option<Done>, TxError> {
+        match self {
+            Link::Caller(c) => c.ready(event),
+            Link::Fiber(f) if f.waiting => {
+                let y = f.resume(Go::Ready)?;
+                Ok(done(y))
+            }
+            // An edge from a read the coroutine made without waiting: nothing to do.
+            Link::Fiber(_) => Ok(None),
+        }
+    }
+
+    /// Ends a coroutine's body (a caller has none).
+    fn stop(&mut self) {
+        if let Link::Fiber(f) = self {
+            if !f.finished && !f.waiting {
+                let _ = f.resume(Go::Stop);
+            }
+        }
+    }
+}
+
+/// What a coroutine's answer means to the loop: `None` while it waits.
+fn done(y: Yielded) -> Option<Done> {
+    match y {
+        Yielded::Ended(result, trips) => Some(Done::Attempt(result, trips)),
+        Yielded::Flushed(result) => Some(Done::Flushed(result)),
+        Yielded::Waiting => None,
+        Yielded::Drawn(_) => Some(Done::Attempt(
+            Err(TxError::Invalid(
+                "a client coroutine drew when asked to run".into(),
+            )),
+            0,
+        )),
+    }
+}
+
+impl Caller {
+    fn ready(&mut self, event: &Event) -> Result<Option<Done>, TxError> {
+        flush(self)?;
+        // A short read is the last until the next readable event (see
+        // `protocol::ReadOnce::drained`), unless the server closed its end.
+        let to_the_end = event.is_read_closed() || event.is_error();
+        let mut readable = event.is_readable() || to_the_end;
+        while readable {
+            match self.input.read_once(&mut self.sock) {
+                Ok(read) if read.bytes == 0 => {
+                    return Err(TxError::Connection(
+                        "the server closed the connection".into(),
+                    ))
+                }
+                Ok(read) => readable = !read.drained() || to_the_end,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(TxError::Connection(e.to_string())),
+            }
+        }
+        let Some(frame) = self
+            .input
+            .next_frame()
+            .map_err(|e| TxError::Connection(e.to_string()))?
+        else {
+            return Ok(None);
+        };
+        let result =
+            match Response::decode(frame).map_err(|e| TxError::Connection(e.to_string()))? {
+                Response::Returned { values } => self.terminal.returned(&values),
+                Response::Failed { class, message } => Err(class.into_tx_error(message)),
+                other => return Err(TxError::Connection(format!("unexpected {other:?}"))),
+            };
+        // One call in flight: a second frame answers none.
+        if self
+            .input
+            .next_frame()
+            .map_err(|e| TxError::Connection(e.to_string()))?
+            .is_some()
+        {
+            return Err(TxError::Connection("an answer to no call".into()));
+        }
+        Ok(Some(Done::Attempt(result, 1)))
+    }
+}
+
+/// One connection and the transaction it runs.
+struct Conn {
+    link: Link,
     call: Option<Call>,
+    /// Sending a lazy commit.
+    flushing: bool,
+    /// An attempt ended since the last flush: a lazy commit may wait.
+    dirty: bool,
 }
 
 struct Call {
@@ -85,7 +389,24 @@ struct Call {
     begin: Instant,
     measured: bool,
     attempts: u32,
-    args: Vec<Value>,
+}
+
+/// How the client side runs each connection's transactions.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientSide {
+    pub mode: Mode,
+    /// Interactive transactions read ahead what their procedures hint
+    /// ([`client::Client::set_read_ahead`]).
+    pub read_ahead: bool,
+}
+
+/// What a multiplexed run measured.
+#[derive(Debug)]
+pub struct Multiplexed {
+    pub outcome: DriverOutcome,
+    /// Per transaction type: attempts that ended (committed or rolled back) and their round
+    /// trips.
+    pub trips: Vec<(u64, u64)>,
 }
 
 fn failed(terminal: usize, txn: &str, source: TxError) -> DriverError {
@@ -159,232 +480,369 @@ fn connect(endpoint: &Endpoint, workload: &str) -> Result<Sock, TxError> {
     }
 }
 
-/// Drives `terminals`, a connection each to `endpoint`, from this thread, as stored-procedure
-/// calls of `procedures` (indexed like the terminals' types).
+/// Drives `terminals`, a connection each to `endpoint`, from this thread, running the
+/// transactions of `procedures` (indexed like the terminals' types) as `side` says.
 pub fn drive_multiplexed(
     terminals: Vec<Box<dyn Terminal>>,
     endpoint: &Endpoint,
     workload: &str,
     procedures: &[&str],
+    side: ClientSide,
     config: &DriverConfig,
     progress: &mut ProgressLine,
-) -> Result<DriverOutcome, DriverError> {
+) -> Result<Multiplexed, DriverError> {
     if terminals.is_empty() {
         return Err(DriverError::NoTerminals);
     }
-    let mut poll =
-        Poll::new().map_err(|e| failed(0, "connect", TxError::Connection(e.to_string())))?;
+    let poll_failed = |e: std::io::Error| failed(0, "poll", TxError::Connection(e.to_string()));
+    let mut poll = Poll::new().map_err(poll_failed)?;
     let mut conns = Vec::with_capacity(terminals.len());
     for (i, terminal) in terminals.into_iter().enumerate() {
-        let mut sock = connect(endpoint, workload).map_err(|e| failed(i, "connect", e))?;
-        poll.registry()
-            .register(
-                sock.source(),
-                Token(i),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .map_err(|e| failed(i, "connect", TxError::Connection(e.to_string())))?;
+        let link = open(endpoint, workload, procedures, side, terminal, &poll, i)
+            .map_err(|e| failed(i, "connect", e))?;
         conns.push(Conn {
+            link,
+            call: None,
+            flushing: false,
+            dirty: false,
+        });
+    }
+    let mut mux = Mux {
+        procedures,
+        config,
+        stats: RunStats::new(procedures.len()),
+        trips: vec![(0, 0); procedures.len()],
+        conns,
+        free: Vec::new(),
+        in_flight: 0,
+        settled: VecDeque::new(),
+        retries: Vec::new(),
+        rng: SmallRng::seed_from_u64(config.seed),
+        measured_done: 0,
+    };
+    mux.free = (0..mux.conns.len()).rev().collect();
+    let result = mux.run(&mut poll, progress);
+    for c in &mut mux.conns {
+        c.link.stop();
+    }
+    let outcome = result?;
+    Ok(Multiplexed {
+        outcome,
+        trips: mux.trips,
+    })
+}
+
+/// Opens connection `i` and registers it with `poll`.
+fn open(
+    endpoint: &Endpoint,
+    workload: &str,
+    procedures: &[&str],
+    side: ClientSide,
+    terminal: Box<dyn Terminal>,
+    poll: &Poll,
+    i: usize,
+) -> Result<Link, TxError> {
+    let interest = Interest::READABLE | Interest::WRITABLE;
+    let register = |e: std::io::Error| TxError::Connection(format!("register with epoll: {e}"));
+    if side.mode == Mode::StoredProcedure {
+        let mut sock = connect(endpoint, workload)?;
+        poll.registry()
+            .register(sock.source(), Token(i), interest)
+            .map_err(register)?;
+        return Ok(Link::Caller(Caller {
             sock,
             input: FrameBuffer::new(protocol::DEFAULT_MAX_FRAME),
             out: Vec::new(),
             written: 0,
             terminal,
-            call: None,
-        });
+            args: Vec::new(),
+        }));
     }
-    let mut stats = RunStats::new(procedures.len());
-    let mut events = Events::with_capacity(conns.len().max(16));
-    let started = Instant::now();
-    let measure_from = started + config.warmup;
-    let mut measure_end = match config.stop {
-        Stop::Duration(d) => Some(measure_from + d),
-        Stop::Txns(_) => None,
+    let mut client = client::Client::connect(endpoint)?;
+    if client.workload() != workload {
+        return Err(TxError::Invalid(format!(
+            "the server at {endpoint} serves {}, not {workload}",
+            client.workload()
+        )));
+    }
+    client.set_read_ahead(side.read_ahead);
+    let Some(fd) = client.as_raw_fd() else {
+        return Err(TxError::Invalid(
+            "one client thread cannot spin on many shared-memory slots: use a thread per \
+             connection for shm://"
+                .into(),
+        ));
     };
-    let mut measured_done = 0u64;
-    let mut next_slot = 0u64;
-    let mut backlog: VecDeque<Instant> = VecDeque::new();
-    let mut free: Vec<usize> = (0..conns.len()).collect();
-    let mut in_flight = 0usize;
-    let mut last_progress = Instant::now();
-    let budget = match config.stop {
-        Stop::Txns(n) => Some(n),
-        Stop::Duration(_) => None,
-    };
-    let mut started_measured = 0u64;
-    loop {
-        let now = Instant::now();
-        let stopping = measure_end.is_some_and(|end| now >= end)
-            || budget.is_some_and(|n| started_measured >= n);
-        if stopping && in_flight == 0 {
-            break;
-        }
-        // Start transactions on free connections.
-        if !stopping {
-            if let Some(rate) = config.rate {
-                while started + Duration::from_secs_f64(next_slot as f64 / rate) <= now {
-                    backlog.push_back(started + Duration::from_secs_f64(next_slot as f64 / rate));
-                    next_slot += 1;
-                }
-            }
-            while let Some(&id) = free.last() {
-                let begin = match config.rate {
-                    Some(_) => match backlog.pop_front() {
-                        Some(at) => at,
-                        None => break,
-                    },
-                    None => now,
-                };
-                let measured = begin >= measure_from;
-                if measured {
-                    if budget.is_some_and(|n| started_measured >= n) {
-                        break;
-                    }
-                    started_measured += 1;
-                }
-                free.pop();
-                let c = &mut conns[id];
-                let ty = c.terminal.next();
-                let Some(name) = procedures.get(ty) else {
-                    return Err(DriverError::BadType {
-                        terminal: id,
-                        ty,
-                        types: procedures.len(),
-                    });
-                };
-                let mut args = Vec::new();
-                c.terminal
-                    .args(&mut args)
-                    .map_err(|e| failed(id, name, e))?;
-                send(c, name, &args).map_err(|e| failed(id, name, e))?;
-                c.call = Some(Call {
-                    ty,
-                    begin,
-                    measured,
-                    attempts: 0,
-                    args,
-                });
-                in_flight += 1;
-            }
-        }
-        let timeout = match config.rate {
-            Some(rate) if !stopping => {
-                let due = started + Duration::from_secs_f64(next_slot as f64 / rate);
-                Some(
-                    due.saturating_duration_since(Instant::now())
-                        .min(Duration::from_millis(10)),
-                )
-            }
-            _ => Some(Duration::from_millis(10)),
+    poll.registry()
+        .register(&mut SourceFd(&fd), Token(i), interest)
+        .map_err(register)?;
+    let procedures = procedures.iter().map(|p| p.to_string()).collect();
+    Fiber::new(client, terminal, side.mode, procedures)
+        .map(Link::Fiber)
+        .map_err(|e| TxError::Invalid(format!("map a client coroutine's stack: {e}")))
+}
+
+/// The loop's state.
+struct Mux<'a> {
+    procedures: &'a [&'a str],
+    config: &'a DriverConfig,
+    stats: RunStats,
+    trips: Vec<(u64, u64)>,
+    conns: Vec<Conn>,
+    /// Connections with nothing in flight, the next to start last.
+    free: Vec<usize>,
+    /// Connections with a transaction or a lazy commit under way (or a retry waiting).
+    in_flight: usize,
+    /// What connections finished, not yet accounted.
+    settled: VecDeque<(usize, Done)>,
+    /// Retries waiting out their back-off: when, and which connection.
+    retries: Vec<(Instant, usize)>,
+    rng: SmallRng,
+    measured_done: u64,
+}
+
+impl Mux<'_> {
+    fn run(
+        &mut self,
+        poll: &mut Poll,
+        progress: &mut ProgressLine,
+    ) -> Result<DriverOutcome, DriverError> {
+        let config = self.config;
+        let mut events = Events::with_capacity(self.conns.len().max(16));
+        let started = Instant::now();
+        let measure_from = started + config.warmup;
+        let mut measure_end = match config.stop {
+            Stop::Duration(d) => Some(measure_from + d),
+            Stop::Txns(_) => None,
         };
-        poll.poll(&mut events, timeout)
-            .map_err(|e| failed(0, "poll", TxError::Connection(e.to_string())))?;
-        for event in events.iter() {
-            let id = event.token().0;
-            let c = &mut conns[id];
-            flush(c).map_err(|e| failed(id, "send", e))?;
-            // A short read is the last until the next readable event (see
-            // `protocol::ReadOnce::drained`), unless the server closed its end.
-            let to_the_end = event.is_read_closed() || event.is_error();
-            let mut readable = event.is_readable() || to_the_end;
-            while readable {
-                match c.input.read_once(&mut c.sock) {
-                    Ok(read) if read.bytes == 0 => {
-                        return Err(failed(
-                            id,
-                            "read",
-                            TxError::Connection("the server closed the connection".into()),
-                        ))
-                    }
-                    Ok(read) => readable = !read.drained() || to_the_end,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(failed(id, "read", TxError::Connection(e.to_string()))),
+        let budget = match config.stop {
+            Stop::Txns(n) => Some(n),
+            Stop::Duration(_) => None,
+        };
+        let mut next_slot = 0u64;
+        let mut backlog: VecDeque<Instant> = VecDeque::new();
+        let mut last_progress = Instant::now();
+        let mut started_measured = 0u64;
+        loop {
+            let now = Instant::now();
+            let stopping = measure_end.is_some_and(|end| now >= end)
+                || budget.is_some_and(|n| started_measured >= n);
+            // Retries whose back-off is over.
+            let mut i = 0;
+            while i < self.retries.len() {
+                if self.retries[i].0 <= now {
+                    let (_, id) = self.retries.swap_remove(i);
+                    self.attempt(id, false)?;
+                } else {
+                    i += 1;
                 }
             }
-            while let Some(frame) = c
-                .input
-                .next_frame()
-                .map_err(|e| failed(id, "read", TxError::Connection(e.to_string())))?
-            {
-                let response = Response::decode(frame)
-                    .map_err(|e| failed(id, "read", TxError::Connection(e.to_string())))?;
-                let Some(mut call) = c.call.take() else {
-                    return Err(failed(
-                        id,
-                        "read",
-                        TxError::Connection("an answer to no call".into()),
-                    ));
-                };
-                let name = procedures[call.ty];
-                let outcome = match response {
-                    Response::Returned { values } => {
-                        c.terminal
-                            .returned(&values)
-                            .map_err(|e| failed(id, name, e))?;
-                        Outcome::Committed
+            // Start transactions on free connections.
+            if !stopping {
+                if let Some(rate) = config.rate {
+                    while started + Duration::from_secs_f64(next_slot as f64 / rate) <= now {
+                        backlog
+                            .push_back(started + Duration::from_secs_f64(next_slot as f64 / rate));
+                        next_slot += 1;
                     }
-                    Response::Failed { class, message } => match class.into_tx_error(message) {
-                        TxError::UserAbort(_) => Outcome::RolledBack,
-                        e if e.is_retryable() && call.attempts + 1 < config.retry_limit => {
-                            call.attempts += 1;
-                            if call.measured {
-                                stats.by_type[call.ty].aborts += 1;
-                            }
-                            send(c, name, &call.args).map_err(|e| failed(id, name, e))?;
-                            c.call = Some(call);
-                            continue;
-                        }
-                        e => return Err(failed(id, name, e)),
-                    },
-                    other => {
-                        return Err(failed(
-                            id,
-                            name,
-                            TxError::Connection(format!("unexpected {other:?}")),
-                        ))
-                    }
-                };
-                if call.measured {
-                    stats.by_type[call.ty].record(outcome, call.begin.elapsed());
-                    measured_done += 1;
                 }
-                in_flight -= 1;
-                free.push(id);
+                while let Some(&id) = self.free.last() {
+                    let begin = match config.rate {
+                        Some(_) => match backlog.pop_front() {
+                            Some(at) => at,
+                            None => break,
+                        },
+                        None => now,
+                    };
+                    let measured = begin >= measure_from;
+                    if measured {
+                        if budget.is_some_and(|n| started_measured >= n) {
+                            break;
+                        }
+                        started_measured += 1;
+                    }
+                    self.free.pop();
+                    self.begin(id, begin, measured)?;
+                }
+            }
+            // Connections that will sit idle send what they held back.
+            if config.rate.is_some() || stopping {
+                let mut i = 0;
+                while i < self.free.len() {
+                    let id = self.free[i];
+                    if !self.conns[id].dirty {
+                        i += 1;
+                        continue;
+                    }
+                    self.free.swap_remove(i);
+                    let c = &mut self.conns[id];
+                    c.dirty = false;
+                    c.flushing = true;
+                    self.in_flight += 1;
+                    if let Some(done) = c.link.flush().map_err(|e| failed(id, "commit", e))? {
+                        self.settled.push_back((id, done));
+                    }
+                }
+            }
+            self.settle()?;
+            if stopping
+                && self.in_flight == 0
+                && self.settled.is_empty()
+                && !self.free.iter().any(|&id| self.conns[id].dirty)
+            {
+                break;
+            }
+            let mut timeout = Duration::from_millis(10);
+            if let (Some(rate), false) = (config.rate, stopping) {
+                let due = started + Duration::from_secs_f64(next_slot as f64 / rate);
+                timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+            }
+            if let Some(at) = self.retries.iter().map(|r| r.0).min() {
+                timeout = timeout.min(at.saturating_duration_since(Instant::now()));
+            }
+            poll.poll(&mut events, Some(timeout))
+                .map_err(|e| failed(0, "poll", TxError::Connection(e.to_string())))?;
+            for event in events.iter() {
+                let id = event.token().0;
+                let Some(c) = self.conns.get_mut(id) else {
+                    continue;
+                };
+                let what = match &c.call {
+                    Some(call) => self.procedures[call.ty],
+                    None => "read",
+                };
+                if let Some(done) = c.link.ready(event).map_err(|e| failed(id, what, e))? {
+                    self.settled.push_back((id, done));
+                }
+            }
+            self.settle()?;
+            if last_progress.elapsed() >= Duration::from_millis(500) {
+                last_progress = Instant::now();
+                let elapsed = Instant::now().saturating_duration_since(measure_from);
+                let done = self.measured_done;
+                progress.update(|| {
+                    format!(
+                        "{done} txns, {:.0} txn/s",
+                        done as f64 / elapsed.as_secs_f64().max(1e-3)
+                    )
+                });
+            }
+            if measure_end.is_none() && budget.is_some_and(|n| self.measured_done >= n) {
+                measure_end = Some(Instant::now());
             }
         }
-        if last_progress.elapsed() >= Duration::from_millis(500) {
-            last_progress = Instant::now();
-            let elapsed = Instant::now().saturating_duration_since(measure_from);
-            progress.update(|| {
-                format!(
-                    "{measured_done} txns, {:.0} txn/s",
-                    measured_done as f64 / elapsed.as_secs_f64().max(1e-3)
-                )
+        let end = measure_end.unwrap_or_else(Instant::now);
+        Ok(DriverOutcome {
+            stats: std::mem::replace(&mut self.stats, RunStats::new(0)),
+            elapsed: end.saturating_duration_since(measure_from),
+        })
+    }
+
+    /// Draws connection `id`'s next transaction and starts it.
+    fn begin(&mut self, id: usize, begin: Instant, measured: bool) -> Result<(), DriverError> {
+        let c = &mut self.conns[id];
+        let ty = c.link.draw().map_err(|e| failed(id, "draw", e))?;
+        if ty >= self.procedures.len() {
+            return Err(DriverError::BadType {
+                terminal: id,
+                ty,
+                types: self.procedures.len(),
             });
         }
-        if budget.is_some() && measure_end.is_none() && budget.is_some_and(|n| measured_done >= n) {
-            measure_end = Some(Instant::now());
+        c.call = Some(Call {
+            ty,
+            begin,
+            measured,
+            attempts: 0,
+        });
+        self.in_flight += 1;
+        self.attempt(id, true)
+    }
+
+    /// Starts an attempt of connection `id`'s transaction.
+    fn attempt(&mut self, id: usize, first: bool) -> Result<(), DriverError> {
+        let c = &mut self.conns[id];
+        let name = match &c.call {
+            Some(call) => self.procedures[call.ty],
+            None => {
+                return Err(failed(
+                    id,
+                    "retry",
+                    TxError::Invalid("no transaction".into()),
+                ))
+            }
+        };
+        if let Some(done) = c
+            .link
+            .attempt(name, first)
+            .map_err(|e| failed(id, name, e))?
+        {
+            self.settled.push_back((id, done));
         }
+        Ok(())
     }
-    let end = measure_end.unwrap_or_else(Instant::now);
-    Ok(DriverOutcome {
-        stats,
-        elapsed: end.saturating_duration_since(measure_from),
-    })
+
+    /// Accounts for what connections finished.
+    fn settle(&mut self) -> Result<(), DriverError> {
+        while let Some((id, done)) = self.settled.pop_front() {
+            let c = &mut self.conns[id];
+            let (result, trips) = match done {
+                Done::Flushed(result) => {
+                    result.map_err(|e| failed(id, "commit", e))?;
+                    c.flushing = false;
+                    self.in_flight -= 1;
+                    self.free.push(id);
+                    continue;
+                }
+                Done::Attempt(result, trips) => (result, trips),
+            };
+            let Some(call) = c.call.as_mut() else {
+                return Err(failed(
+                    id,
+                    "read",
+                    TxError::Connection("an answer to no transaction".into()),
+                ));
+            };
+            let name = self.procedures[call.ty];
+            let outcome = match result {
+                Ok(()) => Outcome::Committed,
+                Err(TxError::UserAbort(_)) => Outcome::RolledBack,
+                Err(e) if e.is_retryable() => {
+                    call.attempts += 1;
+                    if call.measured {
+                        self.stats.by_type[call.ty].aborts += 1;
+                    }
+                    if call.attempts >= self.config.retry_limit {
+                        return Err(DriverError::RetryLimit {
+                            txn: name.to_string(),
+                            terminal: id,
+                            attempts: call.attempts,
+                            last: e.to_string(),
+                        });
+                    }
+                    let at = Instant::now() + backoff_delay(call.attempts, &mut self.rng);
+                    self.retries.push((at, id));
+                    continue;
+                }
+                Err(e) => return Err(failed(id, name, e)),
+            };
+            let call = c.call.take().expect("checked above");
+            let t = &mut self.trips[call.ty];
+            t.0 += 1;
+            t.1 += trips;
+            if call.measured {
+                self.stats.by_type[call.ty].record(outcome, call.begin.elapsed());
+                self.measured_done += 1;
+            }
+            c.dirty = matches!(c.link, Link::Fiber(_));
+            self.in_flight -= 1;
+            self.free.push(id);
+        }
+        Ok(())
+    }
 }
 
-/// Queues a call and sends what the socket takes.
-fn send(c: &mut Conn, procedure: &str, args: &[Value]) -> Result<(), TxError> {
-    Request::Call {
-        procedure: procedure.to_string(),
-        args: args.to_vec(),
-    }
-    .encode(&mut c.out);
-    flush(c)
-}
-
-fn flush(c: &mut Conn) -> Result<(), TxError> {
+fn flush(c: &mut Caller) -> Result<(), TxError> {
     while c.written < c.out.len() {
         match c.sock.write(&c.out[c.written..]) {
             Ok(0) => return Err(TxError::Connection("the server stopped reading".into())),

@@ -1,6 +1,7 @@
 //! The server and the client side of a benchmark: `glass serve` (a workload's database behind
 //! a [`server::Server`]) and `glass bench --server` (the workload's terminals driving it over
-//! connections, through [`RemoteExecutor`]).
+//! connections, all from one thread ([`crate::multiplex`]), or a thread each through
+//! [`RemoteExecutor`] for shared memory and `--ack-log`).
 //!
 //! ```text
 //!   glass serve tpcc --listen 127.0.0.1:0          glass bench tpcc --server ADDR --mode M
@@ -8,7 +9,7 @@
 //!   open + load the database                       a client connection per terminal
 //!   Server::start ── prints where it listens       terminals drawn as embedded, opened
 //!   … serves until SIGINT/SIGTERM …                through the connection (its catalog)
-//!   Server::stop: in-flight requests finish,       driver ── RemoteExecutor ── M:
+//!   Server::stop: in-flight requests finish,       one epoll loop (or a thread each) ── M:
 //!     open transactions abort                        sp           Call: one round trip
 //!   check consistency, close the database            interactive  each Tx operation a
 //!   exit 0 if every condition holds                               Batch, then Commit
@@ -166,34 +167,52 @@ impl Executor for RemoteExecutor {
         let mut guard = self.workers[attempt.worker].lock();
         let w = &mut *guard;
         let before = w.client.round_trips();
-        let result = match self.mode {
-            Mode::StoredProcedure => {
-                w.args.clear();
-                terminal.args(&mut w.args)?;
-                let args = std::mem::take(&mut w.args);
-                let values = w.client.call(&self.procedures[attempt.txn], args)?;
-                terminal.returned(&values)
-            }
-            Mode::Interactive => {
-                let result = terminal.run(&mut RemoteTx::new(&mut w.client, false));
-                client::finish(&mut w.client, result)
-            }
-            // Each operation commits alone, so a procedure's later operation can meet what a
-            // concurrent one left half done (two New-Orders read the same next order id): a
-            // duplicate key ends the attempt as a rollback, not the run.
-            Mode::Autocommit => match terminal.run(&mut RemoteTx::new(&mut w.client, true)) {
-                Err(TxError::DuplicateKey(what)) => Err(TxError::UserAbort(format!(
-                    "autocommit: duplicate key in {what}"
-                ))),
-                other => other,
-            },
-        };
+        let result = run_attempt(
+            &mut w.client,
+            self.mode,
+            &self.procedures[attempt.txn],
+            terminal,
+            &mut w.args,
+        );
         if matches!(result, Ok(()) | Err(TxError::UserAbort(_))) {
             let e = &mut w.ended[attempt.txn];
             e.0 += 1;
             e.1 += w.client.round_trips() - before;
         }
         result
+    }
+}
+
+/// One attempt of `terminal`'s drawn transaction (the stored procedure `procedure`) through
+/// `client`, in `mode`; `args` is scratch space for a call's arguments. The threaded driver's
+/// workers and the multiplexed client's coroutines both run transactions through this.
+pub(crate) fn run_attempt(
+    client: &mut Client,
+    mode: Mode,
+    procedure: &str,
+    terminal: &mut dyn Terminal,
+    args: &mut Vec<Value>,
+) -> TxResult<()> {
+    match mode {
+        Mode::StoredProcedure => {
+            args.clear();
+            terminal.args(args)?;
+            let values = client.call(procedure, std::mem::take(args))?;
+            terminal.returned(&values)
+        }
+        Mode::Interactive => {
+            let result = terminal.run(&mut RemoteTx::new(client, false));
+            client::finish(client, result)
+        }
+        // Each operation commits alone, so a procedure's later operation can meet what a
+        // concurrent one left half done (two New-Orders read the same next order id): a
+        // duplicate key ends the attempt as a rollback, not the run.
+        Mode::Autocommit => match terminal.run(&mut RemoteTx::new(client, true)) {
+            Err(TxError::DuplicateKey(what)) => Err(TxError::UserAbort(format!(
+                "autocommit: duplicate key in {what}"
+            ))),
+            other => other,
+        },
     }
 }
 
@@ -222,10 +241,9 @@ impl RoundTrips {
     }
 }
 
-/// Runs `config`'s workload on the server at `endpoint`: stored procedures from one thread
-/// multiplexing every connection ([`crate::multiplex`]); interactive and autocommit
-/// transactions, calls through shared memory and runs with an ack log from a thread per
-/// connection.
+/// Runs `config`'s workload on the server at `endpoint`: from one thread multiplexing every
+/// connection ([`crate::multiplex`]); calls through shared memory and runs with an ack log
+/// from a thread per connection.
 pub fn run_remote_bench(
     config: &BenchConfig,
     endpoint: &Endpoint,
@@ -233,11 +251,8 @@ pub fn run_remote_bench(
 ) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
     let status = Status::new(config.quiet);
     let workload = build_workload(&config.workload, &config.options)?;
-    if mode == Mode::StoredProcedure
-        && !matches!(endpoint, Endpoint::Shm(_))
-        && config.ack_log.is_none()
-    {
-        return run_multiplexed(config, endpoint, workload.as_ref(), &status);
+    if !matches!(endpoint, Endpoint::Shm(_)) && config.ack_log.is_none() {
+        return run_multiplexed(config, endpoint, workload.as_ref(), mode, &status);
     }
     status.say(format_args!(
         "connecting {} client{} to {endpoint} ({} mode)...",
@@ -490,17 +505,20 @@ impl PhaseReport {
     }
 }
 
-/// Stored procedures from one client thread, every connection multiplexed on it.
+/// Every connection multiplexed on one client thread: stored-procedure calls as frames,
+/// interactive and autocommit transactions on a coroutine each ([`crate::multiplex`]).
 fn run_multiplexed(
     config: &BenchConfig,
     endpoint: &Endpoint,
     workload: &dyn Workload,
+    mode: Mode,
     status: &Status,
 ) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
     status.say(format_args!(
-        "connecting {} client{} to {endpoint} (sp mode, one client thread)...",
+        "connecting {} client{} to {endpoint} ({} mode, one client thread)...",
         config.threads,
         if config.threads == 1 { "" } else { "s" },
+        mode.name()
     ));
     let timestamp = crate::report::rfc3339_utc(std::time::SystemTime::now());
     let txn_names = workload.txn_names();
@@ -520,8 +538,14 @@ fn run_multiplexed(
         seed: config.seed,
         rate: config.rate,
     };
+    let side = crate::multiplex::ClientSide {
+        mode,
+        // `--no-prefetch`: the procedures' hints are ignored here too, every read its own trip.
+        read_ahead: config.db.prefetch,
+    };
     let mut merged: Option<crate::driver::DriverOutcome> = None;
     let mut each = Vec::new();
+    let mut trips = vec![(0u64, 0u64); txn_names.len()];
     for round in 0..config.rounds.max(1) {
         let seed = config
             .seed
@@ -551,15 +575,21 @@ fn run_multiplexed(
         } else {
             crate::progress::ProgressLine::stderr()
         };
-        let outcome = crate::multiplex::drive_multiplexed(
+        let run = crate::multiplex::drive_multiplexed(
             terminals,
             endpoint,
             workload.name(),
             txn_names,
+            side,
             &driver_config,
             &mut progress,
         )
         .with_context(|| format!("run {}", config.workload))?;
+        for (t, r) in trips.iter_mut().zip(&run.trips) {
+            t.0 += r.0;
+            t.1 += r.1;
+        }
+        let outcome = run.outcome;
         each.push(crate::report::RoundResult::of(
             &outcome.stats.overall(),
             outcome.elapsed,
@@ -567,21 +597,27 @@ fn run_multiplexed(
         crate::run::merge_round(&mut merged, outcome);
     }
     let merged = merged.expect("at least one round ran");
-    let ran: Vec<bool> = merged.stats.by_type.iter().map(|t| t.count() > 0).collect();
     let outcome = crate::run::Rounds { merged, each };
     let trips = RoundTrips {
-        mode: Mode::StoredProcedure,
+        mode,
         rows: txn_names
             .iter()
             .zip(workload.interactions())
-            .zip(ran)
-            .map(|((name, paper), ran)| (name.to_string(), ran.then_some(1.0), paper))
+            .zip(trips)
+            .map(|((name, paper), (n, t))| {
+                (
+                    name.to_string(),
+                    (n > 0).then(|| t as f64 / n as f64),
+                    paper,
+                )
+            })
             .collect(),
     };
-    Ok((
-        server_result(config, timestamp, txn_names, &outcome)?,
-        trips,
-    ))
+    let mut result = server_result(config, timestamp, txn_names, &outcome)?;
+    if mode == Mode::Autocommit {
+        result.consistency = crate::report::NOT_ATOMIC.to_string();
+    }
+    Ok((result, trips))
 }
 
 /// What `glass serve` does besides serving.

@@ -89,6 +89,12 @@
 //! own first and commits only once they all found their rows (one round trip more). A wrong
 //! guess therefore never commits.
 //!
+//! A client blocks on its socket by default. [`Client::set_waiter`] makes the socket
+//! non-blocking and hands every wait to a function of the caller's instead: a program that
+//! runs many clients from one thread (on coroutines, as `glass bench --server` does for
+//! interactive transactions) suspends the waiting one there and resumes it when its socket
+//! is ready ([`Client::as_raw_fd`] names the socket to poll).
+//!
 //! Errors come back as [`engine::TxError`], classified as the server classified them
 //! ([`protocol::ErrorClass`]); a broken connection is [`engine::TxError::Connection`]. A
 //! failed round trip ends the transaction: the server aborts it, and the client drops what
@@ -98,6 +104,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::ops::Bound;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 
@@ -228,6 +235,34 @@ fn broken(what: &str, e: impl std::fmt::Display) -> TxError {
     TxError::Connection(format!("{what}: {e}"))
 }
 
+/// What a non-blocking client waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// The server's answer: the socket has something to read.
+    Readable,
+    /// Room in the socket's send buffer.
+    Writable,
+}
+
+/// Waits until the client's socket may be ready for what it names (returning early is
+/// harmless: the client tries again and waits again); an error breaks the connection. The
+/// client waits for an answer right after sending its request, before trying to read: a
+/// waiter must therefore see readiness that came about after the request went out, which
+/// a level-triggered poll does, and an edge-triggered one does too unless something else
+/// consumed the socket's edge after the send (`glass bench`'s loop polls only once every
+/// coroutine it runs has suspended).
+pub type Waiter = Box<dyn FnMut(Wait) -> std::io::Result<()> + Send>;
+
+fn wait(waiter: &mut Option<Waiter>, what: Wait) -> TxResult<()> {
+    match waiter {
+        Some(w) => w(what).map_err(|e| broken("wait for the server", e)),
+        None => Err(broken(
+            "wait for the server",
+            "the socket would block and no waiter is set",
+        )),
+    }
+}
+
 /// A blocking connection to a Glass server.
 pub struct Client {
     stream: Stream,
@@ -250,6 +285,9 @@ pub struct Client {
     /// Whether a [`RemoteTx`] reads the rows its procedure's hints name in front of its next
     /// round trip (see [`Client::set_read_ahead`]).
     read_ahead: bool,
+    /// Set: the socket is non-blocking and every wait goes here (see
+    /// [`Client::set_waiter`]).
+    waiter: Option<Waiter>,
 }
 
 /// What the server must answer a deferred write.
@@ -417,6 +455,7 @@ impl Client {
             wrote: false,
             commit_pending: false,
             read_ahead: true,
+            waiter: None,
         };
         match client.request(&Request::Hello {
             magic: MAGIC,
@@ -463,6 +502,35 @@ impl Client {
         self.read_ahead = on;
     }
 
+    /// With `Some`, the socket turns non-blocking and the client, instead of blocking, calls
+    /// the waiter whenever its socket would block, then tries again; with `None`, it blocks
+    /// again. Refused for shared memory, where a client spins instead of blocking.
+    pub fn set_waiter(&mut self, waiter: Option<Waiter>) -> TxResult<()> {
+        let nonblocking = waiter.is_some();
+        match &self.stream {
+            Stream::Tcp(s) => s.set_nonblocking(nonblocking),
+            Stream::Unix(s) => s.set_nonblocking(nonblocking),
+            Stream::Shm(_) => {
+                return Err(TxError::Invalid(
+                    "a shared-memory client spins on its slot: it has no socket to wait on"
+                        .to_string(),
+                ))
+            }
+        }
+        .map_err(|e| broken("configure the socket", e))?;
+        self.waiter = waiter;
+        Ok(())
+    }
+
+    /// The socket's descriptor, to poll for a [`Waiter`]; `None` for shared memory.
+    pub fn as_raw_fd(&self) -> Option<RawFd> {
+        match &self.stream {
+            Stream::Tcp(s) => Some(s.as_raw_fd()),
+            Stream::Unix(s) => Some(s.as_raw_fd()),
+            Stream::Shm(_) => None,
+        }
+    }
+
     /// Whether the server holds an open transaction of this connection.
     pub fn in_transaction(&self) -> bool {
         self.in_transaction
@@ -505,10 +573,25 @@ impl Client {
     /// read-only transaction that could not commit released its locks all the same, and it
     /// changed nothing), only a broken connection is an error.
     fn send_and_receive(&mut self, frames: usize) -> TxResult<Response> {
-        self.stream
-            .write_all(&self.out)
-            .map_err(|e| broken("send a request", e))?;
+        let mut sent = 0;
+        while sent < self.out.len() {
+            match self.stream.write(&self.out[sent..]) {
+                Ok(0) => return Err(broken("send a request", "the server stopped reading")),
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    wait(&mut self.waiter, Wait::Writable)?
+                }
+                Err(e) => return Err(broken("send a request", e)),
+            }
+        }
         let mut answered = 0;
+        // A non-blocking client waits before its first read: the answer is hardly ever there
+        // yet, and a read that finds nothing is a system call for nothing (see `Waiter` for
+        // why its readiness cannot be missed).
+        if self.waiter.is_some() && self.input.buffered() == 0 {
+            wait(&mut self.waiter, Wait::Readable)?;
+        }
         loop {
             match self.input.next_frame() {
                 Ok(Some(frame)) => {
@@ -532,6 +615,9 @@ impl Client {
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    wait(&mut self.waiter, Wait::Readable)?
+                }
                 Err(e) => return Err(broken("read a response", e)),
             }
         }
