@@ -391,6 +391,58 @@ struct Call {
     attempts: u32,
 }
 
+/// A timer in the epoll set: the loop wakes when an open loop's next slot, or a retry, is due,
+/// to the microsecond, where an epoll timeout counts whole milliseconds (a slot due in 150 µs
+/// would wait a millisecond, and count it as latency).
+struct Alarm {
+    fd: std::os::fd::OwnedFd,
+    /// When it was last set to ring.
+    set_for: Option<Instant>,
+}
+
+/// The alarm's token: no connection's.
+const ALARM: Token = Token(usize::MAX);
+
+impl Alarm {
+    fn new(poll: &Poll) -> std::io::Result<Alarm> {
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        use std::os::fd::AsRawFd;
+        poll.registry()
+            .register(&mut SourceFd(&fd.as_raw_fd()), ALARM, Interest::READABLE)?;
+        Ok(Alarm { fd, set_for: None })
+    }
+
+    /// Rings at `at` (at once if that has passed). Setting the timer again clears its count,
+    /// so a ring is never read.
+    fn set(&mut self, at: Instant) -> std::io::Result<()> {
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags, Timespec};
+        if self.set_for == Some(at) {
+            return Ok(());
+        }
+        // A zero value would disarm it: the earliest is a nanosecond from now.
+        let after = at
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_nanos(1));
+        let value = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: Timespec {
+                tv_sec: after.as_secs() as _,
+                tv_nsec: after.subsec_nanos() as _,
+            },
+        };
+        timerfd_settime(&self.fd, TimerfdTimerFlags::empty(), &value)?;
+        self.set_for = Some(at);
+        Ok(())
+    }
+}
+
 /// How the client side runs each connection's transactions.
 #[derive(Clone, Copy, Debug)]
 pub struct ClientSide {
@@ -608,6 +660,8 @@ impl Mux<'_> {
         progress: &mut ProgressLine,
     ) -> Result<DriverOutcome, DriverError> {
         let config = self.config;
+        let poll_failed = |e: std::io::Error| failed(0, "poll", TxError::Connection(e.to_string()));
+        let mut alarm = Alarm::new(poll).map_err(poll_failed)?;
         let mut events = Events::with_capacity(self.conns.len().max(16));
         let started = Instant::now();
         let measure_from = started + config.warmup;
@@ -692,16 +746,17 @@ impl Mux<'_> {
             {
                 break;
             }
-            let mut timeout = Duration::from_millis(10);
+            // The next thing due that no socket will announce: a slot, or a retry.
+            let mut due = self.retries.iter().map(|r| r.0).min();
             if let (Some(rate), false) = (config.rate, stopping) {
-                let due = started + Duration::from_secs_f64(next_slot as f64 / rate);
-                timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+                let slot = started + Duration::from_secs_f64(next_slot as f64 / rate);
+                due = Some(due.map_or(slot, |d| d.min(slot)));
             }
-            if let Some(at) = self.retries.iter().map(|r| r.0).min() {
-                timeout = timeout.min(at.saturating_duration_since(Instant::now()));
+            if let Some(at) = due {
+                alarm.set(at).map_err(poll_failed)?;
             }
-            poll.poll(&mut events, Some(timeout))
-                .map_err(|e| failed(0, "poll", TxError::Connection(e.to_string())))?;
+            poll.poll(&mut events, Some(Duration::from_millis(10)))
+                .map_err(poll_failed)?;
             for event in events.iter() {
                 let id = event.token().0;
                 let Some(c) = self.conns.get_mut(id) else {

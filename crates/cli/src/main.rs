@@ -561,7 +561,7 @@ struct BenchArgs {
     /// (each operation a transaction of its own: the 2025 paper's simulation).
     #[arg(long, value_enum, default_value = "sp", requires = "server")]
     mode: ModeName,
-    /// With --server: connections (closed-loop clients, a thread each); overrides --threads.
+    /// With --server: connections (clients, multiplexed on one thread; a thread each through shared memory or with --ack-log); overrides --threads.
     #[arg(long, value_name = "N", requires = "server", value_parser = clap::value_parser!(u64).range(1..=4096))]
     connections: Option<u64>,
     /// Open loop: start this many transactions a second (all threads together, evenly
@@ -597,7 +597,7 @@ struct LatencyArgs {
     /// Client modes, comma-separated: sp, interactive, autocommit.
     #[arg(long, value_name = "LIST", default_value = "sp,interactive")]
     modes: String,
-    /// Connections (a client thread each).
+    /// Connections (all on one client thread).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=4096))]
     connections: u64,
     /// Fractions of each mode's closed-loop peak to offer, comma-separated.
