@@ -1,13 +1,13 @@
 //! The multiplexed client against a real server: one thread drives many connections, as
 //! stored-procedure calls and as interactive transactions (a coroutine each), an exact
-//! transaction budget is met, the database stays consistent, and an open loop runs at its
-//! rate.
+//! transaction budget is met, the database stays consistent, an open loop runs at its rate,
+//! and a connection idle in it holds no locks.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bench::driver::{DriverConfig, Stop};
-use bench::multiplex::{drive_multiplexed, ClientSide};
+use bench::driver::{DriverConfig, DriverError, Stop};
+use bench::multiplex::{drive_multiplexed, ClientSide, Multiplexed};
 use bench::progress::ProgressLine;
 use bench::remote::Mode;
 use client::{Client, RemoteConnection};
@@ -15,12 +15,9 @@ use engine::db::{Database, DbConfig};
 use protocol::Endpoint;
 use server::{Arch, Server, ServerConfig};
 use workloads::tpcb::{Tpcb, TpcbConfig};
+use workloads::ycsb::{CoreWorkload, Ycsb, YcsbConfig};
+use workloads::Distribution;
 use workloads::{Terminal, Workload};
-
-const SP: ClientSide = ClientSide {
-    mode: Mode::StoredProcedure,
-    read_ahead: true,
-};
 
 fn serve() -> (Arc<dyn Workload>, Server, Arc<Database>) {
     serve_branches(4, 2)
@@ -34,6 +31,14 @@ fn serve_branches(branches: u64, workers: usize) -> (Arc<dyn Workload>, Server, 
         })
         .unwrap(),
     );
+    serve_workload(w, workers, ServerConfig::default())
+}
+
+fn serve_workload(
+    w: Arc<dyn Workload>,
+    workers: usize,
+    config: ServerConfig,
+) -> (Arc<dyn Workload>, Server, Arc<Database>) {
     // A worker serves one request at a time, so a lock wait behind an interactive transaction
     // whose next request is queued can only time out (as `glass serve --lock-wait-ms`).
     let db = Database::open(DbConfig {
@@ -51,7 +56,7 @@ fn serve_branches(branches: u64, workers: usize) -> (Arc<dyn Workload>, Server, 
             arch: Arch::Dedicated,
             workers,
             listen: vec![Endpoint::Tcp("127.0.0.1:0".parse().unwrap())],
-            ..ServerConfig::default()
+            ..config
         },
     )
     .unwrap();
@@ -66,22 +71,45 @@ fn terminals(w: &dyn Workload, endpoint: &Endpoint, n: usize) -> Vec<Box<dyn Ter
         .collect()
 }
 
+/// Drives `connections` of `w`'s terminals from this thread in `mode`, naming the workload
+/// `workload` to the server.
+fn drive(
+    w: &dyn Workload,
+    server: &Server,
+    connections: usize,
+    workload: &str,
+    mode: Mode,
+    config: &DriverConfig,
+) -> Result<Multiplexed, DriverError> {
+    let endpoint = server.endpoints()[0].clone();
+    drive_multiplexed(
+        terminals(w, &endpoint, connections),
+        &endpoint,
+        workload,
+        w.txn_names(),
+        ClientSide {
+            mode,
+            read_ahead: true,
+        },
+        config,
+        &mut ProgressLine::with_enabled(false),
+    )
+}
+
 #[test]
 fn one_thread_drives_many_connections_to_an_exact_budget() {
     let (w, server, db) = serve();
-    let endpoint = server.endpoints()[0].clone();
     let config = DriverConfig {
         stop: Stop::Txns(600),
         ..DriverConfig::default()
     };
-    let out = drive_multiplexed(
-        terminals(w.as_ref(), &endpoint, 32),
-        &endpoint,
+    let out = drive(
+        w.as_ref(),
+        &server,
+        32,
         "tpcb",
-        w.txn_names(),
-        SP,
+        Mode::StoredProcedure,
         &config,
-        &mut ProgressLine::with_enabled(false),
     )
     .unwrap()
     .outcome;
@@ -96,33 +124,30 @@ fn one_thread_drives_many_connections_to_an_exact_budget() {
 #[test]
 fn an_open_loop_runs_at_its_rate_and_a_wrong_workload_is_refused() {
     let (w, server, _db) = serve();
-    let endpoint = server.endpoints()[0].clone();
     let config = DriverConfig {
         stop: Stop::Duration(Duration::from_millis(800)),
         rate: Some(500.0),
         ..DriverConfig::default()
     };
-    let out = drive_multiplexed(
-        terminals(w.as_ref(), &endpoint, 8),
-        &endpoint,
+    let out = drive(
+        w.as_ref(),
+        &server,
+        8,
         "tpcb",
-        w.txn_names(),
-        SP,
+        Mode::StoredProcedure,
         &config,
-        &mut ProgressLine::with_enabled(false),
     )
     .unwrap()
     .outcome;
     let tps = out.stats.overall().count() as f64 / out.elapsed.as_secs_f64();
     assert!((350.0..=650.0).contains(&tps), "{tps}");
-    let err = drive_multiplexed(
-        terminals(w.as_ref(), &endpoint, 1),
-        &endpoint,
+    let err = drive(
+        w.as_ref(),
+        &server,
+        1,
         "voter",
-        w.txn_names(),
-        SP,
+        Mode::StoredProcedure,
         &DriverConfig::default(),
-        &mut ProgressLine::with_enabled(false),
     )
     .expect_err("the server serves tpcb");
     let cause = std::error::Error::source(&err).map(|s| s.to_string());
@@ -143,24 +168,11 @@ fn an_open_loop_runs_at_its_rate_and_a_wrong_workload_is_refused() {
 fn one_thread_runs_many_interactive_transactions_on_coroutines() {
     for mode in [Mode::Interactive, Mode::Autocommit] {
         let (w, server, db) = serve_branches(64, 4);
-        let endpoint = server.endpoints()[0].clone();
         let config = DriverConfig {
             stop: Stop::Txns(400),
             ..DriverConfig::default()
         };
-        let out = drive_multiplexed(
-            terminals(w.as_ref(), &endpoint, 64),
-            &endpoint,
-            "tpcb",
-            w.txn_names(),
-            ClientSide {
-                mode,
-                read_ahead: true,
-            },
-            &config,
-            &mut ProgressLine::with_enabled(false),
-        )
-        .unwrap();
+        let out = drive(w.as_ref(), &server, 64, "tpcb", mode, &config).unwrap();
         let stats = out.outcome.stats.overall();
         assert_eq!(stats.count(), 400, "{mode:?}");
         let (ended, trips) = out.trips[0];
@@ -186,24 +198,11 @@ fn one_thread_runs_many_interactive_transactions_on_coroutines() {
 #[test]
 fn conflicting_interactive_transactions_are_retried_and_stay_consistent() {
     let (w, server, db) = serve_branches(4, 4);
-    let endpoint = server.endpoints()[0].clone();
     let config = DriverConfig {
         stop: Stop::Txns(300),
         ..DriverConfig::default()
     };
-    let out = drive_multiplexed(
-        terminals(w.as_ref(), &endpoint, 16),
-        &endpoint,
-        "tpcb",
-        w.txn_names(),
-        ClientSide {
-            mode: Mode::Interactive,
-            read_ahead: true,
-        },
-        &config,
-        &mut ProgressLine::with_enabled(false),
-    )
-    .unwrap();
+    let out = drive(w.as_ref(), &server, 16, "tpcb", Mode::Interactive, &config).unwrap();
     let stats = out.outcome.stats.overall();
     assert_eq!(stats.count(), 300);
     assert!(
@@ -213,4 +212,44 @@ fn conflicting_interactive_transactions_are_retried_and_stay_consistent() {
     server.stop();
     let conditions = w.check(&db).unwrap();
     assert!(conditions.iter().all(|c| c.holds()), "{conditions:?}");
+}
+
+/// In an open loop a connection sits idle between its slots: an interactive read-only
+/// transaction's lazy commit (which would ride on the connection's next request) goes out at
+/// once, so its locks are not held until the next slot. With slots 200 ms apart (the loop
+/// gives each slot the connection freed last, so one connection takes them all) and a server
+/// that aborts a transaction idle for 100 ms, any lazy commit left waiting would be a
+/// transaction timed out.
+#[test]
+fn an_idle_connection_in_an_open_loop_holds_no_transaction_open() {
+    let w: Arc<dyn Workload> = Arc::new(
+        Ycsb::new(YcsbConfig {
+            record_count: 1000,
+            workload: CoreWorkload::from_letter('C').unwrap(),
+            distribution: Distribution::Uniform,
+            field_size: 10,
+            field_count: 2,
+        })
+        .unwrap(),
+    );
+    let (w, server, _db) = serve_workload(
+        w,
+        2,
+        ServerConfig {
+            idle_timeout: Duration::from_millis(100),
+            ..ServerConfig::default()
+        },
+    );
+    let config = DriverConfig {
+        stop: Stop::Duration(Duration::from_millis(1500)),
+        warmup: Duration::ZERO,
+        rate: Some(5.0),
+        ..DriverConfig::default()
+    };
+    let out = drive(w.as_ref(), &server, 4, "ycsb", Mode::Interactive, &config).unwrap();
+    let (ended, trips) = out.trips[0];
+    assert!(ended >= 6, "{ended} reads at 5 a second for 1.5 s");
+    assert_eq!(trips, ended, "a read is one round trip");
+    let stats = server.stop();
+    assert_eq!(stats.timed_out, 0, "a lazy commit waited for the next slot");
 }
