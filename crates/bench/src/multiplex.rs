@@ -181,10 +181,9 @@ impl Fiber {
                         let Some(procedure) = procedures.get(ty) else {
                             break Err(TxError::Invalid(format!("no transaction type {ty}")));
                         };
-                        let before = client.round_trips();
-                        let result =
+                        let (result, trips) =
                             run_attempt(&mut client, mode, procedure, &mut *terminal, &mut args);
-                        Yielded::Ended(result, client.round_trips() - before)
+                        Yielded::Ended(result, trips)
                     }
                     Go::Flush => Yielded::Flushed(client.flush()),
                     Go::Ready => {
@@ -378,10 +377,6 @@ impl Caller {
 struct Conn {
     link: Link,
     call: Option<Call>,
-    /// Sending a lazy commit.
-    flushing: bool,
-    /// An attempt ended since the last flush: a lazy commit may wait.
-    dirty: bool,
 }
 
 struct Call {
@@ -552,12 +547,7 @@ pub fn drive_multiplexed(
     for (i, terminal) in terminals.into_iter().enumerate() {
         let link = open(endpoint, workload, procedures, side, terminal, &poll, i)
             .map_err(|e| failed(i, "connect", e))?;
-        conns.push(Conn {
-            link,
-            call: None,
-            flushing: false,
-            dirty: false,
-        });
+        conns.push(Conn { link, call: None });
     }
     let mut mux = Mux {
         procedures,
@@ -566,6 +556,7 @@ pub fn drive_multiplexed(
         trips: vec![(0, 0); procedures.len()],
         conns,
         free: Vec::new(),
+        lazy: Vec::new(),
         in_flight: 0,
         settled: VecDeque::new(),
         retries: Vec::new(),
@@ -643,6 +634,10 @@ struct Mux<'a> {
     conns: Vec<Conn>,
     /// Connections with nothing in flight, the next to start last.
     free: Vec<usize>,
+    /// Connections with nothing in flight whose last transaction may have left a lazy
+    /// commit to send; they start the next transactions first (the commit rides along), and
+    /// send it alone when they would sit idle.
+    lazy: Vec<usize>,
     /// Connections with a transaction or a lazy commit under way (or a retry waiting).
     in_flight: usize,
     /// What connections finished, not yet accounted.
@@ -700,7 +695,7 @@ impl Mux<'_> {
                         next_slot += 1;
                     }
                 }
-                while let Some(&id) = self.free.last() {
+                while let Some(id) = self.lazy.last().or(self.free.last()).copied() {
                     let begin = match config.rate {
                         Some(_) => match backlog.pop_front() {
                             Some(at) => at,
@@ -715,35 +710,24 @@ impl Mux<'_> {
                         }
                         started_measured += 1;
                     }
-                    self.free.pop();
+                    if self.lazy.pop().is_none() {
+                        self.free.pop();
+                    }
                     self.begin(id, begin, measured)?;
                 }
             }
             // Connections that will sit idle send what they held back.
             if config.rate.is_some() || stopping {
-                let mut i = 0;
-                while i < self.free.len() {
-                    let id = self.free[i];
-                    if !self.conns[id].dirty {
-                        i += 1;
-                        continue;
-                    }
-                    self.free.swap_remove(i);
-                    let c = &mut self.conns[id];
-                    c.dirty = false;
-                    c.flushing = true;
+                while let Some(id) = self.lazy.pop() {
                     self.in_flight += 1;
-                    if let Some(done) = c.link.flush().map_err(|e| failed(id, "commit", e))? {
+                    let flushed = self.conns[id].link.flush();
+                    if let Some(done) = flushed.map_err(|e| failed(id, "commit", e))? {
                         self.settled.push_back((id, done));
                     }
                 }
             }
             self.settle()?;
-            if stopping
-                && self.in_flight == 0
-                && self.settled.is_empty()
-                && !self.free.iter().any(|&id| self.conns[id].dirty)
-            {
+            if stopping && self.in_flight == 0 && self.settled.is_empty() && self.lazy.is_empty() {
                 break;
             }
             // The next thing due that no socket will announce: a slot, or a retry.
@@ -844,7 +828,6 @@ impl Mux<'_> {
             let (result, trips) = match done {
                 Done::Flushed(result) => {
                     result.map_err(|e| failed(id, "commit", e))?;
-                    c.flushing = false;
                     self.in_flight -= 1;
                     self.free.push(id);
                     continue;
@@ -889,9 +872,11 @@ impl Mux<'_> {
                 self.stats.by_type[call.ty].record(outcome, call.begin.elapsed());
                 self.measured_done += 1;
             }
-            c.dirty = matches!(c.link, Link::Fiber(_));
             self.in_flight -= 1;
-            self.free.push(id);
+            match c.link {
+                Link::Fiber(_) => self.lazy.push(id),
+                Link::Caller(_) => self.free.push(id),
+            }
         }
         Ok(())
     }

@@ -166,8 +166,7 @@ impl Executor for RemoteExecutor {
     fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
         let mut guard = self.workers[attempt.worker].lock();
         let w = &mut *guard;
-        let before = w.client.round_trips();
-        let result = run_attempt(
+        let (result, trips) = run_attempt(
             &mut w.client,
             self.mode,
             &self.procedures[attempt.txn],
@@ -177,28 +176,31 @@ impl Executor for RemoteExecutor {
         if matches!(result, Ok(()) | Err(TxError::UserAbort(_))) {
             let e = &mut w.ended[attempt.txn];
             e.0 += 1;
-            e.1 += w.client.round_trips() - before;
+            e.1 += trips;
         }
         result
     }
 }
 
 /// One attempt of `terminal`'s drawn transaction (the stored procedure `procedure`) through
-/// `client`, in `mode`; `args` is scratch space for a call's arguments. The threaded driver's
-/// workers and the multiplexed client's coroutines both run transactions through this.
+/// `client`, in `mode`; `args` is scratch space for a call's arguments. Returns how the
+/// attempt ended and the round trips it made. The threaded driver's workers and the
+/// multiplexed client's coroutines both run transactions through this.
 pub(crate) fn run_attempt(
     client: &mut Client,
     mode: Mode,
     procedure: &str,
     terminal: &mut dyn Terminal,
     args: &mut Vec<Value>,
-) -> TxResult<()> {
-    match mode {
+) -> (TxResult<()>, u64) {
+    let before = client.round_trips();
+    let result = match mode {
         Mode::StoredProcedure => {
             args.clear();
-            terminal.args(args)?;
-            let values = client.call(procedure, std::mem::take(args))?;
-            terminal.returned(&values)
+            terminal
+                .args(args)
+                .and_then(|()| client.call(procedure, std::mem::take(args)))
+                .and_then(|values| terminal.returned(&values))
         }
         Mode::Interactive => {
             let result = terminal.run(&mut RemoteTx::new(client, false));
@@ -213,7 +215,8 @@ pub(crate) fn run_attempt(
             ))),
             other => other,
         },
-    }
+    };
+    (result, client.round_trips() - before)
 }
 
 /// The round trips a client run measured, beside the 2025 paper's (Table 2).
