@@ -297,14 +297,9 @@ pub fn drive(
             match handle.join() {
                 Ok(stats) => merged.merge(&stats),
                 Err(payload) => {
-                    let message = payload
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| payload.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "unknown panic".to_string());
                     shared.error.lock().get_or_insert(DriverError::Panicked {
                         terminal: id,
-                        message,
+                        message: panic_message(&*payload),
                     });
                 }
             }
@@ -321,6 +316,15 @@ pub fn drive(
         stats: merged,
         elapsed,
     })
+}
+
+/// What a panic said, from its payload (`panic!` with a literal or a formatted message).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
 }
 
 /// Marks a worker finished when its thread ends, normally or by a panic (in which case it

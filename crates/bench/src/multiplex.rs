@@ -47,7 +47,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use workloads::Terminal;
 
-use crate::driver::{backoff_delay, DriverConfig, DriverError, DriverOutcome, Stop};
+use crate::driver::{backoff_delay, panic_message, DriverConfig, DriverError, DriverOutcome, Stop};
 use crate::progress::ProgressLine;
 use crate::remote::{run_attempt, Mode};
 use crate::stats::{Outcome, RunStats};
@@ -129,8 +129,6 @@ struct Fiber {
     co: Coroutine<Go, Yielded, TxResult<()>>,
     /// Suspended in its client's waiter, until its socket is ready.
     waiting: bool,
-    /// Returned: resuming it again would be a bug.
-    finished: bool,
 }
 
 /// A coroutine's stack: mapped at once, committed as touched. A procedure's deepest call
@@ -199,15 +197,13 @@ impl Fiber {
             let _ = client.set_waiter(None);
             result
         });
-        Ok(Fiber {
-            co,
-            waiting: false,
-            finished: false,
-        })
+        Ok(Fiber { co, waiting: false })
     }
 
     fn resume(&mut self, go: Go) -> Result<Yielded, TxError> {
-        if self.finished {
+        // Returned, or unwound by a panic (which `resume` passes on): resuming it would be a
+        // bug.
+        if self.co.done() {
             return Err(TxError::Invalid(
                 "a client coroutine that had returned was resumed".into(),
             ));
@@ -218,7 +214,6 @@ impl Fiber {
                 Ok(y)
             }
             CoroutineResult::Return(r) => {
-                self.finished = true;
                 self.waiting = false;
                 Err(r.err().unwrap_or_else(|| {
                     TxError::Invalid("a client coroutine returned in the middle of a run".into())
@@ -305,7 +300,7 @@ impl Link {
     /// Ends a coroutine's body (a caller has none).
     fn stop(&mut self) {
         if let Link::Fiber(f) = self {
-            if !f.finished && !f.waiting {
+            if !f.co.done() && !f.waiting {
                 let _ = f.resume(Go::Stop);
             }
         }
@@ -461,6 +456,25 @@ fn failed(terminal: usize, txn: &str, source: TxError) -> DriverError {
         txn: txn.to_string(),
         terminal,
         source,
+    }
+}
+
+/// Runs `f`, which calls into connection `id`'s workload code (its terminal, or a procedure on
+/// its coroutine), for `what`. A panic there, a bug in the workload or the client, ends the run
+/// as a worker thread's panic ends the threaded driver's run: as [`DriverError::Panicked`], not
+/// as a panic out of `glass bench`. Unwind safety: after a panic the run ends, and nothing of
+/// the connection is used again but [`Link::stop`], which leaves an unwound coroutine alone.
+fn guard<T>(
+    id: usize,
+    what: &str,
+    f: impl FnOnce() -> Result<T, TxError>,
+) -> Result<T, DriverError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result.map_err(|e| failed(id, what, e)),
+        Err(payload) => Err(DriverError::Panicked {
+            terminal: id,
+            message: panic_message(&*payload),
+        }),
     }
 }
 
@@ -720,8 +734,8 @@ impl Mux<'_> {
             if config.rate.is_some() || stopping {
                 while let Some(id) = self.lazy.pop() {
                     self.in_flight += 1;
-                    let flushed = self.conns[id].link.flush();
-                    if let Some(done) = flushed.map_err(|e| failed(id, "commit", e))? {
+                    let link = &mut self.conns[id].link;
+                    if let Some(done) = guard(id, "commit", || link.flush())? {
                         self.settled.push_back((id, done));
                     }
                 }
@@ -750,7 +764,7 @@ impl Mux<'_> {
                     Some(call) => self.procedures[call.ty],
                     None => "read",
                 };
-                if let Some(done) = c.link.ready(event).map_err(|e| failed(id, what, e))? {
+                if let Some(done) = guard(id, what, || c.link.ready(event))? {
                     self.settled.push_back((id, done));
                 }
             }
@@ -780,7 +794,7 @@ impl Mux<'_> {
     /// Draws connection `id`'s next transaction and starts it.
     fn begin(&mut self, id: usize, begin: Instant, measured: bool) -> Result<(), DriverError> {
         let c = &mut self.conns[id];
-        let ty = c.link.draw().map_err(|e| failed(id, "draw", e))?;
+        let ty = guard(id, "draw", || c.link.draw())?;
         if ty >= self.procedures.len() {
             return Err(DriverError::BadType {
                 terminal: id,
@@ -811,11 +825,7 @@ impl Mux<'_> {
                 ))
             }
         };
-        if let Some(done) = c
-            .link
-            .attempt(name, first)
-            .map_err(|e| failed(id, name, e))?
-        {
+        if let Some(done) = guard(id, name, || c.link.attempt(name, first))? {
             self.settled.push_back((id, done));
         }
         Ok(())

@@ -253,3 +253,80 @@ fn an_idle_connection_in_an_open_loop_holds_no_transaction_open() {
     let stats = server.stop();
     assert_eq!(stats.timed_out, 0, "a lazy commit waited for the next slot");
 }
+
+/// A terminal whose transaction body (`run`, on a coroutine when interactive) and whose
+/// stored-procedure result handler (`returned`) panic on its `after`-th transaction: a bug in a
+/// workload.
+struct PanicsAfter {
+    inner: Box<dyn Terminal>,
+    after: u32,
+}
+
+impl PanicsAfter {
+    fn count(&mut self) {
+        self.after = self.after.saturating_sub(1);
+        if self.after == 0 {
+            panic!("a bug in the workload");
+        }
+    }
+}
+
+impl Terminal for PanicsAfter {
+    fn next(&mut self) -> usize {
+        self.inner.next()
+    }
+    fn run(&mut self, tx: &mut dyn engine::Tx) -> engine::TxResult<()> {
+        self.count();
+        self.inner.run(tx)
+    }
+    fn args(&self, out: &mut Vec<engine::Value>) -> engine::TxResult<()> {
+        self.inner.args(out)
+    }
+    fn returned(&mut self, values: &[engine::Value]) -> engine::TxResult<()> {
+        self.count();
+        self.inner.returned(values)
+    }
+}
+
+/// A panic in a workload's code, on a coroutine or in a stored procedure's result handler,
+/// ends the run as the threaded driver's does, as `DriverError::Panicked` naming the terminal
+/// and the message, not as a panic out of the client; the server drops the connection's
+/// transaction and the database stays consistent.
+#[test]
+fn a_panic_in_a_workload_ends_the_run_as_an_error() {
+    for mode in [Mode::StoredProcedure, Mode::Interactive] {
+        let (w, server, db) = serve_branches(8, 2);
+        let endpoint = server.endpoints()[0].clone();
+        let mut connections = terminals(w.as_ref(), &endpoint, 8);
+        let inner = connections.remove(3);
+        connections.insert(3, Box::new(PanicsAfter { inner, after: 5 }));
+        let result = drive_multiplexed(
+            connections,
+            &endpoint,
+            "tpcb",
+            w.txn_names(),
+            ClientSide {
+                mode,
+                read_ahead: true,
+            },
+            &DriverConfig {
+                stop: Stop::Txns(400),
+                ..DriverConfig::default()
+            },
+            &mut ProgressLine::with_enabled(false),
+        );
+        match result {
+            Err(DriverError::Panicked { terminal, message }) => {
+                assert_eq!(terminal, 3, "{mode:?}");
+                assert_eq!(message, "a bug in the workload", "{mode:?}");
+            }
+            other => panic!("{mode:?}: {other:?}"),
+        }
+        server.stop();
+        let conditions = w.check(&db).unwrap();
+        assert!(
+            conditions.iter().all(|c| c.holds()),
+            "{mode:?}: {conditions:?}"
+        );
+    }
+}
