@@ -1,7 +1,8 @@
 //! Buffer pool with a fake `PageLog`: redo ranges, LSN stamping, the WAL rule, rec_lsn.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use storage::buffer::{BufferPool, PoolConfig};
 use storage::file::{MemPageStore, PageStore};
@@ -17,6 +18,11 @@ struct FakeLog {
     records: Mutex<Vec<(Lsn, Record)>>,
     /// Pages logged as zero-filled first (fresh allocations).
     zeroed: Mutex<Vec<PageId>>,
+    /// While true, a force of anything not yet flushed waits (as a force waits for a sync).
+    held: Mutex<bool>,
+    release: Condvar,
+    /// Forces that found the log held and waited.
+    waited: AtomicU64,
 }
 
 impl PageLog for FakeLog {
@@ -42,8 +48,24 @@ impl PageLog for FakeLog {
         lsn
     }
     fn flush_to(&self, lsn: Lsn) -> StorageResult<()> {
+        if lsn.0 > self.flushed.load(Ordering::SeqCst) {
+            let mut held = self.held.lock().unwrap();
+            if *held {
+                self.waited.fetch_add(1, Ordering::SeqCst);
+            }
+            while *held {
+                held = self.release.wait(held).unwrap();
+            }
+        }
         self.flushed.fetch_max(lsn.0, Ordering::SeqCst);
         Ok(())
+    }
+}
+
+impl FakeLog {
+    fn hold(&self, held: bool) {
+        *self.held.lock().unwrap() = held;
+        self.release.notify_all();
     }
 }
 
@@ -338,4 +360,51 @@ fn dirty_pages_lists_every_page_changed_before_a_begin_lsn() {
             }
         }
     }
+}
+
+/// A checkpoint's write-back forces the log before it latches the page: while the force waits
+/// (a sync, here held open), the page's writers are not shut out. The write that follows keeps
+/// the WAL rule for the change made meanwhile, and the page ends clean with it.
+#[test]
+fn a_write_back_waits_for_the_log_without_the_page_latch() {
+    let (pool, log, store) = logged_pool(8);
+    let pool = Arc::new(pool);
+    let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+    pool.fix_exclusive(id).unwrap().range_mut(200, 1)[0] = 1;
+    log.hold(true);
+    let flusher = {
+        let pool = Arc::clone(&pool);
+        std::thread::spawn(move || pool.flush_all())
+    };
+    while log.waited.load(Ordering::SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    // The flusher waits in the log's force; a writer of the page gets its latch meanwhile.
+    let (sent, changed) = mpsc::channel();
+    let writer = {
+        let pool = Arc::clone(&pool);
+        std::thread::spawn(move || {
+            pool.fix_exclusive(id).unwrap().range_mut(201, 1)[0] = 2;
+            sent.send(()).unwrap();
+        })
+    };
+    let latched = changed.recv_timeout(Duration::from_secs(10));
+    log.hold(false);
+    writer.join().unwrap();
+    flusher.join().unwrap().unwrap();
+    assert!(
+        latched.is_ok(),
+        "a writer waited for the page latch across the log force"
+    );
+    assert!(
+        store.violations.lock().unwrap().is_empty(),
+        "pages written before their log: {:?}",
+        store.violations.lock().unwrap()
+    );
+    // The write-back after the force wrote the page as the writer left it.
+    let mut image = vec![0u8; PageSize::Kib8.bytes()];
+    store.inner.read_page(id, &mut image).unwrap();
+    assert_eq!(&image[200..202], &[1, 2]);
+    assert!(pool.dirty_pages().is_empty());
+    pool.check_invariants();
 }

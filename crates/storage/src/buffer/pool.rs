@@ -1055,7 +1055,11 @@ impl BufferPool {
 
     /// Writes back the dirty frames that `pick` chooses (asked twice: before pinning, and again
     /// under the frame latch). The page-table latch is held only to pin a frame, never across
-    /// I/O; the write happens under the frame's shared latch.
+    /// I/O; the write happens under the frame's shared latch. The log is forced up to the
+    /// page's LSN before that latch is taken for the write: a force waits for a sync, and a
+    /// hot page's writers (who need the latch exclusive) would wait out the sync behind a
+    /// checkpoint. Under the latch, [`BufferPool::write_back`] forces again only if the page
+    /// changed meanwhile and its new LSN is not yet durable.
     fn flush_where(&self, pick: impl Fn(&Frame) -> bool) -> StorageResult<usize> {
         let mut count = 0;
         for i in 0..self.frames.len() {
@@ -1071,15 +1075,31 @@ impl BufferPool {
                 frame.pin();
                 page
             };
-            let written = {
+            let still = |data: &FrameData| {
+                data.page == Some(page) && frame.dirty.load(Ordering::Acquire) && pick(frame)
+            };
+            let forced = match &self.log {
+                Some(log) => {
+                    let lsn = {
+                        let data = frame.data.read();
+                        still(&data).then(|| page_lsn(&data.buf))
+                    };
+                    match lsn {
+                        Some(lsn) if lsn != Lsn::NONE => log.flush_to(lsn),
+                        _ => Ok(()),
+                    }
+                }
+                None => Ok(()),
+            };
+            let written = forced.and_then(|()| {
                 let data = frame.data.read();
-                if data.page == Some(page) && frame.dirty.load(Ordering::Acquire) && pick(frame) {
+                if still(&data) {
                     count += 1;
                     self.write_back(frame, &data)
                 } else {
                     Ok(())
                 }
-            };
+            });
             frame.unpin();
             written?;
         }
