@@ -53,6 +53,10 @@ pub const FREE: u32 = 0;
 pub const CLAIMED: u32 = 1;
 pub const RELEASED: u32 = 2;
 
+/// How long a claim waits for the server to free a released slot when no slot is free (the
+/// server's polling thread naps when idle; a region whose server is gone frees none).
+pub const RECYCLE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A mapped region.
 pub struct Region {
     /// Kept mapped for `base`'s sake; never read or written through a reference once shared,
@@ -287,22 +291,32 @@ impl Region {
         true
     }
 
-    /// Claims a free slot for this process.
+    /// Claims a free slot for this process. A slot its client released is free again once the
+    /// server has seen it (and aborted what it held open): with no slot free but some
+    /// released, the claim waits for the server, up to [`RECYCLE_PATIENCE`].
     pub fn claim(&self) -> Result<usize, ShmError> {
-        for slot in 0..self.slots {
-            if self
-                .state(slot)
-                .compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                self.pid(slot).store(std::process::id(), Ordering::Release);
-                return Ok(slot);
+        let started = std::time::Instant::now();
+        loop {
+            let mut released = false;
+            for slot in 0..self.slots {
+                let state = self.state(slot);
+                if state
+                    .compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    self.pid(slot).store(std::process::id(), Ordering::Release);
+                    return Ok(slot);
+                }
+                released |= state.load(Ordering::Acquire) == RELEASED;
             }
+            if !released || started.elapsed() >= RECYCLE_PATIENCE {
+                return Err(ShmError::Full {
+                    path: self.path.clone(),
+                    slots: self.slots,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
-        Err(ShmError::Full {
-            path: self.path.clone(),
-            slots: self.slots,
-        })
     }
 }
 
@@ -341,6 +355,31 @@ mod tests {
         // Lengths past the buffer are refused both ways.
         assert!(!client.write(slot, false, &[0; 129]));
         assert!(!server.read(slot, true, 129, &mut got));
+    }
+
+    #[test]
+    fn a_claim_waits_for_the_server_to_free_a_released_slot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("region");
+        let server = Region::create(&path, 2, 64).unwrap();
+        let client = Region::open(&path).unwrap();
+        let (a, _b) = (client.claim().unwrap(), client.claim().unwrap());
+        client.state(a).store(RELEASED, Ordering::Release);
+        // Nobody frees it: full, once the claim has waited its patience.
+        let started = std::time::Instant::now();
+        assert!(matches!(
+            client.claim(),
+            Err(ShmError::Full { slots: 2, .. })
+        ));
+        assert!(started.elapsed() >= RECYCLE_PATIENCE);
+        // The server frees it while the claim waits: the claim gets it.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                server.state(a).store(FREE, Ordering::Release);
+            });
+            assert_eq!(client.claim().unwrap(), a);
+        });
     }
 
     #[test]
