@@ -93,7 +93,9 @@
 //! non-blocking and hands every wait to a function of the caller's instead: a program that
 //! runs many clients from one thread (on coroutines, as `glass bench --server` does for
 //! interactive transactions) suspends the waiting one there and resumes it when its socket
-//! is ready ([`Client::as_raw_fd`] names the socket to poll).
+//! is ready ([`Client::as_raw_fd`] names the socket to poll). A shared-memory client has no
+//! socket: it spins on its slot, and with a waiter it calls the waiter at each turn of the
+//! spin instead, so that one thread can look at many slots in turn.
 //!
 //! Errors come back as [`engine::TxError`], classified as the server classified them
 //! ([`protocol::ErrorClass`]); a broken connection is [`engine::TxError::Connection`]. A
@@ -150,9 +152,10 @@ impl ShmLink {
         })
     }
 
-    /// Sends one frame and spins until its answer is there; returns the answer's kind and
-    /// body.
-    fn exchange(&mut self, frame: &[u8]) -> TxResult<&[u8]> {
+    /// Sends one frame and waits until its answer is there: spinning, or with a `waiter`,
+    /// calling it ([`Wait::Answer`]) each time the answer is not there yet. Returns the
+    /// answer's kind and body.
+    fn exchange(&mut self, frame: &[u8], waiter: &mut Option<Waiter>) -> TxResult<&[u8]> {
         let (r, slot) = (&self.region, self.slot);
         if !r.write(slot, false, frame) {
             return Err(TxError::Invalid(format!(
@@ -169,17 +172,17 @@ impl ShmLink {
         let mut spins = 0u32;
         while r.response_seq(slot).load(Ordering::Acquire) != self.seq {
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1024) {
-                if started.elapsed() > SHM_PATIENCE {
-                    return Err(broken(
-                        "read a response",
-                        format!("no answer through shared memory in {SHM_PATIENCE:?}"),
-                    ));
-                }
+            if spins.is_multiple_of(1024) && started.elapsed() > SHM_PATIENCE {
+                return Err(broken(
+                    "read a response",
+                    format!("no answer through shared memory in {SHM_PATIENCE:?}"),
+                ));
+            }
+            match waiter {
+                Some(w) => w(Wait::Answer).map_err(|e| broken("wait for the server", e))?,
                 // Another thread may need this core.
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
+                None if spins.is_multiple_of(1024) => std::thread::yield_now(),
+                None => std::hint::spin_loop(),
             }
         }
         let len = r.response_len(slot).load(Ordering::Relaxed) as usize;
@@ -242,6 +245,9 @@ pub enum Wait {
     Readable,
     /// Room in the socket's send buffer.
     Writable,
+    /// The server's answer through shared memory, which no poll announces: the waiter
+    /// returns when it is worth looking again (after the others had their turn).
+    Answer,
 }
 
 /// Waits until the client's socket may be ready for what it names (returning early is
@@ -504,18 +510,15 @@ impl Client {
 
     /// With `Some`, the socket turns non-blocking and the client, instead of blocking, calls
     /// the waiter whenever its socket would block, then tries again; with `None`, it blocks
-    /// again. Refused for shared memory, where a client spins instead of blocking.
+    /// again. Through shared memory, where a client spins on its slot, the waiter is called
+    /// instead of each turn of the spin ([`Wait::Answer`]): one thread can then look at many
+    /// slots in turn.
     pub fn set_waiter(&mut self, waiter: Option<Waiter>) -> TxResult<()> {
         let nonblocking = waiter.is_some();
         match &self.stream {
             Stream::Tcp(s) => s.set_nonblocking(nonblocking),
             Stream::Unix(s) => s.set_nonblocking(nonblocking),
-            Stream::Shm(_) => {
-                return Err(TxError::Invalid(
-                    "a shared-memory client spins on its slot: it has no socket to wait on"
-                        .to_string(),
-                ))
-            }
+            Stream::Shm(_) => Ok(()),
         }
         .map_err(|e| broken("configure the socket", e))?;
         self.waiter = waiter;
@@ -548,7 +551,7 @@ impl Client {
             if let Stream::Shm(link) = &mut self.stream {
                 let mut commit = Vec::new();
                 Request::Commit.encode(&mut commit);
-                link.exchange(&commit)?;
+                link.exchange(&commit, &mut self.waiter)?;
             } else {
                 Request::Commit.encode(&mut self.out);
                 request.encode(&mut self.out);
@@ -559,7 +562,7 @@ impl Client {
         }
         request.encode(&mut self.out);
         if let Stream::Shm(link) = &mut self.stream {
-            let frame = link.exchange(&self.out)?;
+            let frame = link.exchange(&self.out, &mut self.waiter)?;
             self.round_trips += 1;
             return Response::decode(frame).map_err(|e| broken("read a response", e));
         }
