@@ -1,5 +1,6 @@
-//! One client thread for many connections: the client of `glass bench --server` over TCP and
-//! Unix sockets, as the 2025 paper's clients drive up to 512 connections from one thread.
+//! One client thread for many connections: the client of `glass bench --server` over TCP,
+//! Unix sockets and shared memory, as the 2025 paper's clients drive up to 512 connections
+//! from one thread.
 //! Every connection is a terminal with at most one transaction in flight; one `epoll` loop
 //! starts each terminal's next transaction when its last one ended (closed loop), or when its
 //! slot in the schedule comes (open loop, `DriverConfig::rate`: a slot waits for a free
@@ -14,6 +15,11 @@
 //! says its socket is ready. The workload's code stays the same blocking code that runs
 //! embedded.
 //!
+//! Through shared memory (`shm://`, the kernel-bypass stand-in) every mode runs on a
+//! coroutine whose client calls the procedure; no poll announces an answer in a slot, so
+//! while any connection waits for one the loop spins, resuming each waiting coroutine to look
+//! at its slot, and sleeps in epoll only when none waits.
+//!
 //! ```text
 //!   connect all (blocking handshake, then non-blocking)
 //!   loop until the measured time is over, nothing is in flight and nothing is left to flush:
@@ -24,6 +30,7 @@
 //!       lazy commit (its locks would hold others up)
 //!     epoll ─► Caller: read frames ─► Returned / Failed
 //!              Fiber: resume ─► runs until it waits again, or its attempt ends
+//!       (shared memory, while any waits: no epoll; resume each waiting Fiber to look)
 //!     an attempt that ended: committed; user abort: rolled back; retryable: again after a
 //!       back-off; anything else ends the run
 //! ```
@@ -288,13 +295,26 @@ impl Link {
     fn ready(&mut self, event: &Event) -> Result<Option<Done>, TxError> {
         match self {
             Link::Caller(c) => c.ready(event),
+            // An edge from a read the coroutine made without waiting: nothing to do.
+            Link::Fiber(_) => self.look(),
+        }
+    }
+
+    /// A coroutine waiting for its answer looks again (its socket is ready, or, through
+    /// shared memory, where nothing announces an answer, it is its turn). Returns what ended.
+    fn look(&mut self) -> Result<Option<Done>, TxError> {
+        match self {
             Link::Fiber(f) if f.waiting => {
                 let y = f.resume(Go::Ready)?;
                 Ok(done(y))
             }
-            // An edge from a read the coroutine made without waiting: nothing to do.
-            Link::Fiber(_) => Ok(None),
+            _ => Ok(None),
         }
+    }
+
+    /// Waiting for an answer that no poll will announce (shared memory).
+    fn waiting(&self) -> bool {
+        matches!(self, Link::Fiber(f) if f.waiting)
     }
 
     /// Ends a coroutine's body (a caller has none).
@@ -523,10 +543,10 @@ fn connect(endpoint: &Endpoint, workload: &str) -> Result<Sock, TxError> {
                 .map_err(|e| broken("configure", &e))?;
             (frame, Sock::Unix(UnixStream::from_std(s)))
         }
+        // A shared-memory connection runs through `client::Client` (see `open`).
         Endpoint::Shm(_) => {
             return Err(TxError::Invalid(
-                "one client thread cannot spin on many shared-memory slots: use a thread per \
-                 connection for shm://"
+                "a stored-procedure caller needs a socket; shared memory runs through a client"
                     .into(),
             ))
         }
@@ -576,6 +596,8 @@ pub fn drive_multiplexed(
         retries: Vec::new(),
         rng: SmallRng::seed_from_u64(config.seed),
         measured_done: 0,
+        spin: matches!(endpoint, Endpoint::Shm(_)),
+        fruitless: 0,
     };
     mux.free = (0..mux.conns.len()).rev().collect();
     let result = mux.run(&mut poll, progress);
@@ -601,7 +623,9 @@ fn open(
 ) -> Result<Link, TxError> {
     let interest = Interest::READABLE | Interest::WRITABLE;
     let register = |e: std::io::Error| TxError::Connection(format!("register with epoll: {e}"));
-    if side.mode == Mode::StoredProcedure {
+    // A shared-memory connection has no socket for a frame caller: it runs every mode on a
+    // coroutine, whose client calls the procedure and spins through the loop.
+    if side.mode == Mode::StoredProcedure && !matches!(endpoint, Endpoint::Shm(_)) {
         let mut sock = connect(endpoint, workload)?;
         poll.registry()
             .register(sock.source(), Token(i), interest)
@@ -623,16 +647,12 @@ fn open(
         )));
     }
     client.set_read_ahead(side.read_ahead);
-    let Some(fd) = client.as_raw_fd() else {
-        return Err(TxError::Invalid(
-            "one client thread cannot spin on many shared-memory slots: use a thread per \
-             connection for shm://"
-                .into(),
-        ));
-    };
-    poll.registry()
-        .register(&mut SourceFd(&fd), Token(i), interest)
-        .map_err(register)?;
+    // Shared memory has no socket: the loop looks at a waiting coroutine's slot every turn.
+    if let Some(fd) = client.as_raw_fd() {
+        poll.registry()
+            .register(&mut SourceFd(&fd), Token(i), interest)
+            .map_err(register)?;
+    }
     let procedures = procedures.iter().map(|p| p.to_string()).collect();
     Fiber::new(client, terminal, side.mode, procedures)
         .map(Link::Fiber)
@@ -660,9 +680,43 @@ struct Mux<'a> {
     retries: Vec<(Instant, usize)>,
     rng: SmallRng,
     measured_done: u64,
+    /// The connections are shared-memory slots, which the loop spins on ([`Mux::look_all`]).
+    spin: bool,
+    /// Turns of the spin in a row in which no answer came.
+    fruitless: u32,
 }
 
 impl Mux<'_> {
+    /// Through shared memory: every coroutine waiting for an answer looks at its slot. Returns
+    /// whether any was waiting. A spin that finds nothing for a while lets another thread
+    /// have the core, as a shared-memory client's own spin does.
+    fn look_all(&mut self) -> Result<bool, DriverError> {
+        let mut waiting = false;
+        let before = self.settled.len();
+        for (id, c) in self.conns.iter_mut().enumerate() {
+            if !c.link.waiting() {
+                continue;
+            }
+            waiting = true;
+            let what = match &c.call {
+                Some(call) => self.procedures[call.ty],
+                None => "commit",
+            };
+            if let Some(done) = guard(id, what, || c.link.look())? {
+                self.settled.push_back((id, done));
+            }
+        }
+        if waiting && self.settled.len() == before {
+            self.fruitless = self.fruitless.wrapping_add(1);
+            if self.fruitless.is_multiple_of(1024) {
+                std::thread::yield_now();
+            }
+        } else {
+            self.fruitless = 0;
+        }
+        Ok(waiting)
+    }
+
     fn run(
         &mut self,
         poll: &mut Poll,
@@ -753,19 +807,24 @@ impl Mux<'_> {
             if let Some(at) = due {
                 alarm.set(at).map_err(poll_failed)?;
             }
-            poll.poll(&mut events, Some(Duration::from_millis(10)))
-                .map_err(poll_failed)?;
-            for event in events.iter() {
-                let id = event.token().0;
-                let Some(c) = self.conns.get_mut(id) else {
-                    continue;
-                };
-                let what = match &c.call {
-                    Some(call) => self.procedures[call.ty],
-                    None => "read",
-                };
-                if let Some(done) = guard(id, what, || c.link.ready(event))? {
-                    self.settled.push_back((id, done));
+            // Through shared memory nothing announces an answer: while any connection waits
+            // for one, the loop spins, looking at each; otherwise it sleeps in epoll until
+            // the alarm (or a socket) wakes it.
+            if !(self.spin && self.look_all()?) {
+                poll.poll(&mut events, Some(Duration::from_millis(10)))
+                    .map_err(poll_failed)?;
+                for event in events.iter() {
+                    let id = event.token().0;
+                    let Some(c) = self.conns.get_mut(id) else {
+                        continue;
+                    };
+                    let what = match &c.call {
+                        Some(call) => self.procedures[call.ty],
+                        None => "read",
+                    };
+                    if let Some(done) = guard(id, what, || c.link.ready(event))? {
+                        self.settled.push_back((id, done));
+                    }
                 }
             }
             self.settle()?;

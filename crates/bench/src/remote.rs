@@ -1,7 +1,7 @@
 //! The server and the client side of a benchmark: `glass serve` (a workload's database behind
 //! a [`server::Server`]) and `glass bench --server` (the workload's terminals driving it over
 //! connections, all from one thread ([`crate::multiplex`]), or a thread each through
-//! [`RemoteExecutor`] for shared memory and `--ack-log`).
+//! [`RemoteExecutor`] for `--ack-log`).
 //!
 //! ```text
 //!   glass serve tpcc --listen 127.0.0.1:0          glass bench tpcc --server ADDR --mode M
@@ -245,8 +245,8 @@ impl RoundTrips {
 }
 
 /// Runs `config`'s workload on the server at `endpoint`: from one thread multiplexing every
-/// connection ([`crate::multiplex`]); calls through shared memory and runs with an ack log
-/// from a thread per connection.
+/// connection ([`crate::multiplex`]); runs with an ack log from a thread per connection (the
+/// log's writer sits behind the threaded driver's executor).
 pub fn run_remote_bench(
     config: &BenchConfig,
     endpoint: &Endpoint,
@@ -254,7 +254,7 @@ pub fn run_remote_bench(
 ) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
     let status = Status::new(config.quiet);
     let workload = build_workload(&config.workload, &config.options)?;
-    if !matches!(endpoint, Endpoint::Shm(_)) && config.ack_log.is_none() {
+    if config.ack_log.is_none() {
         return run_multiplexed(config, endpoint, workload.as_ref(), mode, &status);
     }
     status.say(format_args!(
@@ -525,9 +525,12 @@ fn run_multiplexed(
     ));
     let timestamp = crate::report::rfc3339_utc(std::time::SystemTime::now());
     let txn_names = workload.txn_names();
-    // Terminals open through one connection (they keep nothing of it).
-    let mut setup = Client::connect(endpoint).context("connect to set the terminals up")?;
-    if setup.workload() != workload.name() {
+    // Terminals open through one connection (they keep nothing of it), which closes before
+    // the run: a server that takes N connections (`--max-connections`, or the slots of a
+    // shared-memory region) runs N.
+    let connect = || Client::connect(endpoint).context("connect to set the terminals up");
+    let mut setup = Some(connect()?);
+    if let Some(setup) = setup.as_ref().filter(|s| s.workload() != workload.name()) {
         anyhow::bail!(crate::UsageError(format!(
             "the server at {endpoint} serves {}, not {}",
             setup.workload(),
@@ -554,6 +557,10 @@ fn run_multiplexed(
             .seed
             .wrapping_add(u64::from(round).wrapping_mul(config.threads as u64));
         let terminals = {
+            let mut setup = match setup.take() {
+                Some(setup) => setup,
+                None => connect()?,
+            };
             let conn = RemoteConnection::new(&mut setup)?;
             (0..config.threads)
                 .map(|i| {

@@ -55,7 +55,11 @@ fn serve_workload(
         ServerConfig {
             arch: Arch::Dedicated,
             workers,
-            listen: vec![Endpoint::Tcp("127.0.0.1:0".parse().unwrap())],
+            // Loopback TCP unless the test names its endpoints.
+            listen: match config.listen.is_empty() {
+                true => vec![Endpoint::Tcp("127.0.0.1:0".parse().unwrap())],
+                false => config.listen.clone(),
+            },
             ..config
         },
     )
@@ -328,5 +332,68 @@ fn a_panic_in_a_workload_ends_the_run_as_an_error() {
             conditions.iter().all(|c| c.holds()),
             "{mode:?}: {conditions:?}"
         );
+    }
+}
+
+/// Through shared memory (no socket, nothing to poll) every mode runs from one thread too:
+/// the loop spins over the waiting connections' slots. Sixteen connections on a region of
+/// sixteen slots (the terminals' set-up connection is gone before the run), an exact budget
+/// in each mode, the database consistent after the atomic ones.
+#[test]
+fn one_thread_drives_shared_memory_connections_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in [Mode::StoredProcedure, Mode::Interactive, Mode::Autocommit] {
+        let w: Arc<dyn Workload> = Arc::new(
+            Tpcb::new(TpcbConfig {
+                accounts_per_branch: 1000,
+                ..TpcbConfig::new(16)
+            })
+            .unwrap(),
+        );
+        let region = dir.path().join(format!("region-{}", mode.name()));
+        let (w, server, db) = serve_workload(
+            w,
+            2,
+            ServerConfig {
+                listen: vec![Endpoint::Shm(region)],
+                shm_slots: 16,
+                ..ServerConfig::default()
+            },
+        );
+        let endpoint = server.endpoints()[0].clone();
+        // The set-up connection's slot is freed once the server sees it released.
+        let terminals = terminals(w.as_ref(), &endpoint, 16);
+        let out = drive_multiplexed(
+            terminals,
+            &endpoint,
+            "tpcb",
+            w.txn_names(),
+            ClientSide {
+                mode,
+                read_ahead: true,
+            },
+            &DriverConfig {
+                stop: Stop::Txns(300),
+                ..DriverConfig::default()
+            },
+            &mut ProgressLine::with_enabled(false),
+        )
+        .unwrap();
+        assert_eq!(out.outcome.stats.overall().count(), 300, "{mode:?}");
+        let (ended, trips) = out.trips[0];
+        let expected = match mode {
+            Mode::StoredProcedure => 1.0,
+            Mode::Interactive => 2.0,
+            Mode::Autocommit => 7.0,
+        };
+        assert_eq!(trips as f64 / ended as f64, expected, "{mode:?}");
+        server.stop();
+        if mode != Mode::Autocommit {
+            let conditions = w.check(&db).unwrap();
+            assert!(
+                conditions.iter().all(|c| c.holds()),
+                "{mode:?}: {conditions:?}"
+            );
+        }
     }
 }

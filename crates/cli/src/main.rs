@@ -561,7 +561,7 @@ struct BenchArgs {
     /// (each operation a transaction of its own: the 2025 paper's simulation).
     #[arg(long, value_enum, default_value = "sp", requires = "server")]
     mode: ModeName,
-    /// With --server: connections (clients, multiplexed on one thread; a thread each through shared memory or with --ack-log); overrides --threads.
+    /// With --server: connections (clients, multiplexed on one thread; a thread each with --ack-log); overrides --threads.
     #[arg(long, value_name = "N", requires = "server", value_parser = clap::value_parser!(u64).range(1..=4096))]
     connections: Option<u64>,
     /// Open loop: start this many transactions a second (all threads together, evenly
@@ -765,6 +765,9 @@ struct ServeArgs {
     /// with --server shm://PATH). The thread spins while clients are busy, keeping a core.
     #[arg(long, value_name = "PATH")]
     shm: Option<PathBuf>,
+    /// Connections the shared-memory region holds (a slot each).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024), requires = "shm")]
+    shm_slots: u64,
     /// The thread architecture.
     #[arg(long, value_enum, default_value = "dedicated")]
     arch: ArchName,
@@ -1247,6 +1250,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             listen,
             max_connections: args.max_connections as usize,
             idle_timeout: Duration::from_secs_f64(args.idle_timeout),
+            shm_slots: args.shm_slots as usize,
             trace: args.trace,
             isolation: args.isolation,
             guest,
