@@ -342,6 +342,46 @@ fn guest_frames(out: &Path) {
     write(out, "guest_frame", "conversation", &conversation);
 }
 
+/// Shared-memory regions as a server creates them, with a request and its answer in a slot:
+/// the `shm_region` target's input.
+fn shm_regions(out: &Path) {
+    use protocol::shm::Region;
+    use protocol::{Request, Response};
+    use std::sync::atomic::Ordering;
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for (name, slots) in [("one-slot", 1), ("three-slots", 3)] {
+        let path = dir.path().join(name);
+        let region = Region::create(&path, slots, 64).expect("create region");
+        let mut request = Vec::new();
+        Request::Commit.encode(&mut request);
+        let mut response = Vec::new();
+        Response::Returned {
+            values: vec![Value::Int(7)],
+        }
+        .encode(&mut response);
+        for (bytes, is_response) in [(&request, false), (&response, true)] {
+            assert!(region.write(0, is_response, bytes));
+        }
+        region
+            .request_len(0)
+            .store(request.len() as u32, Ordering::Relaxed);
+        region
+            .response_len(0)
+            .store(response.len() as u32, Ordering::Relaxed);
+        region
+            .state(0)
+            .store(protocol::shm::CLAIMED, Ordering::Release);
+        drop(region);
+        write(
+            out,
+            "shm_region",
+            name,
+            &fs::read(&path).expect("read region"),
+        );
+    }
+}
+
 fn main() {
     let out = std::env::args()
         .nth(1)
@@ -435,5 +475,6 @@ fn main() {
     }
     wire_frames(&out);
     guest_frames(&out);
+    shm_regions(&out);
     println!("seeds written to {}", out.display());
 }

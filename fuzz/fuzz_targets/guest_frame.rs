@@ -20,7 +20,11 @@ fn check_canonical<M>(frame: &[u8], message: &M, encode: impl Fn(&M, &mut Vec<u8
         (frame.len() as u32).to_le_bytes(),
         "length prefix"
     );
-    assert_eq!(&encoded[HEADER_LEN..], frame, "decode then encode changed the frame");
+    assert_eq!(
+        &encoded[HEADER_LEN..],
+        frame,
+        "decode then encode changed the frame"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {

@@ -18,6 +18,8 @@
 //! | `load_manifest` | `glass-load.json` (`bench::manifest::LoadManifest::parse`)          |
 //! | `ack_log`       | the ack log of acknowledged commits (`bench::acklog`)              |
 //! | `wire_frame`    | the wire protocol: frames, requests and responses (`protocol`)     |
+//! | `guest_frame`   | the procedure boundary's messages, host and guest (`protocol`)     |
+//! | `shm_region`    | a shared-memory region: header, slot lengths, the frames in slots  |
 //!
 //! Seeds from a real tiny database come from `cargo run --example seeds` (see there).
 
