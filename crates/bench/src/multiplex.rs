@@ -295,7 +295,7 @@ impl Link {
     fn ready(&mut self, event: &Event) -> Result<Option<Done>, TxError> {
         match self {
             Link::Caller(c) => c.ready(event),
-            // An edge from a read the coroutine made without waiting: nothing to do.
+            // Resumed if it waits; an edge from a read it made without waiting is nothing.
             Link::Fiber(_) => self.look(),
         }
     }
@@ -312,7 +312,8 @@ impl Link {
         }
     }
 
-    /// Waiting for an answer that no poll will announce (shared memory).
+    /// A coroutine suspended until its answer comes (through shared memory, nothing but a
+    /// look announces it).
     fn waiting(&self) -> bool {
         matches!(self, Link::Fiber(f) if f.waiting)
     }

@@ -526,8 +526,8 @@ fn run_multiplexed(
     let timestamp = crate::report::rfc3339_utc(std::time::SystemTime::now());
     let txn_names = workload.txn_names();
     // Terminals open through one connection (they keep nothing of it), which closes before
-    // the run: a server that takes N connections (`--max-connections`, or the slots of a
-    // shared-memory region) runs N.
+    // the run, so that it takes no room the run needs (a shared-memory region of N slots
+    // runs N connections: a claim waits for the server to free the set-up's slot).
     let connect = || Client::connect(endpoint).context("connect to set the terminals up");
     let mut setup = Some(connect()?);
     if let Some(setup) = setup.as_ref().filter(|s| s.workload() != workload.name()) {
