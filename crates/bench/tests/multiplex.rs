@@ -86,9 +86,22 @@ fn drive(
     config: &DriverConfig,
 ) -> Result<Multiplexed, DriverError> {
     let endpoint = server.endpoints()[0].clone();
+    let terminals = terminals(w, &endpoint, connections);
+    drive_these(w, terminals, &endpoint, workload, mode, config)
+}
+
+/// Drives `terminals`, a connection each to `endpoint`, from this thread in `mode`.
+fn drive_these(
+    w: &dyn Workload,
+    terminals: Vec<Box<dyn Terminal>>,
+    endpoint: &Endpoint,
+    workload: &str,
+    mode: Mode,
+    config: &DriverConfig,
+) -> Result<Multiplexed, DriverError> {
     drive_multiplexed(
-        terminals(w, &endpoint, connections),
-        &endpoint,
+        terminals,
+        endpoint,
         workload,
         w.txn_names(),
         ClientSide {
@@ -100,13 +113,18 @@ fn drive(
     )
 }
 
+/// A run of `n` measured transactions.
+fn budget(n: u64) -> DriverConfig {
+    DriverConfig {
+        stop: Stop::Txns(n),
+        ..DriverConfig::default()
+    }
+}
+
 #[test]
 fn one_thread_drives_many_connections_to_an_exact_budget() {
     let (w, server, db) = serve();
-    let config = DriverConfig {
-        stop: Stop::Txns(600),
-        ..DriverConfig::default()
-    };
+    let config = budget(600);
     let out = drive(
         w.as_ref(),
         &server,
@@ -172,10 +190,7 @@ fn an_open_loop_runs_at_its_rate_and_a_wrong_workload_is_refused() {
 fn one_thread_runs_many_interactive_transactions_on_coroutines() {
     for mode in [Mode::Interactive, Mode::Autocommit] {
         let (w, server, db) = serve_branches(64, 4);
-        let config = DriverConfig {
-            stop: Stop::Txns(400),
-            ..DriverConfig::default()
-        };
+        let config = budget(400);
         let out = drive(w.as_ref(), &server, 64, "tpcb", mode, &config).unwrap();
         let stats = out.outcome.stats.overall();
         assert_eq!(stats.count(), 400, "{mode:?}");
@@ -202,10 +217,7 @@ fn one_thread_runs_many_interactive_transactions_on_coroutines() {
 #[test]
 fn conflicting_interactive_transactions_are_retried_and_stay_consistent() {
     let (w, server, db) = serve_branches(4, 4);
-    let config = DriverConfig {
-        stop: Stop::Txns(300),
-        ..DriverConfig::default()
-    };
+    let config = budget(300);
     let out = drive(w.as_ref(), &server, 16, "tpcb", Mode::Interactive, &config).unwrap();
     let stats = out.outcome.stats.overall();
     assert_eq!(stats.count(), 300);
@@ -304,20 +316,13 @@ fn a_panic_in_a_workload_ends_the_run_as_an_error() {
         let mut connections = terminals(w.as_ref(), &endpoint, 8);
         let inner = connections.remove(3);
         connections.insert(3, Box::new(PanicsAfter { inner, after: 5 }));
-        let result = drive_multiplexed(
+        let result = drive_these(
+            w.as_ref(),
             connections,
             &endpoint,
             "tpcb",
-            w.txn_names(),
-            ClientSide {
-                mode,
-                read_ahead: true,
-            },
-            &DriverConfig {
-                stop: Stop::Txns(400),
-                ..DriverConfig::default()
-            },
-            &mut ProgressLine::with_enabled(false),
+            mode,
+            &budget(400),
         );
         match result {
             Err(DriverError::Panicked { terminal, message }) => {
@@ -363,22 +368,8 @@ fn one_thread_drives_shared_memory_connections_in_every_mode() {
         let endpoint = server.endpoints()[0].clone();
         // The set-up connection's slot is freed once the server sees it released.
         let terminals = terminals(w.as_ref(), &endpoint, 16);
-        let out = drive_multiplexed(
-            terminals,
-            &endpoint,
-            "tpcb",
-            w.txn_names(),
-            ClientSide {
-                mode,
-                read_ahead: true,
-            },
-            &DriverConfig {
-                stop: Stop::Txns(300),
-                ..DriverConfig::default()
-            },
-            &mut ProgressLine::with_enabled(false),
-        )
-        .unwrap();
+        let out =
+            drive_these(w.as_ref(), terminals, &endpoint, "tpcb", mode, &budget(300)).unwrap();
         assert_eq!(out.outcome.stats.overall().count(), 300, "{mode:?}");
         let (ended, trips) = out.trips[0];
         let expected = match mode {
