@@ -52,8 +52,9 @@ use mio::{Events, Interest, Poll, Token};
 use protocol::{Endpoint, FrameBuffer, Request, Response};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use workloads::Terminal;
+use workloads::{Receipt, Terminal};
 
+use crate::acklog::AckLog;
 use crate::driver::{backoff_delay, panic_message, DriverConfig, DriverError, DriverOutcome, Stop};
 use crate::progress::ProgressLine;
 use crate::remote::{run_attempt, Mode};
@@ -104,6 +105,8 @@ struct Caller {
     written: usize,
     terminal: Box<dyn Terminal>,
     args: Vec<Value>,
+    /// Take each committed call's receipts (for an ack log).
+    acking: bool,
 }
 
 /// What the loop asks of a [`Fiber`]'s coroutine.
@@ -125,8 +128,9 @@ enum Yielded {
     Drawn(usize),
     /// Its socket would block: resume it with [`Go::Ready`] when epoll reports the socket.
     Waiting,
-    /// The attempt ended: how, and the round trips it made.
-    Ended(TxResult<()>, u64),
+    /// The attempt ended: how, the round trips it made, and, if it committed and receipts
+    /// are asked for, what it wrote.
+    Ended(TxResult<()>, u64, Vec<Receipt>),
     Flushed(TxResult<()>),
 }
 
@@ -169,6 +173,7 @@ impl Fiber {
         mut terminal: Box<dyn Terminal>,
         mode: Mode,
         procedures: Vec<String>,
+        acking: bool,
     ) -> std::io::Result<Fiber> {
         let stack = DefaultStack::new(FIBER_STACK)?;
         let co = Coroutine::with_stack(stack, move |y: &Yielder<Go, Yielded>, mut go: Go| {
@@ -188,7 +193,11 @@ impl Fiber {
                         };
                         let (result, trips) =
                             run_attempt(&mut client, mode, procedure, &mut *terminal, &mut args);
-                        Yielded::Ended(result, trips)
+                        let mut receipts = Vec::new();
+                        if acking && result.is_ok() {
+                            terminal.receipts(&mut receipts);
+                        }
+                        Yielded::Ended(result, trips, receipts)
                     }
                     Go::Flush => Yielded::Flushed(client.flush()),
                     Go::Ready => {
@@ -237,8 +246,8 @@ enum Link {
 
 /// Something a connection finished.
 enum Done {
-    /// An attempt ended: how, and its round trips.
-    Attempt(TxResult<()>, u64),
+    /// An attempt ended: how, its round trips, and the receipts of a commit (if asked for).
+    Attempt(TxResult<()>, u64, Vec<Receipt>),
     /// A lazy commit went out (or none was waiting).
     Flushed(TxResult<()>),
 }
@@ -331,7 +340,7 @@ impl Link {
 /// What a coroutine's answer means to the loop: `None` while it waits.
 fn done(y: Yielded) -> Option<Done> {
     match y {
-        Yielded::Ended(result, trips) => Some(Done::Attempt(result, trips)),
+        Yielded::Ended(result, trips, receipts) => Some(Done::Attempt(result, trips, receipts)),
         Yielded::Flushed(result) => Some(Done::Flushed(result)),
         Yielded::Waiting => None,
         Yielded::Drawn(_) => Some(Done::Attempt(
@@ -339,6 +348,7 @@ fn done(y: Yielded) -> Option<Done> {
                 "a client coroutine drew when asked to run".into(),
             )),
             0,
+            Vec::new(),
         )),
     }
 }
@@ -376,6 +386,10 @@ impl Caller {
                 Response::Failed { class, message } => Err(class.into_tx_error(message)),
                 other => return Err(TxError::Connection(format!("unexpected {other:?}"))),
             };
+        let mut receipts = Vec::new();
+        if self.acking && result.is_ok() {
+            self.terminal.receipts(&mut receipts);
+        }
         // One call in flight: a second frame answers none.
         if self
             .input
@@ -385,7 +399,7 @@ impl Caller {
         {
             return Err(TxError::Connection("an answer to no call".into()));
         }
-        Ok(Some(Done::Attempt(result, 1)))
+        Ok(Some(Done::Attempt(result, 1, receipts)))
     }
 }
 
@@ -455,12 +469,15 @@ impl Alarm {
 }
 
 /// How the client side runs each connection's transactions.
-#[derive(Clone, Copy, Debug)]
-pub struct ClientSide {
+#[derive(Clone, Copy)]
+pub struct ClientSide<'a> {
     pub mode: Mode,
     /// Interactive transactions read ahead what their procedures hint
     /// ([`client::Client::set_read_ahead`]).
     pub read_ahead: bool,
+    /// Where each acknowledged commit's receipts go (`--ack-log`), if anywhere: appended as
+    /// the commit's answer is taken, before the connection's next transaction.
+    pub ack_log: Option<&'a AckLog>,
 }
 
 /// What a multiplexed run measured.
@@ -569,7 +586,7 @@ pub fn drive_multiplexed(
     endpoint: &Endpoint,
     workload: &str,
     procedures: &[&str],
-    side: ClientSide,
+    side: ClientSide<'_>,
     config: &DriverConfig,
     progress: &mut ProgressLine,
 ) -> Result<Multiplexed, DriverError> {
@@ -587,6 +604,7 @@ pub fn drive_multiplexed(
     let mut mux = Mux {
         procedures,
         config,
+        ack_log: side.ack_log,
         stats: RunStats::new(procedures.len()),
         trips: vec![(0, 0); procedures.len()],
         conns,
@@ -617,11 +635,12 @@ fn open(
     endpoint: &Endpoint,
     workload: &str,
     procedures: &[&str],
-    side: ClientSide,
+    side: ClientSide<'_>,
     terminal: Box<dyn Terminal>,
     poll: &Poll,
     i: usize,
 ) -> Result<Link, TxError> {
+    let acking = side.ack_log.is_some();
     let interest = Interest::READABLE | Interest::WRITABLE;
     let register = |e: std::io::Error| TxError::Connection(format!("register with epoll: {e}"));
     // A shared-memory connection has no socket for a frame caller: it runs every mode on a
@@ -638,6 +657,7 @@ fn open(
             written: 0,
             terminal,
             args: Vec::new(),
+            acking,
         }));
     }
     let mut client = client::Client::connect(endpoint)?;
@@ -655,7 +675,7 @@ fn open(
             .map_err(register)?;
     }
     let procedures = procedures.iter().map(|p| p.to_string()).collect();
-    Fiber::new(client, terminal, side.mode, procedures)
+    Fiber::new(client, terminal, side.mode, procedures, acking)
         .map(Link::Fiber)
         .map_err(|e| TxError::Invalid(format!("map a client coroutine's stack: {e}")))
 }
@@ -664,6 +684,7 @@ fn open(
 struct Mux<'a> {
     procedures: &'a [&'a str],
     config: &'a DriverConfig,
+    ack_log: Option<&'a AckLog>,
     stats: RunStats,
     trips: Vec<(u64, u64)>,
     conns: Vec<Conn>,
@@ -902,7 +923,19 @@ impl Mux<'_> {
                     self.free.push(id);
                     continue;
                 }
-                Done::Attempt(result, trips) => (result, trips),
+                Done::Attempt(result, trips, receipts) => {
+                    if let (Ok(()), Some(log), false) = (&result, self.ack_log, receipts.is_empty())
+                    {
+                        log.record(&receipts).map_err(|e| {
+                            let e = storage::StorageError::io(
+                                "append to the ack log (the commit itself succeeded)",
+                                e,
+                            );
+                            failed(id, "ack", TxError::Storage(e))
+                        })?;
+                    }
+                    (result, trips)
+                }
             };
             let Some(call) = c.call.as_mut() else {
                 return Err(failed(

@@ -1,7 +1,6 @@
 //! The server and the client side of a benchmark: `glass serve` (a workload's database behind
 //! a [`server::Server`]) and `glass bench --server` (the workload's terminals driving it over
-//! connections, all from one thread ([`crate::multiplex`]), or a thread each through
-//! [`RemoteExecutor`] for `--ack-log`).
+//! connections, all from one thread ([`crate::multiplex`])).
 //!
 //! ```text
 //!   glass serve tpcc --listen 127.0.0.1:0          glass bench tpcc --server ADDR --mode M
@@ -9,7 +8,7 @@
 //!   open + load the database                       a client connection per terminal
 //!   Server::start ── prints where it listens       terminals drawn as embedded, opened
 //!   … serves until SIGINT/SIGTERM …                through the connection (its catalog)
-//!   Server::stop: in-flight requests finish,       one epoll loop (or a thread each) ── M:
+//!   Server::stop: in-flight requests finish,       one epoll loop ────────────────── M:
 //!     open transactions abort                        sp           Call: one round trip
 //!   check consistency, close the database            interactive  each Tx operation a
 //!   exit 0 if every condition holds                               Batch, then Commit
@@ -27,14 +26,12 @@ use std::time::Duration;
 use anyhow::Context;
 use client::{Client, RemoteConnection, RemoteTx};
 use engine::{TxError, TxResult, Value};
-use parking_lot::Mutex;
 use protocol::Endpoint;
 use server::trace::{Phase, Phases};
 use server::{Server, ServerConfig, WorkerStats};
 use workloads::{Condition, Interactions, Terminal, Workload};
 
-use crate::acklog::{AckLog, AckingExecutor};
-use crate::driver::{Attempt, Executor};
+use crate::acklog::AckLog;
 use crate::run::{build_workload, open_loaded, BenchConfig, Status};
 
 /// How a client runs a workload's transactions on a server.
@@ -72,113 +69,6 @@ impl std::str::FromStr for Mode {
                 "mode must be sp, interactive or autocommit, not {s:?}"
             )),
         }
-    }
-}
-
-/// One driver worker's connection and what it counted.
-struct Worker {
-    client: Client,
-    /// Per transaction type: attempts that ended (committed or rolled back), and their round
-    /// trips.
-    ended: Vec<(u64, u64)>,
-    args: Vec<Value>,
-}
-
-/// Runs each attempt on a server, over the worker's own connection.
-pub struct RemoteExecutor {
-    mode: Mode,
-    procedures: Vec<String>,
-    workers: Vec<Mutex<Worker>>,
-}
-
-impl RemoteExecutor {
-    /// Opens `connections` connections to `endpoint` and checks that the server serves
-    /// `workload`.
-    pub fn connect(
-        endpoint: &Endpoint,
-        mode: Mode,
-        workload: &dyn Workload,
-        connections: usize,
-        read_ahead: bool,
-    ) -> anyhow::Result<RemoteExecutor> {
-        let mut workers = Vec::with_capacity(connections);
-        for i in 0..connections {
-            let mut client = Client::connect(endpoint)
-                .with_context(|| format!("open connection {} of {connections}", i + 1))?;
-            client.set_read_ahead(read_ahead);
-            if client.workload() != workload.name() {
-                anyhow::bail!(crate::UsageError(format!(
-                    "the server at {endpoint} serves {}, not {}",
-                    client.workload(),
-                    workload.name()
-                )));
-            }
-            workers.push(Mutex::new(Worker {
-                client,
-                ended: vec![(0, 0); workload.txn_names().len()],
-                args: Vec::new(),
-            }));
-        }
-        Ok(RemoteExecutor {
-            mode,
-            procedures: workload.txn_names().iter().map(|n| n.to_string()).collect(),
-            workers,
-        })
-    }
-
-    /// Opens worker `i`'s terminal through its connection.
-    pub fn terminal(
-        &self,
-        workload: &dyn Workload,
-        i: usize,
-        terminals: usize,
-        seed: u64,
-    ) -> TxResult<Box<dyn Terminal>> {
-        let mut worker = self.workers[i].lock();
-        let conn = RemoteConnection::new(&mut worker.client)?;
-        workload.terminal(&conn, i, terminals, seed)
-    }
-
-    /// Round trips per ended attempt, by transaction type (`None` where none ended).
-    pub fn round_trips(&self) -> Vec<Option<f64>> {
-        let mut total = vec![(0u64, 0u64); self.procedures.len()];
-        for w in &self.workers {
-            for (t, (n, trips)) in total.iter_mut().zip(&w.lock().ended) {
-                t.0 += n;
-                t.1 += trips;
-            }
-        }
-        total
-            .iter()
-            .map(|&(n, trips)| (n > 0).then(|| trips as f64 / n as f64))
-            .collect()
-    }
-}
-
-impl Executor for RemoteExecutor {
-    /// A read-only transaction's lazy commit goes now: nothing else will carry it soon, and
-    /// its locks would hold up the others (at the end of a run, until the server's idle
-    /// time-out).
-    fn idle(&self, worker: usize) {
-        let _ = self.workers[worker].lock().client.flush();
-    }
-
-    fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
-        let mut guard = self.workers[attempt.worker].lock();
-        let w = &mut *guard;
-        let (result, trips) = run_attempt(
-            &mut w.client,
-            self.mode,
-            &self.procedures[attempt.txn],
-            terminal,
-            &mut w.args,
-        );
-        if matches!(result, Ok(()) | Err(TxError::UserAbort(_))) {
-            let e = &mut w.ended[attempt.txn];
-            e.0 += 1;
-            e.1 += trips;
-        }
-        result
     }
 }
 
@@ -244,9 +134,8 @@ impl RoundTrips {
     }
 }
 
-/// Runs `config`'s workload on the server at `endpoint`: from one thread multiplexing every
-/// connection ([`crate::multiplex`]); runs with an ack log from a thread per connection (the
-/// log's writer sits behind the threaded driver's executor).
+/// Runs `config`'s workload on the server at `endpoint`, from one thread multiplexing every
+/// connection ([`crate::multiplex`]).
 pub fn run_remote_bench(
     config: &BenchConfig,
     endpoint: &Endpoint,
@@ -254,71 +143,20 @@ pub fn run_remote_bench(
 ) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
     let status = Status::new(config.quiet);
     let workload = build_workload(&config.workload, &config.options)?;
-    if config.ack_log.is_none() {
-        return run_multiplexed(config, endpoint, workload.as_ref(), mode, &status);
-    }
-    status.say(format_args!(
-        "connecting {} client{} to {endpoint} ({} mode)...",
-        config.threads,
-        if config.threads == 1 { "" } else { "s" },
-        mode.name()
-    ));
     // Before any work: a file that cannot be written fails the run now. `--durable` on the
     // client says the server forces its commits, so the receipts are durable ones.
     let ack_log = match &config.ack_log {
         Some(path) => Some(AckLog::open(path, &config.workload, config.db.durable)?),
         None => None,
     };
-    // `--no-prefetch`: the procedures' hints are ignored here too, every read its own trip.
-    let executor = RemoteExecutor::connect(
+    run_multiplexed(
+        config,
         endpoint,
-        mode,
         workload.as_ref(),
-        config.threads,
-        config.db.prefetch,
-    )?;
-    let acking;
-    let run_with: &dyn Executor = match &ack_log {
-        Some(log) => {
-            acking = AckingExecutor {
-                inner: &executor,
-                log,
-            };
-            &acking
-        }
-        None => &executor,
-    };
-    let timestamp = crate::report::rfc3339_utc(std::time::SystemTime::now());
-    let terminals = |seed: u64| {
-        (0..config.threads)
-            .map(|i| {
-                executor
-                    .terminal(
-                        workload.as_ref(),
-                        i,
-                        config.threads,
-                        seed.wrapping_add(i as u64),
-                    )
-                    .with_context(|| format!("start terminal {i}"))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()
-    };
-    let txn_names = workload.txn_names();
-    let outcome = crate::run::run_rounds(config, terminals, run_with, txn_names, &status)?;
-    let trips = RoundTrips {
         mode,
-        rows: txn_names
-            .iter()
-            .zip(executor.round_trips())
-            .zip(workload.interactions())
-            .map(|((name, m), paper)| (name.to_string(), m, paper))
-            .collect(),
-    };
-    let mut result = server_result(config, timestamp, txn_names, &outcome)?;
-    if mode == Mode::Autocommit {
-        result.consistency = crate::report::NOT_ATOMIC.to_string();
-    }
-    Ok((result, trips))
+        ack_log.as_ref(),
+        &status,
+    )
 }
 
 /// The result of a run against a server: no consistency conditions here, since the database,
@@ -515,6 +353,7 @@ fn run_multiplexed(
     endpoint: &Endpoint,
     workload: &dyn Workload,
     mode: Mode,
+    ack_log: Option<&AckLog>,
     status: &Status,
 ) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
     status.say(format_args!(
@@ -548,6 +387,7 @@ fn run_multiplexed(
         mode,
         // `--no-prefetch`: the procedures' hints are ignored here too, every read its own trip.
         read_ahead: config.db.prefetch,
+        ack_log,
     };
     let mut merged: Option<crate::driver::DriverOutcome> = None;
     let mut each = Vec::new();

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bench::acklog::{verify, AckLog};
 use bench::driver::{DriverConfig, DriverError, Stop};
 use bench::multiplex::{drive_multiplexed, ClientSide, Multiplexed};
 use bench::progress::ProgressLine;
@@ -99,6 +100,19 @@ fn drive_these(
     mode: Mode,
     config: &DriverConfig,
 ) -> Result<Multiplexed, DriverError> {
+    drive_acking(w, terminals, endpoint, workload, mode, config, None)
+}
+
+/// As [`drive_these`], appending each acknowledged commit's receipts to `ack_log`.
+fn drive_acking(
+    w: &dyn Workload,
+    terminals: Vec<Box<dyn Terminal>>,
+    endpoint: &Endpoint,
+    workload: &str,
+    mode: Mode,
+    config: &DriverConfig,
+    ack_log: Option<&AckLog>,
+) -> Result<Multiplexed, DriverError> {
     drive_multiplexed(
         terminals,
         endpoint,
@@ -107,6 +121,7 @@ fn drive_these(
         ClientSide {
             mode,
             read_ahead: true,
+            ack_log,
         },
         config,
         &mut ProgressLine::with_enabled(false),
@@ -386,5 +401,43 @@ fn one_thread_drives_shared_memory_connections_in_every_mode() {
                 "{mode:?}: {conditions:?}"
             );
         }
+    }
+}
+
+/// With an ack log, every commit the loop takes the answer of leaves its receipts, from a
+/// stored procedure's terminal and from an interactive procedure's coroutine alike, and the
+/// server's database holds every one of them.
+#[test]
+fn an_ack_log_records_every_acknowledged_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in [Mode::StoredProcedure, Mode::Interactive] {
+        let (w, server, db) = serve_branches(16, 2);
+        let endpoint = server.endpoints()[0].clone();
+        let path = dir.path().join(format!("acks-{}", mode.name()));
+        let log = AckLog::open(&path, "tpcb", false).unwrap();
+        let terminals = terminals(w.as_ref(), &endpoint, 8);
+        let out = drive_acking(
+            w.as_ref(),
+            terminals,
+            &endpoint,
+            "tpcb",
+            mode,
+            &budget(200),
+            Some(&log),
+        )
+        .unwrap();
+        server.stop();
+        // Warm-up included: every commit the run made, measured or not.
+        let committed = out.trips[0].0;
+        assert!(committed >= 200, "{mode:?}: {committed}");
+        let report = verify(&db, "tpcb", &path).unwrap();
+        assert_eq!(
+            report.not_durable_missing,
+            0,
+            "{mode:?}: {}",
+            report.render()
+        );
+        // One history row a TPC-B commit.
+        assert_eq!(report.not_durable as u64, committed, "{mode:?}");
     }
 }

@@ -561,7 +561,7 @@ struct BenchArgs {
     /// (each operation a transaction of its own: the 2025 paper's simulation).
     #[arg(long, value_enum, default_value = "sp", requires = "server")]
     mode: ModeName,
-    /// With --server: connections (clients, multiplexed on one thread; a thread each with --ack-log); overrides --threads.
+    /// With --server: connections (clients, all multiplexed on one thread); overrides --threads.
     #[arg(long, value_name = "N", requires = "server", value_parser = clap::value_parser!(u64).range(1..=4096))]
     connections: Option<u64>,
     /// Open loop: start this many transactions a second (all threads together, evenly
