@@ -88,23 +88,12 @@ fn drive(
 ) -> Result<Multiplexed, DriverError> {
     let endpoint = server.endpoints()[0].clone();
     let terminals = terminals(w, &endpoint, connections);
-    drive_these(w, terminals, &endpoint, workload, mode, config)
+    drive_these(w, terminals, &endpoint, workload, mode, config, None)
 }
 
-/// Drives `terminals`, a connection each to `endpoint`, from this thread in `mode`.
+/// Drives `terminals`, a connection each to `endpoint`, from this thread in `mode`, appending
+/// each acknowledged commit's receipts to `ack_log` if one is given.
 fn drive_these(
-    w: &dyn Workload,
-    terminals: Vec<Box<dyn Terminal>>,
-    endpoint: &Endpoint,
-    workload: &str,
-    mode: Mode,
-    config: &DriverConfig,
-) -> Result<Multiplexed, DriverError> {
-    drive_acking(w, terminals, endpoint, workload, mode, config, None)
-}
-
-/// As [`drive_these`], appending each acknowledged commit's receipts to `ack_log`.
-fn drive_acking(
     w: &dyn Workload,
     terminals: Vec<Box<dyn Terminal>>,
     endpoint: &Endpoint,
@@ -126,6 +115,12 @@ fn drive_acking(
         config,
         &mut ProgressLine::with_enabled(false),
     )
+}
+
+/// Every consistency condition of `w` holds in the server's database.
+fn assert_consistent(w: &dyn Workload, db: &Arc<Database>) {
+    let conditions = w.check(db).unwrap();
+    assert!(conditions.iter().all(|c| c.holds()), "{conditions:?}");
 }
 
 /// A run of `n` measured transactions.
@@ -154,8 +149,7 @@ fn one_thread_drives_many_connections_to_an_exact_budget() {
     let stats = server.stop();
     assert_eq!(stats.connections, 33, "32 driven and the set-up one");
     // TPC-B's balances agree, and every committed call left a history row.
-    let conditions = w.check(&db).unwrap();
-    assert!(conditions.iter().all(|c| c.holds()), "{conditions:?}");
+    assert_consistent(w.as_ref(), &db);
 }
 
 #[test]
@@ -220,8 +214,7 @@ fn one_thread_runs_many_interactive_transactions_on_coroutines() {
         assert_eq!(per, expected, "{mode:?}: round trips per transaction");
         server.stop();
         if mode == Mode::Interactive {
-            let conditions = w.check(&db).unwrap();
-            assert!(conditions.iter().all(|c| c.holds()), "{conditions:?}");
+            assert_consistent(w.as_ref(), &db);
         }
     }
 }
@@ -241,8 +234,7 @@ fn conflicting_interactive_transactions_are_retried_and_stay_consistent() {
         "sixteen connections on four branches met no conflict"
     );
     server.stop();
-    let conditions = w.check(&db).unwrap();
-    assert!(conditions.iter().all(|c| c.holds()), "{conditions:?}");
+    assert_consistent(w.as_ref(), &db);
 }
 
 /// In an open loop a connection sits idle between its slots: an interactive read-only
@@ -338,6 +330,7 @@ fn a_panic_in_a_workload_ends_the_run_as_an_error() {
             "tpcb",
             mode,
             &budget(400),
+            None,
         );
         match result {
             Err(DriverError::Panicked { terminal, message }) => {
@@ -347,11 +340,7 @@ fn a_panic_in_a_workload_ends_the_run_as_an_error() {
             other => panic!("{mode:?}: {other:?}"),
         }
         server.stop();
-        let conditions = w.check(&db).unwrap();
-        assert!(
-            conditions.iter().all(|c| c.holds()),
-            "{mode:?}: {conditions:?}"
-        );
+        assert_consistent(w.as_ref(), &db);
     }
 }
 
@@ -383,8 +372,16 @@ fn one_thread_drives_shared_memory_connections_in_every_mode() {
         let endpoint = server.endpoints()[0].clone();
         // The set-up connection's slot is freed once the server sees it released.
         let terminals = terminals(w.as_ref(), &endpoint, 16);
-        let out =
-            drive_these(w.as_ref(), terminals, &endpoint, "tpcb", mode, &budget(300)).unwrap();
+        let out = drive_these(
+            w.as_ref(),
+            terminals,
+            &endpoint,
+            "tpcb",
+            mode,
+            &budget(300),
+            None,
+        )
+        .unwrap();
         assert_eq!(out.outcome.stats.overall().count(), 300, "{mode:?}");
         let (ended, trips) = out.trips[0];
         let expected = match mode {
@@ -395,11 +392,7 @@ fn one_thread_drives_shared_memory_connections_in_every_mode() {
         assert_eq!(trips as f64 / ended as f64, expected, "{mode:?}");
         server.stop();
         if mode != Mode::Autocommit {
-            let conditions = w.check(&db).unwrap();
-            assert!(
-                conditions.iter().all(|c| c.holds()),
-                "{mode:?}: {conditions:?}"
-            );
+            assert_consistent(w.as_ref(), &db);
         }
     }
 }
@@ -416,7 +409,7 @@ fn an_ack_log_records_every_acknowledged_commit() {
         let path = dir.path().join(format!("acks-{}", mode.name()));
         let log = AckLog::open(&path, "tpcb", false).unwrap();
         let terminals = terminals(w.as_ref(), &endpoint, 8);
-        let out = drive_acking(
+        let out = drive_these(
             w.as_ref(),
             terminals,
             &endpoint,
