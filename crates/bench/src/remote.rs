@@ -29,7 +29,7 @@ use engine::{TxError, TxResult, Value};
 use protocol::Endpoint;
 use server::trace::{Phase, Phases};
 use server::{Server, ServerConfig, WorkerStats};
-use workloads::{Condition, Interactions, Terminal, Workload};
+use workloads::{Condition, Interactions, Terminal};
 
 use crate::acklog::AckLog;
 use crate::run::{build_workload, open_loaded, BenchConfig, Status};
@@ -74,8 +74,8 @@ impl std::str::FromStr for Mode {
 
 /// One attempt of `terminal`'s drawn transaction (the stored procedure `procedure`) through
 /// `client`, in `mode`; `args` is scratch space for a call's arguments. Returns how the
-/// attempt ended and the round trips it made. The threaded driver's workers and the
-/// multiplexed client's coroutines both run transactions through this.
+/// attempt ended and the round trips it made. The multiplexed client's coroutines run their
+/// transactions through this.
 pub(crate) fn run_attempt(
     client: &mut Client,
     mode: Mode,
@@ -132,31 +132,6 @@ impl RoundTrips {
         }
         out
     }
-}
-
-/// Runs `config`'s workload on the server at `endpoint`, from one thread multiplexing every
-/// connection ([`crate::multiplex`]).
-pub fn run_remote_bench(
-    config: &BenchConfig,
-    endpoint: &Endpoint,
-    mode: Mode,
-) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
-    let status = Status::new(config.quiet);
-    let workload = build_workload(&config.workload, &config.options)?;
-    // Before any work: a file that cannot be written fails the run now. `--durable` on the
-    // client says the server forces its commits, so the receipts are durable ones.
-    let ack_log = match &config.ack_log {
-        Some(path) => Some(AckLog::open(path, &config.workload, config.db.durable)?),
-        None => None,
-    };
-    run_multiplexed(
-        config,
-        endpoint,
-        workload.as_ref(),
-        mode,
-        ack_log.as_ref(),
-        &status,
-    )
 }
 
 /// The result of a run against a server: no consistency conditions here, since the database,
@@ -346,16 +321,24 @@ impl PhaseReport {
     }
 }
 
-/// Every connection multiplexed on one client thread: stored-procedure calls as frames,
-/// interactive and autocommit transactions on a coroutine each ([`crate::multiplex`]).
-fn run_multiplexed(
+/// Runs `config`'s workload on the server at `endpoint`, every connection multiplexed on one
+/// client thread ([`crate::multiplex`]): stored-procedure calls as frames, interactive and
+/// autocommit transactions (and every mode through shared memory) on a coroutine each.
+pub fn run_remote_bench(
     config: &BenchConfig,
     endpoint: &Endpoint,
-    workload: &dyn Workload,
     mode: Mode,
-    ack_log: Option<&AckLog>,
-    status: &Status,
 ) -> anyhow::Result<(crate::report::BenchResult, RoundTrips)> {
+    let status = Status::new(config.quiet);
+    let workload = build_workload(&config.workload, &config.options)?;
+    let workload = workload.as_ref();
+    // Before any work: a file that cannot be written fails the run now. `--durable` on the
+    // client says the server forces its commits, so the receipts are durable ones.
+    let ack_log = match &config.ack_log {
+        Some(path) => Some(AckLog::open(path, &config.workload, config.db.durable)?),
+        None => None,
+    };
+    let ack_log = ack_log.as_ref();
     status.say(format_args!(
         "connecting {} client{} to {endpoint} ({} mode, one client thread)...",
         config.threads,
