@@ -226,6 +226,17 @@ impl<'a> RowRef<'a> {
             RowSource::Values(row) => row.get(col).cloned().ok_or_else(|| Self::missing(col)),
         }
     }
+
+    /// Appends every column, in order, to `out`: what [`Tx::get`] with [`Fetch::All`] returns,
+    /// without a vector of its own.
+    pub fn append_to(&self, out: &mut Vec<Value>) {
+        match self.0 {
+            RowSource::Record { layout, bytes } => {
+                out.extend((0..layout.columns()).map(|c| layout.read_column(bytes, c)))
+            }
+            RowSource::Values(row) => out.extend_from_slice(row),
+        }
+    }
 }
 
 /// The closure of [`Tx::read_with`].
@@ -702,6 +713,35 @@ mod tests {
         let mut rec = Vec::new();
         layout.encode(row, &mut rec).unwrap();
         rec
+    }
+
+    /// A row appended from a stored record or from values is the row, after what the vector
+    /// held: NULL, text, a float and integers alike.
+    #[test]
+    fn a_row_appends_every_column_in_order() {
+        let layout = layout(false);
+        for row in [
+            vec![
+                Value::Int(7),
+                Value::Str("né".into()),
+                Value::Float(-1.5),
+                Value::Int(0),
+            ],
+            vec![
+                Value::Int(-3),
+                Value::Null,
+                Value::Float(0.0),
+                Value::Int(i64::MAX),
+            ],
+        ] {
+            let stored = record(&layout, &row);
+            for view in [RowRef::record(&layout, &stored), RowRef::values(&row)] {
+                let mut out = vec![Value::Int(99)];
+                view.append_to(&mut out);
+                assert_eq!(out[0], Value::Int(99));
+                assert_eq!(out[1..], row[..]);
+            }
+        }
     }
 
     /// Writing through the record writer gives the bytes of encoding the new row whole, and

@@ -251,13 +251,13 @@ pub fn run_op(
     out: &mut Vec<Value>,
 ) -> TxResult<usize> {
     match op {
-        YcsbOp::Read { key } => match tx.get(table, &[Value::Int(*key)], Fetch::All, false)? {
-            Some(row) => {
-                out.extend(row);
-                Ok(1)
-            }
-            None => Ok(0),
-        },
+        YcsbOp::Read { key } => {
+            let found = tx.read_with(table, &[Value::Int(*key)], false, &mut |row| {
+                row.append_to(out);
+                Ok(())
+            })?;
+            Ok(usize::from(found))
+        }
         YcsbOp::Update { key, field, value } => Ok(usize::from(tx.update(
             table,
             &[Value::Int(*key)],
