@@ -177,7 +177,14 @@ pub struct ConnState<'db> {
     last_request: Instant,
     /// The largest frame the client accepts (agreed in the handshake).
     pub max_frame: u32,
+    /// The vector the last call's values were returned in, emptied, for the next call to
+    /// fill: a procedure's result then costs no allocation of its own nor growth (kept up to
+    /// [`KEPT_VALUES`] values, so a large scan's capacity is not held by an idle connection).
+    spare: Vec<Value>,
 }
+
+/// The most values a connection keeps room for between calls.
+const KEPT_VALUES: usize = 256;
 
 impl Default for ConnState<'_> {
     fn default() -> Self {
@@ -185,6 +192,7 @@ impl Default for ConnState<'_> {
             state: State::Greeting,
             last_request: Instant::now(),
             max_frame: protocol::DEFAULT_MAX_FRAME,
+            spare: Vec::new(),
         }
     }
 }
@@ -330,7 +338,14 @@ impl<'db> ConnState<'db> {
                 )
             }
         };
-        tracer.time(Phase::Encode, || self.respond(&response, out))
+        let flow = tracer.time(Phase::Encode, || self.respond(&response, out));
+        if let Response::Returned { mut values } = response {
+            if values.capacity() <= KEPT_VALUES {
+                values.clear();
+                self.spare = values;
+            }
+        }
+        flow
     }
 
     /// Aborts an interactive transaction that has had no request for `idle_timeout`; its next
@@ -355,7 +370,7 @@ impl<'db> ConnState<'db> {
     }
 
     fn call(
-        &self,
+        &mut self,
         shared: &Shared,
         procedure: &str,
         args: &[Value],
@@ -367,7 +382,7 @@ impl<'db> ConnState<'db> {
                 format!("{} has no procedure named {procedure:?}", shared.workload),
             );
         };
-        let mut values = Vec::new();
+        let mut values = std::mem::take(&mut self.spare);
         let mut txn = match tracer.time_cpu(Phase::QueryExecution, || shared.db.begin()) {
             Ok(txn) => txn,
             Err(e) => return failure(&e),

@@ -770,3 +770,60 @@ fn requests_sent_with_the_end_of_the_stream_are_answered_and_the_connection_clos
         server.stop();
     }
 }
+
+/// Calls on one connection return each its own values, whatever the calls before it returned:
+/// reads of rows, of a missing row, and scans of several rows, against the engine's own reads.
+#[test]
+fn each_call_returns_its_own_values_on_a_connection_that_made_others() {
+    use engine::Connection;
+    use workloads::ycsb::{CoreWorkload, Ycsb, YcsbConfig, USERTABLE};
+    use workloads::Distribution;
+    let w = Ycsb::new(YcsbConfig {
+        record_count: 200,
+        workload: CoreWorkload::from_letter('E').unwrap(),
+        distribution: Distribution::Uniform,
+        field_size: 12,
+        field_count: 3,
+    })
+    .unwrap();
+    let stored = |db: &Database, key: i64| {
+        let mut row = None;
+        let table = db.table(USERTABLE).unwrap();
+        db.transaction(&mut |tx| {
+            row = tx.get(&table, &[Value::Int(key)], Fetch::All, false)?;
+            Ok(())
+        })
+        .unwrap();
+        row
+    };
+    for arch in ARCHS {
+        let dir = tempfile::tempdir().unwrap();
+        let (server, db) = start(&w, arch, &dir, |_| {});
+        let mut client = Client::connect(&tcp(&server)).unwrap();
+        for (i, key) in [5i64, 17, 1000, 3, 199, 42].into_iter().enumerate() {
+            let got = client.call("read", vec![Value::Int(key)]).unwrap();
+            let expected: Vec<Value> = match stored(&db, key) {
+                Some(row) => std::iter::once(Value::Int(1)).chain(row).collect(),
+                None => vec![Value::Int(0)],
+            };
+            assert_eq!(got, expected, "{arch}: read of {key}");
+            // A scan between reads returns more values than a read.
+            let length = 1 + i as i64;
+            let got = client
+                .call("scan", vec![Value::Int(key), Value::Int(length)])
+                .unwrap();
+            let rows: Vec<Vec<Value>> = (key..200)
+                .take(length as usize)
+                .filter_map(|k| stored(&db, k))
+                .collect();
+            assert_eq!(
+                got[0],
+                Value::Int(rows.len() as i64),
+                "{arch}: scan from {key}"
+            );
+            assert_eq!(got[1..], rows.concat()[..], "{arch}: scan from {key}");
+        }
+        drop(client);
+        server.stop();
+    }
+}
