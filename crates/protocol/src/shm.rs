@@ -84,7 +84,10 @@ pub enum ShmError {
     },
     #[error("shared memory {0}: not a Glass region (bad magic or size)")]
     NotARegion(PathBuf),
-    #[error("shared memory {path}: all {slots} slots are taken")]
+    #[error(
+        "shared memory {path}: all {slots} slots are taken (one per connection; the server \
+         makes more with `glass serve --shm-slots N`)"
+    )]
     Full { path: PathBuf, slots: usize },
 }
 

@@ -602,6 +602,7 @@ fn a_shared_memory_client_that_goes_away_frees_its_slot_and_locks() {
     // The only slot is taken.
     let err = Client::connect(&endpoint).err().expect("no slot is free");
     assert!(err.to_string().contains("slots are taken"), "{err}");
+    assert!(err.to_string().contains("--shm-slots"), "{err}");
     drop(holder);
     // The server frees the slot and aborts the transaction; a new client gets the slot and
     // the lock at once.
