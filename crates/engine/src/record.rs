@@ -496,6 +496,9 @@ mod tests {
         assert!(err.to_string().contains("balance"), "{err}");
     }
 
+    /// A byte with its high bit set is found at every position of strings of every length
+    /// around the word size: in a whole word, in the overlapping last word, and in the bytes
+    /// of a string shorter than a word.
     #[test]
     fn one_byte_past_ascii_anywhere_is_found() {
         for len in 0..=40 {
