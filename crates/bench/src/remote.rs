@@ -554,6 +554,16 @@ pub fn run_serve(
          checking consistency...",
         stats.connections, stats.requests, stats.refused, stats.timed_out
     ));
+    if let Some(locks) = db.lock_manager().map(|m| m.stats()) {
+        status.say(format_args!(
+            "locks: {} waits (mean {:.1} µs), {} deadlocks (a wait for a transaction of the \
+             same worker is one), {} timeouts",
+            locks.waits,
+            locks.wait_ns as f64 / locks.waits.max(1) as f64 / 1e3,
+            locks.deadlocks,
+            locks.timeouts
+        ));
+    }
     let conditions = workload
         .check(&db)
         .with_context(|| format!("check {} consistency", bench.workload))?;

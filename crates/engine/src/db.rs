@@ -147,9 +147,7 @@ pub struct DbConfig {
     /// them and loaded slower (docs/performance.md).
     pub huge_pages: bool,
     /// How long a transaction waits for a lock before it fails with a retryable error (when
-    /// no deadlock is found sooner). A server whose worker thread serves many connections
-    /// bounds it tightly: a wait for a lock that an idle connection on the same worker holds
-    /// can end only by timing out.
+    /// no deadlock is found sooner).
     pub lock_wait_timeout: std::time::Duration,
     /// Latency added to the page file's reads and writes (an emulated device; none by
     /// default), from the end of [`Database::open`] on (recovery runs at the machine's

@@ -149,6 +149,8 @@ pub struct Server {
     threads: Vec<JoinHandle<WorkerStats>>,
     /// Shared-memory regions' files, removed when the server stops.
     shm_paths: Vec<std::path::PathBuf>,
+    /// Its transactions are bound to their threads while it runs.
+    db: Arc<Database>,
 }
 
 impl Server {
@@ -217,6 +219,13 @@ impl Server {
             ))
         })?;
         let shared = Arc::new(shared);
+        let db = Arc::clone(&shared.db);
+        // A worker keeps its connections' open transactions and runs one request at a time:
+        // a lock wait for a transaction of the same worker is a deadlock through the thread,
+        // refused at once instead of waiting out the lock timeout.
+        if let Some(locks) = db.lock_manager() {
+            locks.set_thread_bound(true);
+        }
         let control = Arc::new(control::Control::new(config.clone()));
         let mut threads = Vec::new();
         let mut wakers = Vec::new();
@@ -238,6 +247,7 @@ impl Server {
                 wakers,
                 threads,
                 shm_paths,
+                db,
             });
         }
         match config.arch {
@@ -305,6 +315,7 @@ impl Server {
             wakers,
             threads,
             shm_paths,
+            db,
         })
     }
 
@@ -336,6 +347,9 @@ impl Server {
         }
         for path in &self.shm_paths {
             let _ = std::fs::remove_file(path);
+        }
+        if let Some(locks) = self.db.lock_manager() {
+            locks.set_thread_bound(false);
         }
         total
     }

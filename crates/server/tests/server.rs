@@ -262,6 +262,37 @@ fn locks_are_held_across_round_trips() {
 }
 
 #[test]
+fn a_lock_held_by_a_connection_of_the_same_worker_is_refused_at_once_not_waited_out() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 5);
+        // The one worker keeps the holder's transaction open: waiting for it would block the
+        // worker, and with it the holder's commit, until the lock wait limit (5 s).
+        let mut other = Client::connect(&tcp(&server)).unwrap();
+        let deadlocks = db.lock_manager().unwrap().stats().deadlocks;
+        let started = Instant::now();
+        let err = update_account(&mut other, table, 5).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(2), "{arch}: {err}");
+        assert!(err.is_retryable(), "{arch}: {err}");
+        assert!(err.to_string().contains("same thread"), "{arch}: {err}");
+        assert_eq!(
+            db.lock_manager().unwrap().stats().deadlocks,
+            deadlocks + 1,
+            "{arch}"
+        );
+        // The holder goes on and commits; then the other's retry succeeds.
+        update_account_in(&mut holder, table, 5);
+        holder.commit().unwrap();
+        update_account(&mut other, table, 5).unwrap();
+        server.stop();
+    }
+}
+
+#[test]
 fn a_client_that_disconnects_mid_transaction_releases_its_locks_at_once() {
     for arch in ARCHS {
         let w = tpcb();

@@ -108,7 +108,7 @@
 //! waiter subtracts that stamp from the time it sees the grant (see [`LockStats`]).
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -120,7 +120,9 @@ use storage::shared::{self, Place};
 use super::deadlock::WaitForGraph;
 use super::mode::LockMode;
 use super::name::LockName;
-use super::table::{wake, Bucket, Grant, LockHead, LockTable, Sleep, WaitSlot, Waiter, Wakes};
+use super::table::{
+    wake, Bucket, Grant, LockHead, LockTable, Sleep, WaitSlot, Waiter, Wakes, UNBOUND,
+};
 use super::{LockError, TxnId};
 
 /// How a [`LockManager`] behaves.
@@ -171,6 +173,14 @@ pub struct LockConfig {
     /// itself, and counts the slice since its last look as due to I/O if any transaction on
     /// that chain was inside a physical read ([`TxnLocks::wait_io_ns`]). `None`: no sampling.
     pub io_probe: Option<IoProbe>,
+    /// Every transaction stays on the thread that began it, and a thread runs one of its
+    /// transactions at a time while the others wait for it (a server's worker serving many
+    /// connections, each with an open transaction between requests). A request that would
+    /// wait for a transaction bound to its own thread (directly, or behind a waiter that
+    /// does) then fails at once with [`LockError::SameThread`]: that holder cannot run again
+    /// until the thread stops waiting. Off (the default), transactions may move between
+    /// threads and such a wait ends when the holder finishes, or by the timeout.
+    pub thread_bound: bool,
 }
 
 /// Says whether a transaction is inside a physical read now (see
@@ -209,6 +219,7 @@ impl Default for LockConfig {
             spin_wait: Duration::ZERO,
             coarse_partitions: 1,
             io_probe: None,
+            thread_bound: false,
         }
     }
 }
@@ -253,6 +264,8 @@ pub struct LockStats {
     pub immediate: u64,
     /// Requests that queued.
     pub waits: u64,
+    /// Requests refused as deadlock victims: on a cycle of the wait-for graph, or (with
+    /// [`LockConfig::thread_bound`]) waiting for a transaction of their own thread.
     pub deadlocks: u64,
     pub timeouts: u64,
     pub escalations: u64,
@@ -407,6 +420,8 @@ pub struct TxnLocks {
     txn: TxnId,
     /// The coarse-lock partition this transaction's intention locks go to.
     partition: u16,
+    /// The thread it is bound to (with [`LockConfig::thread_bound`]; else `UNBOUND`).
+    home: u32,
     /// Every lock held, once per name, with its current mode.
     held: Vec<(LockName, LockMode)>,
     /// `held_buckets[i]`: the lock-table bucket of `held[i]`'s name (release does not hash).
@@ -625,6 +640,9 @@ pub struct LockManager {
     /// Front waits that did not spin because spinning was off: every `SPIN_PROBE_EVERY`th
     /// spins anyway, a probe that lets the score recover.
     spin_probes: AtomicU32,
+    /// [`LockConfig::thread_bound`], as now set ([`LockManager::set_thread_bound`]); read
+    /// once per transaction, at `begin`.
+    thread_bound: AtomicBool,
 }
 
 impl LockManager {
@@ -638,12 +656,20 @@ impl LockManager {
             wait_ns_p90: AtomicU64::new(config.spin_wait.as_nanos() as u64 / 2),
             spin_score: AtomicU32::new(SPIN_SCORE_ONE),
             spin_probes: AtomicU32::new(0),
+            thread_bound: AtomicBool::new(config.thread_bound),
             config,
         }
     }
 
     pub fn config(&self) -> &LockConfig {
         &self.config
+    }
+
+    /// Binds the transactions begun from now on to their threads, or stops binding them
+    /// ([`LockConfig::thread_bound`]): a server turns it on while its workers keep their
+    /// connections' transactions.
+    pub fn set_thread_bound(&self, on: bool) {
+        self.thread_bound.store(on, Ordering::Relaxed);
     }
 
     /// The lock state of a new transaction.
@@ -666,9 +692,15 @@ impl LockManager {
         } else {
             0
         };
+        let home = if self.thread_bound.load(Ordering::Relaxed) {
+            storage::shard::thread_index() as u32
+        } else {
+            UNBOUND
+        };
         TxnLocks {
             txn,
             partition,
+            home,
             held,
             held_buckets,
             database: None,
@@ -1171,7 +1203,11 @@ impl LockManager {
                 Ok(head.granted[g].mode)
             }
             None if head.queue.is_empty() && head.compatible_with_others(txn, mode) => {
-                head.granted.push(Grant { txn, mode });
+                head.granted.push(Grant {
+                    txn,
+                    mode,
+                    home: t.home,
+                });
                 drop(guard);
                 t.stats.immediate += 1;
                 t.push_held(name, mode, bucket);
@@ -1219,6 +1255,19 @@ impl LockManager {
             None => (mode, false),
         };
 
+        // A wait for a transaction this thread would have to run: a deadlock through the
+        // thread (see `LockConfig::thread_bound`), refused before it queues.
+        let ahead = if upgrade {
+            head.queue.iter().take_while(|w| w.upgrade).count()
+        } else {
+            head.queue.len()
+        };
+        if let Some(holder) = head.own_thread_blocker(txn, t.home, want, ahead) {
+            drop(guard);
+            t.stats.deadlocks += 1;
+            return Err(LockError::SameThread { txn, holder, name });
+        }
+
         // Block: queue. A request at the front of the queue will spin first and joins the
         // wait-for graph only if it must sleep (`Self::wait`); any other registers now and
         // searches for a cycle through itself.
@@ -1228,6 +1277,7 @@ impl LockManager {
             txn,
             mode: want,
             upgrade,
+            home: t.home,
             registered: false,
             slot: t.slot.clone(),
             thread: std::thread::current(),
@@ -1305,7 +1355,11 @@ impl LockManager {
                 if !(head.queue.is_empty() && head.compatible_with_others(txn, mode)) {
                     return None;
                 }
-                head.granted.push(Grant { txn, mode });
+                head.granted.push(Grant {
+                    txn,
+                    mode,
+                    home: t.home,
+                });
                 drop(guard);
                 t.push_held(name, mode, bucket);
                 mode
@@ -1507,7 +1561,9 @@ impl LockManager {
                 t.slot.disarm();
                 t.stats.wait_ns += wait_ns;
                 match e {
-                    LockError::Deadlock { .. } => t.stats.deadlocks += 1,
+                    LockError::Deadlock { .. } | LockError::SameThread { .. } => {
+                        t.stats.deadlocks += 1
+                    }
                     LockError::Timeout { .. } => t.stats.timeouts += 1,
                 }
                 Err(e)

@@ -26,7 +26,7 @@ pub use name::LockName;
 
 pub use crate::TxnId;
 
-/// Why a lock request failed. Both kinds are *retryable*: the caller aborts the transaction
+/// Why a lock request failed. Every kind is *retryable*: the caller aborts the transaction
 /// (undo, then [`LockManager::release_all`]) and may run it again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LockError {
@@ -39,13 +39,28 @@ pub enum LockError {
     /// are detected without it). The request was withdrawn.
     #[error("transaction {txn} timed out waiting for a lock on {name}; abort and retry it")]
     Timeout { txn: TxnId, name: LockName },
+    /// The request would have waited for `holder`, a transaction bound to the requester's own
+    /// thread ([`LockConfig::thread_bound`]), which cannot run again while that thread waits:
+    /// a deadlock through the thread. Refused before it queued.
+    #[error(
+        "transaction {txn} would wait on {name} for transaction {holder}, which runs on the same \
+         thread and cannot go on while it waits (a server worker keeps both open); abort and \
+         retry it"
+    )]
+    SameThread {
+        txn: TxnId,
+        holder: TxnId,
+        name: LockName,
+    },
 }
 
 impl LockError {
     /// Whether running the transaction again may succeed (always, for lock errors).
     pub fn is_retryable(&self) -> bool {
         match self {
-            LockError::Deadlock { .. } | LockError::Timeout { .. } => true,
+            LockError::Deadlock { .. }
+            | LockError::Timeout { .. }
+            | LockError::SameThread { .. } => true,
         }
     }
 
@@ -53,7 +68,7 @@ impl LockError {
     pub fn txn(&self) -> TxnId {
         match self {
             LockError::Deadlock { victim } => *victim,
-            LockError::Timeout { txn, .. } => *txn,
+            LockError::Timeout { txn, .. } | LockError::SameThread { txn, .. } => *txn,
         }
     }
 }

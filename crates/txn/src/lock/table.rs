@@ -67,7 +67,13 @@ const SPARE_HEADS_MAX: usize = 32;
 pub(crate) struct Grant {
     pub txn: TxnId,
     pub mode: LockMode,
+    /// The thread the transaction is bound to ([`super::LockConfig::thread_bound`]), or
+    /// [`UNBOUND`].
+    pub home: u32,
 }
+
+/// [`Grant::home`] of a transaction not bound to a thread.
+pub(crate) const UNBOUND: u32 = u32::MAX;
 
 /// A blocked request.
 pub(crate) struct Waiter {
@@ -76,6 +82,8 @@ pub(crate) struct Waiter {
     pub mode: LockMode,
     /// Converts an existing grant of the same transaction instead of adding one.
     pub upgrade: bool,
+    /// The transaction's [`Grant::home`].
+    pub home: u32,
     /// Whether the request is in the wait-for graph. A waiter registers when it is about to
     /// sleep (at once when it will not spin), never while it spins; see `super::deadlock`.
     pub registered: bool,
@@ -300,6 +308,29 @@ impl LockHead {
             .all(|g| g.txn == txn || g.mode.compatible(mode))
     }
 
+    /// A transaction bound to thread `home` that a request of `txn` for `mode`, queued behind
+    /// the first `ahead` waiters, would wait for: a holder incompatible with it, or with a
+    /// waiter ahead of it (the queue is served in order). Such a holder runs again only when
+    /// that thread does, and the thread is the one about to wait.
+    pub fn own_thread_blocker(
+        &self,
+        txn: TxnId,
+        home: u32,
+        mode: LockMode,
+        ahead: usize,
+    ) -> Option<TxnId> {
+        if home == UNBOUND {
+            return None;
+        }
+        let modes = std::iter::once(mode).chain(self.queue.iter().take(ahead).map(|w| w.mode));
+        self.granted
+            .iter()
+            .find(|g| {
+                g.home == home && g.txn != txn && modes.clone().any(|m| !g.mode.compatible(m))
+            })
+            .map(|g| g.txn)
+    }
+
     pub fn is_unused(&self) -> bool {
         self.granted.is_empty() && self.queue.is_empty()
     }
@@ -362,6 +393,7 @@ impl LockHead {
                 _ => self.granted.push(Grant {
                     txn: w.txn,
                     mode: w.mode,
+                    home: w.home,
                 }),
             }
             if w.slot.grant(now_ns) {

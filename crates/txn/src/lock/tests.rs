@@ -1208,3 +1208,134 @@ fn waits_behind_a_reading_chain_are_attributed_to_io() {
         assert_eq!(m.lock_name_count(), 0);
     }
 }
+
+/// Thread-bound transactions ([`LockConfig::thread_bound`]), as a server's worker keeps its
+/// connections' open transactions: a request that would wait for a transaction of its own
+/// thread is refused at once, whether the holder conflicts with it directly, with the
+/// upgrade it asks for, or with a waiter it would queue behind; a holder on another thread
+/// is waited for as always.
+#[test]
+fn a_wait_for_a_transaction_of_the_same_thread_is_refused_when_transactions_are_bound() {
+    let m = manager(LockConfig {
+        thread_bound: true,
+        ..config()
+    });
+    // Directly: T1 holds X, T2 of the same thread asks for S.
+    let mut t1 = m.begin(TxnId(1));
+    m.lock(&mut t1, rec(1, 1), X).unwrap();
+    let mut t2 = m.begin(TxnId(2));
+    let err = m.lock(&mut t2, rec(1, 1), S).unwrap_err();
+    assert_eq!(
+        err,
+        LockError::SameThread {
+            txn: TxnId(2),
+            holder: TxnId(1),
+            name: rec(1, 1)
+        }
+    );
+    assert!(err.is_retryable());
+    assert_eq!(t2.stats().waits, 0, "refused before it queued");
+    assert_eq!(t2.stats().deadlocks, 1);
+    m.check_invariants();
+    m.release_all(&mut t2);
+    m.release_all(&mut t1);
+
+    // An upgrade: both hold S, T2 asks for X.
+    let mut t1 = m.begin(TxnId(3));
+    let mut t2 = m.begin(TxnId(4));
+    m.lock(&mut t1, rec(1, 2), S).unwrap();
+    m.lock(&mut t2, rec(1, 2), S).unwrap();
+    assert!(matches!(
+        m.lock(&mut t2, rec(1, 2), X),
+        Err(LockError::SameThread {
+            holder: TxnId(3),
+            ..
+        })
+    ));
+    assert_eq!(
+        t2.mode_of(rec(1, 2)),
+        Some(S),
+        "the refused upgrade left S held"
+    );
+    m.check_invariants();
+
+    // Behind a waiter: T1 holds S, T5 of another thread waits for X, T2 asks for S (compatible
+    // with T1, but queued behind T5, which waits for T1).
+    let other = {
+        let m = m.clone();
+        thread::spawn(move || {
+            let mut t5 = m.begin(TxnId(5));
+            m.lock(&mut t5, rec(1, 2), X).unwrap();
+            m.release_all(&mut t5);
+        })
+    };
+    m.release_all(&mut t2);
+    until_waiting(&m, TxnId(5));
+    let mut t2 = m.begin(TxnId(6));
+    assert!(matches!(
+        m.lock(&mut t2, rec(1, 2), S),
+        Err(LockError::SameThread {
+            holder: TxnId(3),
+            ..
+        })
+    ));
+    m.release_all(&mut t2);
+    m.release_all(&mut t1);
+    other.join().unwrap();
+
+    // A holder on another thread is waited for.
+    let held = Arc::new(Barrier::new(2));
+    let other = {
+        let (m, held) = (m.clone(), held.clone());
+        thread::spawn(move || {
+            let mut t7 = m.begin(TxnId(7));
+            m.lock(&mut t7, rec(1, 3), X).unwrap();
+            held.wait();
+            until_waiting(&m, TxnId(8));
+            m.release_all(&mut t7);
+        })
+    };
+    held.wait();
+    let mut t8 = m.begin(TxnId(8));
+    m.lock(&mut t8, rec(1, 3), X).unwrap();
+    assert_eq!(t8.stats().waits, 1);
+    m.release_all(&mut t8);
+    other.join().unwrap();
+    m.check_invariants();
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+/// Unbound (the default), a wait for a transaction of the same thread ends only by the
+/// timeout; binding is switched on at run time for the transactions begun after it.
+#[test]
+fn unbound_a_same_thread_wait_times_out_and_binding_applies_from_the_next_transaction() {
+    let m = manager(LockConfig {
+        wait_timeout: Duration::from_millis(30),
+        deadlock_check_interval: Duration::from_millis(10),
+        ..config()
+    });
+    let mut t1 = m.begin(TxnId(1));
+    m.lock(&mut t1, rec(1, 1), X).unwrap();
+    let mut t2 = m.begin(TxnId(2));
+    m.set_thread_bound(true);
+    assert!(matches!(
+        m.lock(&mut t2, rec(1, 1), X),
+        Err(LockError::Timeout { .. })
+    ));
+    m.release_all(&mut t2);
+    m.release_all(&mut t1);
+    let mut t3 = m.begin(TxnId(3));
+    m.lock(&mut t3, rec(1, 1), X).unwrap();
+    let mut t4 = m.begin(TxnId(4));
+    assert!(matches!(
+        m.lock(&mut t4, rec(1, 1), X),
+        Err(LockError::SameThread {
+            holder: TxnId(3),
+            ..
+        })
+    ));
+    m.release_all(&mut t4);
+    m.release_all(&mut t3);
+    assert_eq!(m.stats().timeouts, 1);
+    assert_eq!(m.stats().deadlocks, 1);
+}
