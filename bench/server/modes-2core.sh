@@ -6,11 +6,12 @@
 # interactive, embedded, ...) and each cell is the median of ROUNDS runs with its range.
 #
 #   bench/server/modes-2core.sh [--glass BIN] [--rounds N] [--seconds S] [--connections C]
-#                               [--arch unified|dedicated]
+#                               [--arch unified|dedicated] [--workers W]
 #
-# The server runs C workers (a worker per connection, as PostgreSQL runs a backend per
-# connection: an interactive transaction waiting for a lock must not hold up another
-# connection's commit). Prints one table row per workload and mode.
+# The server runs W workers (default 1: it has one core, and more threads than cores measure
+# the scheduler's wake-ups; a lock wait for another connection of the same worker is refused
+# at once and retried, so interactive transactions need no worker per connection). Prints one
+# table row per workload and mode.
 set -euo pipefail
 # shellcheck source=../peers/lib/common.sh
 source "$(dirname "$0")/../peers/lib/common.sh"
@@ -20,6 +21,7 @@ ROUNDS=3
 SECONDS_PER_RUN=4
 CONNECTIONS=4
 ARCH=unified
+WORKERS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --glass) GLASS=$2; shift 2 ;;
@@ -27,11 +29,12 @@ while [ $# -gt 0 ]; do
     --seconds) SECONDS_PER_RUN=$2; shift 2 ;;
     --connections) CONNECTIONS=$2; shift 2 ;;
     --arch) ARCH=$2; shift 2 ;;
+    --workers) WORKERS=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
-positive ROUNDS SECONDS_PER_RUN CONNECTIONS
+positive ROUNDS SECONDS_PER_RUN CONNECTIONS WORKERS
 [ -x "$GLASS" ] || die "no glass binary at $GLASS (cargo build --release first)"
 command -v taskset >/dev/null || die "taskset (util-linux) is needed to pin server and clients apart"
 [ "$(nproc)" -ge 2 ] || die "two cores are needed to pin server and clients apart"
@@ -53,7 +56,7 @@ for spec in "ycsb --scale 100000 --ycsb-workload C" "voter --scale 1" "tpcc --sc
   read -r -a args <<<"$spec"
   name=${args[0]}
   taskset -c 0 "$GLASS" serve "${args[@]}" --listen 127.0.0.1:0 --arch "$ARCH" \
-    --workers "$CONNECTIONS" --quiet >"$WORK/serve.out" 2>"$WORK/serve.err" &
+    --workers "$WORKERS" --quiet >"$WORK/serve.out" 2>"$WORK/serve.err" &
   SERVER_PID=$!
   for _ in $(seq 1 600); do grep -q '^listening on tcp://' "$WORK/serve.out" && break; sleep 0.1; done
   addr=$(sed -n 's|^listening on tcp://||p' "$WORK/serve.out" | head -n 1)

@@ -10,8 +10,9 @@
 //!                                                  │   pinned to the other core), once per bar
 //!   Figure 3  YCSB-C stored procedures: dedicated (1 worker) and unified (a worker per
 //!             connection), the split of the server threads' CPU
-//!   Figure 5  per workload: interactive and stored procedure over TCP (dedicated, a worker
-//!             per connection), stored procedure over shared memory (1 connection)
+//!   Figure 5  per workload: interactive and stored procedure over TCP (dedicated, `workers`
+//!             workers: one, the server's core), stored procedure over shared memory (1
+//!             connection)
 //!   Figure 4  per workload: glass latency, stored procedures and interactive
 //!   end to end  per workload and mode: the client's median latency at the highest load before
 //!             latency climbs, split into transaction execution and server networking (the
@@ -47,6 +48,9 @@ pub struct Section3Config {
     pub warmup: f64,
     /// Client connections (TPC-C gets one warehouse per two, as the paper's).
     pub connections: usize,
+    /// Worker threads of the servers of Figures 4 and 5 (one site per core, as VoltDB runs;
+    /// Figure 3's unified server has a worker per connection, as PostgreSQL a backend).
+    pub workers: usize,
     pub server_core: usize,
     pub client_core: usize,
     /// YCSB records (the paper's 10 M do not fit the load time of a short run).
@@ -295,7 +299,8 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
         .with_context(|| format!("create {}", config.out.display()))?;
     pin_clients(config)?;
     let c = config.connections;
-    let workers = c.to_string();
+    let per_connection = c.to_string();
+    let workers = config.workers.max(1).to_string();
     let specs: Vec<Spec> = specs(config)
         .into_iter()
         .filter(|s| config.workloads.iter().any(|w| w == s.name))
@@ -308,6 +313,7 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
     let mut report = String::new();
     let mut all = json!({
         "connections": c,
+        "workers": config.workers,
         "duration_s": config.duration,
         "server_core": config.server_core,
         "client_core": config.client_core,
@@ -317,7 +323,7 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
     let ycsb = &specs[0];
     let tcp = ["--listen", "127.0.0.1:0"];
     let mut fig3 = Vec::new();
-    for (arch, w) in [("dedicated", "1"), ("unified", workers.as_str())] {
+    for (arch, w) in [("dedicated", "1"), ("unified", per_connection.as_str())] {
         let args = [&tcp[..], &["--arch", arch, "--workers", w]].concat();
         let (trace, tps) = traced(config, ycsb, &args, Mode::StoredProcedure, c, arch)?;
         let s = &trace["split_us_per_txn"];
@@ -416,12 +422,13 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
     ];
     report.push_str(&format!(
         "## Figure 5: server CPU per transaction in each phase (µs)\n\n\
-         Interactive and stored procedure: TCP over loopback, the dedicated architecture with a \
-         worker per connection, {c} connections. Shared memory: the stand-in for the paper's \
+         Interactive and stored procedure: TCP over loopback, the dedicated architecture with \
+         {workers} worker{}, {c} connections. Shared memory: the stand-in for the paper's \
          kernel bypass (DPDK cannot run here), one connection. \"Other\" is the rest of the \
          server threads' CPU: the event loop and, mostly, the kernel (epoll, wake-ups).\n\n\
          | run | txn/s | read | queue in | procedure | query | queue out | send | codec | other | total | transaction processing |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        if config.workers == 1 { "" } else { "s" }
     ));
     let mut series: Vec<(String, Vec<f64>)> = [
         "read",

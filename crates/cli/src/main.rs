@@ -730,6 +730,11 @@ struct Section3Args {
     /// Client connections (TPC-C loads one warehouse per two, as the paper's).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=512))]
     connections: u64,
+    /// Worker threads of the servers of Figures 4 and 5 (the default: one, for the server's
+    /// one core; more workers than cores measure the scheduler's wake-ups). Figure 3's
+    /// unified server has a worker per connection.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=512))]
+    workers: u64,
     /// The core the servers run on.
     #[arg(long, default_value_t = 0)]
     server_core: usize,
@@ -1393,6 +1398,7 @@ fn paper_run(
         duration,
         warmup,
         connections: connections as usize,
+        workers: 1,
         server_core: cores.0,
         client_core: cores.1,
         ycsb_records,
@@ -1471,7 +1477,7 @@ fn charm(args: CharmArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
-    let config = paper_run(
+    let mut config = paper_run(
         args.out,
         args.duration,
         args.warmup,
@@ -1480,6 +1486,7 @@ fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
         args.ycsb_records,
         &args.workloads,
     )?;
+    config.workers = args.workers as usize;
     let report = bench::section3::run_section3(&config)?;
     println!("{}", report.trim_end());
     println!("(written to {})", config.out.join("section3.md").display());
