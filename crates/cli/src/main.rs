@@ -785,9 +785,9 @@ struct ServeArgs {
     /// Seconds an interactive transaction may idle between requests before it is aborted.
     #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_seconds)]
     idle_timeout: f64,
-    /// Milliseconds a transaction waits for a lock before it is told to retry. A wait for a
-    /// connection of the same worker is refused at once, but one through another worker's
-    /// waiting transaction back to this worker can only end this way: keep it short.
+    /// Milliseconds a transaction waits for a lock before it is told to retry: a backstop.
+    /// Deadlocks, also those through a worker that keeps the holder's connection, are found
+    /// without it; a wait for an idle client's transaction lasts until that client goes on.
     #[arg(long, value_name = "MS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     lock_wait_ms: u64,
     /// Time the 2025 paper's eight server-side phases of every request (trace points in the

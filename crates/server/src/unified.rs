@@ -11,9 +11,9 @@
 //! A request is served start to finish on one thread: no queue and no hand-off. While a
 //! worker runs one transaction its other connections wait, so a lock request that would wait
 //! for another of its connections' open transactions is refused at once (the server binds
-//! transactions to their threads: `txn::lock::LockConfig::thread_bound`), and a longer cycle
-//! through another worker ends by the lock wait's bound
-//! ([`engine::DbConfig::lock_wait_timeout`]).
+//! transactions to their threads: `txn::lock::LockConfig::thread_bound`); a longer cycle
+//! through another worker's waiting transaction is found in the wait-for graph, and the lock
+//! wait's bound ([`engine::DbConfig::lock_wait_timeout`]) is the backstop.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

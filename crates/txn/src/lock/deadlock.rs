@@ -38,16 +38,39 @@
 //! backstop, cheap when the graph is small). The victim's queued request is removed (its
 //! other locks stay) and it gets the retryable
 //! [`LockError::Deadlock`](super::LockError::Deadlock).
+//!
+//! Threads. With [`LockConfig::thread_bound`](super::LockConfig::thread_bound) every
+//! transaction stays on its thread (a server's worker keeps its connections' open
+//! transactions), so a transaction that is not running waits for its thread: while a
+//! transaction `R` of thread `h` is a registered waiter, every other transaction bound to `h`
+//! has an implicit edge to `R`. A wait for a transaction of one's own thread is refused before
+//! it queues (`LockHead::own_thread_blocker`); the implicit edges find the longer cycles, such
+//! as `T_B` (thread 1) waiting for `T_C` (thread 2) waiting for `T_A`, idle on thread 1.
+//! Such an edge appears when `R` registers, so `R` is the last member of the cycle and finds
+//! it, as above. Each edge therefore carries its target's thread (`UNBOUND` if none).
 
 use std::collections::{HashMap, HashSet};
 
 use super::name::BuildNameHasher;
+use super::table::UNBOUND;
 use super::TxnId;
+
+/// An out-edge: the transaction waited for, and its thread (`UNBOUND` if none).
+type Edge = (TxnId, u32);
+
+/// A registered waiter: its thread, and whom it waits for, each with its thread.
+#[derive(Default)]
+struct Node {
+    home: u32,
+    blockers: Vec<Edge>,
+}
 
 /// Who waits for whom. Protected by the lock manager's graph mutex.
 #[derive(Default)]
 pub struct WaitForGraph {
-    edges: HashMap<TxnId, Vec<TxnId>, BuildNameHasher>,
+    edges: HashMap<TxnId, Node, BuildNameHasher>,
+    /// The registered waiter of each thread with thread-bound transactions.
+    thread_waiter: HashMap<u32, TxnId>,
 }
 
 impl WaitForGraph {
@@ -55,18 +78,33 @@ impl WaitForGraph {
         Self::default()
     }
 
-    /// Replaces the out-edges of `waiter` (registering it as blocked).
-    pub fn set_edges(&mut self, waiter: TxnId, blockers: impl IntoIterator<Item = TxnId>) {
-        let list = self.edges.entry(waiter).or_default();
+    /// Replaces the out-edges of `waiter`, bound to thread `home` (or `UNBOUND`), registering
+    /// it as blocked; `blockers` name their threads too.
+    pub fn set_edges(
+        &mut self,
+        waiter: TxnId,
+        home: u32,
+        blockers: impl IntoIterator<Item = Edge>,
+    ) {
+        let node = self.edges.entry(waiter).or_default();
+        node.home = home;
+        let list = &mut node.blockers;
         list.clear();
-        list.extend(blockers.into_iter().filter(|b| *b != waiter));
+        list.extend(blockers.into_iter().filter(|b| b.0 != waiter));
         list.sort_unstable();
         list.dedup();
+        if home != UNBOUND {
+            self.thread_waiter.insert(home, waiter);
+        }
     }
 
     /// Forgets `txn` as a waiter (it was granted, timed out, or chosen as victim).
     pub fn remove(&mut self, txn: TxnId) {
-        self.edges.remove(&txn);
+        if let Some(node) = self.edges.remove(&txn) {
+            if node.home != UNBOUND && self.thread_waiter.get(&node.home) == Some(&txn) {
+                self.thread_waiter.remove(&node.home);
+            }
+        }
     }
 
     /// Whether `txn` is registered as blocked.
@@ -74,9 +112,24 @@ impl WaitForGraph {
         self.edges.contains_key(&txn)
     }
 
-    /// The transactions `txn` waits for.
-    pub fn blockers(&self, txn: TxnId) -> &[TxnId] {
-        self.edges.get(&txn).map_or(&[], |v| v.as_slice())
+    /// The transactions `txn` waits for (as a registered waiter).
+    pub fn blockers(&self, txn: TxnId) -> impl Iterator<Item = TxnId> + '_ {
+        self.edges
+            .get(&txn)
+            .into_iter()
+            .flat_map(|n| n.blockers.iter().map(|b| b.0))
+    }
+
+    /// Every transaction `txn` (bound to `home`) waits for: its blockers if it is a registered
+    /// waiter, else the registered waiter of its thread, if any.
+    fn out_edges(&self, txn: TxnId, home: u32) -> Vec<Edge> {
+        if let Some(node) = self.edges.get(&txn) {
+            return node.blockers.clone();
+        }
+        match self.thread_waiter.get(&home) {
+            Some(&r) if home != UNBOUND && r != txn => vec![(r, home)],
+            _ => Vec::new(),
+        }
     }
 
     /// Number of blocked transactions.
@@ -92,26 +145,25 @@ impl WaitForGraph {
     /// or `None`. Iterative depth-first search; runs only on the blocking path.
     pub fn cycle_through(&self, start: TxnId) -> Option<Vec<TxnId>> {
         let first = self.edges.get(&start)?;
-        let mut visited: HashSet<TxnId> = HashSet::new();
-        // Stack of (node, index of next out-edge); the stack itself is the current path.
-        let mut stack: Vec<(TxnId, usize)> = vec![(start, 0)];
-        visited.insert(start);
-        if first.is_empty() {
+        if first.blockers.is_empty() {
             return None;
         }
-        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
-            let out = self.blockers(node);
-            if *next >= out.len() {
+        let mut visited: HashSet<TxnId> = HashSet::new();
+        // Stack of (node, its out-edges, index of the next); the stack is the current path.
+        let mut stack: Vec<(TxnId, Vec<Edge>, usize)> = vec![(start, first.blockers.clone(), 0)];
+        visited.insert(start);
+        while let Some((_, out, next)) = stack.last_mut() {
+            let Some(&(target, home)) = out.get(*next) else {
                 stack.pop();
                 continue;
-            }
-            let target = out[*next];
+            };
             *next += 1;
             if target == start {
-                return Some(stack.iter().map(|(n, _)| *n).collect());
+                return Some(stack.iter().map(|(n, _, _)| *n).collect());
             }
             if visited.insert(target) {
-                stack.push((target, 0));
+                let out = self.out_edges(target, home);
+                stack.push((target, out, 0));
             }
         }
         None
@@ -129,9 +181,9 @@ mod tests {
     #[test]
     fn two_cycle() {
         let mut g = WaitForGraph::new();
-        g.set_edges(t(1), [t(2)]);
+        g.set_edges(t(1), UNBOUND, [(t(2), UNBOUND)]);
         assert_eq!(g.cycle_through(t(1)), None);
-        g.set_edges(t(2), [t(1)]);
+        g.set_edges(t(2), UNBOUND, [(t(1), UNBOUND)]);
         assert_eq!(g.cycle_through(t(2)), Some(vec![t(2), t(1)]));
         assert_eq!(g.cycle_through(t(1)), Some(vec![t(1), t(2)]));
         g.remove(t(2));
@@ -142,9 +194,9 @@ mod tests {
     fn cycle_not_through_start_is_not_reported() {
         // 1 -> 2 -> 3 -> 2: 1 is blocked by a deadlock but is not on it.
         let mut g = WaitForGraph::new();
-        g.set_edges(t(1), [t(2)]);
-        g.set_edges(t(2), [t(3)]);
-        g.set_edges(t(3), [t(2)]);
+        g.set_edges(t(1), UNBOUND, [(t(2), UNBOUND)]);
+        g.set_edges(t(2), UNBOUND, [(t(3), UNBOUND)]);
+        g.set_edges(t(3), UNBOUND, [(t(2), UNBOUND)]);
         assert_eq!(g.cycle_through(t(1)), None);
         assert!(g.cycle_through(t(3)).is_some());
     }
@@ -152,18 +204,40 @@ mod tests {
     #[test]
     fn three_cycle_with_branches() {
         let mut g = WaitForGraph::new();
-        g.set_edges(t(1), [t(5), t(2)]);
-        g.set_edges(t(2), [t(4), t(3)]);
-        g.set_edges(t(4), []);
-        g.set_edges(t(3), [t(1)]);
+        g.set_edges(t(1), UNBOUND, [(t(5), UNBOUND), (t(2), UNBOUND)]);
+        g.set_edges(t(2), UNBOUND, [(t(4), UNBOUND), (t(3), UNBOUND)]);
+        g.set_edges(t(4), UNBOUND, []);
+        g.set_edges(t(3), UNBOUND, [(t(1), UNBOUND)]);
         assert_eq!(g.cycle_through(t(1)), Some(vec![t(1), t(2), t(3)]));
+    }
+
+    #[test]
+    fn a_transaction_that_is_not_running_waits_for_its_threads_waiter() {
+        // T1 is idle on thread 1, whose T2 waits for T3 (thread 2), which waits for T1.
+        let mut g = WaitForGraph::new();
+        g.set_edges(t(3), 2, [(t(1), 1)]);
+        assert_eq!(g.cycle_through(t(3)), None, "thread 1 is not waiting yet");
+        g.set_edges(t(2), 1, [(t(3), 2)]);
+        assert_eq!(g.cycle_through(t(2)), Some(vec![t(2), t(3), t(1)]));
+        assert_eq!(g.cycle_through(t(3)), Some(vec![t(3), t(1), t(2)]));
+        g.remove(t(2));
+        assert_eq!(g.cycle_through(t(3)), None, "thread 1 runs again");
+        // Unbound transactions have no thread to wait for.
+        let mut g = WaitForGraph::new();
+        g.set_edges(t(3), UNBOUND, [(t(1), UNBOUND)]);
+        g.set_edges(t(2), UNBOUND, [(t(3), UNBOUND)]);
+        assert_eq!(g.cycle_through(t(2)), None);
     }
 
     #[test]
     fn self_edges_and_duplicates_are_dropped() {
         let mut g = WaitForGraph::new();
-        g.set_edges(t(1), [t(1), t(2), t(2)]);
-        assert_eq!(g.blockers(t(1)), &[t(2)]);
+        g.set_edges(
+            t(1),
+            UNBOUND,
+            [(t(1), UNBOUND), (t(2), UNBOUND), (t(2), UNBOUND)],
+        );
+        assert_eq!(g.blockers(t(1)).collect::<Vec<_>>(), [t(2)]);
         assert!(g.is_waiting(t(1)) && !g.is_waiting(t(2)));
         assert_eq!(g.cycle_through(t(2)), None);
     }

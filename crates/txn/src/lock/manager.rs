@@ -178,7 +178,9 @@ pub struct LockConfig {
     /// connections, each with an open transaction between requests). A request that would
     /// wait for a transaction bound to its own thread (directly, or behind a waiter that
     /// does) then fails at once with [`LockError::SameThread`]: that holder cannot run again
-    /// until the thread stops waiting. Off (the default), transactions may move between
+    /// until the thread stops waiting; and in the wait-for graph a bound transaction that is
+    /// not running waits for its thread's waiter, so longer cycles through the thread are
+    /// deadlocks ([`super::deadlock`]). Off (the default), transactions may move between
     /// threads and such a wait ends when the holder finishes, or by the timeout.
     pub thread_bound: bool,
 }
@@ -1600,7 +1602,7 @@ impl LockManager {
         while next < seen.len() {
             let at = seen[next];
             next += 1;
-            for &b in graph.blockers(at) {
+            for b in graph.blockers(at) {
                 if in_read(b) {
                     return true;
                 }
@@ -1633,7 +1635,7 @@ impl LockManager {
         };
         head.queue[at].registered = true;
         let mut graph = self.graph();
-        graph.set_edges(txn, head.blockers_of(at));
+        graph.set_edges(txn, head.queue[at].home, head.blockers_of(at));
         if graph.cycle_through(txn).is_none() {
             return Ok(false);
         }
@@ -1746,7 +1748,7 @@ fn note_shared(name: LockName) {
 fn refresh_edges(head: &LockHead, graph: &mut WaitForGraph) {
     for (i, w) in head.queue.iter().enumerate() {
         if w.registered {
-            graph.set_edges(w.txn, head.blockers_of(i));
+            graph.set_edges(w.txn, w.home, head.blockers_of(i));
         }
     }
 }

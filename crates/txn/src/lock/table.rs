@@ -448,16 +448,16 @@ impl LockHead {
         self.queue.iter().any(|w| w.registered)
     }
 
-    /// The transactions that the waiter at queue index `at` waits for: incompatible other
-    /// holders and everyone queued ahead.
-    pub fn blockers_of(&self, at: usize) -> impl Iterator<Item = TxnId> + '_ {
+    /// The transactions that the waiter at queue index `at` waits for, each with its thread
+    /// ([`Grant::home`]): incompatible other holders and everyone queued ahead.
+    pub fn blockers_of(&self, at: usize) -> impl Iterator<Item = (TxnId, u32)> + '_ {
         let w = &self.queue[at];
         let holders = self
             .granted
             .iter()
             .filter(move |g| g.txn != w.txn && !g.mode.compatible(w.mode))
-            .map(|g| g.txn);
-        let ahead = self.queue.iter().take(at).map(|a| a.txn);
+            .map(|g| (g.txn, g.home));
+        let ahead = self.queue.iter().take(at).map(|a| (a.txn, a.home));
         holders.chain(ahead)
     }
 

@@ -1339,3 +1339,44 @@ fn unbound_a_same_thread_wait_times_out_and_binding_applies_from_the_next_transa
     assert_eq!(m.stats().timeouts, 1);
     assert_eq!(m.stats().deadlocks, 1);
 }
+
+/// A cycle through a thread that runs another transaction: T1 idles on thread A holding r1,
+/// A's T2 waits for r2, held by T3 on thread B, and T3 asks for r1. T3 waits for T1, which
+/// waits for its thread, which waits (in T2) for T3: a deadlock, found at once, not by the
+/// timeout; once T3 gives up, T2 is granted.
+#[test]
+fn a_cycle_through_a_waiting_thread_is_a_deadlock_when_transactions_are_bound() {
+    let m = manager(LockConfig {
+        thread_bound: true,
+        deadlock_check_interval: Duration::from_secs(5),
+        ..config()
+    });
+    let (r1, r2) = (rec(1, 1), rec(1, 2));
+    let t3_holds = Arc::new(Barrier::new(2));
+    let b = {
+        let (m, t3_holds) = (m.clone(), t3_holds.clone());
+        thread::spawn(move || {
+            let mut t3 = m.begin(TxnId(3));
+            m.lock(&mut t3, r2, X).unwrap();
+            t3_holds.wait();
+            until_waiting(&m, TxnId(2));
+            let r = m.lock(&mut t3, r1, X);
+            m.release_all(&mut t3);
+            r
+        })
+    };
+    let mut t1 = m.begin(TxnId(1));
+    m.lock(&mut t1, r1, X).unwrap();
+    t3_holds.wait();
+    let mut t2 = m.begin(TxnId(2));
+    m.lock(&mut t2, r2, X).unwrap();
+    assert_eq!(
+        b.join().unwrap(),
+        Err(LockError::Deadlock { victim: TxnId(3) })
+    );
+    m.release_all(&mut t2);
+    m.release_all(&mut t1);
+    m.check_invariants();
+    assert_eq!(m.stats().timeouts, 0);
+    assert_eq!(m.lock_name_count(), 0);
+}
