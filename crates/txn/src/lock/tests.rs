@@ -568,6 +568,18 @@ fn stress_with_spinning_waiters_keeps_mutual_exclusion_and_finds_every_deadlock(
 }
 
 #[test]
+fn stress_with_thread_bound_transactions_keeps_mutual_exclusion_and_refuses_nothing_more() {
+    // One transaction per thread at a time, as the stress runs them: binding them to their
+    // threads must neither refuse a request (`SameThread`: the stress accepts deadlock
+    // victims only) nor let a deadlock go unfound (no periodic search, no timeout).
+    stress(LockConfig {
+        thread_bound: true,
+        deadlock_check_interval: Duration::from_secs(100),
+        ..config()
+    });
+}
+
+#[test]
 fn every_deadlock_is_found_without_the_periodic_search() {
     // The periodic search would come only after 100 s, and a wait times out after 5 s: a
     // deadlock that registration missed would show as a timeout.
