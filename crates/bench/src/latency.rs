@@ -25,6 +25,11 @@ use crate::run::{BenchConfig, Status};
 /// Fractions of a mode's closed-loop peak offered, in order.
 pub const DEFAULT_STEPS: [f64; 9] = [0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1];
 
+/// How far each run's seed moves from the last's: more than any run's terminals × rounds, so
+/// no two runs draw the same inputs. Inputs leave state behind (Voter's phone numbers use up
+/// their votes), and a run replaying the first one's calls would measure refusals.
+const RUN_SEED_STRIDE: u64 = 1 << 20;
+
 /// A step at which a mode achieving less than this share of its offered rate is saturated:
 /// later steps would only lengthen its queue.
 const SATURATED: f64 = 0.9;
@@ -148,13 +153,21 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
         quiet: true,
         ..config.bench.clone()
     };
+    let mut runs = 0u64;
+    let mut next_run = |c: BenchConfig| {
+        runs += 1;
+        BenchConfig {
+            seed: c.seed.wrapping_add(runs.wrapping_mul(RUN_SEED_STRIDE)),
+            ..c
+        }
+    };
     let mut curves = Vec::new();
     for &mode in &config.modes {
         status.say(format_args!(
             "{}: closed loop, for the peak...",
             mode.name()
         ));
-        let (r, _) = run_remote_bench(&quiet, &config.endpoint, mode)?;
+        let (r, _) = run_remote_bench(&next_run(quiet.clone()), &config.endpoint, mode)?;
         curves.push(Curve {
             mode: mode.name(),
             peak_tps: r.tps,
@@ -170,10 +183,10 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
                 continue;
             }
             let rate = step * curves[i].peak_tps;
-            let open = BenchConfig {
+            let open = next_run(BenchConfig {
                 rate: Some(rate.max(1.0)),
                 ..quiet.clone()
-            };
+            });
             let (r, _) = run_remote_bench(&open, &config.endpoint, mode)?;
             status.say(format_args!(
                 "{}: offered {:.0}/s, achieved {:.0}/s, p50 {} µs, p99 {} µs",

@@ -59,6 +59,12 @@ pub struct Section3Config {
     pub workloads: Vec<String>,
 }
 
+/// Voter's scale: its largest, 9,990,000 voters, so that calls rarely repeat a phone number,
+/// as the paper's (VoltDB's) random phone numbers do not. At scale 1 the 10,000 voters used up
+/// their two votes each within the first run, and every later call was a read-only refusal:
+/// one round trip in both models, so stored procedures could not come out ahead.
+const VOTER_SCALE: u64 = 999;
+
 /// A workload as the section runs it: its `glass` arguments and its options.
 pub(crate) struct Spec {
     pub(crate) name: &'static str,
@@ -87,8 +93,11 @@ pub(crate) fn specs(config: &Section3Config) -> Vec<Spec> {
         },
         Spec {
             name: "voter",
-            args: vec!["voter".into(), "--scale".into(), "1".into()],
-            options: WorkloadOptions::default(),
+            args: vec!["voter".into(), "--scale".into(), VOTER_SCALE.to_string()],
+            options: WorkloadOptions {
+                scale: VOTER_SCALE,
+                ..WorkloadOptions::default()
+            },
         },
         Spec {
             name: "tpcc",
