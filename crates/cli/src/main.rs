@@ -4,7 +4,7 @@
 //! error (unknown flag, bad value, impossible configuration), reported in one line naming the
 //! bad value and the valid choices.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -666,6 +666,12 @@ struct IsolationArgs {
     /// the report gives the median and every round's.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
+    /// For the level vm: what runs the guests, kvm or tcg (see `glass serve --vm-accel`).
+    #[arg(long, value_name = "ACCEL", default_value = "kvm", value_parser = parse_accel)]
+    vm_accel: server::vm::Accel,
+    /// For the level vm: the guest kernel's directory (see `glass serve --vm-guest`).
+    #[arg(long, value_name = "DIR")]
+    vm_guest: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -803,17 +809,29 @@ struct ServeArgs {
     /// worker's thread, compiled into the server: the language's isolation only), wasm (in the worker's thread, compiled to WebAssembly,
     /// in a wasmtime sandbox with bounded memory and time), process (a process of their own
     /// per worker, with an address-space limit and a seccomp allow-list), container (that
-    /// process also in user, PID, mount, network and IPC namespaces and a cgroup). vm is not
-    /// built yet.
+    /// process also in user, PID, mount, network and IPC namespaces and a cgroup), vm (that
+    /// process in a KVM virtual machine of its own per worker: needs /dev/kvm, QEMU and a guest
+    /// kernel from bench/vm/prepare.sh).
     #[arg(long, value_name = "LEVEL", default_value = "rust", value_parser = parse_isolation)]
     isolation: server::Isolation,
     /// With --isolation process or container: what carries calls and operations between a
     /// worker and its procedure process: tcp (loopback), uds (a Unix socket), shm-uds (shared
     /// memory, a Unix socket pair only to wake the other side), shm-poll (shared memory, both
     /// sides polling: a bounded spin, then yielding and napping, since two cores cannot spare
-    /// one to spin).
-    #[arg(long, value_name = "CHANNEL", default_value = "uds", value_parser = parse_channel)]
-    channel: server::Channel,
+    /// one to spin); with --isolation vm only virtio (a virtio-serial port) [default: uds,
+    /// virtio for vm].
+    #[arg(long, value_name = "CHANNEL", value_parser = parse_channel)]
+    channel: Option<server::Channel>,
+    /// With --isolation vm: the directory holding the guest's kernel (vmlinuz) and virtio
+    /// modules, as bench/vm/prepare.sh writes it [default: $GLASS_VM_GUEST, else
+    /// target/vm-guest].
+    #[arg(long, value_name = "DIR")]
+    vm_guest: Option<PathBuf>,
+    /// With --isolation vm: what runs the guests, kvm (the processor) or tcg (QEMU's software
+    /// emulation: the same boundary and containment, far slower; for a machine whose KVM
+    /// cannot run a guest).
+    #[arg(long, value_name = "ACCEL", default_value = "kvm", value_parser = parse_accel)]
+    vm_accel: server::vm::Accel,
     /// With --isolation process, container or wasm: the longest a worker waits for its
     /// procedure process's next message (or a WebAssembly procedure runs) before stopping it
     /// and rolling the transaction back.
@@ -865,6 +883,10 @@ fn parse_isolation(s: &str) -> Result<server::Isolation, String> {
 }
 
 fn parse_channel(s: &str) -> Result<server::Channel, String> {
+    s.parse()
+}
+
+fn parse_accel(s: &str) -> Result<server::vm::Accel, String> {
     s.parse()
 }
 
@@ -1172,6 +1194,22 @@ fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>>
         .native_library
         .clone()
         .unwrap_or_else(|| server::native::default_library(&program));
+    let channel = args
+        .channel
+        .unwrap_or_else(|| args.isolation.default_channel());
+    args.isolation
+        .check_channel(channel)
+        .map_err(|e| anyhow::anyhow!(UsageError(e)))?;
+    let vm = if args.isolation == server::Isolation::Vm {
+        let dir = args
+            .vm_guest
+            .clone()
+            .unwrap_or_else(server::vm::default_guest_dir);
+        let found = server::vm::Vm::find(&dir, args.vm_accel);
+        Some(found.map_err(|e| anyhow::anyhow!("glass serve: {e}"))?)
+    } else {
+        None
+    };
     let mut guest_args = vec![
         "guest".to_string(),
         args.workload.name().to_string(),
@@ -1186,12 +1224,13 @@ fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>>
     Ok(Some(server::GuestConfig {
         program,
         args: guest_args,
-        channel: args.channel,
+        channel,
         timeout: Duration::from_millis(args.procedure_timeout_ms),
         memory_mib: args.procedure_memory_mib,
         core: args.procedure_core,
         module: Some(module),
         library: Some(library),
+        vm,
     }))
 }
 
@@ -1406,6 +1445,16 @@ fn paper_run(
     })
 }
 
+/// The `glass serve` flags that pass a VM's settings on.
+fn vm_args(accel: server::vm::Accel, guest: Option<&Path>) -> Vec<String> {
+    let mut args = vec!["--vm-accel".to_string(), accel.to_string()];
+    if let Some(dir) = guest {
+        args.push("--vm-guest".to_string());
+        args.push(dir.display().to_string());
+    }
+    args
+}
+
 fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
     let run = paper_run(
         args.out,
@@ -1437,6 +1486,7 @@ fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
         steps,
         procedure_core: args.procedure_core,
         rounds: args.rounds,
+        vm_args: vm_args(args.vm_accel, args.vm_guest.as_deref()),
     };
     let report = bench::isolation::run_isolation(&config)?;
     println!("{}", report.trim_end());

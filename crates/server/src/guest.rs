@@ -14,6 +14,9 @@
 //! | 3 | `container`: user, PID, mount, network, IPC and UTS namespaces (a fork makes the procedure PID 1 of its own) | it sees no other process and has no network but the channel it already holds |
 //! | 4 | seccomp-bpf allow-list: reading and writing the open channel, memory, time, signals to itself, exit | opening a file or a socket, `kill`, `ptrace`, `exec` fail with `EPERM` |
 //!
+//! At `vm` the guest is first the VM's init (`crate::vm::enter_guest`), which forks the
+//! procedure process; that process applies steps 1 and 4 inside the VM.
+//!
 //! A step the kernel refuses (no cgroup hierarchy, user namespaces switched off) is reported
 //! on stderr, which the host keeps; the steps that matter for containment (1 and 4) must
 //! succeed or the guest exits before running anything.
@@ -44,6 +47,12 @@ pub struct GuestArgs {
 /// Runs a guest until its host goes away. Errors are the guest's own set-up failures; a
 /// procedure's failure is a message to the host, not an error here.
 pub fn run(workload: Arc<dyn Workload>, args: &GuestArgs) -> Result<(), String> {
+    let mut args = args.clone();
+    if args.channel == Channel::Virtio {
+        // The VM's init: it returns in the procedure process, with the port's device.
+        args.address = crate::vm::enter_guest()?.to_string_lossy().to_string();
+    }
+    let args = &args;
     limit_resources(args.memory_mib)?;
     let mut pipe = GuestPipe::connect(args)?;
     if args.isolation == Isolation::Container {
@@ -128,6 +137,16 @@ impl GuestPipe {
             }
             Channel::Uds => GuestPipe::Stream {
                 stream: Box::new(UnixStream::connect(&args.address).map_err(connect_err)?),
+                buffer,
+            },
+            Channel::Virtio => GuestPipe::Stream {
+                stream: Box::new(
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(&args.address)
+                        .map_err(connect_err)?,
+                ),
                 buffer,
             },
             Channel::ShmUds | Channel::ShmPoll => {

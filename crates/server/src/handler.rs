@@ -47,6 +47,9 @@ pub struct Shared {
     /// Where procedures run, and how to start a guest when not in the server.
     pub(crate) isolation: Isolation,
     pub(crate) guest: Option<GuestConfig>,
+    /// Guests started before the server listened, one per worker, each taken by a worker at
+    /// its first call (`crate::isolation::prestart`).
+    pub(crate) started: std::sync::Mutex<Vec<crate::isolation::Guest>>,
     /// `--isolation wasm`: the compiled module.
     pub(crate) wasm: Option<crate::wasm::Wasm>,
     /// Procedure names in the workload's order, and their indexes.
@@ -94,6 +97,7 @@ impl Shared {
             procedures,
             isolation: Isolation::Rust,
             guest: None,
+            started: std::sync::Mutex::new(Vec::new()),
             wasm: None,
             native: None,
             procedure_names,

@@ -9,10 +9,13 @@
 //!               procedure process (glass guest)                   seccomp allow-list
 //!   container   as process, and the guest also enters user, PID, mount, network and IPC
 //!               namespaces and a cgroup (where the kernel allows)
+//!   vm          as process, the guest in a virtual machine of its own (`crate::vm`: QEMU,
+//!               KVM or its software emulation), over a virtio-serial port
 //! ```
 //!
-//! Each worker thread that runs a procedure starts its own guest on first use (a thread-local
-//! [`Guest`]) and keeps it; a guest that dies, runs past its time limit or breaks the boundary's
+//! Each worker thread that runs a procedure takes one of the guests the server started before
+//! it listened (`prestart`), or starts its own, at its first call (a thread-local [`Guest`])
+//! and keeps it; a guest that dies, runs past its time limit or breaks the boundary's
 //! protocol is killed, its transaction is rolled back with a [`TxError::Contained`] naming the
 //! cause, and the next call starts a fresh one. Nothing a guest sends is trusted: every frame is
 //! decoded strictly, every length checked against the buffer, and its operations go through
@@ -26,6 +29,7 @@
 //! | `uds`      | a Unix-domain socket            | a blocking read |
 //! | `shm-uds`  | a shared-memory buffer pair     | a blocking read of one byte on a Unix socket pair, written after each frame |
 //! | `shm-poll` | a shared-memory buffer pair     | spinning on a sequence number, then yielding, then napping |
+//! | `virtio`   | (`vm` only) a virtio-serial port, whose host end QEMU connects to a Unix socket | a blocking read |
 //!
 //! `shm-poll` spins for a bounded time only ([`SPIN`]), then yields and naps: this machine has
 //! two cores, and a host and a guest that both spun without end would take both from the
@@ -69,17 +73,48 @@ pub enum Isolation {
     Process,
     /// As `Process`, inside Linux namespaces and a cgroup the guest builds for itself.
     Container,
+    /// As `Process`, the guest in a virtual machine of its own (`crate::vm`).
+    Vm,
     /// In the worker's thread, compiled to WebAssembly and run in a wasmtime sandbox with
     /// bounded memory and time (`wasm`).
     Wasm,
 }
 
 impl Isolation {
-    pub const NAMES: [&'static str; 5] = ["none", "rust", "wasm", "process", "container"];
+    pub const NAMES: [&'static str; 6] = ["none", "rust", "wasm", "process", "container", "vm"];
 
     /// Whether procedures run in a guest process (and so over a channel).
     pub fn out_of_process(self) -> bool {
-        matches!(self, Isolation::Process | Isolation::Container)
+        matches!(
+            self,
+            Isolation::Process | Isolation::Container | Isolation::Vm
+        )
+    }
+
+    /// The channel a guest at this level uses unless told otherwise: `virtio` for `vm`, a
+    /// Unix socket for the others.
+    pub fn default_channel(self) -> Channel {
+        match self {
+            Isolation::Vm => Channel::Virtio,
+            _ => Channel::Uds,
+        }
+    }
+
+    /// Refuses a channel this level cannot use: a VM's guest reaches its host only through
+    /// its virtio port, and the port exists only in a VM.
+    pub fn check_channel(self, channel: Channel) -> Result<(), String> {
+        match (self, channel) {
+            (Isolation::Vm, Channel::Virtio) => Ok(()),
+            (Isolation::Vm, other) => Err(format!(
+                "isolation level vm reaches its guest over channel virtio only, not {other} \
+                 (a guest network for tcp is not built)"
+            )),
+            (level, Channel::Virtio) if level.out_of_process() => Err(format!(
+                "channel virtio exists only in a virtual machine (--isolation vm), not with \
+                 --isolation {level}"
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -93,10 +128,7 @@ impl std::str::FromStr for Isolation {
             "wasm" => Ok(Isolation::Wasm),
             "process" => Ok(Isolation::Process),
             "container" => Ok(Isolation::Container),
-            "vm" => Err(format!(
-                "isolation level {s} is not built yet (built: {})",
-                Isolation::NAMES.join(", ")
-            )),
+            "vm" => Ok(Isolation::Vm),
             _ => Err(format!(
                 "isolation must be one of {}, not {s:?}",
                 Isolation::NAMES.join(", ")
@@ -113,6 +145,7 @@ impl std::fmt::Display for Isolation {
             Isolation::Process => "process",
             Isolation::Container => "container",
             Isolation::Wasm => "wasm",
+            Isolation::Vm => "vm",
         })
     }
 }
@@ -124,14 +157,17 @@ pub enum Channel {
     Uds,
     ShmUds,
     ShmPoll,
+    /// A virtio-serial port of a VM (`--isolation vm` only).
+    Virtio,
 }
 
 impl Channel {
-    pub const ALL: [Channel; 4] = [
+    pub const ALL: [Channel; 5] = [
         Channel::Tcp,
         Channel::Uds,
         Channel::ShmUds,
         Channel::ShmPoll,
+        Channel::Virtio,
     ];
 
     pub fn name(self) -> &'static str {
@@ -140,6 +176,7 @@ impl Channel {
             Channel::Uds => "uds",
             Channel::ShmUds => "shm-uds",
             Channel::ShmPoll => "shm-poll",
+            Channel::Virtio => "virtio",
         }
     }
 }
@@ -183,6 +220,8 @@ pub struct GuestConfig {
     pub module: Option<PathBuf>,
     /// `--isolation none`: the procedures' shared library.
     pub library: Option<PathBuf>,
+    /// `--isolation vm`: QEMU and the guest kernel, found and checked ([`crate::vm::Vm::find`]).
+    pub vm: Option<crate::vm::Vm>,
 }
 
 impl Default for GuestConfig {
@@ -196,6 +235,7 @@ impl Default for GuestConfig {
             core: None,
             module: None,
             library: None,
+            vm: None,
         }
     }
 }
@@ -207,6 +247,8 @@ pub const SHM_BUFFER: usize = 1 << 20;
 pub const SPIN: Duration = Duration::from_micros(50);
 pub const YIELD: Duration = Duration::from_millis(2);
 pub const NAP: Duration = Duration::from_micros(20);
+/// The longest a VM's guest may take to boot and answer its setup.
+pub const VM_BOOT: Duration = Duration::from_secs(30);
 /// The file descriptor a `shm-uds` guest finds its end of the wake-up socket pair on.
 pub const WAKE_FD: i32 = 3;
 
@@ -337,9 +379,13 @@ pub(crate) fn call(
     GUEST.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
-            *slot = Some(Guest::start(shared).map_err(|e| {
-                TxError::Contained(format!("the procedure process could not start: {e}"))
-            })?);
+            let ready = shared.started.lock().ok().and_then(|mut g| g.pop());
+            *slot = Some(match ready {
+                Some(guest) => guest,
+                None => Guest::start(shared).map_err(|e| {
+                    TxError::Contained(format!("the procedure process could not start: {e}"))
+                })?,
+            });
         }
         let guest = slot.as_mut().expect("started above");
         match guest.call(shared, tx, txn, args, out, tracer) {
@@ -352,11 +398,21 @@ pub(crate) fn call(
     })
 }
 
-/// Starts a guest for `shared`'s workload, to check that one can be started (a server does,
-/// before it listens) and then stops it.
-pub(crate) fn probe(shared: &Shared) -> Result<(), String> {
-    let guest = Guest::start(shared)?;
-    drop(guest);
+/// Starts `workers` guests for `shared`'s workload before the server listens: a server whose
+/// procedures cannot run says so at once, and no worker's first call waits for its guest to
+/// start (a VM's boot takes seconds). Each worker takes one at its first call; one that dies
+/// meanwhile is replaced then, as at any call.
+///
+/// The guests die with the thread that started them (`PR_SET_PDEATHSIG`): the caller's thread
+/// must outlive the server, as `glass serve`'s main thread does.
+pub(crate) fn prestart(shared: &Shared, workers: usize) -> Result<(), String> {
+    let mut started = Vec::with_capacity(workers.max(1));
+    for _ in 0..workers.max(1) {
+        started.push(Guest::start(shared)?);
+    }
+    if let Ok(mut pool) = shared.started.lock() {
+        *pool = started;
+    }
     Ok(())
 }
 
@@ -383,7 +439,59 @@ impl Guest {
             .stderr(stderr.try_clone().map_err(|e| e.to_string())?);
         let deadline = Instant::now() + config.timeout.max(Duration::from_secs(10));
         let spawn_err = |e: std::io::Error| format!("start {}: {e}", config.program.display());
+        // A VM's guest answers its setup only once the machine has booted: its channel's
+        // reads wait up to this long until then.
+        let mut booting: Option<UnixStream> = None;
         let (child, pipe) = match config.channel {
+            Channel::Virtio => {
+                let vm = config
+                    .vm
+                    .as_ref()
+                    .ok_or("isolation level vm needs QEMU and a guest kernel (GuestConfig::vm)")?;
+                let initrd = vm.initramfs(&config.program)?;
+                let path = std::env::temp_dir().join(format!("{name}.sock"));
+                let _ = std::fs::remove_file(&path);
+                let listener = UnixListener::bind(&path).map_err(|e| e.to_string())?;
+                let mut args = config.args.clone();
+                args.extend(
+                    [
+                        "--channel",
+                        "virtio",
+                        "--isolation",
+                        "vm",
+                        "--memory-mib",
+                        &config.memory_mib.to_string(),
+                        "--address",
+                        crate::vm::PORT,
+                    ]
+                    .map(String::from),
+                );
+                let mut command = vm.command(&initrd, &path, config.memory_mib, &args);
+                command
+                    .stdin(Stdio::null())
+                    .stdout(stderr.try_clone().map_err(|e| e.to_string())?)
+                    .stderr(stderr.try_clone().map_err(|e| e.to_string())?);
+                let child = spawn(&mut command, None, config.core);
+                let accepted = child
+                    .map_err(|e| format!("start {}: {e}", vm.qemu.display()))
+                    .and_then(|mut child| {
+                        accept(&listener, &mut child, deadline, |l| {
+                            l.accept().map(|(s, _)| s)
+                        })
+                        .map(|s| (child, s))
+                    });
+                let _ = std::fs::remove_file(&path);
+                let (child, stream) = accepted?;
+                stream
+                    .set_read_timeout(Some(VM_BOOT.max(config.timeout)))
+                    .map_err(|e| e.to_string())?;
+                booting = Some(stream.try_clone().map_err(|e| e.to_string())?);
+                let pipe = Pipe::Stream {
+                    stream: Box::new(stream),
+                    buffer: FrameBuffer::new(SHM_BUFFER as u32),
+                };
+                (child, pipe)
+            }
             Channel::Tcp => {
                 let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
                 let address = listener.local_addr().map_err(|e| e.to_string())?;
@@ -467,6 +575,32 @@ impl Guest {
         let ready = guest.send(&setup).and_then(|()| guest.recv());
         if let Pipe::Shm { region, .. } = &guest.pipe {
             let _ = std::fs::remove_file(region.path());
+        }
+        if let Some(stream) = booting {
+            match &ready {
+                Ok(GuestMsg::Ready) => stream
+                    .set_read_timeout(Some(config.timeout))
+                    .map_err(|e| e.to_string())?,
+                Err(Broken::Timeout) => {
+                    let said = guest.last_words();
+                    let accel = config
+                        .vm
+                        .as_ref()
+                        .map_or(crate::vm::Accel::Kvm, |v| v.accel);
+                    let hint = if accel == crate::vm::Accel::Kvm {
+                        " (a machine whose /dev/kvm opens but cannot run a guest, as under \
+                         nested virtualization it does not support, stalls so: --vm-accel tcg \
+                         emulates the machine instead)"
+                    } else {
+                        ""
+                    };
+                    return Err(guest.stop_quietly(format!(
+                        "its virtual machine did not boot and answer within {} s{hint}{said}",
+                        VM_BOOT.max(config.timeout).as_secs()
+                    )));
+                }
+                _ => {}
+            }
         }
         match ready {
             Ok(GuestMsg::Ready) => Ok(guest),
@@ -886,7 +1020,7 @@ fn wait_briefly(child: &mut Child) -> Option<std::process::ExitStatus> {
 }
 
 /// "died of SIGSEGV (a bad memory access)", "exited with status 1", ...
-fn describe(status: Option<std::process::ExitStatus>) -> String {
+pub(crate) fn describe(status: Option<std::process::ExitStatus>) -> String {
     use std::os::unix::process::ExitStatusExt;
     let Some(status) = status else {
         return "closed its channel and was killed".to_string();
@@ -923,9 +1057,13 @@ mod tests {
         for name in Isolation::NAMES {
             assert_eq!(name.parse::<Isolation>().unwrap().to_string(), name);
         }
-        let e = "vm".parse::<Isolation>().unwrap_err();
-        assert!(e.contains("not built yet"), "{e}");
         assert!("sandbox".parse::<Isolation>().is_err());
+        // A VM takes its port and nothing else, and only a VM has one.
+        assert_eq!(Isolation::Vm.default_channel(), Channel::Virtio);
+        assert!(Isolation::Vm.check_channel(Channel::Virtio).is_ok());
+        assert!(Isolation::Vm.check_channel(Channel::Tcp).is_err());
+        assert!(Isolation::Process.check_channel(Channel::Virtio).is_err());
+        assert!(Isolation::Container.check_channel(Channel::ShmPoll).is_ok());
         for c in Channel::ALL {
             assert_eq!(c.name().parse::<Channel>().unwrap(), c);
         }

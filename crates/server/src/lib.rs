@@ -33,6 +33,7 @@ pub mod native;
 mod shm;
 pub mod trace;
 mod unified;
+pub mod vm;
 pub mod wasm;
 
 use std::sync::Arc;
@@ -154,7 +155,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds every endpoint and starts the threads. `workload` names the procedures.
+    /// Binds every endpoint and starts the threads. `workload` names the procedures. With
+    /// procedures out of the server's process, each worker's guest is started here first, by
+    /// the calling thread, and dies with it: call from a thread that outlives the server.
     pub fn start(
         db: Arc<Database>,
         workload: &dyn Workload,
@@ -205,11 +208,11 @@ impl Server {
         let shared = handler::Shared::new(db, workload, config.max_frame)?
             .isolated(config.isolation, config.guest.clone())
             .map_err(|e| ServerError::Config(format!("isolation {}: {e}", config.isolation)))?;
-        // One guest started (or the module instantiated) and stopped now: a server whose
+        // The module instantiated once, or each worker's guest started, now: a server whose
         // procedures cannot run says so before it listens, not at its first call.
         let probed = match (&shared.wasm, config.isolation.out_of_process()) {
             (Some(wasm), _) => wasm::probe(&shared, wasm),
-            (None, true) => isolation::probe(&shared),
+            (None, true) => isolation::prestart(&shared, config.workers),
             (None, false) => Ok(()),
         };
         probed.map_err(|e| {
