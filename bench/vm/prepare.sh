@@ -29,7 +29,12 @@ else
         apt-get update -qq
         package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
     fi
-    (cd "$work" && apt-get download -qq "$package" 2>/dev/null)
+    # Stale package lists name a version the mirror no longer has: update them and try again.
+    if ! (cd "$work" && apt-get download -qq "$package" 2>/dev/null); then
+        apt-get update -qq
+        package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
+        (cd "$work" && apt-get download -qq "$package" 2>/dev/null)
+    fi
     dpkg-deb -x "$work"/"$package"_*.deb "$work/x"
     cp "$work"/x/boot/vmlinuz-* "$dir/vmlinuz"
     for m in "${modules[@]}"; do

@@ -247,8 +247,6 @@ pub const SHM_BUFFER: usize = 1 << 20;
 pub const SPIN: Duration = Duration::from_micros(50);
 pub const YIELD: Duration = Duration::from_millis(2);
 pub const NAP: Duration = Duration::from_micros(20);
-/// The longest a VM's guest may take to boot and answer its setup.
-pub const VM_BOOT: Duration = Duration::from_secs(30);
 /// The file descriptor a `shm-uds` guest finds its end of the wake-up socket pair on.
 pub const WAKE_FD: i32 = 3;
 
@@ -483,7 +481,7 @@ impl Guest {
                 let _ = std::fs::remove_file(&path);
                 let (child, stream) = accepted?;
                 stream
-                    .set_read_timeout(Some(VM_BOOT.max(config.timeout)))
+                    .set_read_timeout(Some(vm.boot_budget().max(config.timeout)))
                     .map_err(|e| e.to_string())?;
                 booting = Some(stream.try_clone().map_err(|e| e.to_string())?);
                 let pipe = Pipe::Stream {
@@ -596,7 +594,11 @@ impl Guest {
                     };
                     return Err(guest.stop_quietly(format!(
                         "its virtual machine did not boot and answer within {} s{hint}{said}",
-                        VM_BOOT.max(config.timeout).as_secs()
+                        config
+                            .vm
+                            .as_ref()
+                            .map_or(config.timeout, |v| v.boot_budget().max(config.timeout))
+                            .as_secs()
                     )));
                 }
                 _ => {}

@@ -136,6 +136,16 @@ impl Vm {
         })
     }
 
+    /// The longest a guest may take to boot and answer its setup: seconds under KVM (30 s
+    /// allowed), some eight here under emulation, and more on a loaded machine (120 s
+    /// allowed).
+    pub fn boot_budget(&self) -> Duration {
+        match self.accel {
+            Accel::Kvm => Duration::from_secs(30),
+            Accel::Tcg => Duration::from_secs(120),
+        }
+    }
+
     /// The QEMU command for one guest: `program` (this binary) as the VM's init with `args`
     /// (`guest ...`), the port's host end connecting to `socket`, and memory for a procedure
     /// process limited to `memory_mib`. Its standard output is the guest's console.
