@@ -810,8 +810,8 @@ struct ServeArgs {
     /// in a wasmtime sandbox with bounded memory and time), process (a process of their own
     /// per worker, with an address-space limit and a seccomp allow-list), container (that
     /// process also in user, PID, mount, network and IPC namespaces and a cgroup), vm (that
-    /// process in a KVM virtual machine of its own per worker: needs /dev/kvm, QEMU and a guest
-    /// kernel from bench/vm/prepare.sh).
+    /// process in a virtual machine of its own per worker, run by QEMU under KVM or, with
+    /// --vm-accel tcg, QEMU's emulation; needs QEMU and a guest kernel: bench/vm/prepare.sh).
     #[arg(long, value_name = "LEVEL", default_value = "rust", value_parser = parse_isolation)]
     isolation: server::Isolation,
     /// With --isolation process or container: what carries calls and operations between a
@@ -832,16 +832,16 @@ struct ServeArgs {
     /// cannot run a guest).
     #[arg(long, value_name = "ACCEL", default_value = "kvm", value_parser = parse_accel)]
     vm_accel: server::vm::Accel,
-    /// With --isolation process, container or wasm: the longest a worker waits for its
+    /// With --isolation process, container, vm or wasm: the longest a worker waits for its
     /// procedure process's next message (or a WebAssembly procedure runs) before stopping it
     /// and rolling the transaction back.
     #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     procedure_timeout_ms: u64,
-    /// With --isolation process, container or wasm: each procedure process's address-space
+    /// With --isolation process, container, vm or wasm: each procedure process's address-space
     /// limit, or each sandbox's memory.
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     procedure_memory_mib: u64,
-    /// With --isolation process or container: run the procedure processes on this core
+    /// With --isolation process, container or vm: run the procedure processes (or VMs) on this core
     /// [default: wherever the server may run].
     #[arg(long, value_name = "CORE")]
     procedure_core: Option<usize>,
