@@ -473,24 +473,28 @@ fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
 }
 
 #[test]
-fn every_workload_runs_in_a_procedure_process_and_stays_consistent() {
+fn every_workload_runs_at_every_level_and_stays_consistent() {
     let module = wasm_module();
-    for (workload, level, channel) in [
-        ("tpcc", "process", "uds"),
-        ("tpcb", "process", "shm-uds"),
-        ("ycsb", "process", "tcp"),
-        ("voter", "process", "shm-poll"),
-        ("tpcc", "wasm", "-"),
-        ("tpcb", "wasm", "-"),
-        ("ycsb", "wasm", "-"),
-        ("voter", "wasm", "-"),
+    let library = native_library();
+    for workload in ["tpcc", "tpcb", "ycsb", "voter"] {
+        for level in ["none", "rust", "wasm", "container"] {
+            let extra = match level {
+                "none" => vec!["--native-library", library.as_str()],
+                "rust" => vec![],
+                "wasm" => vec!["--wasm-module", module.as_str()],
+                _ => vec!["--channel", "uds"],
+            };
+            runs_and_stays_consistent(workload, level, &extra);
+        }
+    }
+    // Each channel of a procedure process, with a different workload each.
+    for (workload, channel) in [
+        ("tpcc", "uds"),
+        ("tpcb", "shm-uds"),
+        ("ycsb", "tcp"),
+        ("voter", "shm-poll"),
     ] {
-        let extra = if level == "wasm" {
-            vec!["--wasm-module", module.as_str()]
-        } else {
-            vec!["--channel", channel]
-        };
-        runs_and_stays_consistent(workload, level, &extra);
+        runs_and_stays_consistent(workload, "process", &["--channel", channel]);
     }
 }
 
