@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-${GLASS_VM_GUEST:-target/vm-guest}}
-modules=(virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console)
+modules=(virtio virtio_ring virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_console
+         failover net_failover virtio_net)
 
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
@@ -17,7 +18,7 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
     apt-get install -y -qq --no-install-recommends qemu-system-x86
 fi
 
-if [ -f "$dir/vmlinuz" ] && [ -f "$dir/modules/virtio_console.ko" ]; then
+if [ -f "$dir/vmlinuz" ] && [ -f "$dir/modules/virtio_console.ko" ] && [ -f "$dir/modules/virtio_net.ko" ]; then
     echo "guest kernel: $dir/vmlinuz (already there)"
 else
     mkdir -p "$dir/modules"

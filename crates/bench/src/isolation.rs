@@ -14,8 +14,9 @@
 //! paper's baseline; `cargo build --release -p procedures-native` first), `rust` (compiled
 //! into the server), `wasm` (in the server, in a WebAssembly
 //! sandbox; its module must be built, see `procedures-wasm`), `process` over each channel, and
-//! `container` over Unix sockets; `vm` (a KVM guest per worker, over a virtio-serial port)
-//! when named in `--levels`, as it needs QEMU and a guest kernel (`bench/vm/prepare.sh`). The worker and its procedure process share the server's
+//! `container` over Unix sockets; `vm` (a virtual machine per worker, over a virtio-serial
+//! port or TCP) when named in `--levels`, as it needs QEMU and a guest kernel
+//! (`bench/vm/prepare.sh`). The worker and its procedure process share the server's
 //! core (the child inherits its affinity), as a worker and its paired process would when
 //! every core has a worker; `shm-poll` therefore spins only briefly before it yields (see
 //! `server::isolation`).
@@ -166,7 +167,7 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
                 .to_string()
         } else {
             "`vm`: each worker's procedure process in a KVM guest of its own, over a \
-             virtio-serial port.\n\n"
+             virtio-serial port (`virtio`) or TCP over the guest's network (`tcp`).\n\n"
                 .to_string()
         });
     }
@@ -472,7 +473,11 @@ mod tests {
             parse_levels("vm").unwrap(),
             vec![("vm".to_string(), "virtio".to_string())]
         );
-        assert!(parse_levels("vm:tcp").is_err());
+        assert_eq!(
+            parse_levels("vm:tcp").unwrap(),
+            vec![("vm".to_string(), "tcp".to_string())]
+        );
+        assert!(parse_levels("vm:shm-poll").is_err());
         assert!(parse_levels("process:virtio").is_err());
         assert_eq!(
             parse_levels("wasm").unwrap(),

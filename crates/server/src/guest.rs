@@ -48,9 +48,9 @@ pub struct GuestArgs {
 /// procedure's failure is a message to the host, not an error here.
 pub fn run(workload: Arc<dyn Workload>, args: &GuestArgs) -> Result<(), String> {
     let mut args = args.clone();
-    if args.channel == Channel::Virtio {
-        // The VM's init: it returns in the procedure process, with the port's device.
-        args.address = crate::vm::enter_guest()?.to_string_lossy().to_string();
+    if args.isolation == Isolation::Vm {
+        // The VM's init: it returns in the procedure process, with what to connect to.
+        args.address = crate::vm::enter_guest(args.channel == Channel::Tcp)?;
     }
     let args = &args;
     limit_resources(args.memory_mib)?;

@@ -31,6 +31,9 @@
 //! | `shm-poll` | a shared-memory buffer pair     | spinning on a sequence number, then yielding, then napping |
 //! | `virtio`   | (`vm` only) a virtio-serial port, whose host end QEMU connects to a Unix socket | a blocking read |
 //!
+//! At `vm`, `tcp` is the guest's own TCP through QEMU's user-mode network to a Unix socket
+//! (`crate::vm`).
+//!
 //! `shm-poll` spins for a bounded time only ([`SPIN`]), then yields and naps: this machine has
 //! two cores, and a host and a guest that both spun without end would take both from the
 //! client and each other. A side whose affinity allows one CPU only (a server pinned to a core,
@@ -104,10 +107,10 @@ impl Isolation {
     /// its virtio port, and the port exists only in a VM.
     pub fn check_channel(self, channel: Channel) -> Result<(), String> {
         match (self, channel) {
-            (Isolation::Vm, Channel::Virtio) => Ok(()),
+            (Isolation::Vm, Channel::Virtio | Channel::Tcp) => Ok(()),
             (Isolation::Vm, other) => Err(format!(
-                "isolation level vm reaches its guest over channel virtio only, not {other} \
-                 (a guest network for tcp is not built)"
+                "isolation level vm reaches its guest over channel virtio or tcp, not {other} \
+                 (shared memory with a VM is not built)"
             )),
             (level, Channel::Virtio) if level.out_of_process() => Err(format!(
                 "channel virtio exists only in a virtual machine (--isolation vm), not with \
@@ -441,7 +444,7 @@ impl Guest {
         // reads wait up to this long until then.
         let mut booting: Option<UnixStream> = None;
         let (child, pipe) = match config.channel {
-            Channel::Virtio => {
+            channel if shared.isolation == Isolation::Vm => {
                 let vm = config
                     .vm
                     .as_ref()
@@ -454,7 +457,7 @@ impl Guest {
                 args.extend(
                     [
                         "--channel",
-                        "virtio",
+                        channel.name(),
                         "--isolation",
                         "vm",
                         "--memory-mib",
@@ -464,7 +467,8 @@ impl Guest {
                     ]
                     .map(String::from),
                 );
-                let mut command = vm.command(&initrd, &path, config.memory_mib, &args);
+                let network = channel == Channel::Tcp;
+                let mut command = vm.command(&initrd, &path, network, config.memory_mib, &args);
                 command
                     .stdin(Stdio::null())
                     .stdout(stderr.try_clone().map_err(|e| e.to_string())?)
@@ -554,6 +558,11 @@ impl Guest {
                         seq: 0,
                         wake,
                     },
+                )
+            }
+            Channel::Virtio => {
+                return Err(
+                    "channel virtio exists only in a virtual machine (--isolation vm)".to_string(),
                 )
             }
         };
@@ -1063,7 +1072,8 @@ mod tests {
         // A VM takes its port and nothing else, and only a VM has one.
         assert_eq!(Isolation::Vm.default_channel(), Channel::Virtio);
         assert!(Isolation::Vm.check_channel(Channel::Virtio).is_ok());
-        assert!(Isolation::Vm.check_channel(Channel::Tcp).is_err());
+        assert!(Isolation::Vm.check_channel(Channel::Tcp).is_ok());
+        assert!(Isolation::Vm.check_channel(Channel::ShmPoll).is_err());
         assert!(Isolation::Process.check_channel(Channel::Virtio).is_err());
         assert!(Isolation::Container.check_channel(Channel::ShmPoll).is_ok());
         for c in Channel::ALL {

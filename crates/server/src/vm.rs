@@ -15,10 +15,13 @@
 //! (which the host keeps as the guest's stderr) and powers the machine off, so the host sees
 //! the channel close as it sees a process exit.
 //!
-//! The channel is `virtio`: the port is a byte stream through the hypervisor, QEMU connects
-//! its end to a Unix socket the worker listens on, and frames cross as they do over `uds`. A
-//! guest network (the paper's `vm tcp`) would need the guest's network configured by its init;
-//! it is not built.
+//! Two channels, both ending on the host in a Unix socket the worker listens on and QEMU
+//! connects to, over which frames cross as they do over `uds`:
+//!
+//! | channel  | in the guest | through |
+//! |----------|--------------|---------|
+//! | `virtio` | a virtio-serial port (`/dev/vportNpM`, named `glass`) | QEMU's virtio-serial device |
+//! | `tcp`    | a TCP connection to [`GUEST_FORWARD`], over the guest's own network stack and a virtio NIC | QEMU's user-mode network (slirp), which forwards that address to the socket (`guestfwd`): the paper's `vm tcp`, with a user-space TCP on the host's side instead of the host kernel's bridge |
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -26,15 +29,26 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The virtio modules the guest's kernel loads, in dependency order (a kernel with them built
-/// in needs none of the files).
-pub const MODULES: [&str; 6] = [
+/// in needs none of the files): the PCI transport, the serial port, the network card.
+pub const MODULES: [&str; 9] = [
     "virtio_ring",
     "virtio",
     "virtio_pci_legacy_dev",
     "virtio_pci_modern_dev",
     "virtio_pci",
     "virtio_console",
+    "failover",
+    "net_failover",
+    "virtio_net",
 ];
+
+/// Where a guest on channel `tcp` connects: an address of QEMU's user-mode network that it
+/// forwards to the worker's socket.
+pub const GUEST_FORWARD: &str = "10.0.2.100:7000";
+
+/// The guest's own address on that network (QEMU's user-mode default), and its mask.
+const GUEST_ADDRESS: [u8; 4] = [10, 0, 2, 15];
+const GUEST_NETMASK: [u8; 4] = [255, 255, 255, 0];
 
 /// The name of the virtio-serial port the guest finds its host on.
 pub const PORT: &str = "glass";
@@ -153,6 +167,7 @@ impl Vm {
         &self,
         initrd: &Path,
         socket: &Path,
+        network: bool,
         memory_mib: u64,
         args: &[String],
     ) -> Command {
@@ -175,19 +190,33 @@ impl Vm {
             .arg(self.guest_dir.join("vmlinuz"))
             .arg("-initrd")
             .arg(initrd)
-            .args(["-append", &append])
-            .args(["-device", "virtio-serial-pci,id=vs"])
-            .arg("-chardev")
-            .arg(format!("socket,id=port,path={}", socket.display()))
-            .args([
-                "-device",
-                &format!("virtserialport,bus=vs.0,chardev=port,name={PORT}"),
-            ]);
+            .args(["-append", &append]);
+        if network {
+            // No route out: only the forwarded address answers.
+            let (ip, port) = GUEST_FORWARD.split_once(':').expect("address:port");
+            command
+                .arg("-netdev")
+                .arg(format!(
+                    "user,id=net,restrict=on,guestfwd=tcp:{ip}:{port}-unix:{}",
+                    socket.display()
+                ))
+                .args(["-device", "virtio-net-pci,netdev=net"]);
+        } else {
+            command
+                .args(["-device", "virtio-serial-pci,id=vs"])
+                .arg("-chardev")
+                .arg(format!("socket,id=port,path={}", socket.display()))
+                .args([
+                    "-device",
+                    &format!("virtserialport,bus=vs.0,chardev=port,name={PORT}"),
+                ]);
+        }
         command
     }
 
     /// The guest's initramfs for `program`, written once into the guest directory and reused
-    /// while the program is unchanged (its name carries the program's size and time).
+    /// while the program and the modules are unchanged (its name carries the program's size
+    /// and time, and the modules' sizes).
     pub fn initramfs(&self, program: &Path) -> Result<PathBuf, String> {
         let meta =
             std::fs::metadata(program).map_err(|e| format!("read {}: {e}", program.display()))?;
@@ -196,9 +225,16 @@ impl Vm {
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos());
+        let modules: u64 = MODULES
+            .iter()
+            .filter_map(|m| {
+                let path = self.guest_dir.join("modules").join(format!("{m}.ko"));
+                std::fs::metadata(path).ok().map(|m| m.len())
+            })
+            .sum();
         let path = self
             .guest_dir
-            .join(format!("initramfs-{}-{stamp}.cpio", meta.len()));
+            .join(format!("initramfs-{}-{stamp}-{modules}.cpio", meta.len()));
         if path.is_file() {
             return Ok(path);
         }
@@ -363,10 +399,11 @@ fn parse_ldd(text: &str) -> Vec<PathBuf> {
 }
 
 /// In the VM, run as its init (PID 1): mounts the file systems, loads the modules, waits for
-/// the port, and forks. Returns in the child, which goes on to be the procedure process; the
-/// init waits for it, says on the console how it ended, and powers the machine off. Returns
-/// the port's device.
-pub fn enter_guest() -> Result<PathBuf, String> {
+/// the port (or, with `network`, brings the network card up), and forks. Returns in the child,
+/// which goes on to be the procedure process; the init waits for it, says on the console how
+/// it ended, and powers the machine off. Returns what the child connects to: the port's
+/// device, or [`GUEST_FORWARD`].
+pub fn enter_guest(network: bool) -> Result<String, String> {
     // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } != 1 {
         return Err("channel virtio is a VM's: its guest runs as the VM's init".to_string());
@@ -396,11 +433,17 @@ pub fn enter_guest() -> Result<PathBuf, String> {
     for module in MODULES {
         load_module(Path::new(&format!("/modules/{module}.ko")))?;
     }
-    let port = find_port(PORT, Duration::from_secs(10))?;
+    let address = if network {
+        bring_up("eth0", Duration::from_secs(10))?;
+        GUEST_FORWARD.to_string()
+    } else {
+        let port = find_port(PORT, Duration::from_secs(10))?;
+        port.to_string_lossy().to_string()
+    };
     // SAFETY: the init is single-threaded here, so fork is safe.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        return Ok(port);
+        return Ok(address);
     }
     if pid < 0 {
         return Err(format!("fork: {}", std::io::Error::last_os_error()));
@@ -440,6 +483,69 @@ fn load_module(path: &Path) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Gives the network card `name` the guest's address and brings it up, once the driver has
+/// created it.
+fn bring_up(name: &str, within: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    while !Path::new("/sys/class/net").join(name).exists() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "no network card {name} appeared within {} s",
+                within.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: a datagram socket, used only for the interface ioctls below and closed after.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+    if fd < 0 {
+        return Err(format!("socket: {}", std::io::Error::last_os_error()));
+    }
+    let result = configure(fd, name);
+    // SAFETY: closes the socket opened above.
+    unsafe { libc::close(fd) };
+    result
+}
+
+/// The ioctls that set `name`'s address and mask and raise its flags, on socket `fd`.
+fn configure(fd: i32, name: &str) -> Result<(), String> {
+    // SAFETY: an all-zero ifreq is valid; the name fits (checked) and stays NUL-terminated.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    if name.len() >= request.ifr_name.len() {
+        return Err(format!("interface name {name} is too long"));
+    }
+    for (to, from) in request.ifr_name.iter_mut().zip(name.bytes()) {
+        *to = from as libc::c_char;
+    }
+    let ioctl = |request: &mut libc::ifreq, op: libc::c_ulong, what: &str| {
+        // SAFETY: `request` is a valid ifreq for these interface ioctls.
+        if unsafe { libc::ioctl(fd, op, request as *mut libc::ifreq) } != 0 {
+            return Err(format!(
+                "{what} {name}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    };
+    let inet = |octets: [u8; 4]| {
+        // SAFETY: an all-zero sockaddr_in is valid; it is then filled in.
+        let mut sin: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        sin.sin_family = libc::AF_INET as libc::sa_family_t;
+        sin.sin_addr.s_addr = u32::from_ne_bytes(octets);
+        // SAFETY: sockaddr_in and sockaddr have the same size; ifreq's field is a sockaddr.
+        unsafe { std::mem::transmute::<libc::sockaddr_in, libc::sockaddr>(sin) }
+    };
+    request.ifr_ifru.ifru_addr = inet(GUEST_ADDRESS);
+    ioctl(&mut request, libc::SIOCSIFADDR, "set the address of")?;
+    request.ifr_ifru.ifru_netmask = inet(GUEST_NETMASK);
+    ioctl(&mut request, libc::SIOCSIFNETMASK, "set the mask of")?;
+    ioctl(&mut request, libc::SIOCGIFFLAGS, "read the flags of")?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { request.ifr_ifru.ifru_flags };
+    request.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    ioctl(&mut request, libc::SIOCSIFFLAGS, "bring up")
 }
 
 /// The device of the virtio-serial port called `name`, once the driver has created it.
