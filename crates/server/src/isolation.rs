@@ -451,8 +451,6 @@ impl Guest {
                     .ok_or("isolation level vm needs QEMU and a guest kernel (GuestConfig::vm)")?;
                 let initrd = vm.initramfs(&config.program)?;
                 let path = std::env::temp_dir().join(format!("{name}.sock"));
-                let _ = std::fs::remove_file(&path);
-                let listener = UnixListener::bind(&path).map_err(|e| e.to_string())?;
                 let mut args = config.args.clone();
                 args.extend(
                     [
@@ -473,17 +471,8 @@ impl Guest {
                     .stdin(Stdio::null())
                     .stdout(stderr.try_clone().map_err(|e| e.to_string())?)
                     .stderr(stderr.try_clone().map_err(|e| e.to_string())?);
-                let child = spawn(&mut command, None, config.core);
-                let accepted = child
-                    .map_err(|e| format!("start {}: {e}", vm.qemu.display()))
-                    .and_then(|mut child| {
-                        accept(&listener, &mut child, deadline, |l| {
-                            l.accept().map(|(s, _)| s)
-                        })
-                        .map(|s| (child, s))
-                    });
-                let _ = std::fs::remove_file(&path);
-                let (child, stream) = accepted?;
+                let (child, stream) =
+                    start_on_unix_socket(&path, &mut command, config.core, deadline, &vm.qemu)?;
                 stream
                     .set_read_timeout(Some(vm.boot_budget().max(config.timeout)))
                     .map_err(|e| e.to_string())?;
@@ -514,18 +503,14 @@ impl Guest {
             }
             Channel::Uds => {
                 let path = std::env::temp_dir().join(format!("{name}.sock"));
-                let _ = std::fs::remove_file(&path);
-                let listener = UnixListener::bind(&path).map_err(|e| e.to_string())?;
                 command.arg("--address").arg(&path);
-                let child = spawn(&mut command, None, config.core);
-                let accepted = child.map_err(spawn_err).and_then(|mut child| {
-                    accept(&listener, &mut child, deadline, |l| {
-                        l.accept().map(|(s, _)| s)
-                    })
-                    .map(|s| (child, s))
-                });
-                let _ = std::fs::remove_file(&path);
-                let (child, stream) = accepted?;
+                let (child, stream) = start_on_unix_socket(
+                    &path,
+                    &mut command,
+                    config.core,
+                    deadline,
+                    &config.program,
+                )?;
                 stream
                     .set_read_timeout(Some(config.timeout))
                     .map_err(|e| e.to_string())?;
@@ -970,6 +955,29 @@ fn spawn(
         });
     }
     command.spawn()
+}
+
+/// Listens on a Unix socket at `path`, starts `command` (the guest, or the VM that runs it,
+/// `program` in errors), and accepts its connection; the socket's name goes once connected.
+fn start_on_unix_socket(
+    path: &std::path::Path,
+    command: &mut Command,
+    core: Option<usize>,
+    deadline: Instant,
+    program: &std::path::Path,
+) -> Result<(Child, UnixStream), String> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path).map_err(|e| e.to_string())?;
+    let accepted = spawn(command, None, core)
+        .map_err(|e| format!("start {}: {e}", program.display()))
+        .and_then(|mut child| {
+            accept(&listener, &mut child, deadline, |l| {
+                l.accept().map(|(s, _)| s)
+            })
+            .map(|s| (child, s))
+        });
+    let _ = std::fs::remove_file(path);
+    accepted
 }
 
 /// Accepts the guest's connection, giving up if it dies or `deadline` passes.
