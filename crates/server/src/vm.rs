@@ -406,7 +406,9 @@ fn parse_ldd(text: &str) -> Vec<PathBuf> {
 pub fn enter_guest(network: bool) -> Result<String, String> {
     // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } != 1 {
-        return Err("channel virtio is a VM's: its guest runs as the VM's init".to_string());
+        return Err(
+            "a vm guest runs as its virtual machine's init (PID 1), not by hand".to_string(),
+        );
     }
     for (source, target, fs) in [
         (c"devtmpfs", c"/dev", c"devtmpfs"),
@@ -449,8 +451,20 @@ pub fn enter_guest(network: bool) -> Result<String, String> {
         return Err(format!("fork: {}", std::io::Error::last_os_error()));
     }
     let mut status = 0;
-    // SAFETY: waits for the child just forked; other orphans are reaped on the way.
-    while unsafe { libc::waitpid(-1, &mut status, 0) } != pid {}
+    loop {
+        // SAFETY: waits for any child; orphans the init inherits are reaped on the way.
+        let reaped = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if reaped == pid {
+            break;
+        }
+        if reaped < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            eprintln!(
+                "the procedure process could not be waited for: {}",
+                std::io::Error::last_os_error()
+            );
+            break;
+        }
+    }
     use std::os::unix::process::ExitStatusExt;
     let status = std::process::ExitStatus::from_raw(status);
     eprintln!(
