@@ -281,6 +281,7 @@ fn guest_frames(out: &Path) {
             HostMsg::Invoke {
                 txn: 0,
                 args: vec![Value::Int(7), Value::Str("x".into())],
+                timed: true,
             },
         ),
         (

@@ -857,7 +857,7 @@ impl<'c> RemoteTx<'c> {
             if read.for_update {
                 match row {
                     Some(_) => {
-                        deferred.held.insert(read.row_key.clone());
+                        deferred.held.insert(row_key(read.table, &read.key));
                     }
                     None => deferred.forget(read.table, &read.key),
                 }

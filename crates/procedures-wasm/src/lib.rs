@@ -13,14 +13,14 @@
 //!
 //! | export | what it does |
 //! |---|---|
-//! | `glass_input(len) -> ptr` | a buffer of `len` bytes for the host's next message |
+//! | `glass_input(len) -> ptr` | room for the host's next message, `len` bytes |
 //! | `glass_setup() -> ptr << 32 \| len` | opens the workload's procedures from the `Setup` frame in the input buffer; answers `Ready` or `Failed` |
 //! | `glass_invoke() -> ptr << 32 \| len` | runs the `Invoke` frame in the input buffer; answers `Returned` or `Failed` |
 //!
 //! | import (`glass`) | what it does |
 //! |---|---|
-//! | `op(ptr, len) -> len` | the host runs the `Ops` frame at `ptr` on the call's transaction and returns the length of its answer (`Results` or `OpFailed`) |
-//! | `take(ptr, len)` | the host copies that answer to `ptr` |
+//! | `op(ptr, len, room, room_len) -> len` | the host runs the `Ops` frame at `ptr` on the call's transaction and returns the length of its answer (`Results` or `OpFailed`), which it has written at `room` if it fits in `room_len` bytes |
+//! | `take(ptr, len)` | the host copies an answer that did not fit to `ptr` |
 //!
 //! The module's engine code (the workloads crate depends on it) is compiled in but never
 //! called: a procedure's `Tx` here is `protocol::guest`'s, every operation an `op` call. The
@@ -37,15 +37,20 @@ mod module {
 
     #[link(wasm_import_module = "glass")]
     extern "C" {
-        fn op(ptr: *const u8, len: usize) -> usize;
+        fn op(ptr: *const u8, len: usize, room: *mut u8, room_len: usize) -> usize;
         fn take(ptr: *mut u8, len: usize);
     }
+
+    /// The room offered for the host's answers: most fit, so most operations are one call out
+    /// of the module, not two.
+    const ANSWER_ROOM: usize = 4096;
 
     #[derive(Default)]
     struct State {
         procedures: Option<Box<dyn Procedures>>,
-        /// The host's last message.
+        /// Room for the host's messages (zeroed once, as it grows), and the length of the last.
         input: Vec<u8>,
+        input_len: usize,
         /// The module's last answer, read by the host after the export returns.
         reply: Vec<u8>,
     }
@@ -59,6 +64,7 @@ mod module {
     /// The host's end of the boundary, seen from inside the module.
     struct Host {
         out: Vec<u8>,
+        /// Room for the host's answers (zeroed once, as it grows; its length is the room).
         back: Vec<u8>,
     }
 
@@ -66,17 +72,28 @@ mod module {
         fn exchange(&mut self, message: &GuestMsg) -> Result<Option<HostMsg>, String> {
             self.out.clear();
             message.encode(&mut self.out);
-            // SAFETY: the host reads `len` bytes at `ptr` of this module's memory, which
-            // `out` holds for the duration of the call.
-            let len = unsafe { op(self.out.as_ptr(), self.out.len()) };
-            self.back.clear();
-            self.back.resize(len, 0);
-            // SAFETY: the host writes exactly `len` bytes at `ptr`, which `back` has.
-            unsafe { take(self.back.as_mut_ptr(), len) };
+            if self.back.len() < ANSWER_ROOM {
+                self.back.resize(ANSWER_ROOM, 0);
+            }
+            // SAFETY: the host reads `out.len()` bytes at `out`'s pointer and writes at most
+            // `back.len()` at `back`'s, both in this module's memory and held for the call.
+            let len = unsafe {
+                op(
+                    self.out.as_ptr(),
+                    self.out.len(),
+                    self.back.as_mut_ptr(),
+                    self.back.len(),
+                )
+            };
+            if len > self.back.len() {
+                self.back.resize(len, 0);
+                // SAFETY: the host writes exactly `len` bytes at `ptr`, which `back` has.
+                unsafe { take(self.back.as_mut_ptr(), len) };
+            }
             if len < HEADER_LEN {
                 return Err(format!("the host answered with {len} bytes"));
             }
-            HostMsg::decode(&self.back[HEADER_LEN..])
+            HostMsg::decode(&self.back[HEADER_LEN..len])
                 .map(Some)
                 .map_err(|e| e.to_string())
         }
@@ -97,18 +114,20 @@ mod module {
     }
 
     fn input_message(state: &State) -> Result<HostMsg, String> {
-        if state.input.len() < HEADER_LEN {
+        if state.input_len < HEADER_LEN {
             return Err("the host's message is shorter than a frame header".to_string());
         }
-        HostMsg::decode(&state.input[HEADER_LEN..]).map_err(|e| e.to_string())
+        HostMsg::decode(&state.input[HEADER_LEN..state.input_len]).map_err(|e| e.to_string())
     }
 
     #[no_mangle]
     pub extern "C" fn glass_input(len: usize) -> *mut u8 {
         STATE.with(|s| {
             let mut s = s.borrow_mut();
-            s.input.clear();
-            s.input.resize(len, 0);
+            if s.input.len() < len {
+                s.input.resize(len, 0);
+            }
+            s.input_len = len;
             s.input.as_mut_ptr()
         })
     }
@@ -151,10 +170,14 @@ mod module {
             (input_message(&s), s.procedures.take())
         });
         let reply = match (message, &procedures) {
-            (Ok(HostMsg::Invoke { txn, args }), Some(p)) => HOST.with(|host| {
-                run_invocation(&mut *host.borrow_mut(), txn, &args, |tx, txn, args, out| {
-                    p.call(tx, txn, args, out)
-                })
+            (Ok(HostMsg::Invoke { txn, args, timed }), Some(p)) => HOST.with(|host| {
+                run_invocation(
+                    &mut *host.borrow_mut(),
+                    txn,
+                    &args,
+                    timed,
+                    |tx, txn, args, out| p.call(tx, txn, args, out),
+                )
                 .unwrap_or_else(|| failed("the host went away".to_string()))
             }),
             (Ok(HostMsg::Invoke { .. }), None) => failed("invoked before setup".to_string()),

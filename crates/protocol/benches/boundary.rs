@@ -58,6 +58,7 @@ fn boundary(c: &mut Criterion) {
     let invoke = HostMsg::Invoke {
         txn: 0,
         args: vec![Value::Int(123_456)],
+        timed: false,
     };
     let returned = GuestMsg::Returned {
         values: vec![Value::Int(1), Value::Int(2)],

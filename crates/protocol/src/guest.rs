@@ -47,13 +47,13 @@ use std::time::Instant;
 use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 
 use crate::class::ErrorClass;
-use crate::codec::{put_str, put_u16, put_u64, put_u8, put_values, Reader};
+use crate::codec::{put_bool, put_str, put_u16, put_u64, put_u8, put_values, Reader};
 use crate::error::ProtocolError;
 use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
     MIN_OP_RESULT,
 };
-use crate::read_ahead::{self, ReadAhead};
+use crate::read_ahead::{self, HintedRead, ReadAhead};
 use crate::{Op, OpResult, ScanSource};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
@@ -77,8 +77,15 @@ pub enum HostMsg {
         tables: Vec<(String, u32)>,
         indexes: Vec<(String, u32)>,
     },
-    /// Run procedure `txn` (an index into the workload's transaction names) with `args`.
-    Invoke { txn: u16, args: Vec<Value> },
+    /// Run procedure `txn` (an index into the workload's transaction names) with `args`;
+    /// `timed`: measure the guest's busy time for the call's end (the host is tracing), or
+    /// report 0 and read no clock (in a WebAssembly module each clock read is a call out of
+    /// the sandbox, several per operation).
+    Invoke {
+        txn: u16,
+        args: Vec<Value>,
+        timed: bool,
+    },
     /// The result of the operation the guest sent last.
     Results { results: Vec<OpResult> },
     /// The operation the guest sent last failed; the transaction is over.
@@ -123,9 +130,10 @@ impl HostMsg {
                 put_named_ids(out, tables);
                 put_named_ids(out, indexes);
             }),
-            HostMsg::Invoke { txn, args } => frame(out, KIND_INVOKE, |out| {
+            HostMsg::Invoke { txn, args, timed } => frame(out, KIND_INVOKE, |out| {
                 put_u16(out, *txn);
                 put_values(out, args);
+                put_bool(out, *timed);
             }),
             HostMsg::Results { results } => frame(out, KIND_RESULTS, |out| {
                 crate::codec::put_list(out, results, put_op_result);
@@ -152,6 +160,7 @@ impl HostMsg {
             KIND_INVOKE => HostMsg::Invoke {
                 txn: r.u16("invoke txn")?,
                 args: r.values("invoke arguments")?,
+                timed: r.bool("invoke timed")?,
             },
             KIND_RESULTS => HostMsg::Results {
                 results: r.list(MIN_OP_RESULT, "results", read_op_result)?,
@@ -286,22 +295,26 @@ impl Connection for Catalog {
 /// Runs one invocation in a guest: `call` runs procedure `txn` with `args` against a `Tx` whose
 /// every operation is an exchange with the host. Returns the message that ends the call
 /// (`Returned` or `Failed`, with the guest's own busy time: the call's, less its waits on the
-/// host), or `None` when the host went away during it.
+/// host; 0 unless `timed`), or `None` when the host went away during it.
 pub fn run_invocation<E: Exchange + ?Sized>(
     exchange: &mut E,
     txn: u16,
     args: &[Value],
+    timed: bool,
     call: impl FnOnce(&mut dyn Tx, usize, &[Value], &mut Vec<Value>) -> TxResult<()>,
 ) -> Option<GuestMsg> {
-    let start = Instant::now();
+    let start = timed.then(Instant::now);
     let mut tx = BoundaryTx {
         exchange,
+        timed: start.is_some(),
         waited_ns: 0,
         ahead: ReadAhead::default(),
     };
     let mut values = Vec::new();
     let ran = call(&mut tx, usize::from(txn), args, &mut values);
-    let busy_ns = (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns);
+    let busy_ns = start.map_or(0, |start| {
+        (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns)
+    });
     match ran {
         Ok(()) => Some(GuestMsg::Returned { values, busy_ns }),
         Err(TxError::Connection(_)) => None,
@@ -317,6 +330,8 @@ pub fn run_invocation<E: Exchange + ?Sized>(
 /// hints name travelling together in front of the next (see [`crate::read_ahead`]).
 struct BoundaryTx<'a, E: Exchange + ?Sized> {
     exchange: &'a mut E,
+    /// Whether the guest measures its busy time (`HostMsg::Invoke`'s `timed`).
+    timed: bool,
     /// Time spent waiting for the host, left out of the guest's busy time.
     waited_ns: u64,
     /// The procedure's hinted reads.
@@ -334,30 +349,39 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
     fn exchange_ops(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
         let reads = self.ahead.take();
         let scans = self.ahead.take_scans();
-        let mut ops: Vec<Op> = reads.iter().map(|r| r.op()).collect();
-        ops.extend(scans.iter().map(|s| s.op()));
+        let read_count = reads.len();
         let has_op = op.is_some();
+        let mut ops = Vec::with_capacity(read_count + scans.len() + usize::from(has_op));
+        // The reads' keys travel in the operations and come back out of them below.
+        ops.extend(reads.into_iter().map(HintedRead::into_op));
+        ops.extend(scans.iter().map(|s| s.op()));
         ops.extend(op);
         let count = ops.len();
-        let start = Instant::now();
+        let message = GuestMsg::Ops { ops };
+        let start = self.timed.then(Instant::now);
         let reply = self
             .exchange
-            .exchange(&GuestMsg::Ops { ops })
+            .exchange(&message)
             .map_err(TxError::Connection)?;
-        self.waited_ns += start.elapsed().as_nanos() as u64;
+        if let Some(start) = start {
+            self.waited_ns += start.elapsed().as_nanos() as u64;
+        }
+        let GuestMsg::Ops { ops } = message else {
+            unreachable!("built as Ops above")
+        };
         match reply {
             Some(HostMsg::Results { mut results }) if results.len() == count => {
                 let result = if has_op { results.pop() } else { None };
-                let scan_results = results.split_off(reads.len());
+                let scan_results = results.split_off(read_count);
                 for (scan, result) in scans.into_iter().zip(scan_results) {
                     match result {
                         OpResult::Rows(rows) => self.ahead.scanned(scan, rows),
                         other => return Err(unexpected("a hinted scan", other)),
                     }
                 }
-                for (read, result) in reads.into_iter().zip(results) {
+                for (read, result) in ops.into_iter().zip(results) {
                     match result {
-                        OpResult::Row(row) => self.ahead.answered(read, row),
+                        OpResult::Row(row) => self.ahead.answered_op(read, row),
                         other => return Err(unexpected("a hinted get", other)),
                     }
                 }
@@ -562,6 +586,8 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use proptest::prelude::*;
 
     use super::*;
@@ -611,13 +637,37 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_times_its_own_work_only_when_asked() {
+        let work = Duration::from_millis(3);
+        for timed in [true, false] {
+            let mut host = Host::default();
+            let t = TableRef {
+                name: "t".into(),
+                id: 3,
+            };
+            let ended = run_invocation(&mut host, 0, &[], timed, |tx, _, _, _| {
+                std::thread::sleep(work);
+                tx.get(&t, &[Value::Int(1)], Fetch::All, false).map(drop)
+            });
+            let Some(GuestMsg::Returned { busy_ns, .. }) = ended else {
+                panic!("{ended:?}");
+            };
+            if timed {
+                assert!(busy_ns >= work.as_nanos() as u64, "{busy_ns} ns");
+            } else {
+                assert_eq!(busy_ns, 0, "an untimed call reads no clock");
+            }
+        }
+    }
+
+    #[test]
     fn hinted_reads_cross_together_and_answer_until_a_write() {
         let mut host = Host::default();
         let t = TableRef {
             name: "t".into(),
             id: 3,
         };
-        let ended = run_invocation(&mut host, 0, &[], |tx, _, _, out| {
+        let ended = run_invocation(&mut host, 0, &[], true, |tx, _, _, out| {
             tx.prefetch(&[(&t, &[1]), (&t, &[2])]);
             tx.prefetch_for_update(&[(&t, &[3])], None);
             let key = |k| [Value::Int(k)];
@@ -663,7 +713,7 @@ mod tests {
             name: "t".into(),
             id: 3,
         };
-        let ended = run_invocation(&mut host, 0, &[], |tx, _, _, out| {
+        let ended = run_invocation(&mut host, 0, &[], true, |tx, _, _, out| {
             tx.prefetch_scan(&t, &[1], Some(1), true);
             tx.prefetch_scan(&t, &[2], Some(1), true);
             tx.prefetch(&[(&t, &[7, 7])]);
@@ -737,8 +787,12 @@ mod tests {
                     indexes,
                 }
             }),
-            (any::<u16>(), prop::collection::vec(value(), 0..6))
-                .prop_map(|(txn, args)| HostMsg::Invoke { txn, args }),
+            (
+                any::<u16>(),
+                prop::collection::vec(value(), 0..6),
+                any::<bool>()
+            )
+                .prop_map(|(txn, args, timed)| HostMsg::Invoke { txn, args, timed }),
             prop::collection::vec(op_result(), 0..4)
                 .prop_map(|results| HostMsg::Results { results }),
             (class(), ".{0,20}").prop_map(|(class, message)| HostMsg::OpFailed { class, message }),

@@ -20,10 +20,14 @@
 //! answer stale. So a procedure whose scans are independent (Delivery's ten districts) sends
 //! them together.
 //!
+//! A transaction hints tens of rows (TPC-C's New-Order the most: its items and their stock), so
+//! the rows read ahead and answered are kept in plain vectors and found by comparing keys: no
+//! encoded key to build and allocate at every read, which in a WebAssembly procedure cost more
+//! than the search (see `docs/performance.md`).
+//!
 //! [`client::RemoteTx`]: ../../client/struct.RemoteTx.html
 //! [`Tx::prefetch`]: engine::Tx::prefetch
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use engine::{Fetch, KeyRange, Row, TableRef, Value};
@@ -35,7 +39,6 @@ use crate::{Op, ScanSource};
 pub struct HintedRead {
     pub table: u32,
     pub key: Vec<Value>,
-    pub row_key: Vec<u8>,
     pub for_update: bool,
 }
 
@@ -48,6 +51,20 @@ impl HintedRead {
             columns: None,
             for_update: self.for_update,
         }
+    }
+
+    /// The read as an operation, taking its key (see [`ReadAhead::answered_op`]).
+    pub fn into_op(self) -> Op {
+        Op::Get {
+            table: self.table,
+            key: self.key,
+            columns: None,
+            for_update: self.for_update,
+        }
+    }
+
+    fn is(&self, table: u32, key: &[Value]) -> bool {
+        self.table == table && same_key(&self.key, key)
     }
 }
 
@@ -85,10 +102,18 @@ impl HintedScan {
     }
 }
 
-/// What a hinted read returned.
+/// What a hinted read of row `key` of `table` returned.
 struct Answered {
+    table: u32,
+    key: Vec<Value>,
     for_update: bool,
     row: Option<Row>,
+}
+
+impl Answered {
+    fn is(&self, table: u32, key: &[Value]) -> bool {
+        self.table == table && same_key(&self.key, key)
+    }
 }
 
 /// One transaction's hinted reads not sent yet, and what those sent returned. Cleared when
@@ -96,7 +121,7 @@ struct Answered {
 #[derive(Default)]
 pub struct ReadAhead {
     reads: Vec<HintedRead>,
-    answered: BTreeMap<Vec<u8>, Answered>,
+    answered: Vec<Answered>,
     scans: Vec<HintedScan>,
     scanned: Vec<(HintedScan, Vec<Row>)>,
 }
@@ -195,20 +220,17 @@ impl ReadAhead {
     pub fn hint(&mut self, rows: &[(&TableRef, &[i64])], for_update: bool) {
         for (table, key) in rows {
             let key: Vec<Value> = key.iter().map(|&k| Value::Int(k)).collect();
-            let row_key = row_key(table.id, &key);
             if self
-                .answered
-                .get(&row_key)
+                .find(table.id, &key)
                 .is_some_and(|a| a.for_update || !for_update)
             {
                 continue;
             }
-            match self.reads.iter_mut().find(|r| r.row_key == row_key) {
+            match self.reads.iter_mut().find(|r| r.is(table.id, &key)) {
                 Some(read) => read.for_update |= for_update,
                 None => self.reads.push(HintedRead {
                     table: table.id,
                     key,
-                    row_key,
                     for_update,
                 }),
             }
@@ -222,13 +244,42 @@ impl ReadAhead {
 
     /// Keeps what a hinted read returned.
     pub fn answered(&mut self, read: HintedRead, row: Option<Row>) {
-        self.answered.insert(
-            read.row_key,
-            Answered {
-                for_update: read.for_update,
-                row,
-            },
-        );
+        self.keep(read.table, read.key, read.for_update, row);
+    }
+
+    /// Keeps what a hinted read returned, given back as the operation it was sent as
+    /// ([`HintedRead::into_op`]); any other operation is not a hinted read and is ignored.
+    pub fn answered_op(&mut self, op: Op, row: Option<Row>) {
+        if let Op::Get {
+            table,
+            key,
+            columns: None,
+            for_update,
+        } = op
+        {
+            self.keep(table, key, for_update, row);
+        }
+    }
+
+    fn keep(&mut self, table: u32, key: Vec<Value>, for_update: bool, row: Option<Row>) {
+        let answered = Answered {
+            table,
+            key,
+            for_update,
+            row,
+        };
+        match self
+            .answered
+            .iter_mut()
+            .find(|a| a.is(table, &answered.key))
+        {
+            Some(old) => *old = answered,
+            None => self.answered.push(answered),
+        }
+    }
+
+    fn find(&self, table: u32, key: &[Value]) -> Option<&Answered> {
+        self.answered.iter().find(|a| a.is(table, key))
     }
 
     /// The answer to a read of row `key` of `table` (`for_update` or not) that a hinted read
@@ -247,7 +298,7 @@ impl ReadAhead {
         if self.answered.is_empty() {
             return None;
         }
-        let answered = self.answered.get(&row_key(table, key))?;
+        let answered = self.find(table, key)?;
         if for_update && !answered.for_update {
             return None;
         }
@@ -270,20 +321,17 @@ impl ReadAhead {
         if self.reads.is_empty() {
             return false;
         }
-        let row_key = row_key(table, key);
         self.reads
             .iter()
-            .any(|r| r.row_key == row_key && (r.for_update || !for_update))
+            .any(|r| r.is(table, key) && (r.for_update || !for_update))
     }
 
     /// The transaction wrote row `key` of `table` (`None`: inserted into `table`): what a
     /// hinted read returned of it is stale.
     pub fn stale(&mut self, table: u32, key: Option<&[Value]>) {
         match key {
-            Some(key) => {
-                self.answered.remove(&row_key(table, key));
-            }
-            None => self.answered.retain(|k, _| k[..4] != table.to_le_bytes()),
+            Some(key) => self.answered.retain(|a| !a.is(table, key)),
+            None => self.answered.retain(|a| a.table != table),
         }
         if !self.scanned.is_empty() {
             // A scan whose prefix the key starts with may have seen the row; any insert may
@@ -302,6 +350,16 @@ pub fn scan_prefix<'r>(range: &KeyRange<'r>) -> Option<&'r [Value]> {
         (Bound::Included(low), Bound::Included(high)) if low == high => Some(low),
         _ => None,
     }
+}
+
+/// Whether two keys name the same row: equal values, floats by their bits (as [`row_key`]
+/// tells them apart).
+fn same_key(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| match (a, b) {
+            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            (a, b) => a == b,
+        })
 }
 
 /// A hashable encoding of row `key` of `table` (`Value` holds floats, so is not `Hash`):
@@ -464,6 +522,60 @@ mod tests {
         assert_ne!(
             row_key(1, &[Value::Str("a".into())]),
             row_key(1, &[Value::Str("b".into())])
+        );
+    }
+
+    #[test]
+    fn rows_are_told_apart_as_row_keys_tell_them() {
+        let keys = [
+            vec![Value::Int(1)],
+            vec![Value::Int(1), Value::Int(2)],
+            vec![Value::Float(1.0)],
+            vec![Value::Float(0.0)],
+            vec![Value::Float(-0.0)],
+            vec![Value::Str("1".into())],
+            vec![Value::Null],
+        ];
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(
+                    same_key(a, b),
+                    row_key(1, a) == row_key(1, b),
+                    "{a:?} against {b:?}"
+                );
+            }
+        }
+        let nan = [Value::Float(f64::NAN)];
+        assert!(same_key(&nan, &nan), "the same bits are the same row");
+    }
+
+    #[test]
+    fn a_read_given_back_as_its_operation_is_answered_and_other_operations_are_not() {
+        let t = table(4);
+        let mut ahead = ReadAhead::default();
+        ahead.hint(&[(&t, &[9])], true);
+        let mut reads = ahead.take();
+        let op = reads.pop().expect("one read").into_op();
+        let row = vec![Value::Int(9), Value::Int(1)];
+        ahead.answered_op(op, Some(row.clone()));
+        assert_eq!(
+            ahead.answer(4, &[Value::Int(9)], Fetch::All, true),
+            Some(Some(row))
+        );
+        let mut other = ReadAhead::default();
+        other.answered_op(
+            Op::Get {
+                table: 4,
+                key: vec![Value::Int(9)],
+                columns: Some(vec![0]),
+                for_update: false,
+            },
+            Some(vec![Value::Int(9)]),
+        );
+        assert_eq!(
+            other.answer(4, &[Value::Int(9)], Fetch::All, false),
+            None,
+            "a read of some columns is no hinted read"
         );
     }
 }

@@ -82,12 +82,12 @@ fn serve(workload: &dyn Workload, pipe: &mut GuestPipe) -> Result<(), String> {
         .map_err(|e| format!("open the procedures: {e}"))?;
     pipe.send(&GuestMsg::Ready)?;
     loop {
-        let (txn, args) = match pipe.recv()? {
+        let (txn, args, timed) = match pipe.recv()? {
             None => return Ok(()),
-            Some(HostMsg::Invoke { txn, args }) => (txn, args),
+            Some(HostMsg::Invoke { txn, args, timed }) => (txn, args, timed),
             Some(other) => return Err(format!("the host sent {other:?} outside a call")),
         };
-        let reply = run_invocation(pipe, txn, &args, |tx, txn, args, out| {
+        let reply = run_invocation(pipe, txn, &args, timed, |tx, txn, args, out| {
             procedures.call(tx, txn, args, out)
         });
         match reply {

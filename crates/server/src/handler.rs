@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use engine::db::Database;
 use engine::{Fetch, IndexRef, KeyRange, TableRef, Transaction, Tx, TxError, TxResult, Value};
 use protocol::{ErrorClass, Op, OpResult, Request, Response, ScanSource, MAGIC, VERSION};
+use rustc_hash::FxHashMap;
 use workloads::{Procedures, Workload};
 
 use crate::isolation::{GuestConfig, Isolation};
@@ -58,8 +59,9 @@ pub struct Shared {
     pub(crate) tables: Vec<(String, u32)>,
     pub(crate) indexes: Vec<(String, u32)>,
     /// Tables and indexes by id, as operations name them.
-    table_refs: HashMap<u32, TableRef>,
-    index_refs: HashMap<u32, IndexRef>,
+    /// By id, for the operations that name them (every remote operation looks one up).
+    table_refs: FxHashMap<u32, TableRef>,
+    index_refs: FxHashMap<u32, IndexRef>,
     /// The largest frame this server accepts or sends.
     pub max_frame: u32,
     /// `--isolation none`: the library `procedures` came from. Last, so that it is unloaded
@@ -78,14 +80,14 @@ impl Shared {
             .map(|(i, n)| (n.clone(), i))
             .collect();
         let mut tables = Vec::new();
-        let mut table_refs = HashMap::new();
+        let mut table_refs = FxHashMap::default();
         for name in db.table_names() {
             let t = db.table(&name)?;
             tables.push((name, t.id));
             table_refs.insert(t.id, t);
         }
         let mut indexes = Vec::new();
-        let mut index_refs = HashMap::new();
+        let mut index_refs = FxHashMap::default();
         for name in db.index_names() {
             let ix = db.index(&name)?;
             indexes.push((name, ix.id));

@@ -735,6 +735,7 @@ impl Guest {
         self.send(&HostMsg::Invoke {
             txn: txn as u16,
             args: args.to_vec(),
+            timed: tracer.on(),
         })?;
         loop {
             match self.recv()? {

@@ -7,7 +7,8 @@
 //!   ─────────────
 //!   ConnState::call ─► wasm::call ─► thread-local Sandbox (Store + Instance)
 //!      glass_input(len), copy Invoke in, glass_invoke() ──► module: Procedures::call
-//!                       ◄── glass.op(Ops) ─ run_ops on the Transaction ─ glass.take(answer)
+//!                       ◄── glass.op(Ops, room) ─ run_ops on the Transaction ─ answer
+//!                           written into the module's room (glass.take where it did not fit)
 //!      read Returned | Failed out of the module's memory
 //! ```
 //!
@@ -119,10 +120,9 @@ struct HostState {
     limits: StoreLimits,
     /// The call in progress, while `glass_invoke` runs; null otherwise.
     call: *mut Call<'static>,
-    /// The answer to the module's last `op`, until it `take`s it.
+    /// The answer to the module's last `op`, until it `take`s it (where it did not fit the
+    /// room the module offered).
     pending: Vec<u8>,
-    /// The module's last `Ops` frame, copied out of its memory.
-    scratch: Vec<u8>,
     /// The tail of what the module wrote to stdout and stderr.
     stderr: Vec<u8>,
     /// The module's memory, once instantiated: looked up by name once, not at every import.
@@ -203,7 +203,6 @@ impl Sandbox {
                 .build(),
             call: std::ptr::null_mut(),
             pending: Vec::new(),
-            scratch: Vec::new(),
             stderr: Vec::new(),
             memory: None,
         };
@@ -310,6 +309,7 @@ impl Sandbox {
         self.put(&HostMsg::Invoke {
             txn: txn as u16,
             args: args.to_vec(),
+            timed: tracer.on(),
         })?;
         let mut call = Call {
             tx,
@@ -382,28 +382,31 @@ fn memory_of(caller: &mut Caller<'_, HostState>) -> wasmtime::Result<Memory> {
     }
 }
 
-/// `glass.op(ptr, len) -> len`: runs the `Ops` frame at `ptr` on the call's transaction.
-fn op(mut caller: Caller<'_, HostState>, ptr: u32, len: u32) -> wasmtime::Result<u32> {
+/// `glass.op(ptr, len, room, room_len) -> len`: runs the `Ops` frame at `ptr` on the call's
+/// transaction; writes the answer at `room` where it fits in `room_len` bytes, else keeps it
+/// for `take`, and returns its length.
+fn op(
+    mut caller: Caller<'_, HostState>,
+    ptr: u32,
+    len: u32,
+    room: u32,
+    room_len: u32,
+) -> wasmtime::Result<u32> {
     let memory = memory_of(&mut caller)?;
-    let mut frame = std::mem::take(&mut caller.data_mut().scratch);
-    frame.clear();
     let (ptr, len) = (ptr as usize, len as usize);
-    match memory.data(&caller).get(ptr..ptr.saturating_add(len)) {
-        Some(bytes) => frame.extend_from_slice(bytes),
-        None => {
-            return Err(wasmtime::Error::msg(format!(
-                "it passed an operation at {ptr}+{len}, outside its memory"
-            )))
-        }
-    }
+    let Some(frame) = memory.data(&caller).get(ptr..ptr.saturating_add(len)) else {
+        return Err(wasmtime::Error::msg(format!(
+            "it passed an operation at {ptr}+{len}, outside its memory"
+        )));
+    };
     if len < HEADER_LEN {
         return Err(wasmtime::Error::msg(
             "it passed an operation shorter than a frame",
         ));
     }
+    // Decoded straight out of the module's memory: the message owns what it holds.
     let message = GuestMsg::decode(&frame[HEADER_LEN..])
         .map_err(|e| wasmtime::Error::msg(format!("it passed a malformed operation: {e}")))?;
-    caller.data_mut().scratch = frame;
     let GuestMsg::Ops { ops } = message else {
         return Err(wasmtime::Error::msg(format!(
             "it passed {message:?} where an operation belongs"
@@ -433,13 +436,26 @@ fn op(mut caller: Caller<'_, HostState>, ptr: u32, len: u32) -> wasmtime::Result
             }
         }
     };
-    let pending = &mut caller.data_mut().pending;
+    let mut pending = std::mem::take(&mut caller.data_mut().pending);
     pending.clear();
-    reply.encode(pending);
-    Ok(pending.len() as u32)
+    reply.encode(&mut pending);
+    let answer_len = pending.len();
+    let wrote = if answer_len <= room_len as usize {
+        memory
+            .write(&mut caller, room as usize, &pending)
+            .map_err(|e| {
+                wasmtime::Error::msg(format!("its answer room is outside its memory: {e}"))
+            })
+    } else {
+        Ok(())
+    };
+    caller.data_mut().pending = pending;
+    wrote?;
+    Ok(answer_len as u32)
 }
 
-/// `glass.take(ptr, len)`: copies the answer to the last `op` to `ptr`.
+/// `glass.take(ptr, len)`: copies the answer to the last `op`, which did not fit its room, to
+/// `ptr`.
 fn take(mut caller: Caller<'_, HostState>, ptr: u32, len: u32) -> wasmtime::Result<()> {
     let memory = memory_of(&mut caller)?;
     let pending = std::mem::take(&mut caller.data_mut().pending);
