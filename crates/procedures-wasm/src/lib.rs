@@ -27,6 +27,17 @@
 //! host gives the module no files, no sockets and no environment (WASI calls it does not
 //! define trap), bounds its memory and interrupts it at the time limit.
 
+pub mod size_classes;
+
+/// The module's allocator: small blocks by size class ([`size_classes`]) over Talc, not the
+/// Rust standard library's default for WASI (wasi-libc's dlmalloc, reached through three
+/// wrapping calls), whose allocations and frees were half of the module's instructions on a
+/// Voter call (see `docs/performance.md`).
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: size_classes::SizeClasses<talc::wasm::WasmDynamicTalc> =
+    size_classes::SizeClasses::new(talc::wasm::new_wasm_dynamic_allocator());
+
 #[cfg(target_family = "wasm")]
 mod module {
     use std::cell::RefCell;
