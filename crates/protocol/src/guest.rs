@@ -14,7 +14,7 @@
 //! host (worker)                              guest (procedure process)
 //!   Setup ---------------------------------->      workload, tables and indexes by id
 //!   <------------------------------------ Ready
-//!   Invoke { txn, args } ------------------->      run procedure `txn`
+//!   Invoke { txn, args, timed } ------------>      run procedure `txn`
 //!   <----------------------------------- Ops        one operation the procedure performs
 //!   Results | OpFailed --------------------->       its result, or the engine's error
 //!   <----------------------------------- Ops        ...
@@ -27,7 +27,7 @@
 //! | kind   | message    | body |
 //! |-------:|------------|------|
 //! | `0x41` | `Setup`    | `workload: str`, `tables: list<(str, u32)>`, `indexes: list<(str, u32)>` |
-//! | `0x42` | `Invoke`   | `txn: u16`, `args: list<Value>` |
+//! | `0x42` | `Invoke`   | `txn: u16`, `args: list<Value>`, `timed: bool` |
 //! | `0x43` | `Results`  | `results: list<OpResult>` |
 //! | `0x44` | `OpFailed` | `class: u8`, `message: str` |
 //! | `0xC1` | `Ready`    | (empty) |
@@ -37,7 +37,8 @@
 //!
 //! `busy_ns` is the guest's own time in the procedure's code for this call, outside its waits
 //! on the boundary: the host charges it to procedure execution and the rest of the call's
-//! time, less the engine's, to isolation overhead (the server's phase 5).
+//! time, less the engine's, to isolation overhead (the server's phase 5). The guest measures it
+//! only when `Invoke`'s `timed` asks (the host is tracing), and sends 0 otherwise.
 //!
 //! Decoding is as strict as the wire protocol's: canonical encodings only, never a panic. The
 //! host treats a guest as untrusted: a frame that does not decode ends the guest.
