@@ -48,14 +48,14 @@ use std::time::Instant;
 use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 
 use crate::class::ErrorClass;
-use crate::codec::{put_bool, put_str, put_u16, put_u64, put_u8, put_values, Reader};
+use crate::codec::{put_bool, put_len, put_str, put_u16, put_u64, put_u8, put_values, Reader};
 use crate::error::ProtocolError;
 use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
     MIN_OP_RESULT,
 };
 use crate::read_ahead::{self, HintedRead, ReadAhead};
-use crate::{Op, OpResult, ScanSource};
+use crate::{Op, OpResult, ScanSource, HEADER_LEN};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
 
@@ -226,6 +226,52 @@ impl GuestMsg {
         r.finish("guest message")?;
         Ok(message)
     }
+}
+
+/// The host's side of one `Ops` frame (`kind_and_body`: the frame after its length prefix)
+/// without building its messages: runs each operation as it is decoded and writes the answer
+/// frame into `out`: `Results`, or `OpFailed` for the first operation that fails, whose error
+/// is returned. A frame that is not a well-formed `Ops` is refused with what is wrong with it
+/// (the operations before the flaw have run: the caller ends the call).
+pub fn answer_ops(
+    kind_and_body: &[u8],
+    out: &mut Vec<u8>,
+    mut run: impl FnMut(&Op) -> TxResult<OpResult>,
+) -> std::result::Result<Option<TxError>, String> {
+    let (&kind, body) = kind_and_body
+        .split_first()
+        .ok_or_else(|| ProtocolError::EmptyFrame.to_string())?;
+    if kind != KIND_OPS {
+        return Err(format!(
+            "a message of kind {kind:#04x} where an operation belongs"
+        ));
+    }
+    let malformed = |e: ProtocolError| format!("a malformed operation: {e}");
+    let mut r = Reader::new(body);
+    let count = r.count(MIN_OP, "ops").map_err(malformed)?;
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER_LEN]);
+    put_u8(out, KIND_RESULTS);
+    put_len(out, count);
+    for _ in 0..count {
+        let op = read_op(&mut r).map_err(malformed)?;
+        match run(&op) {
+            Ok(result) => put_op_result(out, &result),
+            Err(e) => {
+                out.truncate(start);
+                HostMsg::OpFailed {
+                    class: ErrorClass::of(&e),
+                    message: ErrorClass::message_of(&e),
+                }
+                .encode(out);
+                return Ok(Some(e));
+            }
+        }
+    }
+    r.finish("guest message").map_err(malformed)?;
+    let len = u32::try_from(out.len() - start - HEADER_LEN).expect("a frame over 4 GiB");
+    out[start..start + HEADER_LEN].copy_from_slice(&len.to_le_bytes());
+    Ok(None)
 }
 
 /// The engine error a `Failed` or `OpFailed` stands for, its message as its sender wrote it.
@@ -593,7 +639,6 @@ mod tests {
 
     use super::*;
     use crate::message::tests::{named_ids, op, op_result, value};
-    use crate::HEADER_LEN;
 
     /// A host that answers every get with a row holding its key and a version, every update
     /// by bumping the version; it keeps the messages it got.
@@ -635,6 +680,72 @@ mod tests {
                 .collect();
             Ok(Some(HostMsg::Results { results }))
         }
+    }
+
+    #[test]
+    fn ops_are_answered_as_they_are_decoded_and_stop_at_the_first_failure() {
+        let get = |k| Op::Get {
+            table: 1,
+            key: vec![Value::Int(k)],
+            columns: None,
+            for_update: false,
+        };
+        let frame = |ops: Vec<Op>| {
+            let mut out = Vec::new();
+            GuestMsg::Ops { ops }.encode(&mut out);
+            out.split_off(HEADER_LEN)
+        };
+        let decode = |out: &[u8]| {
+            let len = u32::from_le_bytes(out[..HEADER_LEN].try_into().unwrap()) as usize;
+            assert_eq!(len, out.len() - HEADER_LEN);
+            HostMsg::decode(&out[HEADER_LEN..]).unwrap()
+        };
+        let row = |op: &Op| match op {
+            Op::Get { key, .. } if key[0] != Value::Int(0) => Ok(OpResult::Row(Some(key.clone()))),
+            _ => Err(TxError::Invalid("no row 0".into())),
+        };
+        // All succeed: one Results frame, after what `out` held.
+        let mut out = vec![7];
+        let mut ran = 0;
+        let failed = answer_ops(&frame(vec![get(1), get(2)]), &mut out, |op| {
+            ran += 1;
+            row(op)
+        });
+        assert!(matches!(failed, Ok(None)));
+        assert_eq!((ran, out[0]), (2, 7));
+        assert_eq!(
+            decode(&out[1..]),
+            HostMsg::Results {
+                results: vec![
+                    OpResult::Row(Some(vec![Value::Int(1)])),
+                    OpResult::Row(Some(vec![Value::Int(2)]))
+                ]
+            }
+        );
+        // The second fails: OpFailed alone, the third never runs.
+        let mut out = Vec::new();
+        let mut ran = 0;
+        let failed = answer_ops(&frame(vec![get(1), get(0), get(3)]), &mut out, |op| {
+            ran += 1;
+            row(op)
+        });
+        assert!(
+            matches!(failed, Ok(Some(TxError::Invalid(_)))),
+            "{failed:?}"
+        );
+        assert_eq!(ran, 2);
+        assert!(
+            matches!(decode(&out), HostMsg::OpFailed { message, .. } if message.contains("no row 0"))
+        );
+        // Not Ops, or cut short: refused.
+        let mut ready = Vec::new();
+        GuestMsg::Ready.encode(&mut ready);
+        let not_ops = answer_ops(&ready[HEADER_LEN..], &mut Vec::new(), row);
+        assert!(not_ops.unwrap_err().contains("where an operation belongs"));
+        let whole = frame(vec![get(1), get(2)]);
+        let cut = answer_ops(&whole[..whole.len() - 3], &mut Vec::new(), row);
+        assert!(cut.unwrap_err().contains("malformed"));
+        assert!(answer_ops(&[], &mut Vec::new(), row).is_err());
     }
 
     #[test]

@@ -619,62 +619,69 @@ impl Tx for TimedTx<'_> {
 /// Runs a batch's operations in order; the first failure ends the batch.
 pub(crate) fn run_ops(tx: &mut dyn Tx, shared: &Shared, ops: &[Op]) -> TxResult<Vec<OpResult>> {
     let mut cols = Vec::new();
-    let mut results = Vec::with_capacity(ops.len());
-    for op in ops {
-        let result = match op {
-            Op::Get {
-                table,
-                key,
-                columns,
-                for_update,
-            } => {
-                let f = if fetch(columns, &mut cols) {
-                    Fetch::Cols(&cols)
-                } else {
-                    Fetch::All
-                };
-                OpResult::Row(tx.get(shared.table(*table)?, key, f, *for_update)?)
-            }
-            Op::Update { table, key, set } => {
-                let set: Vec<(usize, Value)> =
-                    set.iter().map(|(c, v)| (*c as usize, v.clone())).collect();
-                OpResult::Found(tx.update(shared.table(*table)?, key, &set)?)
-            }
-            Op::Insert { table, row } => {
-                tx.insert(shared.table(*table)?, row)?;
-                OpResult::Inserted
-            }
-            Op::Delete { table, key } => OpResult::Found(tx.delete(shared.table(*table)?, key)?),
-            Op::Scan {
-                source,
-                low,
-                high,
-                limit,
-                reverse,
-                columns,
-                for_update,
-            } => {
-                let f = if fetch(columns, &mut cols) {
-                    Fetch::Cols(&cols)
-                } else {
-                    Fetch::All
-                };
-                let range = KeyRange {
-                    low: bound(low),
-                    high: bound(high),
-                };
-                let limit = limit.map(|l| l as usize);
-                OpResult::Rows(match source {
-                    ScanSource::Table(id) => {
-                        tx.scan(shared.table(*id)?, range, limit, *reverse, f, *for_update)?
-                    }
-                    ScanSource::Index(id) => {
-                        tx.scan_index(shared.index(*id)?, range, limit, *reverse, f, *for_update)?
-                    }
-                })
-            }
-        };
-        results.push(result);
-    }
-    Ok(results)
+    ops.iter()
+        .map(|op| run_op(tx, shared, op, &mut cols))
+        .collect()
+}
+
+/// Runs one operation (`cols`: scratch for the columns it names).
+pub(crate) fn run_op(
+    tx: &mut dyn Tx,
+    shared: &Shared,
+    op: &Op,
+    cols: &mut Vec<usize>,
+) -> TxResult<OpResult> {
+    Ok(match op {
+        Op::Get {
+            table,
+            key,
+            columns,
+            for_update,
+        } => {
+            let f = if fetch(columns, cols) {
+                Fetch::Cols(cols)
+            } else {
+                Fetch::All
+            };
+            OpResult::Row(tx.get(shared.table(*table)?, key, f, *for_update)?)
+        }
+        Op::Update { table, key, set } => {
+            let set: Vec<(usize, Value)> =
+                set.iter().map(|(c, v)| (*c as usize, v.clone())).collect();
+            OpResult::Found(tx.update(shared.table(*table)?, key, &set)?)
+        }
+        Op::Insert { table, row } => {
+            tx.insert(shared.table(*table)?, row)?;
+            OpResult::Inserted
+        }
+        Op::Delete { table, key } => OpResult::Found(tx.delete(shared.table(*table)?, key)?),
+        Op::Scan {
+            source,
+            low,
+            high,
+            limit,
+            reverse,
+            columns,
+            for_update,
+        } => {
+            let f = if fetch(columns, cols) {
+                Fetch::Cols(cols)
+            } else {
+                Fetch::All
+            };
+            let range = KeyRange {
+                low: bound(low),
+                high: bound(high),
+            };
+            let limit = limit.map(|l| l as usize);
+            OpResult::Rows(match source {
+                ScanSource::Table(id) => {
+                    tx.scan(shared.table(*id)?, range, limit, *reverse, f, *for_update)?
+                }
+                ScanSource::Index(id) => {
+                    tx.scan_index(shared.index(*id)?, range, limit, *reverse, f, *for_update)?
+                }
+            })
+        }
+    })
 }

@@ -7,8 +7,9 @@
 //!   ─────────────
 //!   ConnState::call ─► wasm::call ─► thread-local Sandbox (Store + Instance)
 //!      glass_input(len), copy Invoke in, glass_invoke() ──► module: Procedures::call
-//!                       ◄── glass.op(Ops, room) ─ run_ops on the Transaction ─ answer
-//!                           written into the module's room (glass.take where it did not fit)
+//!                       ◄── glass.op(Ops, room) ─ each operation run on the Transaction
+//!                           as it is decoded, the answer written into the module's room
+//!                           (glass.take where it did not fit)
 //!      read Returned | Failed out of the module's memory
 //! ```
 //!
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{GuestMsg, HostMsg};
+use protocol::guest::{answer_ops, GuestMsg, HostMsg};
 use protocol::HEADER_LEN;
 use wasmtime::{
     Caller, Config, Engine, Extern, Instance, Linker, Memory, Module, Store, StoreLimits,
@@ -393,52 +394,46 @@ fn op(
     room_len: u32,
 ) -> wasmtime::Result<u32> {
     let memory = memory_of(&mut caller)?;
-    let (ptr, len) = (ptr as usize, len as usize);
-    let Some(frame) = memory.data(&caller).get(ptr..ptr.saturating_add(len)) else {
-        return Err(wasmtime::Error::msg(format!(
-            "it passed an operation at {ptr}+{len}, outside its memory"
-        )));
-    };
-    if len < HEADER_LEN {
-        return Err(wasmtime::Error::msg(
-            "it passed an operation shorter than a frame",
-        ));
-    }
-    // Decoded straight out of the module's memory: the message owns what it holds.
-    let message = GuestMsg::decode(&frame[HEADER_LEN..])
-        .map_err(|e| wasmtime::Error::msg(format!("it passed a malformed operation: {e}")))?;
-    let GuestMsg::Ops { ops } = message else {
-        return Err(wasmtime::Error::msg(format!(
-            "it passed {message:?} where an operation belongs"
-        )));
-    };
-    let call = caller.data_mut().call;
+    let call = caller.data().call;
     if call.is_null() {
         return Err(wasmtime::Error::msg("it ran an operation outside a call"));
     }
     // SAFETY: set by `Sandbox::call` for the duration of `glass_invoke`, on this thread.
     let call = unsafe { &mut *call };
-    let reply = match &call.failed_op {
-        Some(e) => failed_reply(e),
-        None => {
-            let t = call.timing.then(Instant::now);
-            let ran = crate::handler::run_ops(call.tx, call.shared, &ops);
-            if let Some(t) = t {
-                call.engine_ns += t.elapsed().as_nanos() as u64;
-            }
-            match ran {
-                Ok(results) => HostMsg::Results { results },
-                Err(e) => {
-                    let reply = failed_reply(&e);
-                    call.failed_op = Some(e);
-                    reply
-                }
-            }
-        }
-    };
     let mut pending = std::mem::take(&mut caller.data_mut().pending);
     pending.clear();
-    reply.encode(&mut pending);
+    let (ptr, len) = (ptr as usize, len as usize);
+    // The operations run as they are decoded straight out of the module's memory, and the
+    // answer is encoded as each returns.
+    let answered = match memory.data(&caller).get(ptr..ptr.saturating_add(len)) {
+        None => Err(format!("an operation at {ptr}+{len}, outside its memory")),
+        Some(_) if len < HEADER_LEN => Err("an operation shorter than a frame".to_string()),
+        Some(frame) => match &call.failed_op {
+            Some(e) => {
+                failed_reply(e).encode(&mut pending);
+                Ok(None)
+            }
+            None => {
+                let mut cols = Vec::new();
+                answer_ops(&frame[HEADER_LEN..], &mut pending, |op| {
+                    let t = call.timing.then(Instant::now);
+                    let ran = crate::handler::run_op(call.tx, call.shared, op, &mut cols);
+                    if let Some(t) = t {
+                        call.engine_ns += t.elapsed().as_nanos() as u64;
+                    }
+                    ran
+                })
+            }
+        },
+    };
+    match answered {
+        Ok(None) => {}
+        Ok(Some(e)) => call.failed_op = Some(e),
+        Err(why) => {
+            caller.data_mut().pending = pending;
+            return Err(wasmtime::Error::msg(format!("it passed {why}")));
+        }
+    }
     let answer_len = pending.len();
     let wrote = if answer_len <= room_len as usize {
         memory
