@@ -58,8 +58,8 @@ pub struct Shared {
     procedure_index: HashMap<String, usize>,
     pub(crate) tables: Vec<(String, u32)>,
     pub(crate) indexes: Vec<(String, u32)>,
-    /// Tables and indexes by id, as operations name them.
-    /// By id, for the operations that name them (every remote operation looks one up).
+    /// Tables and indexes by id, as operations name them (every remote operation looks one
+    /// up).
     table_refs: FxHashMap<u32, TableRef>,
     index_refs: FxHashMap<u32, IndexRef>,
     /// The largest frame this server accepts or sends.
@@ -471,13 +471,14 @@ fn failure(e: &TxError) -> Response {
     Response::failed(e)
 }
 
-fn fetch(columns: &Option<Vec<u16>>, scratch: &mut Vec<usize>) -> bool {
+/// The columns an operation names, as the engine takes them (`scratch` holds them).
+fn fetch<'c>(columns: &Option<Vec<u16>>, scratch: &'c mut Vec<usize>) -> Fetch<'c> {
     scratch.clear();
     match columns {
-        None => false,
+        None => Fetch::All,
         Some(cols) => {
             scratch.extend(cols.iter().map(|&c| c as usize));
-            true
+            Fetch::Cols(scratch)
         }
     }
 }
@@ -638,11 +639,7 @@ pub(crate) fn run_op(
             columns,
             for_update,
         } => {
-            let f = if fetch(columns, cols) {
-                Fetch::Cols(cols)
-            } else {
-                Fetch::All
-            };
+            let f = fetch(columns, cols);
             OpResult::Row(tx.get(shared.table(*table)?, key, f, *for_update)?)
         }
         Op::Update { table, key, set } => {
@@ -664,11 +661,7 @@ pub(crate) fn run_op(
             columns,
             for_update,
         } => {
-            let f = if fetch(columns, cols) {
-                Fetch::Cols(cols)
-            } else {
-                Fetch::All
-            };
+            let f = fetch(columns, cols);
             let range = KeyRange {
                 low: bound(low),
                 high: bound(high),
