@@ -314,6 +314,10 @@ fn guest_frames(out: &Path) {
         (
             "returned",
             GuestMsg::Returned {
+                writes: vec![Op::Insert {
+                    table: 1,
+                    row: vec![Value::Int(7), Value::Str("a".into())],
+                }],
                 values: vec![Value::Int(1), Value::Null],
                 busy_ns: 1200,
             },

@@ -59,7 +59,8 @@
 //! (read-your-writes), and the last writes travel with the commit (`Batch{autocommit}`: the
 //! operations, then the commit, one round trip). The server's result of every deferred write
 //! is checked when it comes back: `Inserted` for an insert, `Found(true)` for an update or
-//! delete; anything else fails the transaction.
+//! delete; anything else fails the transaction. (The bookkeeping is [`protocol::deferred`],
+//! which a stored procedure's guest shares.)
 //!
 //! A read-only transaction commits lazily: [`finish`] acknowledges it at once, and its
 //! `Commit` travels in front of the connection's next request, in the same round trip (two
@@ -102,7 +103,7 @@
 //! failed round trip ends the transaction: the server aborts it, and the client drops what
 //! it had pending.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::ops::Bound;
@@ -112,7 +113,7 @@ use std::sync::atomic::Ordering;
 
 use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 use parking_lot::Mutex;
-use protocol::read_ahead::{row_key, ReadAhead};
+use protocol::deferred::{self, Deferred};
 use protocol::{
     Endpoint, FrameBuffer, Op, OpResult, Request, Response, ScanSource, DEFAULT_MAX_FRAME, MAGIC,
     VERSION,
@@ -294,142 +295,6 @@ pub struct Client {
     /// Set: the socket is non-blocking and every wait goes here (see
     /// [`Client::set_waiter`]).
     waiter: Option<Waiter>,
-}
-
-/// What the server must answer a deferred write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Expect {
-    /// An insert: `Inserted`.
-    Inserted,
-    /// An update or delete of a row held and known to exist: `Found(true)`.
-    Found,
-    /// The same, of a row whose key the client guessed (see the crate's documentation).
-    Guessed,
-}
-
-/// How sure the client is that the transaction holds a row exclusively and that it exists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Known {
-    /// Read with `for_update` and found, or found by an update: under two-phase locking it
-    /// cannot change or vanish but by this transaction's own writes.
-    Held,
-    /// A key guessed from a for-update scan's row or from an inserted row.
-    Guessed,
-}
-
-/// The most values after a scan's prefix taken as a guess of a scanned row's key.
-const MAX_GUESSED_KEY_TAIL: usize = 8;
-
-/// An interactive transaction's deferred writes and the rows it holds (see the crate's
-/// documentation). Empty outside a transaction; cleared whenever one ends, however it ends.
-#[derive(Default)]
-struct Deferred {
-    /// Writes not sent yet, in the order made, and what each must be answered.
-    ops: Vec<Op>,
-    expect: Vec<Expect>,
-    /// Rows held exclusively and known to exist: [`row_key`]s.
-    held: HashSet<Vec<u8>>,
-    /// Keys guessed from the rows of for-update scans ([`row_key`]s).
-    scanned: HashSet<Vec<u8>>,
-    /// Rows this transaction inserted and has not deleted since: table id and values.
-    inserted: Vec<(u32, Vec<Value>)>,
-    /// The procedure's hinted reads ([`Tx::prefetch`] and its kin): those not sent yet, and
-    /// what those sent returned (see the crate's documentation).
-    ahead: ReadAhead,
-}
-
-impl Deferred {
-    fn clear(&mut self) {
-        self.ops.clear();
-        self.expect.clear();
-        self.held.clear();
-        self.scanned.clear();
-        self.inserted.clear();
-        self.ahead.clear();
-    }
-
-    /// Whether the transaction holds row `key` of `table` exclusively and it exists.
-    fn known(&self, table: u32, key: &[Value]) -> Option<Known> {
-        if key.is_empty() {
-            return None;
-        }
-        let k = row_key(table, key);
-        if self.held.contains(&k) {
-            return Some(Known::Held);
-        }
-        if self.scanned.contains(&k)
-            || self
-                .inserted
-                .iter()
-                .any(|(t, row)| *t == table && names(row, key))
-        {
-            return Some(Known::Guessed);
-        }
-        None
-    }
-
-    /// Row `key` of `table` was deleted (or is absent): no longer known to exist.
-    fn forget(&mut self, table: u32, key: &[Value]) {
-        let k = row_key(table, key);
-        self.held.remove(&k);
-        self.scanned.remove(&k);
-        self.inserted
-            .retain(|(t, row)| !(*t == table && names(row, key)));
-    }
-}
-
-/// The same value, floats compared by their bits.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Null, Value::Null) => true,
-        (Value::Int(x), Value::Int(y)) => x == y,
-        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
-        (Value::Str(x), Value::Str(y)) => x == y,
-        _ => false,
-    }
-}
-
-/// Whether `key` could be the key of the inserted `row`: each of its values is a distinct
-/// one of the row's (a guess: the client does not know which columns are the key).
-fn names(row: &[Value], key: &[Value]) -> bool {
-    if key.is_empty() || key.len() > row.len() {
-        return false;
-    }
-    let mut used = vec![false; row.len()];
-    key.iter().all(
-        |k| match (0..row.len()).find(|&i| !used[i] && same(&row[i], k)) {
-            Some(i) => {
-                used[i] = true;
-                true
-            }
-            None => false,
-        },
-    )
-}
-
-/// Checks the server's answers to deferred writes.
-fn check_deferred(ops: &[Op], expect: &[Expect], results: &[OpResult]) -> TxResult<()> {
-    for ((op, want), got) in ops.iter().zip(expect).zip(results) {
-        match (want, got) {
-            (Expect::Inserted, OpResult::Inserted)
-            | (Expect::Found | Expect::Guessed, OpResult::Found(true)) => {}
-            (Expect::Found, OpResult::Found(false)) => {
-                return Err(TxError::Connection(format!(
-                    "a deferred write found no row, though the transaction held it locked \
-                     and had seen it (two-phase locking broken?): {op:?}"
-                )))
-            }
-            (Expect::Guessed, OpResult::Found(false)) => {
-                return Err(TxError::Invalid(format!(
-                    "a deferred write found no row: the client took its key for that of a \
-                     row the transaction had scanned for update or inserted, and no such row \
-                     exists: {op:?}"
-                )))
-            }
-            _ => return Err(wrong("a deferred write", got)),
-        }
-    }
-    Ok(())
 }
 
 impl Client {
@@ -674,7 +539,7 @@ impl Client {
 
     /// Whether an interactive transaction ([`RemoteTx`]) has writes not sent yet.
     pub fn has_pending(&self) -> bool {
-        !self.deferred.ops.is_empty()
+        self.deferred.has_pending()
     }
 
     /// Runs `ops` in the open transaction (beginning one if none is open); with `commit`, the
@@ -683,11 +548,10 @@ impl Client {
     /// results are checked here; the results returned are `ops`' alone. Deferred writes on a
     /// guessed key (see the crate's documentation) are sent, and checked, before a commit.
     pub fn batch(&mut self, mut ops: Vec<Op>, commit: bool) -> TxResult<Vec<OpResult>> {
-        if commit && self.deferred.expect.contains(&Expect::Guessed) {
+        if commit && self.deferred.has_guessed() {
             self.batch(Vec::new(), false)?;
         }
-        let pending = std::mem::take(&mut self.deferred.ops);
-        let expect = std::mem::take(&mut self.deferred.expect);
+        let (pending, expect) = self.deferred.take();
         let deferred = pending.len();
         if deferred > 0 {
             let mine = std::mem::replace(&mut ops, pending);
@@ -713,7 +577,7 @@ impl Client {
             Ok(other) => return Err(self.lost(deferred, unexpected("Batch", &other))),
             Err(e) => return Err(self.lost(deferred, e)),
         };
-        if let Err(e) = check_deferred(&ops[..deferred], &expect, &results[..deferred]) {
+        if let Err(e) = deferred::check(&ops[..deferred], &expect, &results[..deferred]) {
             return Err(self.lost(deferred, e));
         }
         results.drain(..deferred);
@@ -855,12 +719,7 @@ impl<'c> RemoteTx<'c> {
                 return Err(wrong("a hinted Get", &result));
             };
             if read.for_update {
-                match row {
-                    Some(_) => {
-                        deferred.held.insert(row_key(read.table, &read.key));
-                    }
-                    None => deferred.forget(read.table, &read.key),
-                }
+                deferred.read_for_update(read.table, &read.key, row.as_ref());
             }
             deferred.ahead.answered(read, row);
         }
@@ -925,29 +784,14 @@ impl<'c> RemoteTx<'c> {
             .answer_scan(table, prefix, limit, fetch, for_update))
     }
 
-    /// Keeps `op` to send later, if this is an interactive transaction.
-    fn defer(&mut self, op: Op, expect: Expect) {
-        self.client.deferred.ops.push(op);
-        self.client.deferred.expect.push(expect);
-    }
-
-    /// Whether an update or delete of row `key` can be deferred, and on what knowledge.
-    fn known(&self, table: u32, key: &[Value]) -> Option<Known> {
+    /// Defers `op`, an update or delete of row `key` of `table`, if this is an interactive
+    /// transaction that holds the row and knows it exists; gives `op` back otherwise, to be
+    /// sent now.
+    fn defer_write(&mut self, table: u32, key: &[Value], op: Op) -> Result<(), Op> {
         if self.autocommit {
-            return None;
+            return Err(op);
         }
-        self.client.deferred.known(table, key)
-    }
-
-    /// Defers an update or delete `op` of a row `known` to exist (its answer is `true`);
-    /// gives `op` back when nothing is known of the row, to be sent now.
-    fn defer_if_known(&mut self, known: Option<Known>, op: Op) -> Result<bool, Op> {
-        match known {
-            Some(Known::Held) => self.defer(op, Expect::Found),
-            Some(Known::Guessed) => self.defer(op, Expect::Guessed),
-            None => return Err(op),
-        }
-        Ok(true)
+        self.client.deferred.write(table, key, op)
     }
 }
 
@@ -979,13 +823,9 @@ impl Tx for RemoteTx<'_> {
             other => return Err(wrong("Get", &other)),
         };
         if for_update && !self.autocommit {
-            let deferred = &mut self.client.deferred;
-            match row {
-                Some(_) => {
-                    deferred.held.insert(row_key(table.id, key));
-                }
-                None => deferred.forget(table.id, key),
-            }
+            self.client
+                .deferred
+                .read_for_update(table.id, key, row.as_ref());
         }
         Ok(row)
     }
@@ -1010,22 +850,17 @@ impl Tx for RemoteTx<'_> {
             key: key.to_vec(),
             set,
         };
-        // What a hinted read returned of the row is stale once the update is made (deferred,
-        // or sent with the hinted reads, which run before it).
-        let op = match self.defer_if_known(self.known(table.id, key), op) {
-            Ok(found) => {
-                self.client.deferred.ahead.stale(table.id, Some(key));
-                return Ok(found);
-            }
-            Err(op) => op,
+        let Err(op) = self.defer_write(table.id, key, op) else {
+            return Ok(true);
         };
         let result = self.one(op)?;
+        // What a hinted read returned of the row is stale once the update is made (sent with
+        // the hinted reads, which run before it).
         self.client.deferred.ahead.stale(table.id, Some(key));
         match result {
             OpResult::Found(found) => {
                 if found && !self.autocommit {
-                    // Updated: locked exclusively, and there.
-                    self.client.deferred.held.insert(row_key(table.id, key));
+                    self.client.deferred.updated(table.id, key);
                 }
                 Ok(found)
             }
@@ -1035,16 +870,14 @@ impl Tx for RemoteTx<'_> {
 
     fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
         self.client.wrote = true;
+        if !self.autocommit {
+            self.client.deferred.insert(table.id, row);
+            return Ok(());
+        }
         let op = Op::Insert {
             table: table.id,
             row: row.to_vec(),
         };
-        if !self.autocommit {
-            self.client.deferred.inserted.push((table.id, row.to_vec()));
-            self.client.deferred.ahead.stale(table.id, None);
-            self.defer(op, Expect::Inserted);
-            return Ok(());
-        }
         match self.one(op)? {
             OpResult::Inserted => Ok(()),
             other => Err(wrong("Insert", &other)),
@@ -1057,16 +890,8 @@ impl Tx for RemoteTx<'_> {
             table: table.id,
             key: key.to_vec(),
         };
-        let known = self.known(table.id, key);
-        if !self.autocommit {
-            self.client.deferred.forget(table.id, key);
-        }
-        let op = match self.defer_if_known(known, op) {
-            Ok(found) => {
-                self.client.deferred.ahead.stale(table.id, Some(key));
-                return Ok(found);
-            }
-            Err(op) => op,
+        let Err(op) = self.defer_write(table.id, key, op) else {
+            return Ok(true);
         };
         let result = self.one(op)?;
         self.client.deferred.ahead.stale(table.id, Some(key));
@@ -1177,17 +1002,9 @@ impl RemoteTx<'_> {
         if let (ScanSource::Table(table), Some(prefix), true, false) =
             (source, prefix, for_update, self.autocommit)
         {
-            // Each row locked exclusively, and there; its key guessed as the prefix, then
-            // the first values fetched (see the crate's documentation).
-            let scanned = &mut self.client.deferred.scanned;
-            let mut key = prefix.to_vec();
-            for row in &rows {
-                key.truncate(prefix.len());
-                for v in row.iter().take(MAX_GUESSED_KEY_TAIL) {
-                    key.push(v.clone());
-                    scanned.insert(row_key(table, &key));
-                }
-            }
+            self.client
+                .deferred
+                .scanned_for_update(table, prefix, &rows);
         }
         Ok(rows)
     }

@@ -61,6 +61,7 @@ fn boundary(c: &mut Criterion) {
         timed: false,
     };
     let returned = GuestMsg::Returned {
+        writes: Vec::new(),
         values: vec![Value::Int(1), Value::Int(2)],
         busy_ns: 900,
     };

@@ -8,17 +8,22 @@
 //! The conversation is strict ping-pong, one guest message for each host message, which is
 //! what lets a single pair of shared-memory buffers carry it. An `Ops` message carries one
 //! operation, or several: the reads the procedure's hints named travel together in front of
-//! its next operation (see [`crate::read_ahead`]), so Voter's four reads cross once.
+//! its next operation (see [`crate::read_ahead`]), so Voter's four reads cross once. Writes
+//! whose results the procedure cannot observe are deferred (see [`crate::deferred`]): they
+//! travel in front of the next operation, or with the procedure's `Returned`, so Voter's
+//! three writes cross with its end and the whole call is one exchange and its end.
 //!
 //! ```text
 //! host (worker)                              guest (procedure process)
 //!   Setup ---------------------------------->      workload, tables and indexes by id
 //!   <------------------------------------ Ready
 //!   Invoke { txn, args, timed } ------------>      run procedure `txn`
-//!   <----------------------------------- Ops        one operation the procedure performs
-//!   Results | OpFailed --------------------->       its result, or the engine's error
+//!   <----------------------------------- Ops        deferred writes, hinted reads, then
+//!                                                    one operation the procedure performs
+//!   Results | OpFailed --------------------->       their results, or the engine's error
 //!   <----------------------------------- Ops        ...
-//!   <---------------------- Returned | Failed        the procedure is done
+//!   <---------------------- Returned | Failed        the procedure is done (Returned with
+//!                                                    the writes still deferred)
 //! ```
 //!
 //! Frames are the wire protocol's (length prefix, kind, body; [`crate`]'s field types), with
@@ -32,7 +37,7 @@
 //! | `0x44` | `OpFailed` | `class: u8`, `message: str` |
 //! | `0xC1` | `Ready`    | (empty) |
 //! | `0xC2` | `Ops`      | `ops: list<Op>` |
-//! | `0xC3` | `Returned` | `values: list<Value>`, `busy_ns: u64` |
+//! | `0xC3` | `Returned` | `writes: list<Op>`, `values: list<Value>`, `busy_ns: u64` |
 //! | `0xC4` | `Failed`   | `class: u8`, `message: str`, `busy_ns: u64` |
 //!
 //! `busy_ns` is the guest's own time in the procedure's code for this call, outside its waits
@@ -49,12 +54,13 @@ use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, 
 
 use crate::class::ErrorClass;
 use crate::codec::{put_bool, put_len, put_str, put_u16, put_u64, put_u8, put_values, Reader};
+use crate::deferred::{self, Deferred, Expect};
 use crate::error::ProtocolError;
 use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
     MIN_OP_RESULT,
 };
-use crate::read_ahead::{self, HintedRead, ReadAhead};
+use crate::read_ahead::{self, HintedRead};
 use crate::{Op, OpResult, ScanSource, HEADER_LEN};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
@@ -100,8 +106,15 @@ pub enum GuestMsg {
     Ready,
     /// Operations the procedure performs, in order.
     Ops { ops: Vec<Op> },
-    /// The procedure finished and returned `values`.
-    Returned { values: Vec<Value>, busy_ns: u64 },
+    /// The procedure finished and returned `values`; `writes` are the writes it deferred
+    /// and has not sent yet (see [`crate::deferred`]), which the host runs, in order, before
+    /// the call's transaction commits: each must be answered as a deferred write is
+    /// ([`check_returned_write`]), or the call fails.
+    Returned {
+        writes: Vec<Op>,
+        values: Vec<Value>,
+        busy_ns: u64,
+    },
     /// The procedure failed (a user abort, an engine error it passed on, a bad argument).
     Failed {
         class: ErrorClass,
@@ -185,7 +198,12 @@ impl GuestMsg {
             GuestMsg::Ops { ops } => frame(out, KIND_OPS, |out| {
                 crate::codec::put_list(out, ops, put_op);
             }),
-            GuestMsg::Returned { values, busy_ns } => frame(out, KIND_RETURNED, |out| {
+            GuestMsg::Returned {
+                writes,
+                values,
+                busy_ns,
+            } => frame(out, KIND_RETURNED, |out| {
+                crate::codec::put_list(out, writes, put_op);
                 put_values(out, values);
                 put_u64(out, *busy_ns);
             }),
@@ -213,6 +231,7 @@ impl GuestMsg {
                 ops: r.list(MIN_OP, "ops", read_op)?,
             },
             KIND_RETURNED => GuestMsg::Returned {
+                writes: r.list(MIN_OP, "returned writes", read_op)?,
                 values: r.values("returned values")?,
                 busy_ns: r.u64("busy_ns")?,
             },
@@ -226,6 +245,35 @@ impl GuestMsg {
         r.finish("guest message")?;
         Ok(message)
     }
+}
+
+/// Decodes a guest's message as [`GuestMsg::decode`] does, except that a `Returned`'s writes
+/// are run with `run` as each is decoded, until one fails, instead of kept: the message comes
+/// back with no writes, beside the first failure. A host that reads the frame where the guest
+/// wrote it (a WebAssembly module's memory) so builds no operations.
+pub fn decode_running_writes(
+    kind_and_body: &[u8],
+    mut run: impl FnMut(&Op) -> TxResult<()>,
+) -> Result<(GuestMsg, Option<TxError>)> {
+    let Some((&KIND_RETURNED, body)) = kind_and_body.split_first() else {
+        return GuestMsg::decode(kind_and_body).map(|m| (m, None));
+    };
+    let mut r = Reader::new(body);
+    let count = r.count(MIN_OP, "returned writes")?;
+    let mut failed = None;
+    for _ in 0..count {
+        let op = read_op(&mut r)?;
+        if failed.is_none() {
+            failed = run(&op).err();
+        }
+    }
+    let message = GuestMsg::Returned {
+        writes: Vec::new(),
+        values: r.values("returned values")?,
+        busy_ns: r.u64("busy_ns")?,
+    };
+    r.finish("guest message")?;
+    Ok((message, failed))
 }
 
 /// The host's side of one `Ops` frame (`kind_and_body`: the frame after its length prefix)
@@ -355,7 +403,7 @@ pub fn run_invocation<E: Exchange + ?Sized>(
         exchange,
         timed: start.is_some(),
         waited_ns: 0,
-        ahead: ReadAhead::default(),
+        deferred: Deferred::default(),
     };
     let mut values = Vec::new();
     let ran = call(&mut tx, usize::from(txn), args, &mut values);
@@ -363,7 +411,12 @@ pub fn run_invocation<E: Exchange + ?Sized>(
         (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns)
     });
     match ran {
-        Ok(()) => Some(GuestMsg::Returned { values, busy_ns }),
+        // The writes still deferred end the call with it; a rollback sends none of them.
+        Ok(()) => Some(GuestMsg::Returned {
+            writes: tx.deferred.take().0,
+            values,
+            busy_ns,
+        }),
         Err(TxError::Connection(_)) => None,
         Err(e) => Some(GuestMsg::Failed {
             class: ErrorClass::of(&e),
@@ -373,16 +426,37 @@ pub fn run_invocation<E: Exchange + ?Sized>(
     }
 }
 
+/// The host's check of a write that came with `Returned`, by what it answered: an insert must
+/// have inserted, an update or delete must have found its row (the guest deferred it because
+/// it held the row and knew it to exist, or guessed so: see [`crate::deferred`]).
+pub fn check_returned_write(op: &Op, result: &OpResult) -> TxResult<()> {
+    let expect = match op {
+        Op::Insert { .. } => Expect::Inserted,
+        Op::Update { .. } | Op::Delete { .. } => Expect::Guessed,
+        other => {
+            return Err(TxError::Invalid(format!(
+                "a procedure returned with an operation that is not a write: {other:?}"
+            )))
+        }
+    };
+    deferred::check(
+        std::slice::from_ref(op),
+        &[expect],
+        std::slice::from_ref(result),
+    )
+}
+
 /// A procedure's `Tx` in a guest: every operation one exchange with the host, the reads its
-/// hints name travelling together in front of the next (see [`crate::read_ahead`]).
+/// hints name travelling together in front of the next (see [`crate::read_ahead`]), and the
+/// writes it deferred in front of them (see [`crate::deferred`]).
 struct BoundaryTx<'a, E: Exchange + ?Sized> {
     exchange: &'a mut E,
     /// Whether the guest measures its busy time (`HostMsg::Invoke`'s `timed`).
     timed: bool,
     /// Time spent waiting for the host, left out of the guest's busy time.
     waited_ns: u64,
-    /// The procedure's hinted reads.
-    ahead: ReadAhead,
+    /// The procedure's deferred writes, what it knows of its rows, and its hinted reads.
+    deferred: Deferred,
 }
 
 impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
@@ -394,11 +468,13 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
     /// One exchange: the hinted reads not sent yet (their answers kept), then `op` if any;
     /// returns `op`'s result.
     fn exchange_ops(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
-        let reads = self.ahead.take();
-        let scans = self.ahead.take_scans();
+        let (mut ops, expect) = self.deferred.take();
+        let written = ops.len();
+        let reads = self.deferred.ahead.take();
+        let scans = self.deferred.ahead.take_scans();
         let read_count = reads.len();
         let has_op = op.is_some();
-        let mut ops = Vec::with_capacity(read_count + scans.len() + usize::from(has_op));
+        ops.reserve(read_count + scans.len() + usize::from(has_op));
         // The reads' keys travel in the operations and come back out of them below.
         ops.extend(reads.into_iter().map(HintedRead::into_op));
         ops.extend(scans.iter().map(|s| s.op()));
@@ -413,22 +489,35 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
         if let Some(start) = start {
             self.waited_ns += start.elapsed().as_nanos() as u64;
         }
-        let GuestMsg::Ops { ops } = message else {
+        let GuestMsg::Ops { mut ops } = message else {
             unreachable!("built as Ops above")
         };
         match reply {
             Some(HostMsg::Results { mut results }) if results.len() == count => {
+                deferred::check(&ops[..written], &expect, &results[..written])?;
                 let result = if has_op { results.pop() } else { None };
-                let scan_results = results.split_off(read_count);
+                let scan_results = results.split_off(written + read_count);
                 for (scan, result) in scans.into_iter().zip(scan_results) {
                     match result {
-                        OpResult::Rows(rows) => self.ahead.scanned(scan, rows),
+                        OpResult::Rows(rows) => self.deferred.ahead.scanned(scan, rows),
                         other => return Err(unexpected("a hinted scan", other)),
                     }
                 }
-                for (read, result) in ops.into_iter().zip(results) {
+                let reads = ops.drain(written..written + read_count);
+                for (read, result) in reads.zip(results.drain(written..)) {
                     match result {
-                        OpResult::Row(row) => self.ahead.answered_op(read, row),
+                        OpResult::Row(row) => {
+                            if let Op::Get {
+                                table,
+                                key,
+                                for_update: true,
+                                ..
+                            } = &read
+                            {
+                                self.deferred.read_for_update(*table, key, row.as_ref());
+                            }
+                            self.deferred.ahead.answered_op(read, row);
+                        }
                         other => return Err(unexpected("a hinted get", other)),
                     }
                 }
@@ -452,32 +541,49 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
         for_update: bool,
     ) -> TxResult<Vec<Row>> {
         let limit = Op::limit(limit);
-        if let (ScanSource::Table(table), Some(prefix), false) =
-            (source, read_ahead::scan_prefix(&range), reverse)
-        {
-            if let Some(rows) = self
-                .ahead
-                .answer_scan(table, prefix, limit, fetch, for_update)
-            {
-                return Ok(rows);
+        let prefix = read_ahead::scan_prefix(&range);
+        let rows = match (source, prefix, reverse) {
+            (ScanSource::Table(table), Some(prefix), false) => {
+                self.hinted_scan(table, prefix, limit, fetch, for_update)?
             }
-            if self
-                .ahead
-                .will_answer_scan(table, prefix, limit, for_update)
-            {
-                self.exchange_ops(None)?;
-                if let Some(rows) = self
-                    .ahead
-                    .answer_scan(table, prefix, limit, fetch, for_update)
-                {
-                    return Ok(rows);
-                }
-            }
+            _ => None,
+        };
+        let rows = match rows {
+            Some(rows) => rows,
+            None => match self.one(Op::scan(source, range, limit, reverse, fetch, for_update)?)? {
+                OpResult::Rows(rows) => rows,
+                other => return Err(unexpected("a scan", other)),
+            },
+        };
+        if let (ScanSource::Table(table), Some(prefix), true) = (source, prefix, for_update) {
+            self.deferred.scanned_for_update(table, prefix, &rows);
         }
-        match self.one(Op::scan(source, range, limit, reverse, fetch, for_update)?)? {
-            OpResult::Rows(rows) => Ok(rows),
-            other => Err(unexpected("a scan", other)),
+        Ok(rows)
+    }
+
+    /// A scan that a hinted scan answers (the table's rows under `prefix`, ascending): from
+    /// its answer, or by sending the hinted reads and scans now (this scan is among them).
+    /// `None`: no hinted scan answers it.
+    fn hinted_scan(
+        &mut self,
+        table: u32,
+        prefix: &[Value],
+        limit: Option<u32>,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Option<Vec<Row>>> {
+        let ahead = &self.deferred.ahead;
+        if let Some(rows) = ahead.answer_scan(table, prefix, limit, fetch, for_update) {
+            return Ok(Some(rows));
         }
+        if !ahead.will_answer_scan(table, prefix, limit, for_update) {
+            return Ok(None);
+        }
+        self.exchange_ops(None)?;
+        Ok(self
+            .deferred
+            .ahead
+            .answer_scan(table, prefix, limit, fetch, for_update))
     }
 }
 
@@ -493,12 +599,12 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Option<Row>> {
-        if let Some(row) = self.ahead.answer(table.id, key, fetch, for_update) {
+        if let Some(row) = self.deferred.ahead.answer(table.id, key, fetch, for_update) {
             return Ok(row);
         }
-        if self.ahead.will_answer(table.id, key, for_update) {
+        if self.deferred.ahead.will_answer(table.id, key, for_update) {
             self.exchange_ops(None)?;
-            if let Some(row) = self.ahead.answer(table.id, key, fetch, for_update) {
+            if let Some(row) = self.deferred.ahead.answer(table.id, key, fetch, for_update) {
                 return Ok(row);
             }
         }
@@ -508,7 +614,12 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
             columns: Op::columns(fetch)?,
             for_update,
         })? {
-            OpResult::Row(row) => Ok(row),
+            OpResult::Row(row) => {
+                if for_update {
+                    self.deferred.read_for_update(table.id, key, row.as_ref());
+                }
+                Ok(row)
+            }
             other => Err(unexpected("a get", other)),
         }
     }
@@ -527,37 +638,45 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
                     .map_err(|_| TxError::Invalid(format!("no column {c}")))
             })
             .collect::<TxResult<Vec<_>>>()?;
-        let result = self.one(Op::Update {
+        let op = Op::Update {
             table: table.id,
             key: key.to_vec(),
             set,
-        })?;
+        };
+        let Err(op) = self.deferred.write(table.id, key, op) else {
+            return Ok(true);
+        };
+        let result = self.one(op)?;
         // Hinted reads sent with it ran before it.
-        self.ahead.stale(table.id, Some(key));
+        self.deferred.ahead.stale(table.id, Some(key));
         match result {
-            OpResult::Found(found) => Ok(found),
+            OpResult::Found(found) => {
+                if found {
+                    self.deferred.updated(table.id, key);
+                }
+                Ok(found)
+            }
             other => Err(unexpected("an update", other)),
         }
     }
 
+    /// Deferred: sent in front of the next exchange, or with the procedure's end; its error
+    /// is returned by the next operation that crosses (see [`crate::deferred`]).
     fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
-        let result = self.one(Op::Insert {
-            table: table.id,
-            row: row.to_vec(),
-        })?;
-        self.ahead.stale(table.id, None);
-        match result {
-            OpResult::Inserted => Ok(()),
-            other => Err(unexpected("an insert", other)),
-        }
+        self.deferred.insert(table.id, row);
+        Ok(())
     }
 
     fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
-        let result = self.one(Op::Delete {
+        let op = Op::Delete {
             table: table.id,
             key: key.to_vec(),
-        })?;
-        self.ahead.stale(table.id, Some(key));
+        };
+        let Err(op) = self.deferred.write(table.id, key, op) else {
+            return Ok(true);
+        };
+        let result = self.one(op)?;
+        self.deferred.ahead.stale(table.id, Some(key));
         match result {
             OpResult::Found(found) => Ok(found),
             other => Err(unexpected("a delete", other)),
@@ -604,19 +723,19 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
 
     /// Read ahead: the rows travel, whole and shared, with the next exchange.
     fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
-        self.ahead.hint(rows, false);
+        self.deferred.ahead.hint(rows, false);
     }
 
     /// As [`Tx::prefetch`]: whole rows, since the read that follows may want any column.
     fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
         let _ = columns;
-        self.ahead.hint(rows, false);
+        self.deferred.ahead.hint(rows, false);
     }
 
     /// Read ahead: the rows travel, whole and exclusive, with the next exchange.
     fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
         let _ = columns;
-        self.ahead.hint(rows, true);
+        self.deferred.ahead.hint(rows, true);
     }
 
     /// Read ahead: the scan travels, whole rows, with the next exchange.
@@ -627,7 +746,9 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         limit: Option<usize>,
         for_update: bool,
     ) {
-        self.ahead.hint_scan(table, prefix, limit, for_update);
+        self.deferred
+            .ahead
+            .hint_scan(table, prefix, limit, for_update);
     }
 }
 
@@ -789,8 +910,9 @@ mod tests {
             let three = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
             // Read shared only: a read for update crosses.
             tx.get(&t, &key(2), Fetch::All, true)?;
-            // An update makes the row's answer stale: the next read crosses and sees it.
-            tx.update(&t, &key(3), &[(1, Value::Int(9))])?;
+            // An update of a row held (read for update, found) is deferred; it makes the
+            // row's answer stale: the next read crosses behind it and sees it.
+            assert!(tx.update(&t, &key(3), &[(1, Value::Int(9))])?);
             let again = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
             out.extend([
                 one[1].clone(),
@@ -808,13 +930,82 @@ mod tests {
             vec![Value::Int(0), Value::Int(0), Value::Int(0), Value::Int(1)]
         );
         let sizes: Vec<usize> = host.messages.iter().map(Vec::len).collect();
-        assert_eq!(sizes, vec![3, 1, 1, 1], "{:?}", host.messages);
+        assert_eq!(sizes, vec![3, 1, 2], "{:?}", host.messages);
         assert!(matches!(
             host.messages[0][2],
             Op::Get {
                 for_update: true,
                 ..
             }
+        ));
+        assert!(
+            matches!(host.messages[2][0], Op::Update { .. }),
+            "the write first"
+        );
+    }
+
+    #[test]
+    fn writes_cross_in_front_of_the_next_operation_or_with_the_return() {
+        let t = TableRef {
+            name: "t".into(),
+            id: 3,
+        };
+        let row = |k| vec![Value::Int(k), Value::Int(0)];
+        let mut host = Host::default();
+        let ended = run_invocation(&mut host, 0, &[], false, |tx, _, _, _| {
+            tx.insert(&t, &row(1))?;
+            // Nothing known of row 5: the update crosses now, behind the insert.
+            tx.update(&t, &[Value::Int(5)], &[(1, Value::Int(2))])?;
+            tx.insert(&t, &row(2))?;
+            // The row just inserted is taken as there: its update is deferred too.
+            assert!(tx.update(&t, &[Value::Int(2)], &[(1, Value::Int(3))])?);
+            Ok(())
+        });
+        let Some(GuestMsg::Returned { writes, .. }) = ended else {
+            panic!("{ended:?}");
+        };
+        assert_eq!(host.messages.len(), 1, "{:?}", host.messages);
+        assert!(matches!(
+            host.messages[0][..],
+            [Op::Insert { .. }, Op::Update { .. }]
+        ));
+        assert!(matches!(writes[..], [Op::Insert { .. }, Op::Update { .. }]));
+        // A rollback sends none of its writes.
+        let mut host = Host::default();
+        let ended = run_invocation(&mut host, 0, &[], false, |tx, _, _, _| {
+            tx.insert(&t, &row(1))?;
+            Err(TxError::UserAbort("no".into()))
+        });
+        assert!(matches!(ended, Some(GuestMsg::Failed { .. })), "{ended:?}");
+        assert!(host.messages.is_empty());
+    }
+
+    #[test]
+    fn the_host_checks_each_returned_write_by_its_answer() {
+        let insert = Op::Insert {
+            table: 1,
+            row: vec![Value::Int(1)],
+        };
+        let update = Op::Update {
+            table: 1,
+            key: vec![Value::Int(1)],
+            set: vec![(0, Value::Int(2))],
+        };
+        let get = Op::Get {
+            table: 1,
+            key: vec![Value::Int(1)],
+            columns: None,
+            for_update: false,
+        };
+        assert!(check_returned_write(&insert, &OpResult::Inserted).is_ok());
+        assert!(check_returned_write(&update, &OpResult::Found(true)).is_ok());
+        assert!(matches!(
+            check_returned_write(&update, &OpResult::Found(false)),
+            Err(TxError::Invalid(_))
+        ));
+        assert!(matches!(
+            check_returned_write(&get, &OpResult::Row(None)),
+            Err(TxError::Invalid(m)) if m.contains("not a write")
         ));
     }
 
@@ -853,8 +1044,10 @@ mod tests {
                 Fetch::All,
                 true,
             )?;
-            // A delete under prefix 1 makes its answer stale, not prefix 2's.
-            tx.delete(&t, &[Value::Int(1), Value::Int(0)])?;
+            // A delete under prefix 1 makes its answer stale, not prefix 2's. Its row is
+            // the prefix then the first value the scan fetched: taken as held, so the delete
+            // is deferred and crosses in front of the next scan.
+            assert!(tx.delete(&t, &[Value::Int(1), Value::Int(0)])?);
             let again = scan(tx, 1, Fetch::Cols(&[1]))?;
             let two_again = scan(tx, 2, Fetch::All)?;
             out.extend([
@@ -873,8 +1066,12 @@ mod tests {
             vec![Value::Int(0), Value::Int(0), Value::Int(1), Value::Int(0)]
         );
         let sizes: Vec<usize> = host.messages.iter().map(Vec::len).collect();
-        assert_eq!(sizes, vec![3, 1, 1, 1], "{:?}", host.messages);
+        assert_eq!(sizes, vec![3, 1, 2], "{:?}", host.messages);
         assert!(matches!(host.messages[0][0], Op::Get { .. }), "reads first");
+        assert!(
+            matches!(host.messages[2][0], Op::Delete { .. }),
+            "the write first"
+        );
         assert!(matches!(
             host.messages[0][1],
             Op::Scan {
@@ -915,8 +1112,16 @@ mod tests {
         prop_oneof![
             Just(GuestMsg::Ready),
             prop::collection::vec(op(), 0..4).prop_map(|ops| GuestMsg::Ops { ops }),
-            (prop::collection::vec(value(), 0..6), any::<u64>())
-                .prop_map(|(values, busy_ns)| GuestMsg::Returned { values, busy_ns }),
+            (
+                prop::collection::vec(op(), 0..3),
+                prop::collection::vec(value(), 0..6),
+                any::<u64>()
+            )
+                .prop_map(|(writes, values, busy_ns)| GuestMsg::Returned {
+                    writes,
+                    values,
+                    busy_ns
+                }),
             (class(), ".{0,20}", any::<u64>()).prop_map(|(class, message, busy_ns)| {
                 GuestMsg::Failed {
                     class,
@@ -988,6 +1193,7 @@ mod tests {
     fn trailing_bytes_and_bad_classes_are_refused() {
         let mut out = Vec::new();
         GuestMsg::Returned {
+            writes: Vec::new(),
             values: vec![Value::Int(1)],
             busy_ns: 7,
         }

@@ -137,6 +137,7 @@
 
 mod class;
 mod codec;
+pub mod deferred;
 mod endpoint;
 mod error;
 mod frame;

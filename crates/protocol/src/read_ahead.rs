@@ -355,11 +355,15 @@ pub fn scan_prefix<'r>(range: &KeyRange<'r>) -> Option<&'r [Value]> {
 /// Whether two keys name the same row: equal values, floats by their bits (as [`row_key`]
 /// tells them apart).
 fn same_key(a: &[Value], b: &[Value]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(a, b)| match (a, b) {
-            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
-            (a, b) => a == b,
-        })
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_value(a, b))
+}
+
+/// The same value, floats compared by their bits.
+pub(crate) fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+        (a, b) => a == b,
+    }
 }
 
 /// A hashable encoding of row `key` of `table` (`Value` holds floats, so is not `Hash`):

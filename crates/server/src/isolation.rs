@@ -55,9 +55,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{error_of, GuestMsg, HostMsg};
+use protocol::guest::{check_returned_write, error_of, GuestMsg, HostMsg};
 use protocol::shm::Region;
-use protocol::{ErrorClass, FrameBuffer, HEADER_LEN};
+use protocol::{ErrorClass, FrameBuffer, Op, OpResult, HEADER_LEN};
 
 use crate::handler::Shared;
 use crate::trace::Tracer;
@@ -761,7 +761,16 @@ impl Guest {
                     self.send(&reply)?;
                 }
                 end @ (GuestMsg::Returned { .. } | GuestMsg::Failed { .. }) => {
-                    return Ok(finish_call(end, failed_op, out, tracer, start, engine_ns));
+                    let mut cols = Vec::new();
+                    return Ok(finish_call(
+                        end,
+                        failed_op,
+                        out,
+                        tracer,
+                        start,
+                        engine_ns,
+                        |op| crate::handler::run_op(tx, shared, op, &mut cols),
+                    ));
                 }
                 GuestMsg::Ready => {
                     return Err(Broken::Other(
@@ -867,27 +876,41 @@ impl Drop for Guest {
     }
 }
 
-/// Ends a call on the guest's `Returned` or `Failed`: charges its phases, and returns the
-/// procedure's outcome, or the error of an operation that failed in the engine (which dooms
-/// the call whatever the procedure did with it).
+/// Ends a call on the guest's `Returned` or `Failed`: runs the writes a `Returned` carried
+/// (with `run`, each checked as a deferred write: see [`protocol::deferred`]), charges the
+/// call's phases, and returns the procedure's outcome, or the error of an operation that
+/// failed in the engine (which dooms the call whatever the procedure did with it).
 pub(crate) fn finish_call(
     end: GuestMsg,
     failed_op: Option<TxError>,
     out: &mut Vec<Value>,
     tracer: &mut Tracer,
     start: Option<Instant>,
-    engine_ns: u64,
+    mut engine_ns: u64,
+    mut run: impl FnMut(&Op) -> TxResult<OpResult>,
 ) -> TxResult<()> {
     match end {
-        GuestMsg::Returned { values, busy_ns } => {
-            tracer.charge_isolated(start, engine_ns, busy_ns);
-            match failed_op {
+        GuestMsg::Returned {
+            writes,
+            values,
+            busy_ns,
+        } => {
+            let written = match failed_op {
                 Some(e) => Err(e),
                 None => {
-                    out.extend(values);
-                    Ok(())
+                    let t = tracer.start();
+                    let written = writes.iter().try_for_each(|op| {
+                        let result = run(op)?;
+                        check_returned_write(op, &result)
+                    });
+                    if let Some(t) = t {
+                        engine_ns += t.elapsed().as_nanos() as u64;
+                    }
+                    written
                 }
-            }
+            };
+            tracer.charge_isolated(start, engine_ns, busy_ns);
+            written.map(|()| out.extend(values))
         }
         GuestMsg::Failed {
             class,

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{answer_ops, GuestMsg, HostMsg};
-use protocol::HEADER_LEN;
+use protocol::guest::{answer_ops, check_returned_write, decode_running_writes, GuestMsg, HostMsg};
+use protocol::{Op, HEADER_LEN};
 use wasmtime::{
     Caller, Config, Engine, Extern, Instance, Linker, Memory, Module, Store, StoreLimits,
     StoreLimitsBuilder, Trap, TypedFunc,
@@ -292,6 +292,26 @@ impl Sandbox {
             .map_err(|e| format!("it answered with a malformed message: {e}"))
     }
 
+    /// As [`Sandbox::answer`], a `Returned`'s writes run with `run` as they are decoded
+    /// ([`decode_running_writes`]).
+    fn answer_running_writes(
+        &self,
+        packed: u64,
+        run: impl FnMut(&Op) -> TxResult<()>,
+    ) -> Result<(GuestMsg, Option<TxError>), String> {
+        let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+        let bytes = self
+            .memory
+            .data(&self.store)
+            .get(ptr..ptr.saturating_add(len))
+            .ok_or_else(|| format!("it answered at {ptr}+{len}, outside its memory"))?;
+        if len < HEADER_LEN {
+            return Err(format!("it answered with {len} bytes"));
+        }
+        decode_running_writes(&bytes[HEADER_LEN..], run)
+            .map_err(|e| format!("it answered with a malformed message: {e}"))
+    }
+
     /// One call. `Ok` carries the procedure's own outcome; `Err` says why the sandbox must go.
     #[allow(clippy::too_many_arguments)]
     fn call(
@@ -327,12 +347,31 @@ impl Sandbox {
         let ran = self.invoke.call(&mut self.store, ());
         self.store.data_mut().call = std::ptr::null_mut();
         let packed = ran.map_err(|e| describe_with_limit(&e, wasm.timeout))?;
-        let reply = self.answer(packed)?;
-        let (engine_ns, failed_op) = (call.engine_ns, call.failed_op);
-        match reply {
-            end @ (GuestMsg::Returned { .. } | GuestMsg::Failed { .. }) => {
-                Ok(finish_call(end, failed_op, out, tracer, start, engine_ns))
+        let (mut engine_ns, failed_op, tx) = (call.engine_ns, call.failed_op, call.tx);
+        // A `Returned`'s writes run as they are read out of the module's memory (unless an
+        // operation already failed, which dooms the call).
+        let mut cols = Vec::new();
+        let (reply, failed_write) = self.answer_running_writes(packed, |op| {
+            if failed_op.is_some() {
+                return Ok(());
             }
+            let t = call.timing.then(Instant::now);
+            let result = crate::handler::run_op(tx, shared, op, &mut cols);
+            if let Some(t) = t {
+                engine_ns += t.elapsed().as_nanos() as u64;
+            }
+            check_returned_write(op, &result?)
+        })?;
+        match reply {
+            end @ (GuestMsg::Returned { .. } | GuestMsg::Failed { .. }) => Ok(finish_call(
+                end,
+                failed_op.or(failed_write),
+                out,
+                tracer,
+                start,
+                engine_ns,
+                |op| crate::handler::run_op(tx, shared, op, &mut cols),
+            )),
             other => Err(format!("it ended a call with {other:?}")),
         }
     }
