@@ -747,7 +747,7 @@ impl<'c> RemoteTx<'c> {
         if let Some(row) = ahead.answer(table, key, fetch, for_update) {
             return Ok(Some(row));
         }
-        if !ahead.will_answer(table, key, for_update) {
+        if !ahead.will_answer(table, key, fetch, for_update) {
             return Ok(None);
         }
         self.round_trip(None)?;
@@ -944,10 +944,11 @@ impl Tx for RemoteTx<'_> {
         self.read_ahead(rows, false);
     }
 
-    /// As [`Tx::prefetch`]: whole rows, since the read that follows may want any column.
+    /// The columns named of the rows are read, shared, in front of the next round trip.
     fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
-        let _ = columns;
-        self.read_ahead(rows, false);
+        if !self.autocommit && self.client.read_ahead {
+            self.client.deferred.ahead.hint_columns(rows, columns);
+        }
     }
 
     /// The rows are read, whole and exclusively, in front of the next round trip.

@@ -42,6 +42,7 @@ static ALLOCATOR: size_classes::SizeClasses<talc::wasm::WasmDynamicTalc> =
 mod module {
     use std::cell::RefCell;
 
+    use protocol::deferred::Deferred;
     use protocol::guest::{run_invocation, Catalog, Exchange, GuestMsg, HostMsg};
     use protocol::{ErrorClass, HEADER_LEN};
     use workloads::{Procedures, WorkloadOptions};
@@ -70,6 +71,8 @@ mod module {
         static STATE: RefCell<State> = RefCell::new(State::default());
         /// The exchange's buffers, kept from call to call.
         static HOST: RefCell<Host> = const { RefCell::new(Host { out: Vec::new(), back: Vec::new() }) };
+        /// A call's deferred writes and hinted reads, kept from call to call.
+        static DEFERRED: RefCell<Deferred> = RefCell::new(Deferred::default());
     }
 
     /// The host's end of the boundary, seen from inside the module.
@@ -182,14 +185,17 @@ mod module {
         });
         let reply = match (message, &procedures) {
             (Ok(HostMsg::Invoke { txn, args, timed }), Some(p)) => HOST.with(|host| {
-                run_invocation(
-                    &mut *host.borrow_mut(),
-                    txn,
-                    &args,
-                    timed,
-                    |tx, txn, args, out| p.call(tx, txn, args, out),
-                )
-                .unwrap_or_else(|| failed("the host went away".to_string()))
+                DEFERRED.with(|deferred| {
+                    run_invocation(
+                        &mut *host.borrow_mut(),
+                        &mut deferred.borrow_mut(),
+                        txn,
+                        &args,
+                        timed,
+                        |tx, txn, args, out| p.call(tx, txn, args, out),
+                    )
+                    .unwrap_or_else(|| failed("the host went away".to_string()))
+                })
             }),
             (Ok(HostMsg::Invoke { .. }), None) => failed("invoked before setup".to_string()),
             (Ok(other), _) => failed(format!("expected Invoke, got {other:?}")),

@@ -388,32 +388,37 @@ impl Connection for Catalog {
 }
 
 /// Runs one invocation in a guest: `call` runs procedure `txn` with `args` against a `Tx` whose
-/// every operation is an exchange with the host. Returns the message that ends the call
+/// every operation is an exchange with the host; `deferred` keeps its deferred writes and
+/// hinted reads (empty before and after, its memory kept for the next call). Returns the message that ends the call
 /// (`Returned` or `Failed`, with the guest's own busy time: the call's, less its waits on the
 /// host; 0 unless `timed`), or `None` when the host went away during it.
 pub fn run_invocation<E: Exchange + ?Sized>(
     exchange: &mut E,
+    deferred: &mut Deferred,
     txn: u16,
     args: &[Value],
     timed: bool,
     call: impl FnOnce(&mut dyn Tx, usize, &[Value], &mut Vec<Value>) -> TxResult<()>,
 ) -> Option<GuestMsg> {
     let start = timed.then(Instant::now);
+    deferred.clear();
     let mut tx = BoundaryTx {
         exchange,
         timed: start.is_some(),
         waited_ns: 0,
-        deferred: Deferred::default(),
+        deferred,
     };
     let mut values = Vec::new();
     let ran = call(&mut tx, usize::from(txn), args, &mut values);
     let busy_ns = start.map_or(0, |start| {
         (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns)
     });
+    // The writes still deferred end the call with it; a rollback sends none of them.
+    let writes = tx.deferred.take().0;
+    tx.deferred.clear();
     match ran {
-        // The writes still deferred end the call with it; a rollback sends none of them.
         Ok(()) => Some(GuestMsg::Returned {
-            writes: tx.deferred.take().0,
+            writes,
             values,
             busy_ns,
         }),
@@ -455,8 +460,9 @@ struct BoundaryTx<'a, E: Exchange + ?Sized> {
     timed: bool,
     /// Time spent waiting for the host, left out of the guest's busy time.
     waited_ns: u64,
-    /// The procedure's deferred writes, what it knows of its rows, and its hinted reads.
-    deferred: Deferred,
+    /// The procedure's deferred writes, what it knows of its rows, and its hinted reads (the
+    /// guest's, reused from call to call).
+    deferred: &'a mut Deferred,
 }
 
 impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
@@ -602,7 +608,11 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         if let Some(row) = self.deferred.ahead.answer(table.id, key, fetch, for_update) {
             return Ok(row);
         }
-        if self.deferred.ahead.will_answer(table.id, key, for_update) {
+        if self
+            .deferred
+            .ahead
+            .will_answer(table.id, key, fetch, for_update)
+        {
             self.exchange_ops(None)?;
             if let Some(row) = self.deferred.ahead.answer(table.id, key, fetch, for_update) {
                 return Ok(row);
@@ -726,10 +736,9 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         self.deferred.ahead.hint(rows, false);
     }
 
-    /// As [`Tx::prefetch`]: whole rows, since the read that follows may want any column.
+    /// Read ahead: the columns named of the rows travel, shared, with the next exchange.
     fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
-        let _ = columns;
-        self.deferred.ahead.hint(rows, false);
+        self.deferred.ahead.hint_columns(rows, columns);
     }
 
     /// Read ahead: the rows travel, whole and exclusive, with the next exchange.
@@ -878,10 +887,17 @@ mod tests {
                 name: "t".into(),
                 id: 3,
             };
-            let ended = run_invocation(&mut host, 0, &[], timed, |tx, _, _, _| {
-                std::thread::sleep(work);
-                tx.get(&t, &[Value::Int(1)], Fetch::All, false).map(drop)
-            });
+            let ended = run_invocation(
+                &mut host,
+                &mut Deferred::default(),
+                0,
+                &[],
+                timed,
+                |tx, _, _, _| {
+                    std::thread::sleep(work);
+                    tx.get(&t, &[Value::Int(1)], Fetch::All, false).map(drop)
+                },
+            );
             let Some(GuestMsg::Returned { busy_ns, .. }) = ended else {
                 panic!("{ended:?}");
             };
@@ -900,28 +916,35 @@ mod tests {
             name: "t".into(),
             id: 3,
         };
-        let ended = run_invocation(&mut host, 0, &[], true, |tx, _, _, out| {
-            tx.prefetch(&[(&t, &[1]), (&t, &[2])]);
-            tx.prefetch_for_update(&[(&t, &[3])], None);
-            let key = |k| [Value::Int(k)];
-            // The first read sends all three, alone: it is one of them.
-            let one = tx.get(&t, &key(1), Fetch::All, false)?.unwrap();
-            let two = tx.get(&t, &key(2), Fetch::Cols(&[1]), false)?.unwrap();
-            let three = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
-            // Read shared only: a read for update crosses.
-            tx.get(&t, &key(2), Fetch::All, true)?;
-            // An update of a row held (read for update, found) is deferred; it makes the
-            // row's answer stale: the next read crosses behind it and sees it.
-            assert!(tx.update(&t, &key(3), &[(1, Value::Int(9))])?);
-            let again = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
-            out.extend([
-                one[1].clone(),
-                two[0].clone(),
-                three[1].clone(),
-                again[1].clone(),
-            ]);
-            Ok(())
-        });
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            true,
+            |tx, _, _, out| {
+                tx.prefetch(&[(&t, &[1]), (&t, &[2])]);
+                tx.prefetch_for_update(&[(&t, &[3])], None);
+                let key = |k| [Value::Int(k)];
+                // The first read sends all three, alone: it is one of them.
+                let one = tx.get(&t, &key(1), Fetch::All, false)?.unwrap();
+                let two = tx.get(&t, &key(2), Fetch::Cols(&[1]), false)?.unwrap();
+                let three = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
+                // Read shared only: a read for update crosses.
+                tx.get(&t, &key(2), Fetch::All, true)?;
+                // An update of a row held (read for update, found) is deferred; it makes the
+                // row's answer stale: the next read crosses behind it and sees it.
+                assert!(tx.update(&t, &key(3), &[(1, Value::Int(9))])?);
+                let again = tx.get(&t, &key(3), Fetch::All, true)?.unwrap();
+                out.extend([
+                    one[1].clone(),
+                    two[0].clone(),
+                    three[1].clone(),
+                    again[1].clone(),
+                ]);
+                Ok(())
+            },
+        );
         let Some(GuestMsg::Returned { values, .. }) = ended else {
             panic!("{ended:?}");
         };
@@ -952,15 +975,22 @@ mod tests {
         };
         let row = |k| vec![Value::Int(k), Value::Int(0)];
         let mut host = Host::default();
-        let ended = run_invocation(&mut host, 0, &[], false, |tx, _, _, _| {
-            tx.insert(&t, &row(1))?;
-            // Nothing known of row 5: the update crosses now, behind the insert.
-            tx.update(&t, &[Value::Int(5)], &[(1, Value::Int(2))])?;
-            tx.insert(&t, &row(2))?;
-            // The row just inserted is taken as there: its update is deferred too.
-            assert!(tx.update(&t, &[Value::Int(2)], &[(1, Value::Int(3))])?);
-            Ok(())
-        });
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            false,
+            |tx, _, _, _| {
+                tx.insert(&t, &row(1))?;
+                // Nothing known of row 5: the update crosses now, behind the insert.
+                tx.update(&t, &[Value::Int(5)], &[(1, Value::Int(2))])?;
+                tx.insert(&t, &row(2))?;
+                // The row just inserted is taken as there: its update is deferred too.
+                assert!(tx.update(&t, &[Value::Int(2)], &[(1, Value::Int(3))])?);
+                Ok(())
+            },
+        );
         let Some(GuestMsg::Returned { writes, .. }) = ended else {
             panic!("{ended:?}");
         };
@@ -972,10 +1002,17 @@ mod tests {
         assert!(matches!(writes[..], [Op::Insert { .. }, Op::Update { .. }]));
         // A rollback sends none of its writes.
         let mut host = Host::default();
-        let ended = run_invocation(&mut host, 0, &[], false, |tx, _, _, _| {
-            tx.insert(&t, &row(1))?;
-            Err(TxError::UserAbort("no".into()))
-        });
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            false,
+            |tx, _, _, _| {
+                tx.insert(&t, &row(1))?;
+                Err(TxError::UserAbort("no".into()))
+            },
+        );
         assert!(matches!(ended, Some(GuestMsg::Failed { .. })), "{ended:?}");
         assert!(host.messages.is_empty());
     }
@@ -1016,48 +1053,55 @@ mod tests {
             name: "t".into(),
             id: 3,
         };
-        let ended = run_invocation(&mut host, 0, &[], true, |tx, _, _, out| {
-            tx.prefetch_scan(&t, &[1], Some(1), true);
-            tx.prefetch_scan(&t, &[2], Some(1), true);
-            tx.prefetch(&[(&t, &[7, 7])]);
-            let prefix = |k| [Value::Int(k)];
-            let scan = |tx: &mut dyn Tx, k, fetch| {
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            true,
+            |tx, _, _, out| {
+                tx.prefetch_scan(&t, &[1], Some(1), true);
+                tx.prefetch_scan(&t, &[2], Some(1), true);
+                tx.prefetch(&[(&t, &[7, 7])]);
+                let prefix = |k| [Value::Int(k)];
+                let scan = |tx: &mut dyn Tx, k, fetch| {
+                    tx.scan(
+                        &t,
+                        KeyRange::prefix(&prefix(k)),
+                        Some(1),
+                        false,
+                        fetch,
+                        true,
+                    )
+                };
+                // The first scan sends both scans and the read, alone.
+                let one = scan(tx, 1, Fetch::Cols(&[1]))?;
+                let two = scan(tx, 2, Fetch::All)?;
+                tx.get(&t, &[Value::Int(7), Value::Int(7)], Fetch::All, false)?;
+                // Another limit is another scan: it crosses.
                 tx.scan(
                     &t,
-                    KeyRange::prefix(&prefix(k)),
-                    Some(1),
+                    KeyRange::prefix(&prefix(2)),
+                    None,
                     false,
-                    fetch,
+                    Fetch::All,
                     true,
-                )
-            };
-            // The first scan sends both scans and the read, alone.
-            let one = scan(tx, 1, Fetch::Cols(&[1]))?;
-            let two = scan(tx, 2, Fetch::All)?;
-            tx.get(&t, &[Value::Int(7), Value::Int(7)], Fetch::All, false)?;
-            // Another limit is another scan: it crosses.
-            tx.scan(
-                &t,
-                KeyRange::prefix(&prefix(2)),
-                None,
-                false,
-                Fetch::All,
-                true,
-            )?;
-            // A delete under prefix 1 makes its answer stale, not prefix 2's. Its row is
-            // the prefix then the first value the scan fetched: taken as held, so the delete
-            // is deferred and crosses in front of the next scan.
-            assert!(tx.delete(&t, &[Value::Int(1), Value::Int(0)])?);
-            let again = scan(tx, 1, Fetch::Cols(&[1]))?;
-            let two_again = scan(tx, 2, Fetch::All)?;
-            out.extend([
-                one[0][0].clone(),
-                two[0][1].clone(),
-                again[0][0].clone(),
-                two_again[0][1].clone(),
-            ]);
-            Ok(())
-        });
+                )?;
+                // A delete under prefix 1 makes its answer stale, not prefix 2's. Its row is
+                // the prefix then the first value the scan fetched: taken as held, so the delete
+                // is deferred and crosses in front of the next scan.
+                assert!(tx.delete(&t, &[Value::Int(1), Value::Int(0)])?);
+                let again = scan(tx, 1, Fetch::Cols(&[1]))?;
+                let two_again = scan(tx, 2, Fetch::All)?;
+                out.extend([
+                    one[0][0].clone(),
+                    two[0][1].clone(),
+                    again[0][0].clone(),
+                    two_again[0][1].clone(),
+                ]);
+                Ok(())
+            },
+        );
         let Some(GuestMsg::Returned { values, .. }) = ended else {
             panic!("{ended:?}");
         };

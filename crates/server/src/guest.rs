@@ -27,6 +27,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use protocol::deferred::Deferred;
 use protocol::guest::{run_invocation, Catalog, Exchange, GuestMsg, HostMsg};
 use protocol::shm::Region;
 use protocol::{FrameBuffer, HEADER_LEN};
@@ -81,15 +82,21 @@ fn serve(workload: &dyn Workload, pipe: &mut GuestPipe) -> Result<(), String> {
         .procedures(&Catalog::new(tables, indexes))
         .map_err(|e| format!("open the procedures: {e}"))?;
     pipe.send(&GuestMsg::Ready)?;
+    let mut deferred = Deferred::default();
     loop {
         let (txn, args, timed) = match pipe.recv()? {
             None => return Ok(()),
             Some(HostMsg::Invoke { txn, args, timed }) => (txn, args, timed),
             Some(other) => return Err(format!("the host sent {other:?} outside a call")),
         };
-        let reply = run_invocation(pipe, txn, &args, timed, |tx, txn, args, out| {
-            procedures.call(tx, txn, args, out)
-        });
+        let reply = run_invocation(
+            pipe,
+            &mut deferred,
+            txn,
+            &args,
+            timed,
+            |tx, txn, args, out| procedures.call(tx, txn, args, out),
+        );
         match reply {
             Some(reply) => pipe.send(&reply)?,
             None => return Ok(()),
