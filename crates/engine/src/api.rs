@@ -590,7 +590,9 @@ pub trait Tx {
 
     /// [`Tx::prefetch`] for rows of which the transaction will touch only `columns`
     /// (positions in the table): an engine may load just the parts of each record that hold
-    /// them. The default is [`Tx::prefetch`].
+    /// them; a client-side form reads only those columns of the rows of a hint that names
+    /// several (so the reads that follow must name no others to be answered from them). The
+    /// default is [`Tx::prefetch`].
     fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
         let _ = columns;
         self.prefetch(rows);

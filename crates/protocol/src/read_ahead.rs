@@ -3,8 +3,9 @@
 //! host (`guest::BoundaryTx`).
 //!
 //! A procedure names the rows it knows from its input in hints ([`Tx::prefetch`] and its
-//! kin). Across a boundary those hints become reads: each hinted row's read is kept (whole,
-//! shared, or exclusive where the hint says the row will be updated) and sent in front of the
+//! kin). Across a boundary those hints become reads: each hinted row's read is kept (whole, or
+//! the columns a hint of several rows names; shared, or exclusive where the hint says the row
+//! will be updated) and sent in front of the
 //! next operation that crosses, or alone when the next read is one of them; what came back
 //! answers the reads of those rows that follow, as long as the lock it was read under
 //! suffices. The transaction's own write of a row makes its answer stale (the next read
