@@ -407,9 +407,13 @@ pub fn run_invocation<E: Exchange + ?Sized>(
         timed: start.is_some(),
         waited_ns: 0,
         deferred,
+        doomed: None,
     };
     let mut values = Vec::new();
-    let ran = call(&mut tx, usize::from(txn), args, &mut values);
+    let mut ran = call(&mut tx, usize::from(txn), args, &mut values);
+    if let Some((class, message)) = tx.doomed.take() {
+        ran = Err(error_of(class, message));
+    }
     let busy_ns = start.map_or(0, |start| {
         (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns)
     });
@@ -463,6 +467,9 @@ struct BoundaryTx<'a, E: Exchange + ?Sized> {
     /// The procedure's deferred writes, what it knows of its rows, and its hinted reads (the
     /// guest's, reused from call to call).
     deferred: &'a mut Deferred,
+    /// A deferred write answered otherwise than assumed: the call's error, whatever the
+    /// procedure returns.
+    doomed: Option<(ErrorClass, String)>,
 }
 
 impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
@@ -500,7 +507,17 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
         };
         match reply {
             Some(HostMsg::Results { mut results }) if results.len() == count => {
-                deferred::check(&ops[..written], &expect, &results[..written])?;
+                if let Err(e) = deferred::check(&ops[..written], &expect, &results[..written]) {
+                    // The host ran them, and one was not answered as deferring it assumed:
+                    // the call fails whatever the procedure does with the error (as when an
+                    // operation fails in the engine), and not as a lost connection.
+                    let e = match e {
+                        TxError::Connection(m) => TxError::Invalid(m),
+                        e => e,
+                    };
+                    self.doomed = Some((ErrorClass::of(&e), ErrorClass::message_of(&e)));
+                    return Err(e);
+                }
                 let result = if has_op { results.pop() } else { None };
                 let scan_results = results.split_off(written + read_count);
                 for (scan, result) in scans.into_iter().zip(scan_results) {
@@ -1015,6 +1032,62 @@ mod tests {
         );
         assert!(matches!(ended, Some(GuestMsg::Failed { .. })), "{ended:?}");
         assert!(host.messages.is_empty());
+    }
+
+    /// A host that answers every update `Found(false)`.
+    struct Gone;
+
+    impl Exchange for Gone {
+        fn exchange(&mut self, message: &GuestMsg) -> std::result::Result<Option<HostMsg>, String> {
+            let GuestMsg::Ops { ops } = message else {
+                return Err(format!("unexpected {message:?}"));
+            };
+            let results = ops
+                .iter()
+                .map(|op| match op {
+                    Op::Update { .. } => OpResult::Found(false),
+                    _ => OpResult::Inserted,
+                })
+                .collect();
+            Ok(Some(HostMsg::Results { results }))
+        }
+    }
+
+    #[test]
+    fn a_deferred_write_answered_otherwise_fails_the_call_whatever_the_procedure_does() {
+        let t = TableRef {
+            name: "t".into(),
+            id: 3,
+        };
+        let ended = run_invocation(
+            &mut Gone,
+            &mut Deferred::default(),
+            0,
+            &[],
+            false,
+            |tx, _, _, _| {
+                tx.insert(&t, &[Value::Int(2), Value::Int(0)])?;
+                // Taken as there (inserted): deferred, answered true.
+                assert!(tx.update(&t, &[Value::Int(2)], &[(1, Value::Int(3))])?);
+                // The next crossing finds it was not: the procedure swallows the error.
+                let swallowed = tx.update(&t, &[Value::Int(9)], &[(1, Value::Int(3))]);
+                assert!(
+                    matches!(swallowed, Err(TxError::Invalid(_))),
+                    "{swallowed:?}"
+                );
+                Ok(())
+            },
+        );
+        assert!(
+            matches!(
+                ended,
+                Some(GuestMsg::Failed {
+                    class: ErrorClass::Invalid,
+                    ..
+                })
+            ),
+            "{ended:?}"
+        );
     }
 
     #[test]

@@ -277,8 +277,9 @@ impl Sandbox {
         Ok(())
     }
 
-    /// Reads the message an export returned (`ptr << 32 | len`) out of the module's memory.
-    fn answer(&mut self, packed: u64) -> Result<GuestMsg, String> {
+    /// The frame an export returned (`ptr << 32 | len`), after its length prefix, in the
+    /// module's memory.
+    fn frame_at(&self, packed: u64) -> Result<&[u8], String> {
         let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
         let bytes = self
             .memory
@@ -288,7 +289,12 @@ impl Sandbox {
         if len < HEADER_LEN {
             return Err(format!("it answered with {len} bytes"));
         }
-        GuestMsg::decode(&bytes[HEADER_LEN..])
+        Ok(&bytes[HEADER_LEN..])
+    }
+
+    /// Reads the message an export returned out of the module's memory.
+    fn answer(&mut self, packed: u64) -> Result<GuestMsg, String> {
+        GuestMsg::decode(self.frame_at(packed)?)
             .map_err(|e| format!("it answered with a malformed message: {e}"))
     }
 
@@ -299,16 +305,7 @@ impl Sandbox {
         packed: u64,
         run: impl FnMut(&Op) -> TxResult<()>,
     ) -> Result<(GuestMsg, Option<TxError>), String> {
-        let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
-        let bytes = self
-            .memory
-            .data(&self.store)
-            .get(ptr..ptr.saturating_add(len))
-            .ok_or_else(|| format!("it answered at {ptr}+{len}, outside its memory"))?;
-        if len < HEADER_LEN {
-            return Err(format!("it answered with {len} bytes"));
-        }
-        decode_running_writes(&bytes[HEADER_LEN..], run)
+        decode_running_writes(self.frame_at(packed)?, run)
             .map_err(|e| format!("it answered with a malformed message: {e}"))
     }
 
