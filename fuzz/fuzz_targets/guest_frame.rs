@@ -5,12 +5,14 @@
 //! shared-memory buffer would deliver them.
 //!
 //! A frame that decodes must be the canonical encoding of its message: encoding it gives back
-//! exactly the frame, length prefix included.
+//! exactly the frame, length prefix included. The host's two decoders that run operations as
+//! they read them (`answer_ops` for `Ops`, `decode_running_writes` for `Returned`) must agree
+//! with `GuestMsg::decode`: the same operations, in order, and a refusal where it refuses.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use protocol::guest::{GuestMsg, HostMsg};
-use protocol::{FrameBuffer, DEFAULT_MAX_FRAME, HEADER_LEN};
+use protocol::guest::{answer_ops, decode_running_writes, GuestMsg, HostMsg};
+use protocol::{FrameBuffer, Op, OpResult, DEFAULT_MAX_FRAME, HEADER_LEN};
 
 fn check_canonical<M>(frame: &[u8], message: &M, encode: impl Fn(&M, &mut Vec<u8>)) {
     let mut encoded = Vec::new();
@@ -25,6 +27,18 @@ fn check_canonical<M>(frame: &[u8], message: &M, encode: impl Fn(&M, &mut Vec<u8
         frame,
         "decode then encode changed the frame"
     );
+}
+
+/// The same message, by its encoding (a NaN is not equal to itself).
+fn assert_same(a: &GuestMsg, b: &GuestMsg) {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    a.encode(&mut x);
+    b.encode(&mut y);
+    assert_eq!(x, y, "{a:?} against {b:?}");
+}
+
+fn ops(ops: &[Op]) -> GuestMsg {
+    GuestMsg::Ops { ops: ops.to_vec() }
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -45,8 +59,47 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(m) = HostMsg::decode(frame) {
                 check_canonical(frame, &m, HostMsg::encode);
             }
-            if let Ok(m) = GuestMsg::decode(frame) {
-                check_canonical(frame, &m, GuestMsg::encode);
+            let decoded = GuestMsg::decode(frame);
+            if let Ok(m) = &decoded {
+                check_canonical(frame, m, GuestMsg::encode);
+            }
+            let mut ran: Vec<Op> = Vec::new();
+            let running = decode_running_writes(frame, |op| {
+                ran.push(op.clone());
+                Ok(())
+            });
+            match (&decoded, running) {
+                (
+                    Ok(GuestMsg::Returned {
+                        writes,
+                        values,
+                        busy_ns,
+                    }),
+                    Ok((m, None)),
+                ) => {
+                    assert_same(&ops(&ran), &ops(writes));
+                    let bare = GuestMsg::Returned {
+                        writes: Vec::new(),
+                        values: values.clone(),
+                        busy_ns: *busy_ns,
+                    };
+                    assert_same(&m, &bare);
+                }
+                (Ok(other), Ok((m, None))) => assert_same(&m, other),
+                (Err(_), Err(_)) => {}
+                (d, r) => panic!("decode {d:?}, decoding while running {r:?}"),
+            }
+            let mut answered: Vec<Op> = Vec::new();
+            let mut out = Vec::new();
+            let answer = answer_ops(frame, &mut out, |op| {
+                answered.push(op.clone());
+                Ok(OpResult::Inserted)
+            });
+            match (&decoded, answer) {
+                (Ok(m @ GuestMsg::Ops { .. }), Ok(None)) => assert_same(&ops(&answered), m),
+                (Ok(GuestMsg::Ops { .. }), a) => panic!("a decoded Ops, answered {a:?}"),
+                (_, Ok(_)) => panic!("answered what does not decode as Ops: {decoded:?}"),
+                (_, Err(_)) => {}
             }
         }
     }
