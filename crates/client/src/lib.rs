@@ -111,7 +111,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 
-use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
+use engine::{
+    Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, UpdateFn, Value,
+};
 use parking_lot::Mutex;
 use protocol::deferred::{self, Deferred};
 use protocol::{
@@ -828,6 +830,17 @@ impl Tx for RemoteTx<'_> {
                 .read_for_update(table.id, key, row.as_ref());
         }
         Ok(row)
+    }
+
+    /// A row a hinted read brought for update is handed to `f` as it came, not copied.
+    fn update_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        f: &mut UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        let row = self.client.deferred.ahead.take_for_update(table.id, key);
+        protocol::read_ahead::update_with(self, row, table, key, f)
     }
 
     fn update(

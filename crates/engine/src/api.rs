@@ -246,6 +246,16 @@ pub type ReadFn<'f> = dyn FnMut(RowRef<'_>) -> TxResult<()> + 'f;
 /// through the [`RowWriter`].
 pub type UpdateFn<'f> = dyn FnMut(RowRef<'_>, &mut RowWriter<'_>) -> TxResult<()> + 'f;
 
+/// What `f` sets, seeing `row`: the columns and their values, as [`Tx::update`] takes them.
+/// The read-modify-write of [`Tx::update_with`]'s default, for forms that hold rows as values.
+pub fn updates_of(row: &[Value], f: &mut UpdateFn<'_>) -> TxResult<Vec<(usize, Value)>> {
+    let mut set = Vec::new();
+    let mut writer = RowWriter::values(&mut set);
+    f(RowRef::values(row), &mut writer)?;
+    writer.finish()?;
+    Ok(set)
+}
+
 /// Where the closure of [`Tx::update_with`] sets the columns it changes, by column number.
 /// Setting a column does not change what the closure reads through its [`RowRef`] (the row
 /// as it was).
@@ -553,10 +563,7 @@ pub trait Tx {
         let Some(row) = self.get(table, key, Fetch::All, true)? else {
             return Ok(false);
         };
-        let mut set = Vec::new();
-        let mut writer = RowWriter::values(&mut set);
-        f(RowRef::values(&row), &mut writer)?;
-        writer.finish()?;
+        let set = updates_of(&row, f)?;
         self.update(table, key, &set)
     }
 

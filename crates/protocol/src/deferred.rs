@@ -28,13 +28,10 @@
 //!
 //! [`client::RemoteTx`]: ../../client/struct.RemoteTx.html
 
-use std::collections::HashSet;
-use std::hash::BuildHasherDefault;
-
 use engine::{Row, TxError, TxResult, Value};
-use rustc_hash::FxHasher;
 
-use crate::read_ahead::{row_key, same_value, ReadAhead};
+use crate::read_ahead::ReadAhead;
+use crate::rows::{same_value, RowList};
 use crate::{Op, OpResult};
 
 /// The most values after a scan's prefix taken as a guess of a scanned row's key.
@@ -61,7 +58,14 @@ pub enum Known {
     Guessed,
 }
 
-type KeySet = HashSet<Vec<u8>, BuildHasherDefault<FxHasher>>;
+/// Rows by table id and key.
+type RowSet = RowList<(u32, Vec<Value>)>;
+
+fn add(set: &mut RowSet, table: u32, key: &[Value]) {
+    if !set.contains(table, key) {
+        set.put((table, key.to_vec()));
+    }
+}
 
 /// A transaction's deferred writes, what it knows of its rows, and its hinted reads. Empty
 /// outside a transaction; cleared whenever one ends, however it ends.
@@ -70,10 +74,10 @@ pub struct Deferred {
     /// Writes not sent yet, in the order made, and what each must be answered.
     ops: Vec<Op>,
     expect: Vec<Expect>,
-    /// Rows held exclusively and known to exist: [`row_key`]s.
-    held: KeySet,
-    /// Keys guessed from the rows of for-update scans ([`row_key`]s).
-    scanned: KeySet,
+    /// Rows held exclusively and known to exist.
+    held: RowSet,
+    /// Keys guessed from the rows of for-update scans.
+    scanned: RowSet,
     /// Rows this transaction inserted and has not deleted since: table id and values.
     inserted: Vec<(u32, Vec<Value>)>,
     /// The procedure's hinted reads ([`engine::Tx::prefetch`] and its kin): those not sent
@@ -146,16 +150,14 @@ impl Deferred {
     /// there.
     pub fn read_for_update(&mut self, table: u32, key: &[Value], row: Option<&Row>) {
         match row {
-            Some(_) => {
-                self.held.insert(row_key(table, key));
-            }
+            Some(_) => add(&mut self.held, table, key),
             None => self.forget(table, key),
         }
     }
 
     /// An update sent now found row `key` of `table`: locked exclusively, and there.
     pub fn updated(&mut self, table: u32, key: &[Value]) {
-        self.held.insert(row_key(table, key));
+        add(&mut self.held, table, key);
     }
 
     /// A for-update scan of `table` by key `prefix` returned `rows`: each locked exclusively,
@@ -166,7 +168,7 @@ impl Deferred {
             key.truncate(prefix.len());
             for v in row.iter().take(MAX_GUESSED_KEY_TAIL) {
                 key.push(v.clone());
-                self.scanned.insert(row_key(table, &key));
+                add(&mut self.scanned, table, &key);
             }
         }
     }
@@ -179,11 +181,10 @@ impl Deferred {
         if self.held.is_empty() && self.scanned.is_empty() && self.inserted.is_empty() {
             return None;
         }
-        let k = row_key(table, key);
-        if self.held.contains(&k) {
+        if self.held.contains(table, key) {
             return Some(Known::Held);
         }
-        if self.scanned.contains(&k)
+        if self.scanned.contains(table, key)
             || self
                 .inserted
                 .iter()
@@ -199,9 +200,8 @@ impl Deferred {
         if self.held.is_empty() && self.scanned.is_empty() && self.inserted.is_empty() {
             return;
         }
-        let k = row_key(table, key);
-        self.held.remove(&k);
-        self.scanned.remove(&k);
+        self.held.remove(table, key);
+        self.scanned.remove(table, key);
         self.inserted
             .retain(|(t, row)| !(*t == table && names(row, key)));
     }

@@ -50,7 +50,9 @@
 
 use std::time::Instant;
 
-use engine::{Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
+use engine::{
+    Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, UpdateFn, Value,
+};
 
 use crate::class::ErrorClass;
 use crate::codec::{put_bool, put_len, put_str, put_u16, put_u64, put_u8, put_values, Reader};
@@ -687,6 +689,17 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
         }
     }
 
+    /// A row a hinted read brought for update is handed to `f` as it came, not copied.
+    fn update_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        f: &mut UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        let row = self.deferred.ahead.take_for_update(table.id, key);
+        read_ahead::update_with(self, row, table, key, f)
+    }
+
     /// Deferred: sent in front of the next exchange, or with the procedure's end; its error
     /// is returned by the next operation that crosses (see [`crate::deferred`]).
     fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
@@ -982,6 +995,58 @@ mod tests {
             matches!(host.messages[2][0], Op::Update { .. }),
             "the write first"
         );
+    }
+
+    #[test]
+    fn a_read_modify_write_of_a_row_read_ahead_for_update_takes_the_answer_and_defers() {
+        let mut host = Host::default();
+        let t = TableRef {
+            name: "t".into(),
+            id: 3,
+        };
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            false,
+            |tx, _, _, out| {
+                tx.prefetch_for_update(&[(&t, &[1]), (&t, &[2])], None);
+                // Each sees the version it was read at, and sets column 1 from it.
+                let mut bump = |row: engine::RowRef<'_>, w: &mut engine::RowWriter<'_>| {
+                    let seen = row.int(1)?;
+                    out.push(Value::Int(seen));
+                    w.int(1, seen + 10);
+                    Ok(())
+                };
+                for k in [1, 2, 7] {
+                    assert!(tx.update_with(&t, &[Value::Int(k)], &mut bump)?);
+                }
+                // The answer was taken: a read crosses, behind the update, and sees it.
+                let again = tx.get(&t, &[Value::Int(1)], Fetch::All, true)?.unwrap();
+                out.push(again[1].clone());
+                Ok(())
+            },
+        );
+        let Some(GuestMsg::Returned { values, writes, .. }) = ended else {
+            panic!("{ended:?}");
+        };
+        // Rows 1 and 2 from the hinted reads; row 7 read behind their two updates; row 1
+        // again behind row 7's.
+        assert_eq!(
+            values,
+            [0, 0, 2, 3].map(Value::Int).to_vec(),
+            "{:?}",
+            host.messages
+        );
+        let sizes: Vec<usize> = host.messages.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![2, 3, 2], "{:?}", host.messages);
+        assert!(matches!(
+            &host.messages[1][..],
+            [Op::Update { set: a, .. }, Op::Update { set: b, .. }, Op::Get { for_update: true, .. }]
+                if a[..] == [(1, Value::Int(10))] && b[..] == [(1, Value::Int(10))]
+        ));
+        assert!(writes.is_empty(), "row 1's read took row 7's update along");
     }
 
     #[test]

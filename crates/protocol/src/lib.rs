@@ -144,6 +144,7 @@ mod frame;
 pub mod guest;
 mod message;
 pub mod read_ahead;
+mod rows;
 // Shared memory between processes: on Unix (the protocol's messages also build for
 // WebAssembly, where stored procedures are compiled).
 #[cfg(unix)]

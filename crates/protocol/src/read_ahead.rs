@@ -21,19 +21,21 @@
 //! answer stale. So a procedure whose scans are independent (Delivery's ten districts) sends
 //! them together.
 //!
-//! A transaction hints tens of rows (TPC-C's New-Order the most: its items and their stock), so
-//! the rows read ahead and answered are kept in plain vectors and found by comparing keys: no
-//! encoded key to build and allocate at every read, which in a WebAssembly procedure cost more
-//! than the search (see `docs/performance.md`).
+//! A transaction hints tens of rows (TPC-C's New-Order: its items and their stock), or hundreds
+//! (Stock-Level's stock rows), so the rows read ahead and answered are kept in
+//! [`RowList`]s, found by a hash of their keys' values: no encoded key to build and allocate at
+//! every read (which in a WebAssembly procedure cost more than the search), and no search of
+//! every row hinted before (which cost Stock-Level's two hundred hints some twenty thousand
+//! comparisons; see `docs/performance.md`).
 //!
 //! [`client::RemoteTx`]: ../../client/struct.RemoteTx.html
 //! [`Tx::prefetch`]: engine::Tx::prefetch
 
-use std::cell::Cell;
 use std::ops::Bound;
 
-use engine::{Fetch, KeyRange, Row, TableRef, Value};
+use engine::{Fetch, KeyRange, Row, TableRef, Tx, TxResult, UpdateFn, Value};
 
+use crate::rows::{Named, RowList};
 use crate::{Op, ScanSource};
 
 /// A read a hint named: row `key` of `table`, whole or the columns named, for update or not.
@@ -66,9 +68,15 @@ impl HintedRead {
             for_update: self.for_update,
         }
     }
+}
 
-    fn is(&self, table: u32, key: &[Value]) -> bool {
-        self.table == table && same_key(&self.key, key)
+impl Named for HintedRead {
+    fn table(&self) -> u32 {
+        self.table
+    }
+
+    fn key(&self) -> &[Value] {
+        &self.key
     }
 }
 
@@ -115,9 +123,13 @@ struct Answered {
     row: Option<Row>,
 }
 
-impl Answered {
-    fn is(&self, table: u32, key: &[Value]) -> bool {
-        self.table == table && same_key(&self.key, key)
+impl Named for Answered {
+    fn table(&self) -> u32 {
+        self.table
+    }
+
+    fn key(&self) -> &[Value] {
+        &self.key
     }
 }
 
@@ -146,10 +158,10 @@ fn covers(columns: Option<&[u16]>, fetch: Fetch<'_>) -> bool {
 /// the transaction ends.
 #[derive(Default)]
 pub struct ReadAhead {
-    reads: Vec<HintedRead>,
-    answered: Vec<Answered>,
-    /// Where the last search of `answered` ended (see [`ReadAhead::find`]).
-    cursor: Cell<usize>,
+    reads: RowList<HintedRead>,
+    /// One answer a row: a row hinted again under a stronger lock or for more columns has
+    /// its answer dropped, and is read again.
+    answered: RowList<Answered>,
     scans: Vec<HintedScan>,
     scanned: Vec<(HintedScan, Vec<Row>)>,
 }
@@ -158,7 +170,6 @@ impl ReadAhead {
     pub fn clear(&mut self) {
         self.reads.clear();
         self.answered.clear();
-        self.cursor.set(0);
         self.scans.clear();
         self.scanned.clear();
     }
@@ -276,15 +287,14 @@ impl ReadAhead {
     ) {
         for (table, key) in rows {
             let key: Vec<Value> = key.iter().map(|&k| Value::Int(k)).collect();
-            if let Some(a) = self.find(table.id, &key) {
+            if let Some(a) = self.answered.get(table.id, &key) {
                 if (a.for_update || !for_update) && holds(a.columns.as_deref(), columns) {
                     continue;
                 }
-                // Read again, under a stronger lock or for more columns: the answer goes
-                // (so that each row has one answer, and `keep` need not look).
-                self.answered.retain(|a| !a.is(table.id, &key));
+                // Read again, under a stronger lock or for more columns: the answer goes.
+                self.answered.remove(table.id, &key);
             }
-            match self.reads.iter_mut().find(|r| r.is(table.id, &key)) {
+            match self.reads.get_mut(table.id, &key) {
                 Some(read) => {
                     read.for_update |= for_update;
                     match (&mut read.columns, columns) {
@@ -299,19 +309,21 @@ impl ReadAhead {
                         (None, Some(_)) => {}
                     }
                 }
-                None => self.reads.push(HintedRead {
-                    table: table.id,
-                    key,
-                    columns: columns.map(<[u16]>::to_vec),
-                    for_update,
-                }),
+                None => {
+                    _ = self.reads.put(HintedRead {
+                        table: table.id,
+                        key,
+                        columns: columns.map(<[u16]>::to_vec),
+                        for_update,
+                    })
+                }
             }
         }
     }
 
     /// The reads to send now, in the order hinted.
     pub fn take(&mut self) -> Vec<HintedRead> {
-        std::mem::take(&mut self.reads)
+        self.reads.take()
     }
 
     /// Keeps what a hinted read returned.
@@ -341,29 +353,15 @@ impl ReadAhead {
         for_update: bool,
         row: Option<Row>,
     ) {
-        // One answer a row: a row read again had its answer dropped when it was hinted again.
-        self.answered.push(Answered {
+        // One answer a row: a row read again had its answer dropped when it was hinted again
+        // (and would replace it here).
+        self.answered.put(Answered {
             table,
             key,
             columns,
             for_update,
             row,
         });
-    }
-
-    /// The answer for row `key` of `table`. Procedures read their hinted rows mostly in the
-    /// order hinted, so the search starts where the last one ended: a few comparisons a read
-    /// instead of a pass over all of them (Stock-Level reads some two hundred).
-    fn find(&self, table: u32, key: &[Value]) -> Option<&Answered> {
-        let n = self.answered.len();
-        let start = self.cursor.get().min(n);
-        let (head, tail) = self.answered.split_at(start);
-        let at = match tail.iter().position(|a| a.is(table, key)) {
-            Some(i) => start + i,
-            None => head.iter().position(|a| a.is(table, key))?,
-        };
-        self.cursor.set(at + 1);
-        Some(&self.answered[at])
     }
 
     /// The answer to a read of row `key` of `table` (`for_update` or not) that a hinted read
@@ -378,11 +376,7 @@ impl ReadAhead {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> Option<Option<Row>> {
-        // Most transactions hint nothing: no key to build for an empty map.
-        if self.answered.is_empty() {
-            return None;
-        }
-        let answered = self.find(table, key)?;
+        let answered = self.answered.get(table, key)?;
         if for_update && !answered.for_update {
             return None;
         }
@@ -408,6 +402,18 @@ impl ReadAhead {
         }
     }
 
+    /// The whole row a hinted read for update found as row `key` of `table`, taken out of the
+    /// answers (a read-modify-write's update makes the answer stale anyway; see
+    /// [`update_with`]). `None` where no such answer is kept: none, or a shared read, or some
+    /// of the row's columns, or the row's absence.
+    pub fn take_for_update(&mut self, table: u32, key: &[Value]) -> Option<Row> {
+        let a = self.answered.get(table, key)?;
+        if !a.for_update || a.columns.is_some() || a.row.is_none() {
+            return None;
+        }
+        self.answered.remove(table, key)?.row
+    }
+
     /// Whether a hinted read not sent yet will answer a read of the columns `fetch` names of
     /// row `key` of `table` (`for_update` or not).
     pub fn will_answer(
@@ -417,19 +423,16 @@ impl ReadAhead {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> bool {
-        if self.reads.is_empty() {
-            return false;
-        }
-        self.reads.iter().any(|r| {
-            r.is(table, key) && (r.for_update || !for_update) && covers(r.columns.as_deref(), fetch)
-        })
+        self.reads
+            .get(table, key)
+            .is_some_and(|r| (r.for_update || !for_update) && covers(r.columns.as_deref(), fetch))
     }
 
     /// The transaction wrote row `key` of `table` (`None`: inserted into `table`): what a
     /// hinted read returned of it is stale.
     pub fn stale(&mut self, table: u32, key: Option<&[Value]>) {
         match key {
-            Some(key) => self.answered.retain(|a| !a.is(table, key)),
+            Some(key) => _ = self.answered.remove(table, key),
             None => self.answered.retain(|a| a.table != table),
         }
         if !self.scanned.is_empty() {
@@ -442,6 +445,28 @@ impl ReadAhead {
     }
 }
 
+/// [`Tx::update_with`] for a transaction that reads ahead: `row` is what
+/// [`ReadAhead::take_for_update`] gave for the row, handed to `f` as it came instead of copied
+/// out of the answers (TPC-C's New-Order updates ten stock rows of seventeen columns each
+/// this way); without it the row is read for update, as the trait's default does.
+pub fn update_with<T: Tx + ?Sized>(
+    tx: &mut T,
+    row: Option<Row>,
+    table: &TableRef,
+    key: &[Value],
+    f: &mut UpdateFn<'_>,
+) -> TxResult<bool> {
+    let row = match row {
+        Some(row) => row,
+        None => match tx.get(table, key, Fetch::All, true)? {
+            Some(row) => row,
+            None => return Ok(false),
+        },
+    };
+    let set = engine::updates_of(&row, f)?;
+    tx.update(table, key, &set)
+}
+
 /// The prefix a range names, where it is one ([`engine::KeyRange::prefix`]: the same key as
 /// both bounds, included): the scans a hint can name.
 pub fn scan_prefix<'r>(range: &KeyRange<'r>) -> Option<&'r [Value]> {
@@ -449,47 +474,6 @@ pub fn scan_prefix<'r>(range: &KeyRange<'r>) -> Option<&'r [Value]> {
         (Bound::Included(low), Bound::Included(high)) if low == high => Some(low),
         _ => None,
     }
-}
-
-/// Whether two keys name the same row: equal values, floats by their bits (as [`row_key`]
-/// tells them apart).
-fn same_key(a: &[Value], b: &[Value]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_value(a, b))
-}
-
-/// The same value, floats compared by their bits.
-pub(crate) fn same_value(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
-        (a, b) => a == b,
-    }
-}
-
-/// A hashable encoding of row `key` of `table` (`Value` holds floats, so is not `Hash`):
-/// the table id, the number of values, then each value tagged, floats by their bits.
-pub fn row_key(table: u32, key: &[Value]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + 9 * key.len());
-    out.extend_from_slice(&table.to_le_bytes());
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    for v in key {
-        match v {
-            Value::Null => out.push(0),
-            Value::Int(i) => {
-                out.push(1);
-                out.extend_from_slice(&i.to_le_bytes());
-            }
-            Value::Float(f) => {
-                out.push(2);
-                out.extend_from_slice(&f.to_bits().to_le_bytes());
-            }
-            Value::Str(s) => {
-                out.push(3);
-                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-                out.extend_from_slice(s.as_bytes());
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -671,39 +655,32 @@ mod tests {
     }
 
     #[test]
-    fn row_keys_tell_tables_and_values_apart() {
-        let a = row_key(1, &[Value::Int(1), Value::Int(2)]);
-        assert_ne!(a, row_key(2, &[Value::Int(1), Value::Int(2)]));
-        assert_ne!(a, row_key(1, &[Value::Int(2), Value::Int(1)]));
-        assert_ne!(a, row_key(1, &[Value::Int(1)]));
-        assert_ne!(
-            row_key(1, &[Value::Str("a".into())]),
-            row_key(1, &[Value::Str("b".into())])
-        );
-    }
-
-    #[test]
-    fn rows_are_told_apart_as_row_keys_tell_them() {
-        let keys = [
-            vec![Value::Int(1)],
-            vec![Value::Int(1), Value::Int(2)],
-            vec![Value::Float(1.0)],
-            vec![Value::Float(0.0)],
-            vec![Value::Float(-0.0)],
-            vec![Value::Str("1".into())],
-            vec![Value::Null],
-        ];
-        for a in &keys {
-            for b in &keys {
-                assert_eq!(
-                    same_key(a, b),
-                    row_key(1, a) == row_key(1, b),
-                    "{a:?} against {b:?}"
-                );
-            }
+    fn only_a_whole_row_read_for_update_is_taken_for_a_read_modify_write() {
+        let t = table(2);
+        let mut ahead = ReadAhead::default();
+        ahead.hint(&[(&t, &[1]), (&t, &[2])], true);
+        ahead.hint(&[(&t, &[3])], false);
+        ahead.hint_columns(&[(&t, &[4]), (&t, &[5])], &[1]);
+        for read in ahead.take() {
+            // Row 2 is not there.
+            let row =
+                (read.key[0] != Value::Int(2)).then(|| vec![read.key[0].clone(), Value::Int(7)]);
+            ahead.answered(read, row);
         }
-        let nan = [Value::Float(f64::NAN)];
-        assert!(same_key(&nan, &nan), "the same bits are the same row");
+        let key = |k| [Value::Int(k)];
+        assert_eq!(
+            ahead.take_for_update(2, &key(1)),
+            Some(vec![Value::Int(1), Value::Int(7)])
+        );
+        assert_eq!(ahead.answer(2, &key(1), Fetch::All, true), None, "taken");
+        assert_eq!(ahead.take_for_update(2, &key(1)), None);
+        for k in [2, 3, 4, 6] {
+            assert_eq!(ahead.take_for_update(2, &key(k)), None, "row {k}");
+        }
+        // What was not taken still answers.
+        assert_eq!(ahead.answer(2, &key(2), Fetch::All, true), Some(None));
+        assert!(ahead.answer(2, &key(3), Fetch::All, false).is_some());
+        assert!(ahead.answer(2, &key(4), Fetch::Cols(&[1]), false).is_some());
     }
 
     #[test]
