@@ -309,14 +309,12 @@ impl ReadAhead {
                         (None, Some(_)) => {}
                     }
                 }
-                None => {
-                    _ = self.reads.put(HintedRead {
-                        table: table.id,
-                        key,
-                        columns: columns.map(<[u16]>::to_vec),
-                        for_update,
-                    })
-                }
+                None => self.reads.push(HintedRead {
+                    table: table.id,
+                    key,
+                    columns: columns.map(<[u16]>::to_vec),
+                    for_update,
+                }),
             }
         }
     }
