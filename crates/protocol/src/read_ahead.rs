@@ -23,9 +23,9 @@
 //!
 //! A transaction hints tens of rows (TPC-C's New-Order: its items and their stock), or hundreds
 //! (Stock-Level's stock rows), so the rows read ahead and answered are kept in
-//! [`RowList`]s, found by a hash of their keys' values: no encoded key to build and allocate at
-//! every read (which in a WebAssembly procedure cost more than the search), and no search of
-//! every row hinted before (which cost Stock-Level's two hundred hints some twenty thousand
+//! [`RowList`]s, found by a hash of their keys' values once there are more than a few: no
+//! encoded key to build and allocate at every read (which in a WebAssembly procedure cost more
+//! than the search), and no search of every row hinted before (which cost Stock-Level's two hundred hints some twenty thousand
 //! comparisons; see `docs/performance.md`).
 //!
 //! [`client::RemoteTx`]: ../../client/struct.RemoteTx.html

@@ -48,7 +48,7 @@ pub fn same_value(a: &Value, b: &Value) -> bool {
 /// The hash of row `key` of `table`: equal for keys [`same_key`] finds equal (two keys that
 /// differ may share one: the lookup compares them). A multiply and a rotation a value, as
 /// `FxHasher` does, written out: `FxHasher` through `Hasher`'s calls cost about 150
-/// instructions a TPC-C key in the WebAssembly module (callgrind), this about a third less.
+/// instructions a TPC-C key in the WebAssembly module (callgrind).
 pub fn row_hash(table: u32, key: &[Value]) -> u64 {
     const K: u64 = 0xf135_7aea_2e62_a9c5;
     let mix = |h: u64, x: u64| (h ^ x).wrapping_mul(K).rotate_left(26);
