@@ -5,11 +5,12 @@
 //! never begins or commits: the caller (driver, server) does, and retries it when it fails with
 //! a retryable error. A procedure must be safe to run twice.
 
+use std::borrow::Cow;
 use std::ops::Bound;
 
 use crate::record::Layout;
 use crate::schema::ColumnType;
-use crate::value::{Row, Value};
+use crate::value::{Row, Value, ValueRef};
 
 /// A table handle: its name, and the catalog slot it was resolved to. With the `dir-lookup`
 /// switch on, the engine looks the name up on every operation; with it off it uses the slot.
@@ -224,6 +225,44 @@ impl<'a> RowRef<'a> {
                 Ok(layout.read_column(bytes, col))
             }
             RowSource::Values(row) => row.get(col).cloned().ok_or_else(|| Self::missing(col)),
+        }
+    }
+
+    /// How many columns the row has.
+    pub fn columns(&self) -> usize {
+        match self.0 {
+            RowSource::Record { layout, .. } => layout.columns(),
+            RowSource::Values(row) => row.len(),
+        }
+    }
+
+    /// Column `col`, borrowed from the row: what [`RowRef::value`] gives, without copying a
+    /// string (a server encodes a row it reads straight into its reply this way).
+    pub fn value_ref(&self, col: usize) -> TxResult<ValueRef<'a>> {
+        match self.0 {
+            RowSource::Record { layout, bytes } => {
+                let Some(ty) = layout.type_of(col) else {
+                    return Err(Self::missing(col));
+                };
+                if layout.is_null(bytes, col) {
+                    return Ok(ValueRef::Null);
+                }
+                Ok(match ty {
+                    ColumnType::Int => ValueRef::Int(layout.read_int(bytes, col)),
+                    ColumnType::Float => ValueRef::Float(layout.read_float(bytes, col)),
+                    ColumnType::Str { .. } => ValueRef::Str(match layout.read_text(bytes, col) {
+                        Ok(s) => Cow::Borrowed(s),
+                        // As `Layout::read_column`: a damaged page still decodes, lossily.
+                        Err(_) => String::from_utf8_lossy(layout.read_str(bytes, col)),
+                    }),
+                })
+            }
+            RowSource::Values(row) => Ok(match row.get(col).ok_or_else(|| Self::missing(col))? {
+                Value::Null => ValueRef::Null,
+                Value::Int(i) => ValueRef::Int(*i),
+                Value::Float(f) => ValueRef::Float(*f),
+                Value::Str(s) => ValueRef::Str(Cow::Borrowed(s)),
+            }),
         }
     }
 
@@ -749,6 +788,42 @@ mod tests {
                 view.append_to(&mut out);
                 assert_eq!(out[0], Value::Int(99));
                 assert_eq!(out[1..], row[..]);
+            }
+        }
+    }
+
+    /// A borrowed column is the owned one, from a stored record or from values, NULL, text,
+    /// floats and integers alike; a column past the row's is refused.
+    #[test]
+    fn a_borrowed_column_is_the_owned_column() {
+        let layout = layout(false);
+        let row = vec![
+            Value::Int(-7),
+            Value::Str("né".into()),
+            Value::Float(2.25),
+            Value::Int(i64::MIN),
+        ];
+        let with_null = vec![
+            Value::Int(1),
+            Value::Null,
+            Value::Float(-0.0),
+            Value::Int(0),
+        ];
+        for row in [row, with_null] {
+            let stored = record(&layout, &row);
+            for view in [RowRef::record(&layout, &stored), RowRef::values(&row)] {
+                assert_eq!(view.columns(), 4);
+                for (c, want) in row.iter().enumerate() {
+                    let owned = match view.value_ref(c).unwrap() {
+                        ValueRef::Null => Value::Null,
+                        ValueRef::Int(i) => Value::Int(i),
+                        ValueRef::Float(f) => Value::Float(f),
+                        ValueRef::Str(s) => Value::Str(s.into_owned()),
+                    };
+                    assert_eq!(owned, view.value(c).unwrap(), "column {c}");
+                    assert_eq!(&owned, want);
+                }
+                assert!(view.value_ref(4).is_err());
             }
         }
     }

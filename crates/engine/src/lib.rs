@@ -28,4 +28,4 @@ pub use integrity::{IntegrityFault, IntegrityReport};
 pub use schema::{ColumnType, IndexSchema, TableSchema};
 pub use switches::{ConfigError, Preset, Switch, Switches};
 pub use txn::Transaction;
-pub use value::{Row, Value};
+pub use value::{Row, Value, ValueRef};

@@ -11,6 +11,16 @@ pub enum Value {
     Str(String),
 }
 
+/// One column value borrowed from its row ([`crate::RowRef::value_ref`]): a string is not
+/// copied (a damaged one, not UTF-8, is decoded lossily into a copy, as [`Value`] is).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueRef<'a> {
+    Null,
+    Int(i64),
+    Float(f64),
+    Str(std::borrow::Cow<'a, str>),
+}
+
 /// A row: values in column order (or in the order a projection asked for).
 pub type Row = Vec<Value>;
 

@@ -8,7 +8,7 @@
 
 use std::ops::Bound;
 
-use engine::Value;
+use engine::{Value, ValueRef};
 
 use crate::error::ProtocolError;
 
@@ -90,6 +90,25 @@ pub(crate) fn put_value(out: &mut Vec<u8>, v: &Value) {
             out.extend_from_slice(&f.to_bits().to_le_bytes());
         }
         Value::Str(s) => {
+            put_u8(out, VALUE_STR);
+            put_str(out, s);
+        }
+    }
+}
+
+/// [`put_value`] of a value borrowed from a row: the same bytes.
+pub(crate) fn put_value_ref(out: &mut Vec<u8>, v: &ValueRef<'_>) {
+    match v {
+        ValueRef::Null => put_u8(out, VALUE_NULL),
+        ValueRef::Int(i) => {
+            put_u8(out, VALUE_INT);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        ValueRef::Float(f) => {
+            put_u8(out, VALUE_FLOAT);
+            out.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        ValueRef::Str(s) => {
             put_u8(out, VALUE_STR);
             put_str(out, s);
         }

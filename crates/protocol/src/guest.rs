@@ -288,6 +288,21 @@ pub fn answer_ops(
     out: &mut Vec<u8>,
     mut run: impl FnMut(&Op) -> TxResult<OpResult>,
 ) -> std::result::Result<Option<TxError>, String> {
+    answer_ops_with(kind_and_body, out, |op, out| {
+        put_op_result(out, &run(op)?);
+        Ok(())
+    })
+}
+
+/// [`answer_ops`] whose `run` writes each operation's result into the answer itself (with
+/// [`put_result`], or [`put_row_result`] straight from the engine's row), so that a row read
+/// need not be built as values to be encoded and dropped. Whatever `run` wrote for an
+/// operation that fails is discarded with the rest of the `Results`.
+pub fn answer_ops_with(
+    kind_and_body: &[u8],
+    out: &mut Vec<u8>,
+    mut run: impl FnMut(&Op, &mut Vec<u8>) -> TxResult<()>,
+) -> std::result::Result<Option<TxError>, String> {
     let (&kind, body) = kind_and_body
         .split_first()
         .ok_or_else(|| ProtocolError::EmptyFrame.to_string())?;
@@ -305,8 +320,8 @@ pub fn answer_ops(
     put_len(out, count);
     for _ in 0..count {
         let op = read_op(&mut r).map_err(malformed)?;
-        match run(&op) {
-            Ok(result) => put_op_result(out, &result),
+        match run(&op, out) {
+            Ok(()) => {}
             Err(e) => {
                 out.truncate(start);
                 HostMsg::OpFailed {
@@ -322,6 +337,23 @@ pub fn answer_ops(
     let len = u32::try_from(out.len() - start - HEADER_LEN).expect("a frame over 4 GiB");
     out[start..start + HEADER_LEN].copy_from_slice(&len.to_le_bytes());
     Ok(None)
+}
+
+/// Writes `result` into an answer (see [`answer_ops_with`]).
+pub fn put_result(out: &mut Vec<u8>, result: &OpResult) {
+    put_op_result(out, result);
+}
+
+/// Writes a `Row` result straight from the engine's row into an answer (see
+/// [`answer_ops_with`]): the columns `columns` names (`None`: the whole row), or no row; the
+/// bytes of `OpResult::Row` of the same values. Fails (with part of it written) where the row
+/// has no such column.
+pub fn put_row_result(
+    out: &mut Vec<u8>,
+    row: Option<engine::RowRef<'_>>,
+    columns: Option<&[u16]>,
+) -> TxResult<()> {
+    crate::message::put_row_result(out, row, columns)
 }
 
 /// The engine error a `Failed` or `OpFailed` stands for, its message as its sender wrote it.

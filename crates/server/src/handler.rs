@@ -625,6 +625,37 @@ pub(crate) fn run_ops(tx: &mut dyn Tx, shared: &Shared, ops: &[Op]) -> TxResult<
         .collect()
 }
 
+/// Runs `op` and writes its result into an answer (`protocol::guest::answer_ops_with`): a
+/// read of a whole row is encoded straight from the engine's record
+/// (`protocol::guest::put_row_result` inside `Tx::read_with`), not built as values to be
+/// encoded and dropped; anything else as [`run_op`] answers it.
+pub(crate) fn answer_op(
+    tx: &mut dyn Tx,
+    shared: &Shared,
+    op: &Op,
+    cols: &mut Vec<usize>,
+    out: &mut Vec<u8>,
+) -> TxResult<()> {
+    if let Op::Get {
+        table,
+        key,
+        columns: None,
+        for_update,
+    } = op
+    {
+        let table = shared.table(*table)?;
+        let found = tx.read_with(table, key, *for_update, &mut |row| {
+            protocol::guest::put_row_result(out, Some(row), None)
+        })?;
+        if !found {
+            protocol::guest::put_row_result(out, None, None)?;
+        }
+        return Ok(());
+    }
+    protocol::guest::put_result(out, &run_op(tx, shared, op, cols)?);
+    Ok(())
+}
+
 /// Runs one operation (`cols`: scratch for the columns it names).
 pub(crate) fn run_op(
     tx: &mut dyn Tx,

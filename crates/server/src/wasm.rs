@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{answer_ops, check_returned_write, decode_running_writes, GuestMsg, HostMsg};
+use protocol::guest::{
+    answer_ops_with, check_returned_write, decode_running_writes, GuestMsg, HostMsg,
+};
 use protocol::{Op, HEADER_LEN};
 use wasmtime::{
     Caller, Config, Engine, Extern, Instance, Linker, Memory, Module, Store, StoreLimits,
@@ -451,9 +453,11 @@ fn op(
             }
             None => {
                 let mut cols = Vec::new();
-                answer_ops(&frame[HEADER_LEN..], &mut pending, |op| {
+                // A read's answer is encoded inside the engine's read (no row of values
+                // built): its encoding counts as query execution.
+                answer_ops_with(&frame[HEADER_LEN..], &mut pending, |op, out| {
                     let t = call.timing.then(Instant::now);
-                    let ran = crate::handler::run_op(call.tx, call.shared, op, &mut cols);
+                    let ran = crate::handler::answer_op(call.tx, call.shared, op, &mut cols, out);
                     if let Some(t) = t {
                         call.engine_ns += t.elapsed().as_nanos() as u64;
                     }
