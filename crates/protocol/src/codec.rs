@@ -6,6 +6,7 @@
 //! count is checked against the bytes left, at the smallest encoding of one item, before its
 //! `Vec` is sized ([`Reader::count`]).
 
+use std::borrow::Cow;
 use std::ops::Bound;
 
 use engine::{Value, ValueRef};
@@ -79,24 +80,18 @@ pub(crate) fn put_opt<T>(out: &mut Vec<u8>, v: Option<&T>, put: impl FnOnce(&mut
 }
 
 pub(crate) fn put_value(out: &mut Vec<u8>, v: &Value) {
-    match v {
-        Value::Null => put_u8(out, VALUE_NULL),
-        Value::Int(i) => {
-            put_u8(out, VALUE_INT);
-            out.extend_from_slice(&i.to_le_bytes());
-        }
-        Value::Float(f) => {
-            put_u8(out, VALUE_FLOAT);
-            out.extend_from_slice(&f.to_bits().to_le_bytes());
-        }
-        Value::Str(s) => {
-            put_u8(out, VALUE_STR);
-            put_str(out, s);
-        }
-    }
+    put_value_ref(
+        out,
+        &match v {
+            Value::Null => ValueRef::Null,
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::Float(f) => ValueRef::Float(*f),
+            Value::Str(s) => ValueRef::Str(Cow::Borrowed(s)),
+        },
+    );
 }
 
-/// [`put_value`] of a value borrowed from a row: the same bytes.
+/// A value as [`put_value`] and [`put_value_ref`] write it: a tag, then the value.
 pub(crate) fn put_value_ref(out: &mut Vec<u8>, v: &ValueRef<'_>) {
     match v {
         ValueRef::Null => put_u8(out, VALUE_NULL),

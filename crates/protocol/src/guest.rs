@@ -832,6 +832,14 @@ mod tests {
     use super::*;
     use crate::message::tests::{named_ids, op, op_result, value};
 
+    /// The table the tests' procedures use.
+    fn table_t() -> TableRef {
+        TableRef {
+            name: "t".into(),
+            id: 3,
+        }
+    }
+
     /// A host that answers every get with a row holding its key and a version, every update
     /// by bumping the version; it keeps the messages it got.
     #[derive(Default)]
@@ -945,10 +953,7 @@ mod tests {
         let work = Duration::from_millis(3);
         for timed in [true, false] {
             let mut host = Host::default();
-            let t = TableRef {
-                name: "t".into(),
-                id: 3,
-            };
+            let t = table_t();
             let ended = run_invocation(
                 &mut host,
                 &mut Deferred::default(),
@@ -974,10 +979,7 @@ mod tests {
     #[test]
     fn hinted_reads_cross_together_and_answer_until_a_write() {
         let mut host = Host::default();
-        let t = TableRef {
-            name: "t".into(),
-            id: 3,
-        };
+        let t = table_t();
         let ended = run_invocation(
             &mut host,
             &mut Deferred::default(),
@@ -1032,10 +1034,7 @@ mod tests {
     #[test]
     fn a_read_modify_write_of_a_row_read_ahead_for_update_takes_the_answer_and_defers() {
         let mut host = Host::default();
-        let t = TableRef {
-            name: "t".into(),
-            id: 3,
-        };
+        let t = table_t();
         let ended = run_invocation(
             &mut host,
             &mut Deferred::default(),
@@ -1083,10 +1082,7 @@ mod tests {
 
     #[test]
     fn writes_cross_in_front_of_the_next_operation_or_with_the_return() {
-        let t = TableRef {
-            name: "t".into(),
-            id: 3,
-        };
+        let t = table_t();
         let row = |k| vec![Value::Int(k), Value::Int(0)];
         let mut host = Host::default();
         let ended = run_invocation(
@@ -1152,10 +1148,7 @@ mod tests {
 
     #[test]
     fn a_deferred_write_answered_otherwise_fails_the_call_whatever_the_procedure_does() {
-        let t = TableRef {
-            name: "t".into(),
-            id: 3,
-        };
+        let t = table_t();
         let ended = run_invocation(
             &mut Gone,
             &mut Deferred::default(),
@@ -1219,10 +1212,7 @@ mod tests {
     #[test]
     fn hinted_scans_cross_with_the_hinted_reads_and_answer_until_a_write_under_them() {
         let mut host = Host::default();
-        let t = TableRef {
-            name: "t".into(),
-            id: 3,
-        };
+        let t = table_t();
         let ended = run_invocation(
             &mut host,
             &mut Deferred::default(),
