@@ -278,6 +278,12 @@ pub fn decode_running_writes(
     Ok((message, failed))
 }
 
+/// Whether a frame (after its length prefix) is an `Ops` message, to be answered with
+/// [`answer_ops_with`] rather than decoded whole.
+pub fn is_ops(kind_and_body: &[u8]) -> bool {
+    kind_and_body.first() == Some(&KIND_OPS)
+}
+
 /// The host's side of one `Ops` frame (`kind_and_body`: the frame after its length prefix)
 /// without building its messages: runs each operation as it is decoded and writes the answer
 /// frame into `out`: `Results`, or `OpFailed` for the first operation that fails, whose error
@@ -937,9 +943,11 @@ mod tests {
         assert!(
             matches!(decode(&out), HostMsg::OpFailed { message, .. } if message.contains("no row 0"))
         );
-        // Not Ops, or cut short: refused.
+        // Not Ops, or cut short: refused; `is_ops` tells the host which frames to answer so.
         let mut ready = Vec::new();
         GuestMsg::Ready.encode(&mut ready);
+        assert!(is_ops(&frame(vec![get(1)])));
+        assert!(!is_ops(&ready[HEADER_LEN..]) && !is_ops(&[]));
         let not_ops = answer_ops(&ready[HEADER_LEN..], &mut Vec::new(), row);
         assert!(not_ops.unwrap_err().contains("where an operation belongs"));
         let whole = frame(vec![get(1), get(2)]);

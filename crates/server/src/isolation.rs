@@ -55,7 +55,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{check_returned_write, error_of, GuestMsg, HostMsg};
+use protocol::guest::{answer_ops_with, check_returned_write, error_of, is_ops, GuestMsg, HostMsg};
 use protocol::shm::Region;
 use protocol::{ErrorClass, FrameBuffer, Op, OpResult, HEADER_LEN};
 
@@ -614,6 +614,11 @@ impl Guest {
     fn send(&mut self, message: &HostMsg) -> Result<(), Broken> {
         self.out.clear();
         message.encode(&mut self.out);
+        self.send_out()
+    }
+
+    /// Sends the whole frame in `out`.
+    fn send_out(&mut self) -> Result<(), Broken> {
         match &mut self.pipe {
             Pipe::Stream { stream, .. } => stream
                 .write_all(&self.out)
@@ -627,13 +632,21 @@ impl Guest {
     }
 
     fn recv(&mut self) -> Result<GuestMsg, Broken> {
+        let frame = self.recv_frame()?;
+        GuestMsg::decode(&self.frame[frame])
+            .map_err(|e| Broken::Other(format!("it sent a malformed message: {e}")))
+    }
+
+    /// Receives the guest's next frame into `frame` and returns where its kind and body lie
+    /// there (after the length prefix), undecoded.
+    fn recv_frame(&mut self) -> Result<std::ops::Range<usize>, Broken> {
         match &mut self.pipe {
             Pipe::Stream { stream, buffer } => loop {
                 match buffer.next_frame() {
                     Ok(Some(frame)) => {
-                        return GuestMsg::decode(frame).map_err(|e| {
-                            Broken::Other(format!("it sent a malformed message: {e}"))
-                        })
+                        self.frame.clear();
+                        self.frame.extend_from_slice(frame);
+                        return Ok(0..frame.len());
                     }
                     Ok(None) => {}
                     Err(e) => return Err(Broken::Other(format!("it sent a bad frame: {e}"))),
@@ -710,8 +723,7 @@ impl Guest {
                         "its frame's length prefix says {body_len}, its length {len}"
                     )));
                 }
-                GuestMsg::decode(&self.frame[HEADER_LEN..])
-                    .map_err(|e| Broken::Other(format!("it sent a malformed message: {e}")))
+                Ok(HEADER_LEN..len)
             }
         }
     }
@@ -737,31 +749,41 @@ impl Guest {
             args: args.to_vec(),
             timed: tracer.on(),
         })?;
+        let mut cols = Vec::new();
         loop {
-            match self.recv()? {
-                GuestMsg::Ops { ops } => {
-                    let reply = match &failed_op {
-                        Some(e) => failed_reply(e),
-                        None => {
-                            let t = tracer.start();
-                            let ran = crate::handler::run_ops(tx, shared, &ops);
+            let frame = self.recv_frame()?;
+            let frame = &self.frame[frame];
+            if is_ops(frame) {
+                // The operations run as they are decoded, and each answer is encoded as it
+                // returns: a read of a whole row straight from the engine's record
+                // (`handler::answer_op`), its encoding counted as query execution.
+                self.out.clear();
+                match &failed_op {
+                    Some(e) => failed_reply(e).encode(&mut self.out),
+                    None => {
+                        let timed = tracer.on();
+                        let answered = answer_ops_with(frame, &mut self.out, |op, out| {
+                            let t = timed.then(Instant::now);
+                            let ran = crate::handler::answer_op(tx, shared, op, &mut cols, out);
                             if let Some(t) = t {
                                 engine_ns += t.elapsed().as_nanos() as u64;
                             }
-                            match ran {
-                                Ok(results) => HostMsg::Results { results },
-                                Err(e) => {
-                                    let reply = failed_reply(&e);
-                                    failed_op = Some(e);
-                                    reply
-                                }
-                            }
+                            ran
+                        });
+                        match answered {
+                            Ok(None) => {}
+                            Ok(Some(e)) => failed_op = Some(e),
+                            Err(why) => return Err(Broken::Other(format!("it sent {why}"))),
                         }
-                    };
-                    self.send(&reply)?;
+                    }
                 }
+                self.send_out()?;
+                continue;
+            }
+            let message = GuestMsg::decode(frame)
+                .map_err(|e| Broken::Other(format!("it sent a malformed message: {e}")))?;
+            match message {
                 end @ (GuestMsg::Returned { .. } | GuestMsg::Failed { .. }) => {
-                    let mut cols = Vec::new();
                     return Ok(finish_call(
                         end,
                         failed_op,
@@ -772,10 +794,11 @@ impl Guest {
                         |op| crate::handler::run_op(tx, shared, op, &mut cols),
                     ));
                 }
-                GuestMsg::Ready => {
-                    return Err(Broken::Other(
-                        "it sent Ready in the middle of a call".to_string(),
-                    ))
+                // `Ops` were answered above.
+                other @ (GuestMsg::Ready | GuestMsg::Ops { .. }) => {
+                    return Err(Broken::Other(format!(
+                        "it sent {other:?} in the middle of a call"
+                    )))
                 }
             }
         }
