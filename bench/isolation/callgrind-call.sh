@@ -8,12 +8,15 @@
 # module, so two builds compare in one run each.
 #
 #   bench/isolation/callgrind-call.sh [--glass BIN] [--workload W] [--scale S] [--level L]
-#                                     [--txns N] [--module FILE]
+#                                     [--txns N] [--module FILE] [--keep DIR]
 #
 #   --level   rust, wasm, none, process:CHANNEL or container:CHANNEL (default rust)
 #   --scale   as `glass serve --scale` (default 1; YCSB's records: use 10000)
 #   --txns    transactions driven (default 1000)
 #   --module  with --level wasm, the module (default: glass serve's own default)
+#   --keep    a directory to keep callgrind's files in, for callgrind_annotate; at wasm also
+#             the module's perf map (perf.map) and both annotations with the module's
+#             functions named (annotate-self.txt, annotate-inclusive.txt; jit-names.py)
 #
 # Prints one line: workload, level, calls counted, instructions a call.
 set -euo pipefail
@@ -26,6 +29,7 @@ SCALE=1
 LEVEL=rust
 TXNS=1000
 MODULE=
+KEEP=
 while [ $# -gt 0 ]; do
   case "$1" in
     --glass) GLASS=$2; shift 2 ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
     --level) LEVEL=$2; shift 2 ;;
     --txns) TXNS=$2; shift 2 ;;
     --module) MODULE=$2; shift 2 ;;
+    --keep) KEEP=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
@@ -47,12 +52,15 @@ case "$LEVEL" in
   *:*) isolation+=(--channel "${LEVEL#*:}") ;;
 esac
 if [ -n "$MODULE" ]; then isolation+=(--wasm-module "$MODULE"); fi
+if [ "${LEVEL%%:*}" = wasm ] && [ -n "$KEEP" ]; then isolation+=(--wasm-perfmap); fi
 
 work=$(mktemp -d)
 server=
+perfmap=
 cleanup() {
   if [ -n "$server" ]; then kill -INT "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
   rm -rf "$work"
+  if [ -n "$perfmap" ]; then rm -f "$perfmap"; fi
 }
 trap cleanup EXIT
 
@@ -62,6 +70,7 @@ valgrind --tool=callgrind --separate-threads=yes --collect-atstart=no \
   "$GLASS" serve "$WORKLOAD" --scale "$SCALE" --unix "$work/s.sock" --workers 1 "${isolation[@]}" \
   >"$work/serve.log" 2>&1 &
 server=$!
+perfmap=/tmp/perf-$server.map
 for _ in $(seq 1 900); do
   [ -S "$work/s.sock" ] && break
   kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; die "the server stopped before it listened"; }
@@ -73,6 +82,19 @@ done
 kill -INT "$server"
 wait "$server" || { tail -n 5 "$work/serve.log" >&2; die "the server did not stop cleanly"; }
 server=
+
+if [ -n "$KEEP" ]; then
+  mkdir -p "$KEEP" && cp "$work"/cg.out* "$KEEP"/
+  if [ -s "$perfmap" ]; then
+    cp "$perfmap" "$KEEP/perf.map"
+    worker=$(for f in "$work"/cg.out-*; do echo "$(awk '/^summary:/ { print $2 }' "$f") $f"; done | sort -n | tail -n 1 | cut -d' ' -f2)
+    for kind in self inclusive; do
+      if [ $kind = self ]; then inclusive=no; else inclusive=yes; fi
+      callgrind_annotate --auto=no --inclusive=$inclusive "$worker" \
+        | python3 "$(dirname "$0")/jit-names.py" "$KEEP/perf.map" >"$KEEP/annotate-$kind.txt"
+    done
+  fi
+fi
 
 # Every thread's file: its total, and the calls made into ConnState::call (callgrind names a
 # function in full once per file and by its number after that).

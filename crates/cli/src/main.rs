@@ -851,6 +851,10 @@ struct ServeArgs {
     /// procedures-wasm --target wasm32-wasip1`].
     #[arg(long, value_name = "FILE")]
     wasm_module: Option<PathBuf>,
+    /// With --isolation wasm: name the module's compiled functions in /tmp/perf-PID.map, so
+    /// that `perf report` and `bench/isolation/callgrind-call.sh` show them by name.
+    #[arg(long)]
+    wasm_perfmap: bool,
     /// With --isolation none: the procedures as a shared library, loaded into the server
     /// [default: libprocedures_native.so beside this binary; build it with `cargo build
     /// --release -p procedures-native`].
@@ -1229,6 +1233,7 @@ fn guest_config(args: &ServeArgs) -> anyhow::Result<Option<server::GuestConfig>>
         memory_mib: args.procedure_memory_mib,
         core: args.procedure_core,
         module: Some(module),
+        perfmap: args.wasm_perfmap,
         library: Some(library),
         vm,
     }))

@@ -11,7 +11,7 @@
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -694,4 +694,41 @@ fn a_webassembly_sandbox_contains_every_attack() {
         cell1 + 1,
         "the null read's bump committed"
     );
+}
+
+#[test]
+fn a_webassembly_server_names_its_compiled_functions_in_a_perf_map_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = wasm_module();
+    let server = Server::start(
+        dir.path(),
+        &[
+            "--isolation",
+            "wasm",
+            "--wasm-module",
+            &module,
+            "--wasm-perfmap",
+        ],
+        16 << 10,
+    );
+    let map = PathBuf::from(format!("/tmp/perf-{}.map", server.child.id()));
+    let mut client = server.client();
+    let before = bump(&mut client, 1);
+    assert_eq!(
+        bump(&mut client, 1),
+        before + 1,
+        "the module runs with its map"
+    );
+    let text = std::fs::read_to_string(&map).unwrap_or_default();
+    let _ = std::fs::remove_file(&map);
+    // "START LENGTH NAME", hexadecimal, one line per compiled function.
+    let invoke = text
+        .lines()
+        .find(|l| l.ends_with(" glass_invoke"))
+        .unwrap_or_else(|| panic!("{} names no glass_invoke:\n{text}", map.display()));
+    let mut fields = invoke.split(' ');
+    let start = fields.next().unwrap().trim_start_matches("0x");
+    let length = fields.next().unwrap();
+    assert!(u64::from_str_radix(start, 16).unwrap() > 0, "{invoke}");
+    assert!(u64::from_str_radix(length, 16).unwrap() > 0, "{invoke}");
 }

@@ -140,6 +140,7 @@ impl Shared {
                 module,
                 config.timeout,
                 config.memory_mib,
+                config.perfmap,
             )?);
         }
         self.isolation = isolation;

@@ -221,6 +221,9 @@ pub struct GuestConfig {
     pub core: Option<usize>,
     /// `--isolation wasm`: the procedures' WebAssembly module.
     pub module: Option<PathBuf>,
+    /// `--isolation wasm`: name the module's compiled functions in `/tmp/perf-PID.map`, for
+    /// `perf` and `bench/isolation/callgrind-call.sh` (`--wasm-perfmap`).
+    pub perfmap: bool,
     /// `--isolation none`: the procedures' shared library.
     pub library: Option<PathBuf>,
     /// `--isolation vm`: QEMU and the guest kernel, found and checked ([`crate::vm::Vm::find`]).
@@ -237,6 +240,7 @@ impl Default for GuestConfig {
             memory_mib: 1024,
             core: None,
             module: None,
+            perfmap: false,
             library: None,
             vm: None,
         }

@@ -58,8 +58,15 @@ pub(crate) struct Wasm {
 }
 
 impl Wasm {
-    /// Compiles the module at `path` and starts the epoch ticker.
-    pub(crate) fn load(path: &Path, timeout: Duration, memory_mib: u64) -> Result<Wasm, String> {
+    /// Compiles the module at `path` and starts the epoch ticker; with `perfmap`, names its
+    /// compiled functions in `/tmp/perf-PID.map` (wasmtime's perf map), where `perf` and
+    /// callgrind's annotations can find them.
+    pub(crate) fn load(
+        path: &Path,
+        timeout: Duration,
+        memory_mib: u64,
+        perfmap: bool,
+    ) -> Result<Wasm, String> {
         if !path.is_file() {
             return Err(format!(
                 "no WebAssembly module at {}: build it with `rustup target add wasm32-wasip1 && \
@@ -70,6 +77,9 @@ impl Wasm {
         }
         let mut config = Config::new();
         config.epoch_interruption(true);
+        if perfmap {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine = Engine::new(&config).map_err(|e| format!("start wasmtime: {e}"))?;
         let module = Module::from_file(&engine, path)
             .map_err(|e| format!("compile {}: {e:#}", path.display()))?;
