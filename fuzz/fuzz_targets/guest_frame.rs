@@ -7,11 +7,12 @@
 //! A frame that decodes must be the canonical encoding of its message: encoding it gives back
 //! exactly the frame, length prefix included. The host's two decoders that run operations as
 //! they read them (`answer_ops` for `Ops`, `decode_running_writes` for `Returned`) must agree
-//! with `GuestMsg::decode`: the same operations, in order, and a refusal where it refuses.
+//! with `GuestMsg::decode`: the same operations, in order, and a refusal where it refuses; and
+//! `is_ops`, which picks the frames the host answers so, must pick exactly the `Ops`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use protocol::guest::{answer_ops, decode_running_writes, GuestMsg, HostMsg};
+use protocol::guest::{answer_ops, decode_running_writes, is_ops, GuestMsg, HostMsg};
 use protocol::{FrameBuffer, Op, OpResult, DEFAULT_MAX_FRAME, HEADER_LEN};
 
 fn check_canonical<M>(frame: &[u8], message: &M, encode: impl Fn(&M, &mut Vec<u8>)) {
@@ -62,6 +63,8 @@ fuzz_target!(|data: &[u8]| {
             let decoded = GuestMsg::decode(frame);
             if let Ok(m) = &decoded {
                 check_canonical(frame, m, GuestMsg::encode);
+                // The host answers what `is_ops` picks out, and decodes the rest whole.
+                assert_eq!(is_ops(frame), matches!(m, GuestMsg::Ops { .. }), "{m:?}");
             }
             let mut ran: Vec<Op> = Vec::new();
             let running = decode_running_writes(frame, |op| {
