@@ -5,7 +5,8 @@
 # driven by `glass bench --server` for a fixed number of transactions on one connection. A
 # procedure process (process, container, vm) is not traced: only the host's side counts, and
 # at wasm the module's compiled code counts with the host's. Deterministic for one binary and
-# module, so two builds compare in one run each.
+# module, so two builds compare in one run each; except at shm-poll, whose host's polling
+# counts too and depends on how soon its guest answers.
 #
 #   bench/isolation/callgrind-call.sh [--glass BIN] [--workload W] [--scale S] [--level L]
 #                                     [--txns N] [--module FILE] [--keep DIR]
