@@ -633,25 +633,27 @@ fn wasm_module() -> String {
         .clone()
 }
 
+/// A server of the hostile procedures at `--isolation wasm`, with `extra` flags.
+fn wasm_server(dir: &Path, extra: &[&str]) -> Server {
+    let module = wasm_module();
+    let mut args = vec!["--isolation", "wasm", "--wasm-module", &module];
+    args.extend_from_slice(extra);
+    Server::start(dir, &args, 16 << 10)
+}
+
 #[test]
 fn a_webassembly_sandbox_contains_every_attack() {
     let dir = tempfile::tempdir().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let module = wasm_module();
-    let server = Server::start(
+    let server = wasm_server(
         dir.path(),
         &[
-            "--isolation",
-            "wasm",
-            "--wasm-module",
-            &module,
             "--procedure-timeout-ms",
             "2000",
             "--procedure-memory-mib",
             "256",
         ],
-        16 << 10,
     );
     let mut bystander = server.client();
     let mut attacker = server.client();
@@ -699,18 +701,7 @@ fn a_webassembly_sandbox_contains_every_attack() {
 #[test]
 fn a_webassembly_server_names_its_compiled_functions_in_a_perf_map_when_asked() {
     let dir = tempfile::tempdir().unwrap();
-    let module = wasm_module();
-    let server = Server::start(
-        dir.path(),
-        &[
-            "--isolation",
-            "wasm",
-            "--wasm-module",
-            &module,
-            "--wasm-perfmap",
-        ],
-        16 << 10,
-    );
+    let server = wasm_server(dir.path(), &["--wasm-perfmap"]);
     let map = PathBuf::from(format!("/tmp/perf-{}.map", server.child.id()));
     let mut client = server.client();
     let before = bump(&mut client, 1);
