@@ -257,12 +257,7 @@ impl<'a> RowRef<'a> {
                     }),
                 })
             }
-            RowSource::Values(row) => Ok(match row.get(col).ok_or_else(|| Self::missing(col))? {
-                Value::Null => ValueRef::Null,
-                Value::Int(i) => ValueRef::Int(*i),
-                Value::Float(f) => ValueRef::Float(*f),
-                Value::Str(s) => ValueRef::Str(Cow::Borrowed(s)),
-            }),
+            RowSource::Values(row) => Ok(row.get(col).ok_or_else(|| Self::missing(col))?.into()),
         }
     }
 

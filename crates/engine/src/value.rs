@@ -24,6 +24,18 @@ pub enum ValueRef<'a> {
 /// A row: values in column order (or in the order a projection asked for).
 pub type Row = Vec<Value>;
 
+impl<'a> From<&'a Value> for ValueRef<'a> {
+    /// The value, borrowed.
+    fn from(v: &'a Value) -> Self {
+        match v {
+            Value::Null => ValueRef::Null,
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::Float(f) => ValueRef::Float(*f),
+            Value::Str(s) => ValueRef::Str(std::borrow::Cow::Borrowed(s)),
+        }
+    }
+}
+
 impl Value {
     /// The integer inside, or `None` for any other kind.
     pub fn as_int(&self) -> Option<i64> {

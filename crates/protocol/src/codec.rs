@@ -6,7 +6,6 @@
 //! count is checked against the bytes left, at the smallest encoding of one item, before its
 //! `Vec` is sized ([`Reader::count`]).
 
-use std::borrow::Cow;
 use std::ops::Bound;
 
 use engine::{Value, ValueRef};
@@ -80,15 +79,7 @@ pub(crate) fn put_opt<T>(out: &mut Vec<u8>, v: Option<&T>, put: impl FnOnce(&mut
 }
 
 pub(crate) fn put_value(out: &mut Vec<u8>, v: &Value) {
-    put_value_ref(
-        out,
-        &match v {
-            Value::Null => ValueRef::Null,
-            Value::Int(i) => ValueRef::Int(*i),
-            Value::Float(f) => ValueRef::Float(*f),
-            Value::Str(s) => ValueRef::Str(Cow::Borrowed(s)),
-        },
-    );
+    put_value_ref(out, &v.into());
 }
 
 /// A value as [`put_value`] and [`put_value_ref`] write it: a tag, then the value.

@@ -351,15 +351,10 @@ pub fn put_result(out: &mut Vec<u8>, result: &OpResult) {
 }
 
 /// Writes a `Row` result straight from the engine's row into an answer (see
-/// [`answer_ops_with`]): the columns `columns` names (`None`: the whole row), or no row; the
-/// bytes of `OpResult::Row` of the same values. Fails (with part of it written) where the row
-/// has no such column.
-pub fn put_row_result(
-    out: &mut Vec<u8>,
-    row: Option<engine::RowRef<'_>>,
-    columns: Option<&[u16]>,
-) -> TxResult<()> {
-    crate::message::put_row_result(out, row, columns)
+/// [`answer_ops_with`]): the whole row, or no row; the bytes of `OpResult::Row` of the same
+/// values. Fails (with part of it written) where a column cannot be read.
+pub fn put_row_result(out: &mut Vec<u8>, row: Option<engine::RowRef<'_>>) -> TxResult<()> {
+    crate::message::put_row_result(out, row)
 }
 
 /// The engine error a `Failed` or `OpFailed` stands for, its message as its sender wrote it.

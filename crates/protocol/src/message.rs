@@ -533,34 +533,19 @@ pub(crate) fn put_op_result(out: &mut Vec<u8>, result: &OpResult) {
     }
 }
 
-/// A `Row` result encoded straight from the engine's row (`None`: no row): the columns
-/// `columns` names (`None`: every one), the same bytes as [`put_op_result`] of
-/// `OpResult::Row` holding those values, without building them. An error (a column the row
-/// does not have) may leave part of the result written.
-pub(crate) fn put_row_result(
-    out: &mut Vec<u8>,
-    row: Option<RowRef<'_>>,
-    columns: Option<&[u16]>,
-) -> TxResult<()> {
+/// A `Row` result encoded straight from the engine's row (`None`: no row): the same bytes as
+/// [`put_op_result`] of `OpResult::Row` holding its values, without building them. An error (a
+/// column that cannot be read) may leave part of the result written.
+pub(crate) fn put_row_result(out: &mut Vec<u8>, row: Option<RowRef<'_>>) -> TxResult<()> {
     put_u8(out, RESULT_ROW);
     let Some(row) = row else {
         put_u8(out, 0);
         return Ok(());
     };
     put_u8(out, 1);
-    match columns {
-        None => {
-            put_len(out, row.columns());
-            for c in 0..row.columns() {
-                put_value_ref(out, &row.value_ref(c)?);
-            }
-        }
-        Some(columns) => {
-            put_len(out, columns.len());
-            for &c in columns {
-                put_value_ref(out, &row.value_ref(usize::from(c))?);
-            }
-        }
+    put_len(out, row.columns());
+    for c in 0..row.columns() {
+        put_value_ref(out, &row.value_ref(c)?);
     }
     Ok(())
 }
@@ -885,33 +870,20 @@ pub(crate) mod tests {
         }
 
         /// A row result written straight from a row is the bytes of the result built from
-        /// its values (or those of the columns named, or of no row); a column past the row's
-        /// is refused.
+        /// its values (or of no row).
         #[test]
         fn a_row_result_from_a_row_is_the_result_of_its_values(
             row in prop::collection::vec(value(), 0..6),
-            picks in prop::collection::vec(0u16..6, 0..5),
         ) {
             let view = engine::RowRef::values(&row);
             let mut direct = Vec::new();
-            put_row_result(&mut direct, Some(view), None).unwrap();
+            put_row_result(&mut direct, Some(view)).unwrap();
             let mut built = Vec::new();
             put_op_result(&mut built, &OpResult::Row(Some(row.clone())));
             prop_assert_eq!(&direct, &built);
 
             let mut direct = Vec::new();
-            let fits = picks.iter().all(|&c| usize::from(c) < row.len());
-            let picked = put_row_result(&mut direct, Some(view), Some(&picks));
-            prop_assert_eq!(picked.is_ok(), fits);
-            if fits {
-                let values = picks.iter().map(|&c| row[usize::from(c)].clone()).collect();
-                let mut built = Vec::new();
-                put_op_result(&mut built, &OpResult::Row(Some(values)));
-                prop_assert_eq!(&direct, &built);
-            }
-
-            let mut direct = Vec::new();
-            put_row_result(&mut direct, None, None).unwrap();
+            put_row_result(&mut direct, None).unwrap();
             let mut built = Vec::new();
             put_op_result(&mut built, &OpResult::Row(None));
             prop_assert_eq!(direct, built);

@@ -646,10 +646,10 @@ pub(crate) fn answer_op(
     {
         let table = shared.table(*table)?;
         let found = tx.read_with(table, key, *for_update, &mut |row| {
-            protocol::guest::put_row_result(out, Some(row), None)
+            protocol::guest::put_row_result(out, Some(row))
         })?;
         if !found {
-            protocol::guest::put_row_result(out, None, None)?;
+            protocol::guest::put_row_result(out, None)?;
         }
         return Ok(());
     }
