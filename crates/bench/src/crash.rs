@@ -14,7 +14,9 @@
 //! ```
 //!
 //! Every other round's bench takes its checkpoints on the background checkpointer thread
-//! (`--background-checkpoints`), the others in its commits. With `pool_mib` smaller than the
+//! (`--background-checkpoints`), the others in its commits; two rounds in four run two page
+//! cleaners (`--page-cleaners 2`), so that kills fall during their write-backs too (each
+//! pairing of the two comes once in four rounds). With `pool_mib` smaller than the
 //! data, the benches evict as they run: pages dirtied by transactions still open are written
 //! back before those commit (steal), and recovery has to undo them. Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
 //! read-only transactions, during other checkpoints' write-back, and the kill falls during
@@ -411,6 +413,10 @@ fn run_lane(
         // in its checkpoints too.
         if round % 2 == 0 {
             bench.arg("--background-checkpoints");
+        }
+        // Two rounds in four write pages back on page cleaners beside the misses.
+        if round % 4 >= 2 {
+            bench.args(["--page-cleaners", "2"]);
         }
         let mut child = bench
             .stdin(Stdio::null())

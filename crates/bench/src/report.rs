@@ -16,6 +16,7 @@
 //! | `huge_pages`                  | the pool's images asked for in huge pages (true with `--huge-pages`) |
 //! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
 //! | `commit_gather`, `early_lock_release` | group commit's leader gathers committers (`--commit-gather`); locks released before the force (on unless `--no-early-lock-release`); both false unless the log is forced |
+//! | `page_cleaners`               | page cleaner threads (`--page-cleaners`; 0 in memory)    |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
@@ -24,6 +25,7 @@
 //! | `tps_median`                  | the median of the rounds' `tps` (with one round, `tps`)  |
 //! | `p50_us` `p90_us` `p99_us` `p999_us` `max_us` | latency over all types               |
 //! | `checkpoints`                 | on disk: `{background, in_commits, waits}`, fuzzy checkpoints by the checkpointer thread and by committers, and commits that waited for the thread (warm-ups included) |
+//! | `pool`                        | where the pool read or wrote: `{pool_mib, in_memory, reads, writes, evict_writes, cleaner_writes}`, the writes a miss made to free a dirty victim and those page cleaners made among them (warm-ups included) |
 //! | `consistency`                 | `"ok"`, `"failed: NAME (detail); ..."`, or (`--server`) `"checked by the server"` (`--mode autocommit`: `"checked by the server; autocommit is not atomic"`) |
 //! | `conditions`                  | every condition: `name`, `description`, `holds`, `detail` |
 //! | `by_type`                     | `{NAME: {count, commits, rollbacks, aborts, tps, p50_us, ...}}` in the workload's order |
@@ -77,6 +79,8 @@ pub struct RunConfiguration {
     /// Whether a group commit's leader gathered committers (`--commit-gather`, with a forced
     /// log only).
     pub commit_gather: bool,
+    /// Page cleaner threads (`--page-cleaners`; 0 in memory, where none runs).
+    pub page_cleaners: usize,
     /// Whether committers released their locks before the force (on unless
     /// `--no-early-lock-release`; with a forced log only).
     pub early_lock_release: bool,
@@ -420,6 +424,10 @@ pub struct PoolSummary {
     pub in_memory: bool,
     pub reads: u64,
     pub writes: u64,
+    /// Of `writes`, those a transaction's miss made to free a dirty victim (it waited for
+    /// them), and those the page cleaners made (`--page-cleaners`).
+    pub evict_writes: u64,
+    pub cleaner_writes: u64,
 }
 
 impl PoolSummary {
@@ -436,6 +444,8 @@ impl PoolSummary {
             in_memory: config.path.is_none(),
             reads: io.reads,
             writes: io.writes,
+            evict_writes: io.evict_writes,
+            cleaner_writes: io.cleaner_writes,
         })
     }
 
@@ -453,8 +463,17 @@ impl PoolSummary {
                 self.reads, self.writes, self.pool_mib
             )
         } else {
+            let by = match (self.evict_writes, self.cleaner_writes) {
+                (0, 0) => String::new(),
+                (evict, 0) => format!(" ({evict} by misses freeing a dirty victim)"),
+                (evict, cleaner) => {
+                    format!(
+                        " ({evict} by misses freeing a dirty victim, {cleaner} by page cleaners)"
+                    )
+                }
+            };
             format!(
-                "pool: {} page reads and {} page writes {span} through the {} MiB pool",
+                "pool: {} page reads and {} page writes{by} {span} through the {} MiB pool",
                 self.reads, self.writes, self.pool_mib
             )
         })
@@ -828,6 +847,11 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
             (Some(sync), Some(mib)) => format!(" log-sync={sync} log-prealloc-mib={mib}"),
             _ => String::new(),
         } + if c.commit_gather { " commit-gather" } else { "" }
+            + &if c.page_cleaners > 0 {
+                format!(" page-cleaners={}", c.page_cleaners)
+            } else {
+                String::new()
+            }
             + if c.durable && !c.early_lock_release {
                 " early-lock-release=off"
             } else {
@@ -900,6 +924,7 @@ mod tests {
             log_sync: None,
             log_prealloc_mib: None,
             commit_gather: false,
+            page_cleaners: 0,
             early_lock_release: false,
             warmup_s: 0.0,
             load_s: Some(0.5),
@@ -1072,6 +1097,8 @@ mod tests {
             in_memory: true,
             reads: 0,
             writes: 0,
+            evict_writes: 0,
+            cleaner_writes: 0,
         };
         assert_eq!(quiet.render("(warm-up included)"), None);
         let outgrown = PoolSummary {
@@ -1093,6 +1120,19 @@ mod tests {
         assert!(!line.contains("outgrew"), "{line}");
         assert!(
             line.contains("12 page reads and 30 page writes while serving"),
+            "{line}"
+        );
+        let cleaned = PoolSummary {
+            evict_writes: 4,
+            cleaner_writes: 20,
+            ..on_disk
+        };
+        let line = cleaned.render("while serving").unwrap();
+        assert!(
+            line.contains(
+                "30 page writes (4 by misses freeing a dirty victim, 20 by page cleaners) \
+                 while serving"
+            ),
             "{line}"
         );
     }

@@ -605,6 +605,11 @@ pub(crate) fn bench_result(
             .as_ref()
             .map(|_| db_config.log_prealloc_bytes >> 20),
         commit_gather: db_config.gather_commits && db_config.durable,
+        page_cleaners: if db_config.path.is_some() {
+            db_config.page_cleaners
+        } else {
+            0
+        },
         early_lock_release: db_config.early_lock_release && db_config.durable,
         warmup_s: config.warmup.as_secs_f64(),
         load_s,

@@ -487,6 +487,12 @@ struct EngineSetupArgs {
     /// "Checkpoints off the commit path").
     #[arg(long)]
     background_checkpoints: bool,
+    /// Page cleaners to run (on disk): threads that write back the dirty pages the pool's
+    /// clock is about to take, so that a transaction's miss finds its victim clean instead
+    /// of writing it first; several keep several writes on the device at once. 0: none (see
+    /// docs/performance.md, "Page cleaners").
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
+    page_cleaners: u16,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -1117,6 +1123,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         switches,
         checkpoint_bytes: setup.checkpoint_kib << 10,
         background_checkpoints: setup.background_checkpoints,
+        page_cleaners: setup.page_cleaners as usize,
         ..DbConfig::default()
     }
 }

@@ -373,6 +373,47 @@ fn load_then_check_then_bench_on_disk() {
         assert_eq!(result["checkpoints"][other], 0, "{result}");
     }
 
+    // Page cleaners beside a pool far smaller than the data: the run records them, its
+    // pool counts whose writes were whose, and the database checks clean after.
+    let out = glass(&[
+        "bench",
+        "tpcb",
+        "--db",
+        db,
+        "--txns",
+        "2000",
+        "--threads",
+        "2",
+        "--warmup",
+        "0",
+        "--pool-mib",
+        "1",
+        "--page-cleaners",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("page-cleaners=2"), "{}", stdout(&out));
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(result["page_cleaners"], 2, "{result}");
+    let pool = &result["pool"];
+    let writes = pool["writes"].as_u64().unwrap();
+    let by_misses = pool["evict_writes"].as_u64().unwrap();
+    let by_cleaners = pool["cleaner_writes"].as_u64().unwrap();
+    assert!(
+        by_misses + by_cleaners > 0,
+        "a 1 MiB pool evicted nothing: {pool}"
+    );
+    assert!(by_misses + by_cleaners <= writes, "{pool}");
+
     let out = glass(&["check", "tpcb", "--db", db]);
     assert_eq!(
         out.status.code(),

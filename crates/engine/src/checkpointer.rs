@@ -40,7 +40,7 @@ struct State {
 /// starved, a checkpoint held its latch for hundreds of milliseconds while committers that had
 /// to wait for it queued behind.)
 #[cfg(target_os = "linux")]
-fn lower_priority() {
+pub(crate) fn lower_priority() {
     // SAFETY: setpriority on this thread's own id; a failure leaves the priority as is.
     unsafe {
         let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
@@ -51,7 +51,7 @@ fn lower_priority() {
 /// Elsewhere (the engine compiled to WebAssembly for the sandboxed procedures, which start no
 /// checkpointer) the thread keeps its priority.
 #[cfg(not(target_os = "linux"))]
-fn lower_priority() {}
+pub(crate) fn lower_priority() {}
 
 /// What the database and its checkpointer thread share.
 #[derive(Default)]

@@ -95,6 +95,11 @@ pub struct DbConfig {
     /// turns it on): on a machine with no core to spare the thread costs the workers' tail
     /// latency (docs/performance.md, "Checkpoints off the commit path").
     pub background_checkpoints: bool,
+    /// Page cleaners to run ([`crate::cleaner`]): threads that write back the dirty pages
+    /// the pool's clock is about to take, so that a miss finds its victim clean (databases on
+    /// disk only; several put several writes on the device at once). None by default (`glass
+    /// --page-cleaners N`): see docs/performance.md, "Page cleaners".
+    pub page_cleaners: usize,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
@@ -179,6 +184,7 @@ impl Default for DbConfig {
             lock_timing: false,
             checkpoint_bytes: 64 << 20,
             background_checkpoints: false,
+            page_cleaners: 0,
             page_locking: false,
             shared_insert_pages: false,
             prefetch: true,
@@ -290,6 +296,8 @@ pub struct Database {
     checkpointing: Mutex<()>,
     /// The thread that takes fuzzy checkpoints, when [`DbConfig::background_checkpoints`].
     pub(crate) checkpointer: Arc<crate::checkpointer::Checkpointer>,
+    /// The page cleaner thread, when [`DbConfig::page_cleaner`].
+    pub(crate) cleaner: Arc<crate::cleaner::Cleaner>,
     /// Fuzzy checkpoints taken by committing transactions (without the checkpointer thread).
     checkpoints_in_commits: AtomicU64,
     /// Commits that waited for the checkpointer thread's checkpoint, it having fallen behind.
@@ -354,6 +362,7 @@ impl Drop for Database {
     /// concerned): the checkpointer thread ends at its next wake-up.
     fn drop(&mut self) {
         self.checkpointer.signal_stop();
+        self.cleaner.signal_stop();
     }
 }
 
@@ -553,6 +562,7 @@ impl Database {
             next_checkpoint: AtomicU64::new(u64::MAX),
             checkpointing: Mutex::new(()),
             checkpointer: Default::default(),
+            cleaner: Default::default(),
             checkpoints_in_commits: AtomicU64::new(0),
             checkpoint_waits: AtomicU64::new(0),
             active: crate::active::ActiveTable::new(latching),
@@ -610,6 +620,14 @@ impl Database {
                     })?;
                 }
             }
+        }
+        if db.config.page_cleaners > 0 && db.config.path.is_some() && db.pool.is_some() {
+            crate::cleaner::Cleaner::start(&db, db.config.page_cleaners).map_err(|e| {
+                TxError::Storage(storage::StorageError::Io {
+                    action: "starting the page cleaner thread",
+                    source: e,
+                })
+            })?;
         }
         Ok(db)
     }
@@ -890,11 +908,21 @@ impl Database {
         self.checkpoint_waits.load(Ordering::Relaxed)
     }
 
-    /// Closes the database cleanly: stops the background checkpointer (after the checkpoint
-    /// it is taking), then a checkpoint, so the next open recovers nothing.
+    /// The page cleaners' rounds and the pages they wrote so far (zeros without any).
+    pub fn page_cleaner_progress(&self) -> (u64, u64) {
+        self.cleaner.progress()
+    }
+
+    /// Closes the database cleanly: stops the page cleaners (after their rounds) and the
+    /// background checkpointer (after the checkpoint it is taking), returns the error either
+    /// met, then takes a checkpoint, so the next open recovers nothing.
     pub fn close(self: Arc<Self>) -> TxResult<()> {
+        self.cleaner.stop();
         self.checkpointer.stop();
         if let Some(e) = self.checkpointer.take_error() {
+            return Err(e);
+        }
+        if let Some(e) = self.cleaner.take_error() {
             return Err(e);
         }
         if self.config.path.is_some() {

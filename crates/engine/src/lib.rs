@@ -5,6 +5,7 @@ mod active;
 pub mod api;
 pub mod catalog;
 mod checkpointer;
+mod cleaner;
 pub mod db;
 pub mod execution;
 pub mod integrity;

@@ -42,9 +42,15 @@ fn crash_child() {
         return;
     };
     // The child's checkpoints are taken in the background (the kill falls during them
-    // too); its parent opens the database again only once the child is dead.
+    // too), and in every other round two page cleaners write pages back beside the misses;
+    // its parent opens the database again only once the child is dead.
+    let cleaners: usize = std::env::var("GLASS_CRASH_CLEANERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let db = Database::open(DbConfig {
         background_checkpoints: true,
+        page_cleaners: cleaners,
         ..durable_config(Path::new(&dir))
     })
     .unwrap();
@@ -137,6 +143,10 @@ fn crash_recovery_keeps_every_acknowledged_commit() {
             ])
             .env(CHILD_ENV, dir.path())
             .env("GLASS_CRASH_SEQ", seq.to_string())
+            .env(
+                "GLASS_CRASH_CLEANERS",
+                if round % 2 == 1 { "2" } else { "0" },
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

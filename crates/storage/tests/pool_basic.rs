@@ -429,12 +429,57 @@ fn the_pools_io_counts_every_threads_reads_and_write_backs() {
     });
     let io = pool.io().since(&before);
     assert_eq!((io.reads, io.writes), (1, 1));
+    assert_eq!(pool.io().evict_writes, 2, "both writes freed a victim");
     pool.flush_all().unwrap();
+    let io = pool.io().since(&before);
+    assert_eq!(io.writes, 2, "one dirty page left to flush");
     assert_eq!(
-        pool.io().since(&before).writes,
-        2,
-        "one dirty page left to flush"
+        (io.evict_writes, io.cleaner_writes),
+        (1, 0),
+        "a flush frees no victim"
     );
+}
+
+/// A page cleaner's pass writes the dirty frames the clock would take next (unpinned,
+/// unlatched, not referenced since the hand passed) and nothing else; cleaners that split a
+/// range write it once between them; what they wrote reads back intact.
+#[test]
+fn cleaning_writes_the_frames_the_clock_would_take_and_no_other() {
+    let pool =
+        BufferPool::new(Box::new(MemPageStore::new(PageSize::Kib8)), config(4), None).unwrap();
+    let ids: Vec<PageId> = (0..4)
+        .map(|_| pool.allocate_page(PageKind::Heap).unwrap().page_id())
+        .collect();
+    for &id in &ids {
+        fill(&pool, id);
+    }
+    // Nothing to take yet: every frame was referenced since the hand last passed.
+    assert_eq!(pool.clean_frames(0, 4, (0, 1)).unwrap(), 0);
+    // A fifth page: the clock sweeps every frame (clearing the bits) and takes the first,
+    // writing it back itself. Three dirty frames are left unreferenced, the new one is not.
+    let fifth = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+    fill(&pool, fifth);
+    let before = pool.io();
+    assert_eq!(before.evict_writes, 1);
+    // One of the three is in use (latched by a reader): left alone.
+    let held = pool.fix_shared(ids[3]).unwrap();
+    let hand = pool.clock_hand();
+    let written =
+        pool.clean_frames(hand, 4, (0, 2)).unwrap() + pool.clean_frames(hand, 4, (1, 2)).unwrap();
+    assert_eq!(written, 2, "the two idle dirty frames, once");
+    drop(held);
+    let io = pool.io().since(&before);
+    assert_eq!((io.writes, io.cleaner_writes, io.evict_writes), (2, 2, 0));
+    // Written means clean: a second pass finds nothing.
+    assert_eq!(pool.clean_frames(0, 4, (0, 1)).unwrap(), 0);
+    // Every page reads back as filled, through evictions.
+    for _ in 0..4 {
+        let id = pool.allocate_page(PageKind::Heap).unwrap().page_id();
+        fill(&pool, id);
+    }
+    for &id in ids.iter().chain([&fifth]) {
+        check(&pool, id);
+    }
 }
 
 /// A page store that counts the pages written to it.

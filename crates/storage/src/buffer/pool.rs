@@ -265,13 +265,20 @@ pub struct BufferPool {
 struct IoTotals {
     reads: AtomicU64,
     writes: AtomicU64,
+    evict_writes: AtomicU64,
+    cleaner_writes: AtomicU64,
 }
 
 /// Pages a pool read from and wrote to its store, all threads together ([`BufferPool::io`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolIo {
     pub reads: u64,
+    /// Every page written: by misses, [`BufferPool::clean_frames`], checkpoints and flushes.
     pub writes: u64,
+    /// Of `writes`, those a miss made to free its dirty victim: writes a fix waited for.
+    pub evict_writes: u64,
+    /// Of `writes`, those [`BufferPool::clean_frames`] made (a page cleaner's).
+    pub cleaner_writes: u64,
 }
 
 impl PoolIo {
@@ -280,6 +287,8 @@ impl PoolIo {
         PoolIo {
             reads: self.reads - earlier.reads,
             writes: self.writes - earlier.writes,
+            evict_writes: self.evict_writes - earlier.evict_writes,
+            cleaner_writes: self.cleaner_writes - earlier.cleaner_writes,
         }
     }
 }
@@ -855,6 +864,7 @@ impl BufferPool {
                     frame.unpin();
                     return Err(e);
                 }
+                self.io.evict_writes.fetch_add(1, Ordering::Relaxed);
                 cleaned = Some(v);
                 continue;
             }
@@ -903,6 +913,8 @@ impl BufferPool {
         PoolIo {
             reads: self.io.reads.load(Ordering::Relaxed),
             writes: self.io.writes.load(Ordering::Relaxed),
+            evict_writes: self.io.evict_writes.load(Ordering::Relaxed),
+            cleaner_writes: self.io.cleaner_writes.load(Ordering::Relaxed),
         }
     }
 
@@ -1063,47 +1075,97 @@ impl BufferPool {
     fn flush_where(&self, pick: impl Fn(&Frame) -> bool) -> StorageResult<usize> {
         let mut count = 0;
         for i in 0..self.frames.len() {
-            let frame = &self.frames[i];
-            if !frame.dirty.load(Ordering::Acquire) || !pick(frame) {
-                continue;
+            if self.flush_frame(i, &pick)? {
+                count += 1;
             }
-            let page = {
-                let table = self.table.read();
-                let Some(page) = table.frame_page[i] else {
-                    continue;
-                };
-                frame.pin();
-                page
-            };
-            let still = |data: &FrameData| {
-                data.page == Some(page) && frame.dirty.load(Ordering::Acquire) && pick(frame)
-            };
-            let forced = match &self.log {
-                Some(log) => {
-                    let lsn = {
-                        let data = frame.data.read();
-                        still(&data).then(|| page_lsn(&data.buf))
-                    };
-                    match lsn {
-                        Some(lsn) if lsn != Lsn::NONE => log.flush_to(lsn),
-                        _ => Ok(()),
-                    }
-                }
-                None => Ok(()),
-            };
-            let written = forced.and_then(|()| {
-                let data = frame.data.read();
-                if still(&data) {
-                    count += 1;
-                    self.write_back(frame, &data)
-                } else {
-                    Ok(())
-                }
-            });
-            frame.unpin();
-            written?;
         }
         Ok(count)
+    }
+
+    /// Writes frame `i` back if it is dirty and `pick` chooses it (asked before pinning and
+    /// again under the frame latch), as [`BufferPool::flush_where`] describes; returns whether
+    /// it wrote.
+    fn flush_frame(&self, i: usize, pick: &impl Fn(&Frame) -> bool) -> StorageResult<bool> {
+        let frame = &self.frames[i];
+        if !frame.dirty.load(Ordering::Acquire) || !pick(frame) {
+            return Ok(false);
+        }
+        let page = {
+            let table = self.table.read();
+            let Some(page) = table.frame_page[i] else {
+                return Ok(false);
+            };
+            frame.pin();
+            page
+        };
+        let still = |data: &FrameData| {
+            data.page == Some(page) && frame.dirty.load(Ordering::Acquire) && pick(frame)
+        };
+        let forced = match &self.log {
+            Some(log) => {
+                let lsn = {
+                    let data = frame.data.read();
+                    still(&data).then(|| page_lsn(&data.buf))
+                };
+                match lsn {
+                    Some(lsn) if lsn != Lsn::NONE => log.flush_to(lsn),
+                    _ => Ok(()),
+                }
+            }
+            None => Ok(()),
+        };
+        let written = forced.and_then(|()| {
+            let data = frame.data.read();
+            if still(&data) {
+                self.write_back(frame, &data).map(|()| true)
+            } else {
+                Ok(false)
+            }
+        });
+        frame.unpin();
+        written
+    }
+
+    /// Where the clock hand points: the frame it looks at next (a page cleaner's bearing).
+    pub fn clock_hand(&self) -> usize {
+        self.table.read().clock.hand()
+    }
+
+    /// A page cleaner's work: writes back the dirty frames among `count` frames from `start`
+    /// on (wrapping around the pool) that the clock would take as they are — unpinned,
+    /// unlatched and not referenced since the hand last passed — so that the misses that take
+    /// them find them clean and read without first writing. Each is written as a
+    /// checkpoint's write-back is (the log forced to the page's LSN first, the write under
+    /// the frame's shared latch); a frame fixed or referenced again before its write is left
+    /// alone. Of those frames it takes the ones whose index is `share.0` modulo `share.1`, so
+    /// that `share.1` cleaners can split one range, each writing its own (`(0, 1)`: all).
+    /// Returns how many it wrote.
+    pub fn clean_frames(
+        &self,
+        start: usize,
+        count: usize,
+        share: (usize, usize),
+    ) -> StorageResult<usize> {
+        let n = self.frames.len();
+        let idle = |frame: &Frame| {
+            frame.pins.load(Ordering::Acquire) <= 1 && !frame.referenced.load(Ordering::Relaxed)
+        };
+        let mut written = 0;
+        for k in 0..count.min(n) {
+            let i = (start + k) % n;
+            if i % share.1.max(1) != share.0 {
+                continue;
+            }
+            let frame = &self.frames[i];
+            if frame.pins.load(Ordering::Acquire) != 0 || frame.data.is_locked() {
+                continue;
+            }
+            if self.flush_frame(i, &idle)? {
+                written += 1;
+                self.io.cleaner_writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(written)
     }
 
     /// Dirty pages with their recovery LSN (the LSN of the first change since the page was

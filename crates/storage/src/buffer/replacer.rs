@@ -25,6 +25,11 @@ impl Clock {
         Clock { hand: 0 }
     }
 
+    /// Where the hand points: the frame it looks at next.
+    pub fn hand(&self) -> usize {
+        self.hand
+    }
+
     /// Picks an unpinned, unlatched frame, preferring ones not referenced since the last
     /// sweep; `None` if every frame is pinned or latched.
     pub fn pick(&mut self, frames: &[Frame]) -> Option<FrameId> {
