@@ -62,9 +62,7 @@ pub enum Known {
 type RowSet = RowList<(u32, Vec<Value>)>;
 
 fn add(set: &mut RowSet, table: u32, key: &[Value]) {
-    if !set.contains(table, key) {
-        set.put((table, key.to_vec()));
-    }
+    set.add_with(table, key, || (table, key.to_vec()));
 }
 
 /// A transaction's deferred writes, what it knows of its rows, and its hinted reads. Empty

@@ -287,12 +287,13 @@ impl ReadAhead {
     ) {
         for (table, key) in rows {
             let key: Vec<Value> = key.iter().map(|&k| Value::Int(k)).collect();
-            if let Some(a) = self.answered.get(table.id, &key) {
+            if let Some(slot) = self.answered.find(table.id, &key) {
+                let a = self.answered.at(slot);
                 if (a.for_update || !for_update) && holds(a.columns.as_deref(), columns) {
                     continue;
                 }
                 // Read again, under a stronger lock or for more columns: the answer goes.
-                self.answered.remove(table.id, &key);
+                self.answered.remove_at(slot);
             }
             match self.reads.get_mut(table.id, &key) {
                 Some(read) => {
@@ -405,11 +406,12 @@ impl ReadAhead {
     /// [`update_with`]). `None` where no such answer is kept: none, or a shared read, or some
     /// of the row's columns, or the row's absence.
     pub fn take_for_update(&mut self, table: u32, key: &[Value]) -> Option<Row> {
-        let a = self.answered.get(table, key)?;
+        let slot = self.answered.find(table, key)?;
+        let a = self.answered.at(slot);
         if !a.for_update || a.columns.is_some() || a.row.is_none() {
             return None;
         }
-        self.answered.remove(table, key)?.row
+        self.answered.remove_at(slot).row
     }
 
     /// Whether a hinted read not sent yet will answer a read of the columns `fetch` names of

@@ -94,6 +94,14 @@ pub struct RowList<T> {
     at: HashTable<usize>,
 }
 
+/// Where [`RowList::find`] found an item: valid until the list next changes. It carries the
+/// row's hash where the list is hashed, so that removing the item hashes nothing again.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    i: usize,
+    hash: Option<u64>,
+}
+
 impl<T> Default for RowList<T> {
     fn default() -> Self {
         Self {
@@ -131,13 +139,22 @@ impl<T: Named> RowList<T> {
 
     /// Where the item that names row `key` of `table` is.
     fn position(&self, table: u32, key: &[Value]) -> Option<usize> {
+        self.position_hashed(table, key).0
+    }
+
+    /// [`RowList::position`], and the row's hash where the list is hashed (computed once for
+    /// the caller that goes on to index or unindex the row).
+    fn position_hashed(&self, table: u32, key: &[Value]) -> (Option<usize>, Option<u64>) {
         let items = &self.items;
         if items.len() <= SEARCHED {
-            return items.iter().position(|item| names(item, table, key));
+            return (items.iter().position(|item| names(item, table, key)), None);
         }
-        self.at
-            .find(row_hash(table, key), |&i| names(&items[i], table, key))
-            .copied()
+        let hash = row_hash(table, key);
+        let found = self
+            .at
+            .find(hash, |&i| names(&items[i], table, key))
+            .copied();
+        (found, Some(hash))
     }
 
     /// The item that names row `key` of `table`.
@@ -158,16 +175,22 @@ impl<T: Named> RowList<T> {
 
     /// Adds `item`; an item that names the same row is replaced, and returned.
     pub fn put(&mut self, item: T) -> Option<T> {
-        if let Some(i) = self.position(item.table(), item.key()) {
+        let (found, hash) = self.position_hashed(item.table(), item.key());
+        if let Some(i) = found {
             return Some(std::mem::replace(&mut self.items[i], item));
         }
-        self.push(item);
+        self.push_hashed(item, hash);
         None
     }
 
     /// Adds `item`, which names a row no item names (the caller knows: it just looked, or
     /// removed the row's item), without looking again.
     pub fn push(&mut self, item: T) {
+        self.push_hashed(item, None);
+    }
+
+    /// [`RowList::push`] with the item's row hash where the caller has it.
+    fn push_hashed(&mut self, item: T, hash: Option<u64>) {
         debug_assert!(!self.contains(item.table(), item.key()));
         self.items.push(item);
         let n = self.items.len();
@@ -175,21 +198,51 @@ impl<T: Named> RowList<T> {
             self.index();
         } else if n > SEARCHED + 1 {
             let items = &self.items;
-            let hash = hash_of(&items[n - 1]);
+            let hash = hash.unwrap_or_else(|| hash_of(&items[n - 1]));
             self.at.insert_unique(hash, n - 1, |&j| hash_of(&items[j]));
         }
     }
 
+    /// Where the item that names row `key` of `table` is, to look at ([`RowList::at`]) and
+    /// perhaps remove ([`RowList::remove_at`]) with one lookup.
+    pub fn find(&self, table: u32, key: &[Value]) -> Option<Slot> {
+        let (found, hash) = self.position_hashed(table, key);
+        Some(Slot { i: found?, hash })
+    }
+
+    /// The item at `slot` (from [`RowList::find`] since the list last changed).
+    pub fn at(&self, slot: Slot) -> &T {
+        &self.items[slot.i]
+    }
+
+    /// Adds the item `make` builds for row `key` of `table` unless one names the row already;
+    /// whether it added.
+    pub fn add_with(&mut self, table: u32, key: &[Value], make: impl FnOnce() -> T) -> bool {
+        let (found, hash) = self.position_hashed(table, key);
+        if found.is_some() {
+            return false;
+        }
+        self.push_hashed(make(), hash);
+        true
+    }
+
     /// Removes the item that names row `key` of `table`; the last item takes its place.
     pub fn remove(&mut self, table: u32, key: &[Value]) -> Option<T> {
-        let i = self.position(table, key)?;
+        let slot = self.find(table, key)?;
+        Some(self.remove_at(slot))
+    }
+
+    /// Removes the item at `slot` (from [`RowList::find`] since the list last changed); the
+    /// last item takes its place.
+    pub fn remove_at(&mut self, slot: Slot) -> T {
+        let Slot { i, hash } = slot;
         let last = self.items.len() - 1;
-        if last + 1 > SEARCHED {
+        if let Some(hash) = hash {
             if last == SEARCHED {
                 // Searched from now on.
                 self.at.clear();
             } else {
-                if let Ok(entry) = self.at.find_entry(row_hash(table, key), |&j| j == i) {
+                if let Ok(entry) = self.at.find_entry(hash, |&j| j == i) {
                     entry.remove();
                 }
                 if i != last {
@@ -200,7 +253,7 @@ impl<T: Named> RowList<T> {
                 }
             }
         }
-        Some(self.items.swap_remove(i))
+        self.items.swap_remove(i)
     }
 
     /// Keeps the items `keep` says to, in their order.
@@ -276,6 +329,10 @@ mod tests {
     enum Step {
         Put(u32, i64, u8),
         Remove(u32, i64),
+        /// Adds the row's item unless one names it (`add_with`).
+        Add(u32, i64, u8),
+        /// Removes the row's item if its tag is odd, looked up once (`find`, `at`, `remove_at`).
+        RemoveIfOdd(u32, i64),
         RetainOdd,
         Take,
     }
@@ -284,6 +341,8 @@ mod tests {
         prop_oneof![
             4 => (0u32..3, 0i64..24, any::<u8>()).prop_map(|(t, k, v)| Step::Put(t, k, v)),
             3 => (0u32..3, 0i64..24).prop_map(|(t, k)| Step::Remove(t, k)),
+            2 => (0u32..3, 0i64..24, any::<u8>()).prop_map(|(t, k, v)| Step::Add(t, k, v)),
+            2 => (0u32..3, 0i64..24).prop_map(|(t, k)| Step::RemoveIfOdd(t, k)),
             1 => Just(Step::RetainOdd),
             1 => Just(Step::Take),
         ]
@@ -321,6 +380,24 @@ mod tests {
                     Step::Remove(t, k) => {
                         let got = list.remove(t, &[Value::Int(k)]).map(|x| x.2);
                         let at = model.iter().position(|&(mt, mk, _)| (mt, mk) == (t, k));
+                        let want = at.map(|i| model.swap_remove(i).2);
+                        prop_assert_eq!(got, want);
+                    }
+                    Step::Add(t, k, v) => {
+                        let added = list.add_with(t, &[Value::Int(k)], || Tagged(t, vec![Value::Int(k)], v));
+                        let absent = !model.iter().any(|&(mt, mk, _)| (mt, mk) == (t, k));
+                        if absent {
+                            model.push((t, k, v));
+                        }
+                        prop_assert_eq!(added, absent);
+                    }
+                    Step::RemoveIfOdd(t, k) => {
+                        let got = list.find(t, &[Value::Int(k)]).and_then(|slot| {
+                            (list.at(slot).2 % 2 == 1).then(|| list.remove_at(slot).2)
+                        });
+                        let at = model
+                            .iter()
+                            .position(|&(mt, mk, v)| (mt, mk) == (t, k) && v % 2 == 1);
                         let want = at.map(|i| model.swap_remove(i).2);
                         prop_assert_eq!(got, want);
                     }
