@@ -296,7 +296,7 @@ pub struct Database {
     checkpointing: Mutex<()>,
     /// The thread that takes fuzzy checkpoints, when [`DbConfig::background_checkpoints`].
     pub(crate) checkpointer: Arc<crate::checkpointer::Checkpointer>,
-    /// The page cleaner thread, when [`DbConfig::page_cleaner`].
+    /// The page cleaner threads, when [`DbConfig::page_cleaners`] is above 0.
     pub(crate) cleaner: Arc<crate::cleaner::Cleaner>,
     /// Fuzzy checkpoints taken by committing transactions (without the checkpointer thread).
     checkpoints_in_commits: AtomicU64,
@@ -359,7 +359,7 @@ fn checkpoint_lag(end: Lsn, last_begin: Option<Lsn>) -> u64 {
 
 impl Drop for Database {
     /// The last handle is gone without a close (a crash, as far as the files are
-    /// concerned): the checkpointer thread ends at its next wake-up.
+    /// concerned): the checkpointer and page cleaner threads end at their next wake-up.
     fn drop(&mut self) {
         self.checkpointer.signal_stop();
         self.cleaner.signal_stop();
@@ -391,6 +391,11 @@ impl Database {
         let main_log = sw.is_on(Switch::MainLog);
         let lsn = sw.is_on(Switch::Lsn);
         let latching = sw.is_on(Switch::Latching);
+        if config.page_cleaners > 0 && config.path.is_some() && !latching {
+            return Err(TxError::Invalid(
+                "page cleaners write frames while transactions use the pool: they need latching on (drop --page-cleaners)".into(),
+            ));
+        }
         let mut catalog = Catalog {
             page_size: if sw.is_on(Switch::SmallPage) {
                 8192
@@ -624,7 +629,7 @@ impl Database {
         if db.config.page_cleaners > 0 && db.config.path.is_some() && db.pool.is_some() {
             crate::cleaner::Cleaner::start(&db, db.config.page_cleaners).map_err(|e| {
                 TxError::Storage(storage::StorageError::Io {
-                    action: "starting the page cleaner thread",
+                    action: "starting a page cleaner thread",
                     source: e,
                 })
             })?;

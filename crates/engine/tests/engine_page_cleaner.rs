@@ -78,6 +78,25 @@ fn page_cleaners_write_ahead_of_the_clock_and_lose_nothing() {
     db.close().unwrap();
 }
 
+/// Without latches a cleaner's write would race the transaction's changes: refused, by name.
+#[test]
+fn page_cleaners_without_latching_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut switches = engine::Switches::default();
+    switches.apply("latching=off").unwrap();
+    let err = Database::open(DbConfig {
+        path: Some(dir.path().to_path_buf()),
+        threads: 1,
+        switches,
+        page_cleaners: 1,
+        ..DbConfig::default()
+    })
+    .err()
+    .expect("opened with cleaners and no latches");
+    assert!(err.to_string().contains("page cleaners"), "{err}");
+    assert!(err.to_string().contains("latching"), "{err}");
+}
+
 /// In memory there is no page file to clean: asking for cleaners starts none.
 #[test]
 fn a_database_in_memory_starts_no_page_cleaner() {
