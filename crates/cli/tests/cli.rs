@@ -16,6 +16,11 @@ fn stdout(out: &Output) -> String {
 }
 
 /// Asserts a usage error: exit code 2, one line on stderr containing every `needle`.
+/// The command exited 0; else its output, both streams, is the failure's message.
+fn assert_success(out: &Output) {
+    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(out), stderr(out));
+}
+
 fn assert_usage_error(args: &[&str], needles: &[&str]) {
     let out = glass(args);
     let err = stderr(&out);
@@ -214,13 +219,7 @@ fn bench_tpcb_end_to_end_writes_every_field() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    assert_success(&out);
     let printed = stdout(&out);
     assert!(printed.contains("total"), "{printed}");
     assert!(printed.contains("consistency: ok"), "{printed}");
@@ -275,13 +274,7 @@ fn load_then_check_then_bench_on_disk() {
     let db = dir.path().join("db");
     let db = db.to_str().unwrap();
     let out = glass(&["load", "tpcb", "--db", db, "--scale", "2"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    assert_success(&out);
 
     // Loading twice is refused rather than duplicating rows.
     assert_usage_error(&["load", "tpcb", "--db", db], &["already holds", "tpcb"]);
@@ -313,13 +306,7 @@ fn load_then_check_then_bench_on_disk() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    assert_success(&out);
     assert_result_json(&json, "tpcb", 50);
     // Without --scale, the run adopts the scale the directory was loaded with.
     let result: serde_json::Value =
@@ -351,13 +338,7 @@ fn load_then_check_then_bench_on_disk() {
         ];
         args.extend_from_slice(flags);
         let out = glass(&args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
+        assert_success(&out);
         assert!(stdout(&out).contains("checkpoints: "), "{}", stdout(&out));
         let result: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -393,13 +374,7 @@ fn load_then_check_then_bench_on_disk() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    assert_success(&out);
     assert!(stdout(&out).contains("page-cleaners=2"), "{}", stdout(&out));
     let result: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -415,13 +390,7 @@ fn load_then_check_then_bench_on_disk() {
     assert!(by_misses + by_cleaners <= writes, "{pool}");
 
     let out = glass(&["check", "tpcb", "--db", db]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    assert_success(&out);
 }
 
 #[test]
@@ -512,13 +481,7 @@ fn an_in_memory_run_that_outgrows_its_pool_says_so() {
         ];
         args.extend_from_slice(pool);
         let out = glass(&args);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}{}",
-            stdout(&out),
-            stderr(&out)
-        );
+        assert_success(&out);
         let result: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
         (stdout(&out), result)
