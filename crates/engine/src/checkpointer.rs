@@ -35,6 +35,15 @@ struct State {
     taken: u64,
 }
 
+/// Waits for a background thread to end, unless it is the calling thread (a thread that
+/// drops the last handle on the database stops its own background threads; it ends when it
+/// returns to its loop). What the thread returned, a panic included, is dropped.
+pub(crate) fn join_unless_current(handle: JoinHandle<()>) {
+    if handle.thread().id() != std::thread::current().id() {
+        let _ = handle.join();
+    }
+}
+
 /// Puts the calling thread below the workers: on a machine with no core to spare, a
 /// checkpoint's page writes take less than a worker's share of the cores. (Not SCHED_IDLE:
 /// starved, a checkpoint held its latch for hundreds of milliseconds while committers that had
@@ -126,9 +135,7 @@ impl Checkpointer {
         self.wake.notify_one();
         let handle = self.thread.lock().take();
         if let Some(handle) = handle {
-            if handle.thread().id() != std::thread::current().id() {
-                let _ = handle.join();
-            }
+            join_unless_current(handle);
         }
     }
 

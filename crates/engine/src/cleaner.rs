@@ -177,9 +177,7 @@ impl Cleaner {
         self.signal_stop();
         let handles = std::mem::take(&mut *self.threads.lock());
         for handle in handles {
-            if handle.thread().id() != std::thread::current().id() {
-                let _ = handle.join();
-            }
+            crate::checkpointer::join_unless_current(handle);
         }
     }
 
