@@ -517,6 +517,34 @@ struct EngineArgs {
     device: DeviceArgs,
 }
 
+impl EngineArgs {
+    /// Refuses, without `--db`, the options that only a page file or a log file can act on,
+    /// rather than run as if they had been given: a run in memory starts no page cleaner and
+    /// has no log file to sync or preallocate.
+    fn refuse_file_options_in_memory(&self) -> anyhow::Result<()> {
+        if self.db.is_some() {
+            return Ok(());
+        }
+        let given = [
+            (self.setup.page_cleaners > 0, "--page-cleaners"),
+            (
+                !matches!(self.log_file.log_sync, LogSyncName::Fdatasync),
+                "--log-sync",
+            ),
+            (
+                self.log_file.log_prealloc_mib != DbConfig::default().log_prealloc_bytes >> 20,
+                "--log-prealloc-mib",
+            ),
+        ];
+        if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
+            anyhow::bail!(UsageError(format!(
+                "{flag} acts on a database on disk: give --db DIR (without it the database is in memory)"
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Args, Debug)]
 struct BenchArgs {
     #[arg(value_enum)]
@@ -1131,6 +1159,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
 fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let name = args.workload.name();
     let threads = args.threads as usize;
+    args.engine.refuse_file_options_in_memory()?;
     let setup = &args.engine.setup;
     let switches = build_switches(preset_name(setup.preset), &setup.switches, threads)?;
     let mut config = BenchConfig::new(name);
@@ -1264,6 +1293,7 @@ fn guest(args: GuestArgs) -> anyhow::Result<ExitCode> {
 fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let name = args.workload.name();
     let workers = args.workers as usize;
+    args.engine.refuse_file_options_in_memory()?;
     let setup = &args.engine.setup;
     let switches = build_switches(preset_name(setup.preset), &setup.switches, workers)?;
     let guest = guest_config(&args)?;

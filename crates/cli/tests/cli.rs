@@ -124,6 +124,47 @@ fn impossible_configurations_are_refused_before_anything_runs() {
     );
 }
 
+/// A run in memory has no page file to clean and no log file to sync: those options are
+/// refused, not ignored. Given `--db`, they are accepted (the run's JSON records them).
+#[test]
+fn file_options_without_a_database_directory_are_refused() {
+    for (flag, value) in [
+        ("--page-cleaners", "2"),
+        ("--log-sync", "dsync"),
+        ("--log-prealloc-mib", "0"),
+    ] {
+        assert_usage_error(&["bench", "tpcb", flag, value], &[flag, "--db DIR"]);
+        assert_usage_error(
+            &["serve", "tpcb", "--unix", "/nonexistent/s", flag, value],
+            &[flag],
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let json = dir.path().join("run.json");
+    let out = glass(&[
+        "bench",
+        "tpcb",
+        "--db",
+        db.to_str().unwrap(),
+        "--page-cleaners",
+        "1",
+        "--log-sync",
+        "dsync",
+        "--txns",
+        "200",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_success(&out);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["page_cleaners"], 1, "{report}");
+    assert_eq!(report["log_sync"], "dsync", "{report}");
+}
+
 #[test]
 fn check_of_a_directory_never_loaded_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
