@@ -378,9 +378,7 @@ fn run_lane(
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        if !lane.durable {
-            let _ = fs::remove_file(&acks);
-        }
+        prepare_ack_log(&acks, lane.durable)?;
         let log = dir.join("bench.log");
         let log_file =
             fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
@@ -494,6 +492,22 @@ fn run_lane(
     Ok(result)
 }
 
+/// Makes the ack log a round's bench appends to exist before the bench starts: a kill can
+/// fall before the bench has opened it (while it starts or recovers), and the check then
+/// reads it all the same. An empty file is an ack log of no runs to both. A lane that is not
+/// durable starts each round from an empty one (its receipts may be lost by design, so each
+/// round checks its own); a durable lane keeps every round's.
+fn prepare_ack_log(acks: &Path, durable: bool) -> anyhow::Result<()> {
+    fs::OpenOptions::new()
+        .create(true)
+        .append(durable)
+        .write(!durable)
+        .truncate(!durable)
+        .open(acks)
+        .with_context(|| format!("create the ack log {}", acks.display()))?;
+    Ok(())
+}
+
 /// The last lines of a command's output, on one line.
 fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -522,6 +536,25 @@ fn keep_evidence(dir: &Path, db: &Path, round: u64, what: &str) -> anyhow::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rounds_ack_log_exists_before_its_bench_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let acks = dir.path().join("acks");
+        // Absent: created empty, which both the bench and the check take as no runs.
+        prepare_ack_log(&acks, true).unwrap();
+        assert_eq!(fs::read(&acks).unwrap(), b"");
+        assert!(crate::acklog::parse_bytes(b"").unwrap().runs.is_empty());
+        // A durable lane keeps what earlier rounds recorded; one that is not starts afresh.
+        fs::write(&acks, "glass-ack-log 1\nrun tpcb durable\n").unwrap();
+        prepare_ack_log(&acks, true).unwrap();
+        assert_eq!(
+            fs::read_to_string(&acks).unwrap(),
+            "glass-ack-log 1\nrun tpcb durable\n"
+        );
+        prepare_ack_log(&acks, false).unwrap();
+        assert_eq!(fs::read(&acks).unwrap(), b"");
+    }
 
     #[test]
     fn the_checks_ack_line_is_read_back() {

@@ -71,3 +71,12 @@ fn a_crash_campaign_with_a_pool_smaller_than_the_data_loses_nothing() {
     // evictions and checkpoints while the benches ran), and the campaign read their counts.
     assert!(sum(&lanes, "found_on_disk") > 0, "{text}");
 }
+
+/// Kills that fall while a bench starts, before it has opened its ack log or its database:
+/// each check finds an ack log of no runs and a database intact.
+#[test]
+fn kills_while_the_benches_start_fail_no_check() {
+    let (text, lanes) = campaign(&["--workloads", "tpcb", "--kills", "20", "--max-run", "0.02"]);
+    assert_eq!(sum(&lanes, "kills"), 20, "{text}");
+    assert_eq!(sum(&lanes, "checks_passed"), 20, "{text}");
+}
