@@ -1841,6 +1841,7 @@ fn ladder(args: LadderArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
+    args.engine.refuse_file_options_in_memory()?;
     let setup = &args.engine.setup;
     let switches = build_switches(preset_name(setup.preset), &setup.switches, 1)?;
     bench::optimal::refuse_kernel(&switches, "glass profile")?;

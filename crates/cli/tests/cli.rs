@@ -138,6 +138,7 @@ fn file_options_without_a_database_directory_are_refused() {
             &["serve", "tpcb", "--unix", "/nonexistent/s", flag, value],
             &[flag],
         );
+        assert_usage_error(&["profile", "tpcb", flag, value], &[flag]);
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
