@@ -16,7 +16,7 @@ use bench::driver::Stop;
 use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, BenchConfig};
 use bench::scale::{Configuration, Scales};
 use bench::UsageError;
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use engine::db::{DbConfig, LogSync};
 use workloads::{Distribution, Mix, WorkloadOptions};
 
@@ -542,6 +542,35 @@ impl EngineArgs {
             )));
         }
         Ok(())
+    }
+}
+
+/// The engine options `glass bench --server` acts on itself: `--durable` (the server forces
+/// its commits, so an ack log's receipts are durable ones) and `--no-prefetch` (an
+/// interactive client reads no row ahead).
+const ENGINE_OPTIONS_OF_A_CLIENT: [&str; 2] = ["durable", "no_prefetch"];
+
+/// Refuses, with `--server`, the engine options given on the command line that configure an
+/// engine in this process (the database, its pool, its log, the preset...): the server's
+/// engine runs as `glass serve` was told, and a report labelled with the client's options
+/// would describe a run that did not happen.
+fn refuse_engine_options_with_server(bench: &clap::ArgMatches) -> Result<(), UsageError> {
+    use clap::parser::ValueSource;
+    if bench.value_source("server") != Some(ValueSource::CommandLine) {
+        return Ok(());
+    }
+    let engine = <EngineArgs as Args>::augment_args(clap::Command::new("engine"));
+    let given = engine.get_arguments().find(|arg| {
+        let id = arg.get_id().as_str();
+        !ENGINE_OPTIONS_OF_A_CLIENT.contains(&id)
+            && bench.value_source(id) == Some(ValueSource::CommandLine)
+    });
+    match given {
+        Some(arg) => Err(UsageError(format!(
+            "--{} configures the engine, which with --server is the server's: give it to glass serve",
+            arg.get_long().unwrap_or(arg.get_id().as_str())
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -2032,8 +2061,11 @@ static ALLOCATOR: bench::allocator::Counting = bench::allocator::Counting;
 fn main() -> ExitCode {
     // Large, growing buffers are moved by remapping, not copied (see `bench::allocator`).
     bench::allocator::tune();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|matches| Ok((Cli::from_arg_matches(&matches)?, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(err) => {
             use clap::error::ErrorKind;
             return match err.kind() {
@@ -2052,6 +2084,12 @@ fn main() -> ExitCode {
             };
         }
     };
+    if let Some(("bench", bench_matches)) = matches.subcommand() {
+        if let Err(usage) = refuse_engine_options_with_server(bench_matches) {
+            eprintln!("error: {usage}");
+            return ExitCode::from(2);
+        }
+    }
     let outcome = match cli.command {
         Command::Bench(args) => bench(args),
         Command::Load(args) => load(args),

@@ -166,6 +166,33 @@ fn file_options_without_a_database_directory_are_refused() {
     assert_eq!(report["log_sync"], "dsync", "{report}");
 }
 
+/// With `--server` the engine is the server's: an engine option given to the client would
+/// label the report with a configuration the run did not have, so it is refused (before any
+/// connection: the address here has no server). `--durable` (the receipts are durable ones)
+/// and `--no-prefetch` (the interactive client reads nothing ahead) are the client's own.
+#[test]
+fn engine_options_given_to_a_client_of_a_server_are_refused() {
+    let server = ["bench", "tpcb", "--server", "127.0.0.1:1", "--txns", "10"];
+    for option in [
+        &["--pool-mib", "5"][..],
+        &["--db", "/tmp/never-made"],
+        &["--switch", "locking=off"],
+        &["--preset", "stripped"],
+        &["--log-sync", "dsync"],
+        &["--page-locking"],
+    ] {
+        let args: Vec<&str> = server.iter().chain(option).copied().collect();
+        assert_usage_error(&args, &[option[0], "glass serve"]);
+    }
+    for option in ["--durable", "--no-prefetch"] {
+        let args: Vec<&str> = server.iter().copied().chain([option]).collect();
+        let out = glass(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{option}: {err}");
+        assert!(err.contains("connect"), "{option}: {err}");
+    }
+}
+
 #[test]
 fn check_of_a_directory_never_loaded_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
