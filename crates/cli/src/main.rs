@@ -405,15 +405,15 @@ struct LogFileArgs {
     log_prealloc_mib: u64,
     /// Group commit that gathers: a leader first waits (at most one force's time) until the
     /// committers it expects have appended their commits, instead of forcing at once with
-    /// whatever is buffered (with --db and --durable). Wins where short transactions wait for
-    /// the disk (durable TPC-B), loses where the gather holds locks others wait for (durable
-    /// TPC-C): see docs/performance.md.
+    /// whatever is buffered (with --durable, on disk or in memory). Wins where short
+    /// transactions wait for the disk (durable TPC-B), loses where the gather holds locks
+    /// others wait for (durable TPC-C): see docs/performance.md.
     #[arg(long)]
     commit_gather: bool,
-    /// Turn early lock release off (with --db and --durable). On, a committing transaction
-    /// releases its locks once its commit record is buffered, before the force, so that the
-    /// transactions waiting for them run during it; a transaction that wrote nothing waits
-    /// until every such commit is durable before it returns.
+    /// Turn early lock release off (with --durable, on disk or in memory). On, a committing
+    /// transaction releases its locks once its commit record is buffered, before the force,
+    /// so that the transactions waiting for them run during it; a transaction that wrote
+    /// nothing waits until every such commit is durable before it returns.
     #[arg(long)]
     no_early_lock_release: bool,
 }
@@ -454,8 +454,9 @@ struct EngineSetupArgs {
     #[arg(long)]
     page_locking: bool,
     /// Every thread inserts into one insertion page per table instead of a page of its own
-    /// (with --db): with --page-locking inserters queue on it, as Berkeley DB's did on its
-    /// B+-trees' right-hand leaves. For the Charm experiments.
+    /// (heap pages: on disk, or in memory behind the pool): with --page-locking inserters
+    /// queue on it, as Berkeley DB's did on its B+-trees' right-hand leaves. For the Charm
+    /// experiments.
     #[arg(long)]
     shared_insert_pages: bool,
     /// Ignore the procedures' prefetch hints, to measure what they buy (embedded they are
@@ -478,7 +479,8 @@ struct EngineSetupArgs {
     /// is taken while runs are open.
     #[arg(long, value_name = "BYTES", default_value_t = wal::RUN_BYTES as u64, value_parser = clap::value_parser!(u64).range(wal::MIN_RUN_BYTES as u64..=(1 << 20)))]
     log_run_bytes: u64,
-    /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk).
+    /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk, or in
+    /// memory with --durable, whose log they let shrink).
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
     /// Take those checkpoints on a thread of their own instead of in the commit that crosses
