@@ -15,6 +15,11 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The JSON a run wrote to `path`.
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 /// Asserts a usage error: exit code 2, one line on stderr containing every `needle`.
 /// The command exited 0; else its output, both streams, is the failure's message.
 fn assert_success(out: &Output) {
@@ -160,8 +165,7 @@ fn file_options_without_a_database_directory_are_refused() {
         json.to_str().unwrap(),
     ]);
     assert_success(&out);
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report = read_json(&json);
     assert_eq!(report["page_cleaners"], 1, "{report}");
     assert_eq!(report["log_sync"], "dsync", "{report}");
 }
@@ -229,8 +233,7 @@ fn help_and_version_exit_zero() {
 }
 
 fn assert_result_json(path: &Path, workload: &str, txns: u64) {
-    let text = std::fs::read_to_string(path).expect("read the JSON result");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("the result is JSON");
+    let json = read_json(path);
     for key in [
         "workload",
         "mix",
@@ -324,8 +327,7 @@ fn engine_flags_are_recorded_in_the_result() {
         let out = glass(&args);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_result_json(&json, "tpcb", 100);
-        let result: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let result = read_json(&json);
         assert_eq!(result["prefetch"], prefetch, "{flag:?}");
         assert_eq!(result["huge_pages"], huge_pages, "{flag:?}");
         assert_eq!(stdout(&out).contains("prefetch=off"), !prefetch, "{flag:?}");
@@ -378,39 +380,35 @@ fn load_then_check_then_bench_on_disk() {
     assert_success(&out);
     assert_result_json(&json, "tpcb", 50);
     // Without --scale, the run adopts the scale the directory was loaded with.
-    let result: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let result = read_json(&json);
     assert_eq!(result["scale"], 2);
     assert!(result["load_s"].is_null(), "{result}");
 
+    // The runs below: 2,000 TPC-B transactions on two threads in that directory.
+    let tpcb_run = [
+        "bench",
+        "tpcb",
+        "--db",
+        db,
+        "--txns",
+        "2000",
+        "--threads",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ];
     // Checkpoints every 16 KiB of log, in the commits and then on the checkpointer thread:
     // the report counts each where it was taken, and the database checks clean after both.
     for (flags, field) in [
         (&[][..], "in_commits"),
         (&["--background-checkpoints"][..], "background"),
     ] {
-        let mut args = vec![
-            "bench",
-            "tpcb",
-            "--db",
-            db,
-            "--txns",
-            "2000",
-            "--threads",
-            "2",
-            "--warmup",
-            "0",
-            "--checkpoint-kib",
-            "16",
-            "--json",
-            json.to_str().unwrap(),
-        ];
-        args.extend_from_slice(flags);
-        let out = glass(&args);
+        let out = glass(&[&tpcb_run[..], &["--checkpoint-kib", "16"], flags].concat());
         assert_success(&out);
         assert!(stdout(&out).contains("checkpoints: "), "{}", stdout(&out));
-        let result: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let result = read_json(&json);
         let other = if field == "background" {
             "in_commits"
         } else {
@@ -425,28 +423,10 @@ fn load_then_check_then_bench_on_disk() {
 
     // Page cleaners beside a pool far smaller than the data: the run records them, its
     // pool counts whose writes were whose, and the database checks clean after.
-    let out = glass(&[
-        "bench",
-        "tpcb",
-        "--db",
-        db,
-        "--txns",
-        "2000",
-        "--threads",
-        "2",
-        "--warmup",
-        "0",
-        "--pool-mib",
-        "1",
-        "--page-cleaners",
-        "2",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    let out = glass(&[&tpcb_run[..], &["--pool-mib", "1", "--page-cleaners", "2"]].concat());
     assert_success(&out);
     assert!(stdout(&out).contains("page-cleaners=2"), "{}", stdout(&out));
-    let result: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let result = read_json(&json);
     assert_eq!(result["page_cleaners"], 2, "{result}");
     let pool = &result["pool"];
     let writes = pool["writes"].as_u64().unwrap();
@@ -551,8 +531,7 @@ fn an_in_memory_run_that_outgrows_its_pool_says_so() {
         args.extend_from_slice(pool);
         let out = glass(&args);
         assert_success(&out);
-        let result: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let result = read_json(&json);
         (stdout(&out), result)
     };
     // A 1 MiB pool holds a few of TPC-B's pages: the run reads pages back and writes them out.
