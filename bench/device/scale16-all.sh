@@ -9,8 +9,8 @@
 #   4. every thread on one warehouse (lock waits under contention);
 #   5. durable TPC-B, one branch per thread, the log forced at every commit (group commit);
 #   6. where all the threads are: every thread's stack, two samples (cuda-gdb or gdb);
-#   7. the ratio from quieter points: one thread and all the cores only, 10 s after 2 s,
-#      three rounds (the one-thread point of 3 s runs drifts by a quarter to a half between
+#   7. the ratio from quieter points: one thread, half and all the cores only, 10 s after
+#      2 s, three rounds (the one-thread point of 3 s runs drifts by a quarter to a half between
 #      rounds, and the 16-thread ratio with it: docs/performance.md, "Ninth pass").
 # Writes log.txt, the JSON of each scaling table, the figure and stacks.txt under $OUT (or
 # target/scale16-all). About nine minutes; SECTIONS="1 4 5" runs only those sections (default
@@ -77,8 +77,8 @@ if want 6 && [ "${STACKS:-1}" != 0 ]; then
 fi
 
 if want 7; then
-  echo "== 7. one thread and $n, 10 s points"
-  "$G" scale tpcc --mix paper --configs partitioned --threads "1,$n" --duration 10 --warmup 2 \
+  echo "== 7. one thread, $((n / 2)) and $n, 10 s points"
+  "$G" scale tpcc --mix paper --configs partitioned --threads "1,$((n / 2)),$n" --duration 10 --warmup 2 \
     --rounds 3 --json "$OUT/tpcc-paper-10s.json" --out "$work/paper10" 2>&1 | quiet
 fi
 rm -rf "$work"
