@@ -945,6 +945,10 @@ struct GuestArgs {
     isolation: server::Isolation,
     #[arg(long, value_name = "MIB")]
     memory_mib: u64,
+    /// `shm-poll`: microseconds to spin on the channel before yielding (the host passes 0
+    /// where the guest shares its worker's only CPU).
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 0)]
+    spin_us: u64,
 }
 
 fn parse_isolation(s: &str) -> Result<server::Isolation, String> {
@@ -1316,6 +1320,7 @@ fn guest(args: GuestArgs) -> anyhow::Result<ExitCode> {
         address: args.address,
         isolation: args.isolation,
         memory_mib: args.memory_mib,
+        spin: std::time::Duration::from_micros(args.spin_us),
     };
     server::guest::run(workload, &guest_args).map_err(|e| anyhow::anyhow!("glass guest: {e}"))?;
     Ok(ExitCode::SUCCESS)

@@ -26,6 +26,7 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use protocol::deferred::Deferred;
 use protocol::guest::{run_invocation, Catalog, Exchange, GuestMsg, HostMsg};
@@ -43,6 +44,9 @@ pub struct GuestArgs {
     pub address: String,
     pub isolation: Isolation,
     pub memory_mib: u64,
+    /// `shm-poll`: how long to spin on the channel before yielding (the host's
+    /// [`crate::isolation::spin_for`], which knows where both sides run).
+    pub spin: Duration,
 }
 
 /// Runs a guest until its host goes away. Errors are the guest's own set-up failures; a
@@ -123,6 +127,7 @@ enum GuestPipe {
         wake: Option<UnixStream>,
         /// The parent's process id: when it changes, the parent is gone.
         host: u32,
+        spin: Duration,
     },
 }
 
@@ -174,6 +179,7 @@ impl GuestPipe {
                     // Read at the first wait, after the guest has shut itself in: a PID
                     // namespace gives it another parent.
                     host: 0,
+                    spin: args.spin,
                 }
             }
         })
@@ -211,6 +217,7 @@ impl GuestPipe {
                 seq,
                 wake,
                 host,
+                spin,
             } => {
                 let next = *seq + 1;
                 let asked = region.request_seq(0);
@@ -231,7 +238,7 @@ impl GuestPipe {
                         let host = *host;
                         // SAFETY: getppid has no preconditions.
                         let gone = || unsafe { libc::getppid() } as u32 != host;
-                        if !shm_wait(asked, next, gone) {
+                        if !shm_wait(asked, next, *spin, gone) {
                             return Ok(None);
                         }
                     }
@@ -414,7 +421,7 @@ pub(crate) fn remove_cgroups(pid: u32) {
         for _ in 0..100 {
             match std::fs::remove_dir(&dir) {
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                    std::thread::sleep(std::time::Duration::from_millis(2))
+                    std::thread::sleep(Duration::from_millis(2))
                 }
                 _ => break,
             }

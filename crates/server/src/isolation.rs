@@ -36,9 +36,11 @@
 //!
 //! `shm-poll` spins for a bounded time only ([`SPIN`]), then yields and naps: this machine has
 //! two cores, and a host and a guest that both spun without end would take both from the
-//! client and each other. A side whose affinity allows one CPU only (a server pinned to a core,
-//! its guest inheriting the pin) does not spin at all: its peer needs that CPU to answer. On a
-//! machine with cores to spare the spin could be unbounded.
+//! client and each other. Where the worker and its guest can only run on one CPU between them
+//! (a server pinned to a core, its guest inheriting the pin) neither spins: the peer it waits
+//! for needs that CPU to answer. A guest given a core of its own (`--procedure-core`) spins, and
+//! so does its pinned worker ([`spin_for`]). On a machine with cores to spare the spin could be
+//! unbounded.
 //!
 //! Phase 5 (isolation overhead) of a call is its wall time less the engine's time on its
 //! operations (phase 6) and the guest's own time in the procedure's code (phase 4, which the
@@ -279,6 +281,8 @@ enum Pipe {
         seq: u64,
         /// `shm-uds`: the host's end of the wake-up pair; `shm-poll`: none.
         wake: Option<UnixStream>,
+        /// `shm-poll`: how long the host spins before it yields ([`spin_for`]).
+        spin: Duration,
     },
 }
 
@@ -313,21 +317,49 @@ pub fn shm_send(
     Ok(())
 }
 
-/// How long to spin before yielding: [`SPIN`], or nothing where this thread may run on one
-/// CPU only (its affinity), which it would then share with the peer it waits for: spinning
-/// there only delays the peer.
-fn spin_budget() -> Duration {
-    static BUDGET: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| match std::thread::available_parallelism() {
-        Ok(n) if n.get() > 1 => SPIN,
-        _ => Duration::ZERO,
-    })
+/// How long each side of a `shm-poll` channel spins before it yields: [`SPIN`] where the
+/// worker and its guest can run at once, on two CPUs, and nothing where they have one CPU
+/// between them, which the side that spins would take from the peer it waits for.
+/// `worker_cpus` is the worker's affinity; `guest_core` the core the guest is pinned to, if
+/// any (without one it inherits the worker's).
+pub fn spin_for(worker_cpus: &[usize], guest_core: Option<usize>) -> Duration {
+    let cpus = match guest_core {
+        Some(core) if !worker_cpus.contains(&core) => worker_cpus.len() + 1,
+        _ => worker_cpus.len(),
+    };
+    if cpus > 1 {
+        SPIN
+    } else {
+        Duration::ZERO
+    }
 }
 
-/// Waits until `seq_at` reaches `seq` (true), spinning, then yielding, then napping, looking
-/// at `give_up` now and then (a dead peer, a deadline) once past the spin (false if it says
-/// so).
-pub fn shm_wait(seq_at: &AtomicU64, seq: u64, mut give_up: impl FnMut() -> bool) -> bool {
+/// The CPUs the calling thread may run on (its affinity); all of them where it cannot be read.
+pub fn thread_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set, and sched_getaffinity writes at most
+    // its size.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let got =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if got != 0 {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        return (0..n).collect();
+    }
+    // SAFETY: CPU_ISSET reads within the set for every index below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect()
+}
+
+/// Waits until `seq_at` reaches `seq` (true), spinning for `spin`, then yielding, then
+/// napping, looking at `give_up` now and then (a dead peer, a deadline) once past the spin
+/// (false if it says so).
+pub fn shm_wait(
+    seq_at: &AtomicU64,
+    seq: u64,
+    spin: Duration,
+    mut give_up: impl FnMut() -> bool,
+) -> bool {
     let start = Instant::now();
     let mut looks = 0u32;
     loop {
@@ -340,7 +372,7 @@ pub fn shm_wait(seq_at: &AtomicU64, seq: u64, mut give_up: impl FnMut() -> bool)
             continue;
         }
         let waited = start.elapsed();
-        if waited < spin_budget() {
+        if waited < spin {
             continue;
         }
         if give_up() {
@@ -527,7 +559,12 @@ impl Guest {
             Channel::ShmUds | Channel::ShmPoll => {
                 let path = shm_dir().join(&name);
                 let region = Region::create(&path, 1, SHM_BUFFER).map_err(|e| e.to_string())?;
+                // Started from its worker's thread, whose affinity it would inherit.
+                let spin = spin_for(&thread_cpus(), config.core);
                 command.arg("--address").arg(&path);
+                if config.channel == Channel::ShmPoll {
+                    command.arg("--spin-us").arg(spin.as_micros().to_string());
+                }
                 let (wake, theirs) = if config.channel == Channel::ShmUds {
                     let (mine, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
                     mine.set_read_timeout(Some(config.timeout))
@@ -546,6 +583,7 @@ impl Guest {
                         region,
                         seq: 0,
                         wake,
+                        spin,
                     },
                 )
             }
@@ -627,7 +665,9 @@ impl Guest {
             Pipe::Stream { stream, .. } => stream
                 .write_all(&self.out)
                 .map_err(|e| Broken::Other(format!("write to the channel: {e}"))),
-            Pipe::Shm { region, seq, wake } => {
+            Pipe::Shm {
+                region, seq, wake, ..
+            } => {
                 *seq += 1;
                 shm_send(region, false, *seq, &self.out, wake.as_mut())
                     .map_err(|e| Broken::Other(format!("write to the channel: {e}")))
@@ -673,7 +713,12 @@ impl Guest {
                     Err(e) => return Err(Broken::Other(format!("read the channel: {e}"))),
                 }
             },
-            Pipe::Shm { region, seq, wake } => {
+            Pipe::Shm {
+                region,
+                seq,
+                wake,
+                spin,
+            } => {
                 let answered = region.response_seq(0);
                 match wake {
                     Some(w) => {
@@ -701,7 +746,7 @@ impl Guest {
                         let deadline = Instant::now() + self.timeout;
                         let child = &mut self.child;
                         let mut dead = false;
-                        let waited = shm_wait(answered, *seq, || {
+                        let waited = shm_wait(answered, *seq, *spin, || {
                             dead = !matches!(child.try_wait(), Ok(None));
                             dead || Instant::now() > deadline
                         });
@@ -1176,13 +1221,28 @@ mod tests {
     }
 
     #[test]
+    fn shm_poll_spins_only_where_the_worker_and_its_guest_have_two_cpus() {
+        // One core between them: whoever spins keeps the other from answering.
+        assert_eq!(spin_for(&[0], None), Duration::ZERO);
+        assert_eq!(spin_for(&[0], Some(0)), Duration::ZERO);
+        // A guest on a core of its own, the worker pinned to another: both may spin.
+        assert_eq!(spin_for(&[0], Some(2)), SPIN);
+        // An unpinned worker on two CPUs, its guest inheriting them or pinned among them.
+        assert_eq!(spin_for(&[0, 1], None), SPIN);
+        assert_eq!(spin_for(&[0, 1], Some(1)), SPIN);
+        let mine = thread_cpus();
+        assert!(!mine.is_empty());
+        assert!(mine.len() <= std::thread::available_parallelism().unwrap().get());
+    }
+
+    #[test]
     fn a_shared_memory_frame_goes_across_and_a_silent_peer_is_given_up_on() {
         let dir = tempfile::tempdir().unwrap();
         let region = Region::create(&dir.path().join("r"), 1, 4096).unwrap();
         let mut frame = Vec::new();
         GuestMsg::Ready.encode(&mut frame);
         shm_send(&region, true, 1, &frame, None).unwrap();
-        assert!(shm_wait(region.response_seq(0), 1, || false));
+        assert!(shm_wait(region.response_seq(0), 1, SPIN, || false));
         let len = region.response_len(0).load(Ordering::Relaxed) as usize;
         let mut back = Vec::new();
         assert!(region.read(0, true, len, &mut back));
@@ -1192,7 +1252,7 @@ mod tests {
         );
         // Nobody will answer sequence 2: the wait ends when `give_up` says so.
         let start = Instant::now();
-        let r = shm_wait(region.response_seq(0), 2, || {
+        let r = shm_wait(region.response_seq(0), 2, SPIN, || {
             start.elapsed() > Duration::from_millis(5)
         });
         assert!(!r);
