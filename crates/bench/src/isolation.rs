@@ -121,6 +121,28 @@ fn us(trace: &Json, phase: &str) -> f64 {
     trace["us_per_txn"][phase].as_f64().unwrap_or(0.0)
 }
 
+/// What `shm-poll` does where the server runs pinned to `server_core` and its procedure
+/// processes on `procedure_core` (the server's own where `None`): the rule its workers apply
+/// ([`server::isolation::spin_for`]), said in the report so that a figure says whether it
+/// measured polling.
+fn shm_poll_note(server_core: usize, procedure_core: Option<usize>) -> String {
+    let spin = server::isolation::spin_for(&[server_core], procedure_core);
+    let nap_after = server::isolation::YIELD.as_millis();
+    if spin.is_zero() {
+        format!(
+            "`shm-poll`: the worker and its procedure process share one core, so neither \
+             spins: each yields at once and naps after {nap_after} ms (a spinning side would \
+             keep its peer from answering).\n\n"
+        )
+    } else {
+        format!(
+            "`shm-poll`: the worker and its procedure process have a core each, so both spin \
+             on the channel for {} µs before they yield, and nap after {nap_after} ms.\n\n",
+            spin.as_micros()
+        )
+    }
+}
+
 /// Runs the experiment; writes isolation.md, isolation.json and the figures into `out`, and
 /// returns the report.
 pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
@@ -158,6 +180,9 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
         run.duration,
         config.rounds.max(1)
     );
+    if config.levels.iter().any(|l| l.1 == "shm-poll") {
+        report.push_str(&shm_poll_note(run.server_core, config.procedure_core));
+    }
     if config.levels.iter().any(|l| l.0 == "vm") {
         report.push_str(&if config.vm_args.iter().any(|a| a == "tcg") {
             "`vm`: each worker's procedure process in a virtual machine of its own under QEMU's \
@@ -455,6 +480,22 @@ fn write(path: &PathBuf, text: &str) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_report_says_whether_shm_poll_spun() {
+        // The procedure processes on the server's core: nobody spins.
+        for core in [None, Some(0)] {
+            let note = shm_poll_note(0, core);
+            assert!(note.contains("neither spins"), "{note}");
+        }
+        // On a core of their own: both spin, for as long as the server's rule says.
+        let note = shm_poll_note(0, Some(2));
+        let spin = server::isolation::SPIN.as_micros();
+        assert!(
+            note.contains(&format!("both spin on the channel for {spin} µs")),
+            "{note}"
+        );
+    }
 
     #[test]
     fn levels_parse_with_their_channels_and_refuse_what_does_not_fit() {
