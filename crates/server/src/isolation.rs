@@ -559,7 +559,8 @@ impl Guest {
             Channel::ShmUds | Channel::ShmPoll => {
                 let path = shm_dir().join(&name);
                 let region = Region::create(&path, 1, SHM_BUFFER).map_err(|e| e.to_string())?;
-                // Started from its worker's thread, whose affinity it would inherit.
+                // The guest inherits the affinity of the thread that starts it (a worker, or
+                // the server's main thread when prestarted: the server is pinned as a whole).
                 let spin = spin_for(&thread_cpus(), config.core);
                 command.arg("--address").arg(&path);
                 if config.channel == Channel::ShmPoll {
