@@ -9,7 +9,7 @@
 # counts too and depends on how soon its guest answers.
 #
 #   bench/isolation/callgrind-call.sh [--glass BIN] [--workload W] [--scale S] [--level L]
-#                                     [--txns N] [--module FILE] [--keep DIR]
+#                                     [--txns N] [--module FILE] [--keep DIR] [--cache-sim]
 #
 #   --level   rust, wasm, none, process:CHANNEL or container:CHANNEL (default rust)
 #   --scale   as `glass serve --scale` (default 1; YCSB's records: use 10000)
@@ -18,6 +18,8 @@
 #   --keep    a directory to keep callgrind's files in, for callgrind_annotate; at wasm also
 #             the module's perf map (perf.map) and both annotations with the module's
 #             functions named (annotate-self.txt, annotate-inclusive.txt; jit-names.py)
+#   --cache-sim  simulate the caches too (callgrind's --cache-sim=yes): the kept files then
+#             count I1, D1 and last-level misses (callgrind_annotate --show=Ir,I1mr,D1mr,D1mw)
 #
 # Prints one line: workload, level, calls counted, instructions a call.
 set -euo pipefail
@@ -31,6 +33,7 @@ LEVEL=rust
 TXNS=1000
 MODULE=
 KEEP=
+CACHE_SIM=no
 while [ $# -gt 0 ]; do
   case "$1" in
     --glass) GLASS=$2; shift 2 ;;
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --txns) TXNS=$2; shift 2 ;;
     --module) MODULE=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
+    --cache-sim) CACHE_SIM=yes; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
@@ -65,7 +69,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-valgrind --tool=callgrind --separate-threads=yes --collect-atstart=no \
+valgrind --tool=callgrind --cache-sim=$CACHE_SIM --separate-threads=yes --collect-atstart=no \
   '--toggle-collect=server::handler::ConnState::call*' \
   --callgrind-out-file="$work/cg.out" \
   "$GLASS" serve "$WORKLOAD" --scale "$SCALE" --unix "$work/s.sock" --workers 1 "${isolation[@]}" \
