@@ -724,7 +724,8 @@ struct IsolationArgs {
     /// Fractions of each level's closed-loop peak offered for the latency curves.
     #[arg(long, value_name = "LIST", default_value = "0.25,0.5,0.75,0.9,1.0")]
     steps: String,
-    /// The core the procedure processes run on [default: the server's].
+    /// The core the procedure processes run on [default: the server's]. On a core of their
+    /// own, both sides of `shm-poll` spin before they yield; on the server's, neither does.
     #[arg(long, value_name = "CORE")]
     procedure_core: Option<usize>,
     /// Closed-loop peaks per level, in rounds that each run every level once (interleaved);
@@ -907,7 +908,8 @@ struct ServeArgs {
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
     procedure_memory_mib: u64,
     /// With --isolation process, container or vm: run the procedure processes (or VMs) on this core
-    /// [default: wherever the server may run].
+    /// [default: wherever the server may run]. `shm-poll`'s two sides spin before they yield
+    /// wherever they have two CPUs between them, and not where they share one.
     #[arg(long, value_name = "CORE")]
     procedure_core: Option<usize>,
     /// With --isolation wasm: the procedures compiled to WebAssembly [default:
