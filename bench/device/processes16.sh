@@ -18,6 +18,9 @@
 #      threads of one process share), all the cores in one process, and as many processes of
 #      one warehouse and of that larger database each.
 #
+# `glass scale tpcc --mix paper --configs partitioned,processes` draws section 2's comparison as
+# two lines of the scaling command's own table and figure.
+#
 # Writes log.txt under $OUT (or target/processes16). THREADS (default "1 8 16"), ROUNDS (3),
 # SECS (10), SECTIONS (default "1 2 3"; 4 only when named); FLAGS: glass flags added to every
 # run of sections 2 and 4 (e.g. "--switch main-log=off --switch lsn=off"). On any machine, e.g.

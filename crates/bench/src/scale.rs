@@ -24,6 +24,20 @@
 //! | `shared`      | tpcc, tpcb  | `--shared-scale` (1), shared by all threads | memory  |
 //! | `embedded`    | ycsb, voter | as given (`--scale`)                       | memory   |
 //! | `durable`     | all four    | partitioned's (tpcc, tpcb), else as given  | disk, log forced at every commit |
+//! | `processes`   | tpcc, tpcb  | one warehouse (branch) per *process*       | memory   |
+//!
+//! `processes` is measured only when named (`--configs partitioned,processes`): a point of T
+//! "threads" is T processes of one thread each, each on a database of its own of one warehouse
+//! (branch), started together; its throughput is their sum, its p50 and p99 the median of
+//! theirs. They share nothing but the machine — its caches, memory bandwidth, hypervisor —,
+//! so their line is what the machine allows this engine's footprint, beside which
+//! `partitioned` shows what the threads of one process lose to each other (on a lent 16-core
+//! machine: 12.75× one process at 16 against 10.1× for 16 threads; docs/performance.md,
+//! "Eleventh pass"). Each is this program run again with the sweep's own arguments and two
+//! hidden ones (`--process-seed`, `--process-out`), so it runs exactly the engine and
+//! workload options the sweep was given; see [`run_process_point`]. Their loads take about a
+//! second and differ by a fraction of one, which a warm-up of a second or more covers: the
+//! measured windows overlap to within it.
 //!
 //! Partitioned terminals each have a home warehouse (branch) of their own, but the workloads
 //! still reach across: TPC-C's remote New-Order items and Payments, TPC-B's 15% of accounts at
@@ -45,7 +59,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::driver::Stop;
 use crate::manifest::mix_name;
@@ -69,15 +83,19 @@ pub enum Configuration {
     Embedded,
     /// On disk, the log forced at every commit; partitioned's scale, or as given.
     Durable,
+    /// One process of one thread per warehouse (branch), started together, nothing shared
+    /// but the machine; measured only when named.
+    Processes,
 }
 
 impl Configuration {
     /// Every configuration, in the order of tables and legends.
-    pub const ALL: [Configuration; 4] = [
+    pub const ALL: [Configuration; 5] = [
         Configuration::Partitioned,
         Configuration::Shared,
         Configuration::Embedded,
         Configuration::Durable,
+        Configuration::Processes,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +104,7 @@ impl Configuration {
             Configuration::Shared => "shared",
             Configuration::Embedded => "embedded",
             Configuration::Durable => "durable",
+            Configuration::Processes => "processes",
         }
     }
 
@@ -93,13 +112,15 @@ impl Configuration {
     pub fn applies_to(self, workload: &str) -> bool {
         let partitions = partitions(workload);
         match self {
-            Configuration::Partitioned | Configuration::Shared => partitions,
+            Configuration::Partitioned | Configuration::Shared | Configuration::Processes => {
+                partitions
+            }
             Configuration::Embedded => !partitions,
             Configuration::Durable => true,
         }
     }
 
-    /// The configurations that apply to `workload`, in order: the default of `--configs`.
+    /// The configurations that apply to `workload`, in order.
     pub fn all_for(workload: &str) -> Vec<Configuration> {
         Configuration::ALL
             .into_iter()
@@ -107,10 +128,21 @@ impl Configuration {
             .collect()
     }
 
+    /// The default of `--configs`: every configuration that applies to `workload` but
+    /// `processes`, which starts a process per thread and is measured only when named.
+    pub fn default_for(workload: &str) -> Vec<Configuration> {
+        Configuration::all_for(workload)
+            .into_iter()
+            .filter(|c| *c != Configuration::Processes)
+            .collect()
+    }
+
     /// The scale a point of this configuration runs at.
     pub fn scale(self, workload: &str, threads: usize, scales: Scales) -> u64 {
         match self {
             Configuration::Shared => scales.shared,
+            // Each process's own database.
+            Configuration::Processes => 1,
             Configuration::Partitioned | Configuration::Durable if partitions(workload) => {
                 threads as u64
             }
@@ -275,6 +307,10 @@ pub struct ScaleConfig {
     pub command_line: String,
     /// The machine's cores, recorded in the JSON and the figure's title.
     pub cores: usize,
+    /// The arguments (the program's name left out) that run this sweep again: each process of
+    /// a `processes` point is this program run with them and `--process-seed S
+    /// --process-out FILE`, and runs [`run_process_point`]. Empty: `processes` is refused.
+    pub process_args: Vec<std::ffi::OsString>,
 }
 
 /// The median and range of some measurements.
@@ -343,8 +379,102 @@ pub struct Point {
     pub gather_us_per_force: Option<f64>,
     /// `"ok"`, or the first round's failed conditions.
     pub consistency: String,
-    /// Each round's whole result.
+    /// Each round's whole result (none for `processes`, whose rounds are in `processes`).
     pub runs: Vec<BenchResult>,
+    /// `processes`: each round's processes, each one's own figures.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<Vec<ProcessFigures>>,
+}
+
+/// What one process of a `processes` point measured (written by [`run_process_point`] as
+/// JSON, read back by the sweep).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessFigures {
+    pub tps: f64,
+    pub txn_count: u64,
+    pub aborts: u64,
+    pub duration_s: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    /// Seconds its load took.
+    pub load_s: Option<f64>,
+    /// `"ok"`, or the failed conditions.
+    pub consistency: String,
+}
+
+impl ProcessFigures {
+    fn of(result: &BenchResult) -> ProcessFigures {
+        ProcessFigures {
+            tps: result.tps,
+            txn_count: result.txn_count,
+            aborts: result.aborts,
+            duration_s: result.duration_s,
+            p50_us: result.p50_us,
+            p99_us: result.p99_us,
+            load_s: result.config.load_s,
+            consistency: result.consistency.clone(),
+        }
+    }
+}
+
+/// One point's run in one round: a run of `glass bench`'s machinery, or the processes of a
+/// `processes` point.
+#[derive(Clone, Debug)]
+enum Run {
+    Bench(Box<BenchResult>),
+    Processes(Vec<ProcessFigures>),
+}
+
+/// What [`summarize`] takes from a round: a run's own figures, or its processes' together.
+struct RoundFigures<'a> {
+    tps: f64,
+    p50_us: u64,
+    p99_us: u64,
+    aborts_per_s: f64,
+    log: Option<crate::report::LogSummary>,
+    consistency: &'a str,
+}
+
+impl Run {
+    fn figures(&self) -> RoundFigures<'_> {
+        let per_second = |aborts: u64, secs: f64| {
+            if secs > 0.0 {
+                aborts as f64 / secs
+            } else {
+                0.0
+            }
+        };
+        match self {
+            Run::Bench(r) => RoundFigures {
+                tps: r.tps,
+                p50_us: r.p50_us,
+                p99_us: r.p99_us,
+                aborts_per_s: per_second(r.aborts, r.duration_s),
+                log: r.log,
+                consistency: &r.consistency,
+            },
+            Run::Processes(each) => {
+                let median_of = |f: &dyn Fn(&ProcessFigures) -> f64| {
+                    median(&each.iter().map(f).collect::<Vec<_>>())
+                };
+                RoundFigures {
+                    tps: each.iter().map(|p| p.tps).sum(),
+                    p50_us: median_of(&|p| p.p50_us as f64).round() as u64,
+                    p99_us: median_of(&|p| p.p99_us as f64).round() as u64,
+                    aborts_per_s: each
+                        .iter()
+                        .map(|p| per_second(p.aborts, p.duration_s))
+                        .sum(),
+                    log: None,
+                    consistency: each
+                        .iter()
+                        .map(|p| p.consistency.as_str())
+                        .find(|c| *c != "ok")
+                        .unwrap_or("ok"),
+                }
+            }
+        }
+    }
 }
 
 /// What a sweep measured: every point, and what it ran on.
@@ -407,7 +537,11 @@ impl ScaleConfig {
     /// The run of `step`; a durable one's database is `durable_dir/W-scale-N`.
     fn bench_config(&self, step: Step, durable_dir: &Path) -> BenchConfig {
         let mut config = self.base.clone();
-        config.threads = step.threads;
+        // A `processes` point's run is each of its processes': one thread.
+        config.threads = match step.configuration {
+            Configuration::Processes => 1,
+            _ => step.threads,
+        };
         config.options.scale = self.scale_of(step.configuration, step.threads);
         // As `glass bench --rounds`: no two rounds repeat a terminal's stream.
         config.seed = self
@@ -461,6 +595,13 @@ impl ScaleConfig {
         }
         if self.rounds == 0 {
             anyhow::bail!(UsageError("--rounds must be at least 1".into()));
+        }
+        if self.configurations.contains(&Configuration::Processes) && self.process_args.is_empty() {
+            anyhow::bail!(UsageError(
+                "--configs processes: this sweep was not given the arguments that start its \
+                 processes (ScaleConfig::process_args)"
+                    .into()
+            ));
         }
         let switches = &self.base.db.switches;
         if switches.optimal {
@@ -592,11 +733,11 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
         per_point_s * steps.len() as f64
     ));
 
-    let mut runs: Vec<((Configuration, usize), BenchResult)> = Vec::with_capacity(steps.len());
+    let mut runs: Vec<((Configuration, usize), Run)> = Vec::with_capacity(steps.len());
     for (i, &step) in steps.iter().enumerate() {
         let bench = config.bench_config(step, &durable_path);
         let point_started = Instant::now();
-        let result = run_bench(&bench).with_context(|| {
+        let what = || {
             format!(
                 "{} at {} thread{}, round {}",
                 step.configuration.name(),
@@ -604,16 +745,27 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
                 plural(step.threads),
                 step.round + 1
             )
-        })?;
-        let loaded = result
-            .config
-            .load_s
+        };
+        let (run, load_s) = match step.configuration {
+            Configuration::Processes => {
+                let each = run_processes(config, step).with_context(what)?;
+                let slowest = each.iter().filter_map(|p| p.load_s).reduce(f64::max);
+                (Run::Processes(each), slowest)
+            }
+            _ => {
+                let result = run_bench(&bench).with_context(what)?;
+                let load_s = result.config.load_s;
+                (Run::Bench(Box::new(result)), load_s)
+            }
+        };
+        let figures = run.figures();
+        let loaded = load_s
             .map(|s| format!(", loaded in {s:.1} s"))
             .unwrap_or_default();
-        let consistency = if result.consistency == "ok" {
+        let consistency = if figures.consistency == "ok" {
             String::new()
         } else {
-            format!(", consistency {}", result.consistency)
+            format!(", consistency {}", figures.consistency)
         };
         status.say(format_args!(
             "[{}/{}] {} {} at {} thread{} (scale {}), round {} of {}: {:.0} txn/s, p99 {} µs{loaded}, \
@@ -627,8 +779,8 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
             bench.options.scale,
             step.round + 1,
             config.rounds,
-            result.tps,
-            result.p99_us,
+            figures.tps,
+            figures.p99_us,
             point_started.elapsed().as_secs_f64()
         ));
         // A durable database no later step uses is deleted now, so that one round keeps one
@@ -642,7 +794,7 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
                     .with_context(|| format!("remove the database in {}", path.display()))?;
             }
         }
-        runs.push(((step.configuration, step.threads), result));
+        runs.push(((step.configuration, step.threads), run));
     }
     drop(durable_dir);
 
@@ -711,6 +863,93 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
     Ok(result)
 }
 
+/// Runs the processes of a `processes` point: `step.threads` copies of this program, started
+/// together, each given the sweep's own arguments and its terminal's seed (as thread *i* of a
+/// `partitioned` point draws from), each writing its figures to a file of a temporary
+/// directory. Fails naming the first process that failed, with the end of what it printed.
+fn run_processes(config: &ScaleConfig, step: Step) -> anyhow::Result<Vec<ProcessFigures>> {
+    let exe = std::env::current_exe().context("find this program, to start its processes")?;
+    let dir = tempfile::Builder::new()
+        .prefix("glass-processes-")
+        .tempdir()
+        .context("create a temporary directory for the processes' figures")?;
+    let mut children = Vec::with_capacity(step.threads);
+    for i in 0..step.threads {
+        let out = dir.path().join(format!("process-{i}.json"));
+        let err = dir.path().join(format!("process-{i}.err"));
+        let seed = config
+            .base
+            .seed
+            .wrapping_add(u64::from(step.round) * step.threads as u64)
+            .wrapping_add(i as u64);
+        let stderr =
+            std::fs::File::create(&err).with_context(|| format!("create {}", err.display()))?;
+        let child = std::process::Command::new(&exe)
+            .args(&config.process_args)
+            .arg("--process-seed")
+            .arg(seed.to_string())
+            .arg("--process-out")
+            .arg(&out)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("start process {} of {}", i + 1, step.threads))?;
+        children.push((child, out, err));
+    }
+    let mut figures = Vec::with_capacity(children.len());
+    let mut failed = None;
+    // Every child is waited for, failed or not, so that none outlives the sweep.
+    for (i, (mut child, out, err)) in children.into_iter().enumerate() {
+        let status = child.wait().context("wait for a process")?;
+        let read = || -> anyhow::Result<ProcessFigures> {
+            let text =
+                std::fs::read_to_string(&out).with_context(|| format!("read {}", out.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("parse {}", out.display()))
+        };
+        match (status.success(), failed.is_none()) {
+            (true, _) => match read() {
+                Ok(f) => figures.push(f),
+                Err(e) if failed.is_none() => failed = Some(format!("process {}: {e:#}", i + 1)),
+                Err(_) => {}
+            },
+            (false, true) => {
+                let printed = std::fs::read_to_string(&err).unwrap_or_default();
+                let tail: Vec<&str> = printed.lines().rev().take(5).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                failed = Some(format!(
+                    "process {} of {} failed ({status}): {}",
+                    i + 1,
+                    step.threads,
+                    tail.join(" / ")
+                ));
+            }
+            (false, false) => {}
+        }
+    }
+    match failed {
+        Some(why) => Err(anyhow::anyhow!(why)),
+        None => Ok(figures),
+    }
+}
+
+/// One process of a `processes` point (what `glass scale … --process-seed S --process-out
+/// FILE` runs): the point's run on one thread and one warehouse (branch), its terminal drawing
+/// from `seed`, its figures written to `out` as JSON ([`ProcessFigures`]). Nothing else of the
+/// sweep runs: no other point, table, figure or `--json`.
+pub fn run_process_point(config: &ScaleConfig, seed: u64, out: &Path) -> anyhow::Result<()> {
+    let step = Step {
+        round: 0,
+        configuration: Configuration::Processes,
+        threads: 1,
+    };
+    let mut bench = config.bench_config(step, Path::new("unused"));
+    bench.seed = seed;
+    let result = run_bench(&bench)?;
+    let text = serde_json::to_string(&ProcessFigures::of(&result)).context("serialise")?;
+    std::fs::write(out, text).with_context(|| format!("write {}", out.display()))
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -720,34 +959,36 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// Gathers each (configuration, threads)'s rounds into a [`Point`].
-fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), BenchResult)>) -> Vec<Point> {
+fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), Run)>) -> Vec<Point> {
     let mut points = Vec::new();
     for &configuration in &config.configurations {
         let mut base: Option<(usize, f64)> = None;
         for &threads in &config.threads {
-            let rounds: Vec<BenchResult> = runs
+            let rounds: Vec<&Run> = runs
                 .iter()
                 .filter(|(key, _)| *key == (configuration, threads))
-                .map(|(_, r)| r.clone())
+                .map(|(_, r)| r)
                 .collect();
-            let of = |f: &dyn Fn(&BenchResult) -> f64| {
-                Spread::of(&rounds.iter().map(f).collect::<Vec<_>>())
+            let figures: Vec<RoundFigures<'_>> = rounds.iter().map(|r| r.figures()).collect();
+            let of = |f: &dyn Fn(&RoundFigures<'_>) -> f64| {
+                Spread::of(&figures.iter().map(f).collect::<Vec<_>>())
             };
             let tps = of(&|r| r.tps);
             let (base_threads, base_tps) = *base.get_or_insert((threads, tps.median));
             let (speedup, efficiency) = speedup(tps.median, threads, base_tps, base_threads);
-            let logs: Vec<_> = rounds
+            let logs: Vec<_> = figures
                 .iter()
                 .filter_map(|r| r.log.filter(|l| l.forces > 0))
                 .collect();
             let log_median = |f: &dyn Fn(&crate::report::LogSummary) -> f64| {
                 (!logs.is_empty()).then(|| median(&logs.iter().map(f).collect::<Vec<_>>()))
             };
-            let consistency = rounds
+            let consistency = figures
                 .iter()
-                .map(|r| r.consistency.clone())
-                .find(|c| c != "ok")
-                .unwrap_or_else(|| "ok".to_string());
+                .map(|r| r.consistency)
+                .find(|c| *c != "ok")
+                .unwrap_or("ok")
+                .to_string();
             points.push(Point {
                 config: configuration.name().to_string(),
                 threads,
@@ -761,19 +1002,25 @@ fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), BenchResul
                 linear_tps: base_tps * threads as f64 / base_threads as f64,
                 p50_us: of(&|r| r.p50_us as f64).median.round() as u64,
                 p99_us: of(&|r| r.p99_us as f64).median.round() as u64,
-                aborts_per_s: of(&|r| {
-                    if r.duration_s > 0.0 {
-                        r.aborts as f64 / r.duration_s
-                    } else {
-                        0.0
-                    }
-                })
-                .median,
+                aborts_per_s: of(&|r| r.aborts_per_s).median,
                 forces_per_commit: log_median(&|l| l.forces_per_commit),
                 commits_per_batch: log_median(&|l| l.commits_per_batch),
                 gather_us_per_force: log_median(&|l| l.gather_us_per_force),
                 consistency,
-                runs: rounds,
+                runs: rounds
+                    .iter()
+                    .filter_map(|r| match r {
+                        Run::Bench(result) => Some((**result).clone()),
+                        Run::Processes(_) => None,
+                    })
+                    .collect(),
+                processes: rounds
+                    .iter()
+                    .filter_map(|r| match r {
+                        Run::Processes(each) => Some(each.clone()),
+                        Run::Bench(_) => None,
+                    })
+                    .collect(),
             });
         }
     }
@@ -980,6 +1227,10 @@ fn describe_point(configuration: Configuration, workload: &str, first: &Point) -
     };
     let scale = match configuration {
         Configuration::Shared => format!("{} shared", describe_scale(workload, first.scale)),
+        Configuration::Processes => format!(
+            "one process of one thread per {unit}, each on a database of its own, started \
+             together (nothing shared but the machine)"
+        ),
         Configuration::Partitioned | Configuration::Durable if partitions(workload) => {
             format!("one {unit} per thread")
         }
@@ -1029,9 +1280,19 @@ mod tests {
         use Configuration::*;
         assert_eq!(
             Configuration::all_for("tpcc"),
+            vec![Partitioned, Shared, Durable, Processes]
+        );
+        // Processes start a process per thread: measured only when named.
+        assert_eq!(
+            Configuration::default_for("tpcb"),
             vec![Partitioned, Shared, Durable]
         );
         assert_eq!(Configuration::all_for("ycsb"), vec![Embedded, Durable]);
+        assert_eq!(
+            parse_configurations("tpcc", "processes,partitioned").unwrap(),
+            vec![Partitioned, Processes]
+        );
+        assert!(parse_configurations("ycsb", "processes").is_err());
         assert_eq!(
             parse_configurations("tpcb", "durable,shared,durable").unwrap(),
             vec![Shared, Durable]
@@ -1059,6 +1320,8 @@ mod tests {
         assert_eq!(Partitioned.scale("tpcc", 8, scales), 8);
         assert_eq!(Durable.scale("tpcb", 4, scales), 4);
         assert_eq!(Shared.scale("tpcb", 4, scales), 3);
+        // Each process has a database of one warehouse of its own.
+        assert_eq!(Processes.scale("tpcc", 16, scales), 1);
         assert_eq!(Embedded.scale("ycsb", 4, scales), 100_000);
         assert_eq!(Durable.scale("ycsb", 4, scales), 100_000);
         assert!(Scales::resolve("tpcc", &[Partitioned], Some(2), None).is_err());
@@ -1102,7 +1365,89 @@ mod tests {
             json: None,
             command_line: "glass scale tpcb".into(),
             cores: 2,
+            process_args: Vec::new(),
         }
+    }
+
+    fn process(tps: f64, p50_us: u64, p99_us: u64, consistency: &str) -> ProcessFigures {
+        ProcessFigures {
+            tps,
+            txn_count: (tps * 2.0) as u64,
+            aborts: 4,
+            duration_s: 2.0,
+            p50_us,
+            p99_us,
+            load_s: Some(0.5),
+            consistency: consistency.into(),
+        }
+    }
+
+    #[test]
+    fn a_processes_point_sums_its_processes_and_takes_their_median_latencies() {
+        let mut config = sweep(2);
+        config.configurations = vec![Configuration::Processes];
+        let runs = vec![
+            (
+                (Configuration::Processes, 1),
+                Run::Processes(vec![process(1000.0, 20, 50, "ok")]),
+            ),
+            (
+                (Configuration::Processes, 2),
+                Run::Processes(vec![
+                    process(900.0, 20, 60, "ok"),
+                    process(700.0, 30, 90, "ok"),
+                ]),
+            ),
+            (
+                (Configuration::Processes, 1),
+                Run::Processes(vec![process(800.0, 24, 40, "ok")]),
+            ),
+            (
+                (Configuration::Processes, 2),
+                Run::Processes(vec![
+                    process(1000.0, 22, 70, "ok"),
+                    process(1000.0, 26, 80, "3.3.2.1 fails"),
+                ]),
+            ),
+        ];
+        let points = summarize(&config, runs);
+        let [one, two] = &points[..] else {
+            panic!("two points: {points:?}")
+        };
+        // Rounds of one process: 1000 and 800; of two: 1600 and 2000.
+        assert_eq!((one.tps, one.tps_low, one.tps_high), (900.0, 800.0, 1000.0));
+        assert_eq!(
+            (two.tps, two.tps_low, two.tps_high),
+            (1800.0, 1600.0, 2000.0)
+        );
+        assert_eq!(two.speedup, 2.0);
+        assert_eq!(two.linear_tps, 1800.0);
+        // Per round the processes' median (25 and 24), then the rounds' median.
+        assert_eq!(two.p50_us, 25);
+        assert_eq!(two.p99_us, 75);
+        // Each process's aborts a second, summed: 2 + 2.
+        assert_eq!(two.aborts_per_s, 4.0);
+        assert_eq!(two.consistency, "3.3.2.1 fails");
+        assert_eq!((one.scale, one.durable), (1, false));
+        assert!(two.runs.is_empty());
+        assert_eq!(two.processes.len(), 2);
+        assert_eq!(two.processes[1].len(), 2);
+    }
+
+    #[test]
+    fn processes_are_refused_without_the_arguments_that_start_them() {
+        let mut config = sweep(1);
+        config.configurations = vec![Configuration::Processes];
+        let err = config.validate(Path::new("/unused")).unwrap_err();
+        assert!(err.to_string().contains("--configs processes"), "{err}");
+        // Each process's run is one thread on one warehouse (branch).
+        let step = Step {
+            round: 0,
+            configuration: Configuration::Processes,
+            threads: 8,
+        };
+        let run = config.bench_config(step, Path::new("/unused"));
+        assert_eq!((run.threads, run.options.scale), (1, 1));
     }
 
     #[test]
@@ -1182,6 +1527,7 @@ mod tests {
             gather_us_per_force: log.map(|_| 0.0),
             consistency: "ok".into(),
             runs: Vec::new(),
+            processes: Vec::new(),
         }
     }
 

@@ -990,8 +990,9 @@ struct ScaleArgs {
     threads: Option<String>,
     /// Configurations, separated by commas: partitioned (one warehouse or branch per thread),
     /// shared (--shared-scale for all threads), durable (on disk, log forced at commit,
-    /// partitioned's scale); for ycsb and voter: embedded (in memory), durable [default: all
-    /// that apply].
+    /// partitioned's scale), processes (one process of one thread per warehouse or branch,
+    /// started together: what the machine allows, nothing shared but it); for ycsb and voter:
+    /// embedded (in memory), durable [default: all that apply but processes].
     #[arg(long, value_name = "LIST")]
     configs: Option<String>,
     /// Warehouses (tpcc) or branches (tpcb) the shared configuration's threads share
@@ -1030,6 +1031,12 @@ struct ScaleArgs {
     /// to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Internal: run one process of a `processes` point, its terminal drawing from this seed.
+    #[arg(long, hide = true, requires = "process_out")]
+    process_seed: Option<u64>,
+    /// Internal: where that process writes its figures.
+    #[arg(long, hide = true, requires = "process_seed")]
+    process_out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -1655,7 +1662,7 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
     };
     let configurations = match &args.configs {
         Some(list) => parse_configurations(name, list)?,
-        None => Configuration::all_for(name),
+        None => Configuration::default_for(name),
     };
     let scales = Scales::resolve(name, &configurations, args.data.scale, args.shared_scale)?;
     // Validated for each thread count by the sweep, before it runs anything.
@@ -1678,7 +1685,14 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
         cores,
+        // The processes of a `processes` point run this very command again, so that each
+        // runs with exactly its engine and workload options.
+        process_args: std::env::args_os().skip(1).collect(),
     };
+    if let (Some(seed), Some(out)) = (args.process_seed, &args.process_out) {
+        bench::scale::run_process_point(&config, seed, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let result = bench::scale::run_scale(&config)?;
     println!("{}", result.render().trim_end());
     for figure in &result.figures {

@@ -114,6 +114,74 @@ fn a_sweep_measures_every_configuration_at_every_thread_count() {
     assert!(left.is_empty(), "{left:?} left in {}", dir.display());
 }
 
+#[test]
+fn processes_run_beside_the_threads_of_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("scale.json");
+    let run = glass(&[
+        "scale",
+        "tpcb",
+        "--configs",
+        "processes,partitioned",
+        "--threads",
+        "1,2",
+        "--duration",
+        "0.4",
+        "--warmup",
+        "0.2",
+        "--rounds",
+        "2",
+        "--json",
+        path(&json),
+        "--out",
+        path(&tmp.path().join("figures")),
+    ]);
+    let (stdout, stderr) = (text(&run.stdout), text(&run.stderr));
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        result["configs"],
+        serde_json::json!(["partitioned", "processes"])
+    );
+    let points = result["points"].as_array().unwrap();
+    for threads in [1u64, 2] {
+        let p = points
+            .iter()
+            .find(|p| p["config"] == "processes" && p["threads"] == threads)
+            .unwrap_or_else(|| panic!("no processes point at {threads}: {result}"));
+        // Each process on a branch of its own; no run of the sweep's own machinery.
+        assert_eq!(p["scale"], 1, "{p}");
+        assert_eq!(p["consistency"], "ok", "{p}");
+        assert_eq!(p["runs"].as_array().map(Vec::len), Some(0), "{p}");
+        let rounds = p["processes"].as_array().unwrap();
+        assert_eq!(rounds.len(), 2, "{p}");
+        let mut sums = Vec::new();
+        for round in rounds {
+            let each = round.as_array().unwrap();
+            assert_eq!(each.len() as u64, threads, "{p}");
+            for process in each {
+                assert!(process["tps"].as_f64().unwrap() > 0.0, "{p}");
+                assert_eq!(process["consistency"], "ok", "{p}");
+                assert!(process["load_s"].as_f64().unwrap() > 0.0, "{p}");
+            }
+            sums.push(each.iter().map(|e| e["tps"].as_f64().unwrap()).sum::<f64>());
+        }
+        // The point's throughput is the median (here the mean) of the rounds' sums.
+        let tps = p["tps"].as_f64().unwrap();
+        assert!((tps - (sums[0] + sums[1]) / 2.0).abs() < 1e-6, "{p}");
+    }
+    assert!(
+        stdout.contains("TPC-B processes: one process of one thread per branch"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("nothing shared but the machine"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("tpcb processes at 2 threads"), "{stderr}");
+}
+
 /// Asserts a usage error: exit code 2 at once, one line on stderr containing every `needle`.
 fn assert_refused(args: &[&str], needles: &[&str]) {
     let started = Instant::now();
