@@ -647,6 +647,28 @@ impl ScaleConfig {
                 if configuration.durable() {
                     durable_scales.push(config.options.scale);
                 }
+                if configuration == Configuration::Processes && threads > 1 {
+                    // The processes run at once: their pools and pages add up.
+                    let pool = match config.db.pool_mib {
+                        0 => crate::capacity::default_pool_mib(
+                            &config.workload,
+                            &config.options,
+                            &config.db,
+                            config.run_length(),
+                        ),
+                        given => given,
+                    };
+                    let mut all = config.clone();
+                    all.options.scale = threads as u64;
+                    all.db.pool_mib = pool.saturating_mul(threads);
+                    crate::capacity::check_machine(&all.workload, &all.options, &all.db, true)
+                        .map_err(|e| {
+                            UsageError(format!(
+                                "processes at {threads} threads: {threads} processes of a \
+                                 {pool} MiB pool each, together: {e}"
+                            ))
+                        })?;
+                }
             }
         }
         durable_scales.sort_unstable();

@@ -244,6 +244,15 @@ fn bad_flags_are_refused_before_anything_runs() {
         &["disk-log=off", "durable"],
     );
     refused(&["tpcc", "--preset", "optimal"], &["optimal", "one thread"]);
+    // Processes run at once: their pools add up, and 4096 of them fit no machine here.
+    refused(
+        &["tpcc", "--configs", "processes", "--threads", "1,4096"],
+        &["processes at 4096 threads", "together"],
+    );
+    refused(
+        &["ycsb", "--configs", "processes"],
+        &["'processes' does not apply to ycsb"],
+    );
     refused(&["tpcb", "--duration", "0"], &["--duration"]);
     refused(&["tpcb", "--rounds", "0"], &["--rounds"]);
     refused(
