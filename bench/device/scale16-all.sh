@@ -11,9 +11,12 @@
 #   6. where all the threads are: every thread's stack, two samples (cuda-gdb or gdb);
 #   7. the ratio from quieter points: one thread, half and all the cores only, 10 s after
 #      2 s, three rounds (the one-thread point of 3 s runs drifts by a quarter to a half between
-#      rounds, and the 16-thread ratio with it: docs/performance.md, "Ninth pass").
+#      rounds, and the 16-thread ratio with it: docs/performance.md, "Ninth pass"); beside it
+#      as many processes of one thread each, what the machine allows (CONFIGS7, default
+#      "partitioned,processes"; about seven minutes with both, half without).
 # Writes log.txt, the JSON of each scaling table, the figure and stacks.txt under $OUT (or
-# target/scale16-all). About nine minutes; SECTIONS="1 4 5" runs only those sections (default
+# target/scale16-all). About nine minutes for sections 1-6, seven for 7, more than one call
+# (600 s) allows: name SECTIONS, e.g. SECTIONS="1 4 5" runs only those sections (default
 # all seven; STACKS=0 also skips the sixth).
 set -u
 . "$(dirname "$0")/lib/stacks.sh"
@@ -78,7 +81,7 @@ fi
 
 if want 7; then
   echo "== 7. one thread, $((n / 2)) and $n, 10 s points"
-  "$G" scale tpcc --mix paper --configs partitioned --threads "1,$((n / 2)),$n" --duration 10 --warmup 2 \
+  "$G" scale tpcc --mix paper --configs "${CONFIGS7:-partitioned,processes}" --threads "1,$((n / 2)),$n" --duration 10 --warmup 2 \
     --rounds 3 --json "$OUT/tpcc-paper-10s.json" --out "$work/paper10" 2>&1 | quiet
 fi
 rm -rf "$work"
