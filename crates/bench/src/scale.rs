@@ -6,11 +6,13 @@
 //!
 //! ```text
 //!   validate: thread counts, configurations, switches at the most threads, the sizes of
-//!             every point and of the durable databases kept at once, --json and --out
+//!             every point, of the durable databases kept at once and of a processes
+//!             point's processes together, --json and --out
 //!   for round in 1..=R                  interleaved: a slow spell of the machine falls on
 //!     for configuration in the list     every point alike, not on one of them
 //!       for threads in the list
 //!         run_bench(the point, quiet) ─► BenchResult ─► one status line
+//!         (processes: T copies of this command at once ─► T ProcessFigures)
 //!   ─► a Point per (configuration, threads): median and range of txn/s over the rounds,
 //!      speed-up and efficiency against the configuration's first thread count
 //!   ─► a table per configuration (stdout), JSON (--json), scale-W.svg and .png (--out)
