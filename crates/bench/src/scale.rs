@@ -925,30 +925,28 @@ fn run_processes(config: &ScaleConfig, step: Step) -> anyhow::Result<Vec<Process
     let mut failed = None;
     // Every child is waited for, failed or not, so that none outlives the sweep.
     for (i, (mut child, out, err)) in children.into_iter().enumerate() {
-        let status = child.wait().context("wait for a process")?;
-        let read = || -> anyhow::Result<ProcessFigures> {
-            let text =
-                std::fs::read_to_string(&out).with_context(|| format!("read {}", out.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("parse {}", out.display()))
-        };
-        match (status.success(), failed.is_none()) {
-            (true, _) => match read() {
-                Ok(f) => figures.push(f),
-                Err(e) if failed.is_none() => failed = Some(format!("process {}: {e:#}", i + 1)),
-                Err(_) => {}
-            },
-            (false, true) => {
+        let finished = child.wait();
+        if failed.is_some() {
+            continue;
+        }
+        let outcome = match finished {
+            Err(e) => Err(format!("waiting for it: {e}")),
+            Ok(status) if !status.success() => {
                 let printed = std::fs::read_to_string(&err).unwrap_or_default();
-                let tail: Vec<&str> = printed.lines().rev().take(5).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                failed = Some(format!(
-                    "process {} of {} failed ({status}): {}",
-                    i + 1,
-                    step.threads,
-                    tail.join(" / ")
-                ));
+                let lines: Vec<&str> = printed.lines().collect();
+                let tail = lines[lines.len().saturating_sub(5)..].join(" / ");
+                Err(format!("failed ({status}): {tail}"))
             }
-            (false, false) => {}
+            Ok(_) => std::fs::read_to_string(&out)
+                .map_err(|e| format!("reading {}: {e}", out.display()))
+                .and_then(|text| {
+                    serde_json::from_str(&text)
+                        .map_err(|e| format!("parsing {}: {e}", out.display()))
+                }),
+        };
+        match outcome {
+            Ok(f) => figures.push(f),
+            Err(why) => failed = Some(format!("process {} of {}: {why}", i + 1, step.threads)),
         }
     }
     match failed {
