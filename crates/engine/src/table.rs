@@ -52,6 +52,22 @@ impl Records {
         })
     }
 
+    /// [`Records::with`] for a record of a read-only table, which nothing writes while the
+    /// table stays read-only (see `HeapFile::with_unchanging_record`).
+    #[inline(never)]
+    pub fn with_unchanging<R>(
+        &self,
+        loc: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> StorageResult<Option<R>> {
+        match self {
+            Records::Heap(h) => crate::profile::record_access(|| {
+                h.with_unchanging_record(RecordId::from_u64(loc), f)
+            }),
+            Records::Mem(_) => self.with(loc, f),
+        }
+    }
+
     /// Overwrites several byte ranges of the record at `loc` at once (one page latch, one redo
     /// record on the heap).
     #[inline(never)]

@@ -1290,9 +1290,11 @@ impl Tx for Transaction<'_> {
             let Some(loc) = self.find_locked(table, &k, for_update)? else {
                 return Ok(None);
             };
-            Ok(table
-                .records
-                .with(loc, |rec| Self::project(&table.layout, rec, fetch))?)
+            let project = |rec: &[u8]| Self::project(&table.layout, rec, fetch);
+            Ok(match table.is_read_only() {
+                true => table.records.with_unchanging(loc, project)?,
+                false => table.records.with(loc, project)?,
+            })
         })();
         self.s.key = k;
         r
@@ -1312,10 +1314,12 @@ impl Tx for Transaction<'_> {
             let Some(loc) = self.find_locked(table, &k, for_update)? else {
                 return Ok(false);
             };
-            match table
-                .records
-                .with(loc, |rec| f(RowRef::record(&table.layout, rec)))?
-            {
+            let read = |rec: &[u8]| f(RowRef::record(&table.layout, rec));
+            let found = match table.is_read_only() {
+                true => table.records.with_unchanging(loc, read)?,
+                false => table.records.with(loc, read)?,
+            };
+            match found {
                 Some(read) => read.map(|()| true),
                 None => Ok(false),
             }

@@ -48,10 +48,14 @@ pub enum Place {
     PageTable,
     /// A main-memory index's latch (`page-access` off).
     MemIndex,
+    /// A latched read of a read-only table's heap page (`HeapFile::with_unchanging_record`):
+    /// every thread reads TPC-C's items, ten a New-Order, and a shared latch writes the
+    /// frame's latch word at the fix and again at the release.
+    ReadOnlyPage,
 }
 
 /// Number of [`Place`]s.
-pub const PLACES: usize = 10;
+pub const PLACES: usize = 11;
 
 impl Place {
     /// Every place, in declaration order (`ALL[p as usize] == p`).
@@ -66,6 +70,7 @@ impl Place {
         Place::HeapTail,
         Place::PageTable,
         Place::MemIndex,
+        Place::ReadOnlyPage,
     ];
 
     /// The name `glass profile` prints.
@@ -81,6 +86,7 @@ impl Place {
             Place::HeapTail => "heap-tail",
             Place::PageTable => "page-table",
             Place::MemIndex => "mem-index",
+            Place::ReadOnlyPage => "read-only-page",
         }
     }
 }

@@ -527,6 +527,21 @@ impl HeapFile {
         }
     }
 
+    /// [`HeapFile::with_record`] for a record that cannot change while it is read: a
+    /// read-only table's (`Database::set_read_only`), whose pages no transaction writes.
+    /// Every thread reads such a table (TPC-C's items, ten a New-Order), so its pages'
+    /// shared latches are counted where every thread meets ([`Place::ReadOnlyPage`]).
+    pub fn with_unchanging_record<R>(
+        &self,
+        rid: RecordId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> StorageResult<Option<R>> {
+        if self.pool.is_latching() {
+            shared::bump(Place::ReadOnlyPage);
+        }
+        self.with_record(rid, f)
+    }
+
     /// The moved body a stub points to; corruption if the target holds none.
     fn moved_body(&self, page: &[u8], target: RecordId) -> StorageResult<Slot> {
         match hp::slot(page, target.slot as usize)? {
