@@ -480,3 +480,68 @@ fn a_page_linked_into_the_chain_is_created_by_the_same_redo_record() {
         "400 records of 200 bytes fill several pages: {links} links"
     );
 }
+
+/// A read of a record nothing writes (a read-only table's) copies it out without latching its
+/// page and answers as a latched read does: live records, free and deleted slots, a record
+/// that moved (followed under latches, the one read counted where every thread meets).
+#[test]
+fn unchanging_reads_answer_as_latched_ones_and_latch_only_to_follow_a_move() {
+    use storage::shared::{self, Place};
+    let heap = HeapFile::create(pool_with(32, None)).unwrap();
+    let rids: Vec<RecordId> = (0..20u8).map(|i| heap.insert(&[i; 300]).unwrap()).collect();
+    let moved = rids[3];
+    heap.update(moved, &[0xEE; 4000]).unwrap();
+    let deleted = rids[5];
+    assert!(heap.delete(deleted).unwrap());
+    let free = RecordId {
+        page: rids[0].page,
+        slot: 200,
+    };
+    let before = shared::snapshot();
+    for (i, rid) in rids.iter().enumerate() {
+        if *rid != moved && *rid != deleted {
+            let got = heap.with_unchanging_record(*rid, |b| b.to_vec()).unwrap();
+            assert_eq!(got, Some(vec![i as u8; 300]));
+        }
+    }
+    assert_eq!(heap.with_unchanging_record(deleted, |_| ()).unwrap(), None);
+    assert_eq!(heap.with_unchanging_record(free, |_| ()).unwrap(), None);
+    let latched = shared::snapshot().since(&before).at(Place::ReadOnlyPage);
+    assert_eq!(latched, 0, "records in place are read without latching");
+    let got = heap.with_unchanging_record(moved, |b| b.to_vec()).unwrap();
+    assert_eq!(got, Some(vec![0xEE; 4000]));
+    let latched = shared::snapshot().since(&before).at(Place::ReadOnlyPage);
+    assert_eq!(latched, 1, "the moved record is followed under latches");
+}
+
+/// Unlatched reads keep answering right while another thread makes the pool evict and reuse
+/// the frames they read from (the read must notice a frame that changed pages under it).
+#[test]
+fn unchanging_reads_survive_frames_evicted_under_them() {
+    let pool = pool_with(8, None);
+    let heap = Arc::new(HeapFile::create(pool.clone()).unwrap());
+    // Some 40 pages of records, each filled with a byte naming it, in a pool of 8 frames.
+    let records: Vec<(RecordId, Vec<u8>)> = (0..600usize)
+        .map(|i| {
+            let r = vec![(i % 251) as u8; 500 + i % 100];
+            (heap.insert(&r).unwrap(), r)
+        })
+        .collect();
+    let records = Arc::new(records);
+    let threads: Vec<_> = (0..3usize)
+        .map(|t| {
+            let (heap, records) = (heap.clone(), records.clone());
+            std::thread::spawn(move || {
+                for n in 0..4000usize {
+                    let (rid, r) = &records[(n * 7 + t * 131) % records.len()];
+                    let got = heap.with_unchanging_record(*rid, |b| b == r.as_slice());
+                    assert_eq!(got.unwrap(), Some(true), "record {rid} read back");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    pool.check_invariants();
+}

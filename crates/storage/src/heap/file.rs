@@ -39,6 +39,7 @@
 //!   file is quiescent (checked by [`HeapFile::check_invariants`]), except for the entries of
 //!   claimed pages.
 
+use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +57,12 @@ use crate::shard;
 use crate::shared::{self, Place};
 
 const BUCKETS: usize = 16;
+
+thread_local! {
+    /// The copy [`HeapFile::with_unchanging_record`] reads a record into (taken out while
+    /// it is used, so a nested read starts a copy of its own).
+    static UNCHANGING_COPY: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
 
 /// Shards of a heap file's insertion pages: more than the threads of the machines measured.
 const INSERT_SHARDS: usize = 64;
@@ -527,19 +534,52 @@ impl HeapFile {
         }
     }
 
-    /// [`HeapFile::with_record`] for a record that cannot change while it is read: a
-    /// read-only table's (`Database::set_read_only`), whose pages no transaction writes.
-    /// Every thread reads such a table (TPC-C's items, ten a New-Order), so its pages'
-    /// shared latches are counted where every thread meets ([`Place::ReadOnlyPage`]).
+    /// [`HeapFile::with_record`] for a record no transaction writes while it is read: a
+    /// read-only table's (`Database::set_read_only`). Every thread reads such a table
+    /// (TPC-C's items, ten a New-Order), and a shared latch on its page is a write to the
+    /// frame's latch word at the fix and again at the release, a line the threads take from
+    /// each other. So the record is copied out without latching
+    /// ([`BufferPool::read_optimistic`], which also catches a frame that was evicted and
+    /// reused meanwhile) and `f` reads the copy; only where that fails — a page not in the
+    /// pool, a forwarding stub, a slot that reads as damaged — does the read latch, counted
+    /// at [`Place::ReadOnlyPage`].
     pub fn with_unchanging_record<R>(
         &self,
         rid: RecordId,
         f: impl FnOnce(&[u8]) -> R,
     ) -> StorageResult<Option<R>> {
-        if self.pool.is_latching() {
-            shared::bump(Place::ReadOnlyPage);
-        }
-        self.with_record(rid, f)
+        self.prefetch_record(rid);
+        let mut copy = UNCHANGING_COPY.with(Cell::take);
+        let read = self.pool.read_optimistic(rid.page, |page| {
+            if page[OFFSET_KIND] != PageKind::Heap as u8 {
+                return None;
+            }
+            match hp::slot(page, rid.slot as usize) {
+                Ok(Some(s)) if s.kind == SlotKind::Live => {
+                    copy.clear();
+                    copy.extend_from_slice(hp::bytes(page, s));
+                    Some(true)
+                }
+                // As `with_record`: no live record here.
+                Ok(None) => Some(false),
+                Ok(Some(s)) if s.kind == SlotKind::Moved => Some(false),
+                // A forwarding stub (followed under latches), or what reads as damage (the
+                // latched read names it).
+                _ => None,
+            }
+        });
+        let result = match read {
+            Some((Some(true), _)) => Ok(Some(f(&copy))),
+            Some((Some(false), _)) => Ok(None),
+            _ => {
+                if self.pool.is_latching() {
+                    shared::bump(Place::ReadOnlyPage);
+                }
+                self.with_record(rid, f)
+            }
+        };
+        UNCHANGING_COPY.with(|c| c.set(copy));
+        result
     }
 
     /// The moved body a stub points to; corruption if the target holds none.
