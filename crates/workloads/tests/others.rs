@@ -170,6 +170,16 @@ fn voter_enforces_the_limit_and_keeps_totals() {
             VoteOutcome::OverLimit
         ]
     );
+    // The contestants and area codes are read-only once loaded (their reads lock no row and
+    // latch no page): a write to either is refused, naming why.
+    for (table, key, value) in [(&t.contestants, 1, "Y"), (&t.area_code_state, 617, "ZZ")] {
+        let change = [(1, Value::Str(value.into()))];
+        let refused = with_txn(&db, |tx| tx.update(table, &[Value::Int(key)], &change));
+        assert!(
+            matches!(&refused, Err(engine::TxError::Invalid(m)) if m.contains("read-only")),
+            "{refused:?}"
+        );
+    }
     // 50 voters with 2 votes each cannot cast more than 100 of the 1200 calls.
     let out = common::run(&db, &w, 4, 300);
     assert_eq!(out.committed[0], 1200);
