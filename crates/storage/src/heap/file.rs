@@ -548,6 +548,10 @@ impl HeapFile {
         rid: RecordId,
         f: impl FnOnce(&[u8]) -> R,
     ) -> StorageResult<Option<R>> {
+        if !self.pool.is_latching() {
+            // Nothing to avoid: a fix without latching writes nothing.
+            return self.with_record(rid, f);
+        }
         self.prefetch_record(rid);
         let mut copy = UNCHANGING_COPY.with(Cell::take);
         let read = self.pool.read_optimistic(rid.page, |page| {
@@ -572,9 +576,7 @@ impl HeapFile {
             Some((Some(true), _)) => Ok(Some(f(&copy))),
             Some((Some(false), _)) => Ok(None),
             _ => {
-                if self.pool.is_latching() {
-                    shared::bump(Place::ReadOnlyPage);
-                }
+                shared::bump(Place::ReadOnlyPage);
                 self.with_record(rid, f)
             }
         };
