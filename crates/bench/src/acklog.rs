@@ -122,6 +122,10 @@ impl Executor for AckingExecutor<'_> {
         self.inner.idle(worker);
     }
 
+    fn measuring(&self) {
+        self.inner.measuring();
+    }
+
     fn execute(&self, attempt: Attempt, terminal: &mut dyn Terminal) -> TxResult<()> {
         self.inner.execute(attempt, terminal)?;
         let mut receipts = Vec::new();

@@ -857,10 +857,7 @@ impl Session {
         let strategy = execution.strategy;
         let strategies = engine::execution::Executor::new(&self.db, execution.clone(), txn_names)
             .map_err(|e| anyhow::anyhow!("start the {strategy} executor: {e}"))?;
-        let embedded = EmbeddedExecutor {
-            db: self.db.clone(),
-            strategies: Some(strategies),
-        };
+        let embedded = EmbeddedExecutor::with(self.db.clone(), Some(strategies));
         let unhurried = Unhurried(&embedded);
         let executor: &dyn crate::driver::Executor = if on_device { &embedded } else { &unhurried };
         let terminals = (0..threads)

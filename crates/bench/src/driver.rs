@@ -53,6 +53,10 @@ pub trait Executor: Sync {
     fn idle(&self, worker: usize) {
         let _ = worker;
     }
+
+    /// The measured phase begins (called by the coordinator once a round, as it tells the
+    /// workers; at the start where there is no warm-up).
+    fn measuring(&self) {}
 }
 
 /// Which attempt an executor runs: the worker running it (an executor may keep a connection
@@ -224,6 +228,7 @@ pub fn drive(
     let shared = Shared::new(terminals.len(), config.warmup.is_zero());
     let started = Instant::now();
     let mut measure_start = if config.warmup.is_zero() {
+        executor.measuring();
         Some(started)
     } else {
         None
@@ -257,6 +262,7 @@ pub fn drive(
                 None => {
                     if now.duration_since(started) >= config.warmup {
                         shared.phase.store(PHASE_MEASURE, Ordering::Release);
+                        executor.measuring();
                         measure_start = Some(now);
                         last_sample = (now, 0);
                     } else {

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use engine::db::Database;
 use engine::execution::Executor as Strategies;
 use engine::TxResult;
+use parking_lot::Mutex;
+use storage::buffer::Handoffs;
 use workloads::Terminal;
 
 use crate::driver::{Attempt, Executor};
@@ -16,15 +18,32 @@ pub struct EmbeddedExecutor {
     /// The execution strategy and its per-type totals; `None`: begin, run, commit, as
     /// conventional execution does, with no accounting.
     pub strategies: Option<Strategies>,
+    /// The pool's page-latch handoffs when the first measured phase began (where the pool
+    /// counts them: `BufferPool::track_handoffs`).
+    pub handoffs_from: Mutex<Option<Handoffs>>,
 }
 
 impl EmbeddedExecutor {
     /// Conventional execution, without accounting.
     pub fn new(db: Arc<Database>) -> EmbeddedExecutor {
+        EmbeddedExecutor::with(db, None)
+    }
+
+    /// Under `strategies`, if any.
+    pub fn with(db: Arc<Database>, strategies: Option<Strategies>) -> EmbeddedExecutor {
         EmbeddedExecutor {
             db,
-            strategies: None,
+            strategies,
+            handoffs_from: Mutex::new(None),
         }
+    }
+
+    /// The handoffs counted since the first measured phase began; `None` where the pool does
+    /// not count them.
+    pub fn handoffs_measured(&self) -> Option<Handoffs> {
+        let now = self.db.pool()?.handoffs()?;
+        let from = (*self.handoffs_from.lock()).unwrap_or_default();
+        Some(now.since(&from))
     }
 }
 
@@ -44,6 +63,14 @@ impl Executor for EmbeddedExecutor {
                 let _ = txn.abort();
                 Err(e)
             }
+        }
+    }
+
+    fn measuring(&self) {
+        let counted = self.db.pool().and_then(|p| p.handoffs());
+        let mut from = self.handoffs_from.lock();
+        if from.is_none() {
+            *from = counted;
         }
     }
 }

@@ -232,6 +232,51 @@ pub struct BenchResult {
     /// The execution strategy's per-type accounting, when one was chosen (`--execution`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<ExecutionSummary>,
+    /// Page-latch handoffs between threads, when asked for (`--handoffs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handoffs: Option<HandoffSummary>,
+}
+
+/// Page-latch handoffs (`storage::buffer::handoff`) from the first measured phase to the end
+/// of the run: latched fixes of a page whose last latched fix was another thread's, by the
+/// page's kind, and per measured transaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct HandoffSummary {
+    pub btree_inner: u64,
+    pub btree_leaf: u64,
+    pub heap: u64,
+    pub other: u64,
+    /// The measured transactions they are counted over.
+    pub txns: u64,
+    pub per_txn: f64,
+}
+
+impl HandoffSummary {
+    /// `counted` over `txns` measured transactions.
+    pub fn of(counted: storage::buffer::Handoffs, txns: u64) -> HandoffSummary {
+        HandoffSummary {
+            btree_inner: counted.btree_inner,
+            btree_leaf: counted.btree_leaf,
+            heap: counted.heap,
+            other: counted.other,
+            txns,
+            per_txn: counted.total() as f64 / txns.max(1) as f64,
+        }
+    }
+
+    /// The report's line.
+    pub fn render(&self) -> String {
+        let each = |n: u64| n as f64 / self.txns.max(1) as f64;
+        format!(
+            "handoffs: {:.3} page latches a transaction taken after another thread's (B+-tree \
+             inner {:.3}, leaf {:.3}, heap {:.3}, other {:.3}; from the first measured phase on)",
+            self.per_txn,
+            each(self.btree_inner),
+            each(self.btree_leaf),
+            each(self.heap),
+            each(self.other)
+        )
+    }
 }
 
 /// What an execution strategy did over the measured phase, per transaction type.
@@ -604,12 +649,19 @@ impl BenchResult {
             locks: None,
             new_order_tpm,
             execution: None,
+            handoffs: None,
         }
     }
 
     /// The same result with the lock manager's waits over the run.
     pub fn with_locks(mut self, locks: Option<LockSummary>) -> BenchResult {
         self.locks = locks;
+        self
+    }
+
+    /// The same result with its page-latch handoffs.
+    pub fn with_handoffs(mut self, handoffs: Option<HandoffSummary>) -> BenchResult {
+        self.handoffs = handoffs;
         self
     }
 
@@ -743,6 +795,9 @@ impl BenchResult {
                 l.waits, l.requests, l.wait_us_mean, l.waits_ended_spinning, l.waits_ended_sleeping,
                 l.wake_us_mean, l.wake_us_p50, l.wake_us_p99, l.wake_us_max, l.deadlocks, l.timeouts
             );
+        }
+        if let Some(h) = &self.handoffs {
+            let _ = writeln!(out, "{}", h.render());
         }
         if let Some(tpm) = self.new_order_tpm {
             let _ = writeln!(

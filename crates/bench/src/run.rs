@@ -42,7 +42,8 @@ use crate::embedded::EmbeddedExecutor;
 use crate::manifest::{distribution_name, mix_name, LoadManifest};
 use crate::progress::{bar, ProgressLine};
 use crate::report::{
-    rfc3339_utc, BenchResult, LockSummary, LogSummary, RoundResult, RunConfiguration,
+    rfc3339_utc, BenchResult, HandoffSummary, LockSummary, LogSummary, RoundResult,
+    RunConfiguration,
 };
 
 /// A configuration the user must change; its message is one line naming the bad value.
@@ -84,6 +85,9 @@ pub struct BenchConfig {
     /// Run each transaction under this execution strategy, with per-type accounting
     /// (`--execution`); `None`: begin, run, commit, with none.
     pub execution: Option<engine::execution::ExecutionConfig>,
+    /// Count page-latch handoffs between threads (`BufferPool::track_handoffs`) from the end
+    /// of the load, and report those from the first measured phase on.
+    pub handoffs: bool,
 }
 
 impl BenchConfig {
@@ -127,6 +131,7 @@ impl BenchConfig {
             ack_log: None,
             rate: None,
             execution: None,
+            handoffs: false,
         }
     }
 }
@@ -361,10 +366,12 @@ pub fn run_workload(
     // would leave the pages it dirtied for the measured phase to write back): the load, the
     // open and the check run at the machine's speed.
     db.set_device(true);
-    let embedded = EmbeddedExecutor {
-        db: db.clone(),
-        strategies,
-    };
+    let embedded = EmbeddedExecutor::with(db.clone(), strategies);
+    if config.handoffs {
+        if let Some(pool) = db.pool() {
+            pool.track_handoffs();
+        }
+    }
     let acking;
     let executor: &dyn Executor = match &ack_log {
         Some(log) => {
@@ -413,6 +420,7 @@ pub fn run_workload(
         .map(|(m, before)| LockSummary::between(&before, &m.stats()));
 
     db.set_device(false);
+    let handoffs = embedded.handoffs_measured();
     let execution = embedded
         .strategies
         .as_ref()
@@ -438,6 +446,9 @@ pub fn run_workload(
             .with_pool(pool)
             .with_locks(locks)
             .with_execution(execution)
+            .with_handoffs(
+                handoffs.map(|h| HandoffSummary::of(h, outcome.merged.stats.txn_count())),
+            )
     })
     .and_then(|r| write_json(config, r))
 }

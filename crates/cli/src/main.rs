@@ -614,6 +614,11 @@ struct BenchArgs {
     /// acknowledged, for `glass check --ack-log` to verify after a crash.
     #[arg(long, value_name = "FILE")]
     ack_log: Option<PathBuf>,
+    /// Count page-latch handoffs: latched fixes of a page whose last latched fix was another
+    /// thread's, by the page's kind, per measured transaction (where threads pass pages' latch
+    /// lines between their cores; each latched fix pays a little more to count them).
+    #[arg(long)]
+    handoffs: bool,
     /// Print only the result table (no status lines or progress).
     #[arg(long)]
     quiet: bool,
@@ -1232,6 +1237,14 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 .into()
         ));
     }
+    if args.handoffs && args.server.is_some() {
+        anyhow::bail!(UsageError(
+            "--handoffs counts the fixes of this process's buffer pool; with --server the \
+             server's pool serves them"
+                .into()
+        ));
+    }
+    config.handoffs = args.handoffs;
     config.seed = args.seed;
     config.ack_log = args.ack_log;
     config.rounds = args.rounds;

@@ -188,6 +188,9 @@ fn engine_options_given_to_a_client_of_a_server_are_refused() {
         let args: Vec<&str> = server.iter().chain(option).copied().collect();
         assert_usage_error(&args, &[option[0], "glass serve"]);
     }
+    // The handoffs are counted in this process's pool, which a client does not use.
+    let handoffs: Vec<&str> = server.iter().copied().chain(["--handoffs"]).collect();
+    assert_usage_error(&handoffs, &["--handoffs", "--server"]);
     for option in ["--durable", "--no-prefetch"] {
         let args: Vec<&str> = server.iter().copied().chain([option]).collect();
         let out = glass(&args);

@@ -545,3 +545,47 @@ fn unchanging_reads_survive_frames_evicted_under_them() {
     }
     pool.check_invariants();
 }
+
+/// Handoffs (`BufferPool::track_handoffs`): a latched fix of a page that another thread fixed
+/// last counts one, by the page's kind; a thread fixing its own page again counts none, and an
+/// unlatched read of an unchanging record counts none.
+#[test]
+fn page_latch_handoffs_count_fixes_after_another_threads() {
+    let pool = pool_with(32, None);
+    let heap = Arc::new(HeapFile::create(pool.clone()).unwrap());
+    let rid = heap.insert(&[7; 100]).unwrap();
+    assert_eq!(pool.handoffs(), None, "off until asked for");
+    pool.track_handoffs();
+    let read = move |heap: &HeapFile| heap.with_record(rid, |b| b[0]).unwrap();
+    // Both threads stay alive throughout (thread numbers are given back when a thread ends).
+    let (to_other, other_rx) = std::sync::mpsc::channel::<bool>();
+    let (done_tx, done) = std::sync::mpsc::channel::<()>();
+    let other = {
+        let heap = heap.clone();
+        std::thread::spawn(move || {
+            while let Ok(unchanging) = other_rx.recv() {
+                match unchanging {
+                    true => {
+                        assert_eq!(heap.with_unchanging_record(rid, |b| b[0]).unwrap(), Some(7))
+                    }
+                    false => assert_eq!(read(&heap), Some(7)),
+                }
+                done_tx.send(()).unwrap();
+            }
+        })
+    };
+    let other_reads = |unchanging: bool| {
+        to_other.send(unchanging).unwrap();
+        done.recv().unwrap();
+    };
+    assert_eq!(read(&heap), Some(7)); // the first fix since tracking began: no handoff
+    assert_eq!(read(&heap), Some(7)); // this thread again: none
+    assert_eq!(pool.handoffs().unwrap().total(), 0);
+    other_reads(false); // the other thread's fix: one
+    other_reads(true); // an unlatched read: none
+    assert_eq!(read(&heap), Some(7)); // back to this thread: two
+    let counted = pool.handoffs().unwrap();
+    assert_eq!((counted.heap, counted.total()), (2, 2), "{counted:?}");
+    drop(to_other);
+    other.join().unwrap();
+}

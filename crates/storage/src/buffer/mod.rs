@@ -58,6 +58,7 @@
 
 mod frame;
 mod guard;
+pub mod handoff;
 mod memory;
 mod pool;
 mod replacer;
@@ -65,6 +66,7 @@ pub mod stage;
 
 pub use frame::FrameId;
 pub use guard::{PageReadGuard, PageWriteGuard};
+pub use handoff::Handoffs;
 pub use memory::FrameMemory;
 pub(crate) use pool::{verify_page, PageIdHasher};
 pub use pool::{BufferPool, PoolConfig, PoolIo, ReadToken};

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use super::frame::{Frame, FrameData, FrameId, NO_PAGE};
 use super::guard::{PageReadGuard, PageWriteGuard};
+use super::handoff::{HandoffTracker, Handoffs};
 use super::memory::{FrameImages, FrameMemory};
 use super::replacer::Clock;
 use crate::counters;
@@ -259,6 +260,8 @@ pub struct BufferPool {
     /// Pages read from and written to the store, all threads together: bumped only beside
     /// the I/O itself, on a line of their own.
     io: crossbeam::utils::CachePadded<IoTotals>,
+    /// Who fixed each frame last, once [`BufferPool::track_handoffs`] asked for it.
+    handoffs: std::sync::OnceLock<HandoffTracker>,
 }
 
 #[derive(Default)]
@@ -361,6 +364,7 @@ impl BufferPool {
             staging: AtomicBool::new(false),
             held_pins: AtomicUsize::new(0),
             io: Default::default(),
+            handoffs: std::sync::OnceLock::new(),
         })
     }
 
@@ -411,9 +415,39 @@ impl BufferPool {
     /// After a fix of `frame` succeeded: let this thread's stage hold it.
     #[inline(always)]
     fn staged(&self, frame: &Frame) {
+        if let Some(tracker) = self.handoffs.get() {
+            self.note_handoff(tracker, frame);
+        }
         if self.staging.load(Ordering::Relaxed) {
             super::stage::fixed(self, frame);
         }
+    }
+
+    /// Counts page-latch handoffs from now on (see [`super::handoff`]): latched fixes of a
+    /// page whose last latched fix (since this call) was another thread's.
+    pub fn track_handoffs(&self) {
+        self.handoffs
+            .get_or_init(|| HandoffTracker::new(self.frames.len()));
+    }
+
+    /// The handoffs counted since [`BufferPool::track_handoffs`]; `None` if never asked for.
+    pub fn handoffs(&self) -> Option<Handoffs> {
+        self.handoffs.get().map(HandoffTracker::counts)
+    }
+
+    /// [`BufferPool::staged`]'s handoff count, out of line: only a tracking run pays for it.
+    #[cold]
+    #[inline(never)]
+    fn note_handoff(&self, tracker: &HandoffTracker, frame: &Frame) {
+        let index = (frame as *const Frame as usize - self.frames.as_ptr() as usize)
+            / std::mem::size_of::<Frame>();
+        tracker.fixed(index, || {
+            // The caller holds the frame's latch, shared or exclusive: its image is stable.
+            let image = self.images.address(index) as *const u8;
+            // SAFETY: `index` is a frame of this pool (its address came from `frames`), so
+            // its image is `page_size` bytes of the pool's mapping; OFFSET_KIND is within.
+            unsafe { *image.add(OFFSET_KIND) }
+        });
     }
 
     pub fn page_size(&self) -> usize {
