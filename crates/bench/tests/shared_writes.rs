@@ -98,7 +98,7 @@ fn unpartitioned_intention_locks_are_counted_and_partitions_remove_them() {
 /// actually passed each other: latched fixes of a page whose last latched fix was the other
 /// thread's. With one warehouse each, the paper mix's threads share almost no page they latch
 /// (TPC-C's items, read by both, are read without latching; latched, their heap pages were
-/// handed off some 2.3 times a transaction); on one warehouse they share most.
+/// handed off 2.2-2.6 times a transaction); on one warehouse they share most.
 #[test]
 fn two_threads_on_warehouses_of_their_own_hand_off_almost_no_page_latch() {
     let run = |warehouses: u64| {
