@@ -12,6 +12,9 @@
 #      turned off, at one thread and at all the cores: which component's removal brings the
 #      ratio nearer linear.
 #
+#   5. (only when named) the page latches the threads pass each other (`glass bench
+#      --handoffs`): the paper mix on a warehouse per thread and on one, Voter, YCSB-C.
+#
 #   4. the database's size apart from sharing, ROUNDS rounds interleaved: one thread on one
 #      warehouse and on a database of all the cores' warehouses (its home warehouse the first,
 #      the others reached only by the mix's remote accesses, its B+-trees as deep as those the
@@ -22,7 +25,7 @@
 # two lines of the scaling command's own table and figure.
 #
 # Writes log.txt under $OUT (or target/processes16). THREADS (default "1 8 16"), ROUNDS (3),
-# SECS (10), SECTIONS (default "1 2 3"; 4 only when named); FLAGS: glass flags added to every
+# SECS (10), SECTIONS (default "1 2 3"; 4 and 5 only when named); FLAGS: glass flags added to every
 # run of sections 2 and 4 (e.g. "--switch main-log=off --switch lsn=off"). On any machine, e.g.
 # this project's two cores: THREADS=2 SECTIONS="2 4" bench/device/processes16.sh.
 set -u
@@ -111,6 +114,18 @@ if [[ " ${SECTIONS:-} " == *" 4 "* ]]; then
     echo "round=$round $n threads in one process txn/s=$(one_process "$n" "$SECS")"
     echo "round=$round $n processes, 1 warehouse each txn/s=$(processes "$n" "$SECS" 1)"
     echo "round=$round $n processes, $n warehouses each txn/s=$(processes "$n" "$SECS" "$n")"
+  done
+fi
+if [[ " ${SECTIONS:-} " == *" 5 "* ]]; then
+  echo "== 5. page latches the threads pass each other (--handoffs), 5 s points"
+  for w in "$n" 1; do
+    "$G" bench tpcc --mix paper --scale "$w" --threads "$n" --duration 5 --warmup 1 \
+      --handoffs >"$work/h.txt" 2>&1
+    echo "warehouses=$w threads=$n txn/s=$(tps "$work/h.txt") $(grep '^handoffs:' "$work/h.txt")"
+  done
+  for wl in voter ycsb; do
+    "$G" bench "$wl" --threads "$n" --duration 5 --warmup 1 --handoffs >"$work/h.txt" 2>&1
+    echo "$wl threads=$n txn/s=$(tps "$work/h.txt") $(grep '^handoffs:' "$work/h.txt")"
   done
 fi
 rm -rf "$work"
