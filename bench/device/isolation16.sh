@@ -12,7 +12,12 @@
 #
 # LEVELS (default: glass isolation's), ROUNDS (closed-loop peaks, interleaved; default 1),
 # STEPS, SECS, WORKLOADS and PLACES ("own same": the procedure processes on a core of their
-# own, on the server's) narrow or lengthen the runs.
+# own, on the server's) narrow or lengthen the runs. CROSSING names a built copy of the
+# channels' round-trip benchmark (`cargo bench -p server --bench crossing --no-run` prints
+# its path, target/release/deps/crossing-HASH; carry it): it runs first, on CPUs 0 and 2,
+# and prints what one crossing costs by itself on this machine.
+#
+#   CROSSING=.dev16/crossing PLACES= bench/device/isolation16.sh     (the crossings alone)
 set -u
 G=${GLASS:-target/release/glass}
 OUT=${OUT:-$(mktemp -d)}
@@ -21,7 +26,12 @@ common=(isolation --workloads "${WORKLOADS:-ycsb,voter}" --ycsb-records 100000 -
   --duration "${SECS:-1}" --warmup 0.3 --steps "${STEPS:-0.5,1.0}" --server-core 0 --client-core 1
   --rounds "${ROUNDS:-1}")
 [ -n "${LEVELS:-}" ] && common+=(--levels "$LEVELS")
-for place in ${PLACES:-own same}; do
+if [ -n "${CROSSING:-}" ]; then
+  echo "== one crossing of each channel, by itself (CPUs 0 and 2; criterion: low, median, high)"
+  CROSSING_CPUS=0,2 "$CROSSING" --bench --noplot 2>&1 | grep -B1 'time:' | grep -v '^--' |
+    paste -d' ' - - | sed 's/  */ /g'
+fi
+for place in ${PLACES-own same}; do
   extra=()
   [ "$place" = own ] && extra=(--procedure-core 2)
   echo "== procedure processes on $([ "$place" = own ] && echo 'a core of their own' || echo "the server's core")"
