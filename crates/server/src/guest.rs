@@ -115,8 +115,16 @@ impl Exchange for GuestPipe {
     }
 }
 
-/// The guest's end of its channel.
-enum GuestPipe {
+/// The guest's end of its channel, and the buffers its messages are encoded into and copied
+/// out to, kept from message to message (a row's answer is a kilobyte: grown afresh, its
+/// buffer was reallocated some eight times a message).
+struct GuestPipe {
+    link: Link,
+    out: Vec<u8>,
+    frame: Vec<u8>,
+}
+
+enum Link {
     Stream {
         stream: Box<dyn ReadWrite>,
         buffer: FrameBuffer,
@@ -138,20 +146,20 @@ impl GuestPipe {
     fn connect(args: &GuestArgs) -> Result<GuestPipe, String> {
         let connect_err = |e: std::io::Error| format!("connect to {}: {e}", args.address);
         let buffer = FrameBuffer::new(SHM_BUFFER as u32);
-        Ok(match args.channel {
+        let link = match args.channel {
             Channel::Tcp => {
                 let s = TcpStream::connect(&args.address).map_err(connect_err)?;
                 s.set_nodelay(true).map_err(connect_err)?;
-                GuestPipe::Stream {
+                Link::Stream {
                     stream: Box::new(s),
                     buffer,
                 }
             }
-            Channel::Uds => GuestPipe::Stream {
+            Channel::Uds => Link::Stream {
                 stream: Box::new(UnixStream::connect(&args.address).map_err(connect_err)?),
                 buffer,
             },
-            Channel::Virtio => GuestPipe::Stream {
+            Channel::Virtio => Link::Stream {
                 stream: Box::new(
                     std::fs::OpenOptions::new()
                         .read(true)
@@ -172,7 +180,7 @@ impl GuestPipe {
                 } else {
                     None
                 };
-                GuestPipe::Shm {
+                Link::Shm {
                     region,
                     seq: 0,
                     wake,
@@ -182,25 +190,31 @@ impl GuestPipe {
                     spin: args.spin,
                 }
             }
+        };
+        Ok(GuestPipe {
+            link,
+            out: Vec::with_capacity(4096),
+            frame: Vec::with_capacity(4096),
         })
     }
 
     fn send(&mut self, message: &GuestMsg) -> Result<(), String> {
-        let mut out = Vec::new();
-        message.encode(&mut out);
-        match self {
-            GuestPipe::Stream { stream, .. } => stream.write_all(&out),
-            GuestPipe::Shm {
+        let out = &mut self.out;
+        out.clear();
+        message.encode(out);
+        match &mut self.link {
+            Link::Stream { stream, .. } => stream.write_all(out),
+            Link::Shm {
                 region, seq, wake, ..
-            } => shm_send(region, true, *seq, &out, wake.as_mut()),
+            } => shm_send(region, true, *seq, out, wake.as_mut()),
         }
         .map_err(|e| format!("write to the host: {e}"))
     }
 
     /// The host's next message; `None` when it has gone.
     fn recv(&mut self) -> Result<Option<HostMsg>, String> {
-        match self {
-            GuestPipe::Stream { stream, buffer } => loop {
+        match &mut self.link {
+            Link::Stream { stream, buffer } => loop {
                 if let Some(frame) = buffer.next_frame().map_err(|e| e.to_string())? {
                     return HostMsg::decode(frame).map(Some).map_err(|e| e.to_string());
                 }
@@ -212,7 +226,7 @@ impl GuestPipe {
                     Err(e) => return Err(format!("read from the host: {e}")),
                 }
             },
-            GuestPipe::Shm {
+            Link::Shm {
                 region,
                 seq,
                 wake,
@@ -250,8 +264,8 @@ impl GuestPipe {
                 let len = region
                     .request_len(0)
                     .load(std::sync::atomic::Ordering::Relaxed) as usize;
-                let mut frame = Vec::new();
-                if len < HEADER_LEN || !region.read(0, false, len, &mut frame) {
+                let frame = &mut self.frame;
+                if len < HEADER_LEN || !region.read(0, false, len, frame) {
                     return Err(format!("the host sent a frame of {len} bytes"));
                 }
                 HostMsg::decode(&frame[HEADER_LEN..])

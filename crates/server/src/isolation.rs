@@ -353,14 +353,15 @@ pub fn thread_cpus() -> Vec<usize> {
 
 /// Waits until `seq_at` reaches `seq` (true), spinning for `spin`, then yielding, then
 /// napping, looking at `give_up` now and then (a dead peer, a deadline) once past the spin
-/// (false if it says so).
+/// (false if it says so). The clock is first read after 64 looks: an answer that comes
+/// sooner, as a spinning peer's does, costs no clock read.
 pub fn shm_wait(
     seq_at: &AtomicU64,
     seq: u64,
     spin: Duration,
     mut give_up: impl FnMut() -> bool,
 ) -> bool {
-    let start = Instant::now();
+    let mut start = None;
     let mut looks = 0u32;
     loop {
         if seq_at.load(Ordering::Acquire) == seq {
@@ -371,7 +372,7 @@ pub fn shm_wait(
             std::hint::spin_loop();
             continue;
         }
-        let waited = start.elapsed();
+        let waited = start.get_or_insert_with(Instant::now).elapsed();
         if waited < spin {
             continue;
         }
@@ -744,12 +745,17 @@ impl Guest {
                         }
                     }
                     None => {
-                        let deadline = Instant::now() + self.timeout;
+                        // The time limit counts from the end of the spin, when `shm_wait`
+                        // first asks whether to give up: an answer within the spin reads
+                        // no clock for it.
+                        let timeout = self.timeout;
+                        let mut deadline = None;
                         let child = &mut self.child;
                         let mut dead = false;
                         let waited = shm_wait(answered, *seq, *spin, || {
                             dead = !matches!(child.try_wait(), Ok(None));
-                            dead || Instant::now() > deadline
+                            let now = Instant::now();
+                            dead || now > *deadline.get_or_insert(now + timeout)
                         });
                         if !waited {
                             return Err(if dead {
