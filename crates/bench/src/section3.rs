@@ -172,8 +172,11 @@ impl ServerProc {
             .arg(&trace)
             .arg("--quiet")
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stdout(Stdio::piped());
+        // Its stderr goes to an unlinked file, read only if it fails to start: what it said
+        // (a library not built, a port taken) is then the error, not just its silence.
+        let mut stderr = tempfile::tempfile().context("a file for the server's stderr")?;
+        cmd.stderr(stderr.try_clone().context("the server's stderr")?);
         let core = config.server_core;
         {
             use std::os::unix::process::CommandExt;
@@ -191,11 +194,29 @@ impl ServerProc {
         stdout
             .read_line(&mut line)
             .context("read where the server listens")?;
-        let address = line
+        let Some(address) = line
             .trim()
             .strip_prefix("listening on ")
             .and_then(|rest| rest.split_whitespace().next())
-            .with_context(|| format!("the server printed {line:?}, not where it listens"))?;
+        else {
+            let _ = child.kill();
+            let status = child.wait().context("wait for the server")?;
+            let mut said = String::new();
+            use std::io::{Read, Seek};
+            let _ = stderr.rewind();
+            let _ = stderr.read_to_string(&mut said);
+            let said = said.lines().rev().find(|l| !l.trim().is_empty());
+            anyhow::bail!(
+                "`{} serve {} {}` did not start ({status}): {}",
+                config.exe.display(),
+                spec.args.join(" "),
+                extra.join(" "),
+                match said {
+                    Some(said) => said.trim().to_string(),
+                    None => format!("it printed {line:?}, not where it listens"),
+                }
+            );
+        };
         let endpoint: Endpoint = address.parse().map_err(|e: String| anyhow::anyhow!(e))?;
         Ok(ServerProc {
             child,

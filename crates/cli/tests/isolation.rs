@@ -470,6 +470,24 @@ fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
+    // A server that cannot start says why, through the command that started it: here a VM
+    // level with no guest kernel where it is told to look (or, first, no QEMU).
+    let missing = dir.path().join("no-guest");
+    let failed = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["isolation", "--workloads", "ycsb", "--ycsb-records", "1000"])
+        .args(["--levels", "vm", "--vm-accel", "tcg", "--vm-guest"])
+        .arg(&missing)
+        .args(["--out", dir.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success(), "{err}");
+    assert!(
+        err.contains("did not start")
+            && (err.contains(missing.to_str().unwrap()) || err.contains("qemu-system-x86_64")),
+        "{err}"
+    );
 }
 
 #[test]
