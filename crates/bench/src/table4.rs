@@ -109,7 +109,7 @@ pub fn render(types: &[TypeProfile]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<14} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>8} {:>6} {:>9} {:>9} {:>9} {:>7}",
+        "{:<14} {:>6} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>6} {:>8} {:>6} {:>9} {:>9} {:>9} {:>7}",
         "type",
         "txns",
         "records",
@@ -119,6 +119,7 @@ pub fn render(types: &[TypeProfile]) -> String {
         "index-pg",
         "unique",
         "log-B",
+        "pad-B",
         "latches",
         "waits",
         "lock-us",
@@ -132,7 +133,7 @@ pub fn render(types: &[TypeProfile]) -> String {
         let per = |v: u64| v as f64 / n;
         let _ = writeln!(
             s,
-            "{:<14} {:>6} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>8.1} {:>9.0} {:>8.1} {:>6.2} {:>9.2} {:>9.2} {:>9.2} {:>7.1}",
+            "{:<14} {:>6} {:>8.1} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>8.1} {:>9.0} {:>6.0} {:>8.1} {:>6.2} {:>9.2} {:>9.2} {:>9.2} {:>7.1}",
             t.name,
             t.txns,
             per(p.records),
@@ -142,6 +143,7 @@ pub fn render(types: &[TypeProfile]) -> String {
             per(p.index_pages),
             per(p.unique_pages),
             per(p.log_bytes),
+            per(p.log_padding),
             per(p.latches),
             per(p.lock_waits),
             per(p.lock_ns) / 1000.0,

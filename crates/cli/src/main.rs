@@ -1982,7 +1982,8 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     let types = bench::table4::run(workload, &options, &db, set_up_for, args.txns, args.seed)?;
     println!(
         "{} (1 thread; set up for {set_up_for}), per transaction: records accessed, row-level and \
-         higher-level locks held, heap and index pages fixed (total) and unique pages, log bytes, \
+         higher-level locks held, heap and index pages fixed (total) and unique pages, log bytes \
+         (the records', and the padding that closed a thread's run of reserved log bytes), \
          latch acquisitions, lock waits, lock-manager time (Lock, physical and logical \
          contention), shared writes (latches taken and read-modify-writes on memory every thread \
          writes)",

@@ -11,8 +11,10 @@
 //! when off. It is switched on for a whole process with [`enable`]; each thread then keeps the
 //! profile of the transaction it ran last ([`last`]). Page counts come from the storage
 //! manager's per-thread counters: pages fixed while reading or writing a record count as heap
-//! pages, every other fix (index descents and scans) as index pages. Log bytes are the growth
-//! of the log during the transaction: exact when one thread runs, as `glass profile` does.
+//! pages, every other fix (index descents and scans) as index pages. Log bytes are the bytes
+//! of the records the transaction appended ([`wal::LogStats::record_bytes`]: exact when one
+//! thread runs, as `glass profile` does); the padding that closed a thread's run of reserved
+//! log bytes during the transaction is counted apart (`log_padding`).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,6 +35,8 @@ pub struct TxnProfile {
     pub index_pages: u64,
     pub unique_pages: u64,
     pub log_bytes: u64,
+    /// Log bytes of padding written during the transaction, closing a thread's run.
+    pub log_padding: u64,
     pub latches: u64,
     pub lock_waits: u64,
     pub lock_ns: u64,
@@ -52,6 +56,7 @@ impl std::ops::AddAssign for TxnProfile {
         self.index_pages += o.index_pages;
         self.unique_pages += o.unique_pages;
         self.log_bytes += o.log_bytes;
+        self.log_padding += o.log_padding;
         self.latches += o.latches;
         self.lock_waits += o.lock_waits;
         self.lock_ns += o.lock_ns;
@@ -67,7 +72,7 @@ impl std::ops::AddAssign for TxnProfile {
 struct Running {
     start: StorageCounters,
     shared_start: storage::shared::SharedWrites,
-    log_start: u64,
+    log_start: LogBytes,
     records: u64,
     heap_fixes: u64,
 }
@@ -126,7 +131,24 @@ pub(crate) fn record_access<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
-pub(crate) fn begin(log_bytes: u64) {
+/// The log's record and padding bytes so far (zero without a log).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct LogBytes {
+    records: u64,
+    padding: u64,
+}
+
+pub(crate) fn log_bytes(log: Option<&wal::LogManager>) -> LogBytes {
+    log.map_or_else(LogBytes::default, |l| {
+        let s = l.stats();
+        LogBytes {
+            records: s.record_bytes(),
+            padding: s.padding_bytes,
+        }
+    })
+}
+
+pub(crate) fn begin(log_bytes: LogBytes) {
     counters::set_unique_tracking(true);
     counters::begin_scope();
     RUNNING.with(|c| {
@@ -139,7 +161,7 @@ pub(crate) fn begin(log_bytes: u64) {
     });
 }
 
-pub(crate) fn end(locks: Option<&txn::TxnLocks>, log_bytes: u64) {
+pub(crate) fn end(locks: Option<&txn::TxnLocks>, log_bytes: LogBytes) {
     let run = RUNNING.with(|c| c.get());
     let moved = counters::snapshot() - run.start;
     let mut p = TxnProfile {
@@ -147,7 +169,8 @@ pub(crate) fn end(locks: Option<&txn::TxnLocks>, log_bytes: u64) {
         heap_pages: run.heap_fixes,
         index_pages: moved.fixes.saturating_sub(run.heap_fixes),
         unique_pages: moved.unique_fixes,
-        log_bytes: log_bytes.saturating_sub(run.log_start),
+        log_bytes: log_bytes.records.saturating_sub(run.log_start.records),
+        log_padding: log_bytes.padding.saturating_sub(run.log_start.padding),
         latches: moved.latches,
         shared: storage::shared::snapshot().since(&run.shared_start).0,
         ..TxnProfile::default()

@@ -291,7 +291,7 @@ impl<'db> Transaction<'db> {
         };
         s.leaf_hints.clear();
         if crate::profile::enabled() {
-            crate::profile::begin(db.log.as_ref().map_or(0, |l| l.stats().bytes));
+            crate::profile::begin(crate::profile::log_bytes(db.log.as_deref()));
         }
         Transaction {
             db,
@@ -435,7 +435,7 @@ impl<'db> Transaction<'db> {
         }
         self.finished = true;
         if crate::profile::enabled() {
-            let log_bytes = self.db.log.as_ref().map_or(0, |l| l.stats().bytes);
+            let log_bytes = crate::profile::log_bytes(self.db.log.as_deref());
             crate::profile::end(self.locks.as_ref(), log_bytes);
         }
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {

@@ -116,6 +116,9 @@ pub(crate) struct CopyShard {
 pub(crate) struct Run {
     pub at: AtomicUsize,
     pub end: AtomicUsize,
+    /// Bytes this run's closes filled with padding since the log was opened (one closer at a
+    /// time, so a load and a store: no read-modify-write).
+    pub padding: AtomicU64,
 }
 
 impl Run {
@@ -152,6 +155,8 @@ impl Run {
         if at < end {
             // SAFETY: the caller's contract; `[at, end)` is reserved to this run, unused.
             unsafe { write_padding(std::slice::from_raw_parts_mut(region.add(at), end - at)) };
+            let padded = self.padding.load(Ordering::Relaxed) + (end - at) as u64;
+            self.padding.store(padded, Ordering::Relaxed);
         }
         self.at.store(0, Ordering::Relaxed);
         self.end.store(0, Ordering::Relaxed);
@@ -225,6 +230,25 @@ impl CopyCounts {
         self.in_use()
             .iter()
             .map(|s| s.records.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Bytes the runs' closes filled with padding, summed over the shards.
+    pub fn padding(&self) -> u64 {
+        self.in_use()
+            .iter()
+            .map(|s| s.run.padding.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Bytes reserved to threads' runs and not yet used nor closed, summed over the shards.
+    pub fn unused_in_runs(&self) -> u64 {
+        self.in_use()
+            .iter()
+            .map(|s| {
+                let end = s.run.end.load(Ordering::Relaxed);
+                end.saturating_sub(s.run.at.load(Ordering::Relaxed)) as u64
+            })
             .sum()
     }
 

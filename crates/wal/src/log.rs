@@ -446,8 +446,14 @@ pub struct OpenReport {
 pub struct LogStats {
     /// Records appended (zero in `LsnOnly`).
     pub records: u64,
-    /// Bytes appended (zero in `LsnOnly`).
+    /// Bytes appended (zero in `LsnOnly`): the records' frames, the padding that closed
+    /// threads' runs, and the runs' bytes not yet used ([`LogStats::record_bytes`]).
     pub bytes: u64,
+    /// Of `bytes`, those that closed threads' runs of reserved bytes (a run's unused end,
+    /// filled with a padding frame when the buffer was taken or the thread needed a new run).
+    pub padding_bytes: u64,
+    /// Of `bytes`, those reserved to threads' runs and not yet used (nor closed).
+    pub unused_run_bytes: u64,
     /// Commit records appended.
     pub commits: u64,
     /// Writes of buffered bytes to storage.
@@ -467,6 +473,16 @@ pub struct LogStats {
     pub discarded_bytes: u64,
     /// Log bytes from the start to the end: what the log still holds, buffered ones included.
     pub live_bytes: u64,
+}
+
+impl LogStats {
+    /// The bytes of the records appended: [`LogStats::bytes`] less the runs' padding and
+    /// their bytes not yet used.
+    pub fn record_bytes(&self) -> u64 {
+        self.bytes
+            .saturating_sub(self.padding_bytes)
+            .saturating_sub(self.unused_run_bytes)
+    }
 }
 
 const _: () = {
@@ -1838,6 +1854,8 @@ impl LogManager {
             live_bytes: end.saturating_sub(start.0),
             records,
             bytes,
+            padding_bytes: self.copies.padding(),
+            unused_run_bytes: self.copies.unused_in_runs(),
             commits,
             writes: self.writes.load(Ordering::Relaxed),
             syncs: self.syncs.load(Ordering::Relaxed),

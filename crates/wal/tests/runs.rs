@@ -233,3 +233,51 @@ fn a_run_is_as_long_as_the_log_was_told() {
         );
     }
 }
+
+/// The log's statistics tell the records' bytes from the padding that closes runs: after page
+/// redo records, updates and commits from one thread, with the buffer taken now and then (every
+/// run closed), the records' bytes are those the log reads back, and every other byte appended
+/// is padding; without runs there is none.
+#[test]
+fn stats_tell_the_records_bytes_from_the_padding_of_runs() {
+    for runs in [true, false] {
+        let log = open_log_sized(runs, 1 << 20, wal::RUN_BYTES);
+        let start = log.end_lsn();
+        let mut image = vec![0u8; IMAGE];
+        let mut prev = Lsn::NONE;
+        for i in 0..600u64 {
+            image[TAG.0 as usize..TAG.1 as usize].copy_from_slice(&tag(0, i));
+            let lsn = log.log_page_redo(PageId(i % PAGES), false, &image, &[TAG]);
+            image[OFFSET_LSN..OFFSET_LSN + 8].copy_from_slice(&lsn.0.to_le_bytes());
+            if i % 7 == 0 {
+                prev = log.append_update(TxnId(1), prev, b"undo");
+            }
+            if i % 11 == 0 {
+                prev = log.append_commit(TxnId(1), prev);
+            }
+            if i % 50 == 0 {
+                // Mid-run: the stats count the run's unused bytes apart.
+                let s = log.stats();
+                assert_eq!(
+                    s.bytes,
+                    s.record_bytes() + s.padding_bytes + s.unused_run_bytes
+                );
+                log.flush_to(log.end_lsn()).unwrap();
+            }
+        }
+        log.flush_to(log.end_lsn()).unwrap();
+        let stats = log.stats();
+        let read_back: u64 = log
+            .iter_from(start)
+            .map(|item| item.expect("reads back").1.encoded_len() as u64)
+            .sum();
+        assert_eq!(stats.record_bytes(), read_back, "runs: {runs}");
+        assert_eq!(stats.unused_run_bytes, 0, "the last flush closed every run");
+        assert_eq!(stats.bytes, read_back + stats.padding_bytes, "runs: {runs}");
+        if runs {
+            assert!(stats.padding_bytes > 0, "twelve flushes closed runs");
+        } else {
+            assert_eq!(stats.padding_bytes, 0);
+        }
+    }
+}
