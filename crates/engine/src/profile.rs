@@ -75,6 +75,39 @@ struct Running {
     log_start: LogBytes,
     records: u64,
     heap_fixes: u64,
+    /// The transaction's locks, counted as its commit released them early
+    /// ([`before_early_release`]): at its end it holds none.
+    released: Option<LockCounts>,
+}
+
+/// What a transaction's locks were, for its profile.
+#[derive(Clone, Copy, Default)]
+struct LockCounts {
+    row: u64,
+    higher: u64,
+    waits: u64,
+    lock_ns: u64,
+    physical_ns: u64,
+    logical_ns: u64,
+}
+
+impl LockCounts {
+    fn of(l: &txn::TxnLocks) -> LockCounts {
+        let mut c = LockCounts::default();
+        for (name, _) in l.held() {
+            if name.is_leaf() {
+                c.row += 1;
+            } else {
+                c.higher += 1;
+            }
+        }
+        let s = l.stats();
+        c.waits = s.waits;
+        c.lock_ns = s.lock_ns;
+        c.physical_ns = s.physical_contention_ns;
+        c.logical_ns = s.logical_contention_ns;
+        c
+    }
 }
 
 thread_local! {
@@ -161,6 +194,18 @@ pub(crate) fn begin(log_bytes: LogBytes) {
     });
 }
 
+/// Counts the transaction's locks before its commit releases them early (the log's force
+/// still to come), so that its profile, taken at its end, has them.
+pub(crate) fn before_early_release(locks: Option<&txn::TxnLocks>) {
+    if let Some(l) = locks {
+        RUNNING.with(|c| {
+            let mut run = c.get();
+            run.released = Some(LockCounts::of(l));
+            c.set(run);
+        });
+    }
+}
+
 pub(crate) fn end(locks: Option<&txn::TxnLocks>, log_bytes: LogBytes) {
     let run = RUNNING.with(|c| c.get());
     let moved = counters::snapshot() - run.start;
@@ -175,19 +220,13 @@ pub(crate) fn end(locks: Option<&txn::TxnLocks>, log_bytes: LogBytes) {
         shared: storage::shared::snapshot().since(&run.shared_start).0,
         ..TxnProfile::default()
     };
-    if let Some(l) = locks {
-        for (name, _) in l.held() {
-            if name.is_leaf() {
-                p.row_locks += 1;
-            } else {
-                p.higher_locks += 1;
-            }
-        }
-        let s = l.stats();
-        p.lock_waits = s.waits;
-        p.lock_ns = s.lock_ns;
-        p.lock_physical_ns = s.physical_contention_ns;
-        p.lock_logical_ns = s.logical_contention_ns;
+    if let Some(c) = run.released.or_else(|| locks.map(LockCounts::of)) {
+        p.row_locks = c.row;
+        p.higher_locks = c.higher;
+        p.lock_waits = c.waits;
+        p.lock_ns = c.lock_ns;
+        p.lock_physical_ns = c.physical_ns;
+        p.lock_logical_ns = c.logical_ns;
     }
     LAST.with(|c| c.set(p));
 }

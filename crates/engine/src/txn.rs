@@ -372,6 +372,9 @@ impl<'db> Transaction<'db> {
     /// every force after a failed one.
     fn release_early(&mut self, lsn: Lsn) {
         self.db.released_commits.fetch_max(lsn.0, Ordering::AcqRel);
+        if crate::profile::enabled() {
+            crate::profile::before_early_release(self.locks.as_ref());
+        }
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
             lm.release_all(locks);
         }

@@ -96,6 +96,29 @@ fn a_waiter_runs_during_the_committers_force_only_with_early_release() {
     );
 }
 
+/// `glass profile` reads a transaction's locks at its end; a commit that releases them early
+/// has let them go by then, so they are counted as they go: the same counts either way.
+#[test]
+fn a_profiled_commit_counts_the_locks_it_released_early() {
+    let counted = |early: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_elr(dir.path(), early, Duration::ZERO);
+        let t = load_accounts(&db, 4);
+        let collecting = engine::profile::collect();
+        let mut tx = db.begin().unwrap();
+        tx.update(&t, &[Value::Int(1)], &[(2, Value::Int(7))])
+            .unwrap();
+        tx.commit().unwrap();
+        let p = engine::profile::last();
+        drop(collecting);
+        db.close().unwrap();
+        (p.row_locks, p.higher_locks)
+    };
+    let late = counted(false);
+    assert!(late.0 >= 1 && late.1 >= 1, "held at the end: {late:?}");
+    assert_eq!(counted(true), late, "released early, counted as released");
+}
+
 /// The child: two writers set `accounts[0]` to a new sequence number and insert its receipt,
 /// printing `ACK seq` once each commit returns; a reader reads `accounts[0]` in a transaction
 /// that writes nothing and prints `SAW seq` once its commit returns. Early lock release lets
