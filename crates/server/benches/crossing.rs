@@ -1,6 +1,7 @@
 //! What one crossing of a procedure channel costs by itself: a frame to a peer thread and a
-//! frame back (one round trip), for each channel of `glass serve --isolation process`, with no
-//! encoding, no procedure and no engine on either side. `glass isolation` reports the whole
+//! frame back (one round trip), for each channel of `glass serve --isolation process`
+//! (`shm-poll`, `shm-uds`, `uds`, `tcp` over loopback), with no encoding, no procedure and no
+//! engine on either side. `glass isolation` reports the whole
 //! isolation overhead of a call (its crossings, both sides' encoding and decoding, the guest's
 //! wrapper); this says how much of it the channel alone is.
 //!
@@ -14,6 +15,7 @@
 //!   CROSSING_CPUS=0,2 target/release/deps/crossing-HASH --bench     (a built copy elsewhere)
 
 use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -93,14 +95,35 @@ fn pin(cpu: usize) {
 }
 
 fn shm_poll(c: &mut Criterion) {
+    shared_memory(c, false);
+}
+
+fn shm_uds(c: &mut Criterion) {
+    shared_memory(c, true);
+}
+
+/// `shm-poll` (`wake` false: both sides poll the sequence numbers) or `shm-uds` (`wake`
+/// true: the frame in shared memory, a byte on a Unix socket pair to wake the peer, which
+/// sleeps in its read).
+fn shared_memory(c: &mut Criterion, wake: bool) {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("crossing.shm");
     let region = std::sync::Arc::new(Region::create(&path, 1, 4096).expect("a region"));
-    let mut group = c.benchmark_group("shm-poll round trip");
+    let name = if wake { "shm-uds" } else { "shm-poll" };
+    let mut group = c.benchmark_group(format!("{name} round trip"));
     for place in placements() {
+        // shm-uds never spins: it sleeps in the socket's read.
+        let spin = if wake { Duration::ZERO } else { place.spin };
         for size in SIZES {
             region.request_seq(0).store(0, Ordering::Relaxed);
             region.response_seq(0).store(0, Ordering::Relaxed);
+            let (mut host_wake, mut peer_wake) = match wake {
+                true => {
+                    let (a, b) = UnixStream::pair().expect("a socket pair");
+                    (Some(a), Some(b))
+                }
+                false => (None, None),
+            };
             let echo = {
                 let region = region.clone();
                 std::thread::spawn(move || {
@@ -109,13 +132,13 @@ fn shm_poll(c: &mut Criterion) {
                     let mut seq = 0u64;
                     loop {
                         seq += 1;
-                        shm_wait(region.request_seq(0), seq, place.spin, || false);
+                        await_frame(region.request_seq(0), seq, spin, &mut peer_wake);
                         let len = region.request_len(0).load(Ordering::Relaxed) as usize;
                         assert!(region.read(0, false, len, &mut frame));
                         if len == 0 {
                             return;
                         }
-                        shm_send(&region, true, seq, &frame, None).expect("fits");
+                        shm_send(&region, true, seq, &frame, peer_wake.as_mut()).expect("fits");
                     }
                 })
             };
@@ -123,34 +146,79 @@ fn shm_poll(c: &mut Criterion) {
             let request = vec![7u8; size];
             let mut reply = Vec::new();
             let mut seq = 0u64;
-            let id = BenchmarkId::new(place.name, size);
-            group.bench_function(id, |b| {
+            group.bench_function(BenchmarkId::new(place.name, size), |b| {
                 b.iter(|| {
                     seq += 1;
-                    shm_send(&region, false, seq, &request, None).expect("fits");
-                    shm_wait(region.response_seq(0), seq, place.spin, || false);
+                    shm_send(&region, false, seq, &request, host_wake.as_mut()).expect("fits");
+                    await_frame(region.response_seq(0), seq, spin, &mut host_wake);
                     let len = region.response_len(0).load(Ordering::Relaxed) as usize;
                     assert!(region.read(0, true, len, &mut reply));
                 })
             });
             // An empty frame tells the echo to stop.
-            shm_send(&region, false, seq + 1, &[], None).expect("fits");
+            shm_send(&region, false, seq + 1, &[], host_wake.as_mut()).expect("fits");
             echo.join().expect("the echo thread");
         }
     }
     group.finish();
 }
 
+/// Waits for the peer's frame numbered `seq`: on the wake-up socket where there is one (as
+/// the guest and host of `shm-uds` do), else polling the sequence number.
+fn await_frame(
+    seq_at: &std::sync::atomic::AtomicU64,
+    seq: u64,
+    spin: Duration,
+    wake: &mut Option<UnixStream>,
+) {
+    match wake {
+        Some(w) => {
+            let mut byte = [0u8; 1];
+            w.read_exact(&mut byte).expect("the wake-up byte");
+            assert_eq!(
+                seq_at.load(Ordering::Acquire),
+                seq,
+                "woken with the frame there"
+            );
+        }
+        None => {
+            shm_wait(seq_at, seq, spin, || false);
+        }
+    }
+}
+
 fn unix_socket(c: &mut Criterion) {
-    let mut group = c.benchmark_group("uds round trip");
+    streams(c, "uds", || UnixStream::pair().expect("a socket pair"));
+}
+
+fn tcp(c: &mut Criterion) {
+    streams(c, "tcp", || {
+        // Loopback, with Nagle off on both ends, as the server's channel has it.
+        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let host = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+        let (peer, _) = listener.accept().expect("accept");
+        host.set_nodelay(true).unwrap();
+        peer.set_nodelay(true).unwrap();
+        (host, peer)
+    });
+}
+
+/// A channel over a byte stream (`tcp`, `uds`): the frame written, read whole by the peer,
+/// written back.
+fn streams<S: Read + Write + Send + 'static>(
+    c: &mut Criterion,
+    name: &str,
+    connect: impl Fn() -> (S, S),
+) {
+    let mut group = c.benchmark_group(format!("{name} round trip"));
     for place in placements() {
         for size in SIZES {
-            let (mut host, mut guest) = UnixStream::pair().expect("a socket pair");
+            let (mut host, mut peer) = connect();
             let echo = std::thread::spawn(move || {
                 pin(place.peer);
                 let mut frame = vec![0u8; size];
-                while guest.read_exact(&mut frame).is_ok() {
-                    guest.write_all(&frame).expect("write back");
+                while peer.read_exact(&mut frame).is_ok() {
+                    peer.write_all(&frame).expect("write back");
                 }
             });
             pin(place.host);
@@ -174,6 +242,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
-    targets = shm_poll, unix_socket
+    targets = shm_poll, shm_uds, unix_socket, tcp
 }
 criterion_main!(crossing);
