@@ -3,18 +3,26 @@
 //! log bytes, latch acquisitions, lock waits and lock-manager time (Lock, physical and logical
 //! contention), from the engine's per-transaction profile (`engine::profile`).
 //!
-//! One thread runs: for each transaction type, the terminal draws until it gets that type,
-//! and the committed transaction's profile is added to the type's sums.
+//! One thread runs: first a warm-up of the workload's own mix, unprofiled, then for each
+//! transaction type the terminal draws until it gets that type, and the committed
+//! transaction's profile is added to the type's sums.
+//!
+//! The warm-up is what makes the figures a database's steady state: a freshly loaded one logs
+//! more. TPC-B's history index, for one, starts with leaves that hold several tellers' keys,
+//! and an insert ahead of another teller's keys shifts and logs their slots (136 bytes where
+//! a grown tree logs 2): a one-thread profile of 1,000 TPC-B transactions right after the load
+//! gave 684 log bytes a transaction, after the first 20,000 the rest gave 522
+//! (docs/performance.md, "Would a smaller log make the forces shorter?").
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use anyhow::Context;
-use engine::db::DbConfig;
+use engine::db::{Database, DbConfig};
 use engine::profile::{self, TxnProfile};
 use serde::Serialize;
 use storage::shared::Place;
-use workloads::{Workload, WorkloadOptions};
+use workloads::{Terminal, Workload, WorkloadOptions};
 
 use crate::ladder::measure::measured_txn;
 use crate::run::{open_loaded, Status};
@@ -34,15 +42,38 @@ pub struct TypeProfile {
     pub allocations: Option<(u64, u64)>,
 }
 
+/// The transactions a profile runs: `warmup` of the workload's mix first, unprofiled, then
+/// `txns` of each type.
+#[derive(Clone, Copy, Debug)]
+pub struct Counts {
+    pub warmup: u64,
+    pub txns: u64,
+}
+
+/// What `glass profile` runs unless told: enough for TPC-B's history index to outgrow its
+/// young leaves (see the module's documentation).
+pub const DEFAULT_WARMUP: u64 = 5_000;
+
+/// Runs `n` transactions of the terminal's mix, unprofiled, so that what follows is measured
+/// on a database past its first growth.
+pub fn warm_up(db: &Arc<Database>, terminal: &mut dyn Terminal, n: u64) -> anyhow::Result<()> {
+    for _ in 0..n {
+        terminal.next();
+        measured_txn(db, terminal).context("warm-up transaction")?;
+    }
+    Ok(())
+}
+
 /// Opens `workload` (built with `options`) loaded, as `glass bench` does
 /// ([`crate::run::open_loaded`]: in memory, or a directory holding the same load, or an empty
-/// one it loads), then profiles `txns` transactions of every type it draws.
+/// one it loads), runs the warm-up, then profiles `counts.txns` transactions of every type it
+/// draws.
 pub fn run(
     workload: Arc<dyn Workload>,
     options: &WorkloadOptions,
     db_config: &DbConfig,
     set_up_for: usize,
-    txns: u64,
+    counts: Counts,
     seed: u64,
 ) -> anyhow::Result<Vec<TypeProfile>> {
     let mut config = db_config.clone();
@@ -65,13 +96,14 @@ pub fn run(
     let mut terminal = workload
         .terminal(&db, 0, 1, seed)
         .context("start a terminal")?;
+    warm_up(&db, terminal.as_mut(), counts.warmup)?;
     let collecting = profile::collect();
     let mut out = Vec::new();
     for (t, name) in workload.txn_names().iter().enumerate() {
         let mut sum = TxnProfile::default();
         let mut allocations = Some((0u64, 0u64));
         let mut done = 0;
-        'txns: for _ in 0..txns {
+        'txns: for _ in 0..counts.txns {
             let mut draws = 0;
             while terminal.next() != t {
                 draws += 1;

@@ -22,7 +22,11 @@ fn profile(log_runs: bool) -> Vec<TypeProfile> {
         log_runs,
         ..DbConfig::default()
     };
-    table4::run(workload, &options, &db, 2, 300, 7).unwrap()
+    let counts = table4::Counts {
+        warmup: 0,
+        txns: 300,
+    };
+    table4::run(workload, &options, &db, 2, counts, 7).unwrap()
 }
 
 #[test]
@@ -46,5 +50,48 @@ fn a_transactions_log_records_are_counted_apart_from_the_padding_of_runs() {
     assert!(
         new_order.sum.log_padding > 0,
         "New-Order's runs were closed with padding, which is counted"
+    );
+}
+
+/// TPC-B's log bytes a transaction on one thread, after `warmup` transactions, over `txns`.
+fn tpcb_log_bytes(warmup: u64, txns: u64) -> f64 {
+    let options = WorkloadOptions {
+        scale: 2,
+        ..WorkloadOptions::default()
+    };
+    let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcb", &options).unwrap();
+    let db = DbConfig {
+        pool_mib: 256,
+        ..DbConfig::default()
+    };
+    let types = table4::run(
+        workload,
+        &options,
+        &db,
+        1,
+        table4::Counts { warmup, txns },
+        7,
+    )
+    .unwrap();
+    assert_eq!(types.len(), 1, "TPC-B has one transaction type");
+    types[0].sum.log_bytes as f64 / types[0].txns as f64
+}
+
+/// A profile is of the database's steady state, not a freshly loaded one's: right after the
+/// load, TPC-B's history index has few leaves, each holding several tellers' keys, and an
+/// insert ahead of another teller's keys logs their shifted slots; after the warm-up, a profile
+/// logs what a later window of the same run does.
+#[test]
+fn the_warm_up_profiles_a_grown_database_not_a_young_one() {
+    let young = tpcb_log_bytes(0, 1_000);
+    let warmed = tpcb_log_bytes(table4::DEFAULT_WARMUP, 1_000);
+    let later = tpcb_log_bytes(3 * table4::DEFAULT_WARMUP, 1_000);
+    assert!(
+        young > warmed * 1.1,
+        "a young database logs more: {young:.0} against {warmed:.0} bytes a transaction"
+    );
+    assert!(
+        (warmed - later).abs() < later * 0.02,
+        "after the default warm-up the figure holds: {warmed:.0} against {later:.0} later"
     );
 }

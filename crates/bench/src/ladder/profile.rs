@@ -4,7 +4,7 @@
 //! ```text
 //!   parent: valgrind (callgrind_args) glass profile ... --child   ─► OUT/profile.callgrind.N
 //!           (OUT: --out, or a temporary directory removed when the table is made)
-//!   child:  open_loaded (uninstrumented) ─► one terminal ─► for each transaction type t:
+//!   child:  open_loaded ─► one terminal ─► warm-up (both uninstrumented) ─► for each type t:
 //!             `txns` transactions of type t (draw until t; measured_txn counted) ─► dump "t"
 //!   parent: parse dump N (one per type that was drawn) ─► table
 //! ```
@@ -37,13 +37,14 @@ pub struct TypeRun {
 }
 
 /// The child: opens `workload` loaded as `glass bench` does ([`crate::run::open_loaded`]:
-/// in memory, a directory holding the same load, or an empty one it loads), then measures
-/// `txns` transactions of every type, one dump per type drawn. Returns what was run.
+/// in memory, a directory holding the same load, or an empty one it loads), runs the warm-up
+/// ([`crate::table4::warm_up`]), then measures `counts.txns` transactions of every type, one
+/// dump per type drawn. Returns what was run.
 pub fn run_child(
     workload: Arc<dyn Workload>,
     options: &WorkloadOptions,
     db_config: &DbConfig,
-    txns: u64,
+    counts: crate::table4::Counts,
     seed: u64,
 ) -> anyhow::Result<Vec<TypeRun>> {
     let (db, _) = open_loaded(
@@ -57,15 +58,13 @@ pub fn run_child(
     let mut terminal = workload
         .terminal(&db, 0, 1, seed)
         .context("start a terminal")?;
-    for _ in 0..txns.min(200) {
-        terminal.next();
-        measured_txn(&db, terminal.as_mut()).context("warm-up transaction")?;
-    }
+    // Uninstrumented (`--instr-atstart=no`), so at valgrind's own speed.
+    crate::table4::warm_up(&db, terminal.as_mut(), counts.warmup)?;
     client::start_instrumentation();
     let mut runs = Vec::new();
     for (t, name) in workload.txn_names().iter().enumerate() {
         let mut done = 0;
-        'txns: for _ in 0..txns {
+        'txns: for _ in 0..counts.txns {
             let mut draws = 0;
             while terminal.next() != t {
                 draws += 1;

@@ -24,5 +24,6 @@ pub fn profile_tpcc(mix: Mix, set_up_for: usize, txns: u64) -> Vec<TypeProfile> 
         pool_mib: 256,
         ..DbConfig::default()
     };
-    table4::run(workload, &options, &db, set_up_for, txns, 7).unwrap()
+    let counts = table4::Counts { warmup: 0, txns };
+    table4::run(workload, &options, &db, set_up_for, counts, 7).unwrap()
 }
