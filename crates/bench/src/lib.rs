@@ -11,6 +11,7 @@
 //! - [`run`]: `glass bench`, `glass load` and `glass check` as library calls, and the one
 //!   function that opens or loads a database directory for bench and profile;
 //! - [`capacity`]: sizes checked against the machine's memory and free disk before any work;
+//!   [`cpu_idle`]: how the machine's idle CPUs wait, recorded with every run;
 //! - [`ladder`]: `glass ladder` (the removal ladder under callgrind and the clock) and
 //!   `glass profile --instructions`; [`callgrind`]: callgrind's format and cost attribution;
 //!   [`plot`]: the ladder's and the scale sweep's figures;
@@ -22,6 +23,7 @@ pub mod allocator;
 pub mod callgrind;
 pub mod capacity;
 pub mod charm;
+pub mod cpu_idle;
 pub mod crash;
 pub mod driver;
 pub mod embedded;

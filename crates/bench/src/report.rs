@@ -37,6 +37,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use workloads::Condition;
 
+use crate::cpu_idle::CpuIdle;
 use crate::stats::{LatencySummary, RunStats, TypeStats};
 
 /// Everything about a run's configuration that its result records.
@@ -87,6 +88,9 @@ pub struct RunConfiguration {
     pub warmup_s: f64,
     /// Seconds spent loading; `None` when an existing database was used.
     pub load_s: Option<f64>,
+    /// How the machine's idle CPUs wait, which every wake-up of a sleeping thread pays for
+    /// (reports written before lack it).
+    pub cpu_idle: CpuIdle,
 }
 
 /// One transaction type's results.
@@ -796,6 +800,9 @@ impl BenchResult {
                 l.wake_us_mean, l.wake_us_p50, l.wake_us_p99, l.wake_us_max, l.deadlocks, l.timeouts
             );
         }
+        if let Some(line) = c.cpu_idle.note(c.durable || c.threads > 1) {
+            let _ = writeln!(out, "{line}");
+        }
         if let Some(h) = &self.handoffs {
             let _ = writeln!(out, "{}", h.render());
         }
@@ -983,6 +990,7 @@ mod tests {
             early_lock_release: false,
             warmup_s: 0.0,
             load_s: Some(0.5),
+            cpu_idle: CpuIdle::default(),
         }
     }
 
@@ -1118,6 +1126,36 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("✗ TPC-B history: 3 rows missing"), "{table}");
+    }
+
+    /// A run whose threads sleep and wake says so where idle vCPUs halt at once; a
+    /// one-thread run in memory, whose thread never sleeps, does not, nor does any run where
+    /// they poll first. The JSON records the policy either way.
+    #[test]
+    fn a_run_that_pays_for_halted_vcpus_says_so() {
+        let halting = CpuIdle {
+            driver: Some("haltpoll".into()),
+            governor: Some("haltpoll".into()),
+            halt_poll_ns: Some(0),
+        };
+        let with = |threads: usize, durable: bool, idle: &CpuIdle| {
+            let mut r = result(&[]);
+            r.config.threads = threads;
+            r.config.durable = durable;
+            r.config.cpu_idle = idle.clone();
+            r
+        };
+        let says = |r: &BenchResult| r.render().contains("machine: idle vCPUs halt at once");
+        assert!(says(&with(8, false, &halting)));
+        assert!(says(&with(1, true, &halting)));
+        assert!(!says(&with(1, false, &halting)));
+        let polling = CpuIdle {
+            halt_poll_ns: Some(200_000),
+            ..halting.clone()
+        };
+        assert!(!says(&with(8, true, &polling)));
+        let json = with(1, false, &halting).to_json();
+        assert!(json.contains("\"halt_poll_ns\": 0"), "{json}");
     }
 
     #[test]

@@ -624,6 +624,7 @@ pub(crate) fn bench_result(
         early_lock_release: db_config.early_lock_release && db_config.durable,
         warmup_s: config.warmup.as_secs_f64(),
         load_s,
+        cpu_idle: crate::cpu_idle::CpuIdle::probe(),
     };
     let result = BenchResult::new(
         run_configuration,
