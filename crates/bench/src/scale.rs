@@ -484,6 +484,9 @@ impl Run {
 pub struct ScaleResult {
     pub command: String,
     pub cores: usize,
+    /// How the machine's idle CPUs wait (`crate::cpu_idle`): a sweep's threads sleep and
+    /// wake, and pay for it.
+    pub cpu_idle: crate::cpu_idle::CpuIdle,
     pub glass_version: String,
     pub timestamp: String,
     pub workload: String,
@@ -826,6 +829,7 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
     let mut result = ScaleResult {
         command: config.command_line.clone(),
         cores: config.cores,
+        cpu_idle: crate::cpu_idle::CpuIdle::probe(),
         glass_version: env!("CARGO_PKG_VERSION").to_string(),
         timestamp,
         workload: config.base.workload.clone(),
@@ -1236,6 +1240,9 @@ impl ScaleResult {
             plural(self.cores),
             self.wall_s
         );
+        if let Some(line) = self.cpu_idle.note(true) {
+            let _ = writeln!(out, "{line}");
+        }
         out
     }
 }
@@ -1557,6 +1564,7 @@ mod tests {
         ScaleResult {
             command: "glass scale tpcb".into(),
             cores: 2,
+            cpu_idle: crate::cpu_idle::CpuIdle::default(),
             glass_version: "0.1.0".into(),
             timestamp: "2026-01-01T00:00:00Z".into(),
             workload: "tpcb".into(),
@@ -1599,6 +1607,24 @@ mod tests {
             "{three}"
         );
         assert!(three.contains("medians of 3 rounds"), "{three}");
+    }
+
+    #[test]
+    fn a_sweep_on_vcpus_that_halt_at_once_says_so_after_its_tables() {
+        assert!(!result(1).render().contains("machine:"));
+        let mut halting = result(1);
+        halting.cpu_idle = crate::cpu_idle::CpuIdle {
+            driver: Some("haltpoll".into()),
+            governor: None,
+            halt_poll_ns: Some(0),
+        };
+        let text = halting.render();
+        assert!(
+            text.lines()
+                .last()
+                .is_some_and(|l| l.starts_with("machine: idle vCPUs halt at once")),
+            "{text}"
+        );
     }
 
     #[test]
