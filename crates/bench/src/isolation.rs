@@ -196,6 +196,10 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
                 .to_string()
         });
     }
+    let idle = crate::cpu_idle::CpuIdle::probe();
+    if let Some(line) = idle.note(true) {
+        report.push_str(&format!("{line}.\n\n"));
+    }
     let mut all = Vec::new();
     for spec in &specs {
         // Round by round, every level once a round, so that a slow minute of a shared
@@ -254,6 +258,7 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
             "duration_s": run.duration,
             "server_core": run.server_core,
             "client_core": run.client_core,
+            "cpu_idle": idle,
             "workloads": all,
         }))?,
     )?;

@@ -594,6 +594,11 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
          receive. Shared memory stands in for DPDK and F-Stack.\n",
         config.server_core, config.client_core
     ));
+    let idle = crate::cpu_idle::CpuIdle::probe();
+    if let Some(line) = idle.note(true) {
+        report.push_str(&format!("\n{line}.\n"));
+    }
+    all["cpu_idle"] = serde_json::to_value(&idle)?;
     write(&config.out.join("section3.md"), &report)?;
     write(
         &config.out.join("section3.json"),

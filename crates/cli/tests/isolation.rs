@@ -445,6 +445,8 @@ fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("isolation.json")).unwrap())
             .unwrap();
+    // How the machine's idle CPUs wait, which every crossing's wake-ups pay for, is recorded.
+    assert!(json["cpu_idle"].is_object(), "{}", json["cpu_idle"]);
     let levels = json["workloads"][0]["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
     let phase = |i: usize, name: &str| levels[i]["trace"]["us_per_txn"][name].as_f64().unwrap();

@@ -436,6 +436,7 @@ fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
         2,
         "two architectures"
     );
+    assert!(json["cpu_idle"].is_object(), "{}", json["cpu_idle"]);
     // Three bars for the one workload, each with a positive throughput and traced work.
     let bars = json["figure5"].as_array().unwrap();
     assert_eq!(bars.len(), 3);
