@@ -10,29 +10,42 @@ use bench::table4::{self, TypeProfile};
 use engine::db::DbConfig;
 use workloads::{Mix, WorkloadOptions};
 
-fn profile(log_runs: bool) -> Vec<TypeProfile> {
-    let options = WorkloadOptions {
-        scale: 1,
-        mix: Mix::Paper,
-        ..WorkloadOptions::default()
-    };
-    let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcc", &options).unwrap();
+/// `glass profile WORKLOAD` in memory on one thread (the database set up for `set_up_for`):
+/// `counts.warmup` transactions of the mix, then `counts.txns` of each type.
+fn profile(
+    workload: &str,
+    options: WorkloadOptions,
+    log_runs: bool,
+    set_up_for: usize,
+    counts: table4::Counts,
+) -> Vec<TypeProfile> {
+    let workload: Arc<dyn workloads::Workload> = workloads::by_name(workload, &options).unwrap();
     let db = DbConfig {
         pool_mib: 256,
         log_runs,
         ..DbConfig::default()
     };
+    table4::run(workload, &options, &db, set_up_for, counts, 7).unwrap()
+}
+
+/// The paper mix at one warehouse, 300 transactions of each type, no warm-up.
+fn paper_mix(log_runs: bool) -> Vec<TypeProfile> {
+    let options = WorkloadOptions {
+        scale: 1,
+        mix: Mix::Paper,
+        ..WorkloadOptions::default()
+    };
     let counts = table4::Counts {
         warmup: 0,
         txns: 300,
     };
-    table4::run(workload, &options, &db, 2, counts, 7).unwrap()
+    profile("tpcc", options, log_runs, 2, counts)
 }
 
 #[test]
 fn a_transactions_log_records_are_counted_apart_from_the_padding_of_runs() {
-    let with_runs = profile(true);
-    let without = profile(false);
+    let with_runs = paper_mix(true);
+    let without = paper_mix(false);
     for (a, b) in with_runs.iter().zip(&without) {
         assert_eq!(a.name, b.name);
         assert!(a.sum.log_bytes > 0, "{}: logs nothing", a.name);
@@ -59,20 +72,7 @@ fn tpcb_log_bytes(warmup: u64, txns: u64) -> f64 {
         scale: 2,
         ..WorkloadOptions::default()
     };
-    let workload: Arc<dyn workloads::Workload> = workloads::by_name("tpcb", &options).unwrap();
-    let db = DbConfig {
-        pool_mib: 256,
-        ..DbConfig::default()
-    };
-    let types = table4::run(
-        workload,
-        &options,
-        &db,
-        1,
-        table4::Counts { warmup, txns },
-        7,
-    )
-    .unwrap();
+    let types = profile("tpcb", options, true, 1, table4::Counts { warmup, txns });
     assert_eq!(types.len(), 1, "TPC-B has one transaction type");
     types[0].sum.log_bytes as f64 / types[0].txns as f64
 }
