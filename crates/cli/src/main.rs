@@ -1771,7 +1771,8 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!(
-        "integrity: verified {} pages; {} heaps ({} pages, {} records); {} B+-trees ({} pages); \
+        "integrity: verified {} pages; {} heaps ({} pages, {} records); {} B+-trees ({} pages; empty \
+         leaves: {}); \
          {} index entries against their records; unreached pages (no structure reaches them): {}",
         integrity.pages,
         integrity.heaps,
@@ -1779,6 +1780,7 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         integrity.records,
         integrity.trees,
         integrity.tree_pages,
+        integrity.empty_leaves,
         integrity.entries,
         integrity.unreached_pages
     );

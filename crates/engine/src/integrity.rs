@@ -11,7 +11,8 @@
 //!   3. agreement  per table whose structures are sound: every live record has its primary
 //!                 and secondary entries, every entry names a live record with its key
 //!   4. coverage   pages no structure reaches are counted (a crash between allocating a page
-//!                 and linking it leaves such pages; they are not a fault)
+//!                 and linking it leaves such pages, as does a B+-tree leaf emptied by deletes
+//!                 and taken out of its tree; they are not a fault)
 //! ```
 //!
 //! A page that fails pass 1 is reported once, with the structures that reach it named in its
@@ -58,6 +59,8 @@ pub struct IntegrityReport {
     /// B+-trees walked (primary and secondary indexes) and their pages.
     pub trees: usize,
     pub tree_pages: usize,
+    /// Leaves of those B+-trees that hold no entry.
+    pub empty_leaves: usize,
     /// Index entries checked against the records they name.
     pub entries: usize,
     /// Pages (besides page 0) that no structure reaches.
@@ -175,6 +178,7 @@ impl Verifier<'_> {
         };
         self.report.trees += 1;
         self.report.tree_pages += check.pages.len();
+        self.report.empty_leaves += check.empty_leaves;
         let claimed = self.claim(place, &check.pages);
         self.faults(place, check.faults) && claimed
     }

@@ -1,6 +1,6 @@
 //! Every B+-tree change reaches the redo log: replaying the logged byte ranges onto blank pages
 //! rebuilds the tree's nodes exactly, plain inserts log a few dozen bytes, and a split is one
-//! record spanning all the pages it changed.
+//! record spanning all the pages it changed, as is an emptied leaf's unlinking.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -167,4 +167,33 @@ fn an_appending_split_logs_the_new_leaf_and_a_pointer_not_the_full_leaf() {
     assert!(appends >= 20, "only {appends} appending splits");
     drop(records);
     assert!(assert_replay_rebuilds_every_page(&log, &pool) > 20);
+}
+
+/// A leaf emptied by deletes leaves the tree in one record over the pages it relinks (parent,
+/// left sibling, the leaf, right sibling), which replay rebuilds like any other.
+#[test]
+fn an_emptied_leaf_leaves_the_tree_in_one_record_that_replays() {
+    let (log, pool) = recording_pool();
+    let tree = BTree::create(pool.clone(), IntKeyOrder, true).unwrap();
+    for k in 0..8_000u64 {
+        tree.insert(&k.to_be_bytes(), k).unwrap();
+    }
+    let loaded = log.records.lock().unwrap().len();
+    let reached = tree.verify().pages.len();
+    // Deleted from the top down: every emptied leaf but the first has a left sibling under
+    // the same parent, and the last leaf has no right sibling.
+    for k in (1_000..8_000u64).rev() {
+        assert!(tree.delete(&k.to_be_bytes(), k).unwrap());
+    }
+    tree.check_invariants().unwrap();
+    let records = log.records.lock().unwrap();
+    let unlinks = records[loaded..]
+        .iter()
+        .filter(|record| record.len() >= 3)
+        .count();
+    assert!(unlinks >= 10, "only {unlinks} multi-page records");
+    assert!(tree.verify().pages.len() + unlinks <= reached);
+    drop(records);
+    assert!(assert_replay_rebuilds_every_page(&log, &pool) > 20);
+    assert_eq!(tree.count().unwrap(), 1_000);
 }

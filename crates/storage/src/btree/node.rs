@@ -22,7 +22,8 @@
 //! | 30     | 2    | garbage      | bytes of dead cells inside the cell area                    |
 //! | 32     | 8    | prev         | leaf: left sibling (0 = none; page 0 is the meta page)      |
 //! | 40     | 8    | next         | leaf: right sibling (0 = none)                              |
-//! | 48     | 8    | leftmost     | inner: the child left of the first separator (leaf: 0)      |
+//! | 48     | 8    | leftmost     | inner: the child left of the first separator (leaf: 0, or   |
+//! |        |      |              | [`UNLINKED`] once the leaf is taken out of its tree)        |
 //! | 56     | 2·n  | slots        | cell offsets, in key order                                  |
 //!
 //! Cell (all integers little-endian, keys as encoded by [`super::keys`]):
@@ -52,6 +53,10 @@ pub const OFFSET_GARBAGE: usize = 30;
 pub const OFFSET_PREV: usize = 32;
 pub const OFFSET_NEXT: usize = 40;
 pub const OFFSET_LEFTMOST: usize = 48;
+/// The `leftmost` field of a leaf taken out of its tree ([`mark_unlinked`]): an empty leaf that
+/// no parent names and no sibling links to any more, kept only for readers that still hold
+/// its page id from before (a backward scan between two leaves, a [`super::LeafHint`]).
+pub const UNLINKED: u64 = u64::MAX;
 /// End of the node header; the slot array starts here.
 pub const NODE_HEADER_SIZE: usize = 56;
 /// Bytes of a cell besides its key: key length and value.
@@ -164,6 +169,12 @@ impl<'a> Node<'a> {
 
     pub fn leftmost(&self) -> Option<PageId> {
         page_id_field(read_u64(self.page, OFFSET_LEFTMOST))
+    }
+
+    /// Whether this is a leaf taken out of its tree ([`mark_unlinked`]).
+    #[inline]
+    pub fn is_unlinked(&self) -> bool {
+        self.is_leaf() && read_u64(self.page, OFFSET_LEFTMOST) == UNLINKED
     }
 
     pub fn page_id(&self) -> PageId {
@@ -489,6 +500,12 @@ pub fn set_prev(page: &mut impl NodePage, prev: Option<PageId>) {
 
 pub fn set_next(page: &mut impl NodePage, next: Option<PageId>) {
     write_u64(page, OFFSET_NEXT, next.map_or(0, |p| p.0));
+}
+
+/// Marks an (empty) leaf as taken out of its tree: see [`UNLINKED`]. Its sibling links stay as
+/// they were, so a reader arriving from a stale link can tell where it is.
+pub fn mark_unlinked(page: &mut impl NodePage) {
+    write_u64(page, OFFSET_LEFTMOST, UNLINKED);
 }
 
 pub fn set_leftmost(page: &mut impl NodePage, child: PageId) {

@@ -922,7 +922,11 @@ impl<K: KeyOrder> BTree<K> {
         stored: &[u8],
         hint: &LeafHint,
     ) -> StorageResult<Option<Rank>> {
-        if !node.is_leaf() || node.next() != hint.next || !hint.below_upper(&self.order, stored) {
+        if !node.is_leaf()
+            || node.is_unlinked()
+            || node.next() != hint.next
+            || !hint.below_upper(&self.order, stored)
+        {
             return Ok(None);
         }
         let n = node.len();
@@ -1254,17 +1258,157 @@ impl<K: KeyOrder> BTree<K> {
 
     /// Removes the entry `(key, value)`. Unique tree: only if `key` maps to `value`.
     /// Returns whether an entry was removed.
+    ///
+    /// A delete that empties a leaf then takes the leaf out of the tree where it can
+    /// ([`BTree::unlink_empty_leaf`]), so that keys deleted at one end and inserted at the
+    /// other (TPC-C's new orders, a queue) do not leave a growing run of empty leaves for every
+    /// scan and next-key lookup to walk.
     pub fn delete(&self, key: &[u8], value: u64) -> StorageResult<bool> {
         let stored = self.internal_key(key, value);
         let mut leaf = self.descend_to_leaf_exclusive(&stored, None)?;
         let node = Node::new(&leaf)?;
-        match node.find(&self.order, &stored)? {
-            Some(slot) if node.value(slot)? == value => {
-                node::remove_at(&mut leaf, slot)?;
-                Ok(true)
-            }
-            _ => Ok(false),
+        let slot = match node.find(&self.order, &stored)? {
+            Some(slot) if node.value(slot)? == value => slot,
+            _ => return Ok(false),
+        };
+        node::remove_at(&mut leaf, slot)?;
+        let emptied = Node::new(&leaf)?.is_empty() && leaf.page_id() != self.root;
+        // The delete is logged as its guard goes, before the leaf can leave the tree.
+        drop(leaf);
+        if emptied {
+            self.unlink_empty_leaf(&stored)?;
         }
+        Ok(true)
+    }
+
+    /// Takes the leaf where `probe` belongs out of the tree if it is empty and is not its
+    /// parent's leftmost child: its parent loses the leaf's separator and link (the left
+    /// sibling's range grows over the leaf's), and the leaf chain skips it. One redo record
+    /// covers the parent, both siblings and the leaf, as a split's does; it is never undone
+    /// (an undo that puts a key back inserts it where the tree now says, the left sibling).
+    ///
+    /// Latches, in the order the tree's protocol allows: shared coupling down to the last inner
+    /// level, which is latched exclusively; then the left sibling, the leaf and the right
+    /// sibling, left to right (the left sibling is the parent's child too, so it is fixed
+    /// before the leaf, never while holding it). Nothing changes until all four are held.
+    ///
+    /// The page is not reused: a backward scan may still hold its id from its right
+    /// neighbour's link, and a [`LeafHint`] its id from an insert, so the page stays an empty
+    /// leaf marked as unlinked ([`node::mark_unlinked`]), its links as they were, and both
+    /// check for the mark. `glass check` counts such pages among those no structure reaches.
+    ///
+    /// A parent's leftmost child stays even when empty (its left sibling has another parent,
+    /// which cannot be latched in this order), so a drained stretch of keys leaves one empty
+    /// leaf per last-level inner node instead of one per leaf. Where a fetch stage refuses
+    /// physical reads ([`crate::buffer::stage`]) and a page is not in the pool, the leaf stays
+    /// in the tree: a later delete from it, or none, changes nothing a reader relies on.
+    fn unlink_empty_leaf(&self, probe: &[u8]) -> StorageResult<()> {
+        match self.try_unlink_empty_leaf(probe) {
+            Err(StorageError::WouldRead { .. }) => Ok(()),
+            done => done,
+        }
+    }
+
+    fn try_unlink_empty_leaf(&self, probe: &[u8]) -> StorageResult<()> {
+        let target = Target::Key {
+            probe,
+            strict: false,
+        };
+        // The last inner level, latched exclusively.
+        let mut parent = {
+            let mut guard = self.fix_shared(self.root)?;
+            let mut parent_level = None;
+            loop {
+                let node = Node::new(&guard)?;
+                check_child_level(&node, parent_level)?;
+                let level = node.level();
+                if level == 0 {
+                    return Ok(()); // a leaf root has no parent to leave
+                }
+                if level == 1 {
+                    // Only the root is met at level 1 here: below it the step ends above.
+                    drop(guard);
+                    let root = self.fix_exclusive(self.root)?;
+                    if Node::new(&root)?.level() != 1 {
+                        return Ok(()); // the root split meanwhile: leave the leaf be
+                    }
+                    break root;
+                }
+                crate::shared::bump(crate::shared::Place::BtreeInner);
+                let child = node.child(self.child_index(&node, target, None)?)?;
+                if child == guard.page_id() {
+                    return Err(self_link(child));
+                }
+                if level == 2 {
+                    let inner = self.fix_exclusive(child)?;
+                    check_child_level(&Node::new(&inner)?, Some(2))?;
+                    break inner;
+                }
+                parent_level = Some(level);
+                guard = self.fix_shared(child)?;
+            }
+        };
+        crate::shared::bump(crate::shared::Place::BtreeInner);
+        let parent_id = parent.page_id();
+        let (at, left_id, leaf_id) = {
+            let node = Node::new(&parent)?;
+            let at = self.child_index(&node, target, None)?;
+            if at == 0 {
+                return Ok(());
+            }
+            (at, node.child(at - 1)?, node.child(at)?)
+        };
+        if left_id == leaf_id || left_id == parent_id || leaf_id == parent_id {
+            return Err(self_link(leaf_id));
+        }
+        let mut left = self.fix_exclusive(left_id)?;
+        let mut leaf = self.fix_exclusive(leaf_id)?;
+        let next = {
+            let (left_node, leaf_node) = (Node::new(&left)?, Node::new(&leaf)?);
+            check_child_level(&left_node, Some(1))?;
+            check_child_level(&leaf_node, Some(1))?;
+            if !leaf_node.is_empty() {
+                return Ok(()); // refilled before the latches were taken
+            }
+            if leaf_node.prev() != Some(left_id) || left_node.next() != Some(leaf_id) {
+                return Err(StorageError::Corruption {
+                    page: leaf_id,
+                    reason: "b+-tree sibling links disagree with the parent".into(),
+                });
+            }
+            leaf_node.next()
+        };
+        let mut right = match next {
+            Some(id) if id == parent_id || id == left_id || id == leaf_id => {
+                return Err(self_link(id))
+            }
+            Some(id) => {
+                let right = self.fix_exclusive(id)?;
+                let node = Node::new(&right)?;
+                check_child_level(&node, Some(1))?;
+                if node.prev() != Some(leaf_id) {
+                    return Err(StorageError::Corruption {
+                        page: id,
+                        reason: "b+-tree leaf's prev link does not name its left sibling".into(),
+                    });
+                }
+                Some(right)
+            }
+            None => None,
+        };
+        // Every page is held and checked: from here the unlink cannot stop half-way.
+        node::remove_at(&mut parent, at - 1)?;
+        node::set_next(&mut left, next);
+        if let Some(right) = right.as_mut() {
+            node::set_prev(right, Some(left_id));
+        }
+        node::mark_unlinked(&mut leaf);
+        let mut guards: Vec<&mut PageWriteGuard<'_>> = vec![&mut parent, &mut left, &mut leaf];
+        if let Some(right) = right.as_mut() {
+            guards.push(right);
+        }
+        self.pool.log_together(&mut guards);
+        Ok(())
     }
 
     /// Visits the entries with `lo <= key <= hi` in ascending order (`reverse`: descending), at
@@ -1417,22 +1561,50 @@ impl<K: KeyOrder> BTree<K> {
             // itself for one going round a cycle.
             self.count_hop(&mut hops, prev)?;
             guard = self.fix_shared(prev)?;
-            // If `prev` split after we read the link, its right part lies between it and us.
+            // If `prev` split after we read the link, its right part lies between it and us:
+            // walk right to `this`. If `prev` or `this` left the tree meanwhile (an emptied
+            // leaf, `unlink_empty_leaf`), `this` is not there to find: descend again to the
+            // leaf of the greatest keys below what the scan has passed, which `passed` makes
+            // safe from any leaf (nothing at or above it is visited twice).
+            let upper = passed.as_deref().or(hi);
             let mut walked = 0;
-            loop {
-                match Node::new(&guard)?.next() {
-                    Some(next) if next == this => break,
+            let found = loop {
+                let node = Node::new(&guard)?;
+                if node.is_unlinked() {
+                    break false;
+                }
+                match node.next() {
+                    Some(next) if next == this => break true,
                     Some(next) => {
                         self.count_hop(&mut walked, next)?;
-                        guard = self.fix_shared(next)?
+                        guard = self.fix_shared(next)?;
+                        // A split's right part holds keys and lies below `this`'s: a leaf
+                        // that is empty or not below the bound is past where `this` was.
+                        let right = Node::new(&guard)?;
+                        let below = match upper {
+                            _ if right.is_empty() => false,
+                            Some(u) => self.order.compare(right.key(0)?, u) == Ordering::Less,
+                            None => true,
+                        };
+                        if !below {
+                            break false;
+                        }
                     }
-                    None => {
-                        return Err(StorageError::Corruption {
-                            page: this,
-                            reason: "b+-tree leaf not reachable from its left sibling".into(),
-                        })
-                    }
+                    None => break false,
                 }
+            };
+            if !found {
+                drop(guard);
+                // Counted as a step: a corrupt chain that never leads back cannot loop.
+                self.count_hop(&mut hops, this)?;
+                let target = match upper {
+                    Some(probe) => Target::Key {
+                        probe,
+                        strict: true,
+                    },
+                    None => Target::Rightmost,
+                };
+                guard = self.descend_shared(target)?.0;
             }
         }
     }
@@ -1501,12 +1673,22 @@ impl<K: KeyOrder> BTree<K> {
                 prev = Some(leaf);
                 continue;
             }
-            let links = self
-                .pool
-                .fix_shared(leaf)
-                .and_then(|g| Node::new(&g).map(|n| (n.prev(), n.next())));
+            let links = self.pool.fix_shared(leaf).and_then(|g| {
+                Node::new(&g).map(|n| (n.prev(), n.next(), n.is_unlinked(), n.is_empty()))
+            });
             let (leaf_prev, leaf_next) = match links {
-                Ok(links) => links,
+                Ok((_, _, true, _)) => {
+                    check.faults.push(fault(
+                        leaf,
+                        "a leaf marked as taken out of the tree is still in it".into(),
+                    ));
+                    prev = Some(leaf);
+                    continue;
+                }
+                Ok((leaf_prev, leaf_next, false, empty)) => {
+                    check.empty_leaves += usize::from(empty);
+                    (leaf_prev, leaf_next)
+                }
                 Err(e) => {
                     check.faults.push(Fault::from_error(leaf, &e));
                     prev = Some(leaf);
@@ -1657,6 +1839,9 @@ pub struct TreeCheck {
     pub pages: Vec<PageId>,
     /// Entries in the leaves the descent reached.
     pub entries: usize,
+    /// Leaves in the chain that hold no entry (a parent's leftmost child emptied by deletes
+    /// stays in the tree: see `BTree::unlink_empty_leaf`).
+    pub empty_leaves: usize,
     /// Every fault, in the order the walk met them.
     pub faults: Vec<Fault>,
 }
@@ -1819,6 +2004,95 @@ mod tests {
             "every entry, the split-off ones too"
         );
         tree.check_invariants().unwrap();
+    }
+
+    /// A backward scan whose step back lands on a leaf that left the tree meanwhile (emptied by
+    /// deletes, its unlink waiting for the leaf the scan holds) descends again below the last
+    /// key it passed: it sees every entry nobody deleted, each once, in order.
+    #[test]
+    fn a_backward_scan_stepping_onto_an_unlinked_leaf_finds_its_way_on() {
+        let (_pool, tree, _) = tree_of_height(1, 64);
+        let tree = Arc::new(tree);
+        let mut n = 0;
+        // Each leaf's page and keys, left to right.
+        let leaves = |tree: &BTree<BytewiseKeyOrder>| {
+            let (mut leaf, _) = tree.descend_shared(Target::Leftmost).unwrap();
+            let mut all = vec![(leaf.page_id(), Node::new(&leaf).unwrap().entries().unwrap())];
+            while let Some(next) = Node::new(&leaf).unwrap().next() {
+                leaf = tree.fix_shared(next).unwrap();
+                all.push((next, Node::new(&leaf).unwrap().entries().unwrap()));
+            }
+            all
+        };
+        while leaves(&tree).len() < 12 {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        let (pages, before): (Vec<PageId>, Vec<_>) = leaves(&tree).into_iter().unzip();
+        // Every other leaf that is not its parent's leftmost child (which stays) is emptied,
+        // as the scan reaches the first key of the leaf to its right.
+        let leftmost: Vec<PageId> = tree
+            .verify()
+            .pages
+            .iter()
+            .filter_map(|&p| {
+                let guard = tree.fix_shared(p).unwrap();
+                let node = Node::new(&guard).unwrap();
+                (node.level() == 1).then(|| node.child(0).unwrap())
+            })
+            .collect();
+        let emptied: Vec<usize> = (1..before.len() - 1)
+            .step_by(2)
+            .filter(|&i| !leftmost.contains(&pages[i]))
+            .collect();
+        assert!(emptied.len() >= 3, "{emptied:?}");
+        let (ask, asked) = std::sync::mpsc::channel::<Vec<(Vec<u8>, u64)>>();
+        let deleter = {
+            let tree = tree.clone();
+            std::thread::spawn(move || {
+                for entries in asked {
+                    for (k, v) in entries {
+                        assert!(tree.delete(&k, v).unwrap());
+                    }
+                }
+            })
+        };
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        let scanned = tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            true,
+            usize::MAX,
+            |k, _| {
+                seen.push(k.to_vec());
+                let at = before.iter().position(|l| l[0].0 == k);
+                if let Some(at) = at.filter(|at| emptied.contains(&(at - 1))) {
+                    ask.send(before[at - 1].clone()).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                true
+            },
+        );
+        drop(ask);
+        deleter.join().unwrap();
+        scanned.expect("a sound tree's backward scan ends without an error");
+        let expected: Vec<Vec<u8>> = before
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(i, _)| !emptied.contains(i))
+            .flat_map(|(_, l)| l.iter().rev().map(|(k, _)| k.clone()))
+            .collect();
+        assert_eq!(seen, expected);
+        tree.check_invariants().unwrap();
+        assert_eq!(leaves(&tree).len(), before.len() - emptied.len());
+        for (i, page) in pages.iter().enumerate() {
+            let guard = tree.fix_shared(*page).unwrap();
+            assert_eq!(
+                Node::new(&guard).unwrap().is_unlinked(),
+                emptied.contains(&i)
+            );
+        }
     }
 
     /// A leaf where the exclusive descent expects an inner node (a corrupt level field) is

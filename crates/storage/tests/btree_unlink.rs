@@ -1,0 +1,253 @@
+//! Leaves emptied by deletes leave the tree (`BTree::delete` → `unlink_empty_leaf`): keys
+//! deleted at one end and inserted at the other, as TPC-C's new orders are, must not leave a
+//! run of empty leaves that grows with the run for every scan and next-key lookup to walk.
+//! Scans in both directions, lookups and inserts stay correct while leaves leave the tree
+//! under them, and every unlink keeps the tree's invariants.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::pool_8k;
+use storage::btree::node::Node;
+use storage::btree::{BTree, IntKeyOrder};
+use storage::buffer::BufferPool;
+
+fn key(id: u64) -> [u8; 8] {
+    id.to_be_bytes()
+}
+
+/// The tree's reachable leaves that are empty, and its last-level inner nodes.
+fn empty_leaves_and_last_inner(pool: &BufferPool, tree: &BTree<IntKeyOrder>) -> (usize, usize) {
+    let check = tree.verify();
+    assert!(check.faults.is_empty(), "{:?}", check.faults);
+    let (mut empty, mut last_inner) = (0, 0);
+    for &page in &check.pages {
+        let guard = pool.fix_shared(page).unwrap();
+        let node = Node::new(&guard).unwrap();
+        assert!(!node.is_unlinked(), "an unlinked leaf is reachable");
+        match node.level() {
+            0 if node.is_empty() => empty += 1,
+            1 => last_inner += 1,
+            _ => {}
+        }
+    }
+    (empty, last_inner)
+}
+
+fn keys_in_order(tree: &BTree<IntKeyOrder>, reverse: bool) -> Vec<u64> {
+    let mut got = Vec::new();
+    tree.scan(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        reverse,
+        usize::MAX,
+        |k, _| {
+            got.push(u64::from_be_bytes(k.try_into().unwrap()));
+            true
+        },
+    )
+    .unwrap();
+    got
+}
+
+/// Draining nine tenths of the keys in order empties some ninety leaves; all but the
+/// leftmost child of each last-level inner node leave the tree, and the keys deleted can be
+/// inserted again, in any order, into the leaves that took over their range.
+#[test]
+fn a_drained_range_leaves_at_most_one_empty_leaf_per_last_level_inner_node() {
+    let pool = pool_8k(4096);
+    let tree = BTree::create(pool.clone(), IntKeyOrder, true).unwrap();
+    let n = 40_000u64;
+    for id in 0..n {
+        tree.insert(&key(id), id).unwrap();
+    }
+    let reached_before = tree.verify().pages.len();
+    let drained = n * 9 / 10;
+    for id in 0..drained {
+        assert!(tree.delete(&key(id), id).unwrap());
+    }
+    tree.check_invariants().unwrap();
+    let (empty, last_inner) = empty_leaves_and_last_inner(&pool, &tree);
+    assert!(
+        empty <= last_inner,
+        "{empty} empty leaves still in a tree with {last_inner} last-level inner nodes"
+    );
+    let reached_after = tree.verify().pages.len();
+    assert!(
+        reached_after * 4 < reached_before,
+        "{reached_after} pages still reached of {reached_before}"
+    );
+    let left: Vec<u64> = (drained..n).collect();
+    assert_eq!(keys_in_order(&tree, false), left);
+    assert_eq!(
+        keys_in_order(&tree, true),
+        left.iter().rev().copied().collect::<Vec<_>>()
+    );
+
+    // Back in, scattered over the drained range.
+    for i in 0..drained {
+        let id = (i * 7919) % drained;
+        tree.insert(&key(id), id).unwrap();
+    }
+    tree.check_invariants().unwrap();
+    assert_eq!(keys_in_order(&tree, false), (0..n).collect::<Vec<_>>());
+    for id in (0..n).step_by(97) {
+        assert_eq!(tree.get(&key(id)).unwrap(), Some(id));
+    }
+}
+
+/// A queue: each round appends a batch and deletes the oldest batch. The leaves a scan from
+/// the front walks before its first entry stay bounded; with every emptied leaf left in the
+/// tree they grew by one for every leaf's worth of keys ever deleted (some 250 here).
+#[test]
+fn a_queue_does_not_leave_a_growing_run_of_empty_leaves_in_front_of_it() {
+    let pool = pool_8k(8192);
+    let tree = BTree::create(pool.clone(), IntKeyOrder, true).unwrap();
+    let batch = 500u64;
+    let (mut head, mut tail) = (0u64, 0u64);
+    let front_visits = |tree: &BTree<IntKeyOrder>, expect: u64| {
+        let before = storage::counters::snapshot().node_visits;
+        let mut first = None;
+        tree.scan(Bound::Unbounded, Bound::Unbounded, false, 1, |k, _| {
+            first = Some(u64::from_be_bytes(k.try_into().unwrap()));
+            false
+        })
+        .unwrap();
+        assert_eq!(first, Some(expect), "the queue's front");
+        storage::counters::snapshot().node_visits - before
+    };
+    let mut early = 0;
+    for round in 0..200 {
+        for id in tail..tail + batch {
+            tree.insert(&key(id), id).unwrap();
+        }
+        tail += batch;
+        if round > 0 {
+            for id in head..head + batch {
+                assert!(tree.delete(&key(id), id).unwrap());
+            }
+            head += batch;
+        }
+        if round == 20 {
+            early = front_visits(&tree, head);
+        }
+    }
+    let late = front_visits(&tree, head);
+    tree.check_invariants().unwrap();
+    assert!(
+        late <= early + 3,
+        "a scan from the front visits {late} nodes after 200 rounds, {early} after 20"
+    );
+    assert_eq!(tree.count().unwrap() as u64, tail - head);
+}
+
+/// Two writers drain and refill blocks of keys several leaves long (so whole leaves empty and
+/// leave the tree) while scanners go forward and backward and look up keys that are never
+/// deleted: every scan is ordered and sees every such key, and at the end the tree holds
+/// exactly what the writers left in it, with pages taken out of it on the way.
+#[test]
+fn scans_and_lookups_stay_right_while_emptied_leaves_leave_the_tree() {
+    let pool = pool_8k(8192);
+    let tree = Arc::new(BTree::create(pool.clone(), IntKeyOrder, true).unwrap());
+    // Blocks of 2,000 keys (about five 8 KiB leaves); even blocks are never deleted.
+    const BLOCK: u64 = 2_000;
+    const BLOCKS: u64 = 20;
+    for id in 0..BLOCK * BLOCKS {
+        tree.insert(&key(id), id).unwrap();
+    }
+    let stable: BTreeSet<u64> = (0..BLOCK * BLOCKS)
+        .filter(|id| (id / BLOCK).is_multiple_of(2))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let writers: Vec<_> = (0..2u64)
+        .map(|w| {
+            let tree = tree.clone();
+            std::thread::spawn(move || {
+                // Writer w owns the odd blocks b with b % 4 == 2w + 1.
+                let mine: Vec<u64> = (0..BLOCKS).filter(|b| b % 4 == 2 * w + 1).collect();
+                let mut rounds = 0u64;
+                while Instant::now() < deadline {
+                    let b = mine[rounds as usize % mine.len()];
+                    let ids = b * BLOCK..(b + 1) * BLOCK;
+                    for id in ids.clone() {
+                        assert!(tree.delete(&key(id), id).unwrap(), "lost key {id}");
+                    }
+                    // Back in, ascending in one round and descending in the next.
+                    let back: Vec<u64> = match rounds % 2 {
+                        0 => ids.collect(),
+                        _ => ids.rev().collect(),
+                    };
+                    for id in back {
+                        tree.insert(&key(id), id).unwrap();
+                    }
+                    rounds += 1;
+                }
+                rounds
+            })
+        })
+        .collect();
+    let done = Arc::new(AtomicBool::new(false));
+    let scanners: Vec<_> = [false, true]
+        .into_iter()
+        .map(|reverse| {
+            let tree = tree.clone();
+            let stable = stable.clone();
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let mut scans = 0;
+                while !done.load(Ordering::Relaxed) || scans < 2 {
+                    let seen = keys_in_order(&tree, reverse);
+                    assert!(
+                        seen.windows(2)
+                            .all(|p| if reverse { p[0] > p[1] } else { p[0] < p[1] }),
+                        "scan out of order (reverse={reverse})"
+                    );
+                    let seen: BTreeSet<u64> = seen.into_iter().collect();
+                    assert!(
+                        stable.is_subset(&seen),
+                        "scan (reverse={reverse}) missed a key nobody deletes"
+                    );
+                    for id in stable.iter().skip(scans % 50).step_by(50) {
+                        assert_eq!(tree.get(&key(*id)).unwrap(), Some(*id));
+                    }
+                    scans += 1;
+                }
+                scans
+            })
+        })
+        .collect();
+    // Latches have no deadlock detection: a watchdog turns a hang into a failure.
+    let watchdog = Instant::now() + Duration::from_secs(120);
+    while !writers.iter().all(|w| w.is_finished()) {
+        assert!(Instant::now() < watchdog, "writers deadlocked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for w in writers {
+        assert!(w.join().unwrap() >= 1);
+    }
+    done.store(true, Ordering::Relaxed);
+    while !scanners.iter().all(|s| s.is_finished()) {
+        assert!(Instant::now() < watchdog, "scanners deadlocked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for s in scanners {
+        assert!(s.join().unwrap() >= 2);
+    }
+    tree.check_invariants().unwrap();
+    assert_eq!(
+        keys_in_order(&tree, false),
+        (0..BLOCK * BLOCKS).collect::<Vec<_>>()
+    );
+    // Page 0 is the meta page; every other page the tree does not reach left it.
+    let reached = tree.verify().pages.len() as u64;
+    assert!(
+        reached + 1 < pool.page_count(),
+        "no leaf left the tree: {reached} of {} pages reached",
+        pool.page_count()
+    );
+}
