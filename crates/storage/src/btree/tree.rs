@@ -1300,8 +1300,8 @@ impl<K: KeyOrder> BTree<K> {
     /// A parent's leftmost child stays even when empty (its left sibling has another parent,
     /// which cannot be latched in this order), so a drained stretch of keys leaves one empty
     /// leaf per last-level inner node instead of one per leaf. Where a fetch stage refuses
-    /// physical reads ([`crate::buffer::stage`]) and a page is not in the pool, the leaf stays
-    /// in the tree: a later delete from it, or none, changes nothing a reader relies on.
+    /// physical reads ([`crate::buffer::stage`]) and a page it needs is not in the pool, the
+    /// leaf stays in the tree, empty, which readers walk past as they walk past the others.
     fn unlink_empty_leaf(&self, probe: &[u8]) -> StorageResult<()> {
         match self.try_unlink_empty_leaf(probe) {
             Err(StorageError::WouldRead { .. }) => Ok(()),
@@ -2066,7 +2066,7 @@ mod tests {
             |k, _| {
                 seen.push(k.to_vec());
                 let at = before.iter().position(|l| l[0].0 == k);
-                if let Some(at) = at.filter(|at| emptied.contains(&(at - 1))) {
+                if let Some(at) = at.filter(|&at| at > 0 && emptied.contains(&(at - 1))) {
                     ask.send(before[at - 1].clone()).unwrap();
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
