@@ -2,6 +2,8 @@
 //! smaller than the tree. Scans must always be ordered and always see the keys nobody deletes;
 //! at the end the tree passes `check_invariants` and holds exactly the expected keys.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,74 +62,16 @@ fn stress<K: KeyOrder>(tree: BTree<K>, make: fn(u64) -> Vec<u8>, per_writer: u64
         })
         .collect();
 
-    let scanners: Vec<_> = [false, true]
-        .into_iter()
-        .map(|reverse| {
-            let tree = tree.clone();
-            let stable = stable.clone();
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let mut scans = 0;
-                while !done.load(Ordering::Relaxed) || scans < 2 {
-                    let mut seen: Vec<Vec<u8>> = Vec::new();
-                    tree.scan(
-                        Bound::Unbounded,
-                        Bound::Unbounded,
-                        reverse,
-                        usize::MAX,
-                        |k, _| {
-                            seen.push(k.to_vec());
-                            true
-                        },
-                    )
-                    .unwrap();
-                    for pair in seen.windows(2) {
-                        let ordered = if reverse {
-                            pair[0] > pair[1]
-                        } else {
-                            pair[0] < pair[1]
-                        };
-                        assert!(ordered, "scan out of order (reverse={reverse})");
-                    }
-                    let seen: BTreeSet<Vec<u8>> = seen.into_iter().collect();
-                    assert!(
-                        stable.is_subset(&seen),
-                        "scan (reverse={reverse}) missed a stable key"
-                    );
-                    for k in stable.iter().skip(scans % 3).step_by(3) {
-                        assert_eq!(tree.get(k).unwrap(), Some(1), "lookup missed a stable key");
-                    }
-                    scans += 1;
-                }
-                scans
-            })
-        })
-        .collect();
-
-    // Latches have no deadlock detection: a cycle would hang the test (and CI) for good, so
-    // a watchdog turns one into a failure. The writers stop after four seconds.
+    let scanners = common::spawn_scanners(&tree, &stable, &done, 3, |_| 1);
+    // The writers stop after four seconds; the watchdog turns a deadlock into a failure.
     let watchdog = Instant::now() + Duration::from_secs(120);
-    while !writers.iter().all(|w| w.is_finished()) {
-        assert!(
-            Instant::now() < watchdog,
-            "writers still running after 120 s: deadlocked"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let mut expected = stable.clone();
-    for w in writers {
-        expected.extend(w.join().unwrap());
+    for mine in common::join_before(writers, watchdog, "writers") {
+        expected.extend(mine);
     }
     done.store(true, Ordering::Relaxed);
-    while !scanners.iter().all(|s| s.is_finished()) {
-        assert!(
-            Instant::now() < watchdog,
-            "scanners still running after 120 s: deadlocked"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for s in scanners {
-        assert!(s.join().unwrap() >= 2);
+    for scans in common::join_before(scanners, watchdog, "scanners") {
+        assert!(scans >= 2);
     }
     tree.check_invariants().unwrap();
     let mut got = BTreeSet::new();

@@ -40,19 +40,10 @@ fn empty_leaves_and_last_inner(pool: &BufferPool, tree: &BTree<IntKeyOrder>) -> 
 }
 
 fn keys_in_order(tree: &BTree<IntKeyOrder>, reverse: bool) -> Vec<u64> {
-    let mut got = Vec::new();
-    tree.scan(
-        Bound::Unbounded,
-        Bound::Unbounded,
-        reverse,
-        usize::MAX,
-        |k, _| {
-            got.push(u64::from_be_bytes(k.try_into().unwrap()));
-            true
-        },
-    )
-    .unwrap();
-    got
+    common::keys_in_order(tree, reverse)
+        .into_iter()
+        .map(|k| u64::from_be_bytes(k.try_into().unwrap()))
+        .collect()
 }
 
 /// Draining nine tenths of the keys in order empties some ninety leaves; all but the
@@ -192,51 +183,17 @@ fn scans_and_lookups_stay_right_while_emptied_leaves_leave_the_tree() {
         })
         .collect();
     let done = Arc::new(AtomicBool::new(false));
-    let scanners: Vec<_> = [false, true]
-        .into_iter()
-        .map(|reverse| {
-            let tree = tree.clone();
-            let stable = stable.clone();
-            let done = done.clone();
-            std::thread::spawn(move || {
-                let mut scans = 0;
-                while !done.load(Ordering::Relaxed) || scans < 2 {
-                    let seen = keys_in_order(&tree, reverse);
-                    assert!(
-                        seen.windows(2)
-                            .all(|p| if reverse { p[0] > p[1] } else { p[0] < p[1] }),
-                        "scan out of order (reverse={reverse})"
-                    );
-                    let seen: BTreeSet<u64> = seen.into_iter().collect();
-                    assert!(
-                        stable.is_subset(&seen),
-                        "scan (reverse={reverse}) missed a key nobody deletes"
-                    );
-                    for id in stable.iter().skip(scans % 50).step_by(50) {
-                        assert_eq!(tree.get(&key(*id)).unwrap(), Some(*id));
-                    }
-                    scans += 1;
-                }
-                scans
-            })
-        })
-        .collect();
-    // Latches have no deadlock detection: a watchdog turns a hang into a failure.
+    let stable: BTreeSet<Vec<u8>> = stable.iter().map(|&id| key(id).to_vec()).collect();
+    let scanners = common::spawn_scanners(&tree, &stable, &done, 50, |k| {
+        u64::from_be_bytes(k.try_into().unwrap())
+    });
     let watchdog = Instant::now() + Duration::from_secs(120);
-    while !writers.iter().all(|w| w.is_finished()) {
-        assert!(Instant::now() < watchdog, "writers deadlocked");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for w in writers {
-        assert!(w.join().unwrap() >= 1);
+    for rounds in common::join_before(writers, watchdog, "writers") {
+        assert!(rounds >= 1);
     }
     done.store(true, Ordering::Relaxed);
-    while !scanners.iter().all(|s| s.is_finished()) {
-        assert!(Instant::now() < watchdog, "scanners deadlocked");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for s in scanners {
-        assert!(s.join().unwrap() >= 2);
+    for scans in common::join_before(scanners, watchdog, "scanners") {
+        assert!(scans >= 2);
     }
     tree.check_invariants().unwrap();
     assert_eq!(

@@ -1938,6 +1938,20 @@ mod tests {
         (pool, tree, n)
     }
 
+    /// A leaf's entries, copied out.
+    type Entries = Vec<(Vec<u8>, u64)>;
+
+    /// Each leaf of `tree`, left to right along the chain: its page and its entries.
+    fn leaf_chain(tree: &BTree<BytewiseKeyOrder>) -> Vec<(PageId, Entries)> {
+        let (mut leaf, _) = tree.descend_shared(Target::Leftmost).unwrap();
+        let mut all = vec![(leaf.page_id(), Node::new(&leaf).unwrap().entries().unwrap())];
+        while let Some(next) = Node::new(&leaf).unwrap().next() {
+            leaf = tree.fix_shared(next).unwrap();
+            all.push((next, Node::new(&leaf).unwrap().entries().unwrap()));
+        }
+        all
+    }
+
     /// A backward scan whose every step back meets a split of the leaf it steps to (the split
     /// waits, holding that leaf, for the scan to leave the leaf to its right) visits each
     /// split-off leaf on a walk right and again on the next step back: more steps than the
@@ -1948,14 +1962,11 @@ mod tests {
         let tree = Arc::new(tree);
         let mut n = 0;
         // Ascending inserts leave every leaf but the last full.
-        let leaf_firsts = |tree: &BTree<BytewiseKeyOrder>| {
-            let (mut leaf, _) = tree.descend_shared(Target::Leftmost).unwrap();
-            let mut firsts = vec![Node::new(&leaf).unwrap().key(0).unwrap().to_vec()];
-            while let Some(next) = Node::new(&leaf).unwrap().next() {
-                leaf = tree.fix_shared(next).unwrap();
-                firsts.push(Node::new(&leaf).unwrap().key(0).unwrap().to_vec());
-            }
-            firsts
+        let leaf_firsts = |tree: &BTree<BytewiseKeyOrder>| -> Vec<Vec<u8>> {
+            leaf_chain(tree)
+                .into_iter()
+                .filter_map(|(_, entries)| entries.first().map(|(k, _)| k.clone()))
+                .collect()
         };
         while leaf_firsts(&tree).len() < 10 {
             tree.insert(&key(n), n as u64).unwrap();
@@ -2014,16 +2025,7 @@ mod tests {
         let (_pool, tree, _) = tree_of_height(1, 64);
         let tree = Arc::new(tree);
         let mut n = 0;
-        // Each leaf's page and keys, left to right.
-        let leaves = |tree: &BTree<BytewiseKeyOrder>| {
-            let (mut leaf, _) = tree.descend_shared(Target::Leftmost).unwrap();
-            let mut all = vec![(leaf.page_id(), Node::new(&leaf).unwrap().entries().unwrap())];
-            while let Some(next) = Node::new(&leaf).unwrap().next() {
-                leaf = tree.fix_shared(next).unwrap();
-                all.push((next, Node::new(&leaf).unwrap().entries().unwrap()));
-            }
-            all
-        };
+        let leaves = leaf_chain;
         while leaves(&tree).len() < 12 {
             tree.insert(&key(n), n as u64).unwrap();
             n += 1;
