@@ -72,6 +72,9 @@ pub(crate) struct Session {
     /// `Transaction::collect_locked`).
     hits: Hits,
     hits_again: Hits,
+    /// The rows the last scan of a primary index found, kept for the updates and deletes that
+    /// follow it (see [`Found`]).
+    found: Found,
     /// Columns from 64 on that an update set (see `RowWriter`).
     wide: Vec<usize>,
     /// The words a deferred update set, `(byte offset, bytes)` (see `RowWriter`).
@@ -144,6 +147,7 @@ impl Session {
             after: Vec::with_capacity(1024),
             hits: Hits::default(),
             hits_again: Hits::default(),
+            found: Found::default(),
             wide: Vec::new(),
             words: Vec::with_capacity(16),
             spans: Vec::with_capacity(8),
@@ -179,6 +183,7 @@ impl Session {
             + bytes(&self.after)
             + self.hits.retained_bytes()
             + self.hits_again.retained_bytes()
+            + self.found.hits.retained_bytes()
             + bytes(&self.wide)
             + bytes(&self.words)
             + bytes(&self.spans)
@@ -235,6 +240,13 @@ impl Hits {
         })
     }
 
+    /// Entry `i`: (key, location).
+    fn entry(&self, i: usize) -> (&[u8], u64) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1].0 };
+        let (end, loc) = self.ends[i];
+        (&self.keys[start..end], loc)
+    }
+
     /// The last entry's key.
     fn last_key(&self) -> Option<&[u8]> {
         let n = self.ends.len();
@@ -244,6 +256,56 @@ impl Hits {
 
     fn retained_bytes(&self) -> usize {
         self.keys.capacity() + self.ends.capacity() * std::mem::size_of::<(usize, u64)>()
+    }
+}
+
+/// The entries of this transaction's last scan of a table's primary index under record
+/// locking, so that an update or delete of one of those rows takes its location from here
+/// instead of descending the index again (Delivery updates each order line its scan found:
+/// without this, one descent more per line).
+///
+/// Sound while every entry's key lock is held — until the transaction ends, under two-phase
+/// locking — and the transaction itself has moved none of them: records are updated in place
+/// and never change key columns, so only its own delete (or a step taken back) can, and each
+/// empties the set ([`Found::forget`]). A new transaction starts with it empty.
+#[derive(Default)]
+struct Found {
+    /// The table whose primary index `hits` came from; `None`: nothing kept.
+    table: Option<u32>,
+    hits: Hits,
+    /// Where the next lookup starts: just after the last one's match, since rows are mostly
+    /// updated in the order their scan found them.
+    next: usize,
+}
+
+/// The most entries [`Found`] keeps: a lookup compares keys one by one, and the scans that
+/// are followed by updates of their rows find a few.
+const FOUND_MAX: usize = 32;
+
+impl Found {
+    /// The location of the row with encoded primary key `key` of table `table`, if the last
+    /// scan found it.
+    #[inline]
+    fn location(&mut self, table: u32, key: &[u8]) -> Option<u64> {
+        if self.table != Some(table) {
+            return None;
+        }
+        let n = self.hits.len();
+        for i in 0..n {
+            let at = (self.next + i) % n;
+            let (k, loc) = self.hits.entry(at);
+            if k == key {
+                self.next = at + 1;
+                return Some(loc);
+            }
+        }
+        None
+    }
+
+    /// Keeps nothing: the transaction deleted a row or took a step back, or a new one begins.
+    #[inline]
+    fn forget(&mut self) {
+        self.table = None;
     }
 }
 
@@ -290,6 +352,7 @@ impl<'db> Transaction<'db> {
             (None, 0)
         };
         s.leaf_hints.clear();
+        s.found.forget();
         if crate::profile::enabled() {
             crate::profile::begin(crate::profile::log_bytes(db.log.as_deref()));
         }
@@ -458,6 +521,8 @@ impl<'db> Transaction<'db> {
             s.deleted.clear();
             s.hits.clear();
             s.hits_again.clear();
+            s.found.forget();
+            s.found.hits.clear();
             // A thread being torn down has no slot left: the session is dropped.
             let _ = SESSION.try_with(|c| *c.borrow_mut() = Some(s));
         }
@@ -545,6 +610,9 @@ impl<'db> Transaction<'db> {
             if exclusive {
                 // Again under the lock: the table may have turned read-only meanwhile.
                 self.writable(table)?;
+            }
+            if let Some(loc) = self.s.found.location(table.id, k) {
+                return Ok(Some(loc));
             }
             return Ok(table.primary.get(k)?);
         }
@@ -1149,6 +1217,7 @@ impl<'db> Transaction<'db> {
     /// Takes back the transaction's last change at once (a statement-level rollback of one
     /// step), logging its compensation as `rollback` does.
     fn undo_last(&mut self) -> TxResult<()> {
+        self.s.found.forget();
         let Some(e) = self.s.undo.entries.pop() else {
             return Ok(());
         };
@@ -1433,6 +1502,7 @@ impl Tx for Transaction<'_> {
             let Some(loc) = self.locked_copy(table, key, &mut k, &mut rec)? else {
                 return Ok(false);
             };
+            self.s.found.forget();
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided.
                 self.lock_next_key(
@@ -1487,6 +1557,7 @@ impl Tx for Transaction<'_> {
         let mut hi = Vec::new();
         let lob = table.key.low_bound(range.low, &mut lo)?;
         let hib = table.key.high_bound(range.high, &mut hi)?;
+        self.s.found.forget();
         let mut hits = std::mem::take(&mut self.s.hits);
         let r = (|| {
             self.collect_locked(
@@ -1526,6 +1597,14 @@ impl Tx for Transaction<'_> {
             }
             Ok(rows)
         })();
+        // The rows' keys stay locked, so their locations stand for the updates that follow
+        // (see `Found`); under page locking a key's lock is its record's page's.
+        if r.is_ok() && self.db.locks.is_some() && !self.db.page_locking && hits.len() <= FOUND_MAX
+        {
+            std::mem::swap(&mut hits, &mut self.s.found.hits);
+            self.s.found.table = Some(table.id);
+            self.s.found.next = 0;
+        }
         self.s.hits = hits;
         r
     }
