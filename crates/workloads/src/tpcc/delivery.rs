@@ -2,7 +2,8 @@
 //! transaction over all ten districts of the home warehouse.
 //!
 //! Per district: the oldest NEW-ORDER row (ascending scan, limit 1, for update); none → the
-//! district is skipped; else delete it, set the order's o_carrier_id, set ol_delivery_d on its
+//! district is skipped; else delete it, read the order's o_c_id and set its o_carrier_id (one
+//! read-modify-write), set ol_delivery_d on its
 //! lines and sum their ol_amount, add the sum to the customer's c_balance and increment
 //! c_delivery_cnt.
 //!
@@ -64,15 +65,21 @@ pub fn delivery(tx: &mut dyn Tx, t: &Tables, input: &DeliveryInput) -> TxResult<
     for &(d, o_id) in &orders {
         let o_key = [Value::Int(w), Value::Int(d), Value::Int(o_id)];
         tx.delete(&t.new_order, &o_key)?;
-        let o_row = tx
-            .get(&t.order, &o_key, Fetch::Cols(&[order::O_C_ID]), true)?
-            .ok_or_else(|| TxError::Invalid(format!("new-order without order {o_key:?}")))?;
-        customers.push([w, d, int(&o_row, 0)?]);
-        tx.update(
-            &t.order,
-            &o_key,
-            &[(order::O_CARRIER_ID, Value::Int(input.carrier_id))],
-        )?;
+        // The order's customer read and its carrier set in one visit to the row.
+        let mut c_id = None;
+        let found = tx.update_with(&t.order, &o_key, &mut |r, set| {
+            c_id = Some(r.int(order::O_C_ID)?);
+            set.int(order::O_CARRIER_ID, input.carrier_id);
+            Ok(())
+        })?;
+        match c_id {
+            Some(c_id) if found => customers.push([w, d, c_id]),
+            _ => {
+                return Err(TxError::Invalid(format!(
+                    "new-order without order {o_key:?}"
+                )))
+            }
+        }
     }
 
     // Phase 3: each order's lines are delivered and summed.
