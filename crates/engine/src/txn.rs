@@ -1298,10 +1298,31 @@ impl<'db> Transaction<'db> {
             (None, Bound::Excluded(h)) => Bound::Included(h),
             (None, Bound::Unbounded) => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
         };
+        // Record locking: the next key is locked conditionally while its leaf is latched
+        // (as an insert locks its next key, `insert_entry_locked`). Granted there, it is the
+        // next key for good: an insert into the gap needs it exclusively, a delete of it
+        // needs it at all. Refused, or page locking, or no key after: the loop below.
+        let mut granted = false;
+        let mut conditional = match (&self.db.locks, self.locks.as_mut()) {
+            (Some(lm), Some(locks)) if !self.db.page_locking => Some((lm, locks)),
+            _ => None,
+        };
+        let mode = if exclusive { LockMode::X } else { LockMode::S };
         store.scan(lo, Bound::Unbounded, false, 1, |k, loc| {
-            next = Some((k.to_vec(), loc));
+            if let Some((lm, locks)) = conditional.as_mut() {
+                let name = key_hash(lock_table, k);
+                granted = lm
+                    .try_lock_record(locks, lock_table, name, mode)
+                    .unwrap_or(false);
+            }
+            if !granted {
+                next = Some((k.to_vec(), loc));
+            }
             false
         })?;
+        if granted {
+            return Ok(());
+        }
         // The key is read under latches and locked after: a key that arrived in between is
         // the true next key, so look again after locking until the locked one is still next.
         loop {
