@@ -1574,13 +1574,16 @@ impl Tx for Transaction<'_> {
         let table = self.table(t)?;
         Self::check_fetch(table, fetch)?;
         let limit = limit.unwrap_or(usize::MAX);
-        let mut lo = Vec::new();
-        let mut hi = Vec::new();
-        let lob = table.key.low_bound(range.low, &mut lo)?;
-        let hib = table.key.high_bound(range.high, &mut hi)?;
         self.s.found.forget();
+        // The bounds are encoded into the session's key buffers (nothing below uses them).
+        let mut lo = std::mem::take(&mut self.s.key);
+        let mut hi = std::mem::take(&mut self.s.key2);
         let mut hits = std::mem::take(&mut self.s.hits);
         let r = (|| {
+            lo.clear();
+            hi.clear();
+            let lob = table.key.low_bound(range.low, &mut lo)?;
+            let hib = table.key.high_bound(range.high, &mut hi)?;
             self.collect_locked(
                 &table.primary,
                 ((&lo, lob), (&hi, hib)),
@@ -1627,6 +1630,8 @@ impl Tx for Transaction<'_> {
             self.s.found.next = 0;
         }
         self.s.hits = hits;
+        self.s.key = lo;
+        self.s.key2 = hi;
         r
     }
 
@@ -1643,15 +1648,20 @@ impl Tx for Transaction<'_> {
         let table = self.db.table_by_id(index.table)?;
         Self::check_fetch(table, fetch)?;
         let limit = limit.unwrap_or(usize::MAX);
-        let mut lo = Vec::new();
-        let mut hi = Vec::new();
-        let lob = index.key.low_bound(range.low, &mut lo)?;
-        let hib = index.key.high_bound(range.high, &mut hi)?;
         // Index entries are locked in the index's own lock space (table id range above tables).
         let index_lock = crate::db::index_lock_space(index.id);
+        // The bounds, each entry's primary key and the entry a record carries are encoded
+        // into the session's buffers (nothing below uses them).
+        let mut lo = std::mem::take(&mut self.s.key);
+        let mut hi = std::mem::take(&mut self.s.key2);
+        let mut pk = std::mem::take(&mut self.s.rec);
+        let mut check = std::mem::take(&mut self.s.after);
         let mut hits = std::mem::take(&mut self.s.hits);
         let r = (|| {
-            let mut pk = Vec::new();
+            lo.clear();
+            hi.clear();
+            let lob = index.key.low_bound(range.low, &mut lo)?;
+            let hib = index.key.high_bound(range.high, &mut hi)?;
             self.collect_locked(
                 &index.store,
                 ((&lo, lob), (&hi, hib)),
@@ -1677,7 +1687,6 @@ impl Tx for Transaction<'_> {
                 },
             )?;
             let mut rows = Vec::with_capacity(hits.len());
-            let mut check = Vec::new();
             for (entry, loc) in hits.iter() {
                 // The record must still carry this entry.
                 let row = table.records.with(loc, |rec| {
@@ -1695,6 +1704,10 @@ impl Tx for Transaction<'_> {
             Ok(rows)
         })();
         self.s.hits = hits;
+        self.s.key = lo;
+        self.s.key2 = hi;
+        self.s.rec = pk;
+        self.s.after = check;
         r
     }
 }
