@@ -265,9 +265,10 @@ impl Hits {
 /// without this, one descent more per line).
 ///
 /// Sound while every entry's key lock is held — until the transaction ends, under two-phase
-/// locking — and the transaction itself has moved none of them: records are updated in place
-/// and never change key columns, so only its own delete (or a step taken back) can, and each
-/// empties the set ([`Found::forget`]). A new transaction starts with it empty.
+/// locking — and the transaction itself has moved none of them: a record keeps its id
+/// through every update (one that outgrows its page leaves a forwarding stub) and no update
+/// sets a key column, so only its own delete (or a step taken back) can, and each empties
+/// the set ([`Found::forget`]). A new transaction starts with it empty.
 #[derive(Default)]
 struct Found {
     /// The table whose primary index `hits` came from; `None`: nothing kept.
