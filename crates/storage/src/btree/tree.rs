@@ -1942,6 +1942,32 @@ mod tests {
     type Entries = Vec<(Vec<u8>, u64)>;
 
     /// Each leaf of `tree`, left to right along the chain: its page and its entries.
+    /// A whole backward scan that, at each key `at` names a message for, sends it on `ask` and
+    /// pauses 50 ms, holding that key's leaf, so the thread receiving it acts meanwhile; then
+    /// closes `ask`. The scan's result and the keys it passed, in order.
+    fn scan_back_asking<T>(
+        tree: &BTree<BytewiseKeyOrder>,
+        ask: std::sync::mpsc::Sender<T>,
+        mut at: impl FnMut(&[u8]) -> Option<T>,
+    ) -> (StorageResult<usize>, Vec<Vec<u8>>) {
+        let mut seen: Vec<Vec<u8>> = Vec::new();
+        let scanned = tree.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            true,
+            usize::MAX,
+            |k, _| {
+                seen.push(k.to_vec());
+                if let Some(message) = at(k) {
+                    ask.send(message).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                true
+            },
+        );
+        (scanned, seen)
+    }
+
     fn leaf_chain(tree: &BTree<BytewiseKeyOrder>) -> Vec<(PageId, Entries)> {
         let (mut leaf, _) = tree.descend_shared(Target::Leftmost).unwrap();
         let mut all = vec![(leaf.page_id(), Node::new(&leaf).unwrap().entries().unwrap())];
@@ -1989,22 +2015,10 @@ mod tests {
                 split
             })
         };
-        let mut seen: Vec<Vec<u8>> = Vec::new();
-        let scanned = tree.scan(
-            Bound::Unbounded,
-            Bound::Unbounded,
-            true,
-            usize::MAX,
-            |k, _| {
-                seen.push(k.to_vec());
-                if let Some(at) = firsts[1..].iter().position(|f| f == k) {
-                    ask.send(firsts[at].clone()).unwrap();
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                true
-            },
-        );
-        drop(ask);
+        let (scanned, seen) = scan_back_asking(&tree, ask, |k| {
+            let at = firsts[1..].iter().position(|f| f == k)?;
+            Some(firsts[at].clone())
+        });
         let split = splitter.join().unwrap();
         let scanned = scanned.expect("a sound tree's backward scan ends without an error");
         assert_eq!(split, firsts.len() - 1);
@@ -2059,23 +2073,10 @@ mod tests {
                 }
             })
         };
-        let mut seen: Vec<Vec<u8>> = Vec::new();
-        let scanned = tree.scan(
-            Bound::Unbounded,
-            Bound::Unbounded,
-            true,
-            usize::MAX,
-            |k, _| {
-                seen.push(k.to_vec());
-                let at = before.iter().position(|l| l[0].0 == k);
-                if let Some(at) = at.filter(|&at| at > 0 && emptied.contains(&(at - 1))) {
-                    ask.send(before[at - 1].clone()).unwrap();
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                }
-                true
-            },
-        );
-        drop(ask);
+        let (scanned, seen) = scan_back_asking(&tree, ask, |k| {
+            let at = before.iter().position(|l| l[0].0 == k)?;
+            (at > 0 && emptied.contains(&(at - 1))).then(|| before[at - 1].clone())
+        });
         deleter.join().unwrap();
         scanned.expect("a sound tree's backward scan ends without an error");
         let expected: Vec<Vec<u8>> = before
