@@ -475,3 +475,173 @@ fn deliveries_leave_no_run_of_empty_leaves_in_the_new_order_index() {
     );
     common::assert_all_hold(&w.check(&db).unwrap());
 }
+
+/// A transaction that notes the table of each row it reads, updates, inserts or deletes, in
+/// order, and passes everything on to the engine's.
+struct Recorder<'a> {
+    inner: &'a mut dyn Tx,
+    touched: Vec<String>,
+}
+
+impl Tx for Recorder<'_> {
+    fn get(
+        &mut self,
+        table: &engine::TableRef,
+        key: &[Value],
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> engine::TxResult<Option<engine::Row>> {
+        self.touched.push(table.name.clone());
+        self.inner.get(table, key, fetch, for_update)
+    }
+    fn read_with(
+        &mut self,
+        table: &engine::TableRef,
+        key: &[Value],
+        for_update: bool,
+        f: &mut engine::ReadFn<'_>,
+    ) -> engine::TxResult<bool> {
+        self.touched.push(table.name.clone());
+        self.inner.read_with(table, key, for_update, f)
+    }
+    fn update_with(
+        &mut self,
+        table: &engine::TableRef,
+        key: &[Value],
+        f: &mut engine::UpdateFn<'_>,
+    ) -> engine::TxResult<bool> {
+        self.touched.push(table.name.clone());
+        self.inner.update_with(table, key, f)
+    }
+    fn update(
+        &mut self,
+        table: &engine::TableRef,
+        key: &[Value],
+        set: &[(usize, Value)],
+    ) -> engine::TxResult<bool> {
+        self.touched.push(table.name.clone());
+        self.inner.update(table, key, set)
+    }
+    fn insert(&mut self, table: &engine::TableRef, row: &[Value]) -> engine::TxResult<()> {
+        self.touched.push(table.name.clone());
+        self.inner.insert(table, row)
+    }
+    fn delete(&mut self, table: &engine::TableRef, key: &[Value]) -> engine::TxResult<bool> {
+        self.touched.push(table.name.clone());
+        self.inner.delete(table, key)
+    }
+    fn scan(
+        &mut self,
+        table: &engine::TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> engine::TxResult<Vec<engine::Row>> {
+        self.touched.push(table.name.clone());
+        self.inner
+            .scan(table, range, limit, reverse, fetch, for_update)
+    }
+    fn scan_index(
+        &mut self,
+        index: &engine::IndexRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> engine::TxResult<Vec<engine::Row>> {
+        self.touched.push(index.name.clone());
+        self.inner
+            .scan_index(index, range, limit, reverse, fetch, for_update)
+    }
+}
+
+/// The tables one committed run of `body` touched, in order.
+fn touched(db: &Arc<Database>, body: impl Fn(&mut dyn Tx) -> engine::TxResult<()>) -> Vec<String> {
+    let mut order = Vec::new();
+    with_txn(db, |tx| {
+        let mut recorder = Recorder {
+            inner: tx,
+            touched: Vec::new(),
+        };
+        body(&mut recorder)?;
+        order = recorder.touched;
+        Ok(())
+    })
+    .unwrap();
+    order
+}
+
+#[test]
+fn new_order_and_payment_reach_the_warehouse_row_last() {
+    use workloads::tpcc::input::{CustomerSelector, NewOrderInput, OrderLineInput, PaymentInput};
+    use workloads::tpcc::schema::{DISTRICT, HISTORY, WAREHOUSE};
+    // Every Payment of a warehouse writes its row and every New-Order reads it: reached last,
+    // its lock is held for the end of each transaction only (see `payment`'s notes).
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    for paper in [false, true] {
+        let input = NewOrderInput {
+            w_id: 1,
+            d_id: 3,
+            c_id: 5,
+            lines: (1..=6)
+                .map(|i| OrderLineInput {
+                    i_id: i * 11,
+                    supply_w_id: 1,
+                    quantity: 2,
+                })
+                .collect(),
+            entry_d: 1,
+            paper,
+        };
+        let order = touched(&db, |tx| {
+            workloads::tpcc::new_order::new_order(tx, &t, &input).map(drop)
+        });
+        assert_eq!(
+            order.last().map(String::as_str),
+            Some(WAREHOUSE),
+            "{order:?}"
+        );
+        assert_eq!(
+            order.iter().filter(|n| *n == WAREHOUSE).count(),
+            1,
+            "{order:?}"
+        );
+        assert!(
+            order.len() > 20,
+            "district, customer, items, stock, inserts: {order:?}"
+        );
+    }
+    for customer in [
+        CustomerSelector::ById(7),
+        CustomerSelector::ByLastName(workloads::tpcc::random::last_name(6)),
+    ] {
+        let input = PaymentInput {
+            w_id: 1,
+            d_id: 2,
+            c_w_id: 1,
+            c_d_id: 2,
+            customer,
+            h_amount: 10.0,
+            h_date: 4,
+        };
+        let order = touched(&db, |tx| {
+            workloads::tpcc::payment::payment(tx, &t, &input).map(drop)
+        });
+        // The district before the warehouse (New-Order's lock order too), the history row
+        // after it (its H_DATA holds W_NAME).
+        let at = |name: &str| order.iter().position(|n| n == name);
+        assert_eq!(at(DISTRICT), Some(0), "{order:?}");
+        assert_eq!(order[order.len() - 2..], [WAREHOUSE, HISTORY], "{order:?}");
+        assert_eq!(
+            order.iter().filter(|n| *n == WAREHOUSE).count(),
+            1,
+            "{order:?}"
+        );
+    }
+    common::assert_all_hold(&w.check(&db).unwrap());
+}

@@ -202,7 +202,7 @@ impl Workload for Tpcc {
                 name: TXN_NAMES[1],
                 round_trips: 4,
                 note: "get W, D (+ C by id) (1); by last name: scan customer index, then get \
-                       the middle one (1); update W, D, C + insert H (1); commit (1): 4 by \
+                       the middle one (1); update D, C, W + insert H (1); commit (1): 4 by \
                        name (60%), 3 by id",
             },
             Interactions {

@@ -1,13 +1,16 @@
 //! The New-Order transaction (clause 2.4.2), and the 2008 paper's form of it (Figure 4).
 //!
-//! Full form, in the specification's order except that D is taken before W (the lock order
-//! Payment shares, see `payment`):
+//! Full form, in the specification's order except that D is taken first and W last:
 //! ```text
-//! read-modify-write D (d_next_o_id + 1) → read W (w_tax) → read C
-//! → insert O, NO → per line: read I (absent: UserAbort) → read-modify-write S → insert OL
+//! read-modify-write D (d_next_o_id + 1) → read C → insert O, NO
+//! → per line: read I (absent: UserAbort) → read-modify-write S → insert OL → read W (w_tax)
 //! ```
 //! Paper form: all items are read first, so an unused item aborts before any write; then
-//! D, W, C, per line S and OL, and finally O and NO.
+//! D, C, per line S and OL, O and NO, and finally W.
+//!
+//! W_TAX only enters the total the terminal shows, so the warehouse row, which every Payment
+//! of the warehouse writes, is read last and its shared lock held for the commit only (see
+//! `payment`, which writes it last). An unused item rolls back before reaching it.
 //!
 //! Reads and read-modify-writes go through [`Tx::read_with`] and [`Tx::update_with`]: the
 //! procedure looks at the stored row in place and the engine finds each row once. A
@@ -338,17 +341,17 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
         }
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         prefetch_inserts(tx, t, input, o_id);
-        w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
         lines = order_lines(tx, t, input, o_id, Some(items))?;
         insert_order(tx, t, input, o_id)?;
+        w_tax = get_w_tax(tx, t, input.w_id)?;
     } else {
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         prefetch_inserts(tx, t, input, o_id);
-        w_tax = get_w_tax(tx, t, input.w_id)?;
         c_discount = get_c_discount(tx, t, input)?;
         insert_order(tx, t, input, o_id)?;
         lines = order_lines(tx, t, input, o_id, None)?;
+        w_tax = get_w_tax(tx, t, input.w_id)?;
     }
     let sum: f64 = lines.iter().map(|l| l.ol_amount).sum();
     Ok(NewOrderOutput {
