@@ -16,8 +16,9 @@
 //! scans take next-key locks: every key returned and the first key after the range
 //! (see `scan_locked`), and inserts lock the key after the one they insert. With record
 //! locking on a B+-tree that happens inside the insert's own descent (`insert_entry_locked`,
-//! ARIES/IM): the next key is try-locked under the leaf latch, and only a refusal makes the
-//! insert release its latches, wait for the lock and descend again. A duplicate key then
+//! ARIES/IM): the next key's lock is asked for under the leaf latch for an instant only (is
+//! it free of scans and deletes? the new entry's own lock guards the rest), and only a
+//! refusal makes the insert release its latches, wait for the lock and descend again. A duplicate key then
 //! shows up after the record went into the heap, so the insert is undone on the spot
 //! (`undo_last`, with a compensation record) before `DuplicateKey` is returned.
 
@@ -1045,12 +1046,13 @@ impl<'db> Transaction<'db> {
     /// entries it locked are the entries there are.
     ///
     /// Why: the entries are read under latches, the locks taken after. An insert into a gap
-    /// of the range that lands in between holds its next key's lock until it commits, so the
-    /// scan waits for it there, but its entry is not among those collected: without the
-    /// second look, a rescan in the same transaction would find it (a phantom). Once every
-    /// collected entry and the next key are locked, no insert or delete can reach the range
-    /// (each needs an exclusive lock on the key after its own), so the second look is final
-    /// unless something slipped in before the locks.
+    /// of the range can land in between (its check of the next key's lock is an instant's,
+    /// so the scan may even get that lock at once), and its entry is not among those
+    /// collected: without the second look, a rescan in the same transaction would find it
+    /// (a phantom). The second look does, and locks it, so the scan waits for the insert's
+    /// transaction there. Once every collected entry and the next key are locked, no insert
+    /// or delete can reach the range (each needs an exclusive lock on the key after its
+    /// own), so the second look is final unless something slipped in before the locks.
     #[allow(clippy::too_many_arguments)]
     fn collect_locked(
         &mut self,
@@ -1176,11 +1178,15 @@ impl<'db> Transaction<'db> {
         Ok(store.insert(k, loc)?)
     }
 
-    /// Adds the entry `k → loc` to `store` (record locking), locking the key after it in the
-    /// same descent (ARIES/IM): under the leaf latch the next key (or the end of the index)
-    /// is locked X *conditionally*, in lock space `space`; if that is refused the tree lets
-    /// go of every latch, this waits for the lock unconditionally and tries again (the next
-    /// key may have changed meanwhile). A duplicate is `TxError::Storage(DuplicateKey)`.
+    /// Adds the entry `k → loc` to `store` (record locking), checking the key after it in
+    /// the same descent (ARIES/IM): under the leaf latch X on the next key (or the end of
+    /// the index), in lock space `space`, is asked for *conditionally and for an instant*:
+    /// granted, nothing is kept (`k`'s own lock, which the caller holds to commit, guards the
+    /// entry from then on, so a later scan or delete of the next key need not wait for this
+    /// transaction: New-Order's insert at the end of one district's new orders and
+    /// Delivery's lock on the next district's oldest did). Refused, the tree lets go of every
+    /// latch, this waits for the lock unconditionally (and keeps it) and tries again (the
+    /// next key may have changed meanwhile). A duplicate is `TxError::Storage(DuplicateKey)`.
     fn insert_entry_locked(
         &mut self,
         store: &crate::table::IndexStore,
@@ -1197,7 +1203,7 @@ impl<'db> Transaction<'db> {
             let r = store.insert_with_next(k, loc, hint, |next| {
                 let name = key_hash(space, next.unwrap_or(END_OF_INDEX));
                 let granted = lm
-                    .try_lock_record(locks, space, name, LockMode::X)
+                    .try_lock_record_instant(locks, space, name, LockMode::X)
                     .unwrap_or(false);
                 if !granted {
                     refused = Some(name);
@@ -1300,7 +1306,7 @@ impl<'db> Transaction<'db> {
             (None, Bound::Unbounded) => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
         };
         // Record locking: the next key is locked conditionally while its leaf is latched
-        // (as an insert locks its next key, `insert_entry_locked`). Granted there, it is the
+        // (as an insert asks for its next key's, `insert_entry_locked`). Granted there, it is the
         // next key for good: an insert into the gap needs it exclusively, a delete of it
         // needs it at all. Refused, or page locking, or no key after: the loop below.
         let mut granted = false;

@@ -87,6 +87,76 @@ fn insert_waits_for_a_scanners_next_key_lock_in_the_middle_of_the_index() {
 }
 
 #[test]
+fn an_insert_keeps_no_lock_on_its_next_key_but_guards_its_own_entry() {
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    // The writer inserts 24 (next key 30) and stays open.
+    let mut writer = db.begin().unwrap();
+    writer.insert(&t, &row(24)).unwrap();
+    // A delete of 30, which needs 30 exclusively, goes through while the writer is open:
+    // the insert only checked 30 for an instant. (It held 30 to its commit before: a
+    // Delivery's lock on one district's oldest new order waited for every New-Order
+    // inserting at the end of the district before it.)
+    let deleted = Arc::new(AtomicBool::new(false));
+    let deleter = {
+        let (db, t, flag) = (db.clone(), t.clone(), deleted.clone());
+        std::thread::spawn(move || {
+            db.run(|tx| tx.delete(&t, &[Value::Int(30)]).map(drop))
+                .unwrap();
+            flag.store(true, Ordering::SeqCst);
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !deleted.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        deleted.load(Ordering::SeqCst),
+        "a delete of the key after an open insert waited for the insert's transaction"
+    );
+    deleter.join().unwrap();
+    // A scan over the new entry still waits for the writer: 24's own lock is held.
+    let (scanned, scanned_rows) = {
+        let (db, t) = (db.clone(), t.clone());
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let handle = std::thread::spawn(move || {
+            let (lo, hi) = ([Value::Int(20)], [Value::Int(28)]);
+            let mut got = Vec::new();
+            db.run(|tx| {
+                got = tx.scan(
+                    &t,
+                    KeyRange {
+                        low: std::ops::Bound::Included(&lo[..]),
+                        high: std::ops::Bound::Excluded(&hi[..]),
+                    },
+                    None,
+                    false,
+                    Fetch::Cols(&[0]),
+                    false,
+                )?;
+                Ok(())
+            })
+            .unwrap();
+            flag.store(true, Ordering::SeqCst);
+            got.iter()
+                .map(|r| r[0].as_int().unwrap())
+                .collect::<Vec<_>>()
+        });
+        (done, handle)
+    };
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        !scanned.load(Ordering::SeqCst),
+        "a scan read past an uncommitted insert"
+    );
+    writer.commit().unwrap();
+    assert_eq!(scanned_rows.join().unwrap(), vec![20, 24]);
+    assert_eq!(ids(&db, &t), vec![0, 10, 20, 24, 40, 50, 60, 70, 80, 90]);
+    db.check_invariants().unwrap();
+}
+
+#[test]
 fn an_insert_whose_next_key_changed_while_it_waited_locks_the_new_one() {
     let db = open(Preset::Full, 3);
     let t = spaced(&db);

@@ -751,6 +751,30 @@ impl LockManager {
         Ok(r)
     }
 
+    /// ARIES/IM's *instant-duration* request, made while holding a page latch: `Ok(true)`
+    /// where `mode` on the record could be granted right now (or is held already), without
+    /// keeping a grant; `Ok(false)` where it would have to wait, nothing queued. An insert
+    /// asks this of the key after its own: it must not slip into a gap a scan has locked
+    /// (the scan holds the key after the gap), but once its entry is in, the entry's own
+    /// lock, held to commit, guards it; holding the next key too would only make later
+    /// readers and deletes of that key wait for the insert. Intention locks above are
+    /// requested, and kept, as by [`Self::try_lock_record`]; a refusal counts in
+    /// [`LockStats::refused`], a success as an immediate request.
+    pub fn try_lock_record_instant(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        key: u64,
+        mode: LockMode,
+    ) -> Result<bool, LockError> {
+        let mut timer = self.timer();
+        let name = LockName::Record { table, key };
+        let r = self.try_lock_leaf_as(t, table, name, mode, true, &mut timer);
+        t.stats.refused += u64::from(!r);
+        self.stop(t, timer);
+        Ok(r)
+    }
+
     /// Locks a page (page-level locking), with the same hierarchy and escalation as records.
     pub fn lock_page(
         &self,
@@ -962,6 +986,21 @@ impl LockManager {
         mode: LockMode,
         timer: &mut Timer,
     ) -> bool {
+        self.try_lock_leaf_as(t, table, name, mode, false, timer)
+    }
+
+    /// [`Self::try_lock_leaf`], or with `instant` only the check that it would be granted
+    /// (the intention locks above are taken either way).
+    #[inline(always)]
+    fn try_lock_leaf_as(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        name: LockName,
+        mode: LockMode,
+        instant: bool,
+        timer: &mut Timer,
+    ) -> bool {
         if t.database.is_some_and(|d| d.covers_below(mode)) {
             return true;
         }
@@ -995,6 +1034,9 @@ impl LockManager {
         };
         if t.tables[i].escalated || t.tables[i].leaf_count >= self.config.escalation_threshold {
             return false;
+        }
+        if instant {
+            return self.grantable(t, name, mode, timer);
         }
         let held_before = t.held.len();
         if self.try_request(t, name, mode, timer).is_none() {
@@ -1370,6 +1412,42 @@ impl LockManager {
         t.stats.requests += 1;
         t.stats.immediate += 1;
         Some(got)
+    }
+
+    /// Whether [`Self::try_request`] would grant `mode` on `name` now, changing nothing (the
+    /// instant-duration request).
+    #[inline(always)]
+    fn grantable(
+        &self,
+        t: &mut TxnLocks,
+        name: LockName,
+        mode: LockMode,
+        timer: &mut Timer,
+    ) -> bool {
+        let txn = t.txn;
+        note_shared(name);
+        let bucket = self.table.bucket_index(name);
+        let mut guard = self.latch(self.table.bucket_at(bucket), timer);
+        let free = match guard.position(name) {
+            // Nobody holds or wants it: no head.
+            None => true,
+            Some(index) => {
+                let head = guard.head_at(index);
+                match head.grant_of(txn) {
+                    Some(g) => {
+                        let want = head.granted[g].mode.supremum(mode);
+                        head.compatible_with_others(txn, want)
+                    }
+                    None => head.queue.is_empty() && head.compatible_with_others(txn, mode),
+                }
+            }
+        };
+        drop(guard);
+        if free {
+            t.stats.requests += 1;
+            t.stats.immediate += 1;
+        }
+        free
     }
 
     /// How long a waiter at the front of its queue spins before it sleeps (zero: not at

@@ -835,6 +835,71 @@ fn try_lock_refuses_a_conflict_without_queueing_or_leaving_state() {
 }
 
 #[test]
+fn an_instant_request_says_whether_it_would_be_granted_and_keeps_nothing() {
+    let m = manager(config());
+    let mut t = m.begin(TxnId(1));
+    // Free: granted, and no record lock is left behind (the intentions above are kept).
+    assert!(m.try_lock_record_instant(&mut t, 7, 1, X).unwrap());
+    assert_eq!(
+        t.held(),
+        &[(LockName::Database, IX), (LockName::Table(7), IX)]
+    );
+    assert_eq!(t.leaf_locks_in(7), 0);
+    assert_eq!(
+        m.lock_name_count(),
+        2,
+        "the database and the table, no record"
+    );
+    // Another transaction may take it exclusively at once.
+    let mut other = m.begin(TxnId(2));
+    assert!(m.try_lock_record(&mut other, 7, 1, X).unwrap());
+    // Now held by someone else: refused, nothing queued, nothing held.
+    assert!(!m.try_lock_record_instant(&mut t, 7, 1, X).unwrap());
+    assert!(!m.try_lock_record_instant(&mut t, 7, 1, S).unwrap());
+    assert!(!m.is_waiting(TxnId(1)));
+    assert_eq!(t.mode_of(rec(7, 1)), None);
+    m.release_all(&mut other);
+    // Shared holders refuse an exclusive instant and admit a shared one.
+    m.lock_record(&mut other, 7, 1, S).unwrap();
+    assert!(!m.try_lock_record_instant(&mut t, 7, 1, X).unwrap());
+    assert!(m.try_lock_record_instant(&mut t, 7, 1, S).unwrap());
+    m.release_all(&mut other);
+    // Its own lock never refuses it, and stays as it was.
+    m.lock_record(&mut t, 7, 2, S).unwrap();
+    assert!(m.try_lock_record_instant(&mut t, 7, 2, X).unwrap());
+    assert_eq!(t.mode_of(rec(7, 2)), Some(S));
+    m.check_invariants();
+    m.release_all(&mut t);
+    assert_eq!(m.lock_name_count(), 0);
+    let stats = m.stats();
+    assert_eq!(stats.requests, stats.immediate + stats.waits);
+    assert_eq!(stats.refused, 3);
+}
+
+#[test]
+fn an_instant_request_does_not_barge_past_a_waiter() {
+    let m = manager(config());
+    let mut t1 = m.begin(TxnId(1));
+    m.lock_record(&mut t1, 1, 1, S).unwrap();
+    let m2 = m.clone();
+    let writer = thread::spawn(move || {
+        let mut t2 = m2.begin(TxnId(2));
+        m2.lock_record(&mut t2, 1, 1, X).unwrap();
+        m2.release_all(&mut t2);
+    });
+    until_waiting(&m, TxnId(2));
+    let mut t3 = m.begin(TxnId(3));
+    // Compatible with the granted S, but T2 waits ahead.
+    assert!(!m.try_lock_record_instant(&mut t3, 1, 1, S).unwrap());
+    m.release_all(&mut t1);
+    writer.join().unwrap();
+    assert!(m.try_lock_record_instant(&mut t3, 1, 1, X).unwrap());
+    m.release_all(&mut t3);
+    assert_eq!(m.lock_name_count(), 0);
+    m.check_invariants();
+}
+
+#[test]
 fn try_lock_upgrade_refused_keeps_the_held_mode() {
     let m = manager(config());
     let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
