@@ -18,9 +18,9 @@
 //! locking on a B+-tree that happens inside the insert's own descent (`insert_entry_locked`,
 //! ARIES/IM): the next key's lock is asked for under the leaf latch for an instant only (is
 //! it free of scans and deletes? the new entry's own lock guards the rest), and only a
-//! refusal makes the insert release its latches, wait for the lock and descend again. A duplicate key then
-//! shows up after the record went into the heap, so the insert is undone on the spot
-//! (`undo_last`, with a compensation record) before `DuplicateKey` is returned.
+//! refusal makes the insert release its latches, wait for the lock and descend again. A
+//! duplicate key then shows up after the record went into the heap, so the insert is undone
+//! on the spot (`undo_last`, with a compensation record) before `DuplicateKey` is returned.
 
 use std::mem::ManuallyDrop;
 use std::ops::Bound;

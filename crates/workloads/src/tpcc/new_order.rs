@@ -10,7 +10,9 @@
 //!
 //! W_TAX only enters the total the terminal shows, so the warehouse row, which every Payment
 //! of the warehouse writes, is read last and its shared lock held for the commit only (see
-//! `payment`, which writes it last). An unused item rolls back before reaching it.
+//! `payment`, which writes it last). An unused item rolls back before reaching it. A client
+//! that reads ahead on hints reads W in its first round trip (`prefetch_rows`) and holds its
+//! lock throughout.
 //!
 //! Reads and read-modify-writes go through [`Tx::read_with`] and [`Tx::update_with`]: the
 //! procedure looks at the stored row in place and the engine finds each row once. A

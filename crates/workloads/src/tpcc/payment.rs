@@ -14,7 +14,9 @@
 //! specification lists W first and Figure 4 D, W, C; the reads and writes, and so the result,
 //! are the same in any order, and on one thread so is the cost. On one warehouse with two
 //! threads it took Glass's lock waits on the warehouse row from three in four of all waits to
-//! one in five (docs/performance.md, "The warehouse row last").
+//! one in five (docs/performance.md, "The warehouse row last"). A client that reads ahead on
+//! hints (`client::RemoteTx`) still reads W with D in its first round trip, as the hints
+//! below ask, and so holds W's lock throughout.
 //!
 //! Lock order: every TPC-C transaction here that writes the district takes it before the
 //! warehouse (New-Order too), so New-Order and Payment cannot deadlock on that pair.
