@@ -30,6 +30,17 @@ fn spaced(db: &engine::Database) -> TableRef {
     t
 }
 
+/// The ids in [lo, hi) that a scan by `tx` returns.
+fn scan_ids(tx: &mut dyn Tx, t: &TableRef, lo: i64, hi: i64) -> engine::TxResult<Vec<i64>> {
+    let (lo, hi) = ([Value::Int(lo)], [Value::Int(hi)]);
+    let range = KeyRange {
+        low: std::ops::Bound::Included(&lo[..]),
+        high: std::ops::Bound::Excluded(&hi[..]),
+    };
+    let rows = tx.scan(t, range, None, false, Fetch::Cols(&[0]), false)?;
+    Ok(rows.iter().map(|r| r[0].as_int().unwrap()).collect())
+}
+
 /// Spawns a transaction inserting `id`; the flag turns true once it committed.
 fn insert_in_thread(
     db: &Arc<engine::Database>,
@@ -121,27 +132,14 @@ fn an_insert_keeps_no_lock_on_its_next_key_but_guards_its_own_entry() {
         let done = Arc::new(AtomicBool::new(false));
         let flag = done.clone();
         let handle = std::thread::spawn(move || {
-            let (lo, hi) = ([Value::Int(20)], [Value::Int(28)]);
             let mut got = Vec::new();
             db.run(|tx| {
-                got = tx.scan(
-                    &t,
-                    KeyRange {
-                        low: std::ops::Bound::Included(&lo[..]),
-                        high: std::ops::Bound::Excluded(&hi[..]),
-                    },
-                    None,
-                    false,
-                    Fetch::Cols(&[0]),
-                    false,
-                )?;
+                got = scan_ids(tx, &t, 20, 28)?;
                 Ok(())
             })
             .unwrap();
             flag.store(true, Ordering::SeqCst);
-            got.iter()
-                .map(|r| r[0].as_int().unwrap())
-                .collect::<Vec<_>>()
+            got
         });
         (done, handle)
     };
@@ -162,20 +160,7 @@ fn an_insert_whose_next_key_changed_while_it_waited_locks_the_new_one() {
     let t = spaced(&db);
     // The reader holds 30 (the key after its range [0, 25)).
     let mut reader = db.begin().unwrap();
-    let (lo, hi) = ([Value::Int(0)], [Value::Int(25)]);
-    reader
-        .scan(
-            &t,
-            KeyRange {
-                low: std::ops::Bound::Included(&lo[..]),
-                high: std::ops::Bound::Excluded(&hi[..]),
-            },
-            None,
-            false,
-            Fetch::Cols(&[0]),
-            false,
-        )
-        .unwrap();
+    assert_eq!(scan_ids(&mut reader, &t, 0, 25).unwrap(), vec![0, 10, 20]);
     // A writer inserts 27 (next key 30: waits).
     let (waiting, waiting_done) = insert_in_thread(&db, &t, 27);
     std::thread::sleep(Duration::from_millis(100));

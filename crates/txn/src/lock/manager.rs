@@ -744,11 +744,7 @@ impl LockManager {
         key: u64,
         mode: LockMode,
     ) -> Result<bool, LockError> {
-        let mut timer = self.timer();
-        let r = self.try_lock_leaf(t, table, LockName::Record { table, key }, mode, &mut timer);
-        t.stats.refused += u64::from(!r);
-        self.stop(t, timer);
-        Ok(r)
+        Ok(self.try_record(t, table, key, mode, false))
     }
 
     /// ARIES/IM's *instant-duration* request, made while holding a page latch: `Ok(true)`
@@ -767,12 +763,24 @@ impl LockManager {
         key: u64,
         mode: LockMode,
     ) -> Result<bool, LockError> {
+        Ok(self.try_record(t, table, key, mode, true))
+    }
+
+    /// [`Self::try_lock_record`], or with `instant` [`Self::try_lock_record_instant`].
+    fn try_record(
+        &self,
+        t: &mut TxnLocks,
+        table: u32,
+        key: u64,
+        mode: LockMode,
+        instant: bool,
+    ) -> bool {
         let mut timer = self.timer();
         let name = LockName::Record { table, key };
-        let r = self.try_lock_leaf_as(t, table, name, mode, true, &mut timer);
+        let r = self.try_lock_leaf(t, table, name, mode, instant, &mut timer);
         t.stats.refused += u64::from(!r);
         self.stop(t, timer);
-        Ok(r)
+        r
     }
 
     /// Locks a page (page-level locking), with the same hierarchy and escalation as records.
@@ -976,23 +984,11 @@ impl LockManager {
         Ok(())
     }
 
-    /// [`Self::lock_leaf`] that never waits: false where it would have to.
+    /// [`Self::lock_leaf`] that never waits: false where it would have to. With `instant`,
+    /// only the check that the leaf lock would be granted, nothing kept (the intention locks
+    /// above are taken either way).
     #[inline(always)]
     fn try_lock_leaf(
-        &self,
-        t: &mut TxnLocks,
-        table: u32,
-        name: LockName,
-        mode: LockMode,
-        timer: &mut Timer,
-    ) -> bool {
-        self.try_lock_leaf_as(t, table, name, mode, false, timer)
-    }
-
-    /// [`Self::try_lock_leaf`], or with `instant` only the check that it would be granted
-    /// (the intention locks above are taken either way).
-    #[inline(always)]
-    fn try_lock_leaf_as(
         &self,
         t: &mut TxnLocks,
         table: u32,
