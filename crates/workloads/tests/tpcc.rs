@@ -406,6 +406,73 @@ fn payment_by_last_name_picks_the_middle_customer() {
     common::assert_all_hold(&w.check(&db).unwrap());
 }
 
+/// Stock-Level counts each item of the district's last 20 orders once, by its stock at the
+/// home warehouse: checked against the same count made from whole-table scans, for every
+/// district and several thresholds (items repeat across orders: 1,000 items in the reduced
+/// load, some 200 lines).
+#[test]
+fn stock_level_counts_the_distinct_items_of_the_last_twenty_orders_below_the_threshold() {
+    use std::collections::{BTreeSet, HashMap};
+    use workloads::tpcc::input::StockLevelInput;
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    let (next, lines, quantity) = with_txn(&db, |tx| {
+        let next: HashMap<i64, i64> =
+            scan_all(tx, &t.district, &[district::D_ID, district::D_NEXT_O_ID])?
+                .iter()
+                .map(|r| Ok((int(r, 0)?, int(r, 1)?)))
+                .collect::<engine::TxResult<_>>()?;
+        let lines = scan_all(
+            tx,
+            &t.order_line,
+            &[
+                order_line::OL_D_ID,
+                order_line::OL_O_ID,
+                order_line::OL_I_ID,
+            ],
+        )?
+        .iter()
+        .map(|r| Ok((int(r, 0)?, int(r, 1)?, int(r, 2)?)))
+        .collect::<engine::TxResult<Vec<_>>>()?;
+        let quantity: HashMap<i64, i64> =
+            scan_all(tx, &t.stock, &[stock::S_I_ID, stock::S_QUANTITY])?
+                .iter()
+                .map(|r| Ok((int(r, 0)?, int(r, 1)?)))
+                .collect::<engine::TxResult<_>>()?;
+        Ok((next, lines, quantity))
+    })
+    .unwrap();
+    let mut repeated = false;
+    for d_id in 1..=10 {
+        let last = next[&d_id];
+        let items: Vec<i64> = lines
+            .iter()
+            .filter(|&&(d, o, _)| d == d_id && (last - 20..last).contains(&o))
+            .map(|&(_, _, i)| i)
+            .collect();
+        let distinct: BTreeSet<i64> = items.iter().copied().collect();
+        repeated |= distinct.len() < items.len();
+        for threshold in [10, 15, 20, 50, 101] {
+            let expected = distinct.iter().filter(|i| quantity[i] < threshold).count();
+            let input = StockLevelInput {
+                w_id: 1,
+                d_id,
+                threshold,
+            };
+            let out = with_txn(&db, |tx| {
+                workloads::tpcc::stock_level::stock_level(tx, &t, &input)
+            })
+            .unwrap();
+            assert_eq!(
+                out.low_stock, expected,
+                "district {d_id}, threshold {threshold}"
+            );
+        }
+    }
+    assert!(repeated, "some district's last orders share an item");
+}
+
 /// The warehouses one terminal's first 300 transactions name (each input's first argument).
 fn warehouses_drawn(w: &Tpcc) -> std::collections::BTreeSet<i64> {
     let db = common::loaded(w, 1);
