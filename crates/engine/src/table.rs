@@ -279,6 +279,17 @@ impl IndexStore {
         }
     }
 
+    /// [`IndexStore::get`], on a B+-tree through `hint` ([`BTree::get_hinted`]: the leaf of
+    /// the last lookup through it is tried first); other stores look up plainly.
+    #[inline(never)]
+    pub fn get_hinted(&self, key: &[u8], hint: &mut LeafHint) -> StorageResult<Option<u64>> {
+        match self {
+            IndexStore::Generic(t) => t.get_hinted(key, hint),
+            IndexStore::Int(t) => t.get_hinted(key, hint),
+            _ => self.get(key),
+        }
+    }
+
     /// Starts loading what a point lookup or insert of the packed integer key `key` reads
     /// first; true if this store can do that without reading anything itself (a main-memory
     /// integer index: the hash slot), false for the stores whose lookups walk a chain of

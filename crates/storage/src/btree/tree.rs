@@ -730,6 +730,76 @@ impl<K: KeyOrder> BTree<K> {
         }
     }
 
+    /// [`BTree::get`] (unique trees; a non-unique one looks up plainly) trying first the leaf
+    /// `hint` names, and leaving in it the leaf this lookup ended at: lookups of ascending keys
+    /// (Stock-Level's items, sorted) that land in one leaf read that leaf alone instead of
+    /// descending from the root. The hinted leaf is read optimistically and its answer taken
+    /// only if the leaf provably covers the key, as for a hinted insert: the key is below the
+    /// upper bound the hint recorded, the leaf has not split since (same right neighbour), is
+    /// not unlinked, and the key is above its first key (or the leaf is the leftmost). A key
+    /// found in it is in the tree; one not found there is nowhere else. Otherwise (or where a
+    /// read cannot be validated: no latching, a page not in the pool) it descends.
+    pub fn get_hinted(&self, key: &[u8], hint: &mut LeafHint) -> StorageResult<Option<u64>> {
+        if !self.unique {
+            return self.get(key);
+        }
+        if let Some(page) = hint.leaf {
+            if hint.below_upper(&self.order, key) {
+                let next = hint.next;
+                let read = self.pool.read_optimistic(page, |bytes| {
+                    let node = Node::new(bytes).ok()?;
+                    if !node.is_leaf() || node.is_unlinked() || node.next() != next {
+                        return None;
+                    }
+                    let rank = node.search(&self.order, key, true).ok()?;
+                    if rank.found {
+                        return Some(Some(node.value(rank.index).ok()?));
+                    }
+                    (rank.index > 0 || node.prev().is_none()).then_some(None)
+                });
+                if let Some((Some(found), _)) = read {
+                    counters::bump_node_visit();
+                    return Ok(found);
+                }
+            }
+        }
+        let target = Target::Key {
+            probe: key,
+            strict: false,
+        };
+        for _ in 0..self.optimistic_tries() {
+            let read = |id, guide, parent_unchanged: &dyn Fn() -> bool| {
+                counters::bump_node_visit();
+                let found = self.pool.read_optimistic(id, |bytes| {
+                    let node = Node::new(bytes).ok()?;
+                    if !node.is_leaf() {
+                        return None;
+                    }
+                    let rank = node.search_guided(&self.order, key, true, guide).ok()?;
+                    let value = match rank.found {
+                        true => Some(node.value(rank.index).ok()?),
+                        false => None,
+                    };
+                    Some((value, rank.index, node.next()))
+                });
+                Ok(match found {
+                    Some((Some(found), _)) if parent_unchanged() => Some((id, found)),
+                    _ => None,
+                })
+            };
+            match self.descend_optimistic(target, Some(&mut *hint), true, true, read)? {
+                Descent::Found((leaf, (value, index, next)), _) => {
+                    hint.remember(leaf, index, next);
+                    return Ok(value);
+                }
+                Descent::Retry => continue,
+                Descent::Latch => break,
+            }
+        }
+        hint.leaf = None;
+        self.get(key)
+    }
+
     /// Adds an entry. Unique tree: [`StorageError::DuplicateKey`] if `key` is present;
     /// non-unique tree: if the pair `(key, value)` is present.
     pub fn insert(&self, key: &[u8], value: u64) -> StorageResult<()> {
