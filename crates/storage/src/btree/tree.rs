@@ -30,6 +30,9 @@
 //!   covers the key (it has not split since a descent recorded the separator to its right,
 //!   the key is below that separator and above the leaf's first key); otherwise it lets go
 //!   and descends. Ascending keys at one place (the ten lines of an order) skip the descent.
+//!   A hinted lookup ([`BTree::get_hinted`]) reads the hinted leaf optimistically under the
+//!   same proof: ascending lookups (Stock-Level's sorted items) skip the descent where one
+//!   leaf holds several of their keys.
 //!
 //! Latch order, which makes the protocol deadlock-free: parent before child; among leaves,
 //! left before right. Nobody waits for a parent or for a left sibling while holding a node.
