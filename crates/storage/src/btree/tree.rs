@@ -542,15 +542,8 @@ impl<K: KeyOrder> BTree<K> {
             let read = |id, guide, parent_unchanged: &dyn Fn() -> bool| {
                 counters::bump_node_visit();
                 let found = self.pool.read_optimistic(id, |bytes| {
-                    let node = Node::new(bytes).ok()?;
-                    if !node.is_leaf() {
-                        return None;
-                    }
-                    let rank = node.search_guided(&self.order, key, true, guide).ok()?;
-                    Some(match rank.found {
-                        true => Some(node.value(rank.index).ok()?),
-                        false => None,
-                    })
+                    self.leaf_lookup(bytes, key, guide)
+                        .map(|(value, _, _)| value)
                 });
                 Ok(match found {
                     Some((Some(value), _)) if parent_unchanged() => Some(value),
@@ -564,6 +557,27 @@ impl<K: KeyOrder> BTree<K> {
             }
         }
         Ok(None)
+    }
+
+    /// `key` looked up in a leaf read optimistically (`None`: not a leaf, or unreadable, as a
+    /// torn read may be): its value if present, its rank, and the leaf's right neighbour.
+    #[inline(always)]
+    fn leaf_lookup(
+        &self,
+        bytes: &[u8],
+        key: &[u8],
+        guide: Option<Guide>,
+    ) -> Option<(Option<u64>, usize, Option<PageId>)> {
+        let node = Node::new(bytes).ok()?;
+        if !node.is_leaf() {
+            return None;
+        }
+        let rank = node.search_guided(&self.order, key, true, guide).ok()?;
+        let value = match rank.found {
+            true => Some(node.value(rank.index).ok()?),
+            false => None,
+        };
+        Some((value, rank.index, node.next()))
     }
 
     /// [`BTree::descend_shared`] with shared latch coupling all the way down.
@@ -773,18 +787,9 @@ impl<K: KeyOrder> BTree<K> {
         for _ in 0..self.optimistic_tries() {
             let read = |id, guide, parent_unchanged: &dyn Fn() -> bool| {
                 counters::bump_node_visit();
-                let found = self.pool.read_optimistic(id, |bytes| {
-                    let node = Node::new(bytes).ok()?;
-                    if !node.is_leaf() {
-                        return None;
-                    }
-                    let rank = node.search_guided(&self.order, key, true, guide).ok()?;
-                    let value = match rank.found {
-                        true => Some(node.value(rank.index).ok()?),
-                        false => None,
-                    };
-                    Some((value, rank.index, node.next()))
-                });
+                let found = self
+                    .pool
+                    .read_optimistic(id, |bytes| self.leaf_lookup(bytes, key, guide));
                 Ok(match found {
                     Some((Some(found), _)) if parent_unchanged() => Some((id, found)),
                     _ => None,
