@@ -40,8 +40,10 @@
 //! The root page never changes: a root split moves the root's entries into two new children
 //! and turns the root into an inner node one level higher.
 //!
-//! Deletes do not merge or rebalance: a leaf may become empty and stays linked. Space is
-//! reused by later inserts into its key range.
+//! Deletes do not merge or rebalance. A delete that empties a leaf takes it out of the tree
+//! (`BTree::unlink_empty_leaf`) unless it is its parent's leftmost child, which stays,
+//! empty, for later inserts into its key range; an unlinked leaf's page is marked and not
+//! reused (a backward scan or a leaf hint may still hold its id).
 //!
 //! Allocation. Point lookups, inserts and deletes that do not split, and scans allocate
 //! nothing: the descent holds one guard at a time, a non-unique entry `key ++ value` and the

@@ -46,8 +46,9 @@ pub fn stock_level(
         Fetch::Cols(&[order_line::OL_I_ID]),
         false,
     )?;
-    // The distinct items, ascending (an unstable sort of some 200 integers and a dedup: a
-    // `BTreeSet` built from them sorted stably and allocated its nodes, twice the work).
+    // The distinct items, ascending: an unstable sort of some 200 integers and a dedup (a
+    // `BTreeSet` built from them sorted them stably and allocated its nodes: 2.6% of a
+    // Stock-Level's instructions more).
     let mut items = lines
         .iter()
         .map(|r| int(r, 0))
