@@ -19,7 +19,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use storage::btree::keys::{IntKeyOrder, SchemaKeyOrder};
-use storage::btree::{BTree, InsertOutcome, LeafHint};
+use storage::btree::{BTree, InsertOutcome, LeafHint, ScanStep};
 use storage::buffer::BufferPool;
 use storage::hash::HashIndex;
 use storage::heap::{HeapFile, RecordId};
@@ -433,6 +433,24 @@ impl IndexStore {
             IndexStore::Mem(m) => m.scan(lo, hi, reverse, limit, f)?,
             IndexStore::MemInt(m) => m.scan(lo, hi, reverse, limit, f)?,
             IndexStore::Hash(_) => return Ok(None),
+        }))
+    }
+
+    /// A forward scan that also names, under the latch of the leaf holding it, the key after
+    /// the range (see [`BTree::scan_to_next`]). `None` where the index is not a B+-tree: a
+    /// main-memory index's scan holds its latch throughout but names no key after, and a
+    /// hash index cannot scan.
+    pub fn scan_to_next(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        visit: impl FnMut(ScanStep<'_>) -> bool,
+    ) -> StorageResult<Option<usize>> {
+        Ok(Some(match self {
+            IndexStore::Generic(t) => t.scan_to_next(lo, hi, limit, visit)?,
+            IndexStore::Int(t) => t.scan_to_next(lo, hi, limit, visit)?,
+            _ => return Ok(None),
         }))
     }
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use arrayvec::ArrayVec;
 
-use storage::btree::{InsertOutcome, LeafHint};
+use storage::btree::{InsertOutcome, LeafHint, ScanStep};
 use storage::Lsn;
 use txn::lock::{LockMode, TxnLocks};
 use wal::{LogRecord, TxnId};
@@ -1069,18 +1069,23 @@ impl<'db> Transaction<'db> {
     }
 
     /// Collects the entries of `store` within the bounds and, with locking on, locks them:
-    /// `lock_entry` on each, then the key after the last (or the end of the index) in lock
-    /// space `next.0`, exclusively if `next.1`. Then it collects again, and repeats until the
-    /// entries it locked are the entries there are.
+    /// each entry's key in lock space `next.0` (exclusively if `next.2`), then the key after
+    /// the last (or the end of the index), and `lock_entry(this, key, loc, key_locked)` on
+    /// each entry for whatever else it needs (its key too where `key_locked` is false: under
+    /// page locking a key's lock is its record's page's). It returns once the entries it
+    /// locked are the entries there are.
     ///
-    /// Why: the entries are read under latches, the locks taken after. An insert into a gap
-    /// of the range can land in between (its check of the next key's lock is an instant's,
-    /// so the scan may even get that lock at once), and its entry is not among those
-    /// collected: without the second look, a rescan in the same transaction would find it
-    /// (a phantom). The second look does, and locks it, so the scan waits for the insert's
-    /// transaction there. Once every collected entry and the next key are locked, no insert
-    /// or delete can reach the range (each needs an exclusive lock on the key after its
-    /// own), so the second look is final unless something slipped in before the locks.
+    /// Why that needs care: entries read under latches and locked after can miss an insert
+    /// into a gap of the range that lands in between (its check of the next key's lock is an
+    /// instant's, so the scan may even get that lock at once): a rescan in the same
+    /// transaction would then find it (a phantom). A forward scan of a B+-tree under record
+    /// locking asks for every lock conditionally as it reads the entries, under the leaves'
+    /// latches ([`Self::collect_once`]); granted all, the range is its own. Otherwise (a
+    /// refusal, a backward scan, page locking, a main-memory index) it locks what it read
+    /// and collects again, until the two agree: once every collected entry and the next key
+    /// are locked, no insert or delete can reach the range (each needs an exclusive lock on
+    /// the key after its own), so the second look is final unless something slipped in
+    /// before the locks.
     #[allow(clippy::too_many_arguments)]
     fn collect_locked(
         &mut self,
@@ -1091,9 +1096,21 @@ impl<'db> Transaction<'db> {
         hits: &mut Hits,
         what: &str,
         next: (u32, u32, bool),
-        mut lock_entry: impl FnMut(&mut Self, &[u8], u64) -> TxResult<()>,
+        mut lock_entry: impl FnMut(&mut Self, &[u8], u64, bool) -> TxResult<()>,
     ) -> TxResult<()> {
-        Self::collect(store, lo, hi, reverse, limit, hits, what)?;
+        let once = if reverse {
+            None
+        } else {
+            self.collect_once(store, (lo, hi), limit, hits, (next.0, next.2))?
+        };
+        if once == Some(true) {
+            return hits
+                .iter()
+                .try_for_each(|(key, loc)| lock_entry(self, key, loc, true));
+        }
+        if once.is_none() {
+            Self::collect(store, lo, hi, reverse, limit, hits, what)?;
+        }
         if self.db.locks.is_none() {
             return Ok(());
         }
@@ -1101,7 +1118,7 @@ impl<'db> Transaction<'db> {
         let mut fresh = std::mem::take(&mut self.s.hits_again);
         let r = (|| loop {
             for (key, loc) in hits.iter() {
-                lock_entry(self, key, loc)?;
+                lock_entry(self, key, loc, false)?;
             }
             // The gaps between entries are guarded by the entries' own locks (an insert
             // locks the key after it). What is left is the gap above the highest entry: a
@@ -1123,6 +1140,53 @@ impl<'db> Transaction<'db> {
         })();
         self.s.hits_again = fresh;
         r
+    }
+
+    /// The one-pass form of [`Self::collect_locked`], for a forward scan of a B+-tree under
+    /// record locking: collects the entries into `hits` and asks, conditionally and under
+    /// the latch of the leaf holding each, for the lock on every entry's key and on the key
+    /// after the range (the end of the index past the last entry; none where the scan
+    /// stopped at `limit`), in lock space `space`, exclusively if `exclusive`
+    /// ([`IndexStore::scan_to_next`](crate::table::IndexStore::scan_to_next)).
+    /// `Some(true)`: every lock was granted, so the entries are final. `Some(false)`: one
+    /// was refused (after that none is asked for); `hits` holds the entries for the caller
+    /// to lock and check. `None`: nothing was collected, the scan is not of this kind.
+    fn collect_once(
+        &mut self,
+        store: &crate::table::IndexStore,
+        (lo, hi): ScanBounds<'_>,
+        limit: usize,
+        hits: &mut Hits,
+        (space, exclusive): (u32, bool),
+    ) -> TxResult<Option<bool>> {
+        let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) else {
+            return Ok(None);
+        };
+        if self.db.page_locking {
+            return Ok(None);
+        }
+        let mode = if exclusive { LockMode::X } else { LockMode::S };
+        let mut granted = true;
+        let mut ask = |key: &[u8]| {
+            granted = granted
+                && lm
+                    .try_lock_record(locks, space, key_hash(space, key), mode)
+                    .unwrap_or(false);
+        };
+        hits.clear();
+        let lo = lo.1.map(|_| lo.0);
+        let hi = hi.1.map(|_| hi.0);
+        let scanned = store.scan_to_next(lo, hi, limit, |step| {
+            match step {
+                ScanStep::Entry(key, loc) => {
+                    hits.push(key, loc);
+                    ask(key);
+                }
+                ScanStep::After(key) => ask(key.unwrap_or(END_OF_INDEX)),
+            }
+            true
+        })?;
+        Ok(scanned.map(|_| granted))
     }
 
     /// Adds the index entries of the record at `loc` that `insert` just created: the
@@ -1627,8 +1691,10 @@ impl Tx for Transaction<'_> {
                 &mut hits,
                 &table.schema.name,
                 (table.id, table.id, for_update),
-                |this, key, loc| {
-                    if this.db.page_locking {
+                |this, key, loc, key_locked| {
+                    if key_locked {
+                        Ok(())
+                    } else if this.db.page_locking {
                         this.lock_page_of(table.id, loc, for_update)
                     } else {
                         this.lock_key(table.id, key, for_update)
@@ -1705,8 +1771,10 @@ impl Tx for Transaction<'_> {
                 &mut hits,
                 &index.schema.name,
                 (index_lock, table.id, for_update),
-                |this, entry, loc| {
-                    this.lock_key(index_lock, entry, for_update)?;
+                |this, entry, loc, key_locked| {
+                    if !key_locked {
+                        this.lock_key(index_lock, entry, for_update)?;
+                    }
                     // Lock the row by its primary key; it is confirmed below.
                     let Some(()) = table.records.with(loc, |rec| {
                         let _ = table.key.encode_record(&table.layout, rec, &mut pk);

@@ -105,6 +105,15 @@ pub enum InsertOutcome {
     Blocked,
 }
 
+/// What [`BTree::scan_to_next`] passes its visitor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanStep<'a> {
+    /// An entry within the range: its user key and value.
+    Entry(&'a [u8], u64),
+    /// The range ended: the first key past it, or `None` past the tree's last entry.
+    After(Option<&'a [u8]>),
+}
+
 /// Where the last insert through this hint put its entry, so that the next one can try that
 /// leaf before descending from the root ([`BTree::insert_hinted`],
 /// [`BTree::insert_with_next_hinted`]). Keys that arrive in ascending order at one place (the
@@ -1505,7 +1514,7 @@ impl<K: KeyOrder> BTree<K> {
         hi: Bound<&[u8]>,
         reverse: bool,
         limit: usize,
-        f: impl FnMut(&[u8], u64) -> bool,
+        mut f: impl FnMut(&[u8], u64) -> bool,
     ) -> StorageResult<usize> {
         let Some(range) = KeyRange::new(lo, hi) else {
             return Ok(0);
@@ -1517,8 +1526,39 @@ impl<K: KeyOrder> BTree<K> {
         if reverse {
             self.scan_backward(lo, hi, limit, f)
         } else {
-            self.scan_forward(lo, hi, limit, f)
+            self.scan_forward(lo, hi, limit, |step| match step {
+                ScanStep::Entry(key, value) => f(key, value),
+                ScanStep::After(_) => true,
+            })
         }
+    }
+
+    /// A forward [`Self::scan`] that also names the key after the range. `visit` gets each
+    /// entry as [`ScanStep::Entry`] (returning false stops the scan) and, where the scan ends
+    /// because it met a key past `hi` or ran past the tree's last entry, that key (or `None`)
+    /// as [`ScanStep::After`], under the latch of the leaf holding it; not where `visit`
+    /// stopped the scan or `limit` entries were passed.
+    ///
+    /// A leaf is let go only after the first key beyond its entries has been visited under
+    /// its latch and the next leaf's, and an insert into the gap between two leaves reads
+    /// that key under the same latches (`visit_next`) to lock it. So a caller under key-range
+    /// locking that locks each entry and the key after the range as it visits them has the
+    /// range to itself once every lock was granted: no insert lands in a gap the scan passed
+    /// without meeting one of its locks.
+    pub fn scan_to_next(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        limit: usize,
+        visit: impl FnMut(ScanStep<'_>) -> bool,
+    ) -> StorageResult<usize> {
+        let Some(range) = KeyRange::new(lo, hi) else {
+            return Ok(0);
+        };
+        if limit == 0 {
+            return Ok(0);
+        }
+        self.scan_forward(range.lo.as_deref(), range.hi.as_deref(), limit, visit)
     }
 
     /// Counts one step along the leaf chain, to `to`: a scan that has taken more steps than
@@ -1540,7 +1580,7 @@ impl<K: KeyOrder> BTree<K> {
         lo: Option<&[u8]>,
         hi: Option<&[u8]>,
         limit: usize,
-        mut f: impl FnMut(&[u8], u64) -> bool,
+        mut visit: impl FnMut(ScanStep<'_>) -> bool,
     ) -> StorageResult<usize> {
         let target = match lo {
             Some(probe) => Target::Key {
@@ -1559,26 +1599,45 @@ impl<K: KeyOrder> BTree<K> {
         };
         let mut count = 0;
         let mut hops = 0;
+        // The leaves passed and still latched. A leaf is let go only once the first key after
+        // its entries has been visited under its latch and the next leaf's,
+        // so an insert into the gap between the two (which reads that key to lock it, see
+        // `visit_next`) comes either before the scan or after the caller's lock on it
+        // (`scan_to_next`). Usually the one leaf before; more only across empty leaves.
+        let mut behind: Option<PageReadGuard<'_>> = None;
+        let mut empties: Vec<PageReadGuard<'_>> = Vec::new();
         loop {
             let node = Node::new(&guard)?;
             while slot < node.len() {
                 let key = node.key(slot)?;
                 if let Some(h) = hi {
                     if self.order.compare(key, h) != Ordering::Less {
+                        visit(ScanStep::After(Some(self.user_key(key))));
                         return Ok(count);
                     }
                 }
                 count += 1;
-                if !f(self.user_key(key), node.value(slot)?) || count >= limit {
+                if !visit(ScanStep::Entry(self.user_key(key), node.value(slot)?)) || count >= limit
+                {
                     return Ok(count);
+                }
+                if behind.take().is_some() {
+                    empties.clear();
                 }
                 slot += 1;
             }
             let Some(next) = node.next() else {
+                visit(ScanStep::After(None));
                 return Ok(count);
             };
             self.count_hop(&mut hops, next)?;
-            guard = self.fix_shared(next)?;
+            let leaf = self.fix_shared(next)?;
+            let passed = std::mem::replace(&mut guard, leaf);
+            if behind.is_none() {
+                behind = Some(passed);
+            } else {
+                empties.push(passed);
+            }
             slot = 0;
         }
     }
