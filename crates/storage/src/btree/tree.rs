@@ -4,8 +4,10 @@
 //! Concurrency protocol (latches are the buffer pool's frame latches, held by page guards):
 //!
 //! * **Lookups and scans** descend with shared latches, fixing the child before releasing the
-//!   parent (latch coupling). A forward scan moves right the same way: next leaf fixed, then
-//!   the current one released.
+//!   parent (latch coupling). A forward scan moves right the same way: next leaf fixed, and
+//!   the leaf it left released only once the first key beyond that leaf has been visited
+//!   under both latches (where [`BTree::scan_to_next`]'s callers lock it); across empty
+//!   leaves it holds every one passed until then.
 //! * **Backward scans** never wait for a left sibling while holding a right one (that order
 //!   would deadlock against forward scans and splits, which go left to right). They release the
 //!   current leaf, fix the leaf its `prev` link named and, if that leaf split in between, walk
@@ -46,7 +48,8 @@
 //! reused (a backward scan or a leaf hint may still hold its id).
 //!
 //! Allocation. Point lookups, inserts and deletes that do not split, and scans allocate
-//! nothing: the descent holds one guard at a time, a non-unique entry `key ++ value` and the
+//! nothing (a forward scan keeps the guards of empty leaves it passes in a vector): the
+//! descent holds one guard at a time, a non-unique entry `key ++ value` and the
 //! successor of a prefix bound are built in a stack [`KeyBuf`] (keys up to
 //! [`KEY_BUF_INLINE`](super::keys::KEY_BUF_INLINE) bytes), and a backward scan copies the
 //! last key it passed only when it leaves a leaf. A split allocates a few buffers per level
