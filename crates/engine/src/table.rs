@@ -22,7 +22,7 @@ use storage::btree::keys::{IntKeyOrder, SchemaKeyOrder};
 use storage::btree::{BTree, InsertOutcome, LeafHint, ScanStep};
 use storage::buffer::BufferPool;
 use storage::hash::HashIndex;
-use storage::heap::{HeapFile, RecordId};
+use storage::heap::{HeapFile, RecordId, RecordWriteGuard};
 use storage::memindex::MemIndex;
 use storage::memstore::{MemStore, RecordPtr};
 use storage::{PageId, StorageResult};
@@ -35,6 +35,41 @@ use crate::schema::{IndexSchema, TableSchema};
 pub enum Records {
     Heap(HeapFile),
     Mem(MemStore),
+}
+
+/// A record fixed for a read-modify-write ([`Records::fix_for_update`]).
+pub enum RecordForUpdate<'a> {
+    /// Under its page's exclusive latch, the changes logged as the guard goes.
+    Heap(RecordWriteGuard<'a>),
+    /// Reached by pointer; the caller's exclusive lock keeps other writers off.
+    Mem(&'a MemStore, RecordPtr),
+}
+
+impl RecordForUpdate<'_> {
+    /// Calls `f` with the record's bytes as they are now.
+    #[inline]
+    pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            RecordForUpdate::Heap(g) => f(g.bytes()),
+            // SAFETY: `loc` came from this store's insert (through an index), and the caller
+            // holds the record's exclusive lock; the store never frees a deleted record while
+            // the database is open.
+            RecordForUpdate::Mem(m, p) => unsafe { m.read(*p, f) },
+        }
+    }
+
+    /// Overwrites byte ranges of the record, `(offset, bytes)` each (see
+    /// [`Records::write_pieces`]).
+    #[inline]
+    pub fn write_pieces(&mut self, pieces: &[(usize, &[u8])]) -> StorageResult<()> {
+        match self {
+            RecordForUpdate::Heap(g) => g.write_pieces(pieces),
+            RecordForUpdate::Mem(m, p) => pieces.iter().try_for_each(|(offset, bytes)| {
+                // SAFETY: as for `read`.
+                unsafe { m.write(*p, *offset, bytes) }
+            }),
+        }
+    }
 }
 
 impl Records {
@@ -66,6 +101,19 @@ impl Records {
             }),
             Records::Mem(_) => self.with(loc, f),
         }
+    }
+
+    /// The record at `loc` fixed for a read-modify-write: read, then written, under one
+    /// exclusive latch of its page; `None` if there is none. The caller holds the record's
+    /// exclusive lock (on the main-memory store that alone keeps other writers off).
+    #[inline(never)]
+    pub fn fix_for_update(&self, loc: u64) -> StorageResult<Option<RecordForUpdate<'_>>> {
+        crate::profile::record_access(|| match self {
+            Records::Heap(h) => Ok(h
+                .fix_record(RecordId::from_u64(loc))?
+                .map(RecordForUpdate::Heap)),
+            Records::Mem(m) => Ok(Some(RecordForUpdate::Mem(m, RecordPtr(loc)))),
+        })
     }
 
     /// Overwrites several byte ranges of the record at `loc` at once (one page latch, one redo

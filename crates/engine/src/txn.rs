@@ -854,7 +854,11 @@ impl<'db> Transaction<'db> {
             let Some(loc) = self.find_locked(table, &k, true)? else {
                 return Ok(false);
             };
-            let stage = table.records.with(loc, |bytes| {
+            // Read and written under one exclusive latch of the record's page.
+            let Some(mut record) = table.records.fix_for_update(loc)? else {
+                return Ok(false);
+            };
+            let stage = record.read(|bytes| {
                 let mut staged = Staged {
                     wide: &mut wide,
                     words: &mut words,
@@ -865,24 +869,23 @@ impl<'db> Transaction<'db> {
                 Self::stage_update(db, table, bytes, &mut changes, &mut staged, in_place)
             })?;
             match stage {
-                None => return Ok(false),
-                Some(stage) => match stage? {
-                    Stage::Unchanged => return Ok(true),
-                    Stage::Words => {
-                        let written = table.records.write_words(loc, &words, &rec);
-                        self.s.undo.push(
-                            KIND_UPDATE_PIECES,
-                            table.id,
-                            loc,
-                            0,
-                            &before,
-                            self.last_lsn.0,
-                        );
-                        written?;
-                        return Ok(true);
-                    }
-                    Stage::Spans => {}
-                },
+                Stage::Unchanged => return Ok(true),
+                Stage::Words => {
+                    // Only the main-memory store stages words: `record` holds no latch.
+                    drop(record);
+                    let written = table.records.write_words(loc, &words, &rec);
+                    self.s.undo.push(
+                        KIND_UPDATE_PIECES,
+                        table.id,
+                        loc,
+                        0,
+                        &before,
+                        self.last_lsn.0,
+                    );
+                    written?;
+                    return Ok(true);
+                }
+                Stage::Spans => {}
             }
             // One span: a plain update of `lo..hi`. Several (columns far apart): an update
             // in pieces, so neither log nor undo list carries the bytes between them.
@@ -906,7 +909,9 @@ impl<'db> Transaction<'db> {
             for (piece, &(lo, hi)) in pieces.iter_mut().zip(spans.iter()) {
                 *piece = (lo, &rec[lo..hi]);
             }
-            let written = table.records.write_pieces(loc, &pieces[..spans.len()]);
+            let written = record.write_pieces(&pieces[..spans.len()]);
+            // The latch goes, and the page's redo record is logged, before the undo settles.
+            drop(record);
             if let Some(held) = held {
                 self.last_lsn = held.settle();
             }

@@ -130,6 +130,37 @@ fn in_place_and_default_forms_agree_on_every_preset() {
     }
 }
 
+/// An update and a read-modify-write read the record and write it under one fix of its page
+/// (they used to read it under a shared latch, then fix the page again to write).
+#[test]
+fn an_update_fixes_its_records_page_once() {
+    let db = open(Preset::Full, 1);
+    let t = load_accounts(&db, 300);
+    let _on = engine::profile::collect();
+    let heap_pages = |body: &mut dyn FnMut(&mut dyn Tx) -> TxResult<()>| {
+        db.run(|tx| body(tx)).unwrap();
+        engine::profile::last().heap_pages
+    };
+    let update = heap_pages(&mut |tx| {
+        assert!(tx.update(&t, &[Value::Int(7)], &[(2, Value::Int(5))])?);
+        Ok(())
+    });
+    let update_with = heap_pages(&mut |tx| {
+        assert_eq!(deposit(tx, &t, 8, 3)?, Some(100));
+        Ok(())
+    });
+    let unchanged = heap_pages(&mut |tx| {
+        assert!(tx.update(&t, &[Value::Int(7)], &[(2, Value::Int(5))])?);
+        Ok(())
+    });
+    assert_eq!((update, update_with, unchanged), (1, 1, 1));
+    let rows = dump(&db, &t);
+    assert_eq!(
+        (rows[7][2].as_int(), rows[8][2].as_int()),
+        (Some(5), Some(103))
+    );
+}
+
 #[test]
 fn a_failing_closure_changes_nothing_and_errors_name_the_column() {
     for p in PRESETS {

@@ -40,6 +40,16 @@ fn growing_record_moves_but_keeps_its_id() {
     assert_eq!(out.len(), 8000);
     heap.update_in_place(rid, 7999, &[1]).unwrap();
     assert_eq!(heap.with_record(rid, |b| b[7999]).unwrap(), Some(1));
+    // A read-modify-write of the moved body under one latch: it reads what is there and
+    // writes where it read.
+    {
+        let mut record = heap.fix_record(rid).unwrap().expect("the moved record");
+        assert_eq!(record.bytes().len(), 8000);
+        let last = record.bytes()[7999];
+        record.write_pieces(&[(7998, &[last + 1])]).unwrap();
+        assert_eq!(record.bytes()[7998], 2);
+    }
+    assert_eq!(heap.with_record(rid, |b| b[7998]).unwrap(), Some(2));
     heap.check_invariants().unwrap();
     heap.update(rid, b"tiny").unwrap();
     assert!(heap.read(rid, &mut out).unwrap());
@@ -191,9 +201,32 @@ fn heap_changes_are_logged_as_small_diffs() {
         .unwrap_err();
     assert!(matches!(err, StorageError::Invalid(_)), "{err}");
     assert_eq!(heap.with_record(rid, |r| r[0]).unwrap(), Some(8));
+    // A read-modify-write under one latch logs what it wrote, as the guard goes; one that
+    // wrote nothing logs nothing.
+    let before = log.bytes.lock().unwrap().len();
+    drop(heap.fix_record(rid).unwrap().expect("the record"));
+    assert_eq!(
+        log.bytes.lock().unwrap().len(),
+        before,
+        "a read alone was logged"
+    );
+    {
+        let mut record = heap.fix_record(rid).unwrap().expect("the record");
+        let b = record.bytes()[50];
+        record.write_pieces(&[(50, &[b + 1, b + 1])]).unwrap();
+    }
+    assert_eq!(
+        logged(&log),
+        2,
+        "a read-modify-write logs the bytes it wrote"
+    );
     heap.delete(rid).unwrap();
     // Slot entry + free_end (or fragmented) + free_slots.
     assert!(logged(&log) <= 6 + 2 + 2, "delete logged {}", logged(&log));
+    assert!(
+        heap.fix_record(rid).unwrap().is_none(),
+        "a deleted record fixed"
+    );
 }
 
 /// The records a thread wrote, with their ids.

@@ -684,35 +684,30 @@ impl HeapFile {
     /// record carries exactly those ranges (columns far apart in a record are not logged with
     /// everything between them). Every piece is checked before any is written.
     pub fn update_pieces(&self, rid: RecordId, pieces: &[(usize, &[u8])]) -> StorageResult<()> {
-        let mut g = self.heap_page_exclusive(rid.page)?;
-        let (mut g, s) = match hp::slot(&g, rid.slot as usize)? {
+        match self.fix_record(rid)? {
+            Some(mut record) => record.write_pieces(pieces),
+            None => Err(StorageError::NoSuchRecord(rid.to_string())),
+        }
+    }
+
+    /// The record at `rid` latched exclusively for a read-modify-write: its bytes can be read
+    /// and then written ([`RecordWriteGuard::write_pieces`]) under one latch of its page (of
+    /// the page holding its body, for a record moved behind a forwarding stub). `None` if
+    /// there is no record. The changes are logged as the guard goes, as any page write's.
+    pub fn fix_record(&self, rid: RecordId) -> StorageResult<Option<RecordWriteGuard<'_>>> {
+        let g = self.heap_page_exclusive(rid.page)?;
+        let (page, s) = match hp::slot(&g, rid.slot as usize)? {
             Some(s) if s.kind == SlotKind::Live => (g, s),
             Some(s) if s.kind == SlotKind::Forward => {
                 let target = RecordId::from_u64(hp::stub_target(&g, s));
                 drop(g);
-                g = self.heap_page_exclusive(target.page)?;
+                let g = self.heap_page_exclusive(target.page)?;
                 let body = self.moved_body(&g, target)?;
                 (g, body)
             }
-            _ => return Err(StorageError::NoSuchRecord(rid.to_string())),
+            _ => return Ok(None),
         };
-        for (offset, bytes) in pieces {
-            if offset
-                .checked_add(bytes.len())
-                .is_none_or(|end| end > s.len)
-            {
-                return Err(StorageError::Invalid(format!(
-                    "bytes {offset}+{} outside record {rid} of {} bytes",
-                    bytes.len(),
-                    s.len
-                )));
-            }
-        }
-        for (offset, bytes) in pieces {
-            g.range_mut(s.offset + offset, bytes.len())
-                .copy_from_slice(bytes);
-        }
-        Ok(())
+        Ok(Some(RecordWriteGuard { page, slot: s, rid }))
     }
 
     /// Deletes the record at `rid`; false if there was none.
@@ -946,4 +941,41 @@ pub struct HeapCheck {
     pub records: usize,
     /// Every fault, in the order the walk met them.
     pub faults: Vec<Fault>,
+}
+
+/// A record latched exclusively for a read-modify-write ([`HeapFile::fix_record`]).
+pub struct RecordWriteGuard<'a> {
+    page: PageWriteGuard<'a>,
+    slot: Slot,
+    rid: RecordId,
+}
+
+impl RecordWriteGuard<'_> {
+    /// The record's bytes as they are now.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        hp::bytes(&self.page, self.slot)
+    }
+
+    /// Overwrites byte ranges of the record, `(offset in the record, bytes)` each. Every piece
+    /// is checked before any is written: one outside the record is an error and writes
+    /// nothing.
+    pub fn write_pieces(&mut self, pieces: &[(usize, &[u8])]) -> StorageResult<()> {
+        let len = self.slot.len;
+        for (offset, bytes) in pieces {
+            if offset.checked_add(bytes.len()).is_none_or(|end| end > len) {
+                return Err(StorageError::Invalid(format!(
+                    "bytes {offset}+{} outside record {} of {len} bytes",
+                    bytes.len(),
+                    self.rid
+                )));
+            }
+        }
+        for (offset, bytes) in pieces {
+            self.page
+                .range_mut(self.slot.offset + offset, bytes.len())
+                .copy_from_slice(bytes);
+        }
+        Ok(())
+    }
 }

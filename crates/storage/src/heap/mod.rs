@@ -9,7 +9,7 @@
 pub mod file;
 pub(crate) mod page;
 
-pub use file::{HeapCheck, HeapFile};
+pub use file::{HeapCheck, HeapFile, RecordWriteGuard};
 
 use crate::page::PageId;
 use std::fmt;
