@@ -299,7 +299,7 @@ impl Profile {
     /// the calls from the entry point itself, or from a function reached (without crossing
     /// another entry point or procedure code) from this entry point and no other, into an
     /// entry point or into procedure code (`workloads`, `kernel`) are taken off it. So a
-    /// read-modify-write's callback, which runs inside `Records::with` under the page latch,
+    /// read-modify-write's callback, which runs inside `stage_update` under the page latch,
     /// counts as the procedure's, and the update it computes there as "update record", not
     /// as "pin/unpin". A function several operations reach keeps its calls in each (the
     /// aggregated call graph cannot tell them apart).
@@ -431,11 +431,16 @@ pub fn operation_of(symbol: &str) -> Option<Operation> {
         "engine::txn::Transaction::begin" | "engine::db::Database::begin" => Operation::Begin,
         "engine::txn::Transaction::commit" => Operation::Commit,
         "engine::table::IndexStore::get" => Operation::BtreeLookup,
-        "engine::table::Records::with" => Operation::PinUnpin,
-        // The new image and the before image, computed under the page latch inside
-        // `Records::with`, then written (in place, word by word, on the main-memory store
-        // without a log).
+        // A read's record, and an update's, fixed and latched (an update's exclusively, to
+        // be read and written under that one latch).
+        "engine::table::Records::with" | "engine::table::Records::fix_for_update" => {
+            Operation::PinUnpin
+        }
+        // The new image and the before image, computed under the page latch
+        // (`stage_update`), then written and the latch released (in place, word by word, on
+        // the main-memory store without a log).
         "engine::table::Records::write_pieces"
+        | "engine::table::RecordForUpdate::write_pieces"
         | "engine::table::Records::write_words"
         | "engine::txn::Transaction::stage_update" => Operation::UpdateRecord,
         "engine::table::Records::insert" => Operation::CreateRecord,
@@ -958,6 +963,14 @@ fi=(6) /work/main/crates/engine/src/record.rs
         );
         assert_eq!(
             operation_of("engine::table::Records::write_words"),
+            Some(Operation::UpdateRecord)
+        );
+        assert_eq!(
+            operation_of("engine::table::Records::fix_for_update"),
+            Some(Operation::PinUnpin)
+        );
+        assert_eq!(
+            operation_of("engine::table::RecordForUpdate::write_pieces"),
             Some(Operation::UpdateRecord)
         );
         assert_eq!(

@@ -59,14 +59,16 @@ impl RecordForUpdate<'_> {
     }
 
     /// Overwrites byte ranges of the record, `(offset, bytes)` each (see
-    /// [`Records::write_pieces`]).
-    #[inline]
-    pub fn write_pieces(&mut self, pieces: &[(usize, &[u8])]) -> StorageResult<()> {
+    /// [`Records::write_pieces`]), and lets the record go: on the heap the page's latch is
+    /// released and its redo record logged here. The "update record" entry point of an
+    /// update, as `write_pieces` is of a write without a read.
+    #[inline(never)]
+    pub fn write_pieces(self, pieces: &[(usize, &[u8])]) -> StorageResult<()> {
         match self {
-            RecordForUpdate::Heap(g) => g.write_pieces(pieces),
+            RecordForUpdate::Heap(mut g) => g.write_pieces(pieces),
             RecordForUpdate::Mem(m, p) => pieces.iter().try_for_each(|(offset, bytes)| {
                 // SAFETY: as for `read`.
-                unsafe { m.write(*p, *offset, bytes) }
+                unsafe { m.write(p, *offset, bytes) }
             }),
         }
     }

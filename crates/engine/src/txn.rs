@@ -855,7 +855,7 @@ impl<'db> Transaction<'db> {
                 return Ok(false);
             };
             // Read and written under one exclusive latch of the record's page.
-            let Some(mut record) = table.records.fix_for_update(loc)? else {
+            let Some(record) = table.records.fix_for_update(loc)? else {
                 return Ok(false);
             };
             let stage = record.read(|bytes| {
@@ -909,9 +909,8 @@ impl<'db> Transaction<'db> {
             for (piece, &(lo, hi)) in pieces.iter_mut().zip(spans.iter()) {
                 *piece = (lo, &rec[lo..hi]);
             }
-            let written = record.write_pieces(&pieces[..spans.len()]);
             // The latch goes, and the page's redo record is logged, before the undo settles.
-            drop(record);
+            let written = record.write_pieces(&pieces[..spans.len()]);
             if let Some(held) = held {
                 self.last_lsn = held.settle();
             }
