@@ -10,9 +10,11 @@
 //!
 //! The operations the 2008 paper breaks instructions down by (Figures 5 and 6) each have one
 //! non-inlined entry point here, so a callgrind profile attributes their inclusive cost:
-//! B-tree lookup = [`IndexStore::get`], pin/unpin = [`Records::with`], update record =
-//! [`Records::write_pieces`] or [`Records::write_words`], create record = [`Records::insert`], insert
-//! index = [`IndexStore::insert`] and [`IndexStore::insert_with_next`] (begin and commit are
+//! B-tree lookup = [`IndexStore::get`], pin/unpin = [`Records::with`] and
+//! [`Records::fix_for_update`], update record = [`RecordForUpdate::write_pieces`],
+//! [`Records::write_pieces`] or [`Records::write_words`] (and `Transaction::stage_update`),
+//! create record = [`Records::insert`], insert index = [`IndexStore::insert`],
+//! [`IndexStore::insert_with_next`] and [`IndexStore::insert_hinted`] (begin and commit are
 //! `Transaction::begin` and `Transaction::commit`).
 
 use std::ops::Bound;

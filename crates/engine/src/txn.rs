@@ -930,8 +930,8 @@ impl<'db> Transaction<'db> {
         r
     }
 
-    /// Computes an update of the stored record `bytes` (under its page latch, inside
-    /// `Records::with`): copies the record into `rec`, writes the new values into the copy
+    /// Computes an update of the stored record `bytes` (under its page's exclusive latch,
+    /// which the write that follows keeps: `Records::fix_for_update`): copies the record into `rec`, writes the new values into the copy
     /// (given, or set by the procedure's callback through a [`RowWriter`]), and works out the
     /// byte spans that changed and their before image. With `in_place` the writer starts
     /// deferred (see `update_row`), and an update of words alone stays so: its before image is
