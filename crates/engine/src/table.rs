@@ -53,9 +53,10 @@ impl RecordForUpdate<'_> {
     pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         match self {
             RecordForUpdate::Heap(g) => f(g.bytes()),
-            // SAFETY: `loc` came from this store's insert (through an index), and the caller
-            // holds the record's exclusive lock; the store never frees a deleted record while
-            // the database is open.
+            // SAFETY: the pointer is the `loc` given to `Records::fix_for_update`, which came
+            // from this store's insert (through an index); the caller holds the record's
+            // exclusive lock, and the store never frees a deleted record while the database
+            // is open.
             RecordForUpdate::Mem(m, p) => unsafe { m.read(*p, f) },
         }
     }
