@@ -1,12 +1,23 @@
 //! The New-Order transaction (clause 2.4.2), and the 2008 paper's form of it (Figure 4).
 //!
-//! Full form, in the specification's order except that D is taken first and W last:
+//! Full form, in the specification's order except that D is taken first and W last, and that
+//! every line's stock is updated before the order lines are inserted:
 //! ```text
 //! read-modify-write D (d_next_o_id + 1) → read C → insert O, NO
-//! → per line: read I (absent: UserAbort) → read-modify-write S → insert OL → read W (w_tax)
+//! → per line, by stock key: read I (absent: UserAbort) → read-modify-write S
+//! → per line, by number: insert OL → read W (w_tax)
 //! ```
 //! Paper form: all items are read first, so an unused item aborts before any write; then
-//! D, C, per line S and OL, O and NO, and finally W.
+//! D, C, per line S, per line OL, O and NO, and finally W.
+//!
+//! The stock rows are updated in the order of their keys (supply warehouse, item; the line
+//! number breaks ties), not as the terminal entered the lines: every New-Order locks its stock
+//! rows in that one order, and Stock-Level reads its items in it too, so two of them never
+//! wait for each other's stock rows in a cycle (two threads on one warehouse met about a dozen
+//! such deadlocks a second before). Each order line keeps the number of its place in the
+//! input, the order lines are inserted by number (appended at the end of the index, as the
+//! terminal's order would), and the output lists the lines in the input's order: the
+//! specification fixes what each line does, not the order the lines are processed in.
 //!
 //! W_TAX only enters the total the terminal shows, so the warehouse row, which every Payment
 //! of the warehouse writes, is read last and its shared lock held for the commit only (see
@@ -61,18 +72,15 @@ fn is_original(data: &str) -> bool {
     kernel::original::contains_original(data.as_bytes())
 }
 
+#[derive(Clone, Copy, Default)]
 struct ItemRow {
     price: f64,
     name: ItemName,
     original: bool,
 }
 
-fn get_item(tx: &mut dyn Tx, t: &Tables, i_id: i64) -> TxResult<ItemRow> {
-    let mut out = ItemRow {
-        price: 0.0,
-        name: ItemName::new(),
-        original: false,
-    };
+/// Reads item `i_id` into `out`; an unused number ends the transaction ([`TxError::UserAbort`]).
+fn read_item(tx: &mut dyn Tx, t: &Tables, i_id: i64, out: &mut ItemRow) -> TxResult<()> {
     let found = tx.read_with(&t.item, &[Value::Int(i_id)], false, &mut |r| {
         out.price = r.float(item::I_PRICE)?;
         let name = r.str(item::I_NAME)?;
@@ -90,7 +98,7 @@ fn get_item(tx: &mut dyn Tx, t: &Tables, i_id: i64) -> TxResult<ItemRow> {
             "item number {i_id} is not valid"
         )));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Advances the district's d_next_o_id (read and written in one step); returns
@@ -171,33 +179,49 @@ fn insert_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i64) -
     )
 }
 
-/// Updates the stock of line `number` (1-based) and inserts its order line. `dist_info` is
-/// scratch space for S_DIST_xx, reused from line to line.
-fn order_line(
+/// What updating a line's stock row gave its order line and its output.
+#[derive(Clone, Copy, Default)]
+struct StockedLine {
+    /// S_QUANTITY after the update.
+    s_quantity: i64,
+    /// Whether S_DATA contains "ORIGINAL".
+    original: bool,
+    /// The district's S_DIST_xx, which becomes OL_DIST_INFO.
+    dist_info: DistInfo,
+}
+
+/// S_DIST_xx, which the schema holds to 24 bytes (clause 1.3.1), kept inline.
+type DistInfo = ArrayString<24>;
+
+/// Updates the stock row of line `n` (0-based) with the line's quantity; what the line's order
+/// line needs goes to `out`.
+fn update_stock(
     tx: &mut dyn Tx,
     t: &Tables,
     input: &NewOrderInput,
-    o_id: i64,
-    number: usize,
-    item_row: ItemRow,
-    dist_info: &mut String,
-) -> TxResult<NewOrderLine> {
-    let line = &input.lines[number - 1];
+    n: usize,
+    out: &mut StockedLine,
+) -> TxResult<()> {
+    let line = &input.lines[n];
     let dist_col = stock::S_DIST_01 + (input.d_id as usize - 1);
     let key = [Value::Int(line.supply_w_id), Value::Int(line.i_id)];
     let remote = i64::from(line.supply_w_id != input.w_id);
-    let (mut new_quantity, mut stock_original) = (0, false);
     let found = tx.update_with(&t.stock, &key, &mut |r, set| {
         let quantity = r.int(stock::S_QUANTITY)?;
-        new_quantity = if quantity >= line.quantity + 10 {
+        out.s_quantity = if quantity >= line.quantity + 10 {
             quantity - line.quantity
         } else {
             quantity - line.quantity + 91
         };
-        dist_info.clear();
-        dist_info.push_str(r.str(dist_col)?);
-        stock_original = is_original(r.str(stock::S_DATA)?);
-        set.int(stock::S_QUANTITY, new_quantity);
+        let dist = r.str(dist_col)?;
+        out.dist_info = DistInfo::from(dist).map_err(|_| {
+            TxError::Invalid(format!(
+                "stock {key:?}: S_DIST has {} bytes, more than the 24 the schema allows",
+                dist.len()
+            ))
+        })?;
+        out.original = is_original(r.str(stock::S_DATA)?);
+        set.int(stock::S_QUANTITY, out.s_quantity);
         let ytd = r.int(stock::S_YTD)? + line.quantity;
         set.int(stock::S_YTD, ytd);
         let order_cnt = r.int(stock::S_ORDER_CNT)? + 1;
@@ -209,91 +233,143 @@ fn order_line(
     if !found {
         return Err(TxError::Invalid(format!("no stock {key:?}")));
     }
-    let brand_generic = if item_row.original && stock_original {
+    Ok(())
+}
+
+/// Inserts the order line of line `n` (0-based; its OL_NUMBER is `n + 1`) and says what the
+/// terminal shows for it. `scratch` is the order line's OL_DIST_INFO string, reused from line
+/// to line.
+fn insert_order_line(
+    tx: &mut dyn Tx,
+    t: &Tables,
+    (input, o_id, n): (&NewOrderInput, i64, usize),
+    item: &ItemRow,
+    stocked: &StockedLine,
+    scratch: &mut String,
+) -> TxResult<NewOrderLine> {
+    let line = &input.lines[n];
+    let brand_generic = if item.original && stocked.original {
         'B'
     } else {
         'G'
     };
-    let ol_amount = (line.quantity as f64 * item_row.price * 100.0).round() / 100.0;
+    let ol_amount = (line.quantity as f64 * item.price * 100.0).round() / 100.0;
+    scratch.clear();
+    scratch.push_str(&stocked.dist_info);
     let mut row = [
         Value::Int(o_id),
         Value::Int(input.d_id),
         Value::Int(input.w_id),
-        Value::Int(number as i64),
+        Value::Int(n as i64 + 1),
         Value::Int(line.i_id),
         Value::Int(line.supply_w_id),
         Value::Null,
         Value::Int(line.quantity),
         Value::Float(ol_amount),
-        Value::Str(std::mem::take(dist_info)),
+        Value::Str(std::mem::take(scratch)),
     ];
     tx.insert(&t.order_line, &row)?;
-    if let Value::Str(scratch) = &mut row[9] {
-        std::mem::swap(dist_info, scratch);
+    if let Value::Str(text) = &mut row[9] {
+        std::mem::swap(scratch, text);
     }
     Ok(NewOrderLine {
-        i_name: item_row.name,
-        i_price: item_row.price,
-        s_quantity: new_quantity,
+        i_name: item.name,
+        i_price: item.price,
+        s_quantity: stocked.s_quantity,
         brand_generic,
         ol_amount,
     })
 }
 
-/// Updates the stock and inserts the order line of every line, in order; each line's item is
-/// taken from `pre_read` (the paper's form reads them all first) or read just before it.
+/// Updates the stock of every line in `order` (see [`stock_order`]), each after its item is
+/// read (an unused item ends the transaction there) unless `pre_read` has them all (the
+/// paper's form reads them first), then inserts the order lines by their numbers (the order
+/// the index appends them in). The lines come back in the input's order.
 fn order_lines(
     tx: &mut dyn Tx,
     t: &Tables,
-    input: &NewOrderInput,
-    o_id: i64,
-    pre_read: Option<Vec<ItemRow>>,
+    (input, o_id): (&NewOrderInput, i64),
+    order: &StockOrder,
+    pre_read: Option<&[ItemRow]>,
 ) -> TxResult<Vec<NewOrderLine>> {
-    let mut pre_read = pre_read.map(Vec::into_iter);
-    let mut dist_info = String::new();
+    // Every line is in `order`, a permutation of the lines, so every one used is written.
+    let mut read = [ItemRow::default(); MAX_LINES];
+    let mut stocked = [StockedLine::default(); MAX_LINES];
+    for &n in order {
+        if pre_read.is_none() {
+            read_item(tx, t, input.lines[n].i_id, &mut read[n])?;
+        }
+        update_stock(tx, t, input, n, &mut stocked[n])?;
+    }
+    let items = pre_read.unwrap_or(&read);
+    let mut scratch = String::new();
     let mut lines = Vec::with_capacity(input.lines.len());
-    for (n, line) in input.lines.iter().enumerate() {
-        let item_row = match pre_read.as_mut().and_then(Iterator::next) {
-            Some(row) => row,
-            None => get_item(tx, t, line.i_id)?,
-        };
-        lines.push(order_line(
+    for (n, (item, stocked)) in items.iter().zip(&stocked[..input.lines.len()]).enumerate() {
+        lines.push(insert_order_line(
             tx,
             t,
-            input,
-            o_id,
-            n + 1,
-            item_row,
-            &mut dist_info,
+            (input, o_id, n),
+            item,
+            stocked,
+            &mut scratch,
         )?);
     }
     Ok(lines)
 }
 
-/// Lines whose item and stock rows [`prefetch_rows`] names: the specification's most.
-const PREFETCH_LINES: usize = 15;
+/// Most lines a New-Order has (clause 2.4.1.3: 5 to 15); more is refused as bad input.
+pub const MAX_LINES: usize = 15;
+
+/// The indices of `input`'s lines in the order their stock rows are updated, and locked: by
+/// supply warehouse, then item, then line number (see the module's notes). At most
+/// [`MAX_LINES`] lines (checked by [`new_order`]).
+fn stock_order(input: &NewOrderInput) -> StockOrder {
+    // Each line's (warehouse, item, line) packed into one word where they fit, as TPC-C's
+    // always do: an insertion sort of 5 to 15 words costs a third of one of triples.
+    let packed: Option<ArrayVec<u64, MAX_LINES>> = (input.lines.iter().enumerate())
+        .map(|(n, l)| {
+            let w = u64::try_from(l.supply_w_id).ok().filter(|&w| w < 1 << 24)?;
+            let i = u64::try_from(l.i_id).ok().filter(|&i| i < 1 << 36)?;
+            Some(w << 40 | i << 4 | n as u64)
+        })
+        .collect();
+    if let Some(mut keys) = packed {
+        keys.sort_unstable();
+        return keys.iter().map(|&k| (k & 0xF) as usize).collect();
+    }
+    let mut keys: ArrayVec<(i64, i64, usize), MAX_LINES> = (input.lines.iter().enumerate())
+        .map(|(n, l)| (l.supply_w_id, l.i_id, n))
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|(_, _, n)| n).collect()
+}
+
+/// The lines' indices in [`stock_order`].
+type StockOrder = ArrayVec<usize, MAX_LINES>;
 
 /// Tells the engine every row New-Order will read or update, all known from the input: the
 /// warehouse and each line's item whole (see [`Tx::prefetch`]), the district whole to update;
 /// of each line's stock (to update) and of the customer only the columns it uses (see
 /// [`Tx::prefetch_columns`], [`Tx::prefetch_for_update`]). A client sends all of these reads
 /// in one round trip.
-fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
-    let lines = &input.lines[..input.lines.len().min(PREFETCH_LINES)];
-    let items: ArrayVec<[i64; 1], PREFETCH_LINES> = lines.iter().map(|l| [l.i_id]).collect();
-    let stocks: ArrayVec<[i64; 2], PREFETCH_LINES> =
-        lines.iter().map(|l| [l.supply_w_id, l.i_id]).collect();
+fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, order: &StockOrder) {
+    let items: ArrayVec<[i64; 1], MAX_LINES> = input.lines.iter().map(|l| [l.i_id]).collect();
+    // In the order the stock rows are updated: a client locks them in the hints' order.
+    let stocks: ArrayVec<[i64; 2], MAX_LINES> = order
+        .iter()
+        .map(|&n| [input.lines[n].supply_w_id, input.lines[n].i_id])
+        .collect();
     let (w, d) = (input.w_id, input.d_id);
     let (district, warehouse, customer) = ([w, d], [w], [w, d, input.c_id]);
     // The district first: a client takes the hinted rows' locks in the hints' order, and
     // Payment locks the district before the warehouse (with the warehouse first, a New-Order
     // holding it shared and a Payment holding the district would wait for each other).
     tx.prefetch_for_update(&[(&t.district, &district)], None);
-    let mut rows: ArrayVec<(&TableRef, &[i64]), { 1 + PREFETCH_LINES }> = ArrayVec::new();
+    let mut rows: ArrayVec<(&TableRef, &[i64]), { 1 + MAX_LINES }> = ArrayVec::new();
     rows.extend(items.iter().map(|k| (&t.item, &k[..])));
     rows.push((&t.warehouse, &warehouse));
     tx.prefetch(&rows);
-    let stock_rows: ArrayVec<(&TableRef, &[i64]), PREFETCH_LINES> =
+    let stock_rows: ArrayVec<(&TableRef, &[i64]), MAX_LINES> =
         stocks.iter().map(|k| (&t.stock, &k[..])).collect();
     tx.prefetch_for_update(
         &stock_rows,
@@ -317,11 +393,11 @@ fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) {
 /// [`Tx::prefetch_inserts`]).
 fn prefetch_inserts(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i64) {
     let (w, d) = (input.w_id, input.d_id);
-    let lines: ArrayVec<[i64; 4], PREFETCH_LINES> = (1..=input.lines.len().min(PREFETCH_LINES))
+    let lines: ArrayVec<[i64; 4], MAX_LINES> = (1..=input.lines.len())
         .map(|n| [w, d, o_id, n as i64])
         .collect();
     let order = [w, d, o_id];
-    let mut rows: ArrayVec<(&TableRef, &[i64]), { 2 + PREFETCH_LINES }> = ArrayVec::new();
+    let mut rows: ArrayVec<(&TableRef, &[i64]), { 2 + MAX_LINES }> = ArrayVec::new();
     rows.push((&t.order, &order));
     rows.push((&t.new_order, &order));
     rows.extend(lines.iter().map(|k| (&t.order_line, &k[..])));
@@ -331,20 +407,21 @@ fn prefetch_inserts(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i6
 /// Runs New-Order. An unused item number ends it with [`TxError::UserAbort`]; the caller
 /// rolls back.
 pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult<NewOrderOutput> {
-    if !(1..=10).contains(&input.d_id) || input.lines.is_empty() {
+    if !(1..=10).contains(&input.d_id) || !(1..=MAX_LINES).contains(&input.lines.len()) {
         return Err(TxError::Invalid(format!("bad New-Order input {input:?}")));
     }
     let (o_id, w_tax, d_tax, c_discount, lines);
-    prefetch_rows(tx, t, input);
+    let order = stock_order(input);
+    prefetch_rows(tx, t, input, &order);
     if input.paper {
-        let mut items = Vec::with_capacity(input.lines.len());
-        for line in &input.lines {
-            items.push(get_item(tx, t, line.i_id)?);
+        let mut items = [ItemRow::default(); MAX_LINES];
+        for (line, item) in input.lines.iter().zip(&mut items) {
+            read_item(tx, t, line.i_id, item)?;
         }
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         prefetch_inserts(tx, t, input, o_id);
         c_discount = get_c_discount(tx, t, input)?;
-        lines = order_lines(tx, t, input, o_id, Some(items))?;
+        lines = order_lines(tx, t, (input, o_id), &order, Some(&items))?;
         insert_order(tx, t, input, o_id)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
     } else {
@@ -352,7 +429,7 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
         prefetch_inserts(tx, t, input, o_id);
         c_discount = get_c_discount(tx, t, input)?;
         insert_order(tx, t, input, o_id)?;
-        lines = order_lines(tx, t, input, o_id, None)?;
+        lines = order_lines(tx, t, (input, o_id), &order, None)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
     }
     let sum: f64 = lines.iter().map(|l| l.ol_amount).sum();
