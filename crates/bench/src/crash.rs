@@ -16,7 +16,10 @@
 //! Every other round's bench takes its checkpoints on the background checkpointer thread
 //! (`--background-checkpoints`), the others in its commits; two rounds in four run two page
 //! cleaners (`--page-cleaners 2`), so that kills fall during their write-backs too (each
-//! pairing of the two comes once in four rounds). With `pool_mib` smaller than the
+//! pairing of the two comes once in four rounds); four rounds in eight lock pages instead of
+//! records (`--page-locking`); and the rounds take the execution strategies conventional,
+//! TSTE and OTSTE in turn (`--execution`: fetch stages that pin, and OTSTE's rollback before
+//! it converts). With `pool_mib` smaller than the
 //! data, the benches evict as they run: pages dirtied by transactions still open are written
 //! back before those commit (steal), and recovery has to undo them. Checkpoints are due every few KiB of log (`checkpoint_kib`), so they fall during
 //! read-only transactions, during other checkpoints' write-back, and the kill falls during
@@ -226,6 +229,13 @@ fn run_args(workload: &str) -> Vec<String> {
     }
 }
 
+/// The execution strategy of a round's bench: conventional, TSTE and OTSTE in turn (three
+/// rounds, against the rotations of eight rounds above: every pairing once in 24), so that
+/// kills fall in fetch stages holding pins and in OTSTE's rollbacks before its conversion.
+fn execution_of(round: u64) -> &'static str {
+    ["conventional", "tste", "otste"][(round % 3) as usize]
+}
+
 /// `--pool-mib N` for the benches and checks, when the campaign names a pool.
 fn pool_args(pool_mib: Option<u64>) -> Vec<String> {
     pool_mib.map_or_else(Vec::new, |mib| vec!["--pool-mib".into(), mib.to_string()])
@@ -416,6 +426,11 @@ fn run_lane(
         if round % 4 >= 2 {
             bench.args(["--page-cleaners", "2"]);
         }
+        // Four rounds in eight lock pages instead of records.
+        if round % 8 >= 4 {
+            bench.arg("--page-locking");
+        }
+        bench.args(["--execution", execution_of(round)]);
         let mut child = bench
             .stdin(Stdio::null())
             .stdout(Stdio::null())
