@@ -677,7 +677,7 @@ fn recorded(db: &Arc<Database>, body: impl Fn(&mut dyn Tx) -> engine::TxResult<(
 #[test]
 fn new_order_and_payment_reach_the_warehouse_row_last() {
     use workloads::tpcc::input::{CustomerSelector, NewOrderInput, OrderLineInput, PaymentInput};
-    use workloads::tpcc::schema::{DISTRICT, HISTORY, WAREHOUSE};
+    use workloads::tpcc::schema::{CUSTOMER, DISTRICT, HISTORY, WAREHOUSE};
     // Every Payment of a warehouse writes its row and every New-Order reads it: reached last,
     // its lock is held for the end of each transaction only (see `payment`'s notes).
     let w = small(1, Mix::Full);
@@ -715,6 +715,10 @@ fn new_order_and_payment_reach_the_warehouse_row_last() {
             order.len() > 20,
             "district, customer, items, stock, inserts: {order:?}"
         );
+        if !paper {
+            // The customer after every insert (see `new_orders_and_deliveries_never_deadlock`).
+            assert_eq!(order[order.len() - 2], CUSTOMER, "{order:?}");
+        }
     }
     for customer in [
         CustomerSelector::ById(7),
@@ -898,6 +902,91 @@ fn new_orders_and_stock_levels_on_one_warehouse_never_deadlock() {
                         })
                         .unwrap();
                     }
+                }
+            });
+        }
+    });
+    assert_eq!(
+        deadlocks() - before,
+        0,
+        "deadlock victims among the four threads"
+    );
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
+#[test]
+fn new_orders_and_deliveries_never_deadlock() {
+    use rand::{Rng, SeedableRng};
+    use workloads::tpcc::input::{DeliveryInput, NewOrderInput, OrderLineInput};
+    use workloads::tpcc::schema::order;
+    // A New-Order's insert into NEW-ORDER checks the key after its own, the next district's
+    // oldest new order, which a running Delivery holds. A New-Order that had read its
+    // customer before it waited there held that customer shared, and the Delivery, going on
+    // to pay the same customer for an older order, waited for it: a deadlock. Three threads
+    // of New-Orders here order for the customers the Deliveries of a fourth will pay; the
+    // Deliveries stop before a district runs out of new orders (with none left, a Delivery's
+    // scan locks the next district's first key, and a New-Order into the empty district waits
+    // for that: another story).
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    let deliveries = 25;
+    let first = w.config.customers_per_district - w.config.new_orders_per_district() + 1;
+    let payees: Vec<Vec<i64>> = (1..=10)
+        .map(|d| {
+            (first..first + deliveries)
+                .map(|o| {
+                    let key = [Value::Int(1), Value::Int(d), Value::Int(o)];
+                    let row = with_txn(&db, |tx| {
+                        tx.get(&t.order, &key, Fetch::Cols(&[order::O_C_ID]), false)
+                    });
+                    int(&row.unwrap().unwrap(), 0).unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    let deadlocks = || db.lock_manager().unwrap().stats().deadlocks;
+    let before = deadlocks();
+    std::thread::scope(|scope| {
+        for thread in 0..4u64 {
+            let (db, t, payees) = (&db, &t, &payees);
+            scope.spawn(move || {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(thread);
+                if thread == 0 {
+                    for _ in 0..deliveries {
+                        let input = DeliveryInput {
+                            w_id: 1,
+                            carrier_id: rng.gen_range(1..=10),
+                            delivery_d: 2,
+                        };
+                        with_txn(db, |tx| {
+                            workloads::tpcc::delivery::delivery(tx, t, &input).map(drop)
+                        })
+                        .unwrap();
+                    }
+                    return;
+                }
+                for _ in 0..500 {
+                    let d_id = rng.gen_range(1..=10);
+                    let c_ids = &payees[d_id as usize - 1];
+                    let input = NewOrderInput {
+                        w_id: 1,
+                        d_id,
+                        c_id: c_ids[rng.gen_range(0..c_ids.len())],
+                        lines: (0..5)
+                            .map(|_| OrderLineInput {
+                                i_id: rng.gen_range(1..=1000),
+                                supply_w_id: 1,
+                                quantity: 1,
+                            })
+                            .collect(),
+                        entry_d: 1,
+                        paper: false,
+                    };
+                    with_txn(db, |tx| {
+                        workloads::tpcc::new_order::new_order(tx, t, &input).map(drop)
+                    })
+                    .unwrap();
                 }
             });
         }

@@ -1,11 +1,11 @@
 //! The New-Order transaction (clause 2.4.2), and the 2008 paper's form of it (Figure 4).
 //!
-//! Full form, in the specification's order except that D is taken first and W last, and that
-//! every line's stock is updated before the order lines are inserted:
+//! Full form, in the specification's order except that D is taken first, C and W last, and
+//! that every line's stock is updated before the order lines are inserted:
 //! ```text
-//! read-modify-write D (d_next_o_id + 1) → read C → insert O, NO
+//! read-modify-write D (d_next_o_id + 1) → insert O, NO
 //! → per line, by stock key: read I (absent: UserAbort) → read-modify-write S
-//! → per line, by number: insert OL → read W (w_tax)
+//! → per line, by number: insert OL → read C → read W (w_tax)
 //! ```
 //! Paper form: all items are read first, so an unused item aborts before any write; then
 //! D, C, per line S, per line OL, O and NO, and finally W.
@@ -24,6 +24,14 @@
 //! `payment`, which writes it last). An unused item rolls back before reaching it. A client
 //! that reads ahead on hints reads W in its first round trip (`prefetch_rows`) and holds its
 //! lock throughout.
+//!
+//! The customer's row (C_DISCOUNT, also only for the total) is read after the inserts too, in
+//! the full form: its insert into NEW-ORDER checks the key after its own, the next district's
+//! oldest new order, which a running Delivery has locked (to delete it, or as the key after
+//! one it deleted); a New-Order that held its customer's shared lock while it waited there
+//! deadlocked with that Delivery whenever the Delivery went on to pay the same customer.
+//! Payment also takes C before W, so the two still agree on D, then C, then W. A client that
+//! reads ahead on hints reads C in its first round trip, as it does W.
 //!
 //! Reads and read-modify-writes go through [`Tx::read_with`] and [`Tx::update_with`]: the
 //! procedure looks at the stored row in place and the engine finds each row once. A
@@ -427,9 +435,9 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
     } else {
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         prefetch_inserts(tx, t, input, o_id);
-        c_discount = get_c_discount(tx, t, input)?;
         insert_order(tx, t, input, o_id)?;
         lines = order_lines(tx, t, (input, o_id), &order, None)?;
+        c_discount = get_c_discount(tx, t, input)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
     }
     let sum: f64 = lines.iter().map(|l| l.ol_amount).sum();
