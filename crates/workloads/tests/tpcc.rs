@@ -30,6 +30,57 @@ fn count(db: &Arc<Database>, table: &engine::TableRef) -> usize {
     with_txn(db, |tx| scan_all(tx, table, &[0])).unwrap().len()
 }
 
+/// A full-form (or, with `paper`, the 2008 paper's) New-Order on warehouse 1 for customer
+/// `c_id` of district `d_id`, entered 1, one line of `quantity` for each `(supply warehouse,
+/// item)` in the order given.
+fn new_order_input(
+    d_id: i64,
+    c_id: i64,
+    lines: impl IntoIterator<Item = (i64, i64)>,
+    quantity: i64,
+    paper: bool,
+) -> workloads::tpcc::input::NewOrderInput {
+    use workloads::tpcc::input::{NewOrderInput, OrderLineInput};
+    NewOrderInput {
+        w_id: 1,
+        d_id,
+        c_id,
+        lines: lines
+            .into_iter()
+            .map(|(supply_w_id, i_id)| OrderLineInput {
+                i_id,
+                supply_w_id,
+                quantity,
+            })
+            .collect(),
+        entry_d: 1,
+        paper,
+    }
+}
+
+/// Runs `body(thread, rng)` on `threads` threads at once, each with a generator seeded by its
+/// number, and asserts that the lock manager chose no deadlock victim while they ran.
+fn assert_no_deadlock_among(
+    db: &Arc<Database>,
+    threads: u64,
+    body: impl Fn(u64, &mut rand::rngs::SmallRng) + Sync,
+) {
+    use rand::SeedableRng;
+    let deadlocks = || db.lock_manager().unwrap().stats().deadlocks;
+    let before = deadlocks();
+    std::thread::scope(|scope| {
+        for thread in 0..threads {
+            let body = &body;
+            scope.spawn(move || body(thread, &mut rand::rngs::SmallRng::seed_from_u64(thread)));
+        }
+    });
+    assert_eq!(
+        deadlocks() - before,
+        0,
+        "deadlock victims among the {threads} threads"
+    );
+}
+
 #[test]
 fn load_populates_every_table_per_the_specification() {
     let w = small(2, Mix::Full);
@@ -318,24 +369,11 @@ fn concurrent_terminals_keep_every_condition() {
 
 #[test]
 fn new_orders_and_deliveries_move_the_district_state() {
-    use workloads::tpcc::input::{DeliveryInput, NewOrderInput, OrderLineInput};
+    use workloads::tpcc::input::DeliveryInput;
     let w = small(1, Mix::Full);
     let db = common::loaded(&w, 1);
     let t = Tables::resolve(&db).unwrap();
-    let input = NewOrderInput {
-        w_id: 1,
-        d_id: 4,
-        c_id: 9,
-        lines: (1..=5)
-            .map(|i| OrderLineInput {
-                i_id: i * 7,
-                supply_w_id: 1,
-                quantity: 3,
-            })
-            .collect(),
-        entry_d: 1,
-        paper: false,
-    };
+    let input = new_order_input(4, 9, (1..=5).map(|i| (1, i * 7)), 3, false);
     let out = with_txn(&db, |tx| {
         workloads::tpcc::new_order::new_order(tx, &t, &input)
     })
@@ -676,7 +714,7 @@ fn recorded(db: &Arc<Database>, body: impl Fn(&mut dyn Tx) -> engine::TxResult<(
 
 #[test]
 fn new_order_and_payment_reach_the_warehouse_row_last() {
-    use workloads::tpcc::input::{CustomerSelector, NewOrderInput, OrderLineInput, PaymentInput};
+    use workloads::tpcc::input::{CustomerSelector, PaymentInput};
     use workloads::tpcc::schema::{CUSTOMER, DISTRICT, HISTORY, WAREHOUSE};
     // Every Payment of a warehouse writes its row and every New-Order reads it: reached last,
     // its lock is held for the end of each transaction only (see `payment`'s notes).
@@ -684,20 +722,7 @@ fn new_order_and_payment_reach_the_warehouse_row_last() {
     let db = common::loaded(&w, 1);
     let t = Tables::resolve(&db).unwrap();
     for paper in [false, true] {
-        let input = NewOrderInput {
-            w_id: 1,
-            d_id: 3,
-            c_id: 5,
-            lines: (1..=6)
-                .map(|i| OrderLineInput {
-                    i_id: i * 11,
-                    supply_w_id: 1,
-                    quantity: 2,
-                })
-                .collect(),
-            entry_d: 1,
-            paper,
-        };
+        let input = new_order_input(3, 5, (1..=6).map(|i| (1, i * 11)), 2, paper);
         let order = touched(&db, |tx| {
             workloads::tpcc::new_order::new_order(tx, &t, &input).map(drop)
         });
@@ -752,7 +777,6 @@ fn new_order_and_payment_reach_the_warehouse_row_last() {
 
 #[test]
 fn new_order_takes_its_stock_rows_in_key_order_and_keeps_the_line_numbers() {
-    use workloads::tpcc::input::{NewOrderInput, OrderLineInput};
     use workloads::tpcc::schema::{item, order_line, ORDER_LINE, STOCK};
     // Every New-Order locks its stock rows by (supply warehouse, item), the order Stock-Level
     // reads its items in too, so neither waits for the other in a cycle; the order lines keep
@@ -763,21 +787,7 @@ fn new_order_takes_its_stock_rows_in_key_order_and_keeps_the_line_numbers() {
     // Out of order, a remote line before home ones, and an item twice.
     let entered = [(1, 500), (2, 7), (1, 30), (1, 500), (1, 2), (2, 1)];
     for paper in [false, true] {
-        let input = NewOrderInput {
-            w_id: 1,
-            d_id: 4,
-            c_id: 9,
-            lines: entered
-                .iter()
-                .map(|&(supply_w_id, i_id)| OrderLineInput {
-                    i_id,
-                    supply_w_id,
-                    quantity: 3,
-                })
-                .collect(),
-            entry_d: 1,
-            paper,
-        };
+        let input = new_order_input(4, 9, entered, 3, paper);
         let output = std::cell::RefCell::new(None);
         let seen = recorded(&db, |tx| {
             let out = workloads::tpcc::new_order::new_order(tx, &t, &input)?;
@@ -854,8 +864,8 @@ fn new_order_takes_its_stock_rows_in_key_order_and_keeps_the_line_numbers() {
 
 #[test]
 fn new_orders_and_stock_levels_on_one_warehouse_never_deadlock() {
-    use rand::{Rng, SeedableRng};
-    use workloads::tpcc::input::{NewOrderInput, OrderLineInput, StockLevelInput};
+    use rand::Rng;
+    use workloads::tpcc::input::StockLevelInput;
     // Four threads on one warehouse, New-Orders drawing their lines from 40 items (so that
     // most pairs share stock rows) and Stock-Levels reading them: with the lines taken as
     // entered, two New-Orders, or a New-Order and a Stock-Level, lock shared stock rows in
@@ -863,61 +873,38 @@ fn new_orders_and_stock_levels_on_one_warehouse_never_deadlock() {
     let w = small(1, Mix::Full);
     let db = common::loaded(&w, 1);
     let t = Tables::resolve(&db).unwrap();
-    let deadlocks = || db.lock_manager().unwrap().stats().deadlocks;
-    let before = deadlocks();
-    std::thread::scope(|scope| {
-        for thread in 0..4u64 {
-            let (db, t) = (&db, &t);
-            scope.spawn(move || {
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(thread);
-                for _ in 0..150 {
-                    let d_id = rng.gen_range(1..=10);
-                    if thread % 2 == 0 {
-                        let input = NewOrderInput {
-                            w_id: 1,
-                            d_id,
-                            c_id: rng.gen_range(1..=100),
-                            lines: (0..rng.gen_range(5..=15))
-                                .map(|_| OrderLineInput {
-                                    i_id: rng.gen_range(1..=40),
-                                    supply_w_id: 1,
-                                    quantity: 1,
-                                })
-                                .collect(),
-                            entry_d: 1,
-                            paper: false,
-                        };
-                        with_txn(db, |tx| {
-                            workloads::tpcc::new_order::new_order(tx, t, &input).map(drop)
-                        })
-                        .unwrap();
-                    } else {
-                        let input = StockLevelInput {
-                            w_id: 1,
-                            d_id,
-                            threshold: 15,
-                        };
-                        with_txn(db, |tx| {
-                            workloads::tpcc::stock_level::stock_level(tx, t, &input).map(drop)
-                        })
-                        .unwrap();
-                    }
-                }
-            });
+    assert_no_deadlock_among(&db, 4, |thread, rng| {
+        for _ in 0..150 {
+            let d_id = rng.gen_range(1..=10);
+            if thread % 2 == 0 {
+                let lines: Vec<_> = (0..rng.gen_range(5..=15))
+                    .map(|_| (1, rng.gen_range(1..=40)))
+                    .collect();
+                let input = new_order_input(d_id, rng.gen_range(1..=100), lines, 1, false);
+                with_txn(&db, |tx| {
+                    workloads::tpcc::new_order::new_order(tx, &t, &input).map(drop)
+                })
+                .unwrap();
+            } else {
+                let input = StockLevelInput {
+                    w_id: 1,
+                    d_id,
+                    threshold: 15,
+                };
+                with_txn(&db, |tx| {
+                    workloads::tpcc::stock_level::stock_level(tx, &t, &input).map(drop)
+                })
+                .unwrap();
+            }
         }
     });
-    assert_eq!(
-        deadlocks() - before,
-        0,
-        "deadlock victims among the four threads"
-    );
     common::assert_all_hold(&w.check(&db).unwrap());
 }
 
 #[test]
 fn new_orders_and_deliveries_never_deadlock() {
-    use rand::{Rng, SeedableRng};
-    use workloads::tpcc::input::{DeliveryInput, NewOrderInput, OrderLineInput};
+    use rand::Rng;
+    use workloads::tpcc::input::DeliveryInput;
     use workloads::tpcc::schema::order;
     // A New-Order's insert into NEW-ORDER checks the key after its own, the next district's
     // oldest new order, which a running Delivery holds. A New-Order that had read its
@@ -945,56 +932,32 @@ fn new_orders_and_deliveries_never_deadlock() {
                 .collect()
         })
         .collect();
-    let deadlocks = || db.lock_manager().unwrap().stats().deadlocks;
-    let before = deadlocks();
-    std::thread::scope(|scope| {
-        for thread in 0..4u64 {
-            let (db, t, payees) = (&db, &t, &payees);
-            scope.spawn(move || {
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(thread);
-                if thread == 0 {
-                    for _ in 0..deliveries {
-                        let input = DeliveryInput {
-                            w_id: 1,
-                            carrier_id: rng.gen_range(1..=10),
-                            delivery_d: 2,
-                        };
-                        with_txn(db, |tx| {
-                            workloads::tpcc::delivery::delivery(tx, t, &input).map(drop)
-                        })
-                        .unwrap();
-                    }
-                    return;
-                }
-                for _ in 0..500 {
-                    let d_id = rng.gen_range(1..=10);
-                    let c_ids = &payees[d_id as usize - 1];
-                    let input = NewOrderInput {
-                        w_id: 1,
-                        d_id,
-                        c_id: c_ids[rng.gen_range(0..c_ids.len())],
-                        lines: (0..5)
-                            .map(|_| OrderLineInput {
-                                i_id: rng.gen_range(1..=1000),
-                                supply_w_id: 1,
-                                quantity: 1,
-                            })
-                            .collect(),
-                        entry_d: 1,
-                        paper: false,
-                    };
-                    with_txn(db, |tx| {
-                        workloads::tpcc::new_order::new_order(tx, t, &input).map(drop)
-                    })
-                    .unwrap();
-                }
-            });
+    assert_no_deadlock_among(&db, 4, |thread, rng| {
+        if thread == 0 {
+            for _ in 0..deliveries {
+                let input = DeliveryInput {
+                    w_id: 1,
+                    carrier_id: rng.gen_range(1..=10),
+                    delivery_d: 2,
+                };
+                with_txn(&db, |tx| {
+                    workloads::tpcc::delivery::delivery(tx, &t, &input).map(drop)
+                })
+                .unwrap();
+            }
+            return;
+        }
+        for _ in 0..500 {
+            let d_id = rng.gen_range(1..=10);
+            let c_ids = &payees[d_id as usize - 1];
+            let c_id = c_ids[rng.gen_range(0..c_ids.len())];
+            let lines: Vec<_> = (0..5).map(|_| (1, rng.gen_range(1..=1000))).collect();
+            let input = new_order_input(d_id, c_id, lines, 1, false);
+            with_txn(&db, |tx| {
+                workloads::tpcc::new_order::new_order(tx, &t, &input).map(drop)
+            })
+            .unwrap();
         }
     });
-    assert_eq!(
-        deadlocks() - before,
-        0,
-        "deadlock victims among the four threads"
-    );
     common::assert_all_hold(&w.check(&db).unwrap());
 }
