@@ -31,7 +31,7 @@ use arrayvec::ArrayVec;
 
 use storage::btree::{InsertOutcome, LeafHint, ScanStep};
 use storage::Lsn;
-use txn::lock::{LockMode, TxnLocks};
+use txn::lock::{KeyRank, LockMode, TxnLocks, NO_GAP, WHOLE_GAP};
 use wal::{LogRecord, TxnId};
 
 use crate::api::{
@@ -57,6 +57,16 @@ const PREFETCH_BATCH: usize = 32;
 
 /// A scan's low and high bounds: an encoded key and whether (and how) it bounds.
 type ScanBounds<'b> = ((&'b [u8], Bound<()>), (&'b [u8], Bound<()>));
+
+/// The floor of every lock a scan takes (see `txn::lock::KeyRank`): its range's low end. The
+/// first entry's lock guards the gap below it, which reaches below the range; the keys there
+/// are not the scan's to guard.
+fn scan_floor(key: &crate::keys::KeySpec, (lo, bound): (&[u8], Bound<()>)) -> KeyRank {
+    match bound {
+        Bound::Unbounded => WHOLE_GAP,
+        Bound::Included(()) | Bound::Excluded(()) => key.rank(lo),
+    }
+}
 
 /// Reusable per-session buffers. A thread keeps one and reuses it from transaction to
 /// transaction (`Transaction::begin` takes it, `finish` gives it back).
@@ -557,21 +567,35 @@ impl<'db> Transaction<'db> {
         self.db.resolve_table(t)
     }
 
-    /// Locks the record with encoded primary key `key`. Without a lock manager (`locking`
-    /// off) this is one inlined test; the request itself is out of line.
+    /// Locks the encoded key `key` in lock space `table`, guarding the gap below it from
+    /// `floor` up (`txn::lock::KeyRank`: a point access guards no gap, `NO_GAP`; a scan from
+    /// its range's low end). Without a lock manager (`locking` off) this is
+    /// one inlined test; the request itself is out of line.
     #[inline]
-    fn lock_key(&mut self, table: u32, key: &[u8], exclusive: bool) -> TxResult<()> {
+    fn lock_key(
+        &mut self,
+        table: u32,
+        key: &[u8],
+        exclusive: bool,
+        floor: KeyRank,
+    ) -> TxResult<()> {
         if self.db.locks.is_none() {
             return Ok(());
         }
-        self.request_key_lock(table, key, exclusive)
+        self.request_key_lock(table, key, exclusive, floor)
     }
 
     #[inline(never)]
-    fn request_key_lock(&mut self, table: u32, key: &[u8], exclusive: bool) -> TxResult<()> {
+    fn request_key_lock(
+        &mut self,
+        table: u32,
+        key: &[u8],
+        exclusive: bool,
+        floor: KeyRank,
+    ) -> TxResult<()> {
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
             let mode = if exclusive { LockMode::X } else { LockMode::S };
-            lm.lock_record(locks, table, key_hash(table, key), mode)
+            lm.lock_record(locks, table, key_hash(table, key), mode, floor)
                 .map_err(|e| TxError::Retry(e.to_string()))?;
         }
         Ok(())
@@ -630,7 +654,7 @@ impl<'db> Transaction<'db> {
     #[inline(always)]
     fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
         if !self.db.page_locking && !table.is_read_only() {
-            self.lock_key(table.id, k, exclusive)?;
+            self.lock_key(table.id, k, exclusive, NO_GAP)?;
             if exclusive {
                 // Again under the lock: the table may have turned read-only meanwhile.
                 self.writable(table)?;
@@ -661,7 +685,7 @@ impl<'db> Transaction<'db> {
             return Ok(table.primary.get(k)?);
         }
         let found = if !self.db.page_locking {
-            self.lock_key(table.id, k, exclusive)?;
+            self.lock_key(table.id, k, exclusive, NO_GAP)?;
             table.primary.get(k)?
         } else {
             self.find_page_locked(table, k, exclusive)?
@@ -720,7 +744,7 @@ impl<'db> Transaction<'db> {
         for _ in 0..8 {
             match loc {
                 None => {
-                    self.lock_key(table.id, k, exclusive)?;
+                    self.lock_key(table.id, k, exclusive, NO_GAP)?;
                     loc = table.primary.get(k)?;
                     if loc.is_none() {
                         return Ok(None);
@@ -1099,18 +1123,18 @@ impl<'db> Transaction<'db> {
         limit: usize,
         hits: &mut Hits,
         what: &str,
-        next: (u32, u32, bool),
-        mut lock_entry: impl FnMut(&mut Self, &[u8], u64, bool) -> TxResult<()>,
+        (next, floor): ((u32, u32, bool), KeyRank),
+        mut lock_entry: impl FnMut(&mut Self, &[u8], u64, bool, KeyRank) -> TxResult<()>,
     ) -> TxResult<()> {
         let once = if reverse {
             None
         } else {
-            self.collect_once(store, (lo, hi), limit, hits, (next.0, next.2))?
+            self.collect_once(store, (lo, hi), limit, hits, (next.0, next.2), floor)?
         };
         if once == Some(true) {
             return hits
                 .iter()
-                .try_for_each(|(key, loc)| lock_entry(self, key, loc, true));
+                .try_for_each(|(key, loc)| lock_entry(self, key, loc, true, floor));
         }
         if once.is_none() {
             Self::collect(store, lo, hi, reverse, limit, hits, what)?;
@@ -1122,7 +1146,7 @@ impl<'db> Transaction<'db> {
         let mut fresh = std::mem::take(&mut self.s.hits_again);
         let r = (|| loop {
             for (key, loc) in hits.iter() {
-                lock_entry(self, key, loc, false)?;
+                lock_entry(self, key, loc, false, floor)?;
             }
             // The gaps between entries are guarded by the entries' own locks (an insert
             // locks the key after it). What is left is the gap above the highest entry: a
@@ -1130,11 +1154,12 @@ impl<'db> Transaction<'db> {
             // the key after the last entry guards the rest of the range. A backward scan
             // starts at the top, so the key after the range's high end guards it, whatever
             // the limit.
+            let high = hi.1.map(|_| hi.0);
             if reverse {
-                self.lock_next_key((next.0, next.1), store, None, hi.1.map(|_| hi.0), next.2)?;
+                self.lock_next_key((next.0, next.1), store, None, high, next.2, floor)?;
             } else if hits.len() < limit {
                 let last = hits.last_key();
-                self.lock_next_key((next.0, next.1), store, last, hi.1.map(|_| hi.0), next.2)?;
+                self.lock_next_key((next.0, next.1), store, last, high, next.2, floor)?;
             }
             Self::collect(store, lo, hi, reverse, limit, &mut fresh, what)?;
             if fresh == *hits {
@@ -1162,6 +1187,7 @@ impl<'db> Transaction<'db> {
         limit: usize,
         hits: &mut Hits,
         (space, exclusive): (u32, bool),
+        floor: KeyRank,
     ) -> TxResult<Option<bool>> {
         let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) else {
             return Ok(None);
@@ -1174,7 +1200,7 @@ impl<'db> Transaction<'db> {
         let mut ask = |key: &[u8]| {
             granted = granted
                 && lm
-                    .try_lock_record(locks, space, key_hash(space, key), mode)
+                    .try_lock_record(locks, space, key_hash(space, key), mode, floor)
                     .unwrap_or(false);
         };
         hits.clear();
@@ -1209,8 +1235,15 @@ impl<'db> Transaction<'db> {
             // lock is granted; waiting here holds no latch.
             self.lock_page_of(table.id, loc, true)?;
         }
-        self.add_entry(&table.primary, (table.id, table.id), k, loc, next_in_tree)
-            .map_err(|e| Self::duplicate_in(e, &table.schema.name))?;
+        let rank = table.key.rank(k);
+        self.add_entry(
+            &table.primary,
+            (table.id, table.id),
+            (k, rank),
+            loc,
+            next_in_tree,
+        )
+        .map_err(|e| Self::duplicate_in(e, &table.schema.name))?;
         let secondaries = table.secondaries.read();
         for ix in secondaries.iter() {
             let index = self.db.index_by_id(*ix)?;
@@ -1245,8 +1278,16 @@ impl<'db> Transaction<'db> {
         next_in_tree: bool,
     ) -> TxResult<()> {
         let space = crate::db::index_lock_space(index.id);
-        self.lock_key(space, entry, true)?;
-        self.add_entry(&index.store, (space, table), entry, loc, next_in_tree)
+        // The whole gap below, as for the primary key (see `insert`).
+        self.lock_key(space, entry, true, WHOLE_GAP)?;
+        let rank = index.key.rank(entry);
+        self.add_entry(
+            &index.store,
+            (space, table),
+            (entry, rank),
+            loc,
+            next_in_tree,
+        )
     }
 
     /// Adds `k → loc` to `store` with the key after it locked X in lock space `space` (the
@@ -1257,7 +1298,7 @@ impl<'db> Transaction<'db> {
         &mut self,
         store: &crate::table::IndexStore,
         (space, heap_table): (u32, u32),
-        k: &[u8],
+        (k, rank): (&[u8], KeyRank),
         loc: u64,
         next_in_tree: bool,
     ) -> TxResult<()> {
@@ -1268,9 +1309,16 @@ impl<'db> Transaction<'db> {
             return Ok(store.insert(k, loc)?);
         }
         if next_in_tree && store.is_btree() {
-            return self.insert_entry_locked(store, space, k, loc);
+            return self.insert_entry_locked(store, space, (k, rank), loc);
         }
-        self.lock_next_key((space, heap_table), store, Some(k), Bound::Unbounded, true)?;
+        self.lock_next_key(
+            (space, heap_table),
+            store,
+            Some(k),
+            Bound::Unbounded,
+            true,
+            rank,
+        )?;
         Ok(store.insert(k, loc)?)
     }
 
@@ -1280,14 +1328,17 @@ impl<'db> Transaction<'db> {
     /// granted, nothing is kept (`k`'s own lock, which the caller holds to commit, guards the
     /// entry from then on, so a later scan or delete of the next key need not wait for this
     /// transaction: New-Order's insert at the end of one district's new orders and
-    /// Delivery's lock on the next district's oldest did). Refused, the tree lets go of every
-    /// latch, this waits for the lock unconditionally (and keeps it) and tries again (the
-    /// next key may have changed meanwhile). A duplicate is `TxError::Storage(DuplicateKey)`.
+    /// Delivery's lock on the next district's oldest did). Only holders whose floor is at or
+    /// below `rank`, the new key's, count (`txn::lock::KeyRank`): a lock that guards the
+    /// next key's own range, as a Delivery's on the next district's oldest does, lets an
+    /// insert below that range go ahead. Refused, the tree lets go of every latch, this waits
+    /// for the lock unconditionally (and keeps it) and tries again (the next key may have
+    /// changed meanwhile). A duplicate is `TxError::Storage(DuplicateKey)`.
     fn insert_entry_locked(
         &mut self,
         store: &crate::table::IndexStore,
         space: u32,
-        k: &[u8],
+        (k, rank): (&[u8], KeyRank),
         loc: u64,
     ) -> TxResult<()> {
         let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) else {
@@ -1299,7 +1350,7 @@ impl<'db> Transaction<'db> {
             let r = store.insert_with_next(k, loc, hint, |next| {
                 let name = key_hash(space, next.unwrap_or(END_OF_INDEX));
                 let granted = lm
-                    .try_lock_record_instant(locks, space, name, LockMode::X)
+                    .try_lock_record_instant(locks, space, name, LockMode::X, rank)
                     .unwrap_or(false);
                 if !granted {
                     refused = Some(name);
@@ -1310,7 +1361,7 @@ impl<'db> Transaction<'db> {
                 InsertOutcome::Inserted => return Ok(()),
                 InsertOutcome::Blocked => {
                     let name = refused.expect("a refused next key");
-                    lm.lock_record(locks, space, name, LockMode::X)
+                    lm.lock_record(locks, space, name, LockMode::X, rank)
                         .map_err(|e| TxError::Retry(e.to_string()))?;
                 }
             }
@@ -1367,13 +1418,14 @@ impl<'db> Transaction<'db> {
             let index = self.db.index_by_id(*ix)?;
             let space = crate::db::index_lock_space(index.id);
             index.key.encode_record(&table.layout, rec, &mut entry)?;
-            self.lock_key(space, &entry, true)?;
+            self.lock_key(space, &entry, true, NO_GAP)?;
             self.lock_next_key(
                 (space, table.id),
                 &index.store,
                 Some(&entry),
                 Bound::Unbounded,
                 true,
+                index.key.rank(&entry),
             )
         });
         self.s.key2 = entry;
@@ -1381,8 +1433,9 @@ impl<'db> Transaction<'db> {
     }
 
     /// Locks the key that follows `after` (an entry), or without one the key that follows a
-    /// range ending at `hi`, or the end of the index; so no insert can slip a phantom into
-    /// the gap before it until this transaction ends.
+    /// range ending at `hi`, or the end of the index; so no insert of a key from `floor` up
+    /// can slip a phantom into the gap before it until this transaction ends.
+    #[allow(clippy::too_many_arguments)]
     fn lock_next_key(
         &mut self,
         (lock_table, heap_table): (u32, u32),
@@ -1390,6 +1443,7 @@ impl<'db> Transaction<'db> {
         after: Option<&[u8]>,
         hi: Bound<&[u8]>,
         exclusive: bool,
+        floor: KeyRank,
     ) -> TxResult<()> {
         if self.db.locks.is_none() {
             return Ok(());
@@ -1399,7 +1453,9 @@ impl<'db> Transaction<'db> {
             (Some(a), _) => Bound::Excluded(a),
             (None, Bound::Included(h)) => Bound::Excluded(h),
             (None, Bound::Excluded(h)) => Bound::Included(h),
-            (None, Bound::Unbounded) => return self.lock_key(lock_table, END_OF_INDEX, exclusive),
+            (None, Bound::Unbounded) => {
+                return self.lock_key(lock_table, END_OF_INDEX, exclusive, floor)
+            }
         };
         // Record locking: the next key is locked conditionally while its leaf is latched
         // (as an insert asks for its next key's, `insert_entry_locked`). Granted there, it is the
@@ -1415,7 +1471,7 @@ impl<'db> Transaction<'db> {
             if let Some((lm, locks)) = conditional.as_mut() {
                 let name = key_hash(lock_table, k);
                 granted = lm
-                    .try_lock_record(locks, lock_table, name, mode)
+                    .try_lock_record(locks, lock_table, name, mode, floor)
                     .unwrap_or(false);
             }
             if !granted {
@@ -1431,7 +1487,7 @@ impl<'db> Transaction<'db> {
         loop {
             match &next {
                 Some((k, loc)) => {
-                    self.lock_key(lock_table, k, exclusive)?;
+                    self.lock_key(lock_table, k, exclusive, floor)?;
                     // Page locking: scans lock their entries' heap pages, not their keys, so
                     // the next key's guard is its record's page too. (Without it an insert
                     // between two scanned entries locked only the later one's name, and went
@@ -1440,7 +1496,7 @@ impl<'db> Transaction<'db> {
                         self.lock_page_of(heap_table, *loc, exclusive)?;
                     }
                 }
-                None => self.lock_key(lock_table, END_OF_INDEX, exclusive)?,
+                None => self.lock_key(lock_table, END_OF_INDEX, exclusive, floor)?,
             }
             let mut now: Option<(Vec<u8>, u64)> = None;
             store.scan(lo, Bound::Unbounded, false, 1, |k, loc| {
@@ -1576,7 +1632,12 @@ impl Tx for Transaction<'_> {
         let r = (|| {
             table.layout.encode(row, &mut rec)?;
             table.key.encode_record(&table.layout, &rec, &mut k)?;
-            self.lock_key(table.id, &k, true)?;
+            // The new key's lock guards the whole gap below it, not the key alone: the
+            // entry splits the gap the key after it guarded, and where this transaction's
+            // own lock on that key guarded the lower part for a scan of its own, the new
+            // entry's lock now must (an insert by another into that part finds this key as
+            // its next, not the one the scan locked).
+            self.lock_key(table.id, &k, true, WHOLE_GAP)?;
             self.writable(table)?;
             // Record locking: the next key is locked while the primary insert holds the
             // leaf latch (`insert_entry_locked`), one descent for both; page locking locks it
@@ -1628,13 +1689,16 @@ impl Tx for Transaction<'_> {
             };
             self.s.found.forget();
             if self.db.locks.is_some() {
-                // Next-key lock: a scan of this gap must wait until the delete is decided.
+                // Next-key lock: a scan of this gap must wait until the delete is decided,
+                // and so must an insert between the two keys (a scan ending at it would
+                // read past the removed key unawares); one below the removed key need not.
                 self.lock_next_key(
                     (table.id, table.id),
                     &table.primary,
                     Some(&k),
                     Bound::Unbounded,
                     true,
+                    table.key.rank(&k),
                 )?;
                 self.lock_secondary_entries(table, &rec)?;
             }
@@ -1687,6 +1751,7 @@ impl Tx for Transaction<'_> {
             hi.clear();
             let lob = table.key.low_bound(range.low, &mut lo)?;
             let hib = table.key.high_bound(range.high, &mut hi)?;
+            let floor = scan_floor(&table.key, (&lo, lob));
             self.collect_locked(
                 &table.primary,
                 ((&lo, lob), (&hi, hib)),
@@ -1694,14 +1759,14 @@ impl Tx for Transaction<'_> {
                 limit,
                 &mut hits,
                 &table.schema.name,
-                (table.id, table.id, for_update),
-                |this, key, loc, key_locked| {
+                ((table.id, table.id, for_update), floor),
+                |this, key, loc, key_locked, floor| {
                     if key_locked {
                         Ok(())
                     } else if this.db.page_locking {
                         this.lock_page_of(table.id, loc, for_update)
                     } else {
-                        this.lock_key(table.id, key, for_update)
+                        this.lock_key(table.id, key, for_update, floor)
                     }
                 },
             )?;
@@ -1767,6 +1832,7 @@ impl Tx for Transaction<'_> {
             hi.clear();
             let lob = index.key.low_bound(range.low, &mut lo)?;
             let hib = index.key.high_bound(range.high, &mut hi)?;
+            let floor = scan_floor(&index.key, (&lo, lob));
             self.collect_locked(
                 &index.store,
                 ((&lo, lob), (&hi, hib)),
@@ -1774,10 +1840,10 @@ impl Tx for Transaction<'_> {
                 limit,
                 &mut hits,
                 &index.schema.name,
-                (index_lock, table.id, for_update),
-                |this, entry, loc, key_locked| {
+                ((index_lock, table.id, for_update), floor),
+                |this, entry, loc, key_locked, floor| {
                     if !key_locked {
-                        this.lock_key(index_lock, entry, for_update)?;
+                        this.lock_key(index_lock, entry, for_update, floor)?;
                     }
                     // Lock the row by its primary key; it is confirmed below.
                     let Some(()) = table.records.with(loc, |rec| {
@@ -1789,7 +1855,7 @@ impl Tx for Transaction<'_> {
                     if this.db.page_locking {
                         this.lock_page_of(table.id, loc, for_update)
                     } else {
-                        this.lock_key(table.id, &pk, for_update)
+                        this.lock_key(table.id, &pk, for_update, NO_GAP)
                     }
                 },
             )?;

@@ -154,6 +154,89 @@ fn an_insert_keeps_no_lock_on_its_next_key_but_guards_its_own_entry() {
     db.check_invariants().unwrap();
 }
 
+/// Waits up to 20 s for `flag`; whether it turned true.
+fn turns_true(flag: &AtomicBool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !flag.load(Ordering::SeqCst) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    flag.load(Ordering::SeqCst)
+}
+
+#[test]
+fn an_insert_below_a_scans_range_goes_ahead_though_its_next_key_is_the_scans_first() {
+    // TPC-C's New-Order inserts at the end of one district's new orders, whose next key is
+    // the next district's oldest, which a running Delivery's scan of that district locked:
+    // the scan's lock guards its range, not the end of the district before it.
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    let mut reader = db.begin().unwrap();
+    // Returns 30 and 40, and locks them and 50, each guarding the gap from 25 up.
+    assert_eq!(scan_ids(&mut reader, &t, 25, 45).unwrap(), vec![30, 40]);
+    // 22's next key is 30, but 22 lies below the scanned range: no wait.
+    let (below, below_done) = insert_in_thread(&db, &t, 22);
+    assert!(
+        turns_true(&below_done),
+        "an insert below a running scan's range waited for the scan's first key"
+    );
+    below.join().unwrap();
+    // 27 lies inside the range, in the gap 30 guards: it waits for the reader.
+    let (inside, inside_done) = insert_in_thread(&db, &t, 27);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        !inside_done.load(Ordering::SeqCst),
+        "an insert went into the range of a running scan"
+    );
+    assert_eq!(scan_ids(&mut reader, &t, 25, 45).unwrap(), vec![30, 40]);
+    reader.commit().unwrap();
+    inside.join().unwrap();
+    assert_eq!(
+        ids(&db, &t),
+        vec![0, 10, 20, 22, 27, 30, 40, 50, 60, 70, 80, 90]
+    );
+    db.check_invariants().unwrap();
+}
+
+#[test]
+fn an_open_delete_holds_off_inserts_after_the_removed_key_only() {
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    // The deleter removes 30 and stays open, holding 40 (the key after it) from 30 up.
+    let mut deleter = db.begin().unwrap();
+    assert!(deleter.delete(&t, &[Value::Int(30)]).unwrap());
+    // 25's next key is now 40, but 25 lies below the removed key: no wait.
+    let (below, below_done) = insert_in_thread(&db, &t, 25);
+    assert!(
+        turns_true(&below_done),
+        "an insert below an open delete's key waited for the delete"
+    );
+    below.join().unwrap();
+    // 35 would sit between the removed key and 40: a scan of [20, 36) would then stop at
+    // 35 and never meet the delete, which may yet roll back. It waits.
+    let (after, after_done) = insert_in_thread(&db, &t, 35);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        !after_done.load(Ordering::SeqCst),
+        "an insert went in just after a key an open transaction deleted"
+    );
+    // The same with 30 itself: its lock is the deleter's until the end.
+    let (same, same_done) = insert_in_thread(&db, &t, 30);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !same_done.load(Ordering::SeqCst),
+        "30 went back in under an open delete"
+    );
+    deleter.abort().unwrap();
+    after.join().unwrap();
+    // The abort put 30 back, so the second insert of 30 failed as a duplicate.
+    assert!(same.join().is_err());
+    assert_eq!(
+        ids(&db, &t),
+        vec![0, 10, 20, 25, 30, 35, 40, 50, 60, 70, 80, 90]
+    );
+    db.check_invariants().unwrap();
+}
+
 #[test]
 fn an_insert_whose_next_key_changed_while_it_waited_locks_the_new_one() {
     let db = open(Preset::Full, 3);
@@ -338,9 +421,12 @@ fn stress_txn(
     // protected as well as a forward scan's.
     let reverse = rng.gen_bool(0.3);
     let (lo_k, hi_k) = if by_owner {
-        ([Value::Str(shape.owner(lo))], [Value::Str(shape.owner(hi))])
+        (
+            vec![Value::Str(shape.owner(lo))],
+            vec![Value::Str(shape.owner(hi))],
+        )
     } else {
-        ([Value::Int(lo)], [Value::Int(hi)])
+        (shape.bound(lo), shape.bound(hi))
     };
     let in_range = |key: i64| {
         if by_owner {
@@ -432,6 +518,10 @@ fn stress_txn(
 enum Shape {
     Narrow,
     Wide,
+    /// A key of two integers, (id / 16, id), as TPC-C's (district, order): keys of one
+    /// group rank apart from the next group's, so inserts at a group's end meet locks whose
+    /// floors lie in the next group.
+    Grouped,
 }
 
 impl Shape {
@@ -446,6 +536,12 @@ impl Shape {
                 .int("balance")
                 .string("pad", Self::PAD)
                 .key(&["id", "pad"]),
+            Shape::Grouped => engine::TableSchema::new("accounts")
+                .int("id")
+                .string("owner", 16)
+                .int("balance")
+                .int("grp")
+                .key(&["grp", "id"]),
         }
     }
 
@@ -453,7 +549,7 @@ impl Shape {
     /// owners order as their unpadded forms do.
     fn owner(self, id: i64) -> String {
         match self {
-            Shape::Narrow => format!("o{id}"),
+            Shape::Narrow | Shape::Grouped => format!("o{id}"),
             Shape::Wide => format!("o{id}{}", "-".repeat(Self::PAD.into())),
         }
     }
@@ -461,6 +557,12 @@ impl Shape {
     fn row(self, id: i64) -> Vec<Value> {
         match self {
             Shape::Narrow => row(id),
+            Shape::Grouped => vec![
+                Value::Int(id),
+                Value::Str(self.owner(id)),
+                Value::Int(1),
+                Value::Int(id / 16),
+            ],
             Shape::Wide => vec![
                 Value::Int(id),
                 Value::Str(self.owner(id)),
@@ -474,6 +576,15 @@ impl Shape {
         match self {
             Shape::Narrow => vec![Value::Int(id)],
             Shape::Wide => vec![Value::Int(id), Value::Str("p".repeat(Self::PAD.into()))],
+            Shape::Grouped => vec![Value::Int(id / 16), Value::Int(id)],
+        }
+    }
+
+    /// A range bound at `id` over the primary key (a prefix where the key has more).
+    fn bound(self, id: i64) -> Vec<Value> {
+        match self {
+            Shape::Narrow | Shape::Wide => vec![Value::Int(id)],
+            Shape::Grouped => self.key(id),
         }
     }
 }
@@ -548,6 +659,11 @@ fn concurrent_inserts_deletes_and_rescans_see_no_phantoms_and_lose_nothing() {
     })
     .unwrap();
     stress(page_locking, Shape::Narrow, "page locking");
+    stress(
+        open(Preset::Full, STRESS_THREADS),
+        Shape::Grouped,
+        "record locking, two-integer keys",
+    );
 }
 
 #[test]

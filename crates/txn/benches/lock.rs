@@ -1,7 +1,7 @@
 //! Lock-manager micro-benchmarks: the uncontended paths a transaction pays on every access.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use txn::{LockConfig, LockManager, LockMode, TxnId};
+use txn::{LockConfig, LockManager, LockMode, TxnId, WHOLE_GAP};
 
 fn lock_paths(c: &mut Criterion) {
     let m = LockManager::new(LockConfig::default());
@@ -12,7 +12,7 @@ fn lock_paths(c: &mut Criterion) {
         b.iter(|| {
             next += 1;
             t.reset(TxnId(next));
-            m.lock_record(&mut t, 1, black_box(next), LockMode::X)
+            m.lock_record(&mut t, 1, black_box(next), LockMode::X, WHOLE_GAP)
                 .expect("uncontended lock");
             assert_eq!(t.held().len(), 3, "database, table, record");
             m.release_all(&mut t);
@@ -24,8 +24,14 @@ fn lock_paths(c: &mut Criterion) {
             next += 1;
             t.reset(TxnId(next));
             for key in 0..10u64 {
-                m.lock_record(&mut t, 1, black_box(next * 16 + key), LockMode::S)
-                    .expect("uncontended lock");
+                m.lock_record(
+                    &mut t,
+                    1,
+                    black_box(next * 16 + key),
+                    LockMode::S,
+                    WHOLE_GAP,
+                )
+                .expect("uncontended lock");
             }
             assert_eq!(t.held().len(), 12, "database, table, ten records");
             m.release_all(&mut t);

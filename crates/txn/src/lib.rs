@@ -18,7 +18,10 @@ pub mod cc;
 pub mod lock;
 
 pub use cc::{AccessMode, CcError, ConcurrencyControl, RecordRef};
-pub use lock::{LockConfig, LockError, LockManager, LockMode, LockName, LockStats, TxnLocks};
+pub use lock::{
+    KeyRank, LockConfig, LockError, LockManager, LockMode, LockName, LockStats, TxnLocks, NO_GAP,
+    WHOLE_GAP,
+};
 
 /// A transaction's identity in the lock manager. Unique among live transactions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

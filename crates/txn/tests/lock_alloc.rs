@@ -10,7 +10,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use txn::{LockConfig, LockManager, LockMode, TxnId};
+use txn::{LockConfig, LockManager, LockMode, TxnId, WHOLE_GAP};
 
 /// Counts allocations made by the current thread (other test threads do not interfere).
 struct CountingAlloc;
@@ -47,9 +47,11 @@ fn run_txn(m: &LockManager, id: u64, names: u64) {
     for table in 1..=4u32 {
         for k in 0..12u64 {
             let key = names.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k << 8) ^ table as u64;
-            m.lock_record(&mut t, table, key, LockMode::S).unwrap();
+            m.lock_record(&mut t, table, key, LockMode::S, WHOLE_GAP)
+                .unwrap();
             if k % 3 == 0 {
-                m.lock_record(&mut t, table, key, LockMode::X).unwrap();
+                m.lock_record(&mut t, table, key, LockMode::X, WHOLE_GAP)
+                    .unwrap();
             }
         }
     }

@@ -961,3 +961,53 @@ fn new_orders_and_deliveries_never_deadlock() {
     });
     common::assert_all_hold(&w.check(&db).unwrap());
 }
+
+#[test]
+fn a_new_order_does_not_wait_for_a_running_delivery_of_the_next_district() {
+    use workloads::tpcc::input::DeliveryInput;
+    use workloads::tpcc::schema::order;
+    // A New-Order inserts its NEW-ORDER row at the end of its district's; the key after it
+    // is the next district's oldest, which a running Delivery has scanned for and deleted.
+    // Those locks guard the next district's rows, not the end of this one's, so the
+    // New-Order goes ahead while the Delivery is still open (it waited for the whole
+    // Delivery when a lock guarded the whole gap below its key).
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    // The oldest undelivered order of district 3 is paid by the Delivery: order for
+    // someone else, so that the two meet at no customer row.
+    let oldest = w.config.customers_per_district - w.config.new_orders_per_district() + 1;
+    let payee = with_txn(&db, |tx| {
+        let key = [Value::Int(1), Value::Int(3), Value::Int(oldest)];
+        tx.get(&t.order, &key, Fetch::Cols(&[order::O_C_ID]), false)
+    })
+    .unwrap()
+    .unwrap();
+    let c_id = if int(&payee, 0).unwrap() == 1 { 2 } else { 1 };
+    let mut delivery = db.begin().unwrap();
+    let input = DeliveryInput {
+        w_id: 1,
+        carrier_id: 3,
+        delivery_d: 2,
+    };
+    let out = workloads::tpcc::delivery::delivery(&mut delivery, &t, &input).unwrap();
+    assert!(out.delivered.iter().all(Option::is_some));
+    let (sent, got) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let input = new_order_input(3, c_id, (1..=5).map(|i| (1, i * 13)), 1, false);
+            let out = with_txn(&db, |tx| {
+                workloads::tpcc::new_order::new_order(tx, &t, &input)
+            });
+            sent.send(out.map(|o| o.o_id)).unwrap();
+        });
+        let done = got.recv_timeout(std::time::Duration::from_secs(20));
+        // Commit either way, so that a New-Order still waiting can finish.
+        delivery.commit().unwrap();
+        let o_id = done
+            .expect("the New-Order waited for the open Delivery")
+            .unwrap();
+        assert_eq!(o_id, w.config.customers_per_district + 1);
+    });
+    common::assert_all_hold(&w.check(&db).unwrap());
+}

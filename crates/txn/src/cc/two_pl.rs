@@ -13,7 +13,7 @@
 //! table lock also covers later reads of the table, which then cost no request.
 
 use super::{AccessMode, CcError, ConcurrencyControl, RecordRef};
-use crate::lock::{LockConfig, LockManager, LockMode, TxnLocks};
+use crate::lock::{LockConfig, LockManager, LockMode, TxnLocks, WHOLE_GAP};
 use crate::TxnId;
 
 /// The strict 2PL scheme.
@@ -42,7 +42,7 @@ impl TwoPhaseLocking {
     fn lock(&self, t: &mut TxnLocks, r: RecordRef, mode: LockMode) -> Result<(), CcError> {
         match r.page {
             Some(page) if self.page_level() => self.locks.lock_page(t, r.table, page, mode)?,
-            _ => self.locks.lock_record(t, r.table, r.key, mode)?,
+            _ => self.locks.lock_record(t, r.table, r.key, mode, WHOLE_GAP)?,
         }
         Ok(())
     }

@@ -123,6 +123,7 @@ use super::name::LockName;
 use super::table::{
     wake, Bucket, Grant, LockHead, LockTable, Sleep, WaitSlot, Waiter, Wakes, UNBOUND,
 };
+use super::{KeyRank, WHOLE_GAP};
 use super::{LockError, TxnId};
 
 /// How a [`LockManager`] behaves.
@@ -715,16 +716,20 @@ impl LockManager {
 
     /// Locks a record, first taking the intention locks above it (`IS`/`IX` on database
     /// and table) unless already held or covered; escalates when the table's leaf-lock
-    /// count reaches the threshold.
+    /// count reaches the threshold. `floor`: where in the gap below the record the lock
+    /// guards against inserts ([`KeyRank`]; [`WHOLE_GAP`] for all of it); a transaction
+    /// that asks for a record again keeps the lower of its floors.
     pub fn lock_record(
         &self,
         t: &mut TxnLocks,
         table: u32,
         key: u64,
         mode: LockMode,
+        floor: KeyRank,
     ) -> Result<(), LockError> {
         let mut timer = self.timer();
-        let r = self.lock_leaf(t, table, LockName::Record { table, key }, mode, &mut timer);
+        let name = LockName::Record { table, key };
+        let r = self.lock_leaf(t, table, name, mode, floor, &mut timer);
         self.stop(t, timer);
         r
     }
@@ -743,8 +748,9 @@ impl LockManager {
         table: u32,
         key: u64,
         mode: LockMode,
+        floor: KeyRank,
     ) -> Result<bool, LockError> {
-        Ok(self.try_record(t, table, key, mode, false))
+        Ok(self.try_record(t, table, key, mode, floor, false))
     }
 
     /// ARIES/IM's *instant-duration* request, made while holding a page latch: `Ok(true)`
@@ -753,8 +759,10 @@ impl LockManager {
     /// asks this of the key after its own: it must not slip into a gap a scan has locked
     /// (the scan holds the key after the gap), but once its entry is in, the entry's own
     /// lock, held to commit, guards it; holding the next key too would only make later
-    /// readers and deletes of that key wait for the insert. Intention locks above are
-    /// requested, and kept, as by [`Self::try_lock_record`]; a refusal counts in
+    /// readers and deletes of that key wait for the insert. `inserting` is the rank of the
+    /// key the insert adds: holders whose floor lies above it guard none of the gap it
+    /// lands in and do not count (see [`KeyRank`]). Intention locks above are requested,
+    /// and kept, as by [`Self::try_lock_record`]; a refusal counts in
     /// [`LockStats::refused`], a success as an immediate request.
     pub fn try_lock_record_instant(
         &self,
@@ -762,22 +770,25 @@ impl LockManager {
         table: u32,
         key: u64,
         mode: LockMode,
+        inserting: KeyRank,
     ) -> Result<bool, LockError> {
-        Ok(self.try_record(t, table, key, mode, true))
+        Ok(self.try_record(t, table, key, mode, inserting, true))
     }
 
-    /// [`Self::try_lock_record`], or with `instant` [`Self::try_lock_record_instant`].
+    /// [`Self::try_lock_record`], or with `instant` [`Self::try_lock_record_instant`]
+    /// (`rank` is the floor of the one and the inserted key of the other).
     fn try_record(
         &self,
         t: &mut TxnLocks,
         table: u32,
         key: u64,
         mode: LockMode,
+        rank: KeyRank,
         instant: bool,
     ) -> bool {
         let mut timer = self.timer();
         let name = LockName::Record { table, key };
-        let r = self.try_lock_leaf(t, table, name, mode, instant, &mut timer);
+        let r = self.try_lock_leaf(t, table, name, mode, rank, instant, &mut timer);
         t.stats.refused += u64::from(!r);
         self.stop(t, timer);
         r
@@ -792,7 +803,8 @@ impl LockManager {
         mode: LockMode,
     ) -> Result<(), LockError> {
         let mut timer = self.timer();
-        let r = self.lock_leaf(t, table, LockName::Page { table, page }, mode, &mut timer);
+        let name = LockName::Page { table, page };
+        let r = self.lock_leaf(t, table, name, mode, WHOLE_GAP, &mut timer);
         self.stop(t, timer);
         r
     }
@@ -959,6 +971,7 @@ impl LockManager {
         table: u32,
         name: LockName,
         mode: LockMode,
+        floor: KeyRank,
         timer: &mut Timer,
     ) -> Result<(), LockError> {
         if t.database.is_some_and(|d| d.covers_below(mode)) {
@@ -977,7 +990,7 @@ impl LockManager {
             return self.escalate(t, i, mode, timer);
         }
         let held_before = t.held.len();
-        self.request(t, name, mode, timer)?;
+        self.request(t, name, mode, floor, timer)?;
         if t.held.len() > held_before {
             t.tables[i].leaf_count += 1;
         }
@@ -985,8 +998,10 @@ impl LockManager {
     }
 
     /// [`Self::lock_leaf`] that never waits: false where it would have to. With `instant`,
-    /// only the check that the leaf lock would be granted, nothing kept (the intention locks
-    /// above are taken either way).
+    /// only the check that an insert of a key ranked `rank` into the gap below the leaf
+    /// could go ahead, nothing kept (the intention locks above are taken either way);
+    /// without, `rank` is the floor of the lock it takes.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn try_lock_leaf(
         &self,
@@ -994,6 +1009,7 @@ impl LockManager {
         table: u32,
         name: LockName,
         mode: LockMode,
+        rank: KeyRank,
         instant: bool,
         timer: &mut Timer,
     ) -> bool {
@@ -1032,10 +1048,10 @@ impl LockManager {
             return false;
         }
         if instant {
-            return self.grantable(t, name, mode, timer);
+            return self.grantable(t, name, mode, rank, timer);
         }
         let held_before = t.held.len();
-        if self.try_request(t, name, mode, timer).is_none() {
+        if self.try_request(t, name, mode, rank, timer).is_none() {
             return false;
         }
         if t.held.len() > held_before {
@@ -1167,10 +1183,10 @@ impl LockManager {
     ) -> Result<LockMode, LockError> {
         let parts = self.config.coarse_partitions;
         if parts <= 1 || !name.is_coarse() {
-            return self.request(t, name, mode, timer);
+            return self.request(t, name, mode, WHOLE_GAP, timer);
         }
         if mode.intention() == mode {
-            return self.request(t, name.partition(t.partition), mode, timer);
+            return self.request(t, name.partition(t.partition), mode, WHOLE_GAP, timer);
         }
         self.request_all_partitions(t, name, mode, timer)
     }
@@ -1186,7 +1202,8 @@ impl LockManager {
     ) -> Result<LockMode, LockError> {
         let mut got = mode;
         for part in 0..self.config.coarse_partitions.min(1 << 15) {
-            got = got.supremum(self.request(t, name.partition(part as u16), mode, timer)?);
+            let part = name.partition(part as u16);
+            got = got.supremum(self.request(t, part, mode, WHOLE_GAP, timer)?);
         }
         Ok(got)
     }
@@ -1203,14 +1220,15 @@ impl LockManager {
     ) -> Option<LockMode> {
         let parts = self.config.coarse_partitions;
         if parts <= 1 || !name.is_coarse() {
-            return self.try_request(t, name, mode, timer);
+            return self.try_request(t, name, mode, WHOLE_GAP, timer);
         }
         if mode.intention() == mode {
-            return self.try_request(t, name.partition(t.partition), mode, timer);
+            return self.try_request(t, name.partition(t.partition), mode, WHOLE_GAP, timer);
         }
         let mut got = mode;
         for part in 0..parts.min(1 << 15) {
-            got = got.supremum(self.try_request(t, name.partition(part as u16), mode, timer)?);
+            let part = name.partition(part as u16);
+            got = got.supremum(self.try_request(t, part, mode, WHOLE_GAP, timer)?);
         }
         Some(got)
     }
@@ -1228,6 +1246,7 @@ impl LockManager {
         t: &mut TxnLocks,
         name: LockName,
         mode: LockMode,
+        floor: KeyRank,
         timer: &mut Timer,
     ) -> Result<LockMode, LockError> {
         t.stats.requests += 1;
@@ -1239,21 +1258,24 @@ impl LockManager {
         let head = guard.head_at(index);
         match head.grant_of(txn) {
             Some(g) if head.granted[g].mode.covers(mode) => {
+                let grant = &mut head.granted[g];
+                grant.floor = grant.floor.min(floor);
                 t.stats.immediate += 1;
-                Ok(head.granted[g].mode)
+                Ok(grant.mode)
             }
             None if head.queue.is_empty() && head.compatible_with_others(txn, mode) => {
                 head.granted.push(Grant {
                     txn,
                     mode,
                     home: t.home,
+                    floor,
                 });
                 drop(guard);
                 t.stats.immediate += 1;
                 t.push_held(name, mode, bucket);
                 Ok(mode)
             }
-            _ => self.request_slow(t, name, mode, guard, index, timer),
+            _ => self.request_slow(t, name, (mode, floor), guard, index, timer),
         }
     }
 
@@ -1266,7 +1288,7 @@ impl LockManager {
         &self,
         t: &mut TxnLocks,
         name: LockName,
-        mode: LockMode,
+        (mode, floor): (LockMode, KeyRank),
         mut guard: SpinGuard<'_, Bucket>,
         index: usize,
         timer: &mut Timer,
@@ -1279,6 +1301,8 @@ impl LockManager {
                 debug_assert!(!held.covers(mode), "covered requests are granted inline");
                 t.stats.upgrades += 1;
                 let want = held.supremum(mode);
+                // The wider guard at once: a waiting upgrade guards no less than the grant.
+                head.granted[g].floor = head.granted[g].floor.min(floor);
                 if head.compatible_with_others(txn, want) {
                     head.granted[g].mode = want;
                     if head.has_registered() {
@@ -1318,6 +1342,7 @@ impl LockManager {
             mode: want,
             upgrade,
             home: t.home,
+            floor,
             registered: false,
             slot: t.slot.clone(),
             thread: std::thread::current(),
@@ -1362,6 +1387,7 @@ impl LockManager {
         t: &mut TxnLocks,
         name: LockName,
         mode: LockMode,
+        floor: KeyRank,
         timer: &mut Timer,
     ) -> Option<LockMode> {
         let txn = t.txn;
@@ -1374,6 +1400,8 @@ impl LockManager {
             Some(g) => {
                 let held = head.granted[g].mode;
                 if held.covers(mode) {
+                    let grant = &mut head.granted[g];
+                    grant.floor = grant.floor.min(floor);
                     held
                 } else {
                     let want = held.supremum(mode);
@@ -1381,6 +1409,7 @@ impl LockManager {
                         return None;
                     }
                     head.granted[g].mode = want;
+                    head.granted[g].floor = head.granted[g].floor.min(floor);
                     if head.has_registered() {
                         refresh_edges(head, &mut self.graph());
                     }
@@ -1399,6 +1428,7 @@ impl LockManager {
                     txn,
                     mode,
                     home: t.home,
+                    floor,
                 });
                 drop(guard);
                 t.push_held(name, mode, bucket);
@@ -1410,14 +1440,17 @@ impl LockManager {
         Some(got)
     }
 
-    /// Whether [`Self::try_request`] would grant `mode` on `name` now, changing nothing (the
-    /// instant-duration request).
+    /// Whether an insert of a key ranked `inserting` into the gap below `name` may go ahead
+    /// with `mode` now, changing nothing (the instant-duration request): as
+    /// [`Self::try_request`] would grant it, except that holders guarding only keys above
+    /// the inserted one ([`LockHead::admits_insert`]) do not count.
     #[inline(always)]
     fn grantable(
         &self,
         t: &mut TxnLocks,
         name: LockName,
         mode: LockMode,
+        inserting: KeyRank,
         timer: &mut Timer,
     ) -> bool {
         let txn = t.txn;
@@ -1432,9 +1465,9 @@ impl LockManager {
                 match head.grant_of(txn) {
                     Some(g) => {
                         let want = head.granted[g].mode.supremum(mode);
-                        head.compatible_with_others(txn, want)
+                        head.admits_insert(txn, want, inserting)
                     }
-                    None => head.queue.is_empty() && head.compatible_with_others(txn, mode),
+                    None => head.queue.is_empty() && head.admits_insert(txn, mode, inserting),
                 }
             }
         };

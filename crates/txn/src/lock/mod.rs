@@ -26,6 +26,33 @@ pub use name::LockName;
 
 pub use crate::TxnId;
 
+/// Where in the gap below a record a record lock's guard starts: the rank of the lowest key
+/// whose insertion the lock must hold off. Next-key locking (ARIES/IM) makes a key's lock
+/// guard the whole gap down to the key before it, which is coarser than most holders need:
+/// a scan of one TPC-C district's new orders locks the next district's oldest, and that lock
+/// also held off every insert at the end of the district before, which the scan never read.
+/// So each grant carries a floor, and an insert's instant check of the key after its own
+/// ([`LockManager::try_lock_record_instant`]) waits only for holders whose floor is at or
+/// below the key it inserts; every other request ignores floors.
+///
+/// Ranks come from the caller (the engine's `KeySpec::rank`): any `u64` that never
+/// decreases as keys ascend, so that a rank below a floor means a key below every key the
+/// holder guards, and equal ranks count as a conflict. The floors a holder sets: a point
+/// lock (a read, update or delete of one key) [`NO_GAP`]; a scan its range's low end; a
+/// delete's lock on the key after the one it removed, the removed key (an insert between the
+/// two would let a reader of the range miss the uncommitted delete); an insert's lock on its
+/// own new key, [`WHOLE_GAP`] (the new key splits a gap that its own transaction may be
+/// guarding for a scan). A transaction asking for a record again keeps the lower floor.
+/// `WHOLE_GAP` everywhere is plain next-key locking.
+pub type KeyRank = u64;
+
+/// The floor that guards the whole gap below a record.
+pub const WHOLE_GAP: KeyRank = 0;
+
+/// The floor of a point lock: it guards its record and no gap below it (an insert of the
+/// record's own key locks that key, and meets the point lock there).
+pub const NO_GAP: KeyRank = KeyRank::MAX;
+
 /// Why a lock request failed. Every kind is *retryable*: the caller aborts the transaction
 /// (undo, then [`LockManager::release_all`]) and may run it again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

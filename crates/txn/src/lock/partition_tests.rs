@@ -32,7 +32,7 @@ fn partitions_held(t: &TxnLocks) -> Vec<(LockName, LockMode)> {
 fn an_intention_lock_takes_one_partition_of_database_and_table() {
     let m = manager();
     let mut t = m.begin(TxnId(1));
-    m.lock_record(&mut t, 7, 1, X).unwrap();
+    m.lock_record(&mut t, 7, 1, X, WHOLE_GAP).unwrap();
     let parts = partitions_held(&t);
     assert_eq!(
         parts.len(),
@@ -64,7 +64,7 @@ fn a_table_lock_takes_every_partition() {
     assert_eq!(t.mode_of(LockName::Table(3)), Some(S));
     // Records below are covered: no record lock is taken.
     let before = t.held().len();
-    m.lock_record(&mut t, 3, 9, S).unwrap();
+    m.lock_record(&mut t, 3, 9, S, WHOLE_GAP).unwrap();
     assert_eq!(t.held().len(), before);
     m.release_all(&mut t);
     assert_eq!(m.lock_name_count(), 0);
@@ -82,7 +82,7 @@ fn a_table_lock_waits_for_intention_locks_on_every_partition() {
             let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
             let h = thread::spawn(move || {
                 let mut t = m.begin(TxnId(10 + i));
-                m.lock_record(&mut t, 5, i, X).unwrap();
+                m.lock_record(&mut t, 5, i, X, WHOLE_GAP).unwrap();
                 locked_tx.send(()).unwrap();
                 release_rx.recv().unwrap();
                 m.release_all(&mut t);
@@ -134,7 +134,7 @@ fn a_table_x_blocks_a_later_intention_lock_on_any_partition() {
             thread::spawn(move || {
                 let mut t = m.begin(TxnId(100 + i));
                 // Immediately refused, whichever partition this thread has.
-                assert!(!m.try_lock_record(&mut t, 2, i, S).unwrap());
+                assert!(!m.try_lock_record(&mut t, 2, i, S, WHOLE_GAP).unwrap());
                 m.release_all(&mut t);
             })
         })
@@ -144,7 +144,7 @@ fn a_table_x_blocks_a_later_intention_lock_on_any_partition() {
     }
     m.release_all(&mut holder);
     let mut t = m.begin(TxnId(2));
-    assert!(m.try_lock_record(&mut t, 2, 0, S).unwrap());
+    assert!(m.try_lock_record(&mut t, 2, 0, S, WHOLE_GAP).unwrap());
     m.release_all(&mut t);
     assert_eq!(m.lock_name_count(), 0);
 }
@@ -153,7 +153,7 @@ fn a_table_x_blocks_a_later_intention_lock_on_any_partition() {
 fn upgrading_an_intention_to_a_table_lock_covers_every_partition() {
     let m = manager();
     let mut t = m.begin(TxnId(1));
-    m.lock_record(&mut t, 4, 1, X).unwrap();
+    m.lock_record(&mut t, 4, 1, X, WHOLE_GAP).unwrap();
     m.lock_table(&mut t, 4, X).unwrap();
     let tables: Vec<_> = partitions_held(&t)
         .into_iter()

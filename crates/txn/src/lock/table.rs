@@ -70,6 +70,9 @@ pub(crate) struct Grant {
     /// The thread the transaction is bound to ([`super::LockConfig::thread_bound`]), or
     /// [`UNBOUND`].
     pub home: u32,
+    /// The lowest key of the gap below this record that the grant guards against inserts
+    /// (a [`KeyRank`](super::KeyRank)); [`WHOLE_GAP`](super::WHOLE_GAP) for all of it.
+    pub floor: u64,
 }
 
 /// [`Grant::home`] of a transaction not bound to a thread.
@@ -84,6 +87,8 @@ pub(crate) struct Waiter {
     pub upgrade: bool,
     /// The transaction's [`Grant::home`].
     pub home: u32,
+    /// The request's [`Grant::floor`] (for an upgrade: the lower of held and requested).
+    pub floor: u64,
     /// Whether the request is in the wait-for graph. A waiter registers when it is about to
     /// sleep (at once when it will not spin), never while it spins; see `super::deadlock`.
     pub registered: bool,
@@ -308,6 +313,16 @@ impl LockHead {
             .all(|g| g.txn == txn || g.mode.compatible(mode))
     }
 
+    /// Whether an insert of a key ranked `inserting` into the gap below this record may go
+    /// ahead with `mode` (the insert's instant check): every other grant is compatible, or
+    /// guards only keys from a floor above the inserted one.
+    #[inline]
+    pub fn admits_insert(&self, txn: TxnId, mode: LockMode, inserting: u64) -> bool {
+        self.granted
+            .iter()
+            .all(|g| g.txn == txn || g.mode.compatible(mode) || inserting < g.floor)
+    }
+
     /// A transaction bound to thread `home` that a request of `txn` for `mode`, queued behind
     /// the first `ahead` waiters, would wait for: a holder incompatible with it, or with a
     /// waiter ahead of it (the queue is served in order). Such a holder runs again only when
@@ -389,11 +404,16 @@ impl LockHead {
                 break;
             };
             match self.grant_of(w.txn) {
-                Some(i) if w.upgrade => self.granted[i].mode = w.mode,
+                Some(i) if w.upgrade => {
+                    let g = &mut self.granted[i];
+                    g.mode = w.mode;
+                    g.floor = g.floor.min(w.floor);
+                }
                 _ => self.granted.push(Grant {
                     txn: w.txn,
                     mode: w.mode,
                     home: w.home,
+                    floor: w.floor,
                 }),
             }
             if w.slot.grant(now_ns) {

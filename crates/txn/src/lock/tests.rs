@@ -46,7 +46,7 @@ fn rec(table: u32, key: u64) -> LockName {
 fn record_lock_takes_intention_locks_once() {
     let m = manager(config());
     let mut t = m.begin(TxnId(1));
-    m.lock_record(&mut t, 7, 1, X).unwrap();
+    m.lock_record(&mut t, 7, 1, X, WHOLE_GAP).unwrap();
     assert_eq!(
         t.held(),
         &[
@@ -56,13 +56,13 @@ fn record_lock_takes_intention_locks_once() {
         ]
     );
     assert_eq!(t.stats().requests, 3);
-    m.lock_record(&mut t, 7, 2, S).unwrap();
+    m.lock_record(&mut t, 7, 2, S, WHOLE_GAP).unwrap();
     assert_eq!(
         t.stats().requests,
         4,
         "second record of a table: one request"
     );
-    m.lock_record(&mut t, 8, 1, S).unwrap();
+    m.lock_record(&mut t, 8, 1, S, WHOLE_GAP).unwrap();
     assert_eq!(t.mode_of(LockName::Table(8)), Some(IS));
     assert_eq!(
         t.stats().requests,
@@ -83,9 +83,9 @@ fn record_lock_takes_intention_locks_once() {
 fn read_then_write_upgrades_intentions_in_place() {
     let m = manager(config());
     let mut t = m.begin(TxnId(1));
-    m.lock_record(&mut t, 1, 5, S).unwrap();
+    m.lock_record(&mut t, 1, 5, S, WHOLE_GAP).unwrap();
     assert_eq!(t.mode_of(LockName::Table(1)), Some(IS));
-    m.lock_record(&mut t, 1, 5, X).unwrap();
+    m.lock_record(&mut t, 1, 5, X, WHOLE_GAP).unwrap();
     assert_eq!(t.mode_of(rec(1, 5)), Some(X));
     assert_eq!(t.mode_of(LockName::Table(1)), Some(IX));
     assert_eq!(t.mode_of(LockName::Database), Some(IX));
@@ -99,7 +99,7 @@ fn read_then_write_upgrades_intentions_in_place() {
     assert_eq!(t.mode_of(LockName::Table(1)), Some(SIX));
     // Re-requesting held or covered modes costs no queueing and no upgrade.
     let upgrades = t.stats().upgrades;
-    m.lock_record(&mut t, 1, 5, S).unwrap();
+    m.lock_record(&mut t, 1, 5, S, WHOLE_GAP).unwrap();
     m.lock(&mut t, rec(1, 5), X).unwrap();
     assert_eq!(t.stats().upgrades, upgrades);
     assert_eq!(t.stats().waits, 0);
@@ -118,7 +118,7 @@ fn table_lock_covers_records_below_it() {
     let mut t = m.begin(TxnId(1));
     m.lock_table(&mut t, 2, X).unwrap();
     let requests = t.stats().requests;
-    m.lock_record(&mut t, 2, 1, X).unwrap();
+    m.lock_record(&mut t, 2, 1, X, WHOLE_GAP).unwrap();
     m.lock_page(&mut t, 2, 1, S).unwrap();
     assert_eq!(t.stats().requests, requests, "covered by the table X");
     assert_eq!(t.held().len(), 2, "database IX and table X only");
@@ -219,9 +219,9 @@ fn run_cycle(m: &Arc<LockManager>, n: u64, round: u64) -> Vec<TxnId> {
             thread::spawn(move || {
                 let txn = TxnId(round * 100 + i);
                 let mut t = m.begin(txn);
-                m.lock_record(&mut t, 1, i, X).unwrap();
+                m.lock_record(&mut t, 1, i, X, WHOLE_GAP).unwrap();
                 barrier.wait();
-                match m.lock_record(&mut t, 1, (i + 1) % n, X) {
+                match m.lock_record(&mut t, 1, (i + 1) % n, X, WHOLE_GAP) {
                     Ok(()) => {
                         finished.fetch_add(1, Ordering::SeqCst);
                     }
@@ -304,11 +304,11 @@ fn escalation_at_the_threshold_replaces_record_locks() {
     });
     let mut t = m.begin(TxnId(1));
     for key in 0..4 {
-        m.lock_record(&mut t, 3, key, S).unwrap();
+        m.lock_record(&mut t, 3, key, S, WHOLE_GAP).unwrap();
     }
     assert_eq!(t.leaf_locks_in(3), 4);
     assert!(!t.is_escalated(3));
-    m.lock_record(&mut t, 3, 4, S).unwrap();
+    m.lock_record(&mut t, 3, 4, S, WHOLE_GAP).unwrap();
     assert!(t.is_escalated(3));
     assert_eq!(t.leaf_locks_in(3), 0);
     assert_eq!(
@@ -318,16 +318,16 @@ fn escalation_at_the_threshold_replaces_record_locks() {
     );
     // Records of the table are now covered: no further request.
     let requests = t.stats().requests;
-    m.lock_record(&mut t, 3, 99, S).unwrap();
+    m.lock_record(&mut t, 3, 99, S, WHOLE_GAP).unwrap();
     assert_eq!(t.stats().requests, requests);
     // Others may read but not write the table.
     let mut other = m.begin(TxnId(2));
-    m.lock_record(&mut other, 3, 50, S).unwrap();
-    let err = m.lock_record(&mut other, 3, 51, X).unwrap_err();
+    m.lock_record(&mut other, 3, 50, S, WHOLE_GAP).unwrap();
+    let err = m.lock_record(&mut other, 3, 51, X, WHOLE_GAP).unwrap_err();
     assert!(matches!(err, LockError::Timeout { txn: TxnId(2), .. }));
     m.release_all(&mut other);
     // A write in an S-escalated table converts the table lock to X.
-    m.lock_record(&mut t, 3, 7, X).unwrap();
+    m.lock_record(&mut t, 3, 7, X, WHOLE_GAP).unwrap();
     assert_eq!(t.mode_of(LockName::Table(3)), Some(X));
     m.check_invariants();
     m.release_all(&mut t);
@@ -342,10 +342,10 @@ fn escalation_with_writes_takes_table_x() {
         ..config()
     });
     let mut t = m.begin(TxnId(1));
-    m.lock_record(&mut t, 1, 0, X).unwrap();
-    m.lock_record(&mut t, 1, 1, S).unwrap();
-    m.lock_record(&mut t, 1, 2, S).unwrap();
-    m.lock_record(&mut t, 1, 3, S).unwrap();
+    m.lock_record(&mut t, 1, 0, X, WHOLE_GAP).unwrap();
+    m.lock_record(&mut t, 1, 1, S, WHOLE_GAP).unwrap();
+    m.lock_record(&mut t, 1, 2, S, WHOLE_GAP).unwrap();
+    m.lock_record(&mut t, 1, 3, S, WHOLE_GAP).unwrap();
     assert_eq!(t.mode_of(LockName::Table(1)), Some(X));
     assert_eq!(t.held().len(), 2);
     m.release_all(&mut t);
@@ -386,10 +386,10 @@ fn timeout_withdraws_only_the_waiting_request() {
         ..config()
     });
     let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
-    m.lock_record(&mut t1, 1, 1, X).unwrap();
-    m.lock_record(&mut t2, 1, 2, X).unwrap();
+    m.lock_record(&mut t1, 1, 1, X, WHOLE_GAP).unwrap();
+    m.lock_record(&mut t2, 1, 2, X, WHOLE_GAP).unwrap();
     let started = Instant::now();
-    let err = m.lock_record(&mut t2, 1, 1, S).unwrap_err();
+    let err = m.lock_record(&mut t2, 1, 1, S, WHOLE_GAP).unwrap_err();
     assert!(started.elapsed() >= Duration::from_millis(30));
     assert_eq!(
         err,
@@ -411,11 +411,11 @@ fn timeout_withdraws_only_the_waiting_request() {
 /// One transaction holds a record for ~20 ms while another waits for it.
 fn contended_pair(m: &Arc<LockManager>) {
     let mut t1 = m.begin(TxnId(1));
-    m.lock_record(&mut t1, 1, 1, X).unwrap();
+    m.lock_record(&mut t1, 1, 1, X, WHOLE_GAP).unwrap();
     let m2 = m.clone();
     let waiter = thread::spawn(move || {
         let mut t2 = m2.begin(TxnId(2));
-        m2.lock_record(&mut t2, 1, 1, X).unwrap();
+        m2.lock_record(&mut t2, 1, 1, X, WHOLE_GAP).unwrap();
         m2.release_all(&mut t2);
     });
     until_waiting(m, TxnId(2));
@@ -523,11 +523,11 @@ fn latching_off_works_on_one_thread() {
     });
     let mut t = m.begin(TxnId(1));
     for key in 0..100 {
-        m.lock_record(&mut t, 1, key, X).unwrap();
+        m.lock_record(&mut t, 1, key, X, WHOLE_GAP).unwrap();
     }
     m.release_all(&mut t);
     t.reset(TxnId(2));
-    m.lock_record(&mut t, 1, 1, S).unwrap();
+    m.lock_record(&mut t, 1, 1, S, WHOLE_GAP).unwrap();
     m.release_all(&mut t);
     m.check_invariants();
     assert_eq!(m.lock_name_count(), 0);
@@ -631,19 +631,20 @@ fn stress(config: LockConfig) -> LockStats {
                         } else {
                             let key = rng.gen_range(0..KEYS);
                             let mode = if rng.gen_bool(0.4) { X } else { S };
-                            m.lock_record(&mut t, table, key, mode).map(|()| {
-                                let cell_no = (table as u64 * KEYS + key) as usize;
-                                let mut cell = cells[cell_no].lock();
-                                let others_read = cell.readers.iter().any(|r| *r != me);
-                                assert!(cell.writer.is_none_or(|w| w == me), "{me}: written");
-                                if mode == X {
-                                    assert!(!others_read, "{me} writes a record others read");
-                                    cell.writer = Some(me);
-                                } else {
-                                    cell.readers.insert(me);
-                                }
-                                touched.push(cell_no);
-                            })
+                            m.lock_record(&mut t, table, key, mode, WHOLE_GAP)
+                                .map(|()| {
+                                    let cell_no = (table as u64 * KEYS + key) as usize;
+                                    let mut cell = cells[cell_no].lock();
+                                    let others_read = cell.readers.iter().any(|r| *r != me);
+                                    assert!(cell.writer.is_none_or(|w| w == me), "{me}: written");
+                                    if mode == X {
+                                        assert!(!others_read, "{me} writes a record others read");
+                                        cell.writer = Some(me);
+                                    } else {
+                                        cell.readers.insert(me);
+                                    }
+                                    touched.push(cell_no);
+                                })
                         };
                         if let Err(e) = r {
                             assert!(matches!(e, LockError::Deadlock { victim } if victim == me));
@@ -784,7 +785,7 @@ proptest! {
 fn try_lock_grants_like_lock_record_when_free() {
     let m = manager(config());
     let mut t = m.begin(TxnId(1));
-    assert!(m.try_lock_record(&mut t, 7, 1, X).unwrap());
+    assert!(m.try_lock_record(&mut t, 7, 1, X, WHOLE_GAP).unwrap());
     assert_eq!(
         t.held(),
         &[
@@ -795,7 +796,7 @@ fn try_lock_grants_like_lock_record_when_free() {
     );
     assert_eq!(t.leaf_locks_in(7), 1);
     // Held already: granted again without a new lock.
-    assert!(m.try_lock_record(&mut t, 7, 1, S).unwrap());
+    assert!(m.try_lock_record(&mut t, 7, 1, S, WHOLE_GAP).unwrap());
     assert_eq!(t.held().len(), 3);
     m.check_invariants();
     m.release_all(&mut t);
@@ -808,12 +809,12 @@ fn try_lock_grants_like_lock_record_when_free() {
 fn try_lock_refuses_a_conflict_without_queueing_or_leaving_state() {
     let m = manager(config());
     let mut holder = m.begin(TxnId(1));
-    m.lock_record(&mut holder, 3, 9, X).unwrap();
+    m.lock_record(&mut holder, 3, 9, X, WHOLE_GAP).unwrap();
     let mut t = m.begin(TxnId(2));
-    m.lock_record(&mut t, 3, 1, X).unwrap();
+    m.lock_record(&mut t, 3, 1, X, WHOLE_GAP).unwrap();
     let names_before = m.lock_name_count();
-    assert!(!m.try_lock_record(&mut t, 3, 9, X).unwrap());
-    assert!(!m.try_lock_record(&mut t, 3, 9, S).unwrap());
+    assert!(!m.try_lock_record(&mut t, 3, 9, X, WHOLE_GAP).unwrap());
+    assert!(!m.try_lock_record(&mut t, 3, 9, S, WHOLE_GAP).unwrap());
     assert_eq!(t.mode_of(rec(3, 9)), None);
     assert_eq!(t.leaf_locks_in(3), 1);
     assert!(!m.is_waiting(TxnId(2)));
@@ -821,7 +822,7 @@ fn try_lock_refuses_a_conflict_without_queueing_or_leaving_state() {
     m.check_invariants();
     // Once the holder is gone the same request is granted.
     m.release_all(&mut holder);
-    assert!(m.try_lock_record(&mut t, 3, 9, X).unwrap());
+    assert!(m.try_lock_record(&mut t, 3, 9, X, WHOLE_GAP).unwrap());
     assert_eq!(t.mode_of(rec(3, 9)), Some(X));
     m.release_all(&mut t);
     assert_eq!(m.lock_name_count(), 0);
@@ -839,7 +840,9 @@ fn an_instant_request_says_whether_it_would_be_granted_and_keeps_nothing() {
     let m = manager(config());
     let mut t = m.begin(TxnId(1));
     // Free: granted, and no record lock is left behind (the intentions above are kept).
-    assert!(m.try_lock_record_instant(&mut t, 7, 1, X).unwrap());
+    assert!(m
+        .try_lock_record_instant(&mut t, 7, 1, X, u64::MAX)
+        .unwrap());
     assert_eq!(
         t.held(),
         &[(LockName::Database, IX), (LockName::Table(7), IX)]
@@ -852,21 +855,31 @@ fn an_instant_request_says_whether_it_would_be_granted_and_keeps_nothing() {
     );
     // Another transaction may take it exclusively at once.
     let mut other = m.begin(TxnId(2));
-    assert!(m.try_lock_record(&mut other, 7, 1, X).unwrap());
+    assert!(m.try_lock_record(&mut other, 7, 1, X, WHOLE_GAP).unwrap());
     // Now held by someone else: refused, nothing queued, nothing held.
-    assert!(!m.try_lock_record_instant(&mut t, 7, 1, X).unwrap());
-    assert!(!m.try_lock_record_instant(&mut t, 7, 1, S).unwrap());
+    assert!(!m
+        .try_lock_record_instant(&mut t, 7, 1, X, u64::MAX)
+        .unwrap());
+    assert!(!m
+        .try_lock_record_instant(&mut t, 7, 1, S, u64::MAX)
+        .unwrap());
     assert!(!m.is_waiting(TxnId(1)));
     assert_eq!(t.mode_of(rec(7, 1)), None);
     m.release_all(&mut other);
     // Shared holders refuse an exclusive instant and admit a shared one.
-    m.lock_record(&mut other, 7, 1, S).unwrap();
-    assert!(!m.try_lock_record_instant(&mut t, 7, 1, X).unwrap());
-    assert!(m.try_lock_record_instant(&mut t, 7, 1, S).unwrap());
+    m.lock_record(&mut other, 7, 1, S, WHOLE_GAP).unwrap();
+    assert!(!m
+        .try_lock_record_instant(&mut t, 7, 1, X, u64::MAX)
+        .unwrap());
+    assert!(m
+        .try_lock_record_instant(&mut t, 7, 1, S, u64::MAX)
+        .unwrap());
     m.release_all(&mut other);
     // Its own lock never refuses it, and stays as it was.
-    m.lock_record(&mut t, 7, 2, S).unwrap();
-    assert!(m.try_lock_record_instant(&mut t, 7, 2, X).unwrap());
+    m.lock_record(&mut t, 7, 2, S, WHOLE_GAP).unwrap();
+    assert!(m
+        .try_lock_record_instant(&mut t, 7, 2, X, u64::MAX)
+        .unwrap());
     assert_eq!(t.mode_of(rec(7, 2)), Some(S));
     m.check_invariants();
     m.release_all(&mut t);
@@ -877,15 +890,93 @@ fn an_instant_request_says_whether_it_would_be_granted_and_keeps_nothing() {
 }
 
 #[test]
+fn an_instant_insert_check_passes_holders_whose_floor_lies_above_the_inserted_key() {
+    let m = manager(config());
+    let (mut holder, mut inserter) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
+    // The holder guards the gap below record 9 from rank 100 up (a scan that started at
+    // 100, say).
+    m.lock_record(&mut holder, 4, 9, X, 100).unwrap();
+    // An insert of a key ranked below 100 lands in a part of the gap nobody guards; one
+    // ranked 100 or more is refused, as is one whose rank says nothing (`u64::MAX`).
+    assert!(m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 99)
+        .unwrap());
+    assert!(!m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 100)
+        .unwrap());
+    assert!(!m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, u64::MAX)
+        .unwrap());
+    // Floors change instant inserts only: a request for the record itself still waits.
+    assert!(!m.try_lock_record(&mut inserter, 4, 9, S, 0).unwrap());
+    // Asked for again with a lower floor (the same transaction's scan from 50), the grant
+    // keeps the lower one, though its mode already covered the request.
+    m.lock_record(&mut holder, 4, 9, S, 50).unwrap();
+    assert!(m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 49)
+        .unwrap());
+    assert!(!m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 60)
+        .unwrap());
+    // A second holder with the whole gap refuses every insert; a shared one admits shared.
+    m.release_all(&mut holder);
+    let mut reader = m.begin(TxnId(3));
+    m.lock_record(&mut reader, 4, 9, S, WHOLE_GAP).unwrap();
+    m.lock_record(&mut holder, 4, 9, S, 200).unwrap();
+    assert!(!m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 150)
+        .unwrap());
+    m.release_all(&mut reader);
+    assert!(m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 150)
+        .unwrap());
+    // An upgrade keeps the lower floor of the two.
+    m.lock_record(&mut holder, 4, 9, X, 300).unwrap();
+    assert!(!m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 250)
+        .unwrap());
+    m.check_invariants();
+    m.release_all(&mut holder);
+    m.release_all(&mut inserter);
+    m.release_all(&mut reader);
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+#[test]
+fn a_granted_waiter_keeps_the_floor_it_asked_with() {
+    let m = manager(config());
+    let (mut first, mut second, mut inserter) =
+        (m.begin(TxnId(1)), m.begin(TxnId(2)), m.begin(TxnId(3)));
+    m.lock_record(&mut first, 4, 9, X, WHOLE_GAP).unwrap();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| m.lock_record(&mut second, 4, 9, X, 100));
+        while !m.is_waiting(TxnId(2)) {
+            std::thread::yield_now();
+        }
+        m.release_all(&mut first);
+        waiter.join().unwrap().unwrap();
+    });
+    assert!(m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 99)
+        .unwrap());
+    assert!(!m
+        .try_lock_record_instant(&mut inserter, 4, 9, X, 100)
+        .unwrap());
+    m.check_invariants();
+    m.release_all(&mut second);
+    m.release_all(&mut inserter);
+}
+
+#[test]
 fn try_lock_upgrade_refused_keeps_the_held_mode() {
     let m = manager(config());
     let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
-    m.lock_record(&mut t1, 1, 5, S).unwrap();
-    m.lock_record(&mut t2, 1, 5, S).unwrap();
-    assert!(!m.try_lock_record(&mut t1, 1, 5, X).unwrap());
+    m.lock_record(&mut t1, 1, 5, S, WHOLE_GAP).unwrap();
+    m.lock_record(&mut t2, 1, 5, S, WHOLE_GAP).unwrap();
+    assert!(!m.try_lock_record(&mut t1, 1, 5, X, WHOLE_GAP).unwrap());
     assert_eq!(t1.mode_of(rec(1, 5)), Some(S));
     m.release_all(&mut t2);
-    assert!(m.try_lock_record(&mut t1, 1, 5, X).unwrap());
+    assert!(m.try_lock_record(&mut t1, 1, 5, X, WHOLE_GAP).unwrap());
     assert_eq!(t1.mode_of(rec(1, 5)), Some(X));
     m.check_invariants();
     m.release_all(&mut t1);
@@ -895,23 +986,25 @@ fn try_lock_upgrade_refused_keeps_the_held_mode() {
 fn try_lock_does_not_barge_past_a_waiter() {
     let m = manager(config());
     let mut t1 = m.begin(TxnId(1));
-    m.lock_record(&mut t1, 1, 1, S).unwrap();
+    m.lock_record(&mut t1, 1, 1, S, WHOLE_GAP).unwrap();
     let m2 = m.clone();
     let writer = thread::spawn(move || {
         let mut t2 = m2.begin(TxnId(2));
-        m2.lock_record(&mut t2, 1, 1, X).unwrap();
+        m2.lock_record(&mut t2, 1, 1, X, WHOLE_GAP).unwrap();
         m2.release_all(&mut t2);
     });
     until_waiting(&m, TxnId(2));
     let mut t3 = m.begin(TxnId(3));
     // Compatible with the granted S, but T2 waits ahead: refused, whether kept or instant.
-    assert!(!m.try_lock_record(&mut t3, 1, 1, S).unwrap());
-    assert!(!m.try_lock_record_instant(&mut t3, 1, 1, S).unwrap());
+    assert!(!m.try_lock_record(&mut t3, 1, 1, S, WHOLE_GAP).unwrap());
+    assert!(!m
+        .try_lock_record_instant(&mut t3, 1, 1, S, u64::MAX)
+        .unwrap());
     assert!(m.is_waiting(TxnId(2)));
     m.check_invariants();
     m.release_all(&mut t1);
     writer.join().unwrap();
-    assert!(m.try_lock_record(&mut t3, 1, 1, S).unwrap());
+    assert!(m.try_lock_record(&mut t3, 1, 1, S, WHOLE_GAP).unwrap());
     m.release_all(&mut t3);
     m.check_invariants();
 }
@@ -926,22 +1019,22 @@ fn try_lock_refused_by_a_table_lock_and_at_the_escalation_threshold() {
     m.lock_table(&mut owner, 4, S).unwrap();
     let mut t = m.begin(TxnId(2));
     assert!(
-        !m.try_lock_record(&mut t, 4, 1, X).unwrap(),
+        !m.try_lock_record(&mut t, 4, 1, X, WHOLE_GAP).unwrap(),
         "table S blocks IX"
     );
     assert_eq!(t.mode_of(LockName::Table(4)), None);
     assert!(!m.is_waiting(TxnId(2)));
     m.release_all(&mut owner);
 
-    assert!(m.try_lock_record(&mut t, 4, 1, X).unwrap());
-    assert!(m.try_lock_record(&mut t, 4, 2, X).unwrap());
+    assert!(m.try_lock_record(&mut t, 4, 1, X, WHOLE_GAP).unwrap());
+    assert!(m.try_lock_record(&mut t, 4, 2, X, WHOLE_GAP).unwrap());
     // The third would escalate: refused; the unconditional request escalates.
-    assert!(!m.try_lock_record(&mut t, 4, 3, X).unwrap());
+    assert!(!m.try_lock_record(&mut t, 4, 3, X, WHOLE_GAP).unwrap());
     assert_eq!(t.mode_of(rec(4, 3)), None);
-    m.lock_record(&mut t, 4, 3, X).unwrap();
+    m.lock_record(&mut t, 4, 3, X, WHOLE_GAP).unwrap();
     assert!(t.is_escalated(4));
     assert!(
-        m.try_lock_record(&mut t, 4, 4, X).unwrap(),
+        m.try_lock_record(&mut t, 4, 4, X, WHOLE_GAP).unwrap(),
         "covered by table X"
     );
     m.check_invariants();
@@ -959,11 +1052,11 @@ fn escalation_among_other_tables_releases_exactly_the_escalated_leaves() {
     });
     let mut t = m.begin(TxnId(1));
     for key in 0..6u64 {
-        m.lock_record(&mut t, 1, key * 7919, X).unwrap();
-        m.lock_record(&mut t, 2, key, S).unwrap();
-        m.lock_record(&mut t, 3, key << 40, X).unwrap();
+        m.lock_record(&mut t, 1, key * 7919, X, WHOLE_GAP).unwrap();
+        m.lock_record(&mut t, 2, key, S, WHOLE_GAP).unwrap();
+        m.lock_record(&mut t, 3, key << 40, X, WHOLE_GAP).unwrap();
     }
-    m.lock_record(&mut t, 2, 100, S).unwrap();
+    m.lock_record(&mut t, 2, 100, S, WHOLE_GAP).unwrap();
     assert!(t.is_escalated(2) && !t.is_escalated(1) && !t.is_escalated(3));
     assert!(t
         .held()
@@ -980,9 +1073,9 @@ fn escalation_among_other_tables_releases_exactly_the_escalated_leaves() {
     assert_eq!(m.lock_name_count(), 0, "{before} names before, none after");
     let mut u = m.begin(TxnId(2));
     for key in 0..6u64 {
-        m.lock_record(&mut u, 1, key * 7919, X).unwrap();
-        m.lock_record(&mut u, 2, key, X).unwrap();
-        m.lock_record(&mut u, 3, key << 40, X).unwrap();
+        m.lock_record(&mut u, 1, key * 7919, X, WHOLE_GAP).unwrap();
+        m.lock_record(&mut u, 2, key, X, WHOLE_GAP).unwrap();
+        m.lock_record(&mut u, 3, key << 40, X, WHOLE_GAP).unwrap();
     }
     assert_eq!(u.stats().waits, 0);
     m.release_all(&mut u);
@@ -993,18 +1086,18 @@ fn escalation_among_other_tables_releases_exactly_the_escalated_leaves() {
 fn covered_re_request_is_immediate_even_with_a_waiter() {
     let m = manager(config());
     let mut t1 = m.begin(TxnId(1));
-    m.lock_record(&mut t1, 1, 5, X).unwrap();
+    m.lock_record(&mut t1, 1, 5, X, WHOLE_GAP).unwrap();
     let m2 = m.clone();
     let waiter = thread::spawn(move || {
         let mut t2 = m2.begin(TxnId(2));
-        m2.lock_record(&mut t2, 1, 5, S).unwrap();
+        m2.lock_record(&mut t2, 1, 5, S, WHOLE_GAP).unwrap();
         let s = t2.stats();
         m2.release_all(&mut t2);
         s
     });
     until_waiting(&m, TxnId(2));
     // Re-requests of held (or weaker) modes are granted at once; no new grant appears.
-    m.lock_record(&mut t1, 1, 5, S).unwrap();
+    m.lock_record(&mut t1, 1, 5, S, WHOLE_GAP).unwrap();
     m.lock(&mut t1, rec(1, 5), X).unwrap();
     let s = t1.stats();
     assert_eq!(s.waits, 0);
@@ -1030,13 +1123,13 @@ fn a_spinning_waiter_is_granted_when_the_holder_releases() {
         ..config()
     });
     let mut holder = m.begin(TxnId(1));
-    m.lock_record(&mut holder, 1, 1, X).unwrap();
+    m.lock_record(&mut holder, 1, 1, X, WHOLE_GAP).unwrap();
     let waiter = {
         let m = m.clone();
         thread::spawn(move || {
             let mut t = m.begin(TxnId(2));
             let started = Instant::now();
-            m.lock_record(&mut t, 1, 1, S).unwrap();
+            m.lock_record(&mut t, 1, 1, S, WHOLE_GAP).unwrap();
             let waited = started.elapsed();
             let mode = t.mode_of(rec(1, 1));
             m.release_all(&mut t);
@@ -1064,10 +1157,10 @@ fn a_spin_longer_than_the_timeout_still_times_out() {
         ..config()
     });
     let mut holder = m.begin(TxnId(1));
-    m.lock_record(&mut holder, 1, 1, X).unwrap();
+    m.lock_record(&mut holder, 1, 1, X, WHOLE_GAP).unwrap();
     let mut t = m.begin(TxnId(2));
     let started = Instant::now();
-    let err = m.lock_record(&mut t, 1, 1, X).unwrap_err();
+    let err = m.lock_record(&mut t, 1, 1, X, WHOLE_GAP).unwrap_err();
     assert!(matches!(err, LockError::Timeout { txn: TxnId(2), .. }));
     assert!(
         started.elapsed() < Duration::from_secs(30),
@@ -1096,9 +1189,9 @@ fn spinning_waiters_find_a_deadlock_once_they_stop_spinning() {
             let (m, barrier) = (m.clone(), barrier.clone());
             thread::spawn(move || {
                 let mut t = m.begin(TxnId(i as u64 + 1));
-                m.lock_record(&mut t, 1, first, X).unwrap();
+                m.lock_record(&mut t, 1, first, X, WHOLE_GAP).unwrap();
                 barrier.wait();
-                let r = m.lock_record(&mut t, 1, second, X);
+                let r = m.lock_record(&mut t, 1, second, X, WHOLE_GAP);
                 m.release_all(&mut t);
                 r.err()
             })
@@ -1137,12 +1230,12 @@ fn a_spinner_joins_the_wait_for_graph_only_when_it_sleeps() {
         ..config()
     });
     let mut holder = m.begin(TxnId(1));
-    m.lock_record(&mut holder, 1, 1, X).unwrap();
+    m.lock_record(&mut holder, 1, 1, X, WHOLE_GAP).unwrap();
     let waiter = {
         let m = m.clone();
         thread::spawn(move || {
             let mut t = m.begin(TxnId(2));
-            m.lock_record(&mut t, 1, 1, X).unwrap();
+            m.lock_record(&mut t, 1, 1, X, WHOLE_GAP).unwrap();
             m.release_all(&mut t);
         })
     };
@@ -1174,12 +1267,12 @@ fn a_request_behind_another_waiter_sleeps_at_once_and_is_nudged_to_the_front() {
         ..config()
     });
     let mut t1 = m.begin(TxnId(1));
-    m.lock_record(&mut t1, 1, 1, X).unwrap();
+    m.lock_record(&mut t1, 1, 1, X, WHOLE_GAP).unwrap();
     let spawn = |id: u64, hold: Duration| {
         let m = m.clone();
         thread::spawn(move || {
             let mut t = m.begin(TxnId(id));
-            m.lock_record(&mut t, 1, 1, X).unwrap();
+            m.lock_record(&mut t, 1, 1, X, WHOLE_GAP).unwrap();
             thread::sleep(hold);
             m.release_all(&mut t);
             t.stats()
@@ -1229,12 +1322,12 @@ fn waits_behind_a_reading_chain_are_attributed_to_io() {
             ..config()
         });
         let mut t1 = m.begin(TxnId(1));
-        m.lock_record(&mut t1, 1, 1, X).unwrap();
+        m.lock_record(&mut t1, 1, 1, X, WHOLE_GAP).unwrap();
         let (m2, m3) = (m.clone(), m.clone());
         let t2 = thread::spawn(move || {
             let mut t2 = m2.begin(TxnId(2));
-            m2.lock_record(&mut t2, 1, 2, X).unwrap();
-            m2.lock_record(&mut t2, 1, 1, X).unwrap();
+            m2.lock_record(&mut t2, 1, 2, X, WHOLE_GAP).unwrap();
+            m2.lock_record(&mut t2, 1, 1, X, WHOLE_GAP).unwrap();
             let io = t2.wait_io_ns();
             m2.release_all(&mut t2);
             io
@@ -1242,7 +1335,7 @@ fn waits_behind_a_reading_chain_are_attributed_to_io() {
         until_waiting(&m, TxnId(2));
         let t3 = thread::spawn(move || {
             let mut t3 = m3.begin(TxnId(3));
-            m3.lock_record(&mut t3, 1, 2, X).unwrap();
+            m3.lock_record(&mut t3, 1, 2, X, WHOLE_GAP).unwrap();
             let (wait, io) = (t3.stats().wait_ns, t3.wait_io_ns());
             m3.release_all(&mut t3);
             (wait, io)
