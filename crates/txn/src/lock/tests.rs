@@ -889,6 +889,12 @@ fn an_instant_request_says_whether_it_would_be_granted_and_keeps_nothing() {
     assert_eq!(stats.refused, 3);
 }
 
+/// Whether `inserter` may insert a key ranked `rank` into the gap below record 9 of table 4
+/// now (the instant check of the key after it).
+fn admits(m: &LockManager, inserter: &mut TxnLocks, rank: u64) -> bool {
+    m.try_lock_record_instant(inserter, 4, 9, X, rank).unwrap()
+}
+
 #[test]
 fn an_instant_insert_check_passes_holders_whose_floor_lies_above_the_inserted_key() {
     let m = manager(config());
@@ -898,43 +904,27 @@ fn an_instant_insert_check_passes_holders_whose_floor_lies_above_the_inserted_ke
     m.lock_record(&mut holder, 4, 9, X, 100).unwrap();
     // An insert of a key ranked below 100 lands in a part of the gap nobody guards; one
     // ranked 100 or more is refused, as is one whose rank says nothing (`u64::MAX`).
-    assert!(m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 99)
-        .unwrap());
-    assert!(!m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 100)
-        .unwrap());
-    assert!(!m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, u64::MAX)
-        .unwrap());
+    assert!(admits(&m, &mut inserter, 99));
+    assert!(!admits(&m, &mut inserter, 100));
+    assert!(!admits(&m, &mut inserter, u64::MAX));
     // Floors change instant inserts only: a request for the record itself still waits.
     assert!(!m.try_lock_record(&mut inserter, 4, 9, S, 0).unwrap());
     // Asked for again with a lower floor (the same transaction's scan from 50), the grant
     // keeps the lower one, though its mode already covered the request.
     m.lock_record(&mut holder, 4, 9, S, 50).unwrap();
-    assert!(m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 49)
-        .unwrap());
-    assert!(!m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 60)
-        .unwrap());
-    // A second holder with the whole gap refuses every insert; a shared one admits shared.
+    assert!(admits(&m, &mut inserter, 49));
+    assert!(!admits(&m, &mut inserter, 60));
+    // Two holders: the one guarding the whole gap refuses every insert, until it is gone.
     m.release_all(&mut holder);
     let mut reader = m.begin(TxnId(3));
     m.lock_record(&mut reader, 4, 9, S, WHOLE_GAP).unwrap();
     m.lock_record(&mut holder, 4, 9, S, 200).unwrap();
-    assert!(!m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 150)
-        .unwrap());
+    assert!(!admits(&m, &mut inserter, 150));
     m.release_all(&mut reader);
-    assert!(m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 150)
-        .unwrap());
-    // An upgrade keeps the lower floor of the two.
+    assert!(admits(&m, &mut inserter, 150));
+    // An upgrade asked with a higher floor keeps the lower of the two.
     m.lock_record(&mut holder, 4, 9, X, 300).unwrap();
-    assert!(!m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 250)
-        .unwrap());
+    assert!(!admits(&m, &mut inserter, 250));
     m.check_invariants();
     m.release_all(&mut holder);
     m.release_all(&mut inserter);
@@ -956,12 +946,8 @@ fn a_granted_waiter_keeps_the_floor_it_asked_with() {
         m.release_all(&mut first);
         waiter.join().unwrap().unwrap();
     });
-    assert!(m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 99)
-        .unwrap());
-    assert!(!m
-        .try_lock_record_instant(&mut inserter, 4, 9, X, 100)
-        .unwrap());
+    assert!(admits(&m, &mut inserter, 99));
+    assert!(!admits(&m, &mut inserter, 100));
     m.check_invariants();
     m.release_all(&mut second);
     m.release_all(&mut inserter);
