@@ -623,14 +623,16 @@ mod tests {
                         Value::Int(*c),
                         Value::Str(text.clone()),
                     ];
-                    let values: Vec<Value> = spec
-                        .columns
-                        .iter()
-                        .map(|&col| if spec.is_packed() { Value::Int(*c + *b % 7) } else { all[col].clone() })
-                        .collect();
+                    let values: Vec<Value> = if spec.is_packed() {
+                        // Two fields of 30 bits: non-negative values that fit.
+                        vec![Value::Int(*c), Value::Int(b.rem_euclid(1 << 30))]
+                    } else {
+                        spec.columns.iter().map(|&col| all[col].clone()).collect()
+                    };
                     for len in 1..=values.len() {
                         let mut out = Vec::new();
-                        if spec.low_bound(std::ops::Bound::Included(&values[..len]), &mut out).is_ok() {
+                        let bound = std::ops::Bound::Included(&values[..len]);
+                        if spec.low_bound(bound, &mut out).is_ok() {
                             encoded.push(out);
                         }
                     }
