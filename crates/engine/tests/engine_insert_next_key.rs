@@ -211,8 +211,8 @@ fn an_open_delete_holds_off_inserts_after_the_removed_key_only() {
         "an insert below an open delete's key waited for the delete"
     );
     below.join().unwrap();
-    // 35 would sit between the removed key and 40: a scan of [20, 36) would then stop at
-    // 35 and never meet the delete, which may yet roll back. It waits.
+    // 35 would sit between the removed key and 40: a scan of [20, 35] would then end at 35,
+    // never reach 40, and miss the delete, which may yet roll back. It waits.
     let (after, after_done) = insert_in_thread(&db, &t, 35);
     std::thread::sleep(Duration::from_millis(150));
     assert!(

@@ -967,10 +967,11 @@ fn a_new_order_does_not_wait_for_a_running_delivery_of_the_next_district() {
     use workloads::tpcc::input::DeliveryInput;
     use workloads::tpcc::schema::order;
     // A New-Order inserts its NEW-ORDER row at the end of its district's; the key after it
-    // is the next district's oldest, which a running Delivery has scanned for and deleted.
-    // Those locks guard the next district's rows, not the end of this one's, so the
-    // New-Order goes ahead while the Delivery is still open (it waited for the whole
-    // Delivery when a lock guarded the whole gap below its key).
+    // is the next district's oldest left, which a running Delivery has locked (its scan took
+    // the oldest, its delete of that one the key after it). Those locks guard the next
+    // district's rows, not the end of this one's, so the New-Order goes ahead while the
+    // Delivery is still open (it waited for the whole Delivery when a lock guarded the whole
+    // gap below its key).
     let w = small(1, Mix::Full);
     let db = common::loaded(&w, 1);
     let t = Tables::resolve(&db).unwrap();
