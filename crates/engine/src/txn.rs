@@ -60,11 +60,25 @@ type ScanBounds<'b> = ((&'b [u8], Bound<()>), (&'b [u8], Bound<()>));
 
 /// The floor of every lock a scan takes (see `txn::lock::KeyRank`): its range's low end. The
 /// first entry's lock guards the gap below it, which reaches below the range; the keys there
-/// are not the scan's to guard.
-fn scan_floor(key: &crate::keys::KeySpec, (lo, bound): (&[u8], Bound<()>)) -> KeyRank {
+/// are not the scan's to guard. Without record locks (`locking` false) nothing reads it.
+fn scan_floor(
+    locking: bool,
+    key: &crate::keys::KeySpec,
+    (lo, bound): (&[u8], Bound<()>),
+) -> KeyRank {
     match bound {
-        Bound::Unbounded => WHOLE_GAP,
-        Bound::Included(()) | Bound::Excluded(()) => key.rank(lo),
+        Bound::Included(()) | Bound::Excluded(()) if locking => key.rank(lo),
+        _ => WHOLE_GAP,
+    }
+}
+
+/// The rank of the key an insert adds (its next-key check's `inserting`), where record
+/// locks are taken; without them nothing reads it.
+fn insert_rank(locking: bool, key: &crate::keys::KeySpec, k: &[u8]) -> KeyRank {
+    if locking {
+        key.rank(k)
+    } else {
+        WHOLE_GAP
     }
 }
 
@@ -1235,7 +1249,7 @@ impl<'db> Transaction<'db> {
             // lock is granted; waiting here holds no latch.
             self.lock_page_of(table.id, loc, true)?;
         }
-        let rank = table.key.rank(k);
+        let rank = insert_rank(self.db.locks.is_some(), &table.key, k);
         self.add_entry(
             &table.primary,
             (table.id, table.id),
@@ -1280,7 +1294,7 @@ impl<'db> Transaction<'db> {
         let space = crate::db::index_lock_space(index.id);
         // The whole gap below, as for the primary key (see `insert`).
         self.lock_key(space, entry, true, WHOLE_GAP)?;
-        let rank = index.key.rank(entry);
+        let rank = insert_rank(self.db.locks.is_some(), &index.key, entry);
         self.add_entry(
             &index.store,
             (space, table),
@@ -1751,7 +1765,7 @@ impl Tx for Transaction<'_> {
             hi.clear();
             let lob = table.key.low_bound(range.low, &mut lo)?;
             let hib = table.key.high_bound(range.high, &mut hi)?;
-            let floor = scan_floor(&table.key, (&lo, lob));
+            let floor = scan_floor(self.db.locks.is_some(), &table.key, (&lo, lob));
             self.collect_locked(
                 &table.primary,
                 ((&lo, lob), (&hi, hib)),
@@ -1832,7 +1846,7 @@ impl Tx for Transaction<'_> {
             hi.clear();
             let lob = index.key.low_bound(range.low, &mut lo)?;
             let hib = index.key.high_bound(range.high, &mut hi)?;
-            let floor = scan_floor(&index.key, (&lo, lob));
+            let floor = scan_floor(self.db.locks.is_some(), &index.key, (&lo, lob));
             self.collect_locked(
                 &index.store,
                 ((&lo, lob), (&hi, hib)),
