@@ -31,7 +31,7 @@ use arrayvec::ArrayVec;
 
 use storage::btree::{InsertOutcome, LeafHint, ScanStep};
 use storage::Lsn;
-use txn::lock::{KeyRank, LockMode, TxnLocks, NO_GAP, WHOLE_GAP};
+use txn::lock::{KeyRank, LockMode, LockName, TxnLocks, NO_GAP, WHOLE_GAP};
 use wal::{LogRecord, TxnId};
 
 use crate::api::{
@@ -1346,8 +1346,11 @@ impl<'db> Transaction<'db> {
     /// below `rank`, the new key's, count (`txn::lock::KeyRank`): a lock that guards the
     /// next key's own range, as a Delivery's on the next district's oldest does, lets an
     /// insert below that range go ahead. Refused, the tree lets go of every latch, this waits
-    /// for the lock unconditionally (and keeps it) and tries again (the next key may have
-    /// changed meanwhile). A duplicate is `TxError::Storage(DuplicateKey)`.
+    /// for the lock unconditionally and tries again (the next key may have changed
+    /// meanwhile); the lock it waited for is let go once the entry is in (or the insert
+    /// failed), unless the transaction held that key before, so it lasts no longer than the
+    /// granted check's instant: a Delivery's scan of the next district would otherwise wait
+    /// for this transaction's end. A duplicate is `TxError::Storage(DuplicateKey)`.
     fn insert_entry_locked(
         &mut self,
         store: &crate::table::IndexStore,
@@ -1358,7 +1361,9 @@ impl<'db> Transaction<'db> {
         let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) else {
             return Ok(store.insert(k, loc)?);
         };
-        loop {
+        // The next key this insert waited for and did not hold before.
+        let mut waited: Option<u64> = None;
+        let r = loop {
             let mut refused = None;
             let hint = self.s.leaf_hint(space);
             let r = store.insert_with_next(k, loc, hint, |next| {
@@ -1370,16 +1375,33 @@ impl<'db> Transaction<'db> {
                     refused = Some(name);
                 }
                 granted
-            })?;
+            });
             match r {
-                InsertOutcome::Inserted => return Ok(()),
-                InsertOutcome::Blocked => {
+                Ok(InsertOutcome::Inserted) => break Ok(()),
+                Err(e) => break Err(e.into()),
+                Ok(InsertOutcome::Blocked) => {
                     let name = refused.expect("a refused next key");
-                    lm.lock_record(locks, space, name, LockMode::X, rank)
-                        .map_err(|e| TxError::Retry(e.to_string()))?;
+                    let held_before = locks.mode_of(LockName::Record {
+                        table: space,
+                        key: name,
+                    });
+                    if let Err(e) = lm.lock_record(locks, space, name, LockMode::X, rank) {
+                        break Err(TxError::Retry(e.to_string()));
+                    }
+                    // A second wait (the next key changed meanwhile) no longer needs the first.
+                    if let Some(earlier) = waited.take() {
+                        lm.release_record(locks, space, earlier);
+                    }
+                    if held_before.is_none() {
+                        waited = Some(name);
+                    }
                 }
             }
+        };
+        if let Some(name) = waited {
+            lm.release_record(locks, space, name);
         }
+        r
     }
 
     /// Takes back the transaction's last change at once (a statement-level rollback of one

@@ -238,6 +238,61 @@ fn an_open_delete_holds_off_inserts_after_the_removed_key_only() {
 }
 
 #[test]
+fn an_insert_that_waited_for_its_next_key_lets_it_go_once_its_entry_is_in() {
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    // The reader holds 30 (the key after its range [0, 25)).
+    let mut reader = db.begin().unwrap();
+    assert_eq!(scan_ids(&mut reader, &t, 0, 25).unwrap(), vec![0, 10, 20]);
+    // A writer inserts 24 (next key 30: it waits), then stays open until told to commit.
+    let (inserted, commit) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let writer = {
+        let (db, t, inserted, commit) = (db.clone(), t.clone(), inserted.clone(), commit.clone());
+        std::thread::spawn(move || {
+            let mut tx = db.begin().unwrap();
+            tx.insert(&t, &row(24)).unwrap();
+            inserted.store(true, Ordering::SeqCst);
+            while !commit.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            tx.commit().unwrap();
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !inserted.load(Ordering::SeqCst),
+        "the insert did not wait for 30"
+    );
+    reader.commit().unwrap();
+    assert!(turns_true(&inserted));
+    // The writer is open with 24 in: a delete of 30 goes through, as after an insert that
+    // never waited (it kept 30 to its commit before, so a Delivery's scan of the next
+    // district's new orders waited for a New-Order that had waited once).
+    let deleted = Arc::new(AtomicBool::new(false));
+    let deleter = {
+        let (db, t, flag) = (db.clone(), t.clone(), deleted.clone());
+        std::thread::spawn(move || {
+            db.run(|tx| tx.delete(&t, &[Value::Int(30)]).map(drop))
+                .unwrap();
+            flag.store(true, Ordering::SeqCst);
+        })
+    };
+    let went_through = turns_true(&deleted);
+    commit.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    deleter.join().unwrap();
+    assert!(
+        went_through,
+        "a delete of the key an open insert had waited for waited for the insert's transaction"
+    );
+    assert_eq!(ids(&db, &t), vec![0, 10, 20, 24, 40, 50, 60, 70, 80, 90]);
+    db.check_invariants().unwrap();
+}
+
+#[test]
 fn an_insert_whose_next_key_changed_while_it_waited_locks_the_new_one() {
     let db = open(Preset::Full, 3);
     let t = spaced(&db);

@@ -843,6 +843,28 @@ impl LockManager {
         r
     }
 
+    /// Releases `t`'s lock on one record before the transaction ends; whether it held one
+    /// (an escalated table's records have none of their own). Strict 2PL keeps every lock a
+    /// transaction read or wrote under to its end: this is for a lock that guarded a check
+    /// for an instant only, as when an insert refused by
+    /// [`try_lock_record_instant`](Self::try_lock_record_instant) waited for the key after
+    /// its own and has since put its entry in. Waiters it unblocks are granted.
+    pub fn release_record(&self, t: &mut TxnLocks, table: u32, key: u64) -> bool {
+        let name = LockName::Record { table, key };
+        let Some(i) = t.held.iter().rposition(|(n, _)| *n == name) else {
+            return false;
+        };
+        // `held` names each lock once; its order means nothing.
+        t.held.swap_remove(i);
+        let bucket = t.held_buckets.swap_remove(i);
+        let ti = t.table_index(table);
+        t.tables[ti].leaf_count = t.tables[ti].leaf_count.saturating_sub(1);
+        let mut timer = self.timer();
+        self.release(t.txn, name, bucket, &mut timer);
+        self.stop(t, timer);
+        true
+    }
+
     /// Strict 2PL's end: releases every lock of `t` (at commit or after abort), waking
     /// waiters that become grantable, and adds `t`'s statistics to the totals.
     pub fn release_all(&self, t: &mut TxnLocks) {

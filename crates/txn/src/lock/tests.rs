@@ -954,6 +954,36 @@ fn a_granted_waiter_keeps_the_floor_it_asked_with() {
 }
 
 #[test]
+fn releasing_one_record_grants_its_waiter_and_keeps_the_rest() {
+    let m = manager(config());
+    let (mut holder, mut waiter) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
+    m.lock_record(&mut holder, 4, 9, X, WHOLE_GAP).unwrap();
+    m.lock_record(&mut holder, 4, 10, S, WHOLE_GAP).unwrap();
+    m.lock_record(&mut holder, 5, 9, X, WHOLE_GAP).unwrap();
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| m.lock_record(&mut waiter, 4, 9, S, WHOLE_GAP));
+        until_waiting(&m, TxnId(2));
+        assert!(m.release_record(&mut holder, 4, 9));
+        waiting.join().unwrap().unwrap();
+    });
+    assert_eq!(waiter.mode_of(rec(4, 9)), Some(S));
+    // Only that record went: the same key in another table and the table's other record
+    // stay held, and the table counts one leaf lock fewer.
+    assert_eq!(holder.mode_of(rec(4, 9)), None);
+    assert_eq!(holder.mode_of(rec(4, 10)), Some(S));
+    assert_eq!(holder.mode_of(rec(5, 9)), Some(X));
+    assert_eq!(holder.leaf_locks_in(4), 1);
+    assert!(!m.try_lock_record(&mut waiter, 4, 10, X, WHOLE_GAP).unwrap());
+    // A record not held is not released twice.
+    assert!(!m.release_record(&mut holder, 4, 9));
+    m.check_invariants();
+    m.release_all(&mut holder);
+    m.release_all(&mut waiter);
+    assert_eq!(m.lock_name_count(), 0);
+    m.check_invariants();
+}
+
+#[test]
 fn try_lock_upgrade_refused_keeps_the_held_mode() {
     let m = manager(config());
     let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
