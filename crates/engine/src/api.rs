@@ -700,6 +700,15 @@ pub trait Tx {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Vec<Row>>;
+
+    /// Asks for isolation level 1 (read committed; TPC-C clause 3.4.0.1) for this
+    /// transaction's reads from here on: a read sees only committed rows, but a row read
+    /// twice may have changed and a range read twice may hold new rows, because a read's
+    /// shared locks may be let go as the read ends instead of at commit. Writes, and reads
+    /// for update, keep their locks to the end. This default keeps every lock: serializable,
+    /// which is stronger and so also correct; the embedded engine lets them go (a client's
+    /// and a sandbox's transactions keep them).
+    fn read_committed(&mut self) {}
 }
 
 /// What a terminal, a procedure table or a check is opened against: the database in this

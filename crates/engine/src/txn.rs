@@ -378,6 +378,8 @@ pub struct Transaction<'db> {
     /// The active-transaction table's shard `active` is in.
     active_shard: usize,
     finished: bool,
+    /// Reads let go of their shared record locks as they end ([`Tx::read_committed`]).
+    read_committed: bool,
 }
 
 impl<'db> Transaction<'db> {
@@ -413,6 +415,27 @@ impl<'db> Transaction<'db> {
             active,
             active_shard,
             finished: false,
+            read_committed: false,
+        }
+    }
+
+    /// Where a read's own locks will begin in the transaction's list of held locks, if the
+    /// read is to let them go as it ends (see [`Tx::read_committed`]).
+    #[inline]
+    fn short_read_mark(&self, for_update: bool) -> Option<usize> {
+        if !self.read_committed || for_update {
+            return None;
+        }
+        self.locks.as_ref().map(|l| l.held().len())
+    }
+
+    /// Ends a read begun at `mark` (from `short_read_mark`): its shared record locks go.
+    /// Rows a scan found are forgotten with them, since another transaction may now move or
+    /// delete them.
+    fn end_short_read(&mut self, mark: Option<usize>) {
+        if let (Some(mark), Some(lm), Some(locks)) = (mark, &self.db.locks, self.locks.as_mut()) {
+            lm.release_shared_records_from(locks, mark);
+            self.s.found.forget();
         }
     }
 
@@ -1572,6 +1595,7 @@ impl Tx for Transaction<'_> {
     ) -> TxResult<Option<Row>> {
         let table = self.table(t)?;
         Self::check_fetch(table, fetch)?;
+        let mark = self.short_read_mark(for_update);
         let mut k = std::mem::take(&mut self.s.key);
         let r = (|| {
             table.key.encode(key, &mut k)?;
@@ -1585,6 +1609,7 @@ impl Tx for Transaction<'_> {
             })
         })();
         self.s.key = k;
+        self.end_short_read(mark);
         r
     }
 
@@ -1596,6 +1621,7 @@ impl Tx for Transaction<'_> {
         f: &mut ReadFn<'_>,
     ) -> TxResult<bool> {
         let table = self.table(t)?;
+        let mark = self.short_read_mark(for_update);
         let mut k = std::mem::take(&mut self.s.key);
         let r = (|| {
             table.key.encode(key, &mut k)?;
@@ -1613,6 +1639,7 @@ impl Tx for Transaction<'_> {
             }
         })();
         self.s.key = k;
+        self.end_short_read(mark);
         r
     }
 
@@ -1778,6 +1805,7 @@ impl Tx for Transaction<'_> {
         Self::check_fetch(table, fetch)?;
         let limit = limit.unwrap_or(usize::MAX);
         self.s.found.forget();
+        let mark = self.short_read_mark(for_update);
         // The bounds are encoded into the session's key buffers (nothing below uses them).
         let mut lo = std::mem::take(&mut self.s.key);
         let mut hi = std::mem::take(&mut self.s.key2);
@@ -1838,6 +1866,7 @@ impl Tx for Transaction<'_> {
         self.s.hits = hits;
         self.s.key = lo;
         self.s.key2 = hi;
+        self.end_short_read(mark);
         r
     }
 
@@ -1854,6 +1883,7 @@ impl Tx for Transaction<'_> {
         let table = self.db.table_by_id(index.table)?;
         Self::check_fetch(table, fetch)?;
         let limit = limit.unwrap_or(usize::MAX);
+        let mark = self.short_read_mark(for_update);
         // Index entries are locked in the index's own lock space (table id range above tables).
         let index_lock = crate::db::index_lock_space(index.id);
         // The bounds, each entry's primary key and the entry a record carries are encoded
@@ -1917,7 +1947,12 @@ impl Tx for Transaction<'_> {
         self.s.key2 = hi;
         self.s.rec = pk;
         self.s.after = check;
+        self.end_short_read(mark);
         r
+    }
+
+    fn read_committed(&mut self) {
+        self.read_committed = true;
     }
 }
 

@@ -616,6 +616,10 @@ impl Tx for TimedTx<'_> {
     ) -> TxResult<Vec<engine::Row>> {
         self.timed(|tx| tx.scan_index(index, range, limit, reverse, fetch, for_update))
     }
+
+    fn read_committed(&mut self) {
+        self.inner.read_committed();
+    }
 }
 
 /// Runs a batch's operations in order; the first failure ends the batch.

@@ -689,6 +689,9 @@ impl Tx for Recorder<'_> {
         self.inner
             .scan_index(index, range, limit, reverse, fetch, for_update)
     }
+    fn read_committed(&mut self) {
+        self.inner.read_committed();
+    }
 }
 
 /// The tables one committed run of `body` touched, in order.
@@ -1009,6 +1012,50 @@ fn a_new_order_does_not_wait_for_a_running_delivery_of_the_next_district() {
             .expect("the New-Order waited for the open Delivery")
             .unwrap();
         assert_eq!(o_id, w.config.customers_per_district + 1);
+    });
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
+#[test]
+fn a_new_order_and_a_payment_do_not_wait_for_an_open_stock_level_of_their_district() {
+    use workloads::tpcc::input::{CustomerSelector, PaymentInput, StockLevelInput};
+    // Stock-Level reads at isolation level 1: its locks on the district row and the stock
+    // rows go as each read ends. Held to its commit, as they were, the district's shared
+    // lock kept every New-Order and Payment of the district waiting for it.
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    let mut stock_level = db.begin().unwrap();
+    let input = StockLevelInput {
+        w_id: 1,
+        d_id: 3,
+        threshold: 20,
+    };
+    workloads::tpcc::stock_level::stock_level(&mut stock_level, &t, &input).unwrap();
+    let (sent, got) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let input = new_order_input(3, 7, (1..=5).map(|i| (1, i * 17)), 1, false);
+            let new_order = with_txn(&db, |tx| {
+                workloads::tpcc::new_order::new_order(tx, &t, &input)
+            });
+            let input = PaymentInput {
+                w_id: 1,
+                d_id: 3,
+                c_w_id: 1,
+                c_d_id: 3,
+                customer: CustomerSelector::ById(7),
+                h_amount: 10.0,
+                h_date: 4,
+            };
+            let payment = with_txn(&db, |tx| workloads::tpcc::payment::payment(tx, &t, &input));
+            sent.send(new_order.and(payment).map(drop)).unwrap();
+        });
+        let done = got.recv_timeout(std::time::Duration::from_secs(20));
+        // Commit either way, so that a transaction still waiting can finish.
+        stock_level.commit().unwrap();
+        done.expect("a New-Order or a Payment waited for the open Stock-Level")
+            .unwrap();
     });
     common::assert_all_hold(&w.check(&db).unwrap());
 }

@@ -865,6 +865,33 @@ impl LockManager {
         true
     }
 
+    /// Releases the shared record locks `t` took since it held `mark` locks (a
+    /// `held().len()` read before): a read at isolation level 1 (read committed) lets go of
+    /// its read locks as the read ends. Locks held before the mark stay, and so do the
+    /// exclusive ones and the intention locks above; returns how many went.
+    pub fn release_shared_records_from(&self, t: &mut TxnLocks, mark: usize) -> usize {
+        let mut released = 0;
+        let mut timer = self.timer();
+        // Downward, so that each `swap_remove` brings in an entry already looked at.
+        for i in (mark..t.held.len()).rev() {
+            let (name, mode) = t.held[i];
+            let LockName::Record { table, .. } = name else {
+                continue;
+            };
+            if mode != LockMode::S {
+                continue;
+            }
+            t.held.swap_remove(i);
+            let bucket = t.held_buckets.swap_remove(i);
+            let ti = t.table_index(table);
+            t.tables[ti].leaf_count = t.tables[ti].leaf_count.saturating_sub(1);
+            self.release(t.txn, name, bucket, &mut timer);
+            released += 1;
+        }
+        self.stop(t, timer);
+        released
+    }
+
     /// Strict 2PL's end: releases every lock of `t` (at commit or after abort), waking
     /// waiters that become grantable, and adds `t`'s statistics to the totals.
     pub fn release_all(&self, t: &mut TxnLocks) {

@@ -984,6 +984,35 @@ fn releasing_one_record_grants_its_waiter_and_keeps_the_rest() {
 }
 
 #[test]
+fn releasing_the_shared_records_since_a_mark_keeps_older_and_exclusive_locks() {
+    let m = manager(config());
+    let (mut reader, mut writer) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
+    m.lock_record(&mut reader, 4, 1, S, WHOLE_GAP).unwrap();
+    let mark = reader.held().len();
+    m.lock_record(&mut reader, 4, 2, S, WHOLE_GAP).unwrap();
+    m.lock_record(&mut reader, 4, 3, X, WHOLE_GAP).unwrap();
+    m.lock_record(&mut reader, 6, 1, S, WHOLE_GAP).unwrap();
+    // Re-asked after the mark, a lock held before it is not new.
+    m.lock_record(&mut reader, 4, 1, S, WHOLE_GAP).unwrap();
+    assert_eq!(m.release_shared_records_from(&mut reader, mark), 2);
+    assert_eq!(reader.mode_of(rec(4, 1)), Some(S));
+    assert_eq!(reader.mode_of(rec(4, 2)), None);
+    assert_eq!(reader.mode_of(rec(4, 3)), Some(X));
+    assert_eq!(reader.mode_of(rec(6, 1)), None);
+    assert_eq!(reader.mode_of(LockName::Table(6)), Some(IS));
+    assert_eq!((reader.leaf_locks_in(4), reader.leaf_locks_in(6)), (2, 0));
+    // What went is free for a writer at once; what stayed is not.
+    assert!(m.try_lock_record(&mut writer, 4, 2, X, WHOLE_GAP).unwrap());
+    assert!(m.try_lock_record(&mut writer, 6, 1, X, WHOLE_GAP).unwrap());
+    assert!(!m.try_lock_record(&mut writer, 4, 1, X, WHOLE_GAP).unwrap());
+    assert_eq!(m.release_shared_records_from(&mut reader, mark), 0);
+    m.check_invariants();
+    m.release_all(&mut reader);
+    m.release_all(&mut writer);
+    assert_eq!(m.lock_name_count(), 0);
+}
+
+#[test]
 fn try_lock_upgrade_refused_keeps_the_held_mode() {
     let m = manager(config());
     let (mut t1, mut t2) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
