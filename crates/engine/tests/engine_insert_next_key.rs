@@ -41,6 +41,14 @@ fn scan_ids(tx: &mut dyn Tx, t: &TableRef, lo: i64, hi: i64) -> engine::TxResult
     Ok(rows.iter().map(|r| r[0].as_int().unwrap()).collect())
 }
 
+/// A transaction that scanned [0, 25) of `spaced`'s accounts, so that it holds 30, the key
+/// after the range.
+fn holding_30<'db>(db: &'db engine::Database, t: &TableRef) -> engine::Transaction<'db> {
+    let mut reader = db.begin().unwrap();
+    assert_eq!(scan_ids(&mut reader, t, 0, 25).unwrap(), vec![0, 10, 20]);
+    reader
+}
+
 /// Spawns a transaction inserting `id`; the flag turns true once it committed.
 fn insert_in_thread(
     db: &Arc<engine::Database>,
@@ -241,9 +249,7 @@ fn an_open_delete_holds_off_inserts_after_the_removed_key_only() {
 fn an_insert_that_waited_for_its_next_key_lets_it_go_once_its_entry_is_in() {
     let db = open(Preset::Full, 3);
     let t = spaced(&db);
-    // The reader holds 30 (the key after its range [0, 25)).
-    let mut reader = db.begin().unwrap();
-    assert_eq!(scan_ids(&mut reader, &t, 0, 25).unwrap(), vec![0, 10, 20]);
+    let reader = holding_30(&db, &t);
     // A writer inserts 24 (next key 30: it waits), then stays open until told to commit.
     let (inserted, commit) = (
         Arc::new(AtomicBool::new(false)),
@@ -296,9 +302,7 @@ fn an_insert_that_waited_for_its_next_key_lets_it_go_once_its_entry_is_in() {
 fn an_insert_whose_next_key_changed_while_it_waited_locks_the_new_one() {
     let db = open(Preset::Full, 3);
     let t = spaced(&db);
-    // The reader holds 30 (the key after its range [0, 25)).
-    let mut reader = db.begin().unwrap();
-    assert_eq!(scan_ids(&mut reader, &t, 0, 25).unwrap(), vec![0, 10, 20]);
+    let mut reader = holding_30(&db, &t);
     // A writer inserts 27 (next key 30: waits).
     let (waiting, waiting_done) = insert_in_thread(&db, &t, 27);
     std::thread::sleep(Duration::from_millis(100));
