@@ -421,7 +421,7 @@ impl<'db> Transaction<'db> {
 
     /// Where a read's own locks will begin in the transaction's list of held locks, if the
     /// read is to let them go as it ends (see [`Tx::read_committed`]).
-    #[inline]
+    #[inline(always)]
     fn short_read_mark(&self, for_update: bool) -> Option<usize> {
         if !self.read_committed || for_update {
             return None;
@@ -430,10 +430,20 @@ impl<'db> Transaction<'db> {
     }
 
     /// Ends a read begun at `mark` (from `short_read_mark`): its shared record locks go.
-    /// Rows a scan found are forgotten with them, since another transaction may now move or
-    /// delete them.
+    /// Inline, so that a serializable read pays one test of `None`.
+    #[inline(always)]
     fn end_short_read(&mut self, mark: Option<usize>) {
-        if let (Some(mark), Some(lm), Some(locks)) = (mark, &self.db.locks, self.locks.as_mut()) {
+        if let Some(mark) = mark {
+            self.release_short_read(mark);
+        }
+    }
+
+    /// [`Self::end_short_read`]'s work. Rows a scan found are forgotten with the locks,
+    /// since another transaction may now move or delete them.
+    #[cold]
+    #[inline(never)]
+    fn release_short_read(&mut self, mark: usize) {
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
             lm.release_shared_records_from(locks, mark);
             self.s.found.forget();
         }
