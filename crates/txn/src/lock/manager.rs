@@ -854,15 +854,23 @@ impl LockManager {
         let Some(i) = t.held.iter().rposition(|(n, _)| *n == name) else {
             return false;
         };
-        // `held` names each lock once; its order means nothing.
-        t.held.swap_remove(i);
-        let bucket = t.held_buckets.swap_remove(i);
-        let ti = t.table_index(table);
-        t.tables[ti].leaf_count = t.tables[ti].leaf_count.saturating_sub(1);
         let mut timer = self.timer();
-        self.release(t.txn, name, bucket, &mut timer);
+        self.release_held(t, i, &mut timer);
         self.stop(t, timer);
         true
+    }
+
+    /// Releases `t.held[i]`, a record lock, before the transaction's end: out of the list
+    /// (whose order means nothing: `held` names each lock once, so the last entry takes its
+    /// place), one leaf lock fewer in its table, its waiters granted.
+    fn release_held(&self, t: &mut TxnLocks, i: usize, timer: &mut Timer) {
+        let (name, _) = t.held.swap_remove(i);
+        let bucket = t.held_buckets.swap_remove(i);
+        if let LockName::Record { table, .. } = name {
+            let ti = t.table_index(table);
+            t.tables[ti].leaf_count = t.tables[ti].leaf_count.saturating_sub(1);
+        }
+        self.release(t.txn, name, bucket, timer);
     }
 
     /// Releases the shared record locks `t` took since it held `mark` locks (a
@@ -874,19 +882,10 @@ impl LockManager {
         let mut timer = self.timer();
         // Downward, so that each `swap_remove` brings in an entry already looked at.
         for i in (mark..t.held.len()).rev() {
-            let (name, mode) = t.held[i];
-            let LockName::Record { table, .. } = name else {
-                continue;
-            };
-            if mode != LockMode::S {
-                continue;
+            if let (LockName::Record { .. }, LockMode::S) = t.held[i] {
+                self.release_held(t, i, &mut timer);
+                released += 1;
             }
-            t.held.swap_remove(i);
-            let bucket = t.held_buckets.swap_remove(i);
-            let ti = t.table_index(table);
-            t.tables[ti].leaf_count = t.tables[ti].leaf_count.saturating_sub(1);
-            self.release(t.txn, name, bucket, &mut timer);
-            released += 1;
         }
         self.stop(t, timer);
         released
