@@ -866,6 +866,48 @@ fn new_order_takes_its_stock_rows_in_key_order_and_keeps_the_line_numbers() {
 }
 
 #[test]
+fn new_order_takes_its_district_after_its_stock_in_the_full_form_only() {
+    use workloads::tpcc::schema::{DISTRICT, STOCK};
+    // Full form: the district, which every New-Order and Payment of it writes, is locked
+    // after the stock rows, so it is not held through them. The paper's form keeps its
+    // order (the district before the stock). A client locks the hinted rows in the hints'
+    // order, so the hints follow the form's.
+    let w = small(1, Mix::Full);
+    let db = common::loaded(&w, 1);
+    let t = Tables::resolve(&db).unwrap();
+    for paper in [false, true] {
+        let input = new_order_input(6, 8, (1..=7).map(|i| (1, i * 13)), 4, paper);
+        let seen = recorded(&db, |tx| {
+            workloads::tpcc::new_order::new_order(tx, &t, &input).map(drop)
+        });
+        for (what, tables) in [
+            (
+                "updates",
+                seen.updated.iter().map(|(t, _)| t).collect::<Vec<_>>(),
+            ),
+            (
+                "hints",
+                seen.hinted_for_update.iter().map(|(t, _)| t).collect(),
+            ),
+        ] {
+            let district = tables.iter().position(|t| *t == DISTRICT);
+            let stock: Vec<usize> = (tables.iter().enumerate())
+                .filter(|(_, t)| **t == STOCK)
+                .map(|(i, _)| i)
+                .collect();
+            assert_eq!(stock.len(), 7, "{what}, paper {paper}: {tables:?}");
+            let district = district.unwrap_or_else(|| panic!("{what}: {tables:?}"));
+            if paper {
+                assert!(district < stock[0], "{what}, paper: {tables:?}");
+            } else {
+                assert!(district > stock[6], "{what}, full: {tables:?}");
+            }
+        }
+    }
+    common::assert_all_hold(&w.check(&db).unwrap());
+}
+
+#[test]
 fn new_orders_and_stock_levels_on_one_warehouse_never_deadlock() {
     use rand::Rng;
     use workloads::tpcc::input::StockLevelInput;

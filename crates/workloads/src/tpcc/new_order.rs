@@ -1,14 +1,21 @@
 //! The New-Order transaction (clause 2.4.2), and the 2008 paper's form of it (Figure 4).
 //!
-//! Full form, in the specification's order except that D is taken first, C and W last, and
-//! that every line's stock is updated before the order lines are inserted:
+//! Full form, in the specification's order except that every line's stock is updated before
+//! D is taken and the order lines are inserted, and C and W are read last:
 //! ```text
-//! read-modify-write D (d_next_o_id + 1) → insert O, NO
-//! → per line, by stock key: read I (absent: UserAbort) → read-modify-write S
+//! per line, by stock key: read I (absent: UserAbort) → read-modify-write S
+//! → read-modify-write D (d_next_o_id + 1) → insert O, NO
 //! → per line, by number: insert OL → read C → read W (w_tax)
 //! ```
 //! Paper form: all items are read first, so an unused item aborts before any write; then
 //! D, C, per line S, per line OL, O and NO, and finally W.
+//!
+//! The district row is the one every New-Order and Payment of a district writes, so the full
+//! form takes it after the stock updates, which need nothing from it (an order line's number
+//! and its stock's S_DIST_xx come from the input): its exclusive lock is held for the inserts,
+//! the customer, the warehouse and the commit only, not also for ten or so stock rows. No
+//! other transaction holds a district row while it waits for a stock row (Payment touches no
+//! stock, Stock-Level holds neither past the read that takes it), so no cycle comes of it.
 //!
 //! The stock rows are updated in the order of their keys (supply warehouse, item; the line
 //! number breaks ties), not as the terminal entered the lines: every New-Order locks its stock
@@ -290,26 +297,36 @@ fn insert_order_line(
 }
 
 /// Updates the stock of every line in `order` (see [`stock_order`]), each after its item is
-/// read (an unused item ends the transaction there) unless `pre_read` has them all (the
-/// paper's form reads them first), then inserts the order lines by their numbers (the order
-/// the index appends them in). The lines come back in the input's order.
-fn order_lines(
+/// read into `items` (an unused item ends the transaction there) unless `items_read` says the
+/// caller read them all first, as the paper's form does. What each line's order line needs
+/// from its stock goes to `stocked`.
+fn update_stocks(
     tx: &mut dyn Tx,
     t: &Tables,
-    (input, o_id): (&NewOrderInput, i64),
+    input: &NewOrderInput,
     order: &StockOrder,
-    pre_read: Option<&[ItemRow]>,
-) -> TxResult<Vec<NewOrderLine>> {
-    // Every line is in `order`, a permutation of the lines, so every one used is written.
-    let mut read = [ItemRow::default(); MAX_LINES];
-    let mut stocked = [StockedLine::default(); MAX_LINES];
+    items: &mut [ItemRow; MAX_LINES],
+    items_read: bool,
+    stocked: &mut [StockedLine; MAX_LINES],
+) -> TxResult<()> {
     for &n in order {
-        if pre_read.is_none() {
-            read_item(tx, t, input.lines[n].i_id, &mut read[n])?;
+        if !items_read {
+            read_item(tx, t, input.lines[n].i_id, &mut items[n])?;
         }
         update_stock(tx, t, input, n, &mut stocked[n])?;
     }
-    let items = pre_read.unwrap_or(&read);
+    Ok(())
+}
+
+/// Inserts the order lines of order `o_id` by their numbers (the order the index appends them
+/// in), from each line's item and stock. The lines come back in the input's order.
+fn insert_order_lines(
+    tx: &mut dyn Tx,
+    t: &Tables,
+    (input, o_id): (&NewOrderInput, i64),
+    items: &[ItemRow; MAX_LINES],
+    stocked: &[StockedLine; MAX_LINES],
+) -> TxResult<Vec<NewOrderLine>> {
     let mut scratch = String::new();
     let mut lines = Vec::with_capacity(input.lines.len());
     for (n, (item, stocked)) in items.iter().zip(&stocked[..input.lines.len()]).enumerate() {
@@ -369,27 +386,33 @@ fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, order: &Sto
         .collect();
     let (w, d) = (input.w_id, input.d_id);
     let (district, warehouse, customer) = ([w, d], [w], [w, d, input.c_id]);
-    // The district first: a client takes the hinted rows' locks in the hints' order, and
-    // Payment locks the district before the warehouse (with the warehouse first, a New-Order
-    // holding it shared and a Payment holding the district would wait for each other).
+    let stock_rows: ArrayVec<(&TableRef, &[i64]), MAX_LINES> =
+        stocks.iter().map(|k| (&t.stock, &k[..])).collect();
+    let stock_columns = [
+        stock::S_QUANTITY,
+        stock::S_DIST_01 + input.d_id as usize - 1,
+        stock::S_YTD,
+        stock::S_ORDER_CNT,
+        stock::S_REMOTE_CNT,
+        stock::S_DATA,
+    ];
+    // A client takes the hinted rows' locks in the hints' order, so the hints name the stock
+    // rows and the district in the order the form updates them (a client's New-Order and an
+    // embedded one of the same form then never wait for each other in a cycle), and the
+    // district before the warehouse: Payment locks the district first, and with the warehouse
+    // first a New-Order holding it shared and a Payment holding the district would wait for
+    // each other.
+    if !input.paper {
+        tx.prefetch_for_update(&stock_rows, Some(&stock_columns));
+    }
     tx.prefetch_for_update(&[(&t.district, &district)], None);
     let mut rows: ArrayVec<(&TableRef, &[i64]), { 1 + MAX_LINES }> = ArrayVec::new();
     rows.extend(items.iter().map(|k| (&t.item, &k[..])));
     rows.push((&t.warehouse, &warehouse));
     tx.prefetch(&rows);
-    let stock_rows: ArrayVec<(&TableRef, &[i64]), MAX_LINES> =
-        stocks.iter().map(|k| (&t.stock, &k[..])).collect();
-    tx.prefetch_for_update(
-        &stock_rows,
-        Some(&[
-            stock::S_QUANTITY,
-            stock::S_DIST_01 + input.d_id as usize - 1,
-            stock::S_YTD,
-            stock::S_ORDER_CNT,
-            stock::S_REMOTE_CNT,
-            stock::S_DATA,
-        ]),
-    );
+    if input.paper {
+        tx.prefetch_for_update(&stock_rows, Some(&stock_columns));
+    }
     tx.prefetch_columns(
         &[(&t.customer, &customer)],
         &[customer::C_DISCOUNT, customer::C_LAST, customer::C_CREDIT],
@@ -421,22 +444,26 @@ pub fn new_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput) -> TxResult
     let (o_id, w_tax, d_tax, c_discount, lines);
     let order = stock_order(input);
     prefetch_rows(tx, t, input, &order);
+    // Every line is in `order`, a permutation of the lines, so every one used is filled in.
+    let mut items = [ItemRow::default(); MAX_LINES];
+    let mut stocked = [StockedLine::default(); MAX_LINES];
     if input.paper {
-        let mut items = [ItemRow::default(); MAX_LINES];
         for (line, item) in input.lines.iter().zip(&mut items) {
             read_item(tx, t, line.i_id, item)?;
         }
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         prefetch_inserts(tx, t, input, o_id);
         c_discount = get_c_discount(tx, t, input)?;
-        lines = order_lines(tx, t, (input, o_id), &order, Some(&items))?;
+        update_stocks(tx, t, input, &order, &mut items, true, &mut stocked)?;
+        lines = insert_order_lines(tx, t, (input, o_id), &items, &stocked)?;
         insert_order(tx, t, input, o_id)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
     } else {
+        update_stocks(tx, t, input, &order, &mut items, false, &mut stocked)?;
         (o_id, d_tax) = next_order_id(tx, t, input.w_id, input.d_id)?;
         prefetch_inserts(tx, t, input, o_id);
         insert_order(tx, t, input, o_id)?;
-        lines = order_lines(tx, t, (input, o_id), &order, None)?;
+        lines = insert_order_lines(tx, t, (input, o_id), &items, &stocked)?;
         c_discount = get_c_discount(tx, t, input)?;
         w_tax = get_w_tax(tx, t, input.w_id)?;
     }
