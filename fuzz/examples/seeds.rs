@@ -158,6 +158,7 @@ fn wire_frames(out: &Path) {
             columns: Some(vec![]),
             for_update: true,
         },
+        Op::ReadCommitted,
     ];
     let requests = [
         (
@@ -231,6 +232,7 @@ fn wire_frames(out: &Path) {
                     OpResult::Row(None),
                     OpResult::Found(true),
                     OpResult::Inserted,
+                    OpResult::Set,
                     OpResult::Rows(vec![key.clone(), vec![Value::Float(1.5), Value::Null]]),
                 ],
             },

@@ -14,6 +14,8 @@
 //!                                                              operation
 //!                                    insert; update/delete     none: kept in the client as
 //!                                      of a row held X-locked  pending writes
+//!                                    read_committed            none: kept as a pending
+//!                                                              request, sent first
 //!                                    finish(Ok) / commit       Batch{autocommit} of the
 //!                                                              pending writes (else Commit;
 //!                                                              read-only: Commit ahead of
@@ -983,6 +985,14 @@ impl Tx for RemoteTx<'_> {
                 .deferred
                 .ahead
                 .hint_scan(table, prefix, limit, for_update);
+        }
+    }
+
+    /// Kept as a pending request (`Op::ReadCommitted`), sent in front of the next round trip's
+    /// reads; with autocommit every operation is a transaction of its own, so nothing is sent.
+    fn read_committed(&mut self) {
+        if !self.autocommit {
+            self.client.deferred.read_committed();
         }
     }
 }

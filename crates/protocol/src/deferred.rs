@@ -8,6 +8,8 @@
 //!   returns `Ok(true)` at once): a row a read with `for_update` found, a row an earlier
 //!   update found, or (a guess, see below) a row a for-update scan returned or the
 //!   transaction inserted. A delete makes the row unknown again.
+//! * a request for isolation level 1 ([`Op::ReadCommitted`], answered `Set`), which is not a
+//!   write but travels the same way, in front of the reads it is for.
 //!
 //! Why this is safe: the engine runs two-phase locking, so a row the transaction has locked
 //! exclusively and seen cannot change or vanish until it ends, except by its own writes,
@@ -46,6 +48,8 @@ pub enum Expect {
     Found,
     /// The same, of a row whose key was guessed (see the module's documentation).
     Guessed,
+    /// A request for read committed ([`Op::ReadCommitted`]): `Set`.
+    Set,
 }
 
 /// How sure the transaction is that it holds a row exclusively and that it exists.
@@ -110,6 +114,16 @@ impl Deferred {
             std::mem::take(&mut self.ops),
             std::mem::take(&mut self.expect),
         )
+    }
+
+    /// Asks for isolation level 1 from the next round trip on ([`engine::Tx::read_committed`]):
+    /// the request travels in front of the reads it is for, as the writes do; asked again before
+    /// it has gone, it is not sent twice.
+    pub fn read_committed(&mut self) {
+        if !self.expect.contains(&Expect::Set) {
+            self.ops.push(Op::ReadCommitted);
+            self.expect.push(Expect::Set);
+        }
     }
 
     /// Defers an insert of `row` into `table`.
@@ -229,6 +243,7 @@ pub fn check(ops: &[Op], expect: &[Expect], results: &[OpResult]) -> TxResult<()
     for ((op, want), got) in ops.iter().zip(expect).zip(results) {
         match (want, got) {
             (Expect::Inserted, OpResult::Inserted)
+            | (Expect::Set, OpResult::Set)
             | (Expect::Found | Expect::Guessed, OpResult::Found(true)) => {}
             (Expect::Found, OpResult::Found(false)) => {
                 return Err(TxError::Connection(format!(
@@ -354,5 +369,24 @@ mod tests {
             OpResult::Row(None),
         ];
         assert!(check(&ops, &expect, &odd).is_err());
+    }
+
+    #[test]
+    fn a_read_committed_request_goes_once_in_front_of_what_follows_and_is_answered_set() {
+        let mut d = Deferred::default();
+        d.read_committed();
+        d.insert(1, &[Value::Int(1)]);
+        d.read_committed();
+        let (ops, expect) = d.take();
+        assert!(
+            matches!(ops[..], [Op::ReadCommitted, Op::Insert { .. }]),
+            "{ops:?}"
+        );
+        assert_eq!(expect, [Expect::Set, Expect::Inserted]);
+        assert!(check(&ops, &expect, &[OpResult::Set, OpResult::Inserted]).is_ok());
+        assert!(check(&ops, &expect, &[OpResult::Found(true), OpResult::Inserted]).is_err());
+        // Sent: asked again, it goes again (the engine's request is idempotent).
+        d.read_committed();
+        assert!(d.has_pending());
     }
 }

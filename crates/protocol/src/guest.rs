@@ -477,6 +477,8 @@ pub fn check_returned_write(op: &Op, result: &OpResult) -> TxResult<()> {
     let expect = match op {
         Op::Insert { .. } => Expect::Inserted,
         Op::Update { .. } | Op::Delete { .. } => Expect::Guessed,
+        // Not a write, but sent the same way: the call's last request, with nothing after it.
+        Op::ReadCommitted => Expect::Set,
         other => {
             return Err(TxError::Invalid(format!(
                 "a procedure returned with an operation that is not a write: {other:?}"
@@ -822,6 +824,12 @@ impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
             .ahead
             .hint_scan(table, prefix, limit, for_update);
     }
+
+    /// Kept as a pending request (`Op::ReadCommitted`), sent in front of the next exchange's
+    /// reads (see [`Deferred::read_committed`]).
+    fn read_committed(&mut self) {
+        self.deferred.read_committed();
+    }
 }
 
 #[cfg(test)]
@@ -876,6 +884,7 @@ mod tests {
                         row.push(Value::Int(self.version));
                         OpResult::Rows(vec![row])
                     }
+                    Op::ReadCommitted => OpResult::Set,
                     _ => OpResult::Inserted,
                 })
                 .collect();
@@ -1210,6 +1219,43 @@ mod tests {
             check_returned_write(&get, &OpResult::Row(None)),
             Err(TxError::Invalid(m)) if m.contains("not a write")
         ));
+        // A read-committed request left for the call's end travels with its writes.
+        assert!(check_returned_write(&Op::ReadCommitted, &OpResult::Set).is_ok());
+        assert!(check_returned_write(&Op::ReadCommitted, &OpResult::Inserted).is_err());
+    }
+
+    #[test]
+    fn a_read_committed_request_crosses_in_front_of_the_reads_it_is_for() {
+        let mut host = Host::default();
+        let t = table_t();
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            false,
+            |tx, _, _, _| {
+                tx.read_committed();
+                tx.prefetch(&[(&t, &[7])]);
+                tx.get(&t, &[Value::Int(8)], Fetch::All, false)?;
+                tx.get(&t, &[Value::Int(7)], Fetch::All, false)?;
+                Ok(())
+            },
+        );
+        assert!(
+            matches!(ended, Some(GuestMsg::Returned { .. })),
+            "{ended:?}"
+        );
+        // One exchange: the request, the hinted read, the read; the hinted row answered.
+        assert_eq!(host.messages.len(), 1, "{:?}", host.messages);
+        assert!(
+            matches!(
+                host.messages[0][..],
+                [Op::ReadCommitted, Op::Get { .. }, Op::Get { .. }]
+            ),
+            "{:?}",
+            host.messages
+        );
     }
 
     #[test]

@@ -99,6 +99,13 @@
 //! |     |          | …      | 1    | `reverse`    | `bool`                                  |
 //! |     |          | …      | …    | `columns`    | `opt<list<column>>` (none: all)         |
 //! |     |          | …      | 1    | `for_update` | `bool`                                  |
+//! | 6   | `ReadCommitted` |  | 0    |              |                                         |
+//!
+//! `ReadCommitted` puts the transaction at isolation level 1 from there to its end: each plain
+//! read (not for update) lets go of its shared locks as it ends; writes and reads for update
+//! keep theirs to the end, as at the default level (serializable). TPC-C's Stock-Level asks for
+//! it. Inside a transaction only: a batch with `autocommit` outside one is a transaction of its
+//! own, whose locks end with it anyway.
 //!
 //! # Responses
 //!
@@ -124,6 +131,7 @@
 //! | 2   | `Found`    | 1      | 1    | `found` | `bool`                 |
 //! | 3   | `Inserted` |        | 0    |         |                        |
 //! | 4   | `Rows`     | 1      | …    | `rows`  | `list<list<Value>>`    |
+//! | 5   | `Set`      |        | 0    |         |                        |
 //!
 //! Error classes: 1 `Retry`, 2 `UserAbort`, 3 `DuplicateKey`, 4 `Invalid`, 5 `Internal`,
 //! 6 `Protocol`, 7 `Busy`, 8 `TimedOut`, 9 `Contained` (see [`ErrorClass`]).
@@ -158,8 +166,9 @@ pub use message::{Op, OpResult, Request, Response, ScanSource};
 
 /// The first bytes of every `Hello`: a Glass client, not some other protocol.
 pub const MAGIC: [u8; 4] = *b"GLAS";
-/// The protocol version this crate speaks.
-pub const VERSION: u16 = 1;
+/// The protocol version this crate speaks (2 added the `ReadCommitted` op and its `Set`
+/// result); a `Hello` of another version is refused.
+pub const VERSION: u16 = 2;
 /// The largest frame (bytes after the length prefix) either side accepts until `Hello` and
 /// `Welcome` settle on the smaller of their maximums.
 pub const DEFAULT_MAX_FRAME: u32 = 1 << 20;

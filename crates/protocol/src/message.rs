@@ -41,6 +41,7 @@ const OP_UPDATE: u8 = 2;
 const OP_INSERT: u8 = 3;
 const OP_DELETE: u8 = 4;
 const OP_SCAN: u8 = 5;
+const OP_READ_COMMITTED: u8 = 6;
 
 const SOURCE_TABLE: u8 = 0;
 const SOURCE_INDEX: u8 = 1;
@@ -49,9 +50,10 @@ const RESULT_ROW: u8 = 1;
 const RESULT_FOUND: u8 = 2;
 const RESULT_INSERTED: u8 = 3;
 const RESULT_ROWS: u8 = 4;
+const RESULT_SET: u8 = 5;
 
-/// The smallest ops (`Insert`, `Delete`: tag, table, empty list) and op results (`Inserted`).
-pub(crate) const MIN_OP: usize = 1 + 4 + MIN_LIST;
+/// The smallest op (`ReadCommitted`: its tag) and op results (`Inserted`, `Set`).
+pub(crate) const MIN_OP: usize = 1;
 pub(crate) const MIN_OP_RESULT: usize = 1;
 /// `(u16 column, Value)` and `(str name, u32 id)`.
 const MIN_SET: usize = MIN_COLUMN + MIN_VALUE;
@@ -121,6 +123,9 @@ pub enum Op {
         columns: Option<Vec<u16>>,
         for_update: bool,
     },
+    /// From here to the transaction's end, its plain reads keep their shared locks only while
+    /// they run: isolation level 1, read committed ([`engine::Tx::read_committed`]).
+    ReadCommitted,
 }
 
 impl Op {
@@ -217,6 +222,8 @@ pub enum OpResult {
     Inserted,
     /// `Scan`: the rows in scan order.
     Rows(Vec<Row>),
+    /// `ReadCommitted`: the transaction reads at that level from now on.
+    Set,
 }
 
 /// Appends a frame of `kind`: the length prefix, the kind byte and what `body` writes, then
@@ -361,6 +368,7 @@ pub(crate) fn put_op(out: &mut Vec<u8>, op: &Op) {
             put_columns(out, columns.as_ref());
             put_bool(out, *for_update);
         }
+        Op::ReadCommitted => put_u8(out, OP_READ_COMMITTED),
     }
 }
 
@@ -405,6 +413,7 @@ pub(crate) fn read_op(r: &mut Reader<'_>) -> Result<Op> {
             columns: r.columns("scan columns")?,
             for_update: r.bool("scan for_update")?,
         },
+        OP_READ_COMMITTED => Op::ReadCommitted,
         tag => return Err(ProtocolError::UnknownTag { what: "op", tag }),
     })
 }
@@ -523,6 +532,7 @@ pub(crate) fn put_op_result(out: &mut Vec<u8>, result: &OpResult) {
             put_bool(out, *found);
         }
         OpResult::Inserted => put_u8(out, RESULT_INSERTED),
+        OpResult::Set => put_u8(out, RESULT_SET),
         OpResult::Rows(rows) => {
             put_u8(out, RESULT_ROWS);
             put_len(out, rows.len());
@@ -555,6 +565,7 @@ pub(crate) fn read_op_result(r: &mut Reader<'_>) -> Result<OpResult> {
         RESULT_ROW => OpResult::Row(r.opt("row result", |r| r.values("row result"))?),
         RESULT_FOUND => OpResult::Found(r.bool("found result")?),
         RESULT_INSERTED => OpResult::Inserted,
+        RESULT_SET => OpResult::Set,
         RESULT_ROWS => {
             OpResult::Rows(r.list(MIN_LIST, "rows result", |r| r.values("rows result row"))?)
         }
@@ -646,6 +657,7 @@ pub(crate) mod tests {
                         }
                     }
                 ),
+            Just(Op::ReadCommitted),
         ]
     }
 
@@ -672,6 +684,7 @@ pub(crate) mod tests {
             prop::option::of(values()).prop_map(OpResult::Row),
             any::<bool>().prop_map(OpResult::Found),
             Just(OpResult::Inserted),
+            Just(OpResult::Set),
             prop::collection::vec(values(), 0..4).prop_map(OpResult::Rows),
         ]
     }
@@ -753,6 +766,7 @@ pub(crate) mod tests {
                     *low = low.by_bits();
                     *high = high.by_bits();
                 }
+                Op::ReadCommitted => {}
             }
             op
         }
@@ -975,16 +989,16 @@ pub(crate) mod tests {
 
     #[test]
     fn a_count_that_fits_only_at_a_smaller_item_size_is_refused() {
-        // Three ops need at least 27 bytes; 26 are left.
+        // Three ops need at least 3 bytes (a `ReadCommitted` is its tag alone); 2 are left.
         let mut frame = vec![KIND_BATCH, 0];
         frame.extend_from_slice(&3u32.to_le_bytes());
-        frame.extend_from_slice(&[0; 26]);
+        frame.extend_from_slice(&[OP_READ_COMMITTED; 2]);
         assert_eq!(
             Request::decode(&frame),
             Err(ProtocolError::CountTooLarge {
                 what: "batch ops",
                 count: 3,
-                remaining: 26,
+                remaining: 2,
             })
         );
     }
@@ -1032,10 +1046,13 @@ pub(crate) mod tests {
             Request::decode(&hello(b"HTTP", VERSION)),
             Err(ProtocolError::BadMagic(*b"HTTP"))
         );
-        assert_eq!(
-            Request::decode(&hello(b"GLAS", 2)),
-            Err(ProtocolError::UnsupportedVersion(2))
-        );
+        // The version before `ReadCommitted`, and one not yet made.
+        for other in [1, VERSION + 1] {
+            assert_eq!(
+                Request::decode(&hello(b"GLAS", other)),
+                Err(ProtocolError::UnsupportedVersion(other))
+            );
+        }
         assert_eq!(
             Response::decode(&[KIND_WELCOME, 0, 0]),
             Err(ProtocolError::UnsupportedVersion(0))
@@ -1083,10 +1100,18 @@ pub(crate) mod tests {
                 byte: 2
             })
         );
-        // Batch of one op with tag 6.
+        // Batch of one op with tag 7.
         assert_eq!(
-            Request::decode(&[KIND_BATCH, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0]),
-            Err(ProtocolError::UnknownTag { what: "op", tag: 6 })
+            Request::decode(&[KIND_BATCH, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0]),
+            Err(ProtocolError::UnknownTag { what: "op", tag: 7 })
+        );
+        // A `ReadCommitted` has no fields: a byte after it belongs to no message.
+        assert_eq!(
+            Request::decode(&[KIND_BATCH, 0, 1, 0, 0, 0, OP_READ_COMMITTED, 0]),
+            Err(ProtocolError::TrailingBytes {
+                what: "request",
+                count: 1
+            })
         );
         // Scan of a source with tag 2.
         assert_eq!(
@@ -1112,10 +1137,10 @@ pub(crate) mod tests {
             })
         );
         assert_eq!(
-            Response::decode(&[KIND_RESULTS, 1, 0, 0, 0, 5]),
+            Response::decode(&[KIND_RESULTS, 1, 0, 0, 0, 6]),
             Err(ProtocolError::UnknownTag {
                 what: "op result",
-                tag: 5
+                tag: 6
             })
         );
     }

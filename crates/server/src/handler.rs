@@ -712,5 +712,9 @@ pub(crate) fn run_op(
                 }
             })
         }
+        Op::ReadCommitted => {
+            tx.read_committed();
+            OpResult::Set
+        }
     })
 }

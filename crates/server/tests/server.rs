@@ -262,6 +262,63 @@ fn locks_are_held_across_round_trips() {
 }
 
 #[test]
+fn a_read_committed_interactive_transaction_lets_go_of_its_read_locks() {
+    // `Tx::read_committed` travels to the server (`Op::ReadCommitted`, in front of the read it
+    // is for): a row read at that level can be updated by another client while the reader's
+    // transaction is still open. At the default level the update waits for the reader's end.
+    for arch in ARCHS {
+        for read_committed in [true, false] {
+            let w = tpcb();
+            let dir = tempfile::tempdir().unwrap();
+            let (server, _db) = start(w.as_ref(), arch, &dir, |_| {});
+            let mut reader = Client::connect(&tcp(&server)).unwrap();
+            let table = account_table(&mut reader);
+            let accounts = engine::TableRef {
+                id: table,
+                name: ACCOUNT.to_string(),
+            };
+            let mut tx = RemoteTx::new(&mut reader, false);
+            if read_committed {
+                tx.read_committed();
+            }
+            let row = tx
+                .get(&accounts, &[Value::Int(5)], Fetch::All, false)
+                .unwrap();
+            assert!(row.is_some(), "{arch}");
+            assert!(reader.in_transaction(), "{arch}");
+            std::thread::scope(|s| {
+                let endpoint = tcp(&server);
+                let (done, finished) = std::sync::mpsc::channel();
+                s.spawn(move || {
+                    let mut writer = Client::connect(&endpoint).unwrap();
+                    // The receiver is gone only once the test has failed.
+                    let _ = done.send(update_account(&mut writer, table, 5).map(drop));
+                });
+                let early = finished.recv_timeout(Duration::from_secs(1));
+                if read_committed {
+                    assert!(
+                        matches!(early, Ok(Ok(()))),
+                        "{arch}: the update waited for a read-committed reader: {early:?}"
+                    );
+                } else {
+                    assert!(
+                        early.is_err(),
+                        "{arch}: the update did not wait for a serializable reader: {early:?}"
+                    );
+                    reader.commit().unwrap();
+                    let late = finished.recv().unwrap();
+                    assert!(late.is_ok(), "{arch}: {late:?}");
+                }
+            });
+            if reader.in_transaction() {
+                reader.commit().unwrap();
+            }
+            server.stop();
+        }
+    }
+}
+
+#[test]
 fn a_lock_held_by_a_connection_of_the_same_worker_is_refused_at_once_not_waited_out() {
     for arch in ARCHS {
         let w = tpcb();
