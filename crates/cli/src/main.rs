@@ -1991,8 +1991,9 @@ fn profile(args: ProfileArgs) -> anyhow::Result<ExitCode> {
     );
     let types = bench::table4::run(workload, &options, &db, set_up_for, counts, args.seed)?;
     println!(
-        "{} (1 thread; set up for {set_up_for}), per transaction: records accessed, row-level and \
-         higher-level locks held, heap and index pages fixed (total) and unique pages, log bytes \
+        "{} (1 thread; set up for {set_up_for}), per transaction: records accessed, row-level locks \
+         taken (a read-committed read's, let go as it ends, included) and higher-level locks \
+         held, heap and index pages fixed (total) and unique pages, log bytes \
          (the records', and the padding that closed a thread's run of reserved log bytes), \
          latch acquisitions, lock waits, lock-manager time (Lock, physical and logical \
          contention), shared writes (latches taken and read-modify-writes on memory every thread \

@@ -29,6 +29,7 @@ static ENABLED: AtomicUsize = AtomicUsize::new(0);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct TxnProfile {
     pub records: u64,
+    /// Record locks taken, those let go before the end (read committed) included.
     pub row_locks: u64,
     pub higher_locks: u64,
     pub heap_pages: u64,
@@ -101,6 +102,8 @@ impl LockCounts {
                 c.higher += 1;
             }
         }
+        // Taken, not only held at the end: a read-committed read's locks are gone by then.
+        c.row += l.released_early();
         let s = l.stats();
         c.waits = s.waits;
         c.lock_ns = s.lock_ns;

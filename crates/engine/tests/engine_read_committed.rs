@@ -182,3 +182,31 @@ fn a_read_committed_transaction_keeps_its_write_and_for_update_locks() {
     check.commit().unwrap();
     db.check_invariants().unwrap();
 }
+
+/// `glass profile` counts the record locks a transaction took: a read-committed read's are
+/// gone by its commit, and still counted, so both levels report the same count for the same
+/// reads (the scan's next key included).
+#[test]
+fn a_profile_counts_the_record_locks_a_read_let_go_of() {
+    let counted = |read_committed: bool| {
+        let db = open(Preset::Full, 2);
+        let t = spaced(&db);
+        let collecting = engine::profile::collect();
+        let mut tx = db.begin().unwrap();
+        if read_committed {
+            tx.read_committed();
+        }
+        balance(&mut tx, &t, 30);
+        assert_eq!(scan_ids(&mut tx, &t, 50, 80), [50, 60, 70]);
+        tx.commit().unwrap();
+        let p = engine::profile::last();
+        drop(collecting);
+        p.row_locks
+    };
+    let serializable = counted(false);
+    assert!(
+        serializable >= 4,
+        "one get, three rows scanned: {serializable}"
+    );
+    assert_eq!(counted(true), serializable);
+}

@@ -438,6 +438,9 @@ pub struct TxnLocks {
     /// Of `stats.wait_ns`, the time a transaction on the blocking chain was inside a
     /// physical read (sampled; only with [`LockConfig::io_probe`]).
     wait_io_ns: u64,
+    /// Record locks let go before the transaction's end (read committed's reads, an
+    /// insert's waited-for next key): no longer in `held`, still taken.
+    released_early: u64,
 }
 
 impl TxnLocks {
@@ -483,6 +486,12 @@ impl TxnLocks {
         self.stats
     }
 
+    /// Record locks this transaction let go of before its end, so that `held` no longer
+    /// names them: with `held`'s record locks, every record lock it took.
+    pub fn released_early(&self) -> u64 {
+        self.released_early
+    }
+
     /// Of this transaction's lock wait so far, the time during which a transaction on its
     /// blocking chain was inside a physical read (see [`LockConfig::io_probe`]).
     pub fn wait_io_ns(&self) -> u64 {
@@ -501,6 +510,7 @@ impl TxnLocks {
         self.tables.clear();
         self.stats = LockStats::default();
         self.wait_io_ns = 0;
+        self.released_early = 0;
     }
 
     fn table(&self, table: u32) -> Option<&TableLocks> {
@@ -711,6 +721,7 @@ impl LockManager {
             slot,
             stats: LockStats::default(),
             wait_io_ns: 0,
+            released_early: 0,
         }
     }
 
@@ -866,6 +877,7 @@ impl LockManager {
     fn release_held(&self, t: &mut TxnLocks, i: usize, timer: &mut Timer) {
         let (name, _) = t.held.swap_remove(i);
         let bucket = t.held_buckets.swap_remove(i);
+        t.released_early += 1;
         if let LockName::Record { table, .. } = name {
             let ti = t.table_index(table);
             t.tables[ti].leaf_count = t.tables[ti].leaf_count.saturating_sub(1);
