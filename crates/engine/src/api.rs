@@ -556,6 +556,17 @@ impl TxError {
 
 pub type TxResult<T> = Result<T, TxError>;
 
+/// Puts the values of `row`, fetched as `columns`, at those columns' positions in `placed`
+/// (the others `Null`), so that a [`RowRef`] over it reads each column by its position in the
+/// table, as one over the stored record does.
+fn place_columns(columns: &[usize], row: Row, placed: &mut Vec<Value>) {
+    placed.clear();
+    placed.resize(columns.iter().max().map_or(0, |&c| c + 1), Value::Null);
+    for (&c, v) in columns.iter().zip(row) {
+        placed[c] = v;
+    }
+}
+
 /// The operations a procedure may perform inside a transaction.
 pub trait Tx {
     /// Reads the row with primary key `key`. `for_update` takes the exclusive lock at once
@@ -582,6 +593,28 @@ pub trait Tx {
             Some(row) => f(RowRef::values(&row)).map(|()| true),
             None => Ok(false),
         }
+    }
+
+    /// [`Tx::read_with`] for a procedure whose `f` reads only `columns` (by their positions in
+    /// the table, as always): an implementation may fetch only those. Embedded it is
+    /// `read_with`, which copies nothing out; the default, for implementations that fetch
+    /// what they are asked for (a client, a sandbox's boundary), is [`Tx::get`] of the
+    /// columns, whose answer a column hint ([`Tx::prefetch_columns`]) can give, handed to `f`
+    /// with each column at its own position (the others `Null`).
+    fn read_columns_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        columns: &[usize],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<bool> {
+        let Some(row) = self.get(table, key, Fetch::Cols(columns), for_update)? else {
+            return Ok(false);
+        };
+        let mut placed = Vec::new();
+        place_columns(columns, row, &mut placed);
+        f(RowRef::values(&placed)).map(|()| true)
     }
 
     /// Read-modify-write of the row with primary key `key`: `f` sees the row and says which
@@ -689,6 +722,29 @@ pub trait Tx {
         for_update: bool,
     ) -> TxResult<Vec<Row>>;
 
+    /// [`Tx::scan`] (not for update) handing each row to `f`, in scan order, instead of
+    /// returning them, for a procedure whose `f` reads only `columns` (an implementation may
+    /// fetch only those). Embedded the records are read in place and nothing is copied out;
+    /// the default scans the columns (which a scan hint, [`Tx::prefetch_scan`], can answer)
+    /// and hands `f` each row with each column at its own position (the others `Null`).
+    fn scan_columns_with(
+        &mut self,
+        table: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        columns: &[usize],
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<()> {
+        let rows = self.scan(table, range, limit, reverse, Fetch::Cols(columns), false)?;
+        let mut placed = Vec::new();
+        for row in rows {
+            place_columns(columns, row, &mut placed);
+            f(RowRef::values(&placed))?;
+        }
+        Ok(())
+    }
+
     /// Rows reached through secondary index `index` within `range` (on the index's columns),
     /// in index order, at most `limit`.
     fn scan_index(
@@ -706,8 +762,8 @@ pub trait Tx {
     /// twice may have changed and a range read twice may hold new rows, because a read's
     /// shared locks may be let go as the read ends instead of at commit. Writes, and reads
     /// for update, keep their locks to the end. This default keeps every lock: serializable,
-    /// which is stronger and so also correct; the embedded engine lets them go (a client's
-    /// and a sandbox's transactions keep them).
+    /// which is stronger and so also correct; the embedded engine lets them go, and a client
+    /// and a sandbox's boundary pass the request on to it.
     fn read_committed(&mut self) {}
 }
 

@@ -419,6 +419,85 @@ impl<'db> Transaction<'db> {
         }
     }
 
+    /// The body of [`Tx::scan`]: hands each record of `t` in `range` to `each`, in scan
+    /// order, with its table's layout and the number of entries the scan found (a bound on
+    /// the records to come), under the locks a scan takes.
+    #[inline(always)]
+    fn scan_records(
+        &mut self,
+        t: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        for_update: bool,
+        mut each: impl FnMut(&Layout, &[u8], usize) -> TxResult<()>,
+    ) -> TxResult<()> {
+        let table = self.table(t)?;
+        let limit = limit.unwrap_or(usize::MAX);
+        self.s.found.forget();
+        let mark = self.short_read_mark(for_update);
+        // The bounds are encoded into the session's key buffers (nothing below uses them).
+        let mut lo = std::mem::take(&mut self.s.key);
+        let mut hi = std::mem::take(&mut self.s.key2);
+        let mut hits = std::mem::take(&mut self.s.hits);
+        let r = (|| {
+            lo.clear();
+            hi.clear();
+            let lob = table.key.low_bound(range.low, &mut lo)?;
+            let hib = table.key.high_bound(range.high, &mut hi)?;
+            let floor = scan_floor(self.db.locks.is_some(), &table.key, (&lo, lob));
+            self.collect_locked(
+                &table.primary,
+                ((&lo, lob), (&hi, hib)),
+                reverse,
+                limit,
+                &mut hits,
+                &table.schema.name,
+                ((table.id, table.id, for_update), floor),
+                |this, key, loc, key_locked, floor| {
+                    if key_locked {
+                        Ok(())
+                    } else if this.db.page_locking {
+                        this.lock_page_of(table.id, loc, for_update)
+                    } else {
+                        this.lock_key(table.id, key, for_update, floor)
+                    }
+                },
+            )?;
+            // With locking, `collect_locked` has checked that the entries it locked are the
+            // entries there are, so their locations stand. Without it, look each key up again.
+            let locked = self.db.locks.is_some();
+            let found = hits.len();
+            for (key, loc) in hits.iter() {
+                let loc = if locked {
+                    Some(loc)
+                } else {
+                    table.primary.get(key)?
+                };
+                if let Some(loc) = loc {
+                    let read = |rec: &[u8]| each(&table.layout, rec, found);
+                    if let Some(done) = table.records.with(loc, read)? {
+                        done?;
+                    }
+                }
+            }
+            Ok(())
+        })();
+        // The rows' keys stay locked, so their locations stand for the updates that follow
+        // (see `Found`); under page locking a key's lock is its record's page's.
+        if r.is_ok() && self.db.locks.is_some() && !self.db.page_locking && hits.len() <= FOUND_MAX
+        {
+            std::mem::swap(&mut hits, &mut self.s.found.hits);
+            self.s.found.table = Some(table.id);
+            self.s.found.next = 0;
+        }
+        self.s.hits = hits;
+        self.s.key = lo;
+        self.s.key2 = hi;
+        self.end_short_read(mark);
+        r
+    }
+
     /// Where a read's own locks will begin in the transaction's list of held locks, if the
     /// read is to let them go as it ends (see [`Tx::read_committed`]).
     #[inline(always)]
@@ -1623,6 +1702,18 @@ impl Tx for Transaction<'_> {
         r
     }
 
+    /// [`Tx::read_with`]: the record is read in place, so naming the columns saves nothing.
+    fn read_columns_with(
+        &mut self,
+        t: &TableRef,
+        key: &[Value],
+        _columns: &[usize],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<bool> {
+        self.read_with(t, key, for_update, f)
+    }
+
     fn read_with(
         &mut self,
         t: &TableRef,
@@ -1811,73 +1902,38 @@ impl Tx for Transaction<'_> {
         fetch: Fetch<'_>,
         for_update: bool,
     ) -> TxResult<Vec<Row>> {
-        let table = self.table(t)?;
-        Self::check_fetch(table, fetch)?;
-        let limit = limit.unwrap_or(usize::MAX);
-        self.s.found.forget();
-        let mark = self.short_read_mark(for_update);
-        // The bounds are encoded into the session's key buffers (nothing below uses them).
-        let mut lo = std::mem::take(&mut self.s.key);
-        let mut hi = std::mem::take(&mut self.s.key2);
-        let mut hits = std::mem::take(&mut self.s.hits);
-        let r = (|| {
-            lo.clear();
-            hi.clear();
-            let lob = table.key.low_bound(range.low, &mut lo)?;
-            let hib = table.key.high_bound(range.high, &mut hi)?;
-            let floor = scan_floor(self.db.locks.is_some(), &table.key, (&lo, lob));
-            self.collect_locked(
-                &table.primary,
-                ((&lo, lob), (&hi, hib)),
-                reverse,
-                limit,
-                &mut hits,
-                &table.schema.name,
-                ((table.id, table.id, for_update), floor),
-                |this, key, loc, key_locked, floor| {
-                    if key_locked {
-                        Ok(())
-                    } else if this.db.page_locking {
-                        this.lock_page_of(table.id, loc, for_update)
-                    } else {
-                        this.lock_key(table.id, key, for_update, floor)
-                    }
-                },
-            )?;
-            let mut rows = Vec::with_capacity(hits.len());
-            // With locking, `collect_locked` has checked that the entries it locked are the
-            // entries there are, so their locations stand. Without it, look each key up again.
-            let locked = self.db.locks.is_some();
-            for (key, loc) in hits.iter() {
-                let loc = if locked {
-                    Some(loc)
-                } else {
-                    table.primary.get(key)?
-                };
-                if let Some(loc) = loc {
-                    if let Some(row) = table
-                        .records
-                        .with(loc, |rec| Self::project(&table.layout, rec, fetch))?
-                    {
-                        rows.push(row);
-                    }
+        Self::check_fetch(self.table(t)?, fetch)?;
+        let mut rows = Vec::new();
+        self.scan_records(
+            t,
+            range,
+            limit,
+            reverse,
+            for_update,
+            |layout, rec, found| {
+                if rows.is_empty() {
+                    rows.reserve_exact(found);
                 }
-            }
-            Ok(rows)
-        })();
-        // The rows' keys stay locked, so their locations stand for the updates that follow
-        // (see `Found`); under page locking a key's lock is its record's page's.
-        if r.is_ok() && self.db.locks.is_some() && !self.db.page_locking && hits.len() <= FOUND_MAX
-        {
-            std::mem::swap(&mut hits, &mut self.s.found.hits);
-            self.s.found.table = Some(table.id);
-            self.s.found.next = 0;
-        }
-        self.s.hits = hits;
-        self.s.key = lo;
-        self.s.key2 = hi;
-        self.end_short_read(mark);
-        r
+                rows.push(Self::project(layout, rec, fetch));
+                Ok(())
+            },
+        )?;
+        Ok(rows)
+    }
+
+    /// [`Tx::scan`] reading each record in place: nothing is copied out.
+    fn scan_columns_with(
+        &mut self,
+        t: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        _columns: &[usize],
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<()> {
+        self.scan_records(t, range, limit, reverse, false, |layout, rec, _| {
+            f(RowRef::record(layout, rec))
+        })
     }
 
     fn scan_index(

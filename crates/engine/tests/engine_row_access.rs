@@ -1,5 +1,5 @@
-//! `read_with` and `update_with`: the engine's in-place forms against the trait's default
-//! forms (built on `get` and `update`, as a client-side transaction would run them), on every
+//! `read_with`, `read_columns_with`, `scan_columns_with` and `update_with`: the engine's
+//! in-place forms against the trait's default forms (built on `get` and `update`, as a client-side transaction would run them), on every
 //! preset; errors, rollback and index-key protection.
 
 mod common;
@@ -77,6 +77,23 @@ fn owner_and_balance(tx: &mut dyn Tx, t: &TableRef, id: i64) -> TxResult<Option<
     Ok(out)
 }
 
+/// Reads (balance, owner) of `id` through `read_columns_with`, naming the two columns in the
+/// order given (each is read at its own position either way).
+fn named_columns(
+    tx: &mut dyn Tx,
+    t: &TableRef,
+    id: i64,
+    columns: &[usize],
+) -> TxResult<Option<(i64, String)>> {
+    let mut out = None;
+    let found = tx.read_columns_with(t, &[Value::Int(id)], columns, false, &mut |r| {
+        out = Some((r.int(2)?, r.str(1)?.to_string()));
+        Ok(())
+    })?;
+    assert_eq!(found, out.is_some());
+    Ok(out)
+}
+
 /// Adds `amount` to the balance of `id`; returns the balance before.
 fn deposit(tx: &mut dyn Tx, t: &TableRef, id: i64, amount: i64) -> TxResult<Option<i64>> {
     let mut before = None;
@@ -111,6 +128,36 @@ fn in_place_and_default_forms_agree_on_every_preset() {
                 assert_eq!(deposit(tx, &t, 42, -5)?, Some(125));
                 assert_eq!(deposit(tx, &t, 1000, 1)?, None);
                 assert_eq!(owner_and_balance(tx, &t, 42)?.unwrap().1, 120);
+                for columns in [&[1, 2][..], &[2, 1]] {
+                    assert_eq!(
+                        named_columns(tx, &t, 42, columns)?,
+                        Some((120, "owner42".to_string()))
+                    );
+                    assert_eq!(named_columns(tx, &t, 1000, columns)?, None);
+                    // A scan's rows handed over one by one, each column at its position.
+                    let (lo, hi) = ([Value::Int(40)], [Value::Int(44)]);
+                    let mut seen = Vec::new();
+                    tx.scan_columns_with(
+                        &t,
+                        KeyRange {
+                            low: std::ops::Bound::Included(&lo[..]),
+                            high: std::ops::Bound::Excluded(&hi[..]),
+                        },
+                        Some(3),
+                        true,
+                        columns,
+                        &mut |r| {
+                            seen.push((r.int(2)?, r.str(1)?.to_string()));
+                            Ok(())
+                        },
+                    )?;
+                    let owner = |i: i64| format!("owner{i}");
+                    assert_eq!(
+                        seen,
+                        [(100, owner(43)), (120, owner(42)), (100, owner(41))],
+                        "columns {columns:?}"
+                    );
+                }
                 Ok(())
             })
             .unwrap();

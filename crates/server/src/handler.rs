@@ -551,6 +551,17 @@ impl Tx for TimedTx<'_> {
         self.timed(|tx| tx.read_with(table, key, for_update, f))
     }
 
+    fn read_columns_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        columns: &[usize],
+        for_update: bool,
+        f: &mut engine::ReadFn<'_>,
+    ) -> TxResult<bool> {
+        self.timed(|tx| tx.read_columns_with(table, key, columns, for_update, f))
+    }
+
     fn update_with(
         &mut self,
         table: &TableRef,
@@ -603,6 +614,18 @@ impl Tx for TimedTx<'_> {
         for_update: bool,
     ) -> TxResult<Vec<engine::Row>> {
         self.timed(|tx| tx.scan(table, range, limit, reverse, fetch, for_update))
+    }
+
+    fn scan_columns_with(
+        &mut self,
+        table: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        columns: &[usize],
+        f: &mut engine::ReadFn<'_>,
+    ) -> TxResult<()> {
+        self.timed(|tx| tx.scan_columns_with(table, range, limit, reverse, columns, f))
     }
 
     fn scan_index(

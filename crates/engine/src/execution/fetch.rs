@@ -145,6 +145,17 @@ impl Tx for FetchTx<'_> {
         }
     }
 
+    fn read_columns_with(
+        &mut self,
+        t: &TableRef,
+        key: &[Value],
+        _columns: &[usize],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<bool> {
+        self.read_with(t, key, for_update, f)
+    }
+
     /// Reads the row and runs `f` on it, so that the body goes on with what `f` took from
     /// it (a New-Order's order number), and writes nothing.
     fn update_with(
