@@ -9,8 +9,9 @@
 //! as they were, its district row's lock made every New-Order and Payment of the district
 //! wait out the whole Stock-Level (counted on the main command: about 2,100 waits and 330 ms
 //! of its 12 s of thread time a run), and its 200 stock rows' locks the New-Orders that
-//! update them. Where an implementation keeps every lock (a client's, a sandbox's), it runs
-//! serializable, which is stronger.
+//! update them. A client and a sandbox pass the request on to the engine; where an
+//! implementation keeps every lock (the trait's default), it runs serializable, which is
+//! stronger.
 
 use std::ops::Bound;
 
@@ -44,7 +45,8 @@ pub fn stock_level(
     let next = int(&row, 0)?;
     let low = [Value::Int(w), Value::Int(d), Value::Int(next - 20)];
     let high = [Value::Int(w), Value::Int(d), Value::Int(next - 1)];
-    // Each line's item read where it is stored, nothing copied out but the number.
+    // Each line's item read where it is stored, nothing copied out but the number (20
+    // orders of at most 15 lines).
     let mut items = Vec::with_capacity(20 * 15);
     tx.scan_columns_with(
         &t.order_line,
