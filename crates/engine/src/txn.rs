@@ -693,6 +693,20 @@ impl<'db> Transaction<'db> {
         self.db.resolve_table(t)
     }
 
+    /// The floor for the next-key lock of a delete of `key` (lock space `table`, rank
+    /// `rank`): the part of the gap above the key, unless this transaction's own lock on the
+    /// key guards the gap below it too (a scan's does, from its range's low end). Once the
+    /// entry is gone that gap is the next key's, and the next key's lock must guard it, or an
+    /// insert there would pass both: a phantom in the range the scan read.
+    fn merged_floor(&self, table: u32, key: &[u8], rank: KeyRank) -> KeyRank {
+        match (&self.db.locks, self.locks.as_ref()) {
+            (Some(lm), Some(locks)) => lm
+                .held_floor(locks, table, key_hash(table, key))
+                .map_or(rank, |held| held.min(rank)),
+            _ => rank,
+        }
+    }
+
     /// Locks the encoded key `key` in lock space `table`, guarding the gap below it from
     /// `floor` up (`txn::lock::KeyRank`: a point access guards no gap, `NO_GAP`; a scan from
     /// its range's low end). Without a lock manager (`locking` off) this is
@@ -1566,6 +1580,7 @@ impl<'db> Transaction<'db> {
             let index = self.db.index_by_id(*ix)?;
             let space = crate::db::index_lock_space(index.id);
             index.key.encode_record(&table.layout, rec, &mut entry)?;
+            let floor = self.merged_floor(space, &entry, index.key.rank(&entry));
             self.lock_key(space, &entry, true, NO_GAP)?;
             self.lock_next_key(
                 (space, table.id),
@@ -1573,7 +1588,7 @@ impl<'db> Transaction<'db> {
                 Some(&entry),
                 Bound::Unbounded,
                 true,
-                index.key.rank(&entry),
+                floor,
             )
         });
         self.s.key2 = entry;
@@ -1855,14 +1870,17 @@ impl Tx for Transaction<'_> {
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided,
                 // and so must an insert between the two keys (a scan ending at it would
-                // read past the removed key unawares); one below the removed key need not.
+                // read past the removed key unawares); one below the removed key need not,
+                // unless this transaction's own lock on the key guarded the gap below it (see
+                // `merged_floor`).
+                let floor = self.merged_floor(table.id, &k, table.key.rank(&k));
                 self.lock_next_key(
                     (table.id, table.id),
                     &table.primary,
                     Some(&k),
                     Bound::Unbounded,
                     true,
-                    table.key.rank(&k),
+                    floor,
                 )?;
                 self.lock_secondary_entries(table, &rec)?;
             }

@@ -246,6 +246,29 @@ fn an_open_delete_holds_off_inserts_after_the_removed_key_only() {
 }
 
 #[test]
+fn a_scan_that_deletes_the_key_after_its_range_keeps_its_gap_closed() {
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    // The reader scanned [0, 25): its lock on 30, the key after the range, guards 20..30.
+    // Then it deletes 30 itself: 40 becomes the key after the range, and the lock that
+    // the delete takes on it must guard the scan's part of the gap too, or 25 would go in
+    // and the reader's rescan would see a phantom.
+    let mut reader = holding_30(&db, &t);
+    assert!(reader.delete(&t, &[Value::Int(30)]).unwrap());
+    let (inside, inside_done) = insert_in_thread(&db, &t, 25);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        !inside_done.load(Ordering::SeqCst),
+        "an insert went into a scanned range whose next key the scanner deleted"
+    );
+    assert_eq!(scan_ids(&mut reader, &t, 0, 25).unwrap(), vec![0, 10, 20]);
+    reader.commit().unwrap();
+    inside.join().unwrap();
+    assert_eq!(ids(&db, &t), vec![0, 10, 20, 25, 40, 50, 60, 70, 80, 90]);
+    db.check_invariants().unwrap();
+}
+
+#[test]
 fn an_insert_that_waited_for_its_next_key_lets_it_go_once_its_entry_is_in() {
     let db = open(Preset::Full, 3);
     let t = spaced(&db);

@@ -871,6 +871,20 @@ impl LockManager {
         true
     }
 
+    /// The floor of the record lock `t` holds on `key` of lock space `table`: how far down
+    /// the gap below the key that lock guards (a scan's locks guard from its range's low
+    /// end). None where `t` holds no such lock (nor one escalated to its table).
+    pub fn held_floor(&self, t: &TxnLocks, table: u32, key: u64) -> Option<KeyRank> {
+        let name = LockName::Record { table, key };
+        let i = t.held.iter().rposition(|(n, _)| *n == name)?;
+        let mut timer = self.timer();
+        let mut guard = self.latch(self.table.bucket_at(t.held_buckets[i]), &mut timer);
+        let index = guard.position(name)?;
+        let head = guard.head_at(index);
+        let g = head.grant_of(t.txn)?;
+        Some(head.granted[g].floor)
+    }
+
     /// Releases `t.held[i]`, a record lock, before the transaction's end: out of the list
     /// (whose order means nothing: `held` names each lock once, so the last entry takes its
     /// place), one leaf lock fewer in its table, its waiters granted.
