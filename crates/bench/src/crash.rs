@@ -92,6 +92,8 @@ pub struct CampaignConfig {
     pub pool_mib: Option<u64>,
     /// Start no round after this long (the campaign then ends with fewer kills than asked).
     pub time_limit: Option<Duration>,
+    /// Whether stderr is a terminal: a live progress line there if so, else a plain line as
+    /// each lane ends.
     pub progress: bool,
 }
 
@@ -256,6 +258,7 @@ pub fn run_campaign(config: &CampaignConfig) -> anyhow::Result<CampaignResult> {
     let done = AtomicU64::new(0);
     let lost = AtomicU64::new(0);
     let next = AtomicU64::new(0);
+    let lanes_done = AtomicU64::new(0);
     let results: Mutex<Vec<Option<anyhow::Result<LaneResult>>>> =
         Mutex::new((0..config.lanes.len()).map(|_| None).collect());
     let progress = Mutex::new(ProgressLine::with_enabled(config.progress));
@@ -285,6 +288,26 @@ pub fn run_campaign(config: &CampaignConfig) -> anyhow::Result<CampaignResult> {
                     lost.fetch_add(u64::from(failed), Ordering::Relaxed);
                     report();
                 });
+                if !config.progress {
+                    // Redirected, a long campaign still says how far it got, a line a lane.
+                    let finished = lanes_done.fetch_add(1, Ordering::Relaxed) + 1;
+                    eprintln!(
+                        "[{finished}/{lanes}] {}: {}; {}/{} kills so far, {:.0} s",
+                        lane.name(),
+                        match &r {
+                            Ok(l) => format!(
+                                "{} kills, {} checks passed, {} failed",
+                                l.kills,
+                                l.checks_passed,
+                                l.failures.len()
+                            ),
+                            Err(e) => format!("stopped: {e:#}"),
+                        },
+                        done.load(Ordering::Relaxed),
+                        config.kills,
+                        started.elapsed().as_secs_f64()
+                    );
+                }
                 results.lock()[i] = Some(r);
             });
         }

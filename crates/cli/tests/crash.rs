@@ -44,6 +44,13 @@ fn a_short_crash_campaign_loses_no_database_and_no_acknowledged_commit() {
     assert_eq!(sum(&lanes, "durable_missing"), 0, "{text}");
     // The durable lanes' checks looked commits up: the campaign verified something.
     assert!(sum(&lanes, "durable_receipts") > 0, "{text}");
+    // Its stderr a file, not a terminal, the campaign said how far it got, a line a lane.
+    for n in 1..=8 {
+        assert!(
+            text.contains(&format!("[{n}/8] ")),
+            "no line for lane {n}: {text}"
+        );
+    }
 }
 
 /// The same with a buffer pool far smaller than the data: the benches evict pages their
