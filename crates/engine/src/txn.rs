@@ -323,6 +323,9 @@ struct Found {
     /// Where the next lookup starts: just after the last one's match, since rows are mostly
     /// updated in the order their scan found them.
     next: usize,
+    /// Whether the scan locked its rows exclusively (for update): an update of one of them
+    /// then asks the lock manager for nothing more.
+    exclusive: bool,
 }
 
 /// The most entries [`Found`] keeps: a lookup compares keys one by one, and the scans that
@@ -490,6 +493,7 @@ impl<'db> Transaction<'db> {
             std::mem::swap(&mut hits, &mut self.s.found.hits);
             self.s.found.table = Some(table.id);
             self.s.found.next = 0;
+            self.s.found.exclusive = for_update;
         }
         self.s.hits = hits;
         self.s.key = lo;
@@ -794,13 +798,26 @@ impl<'db> Transaction<'db> {
     #[inline(always)]
     fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
         if !self.db.page_locking && !table.is_read_only() {
+            // A row the last scan found is locked already, in the scan's mode: where that
+            // covers this access, the lock manager is not asked again.
+            let covered = exclusive <= self.s.found.exclusive;
+            if covered {
+                if let Some(loc) = self.s.found.location(table.id, k) {
+                    if exclusive {
+                        self.writable(table)?;
+                    }
+                    return Ok(Some(loc));
+                }
+            }
             self.lock_key(table.id, k, exclusive, NO_GAP)?;
             if exclusive {
                 // Again under the lock: the table may have turned read-only meanwhile.
                 self.writable(table)?;
             }
-            if let Some(loc) = self.s.found.location(table.id, k) {
-                return Ok(Some(loc));
+            if !covered {
+                if let Some(loc) = self.s.found.location(table.id, k) {
+                    return Ok(Some(loc));
+                }
             }
             // Shared lookups only: Stock-Level's come in key order, where the last one's
             // leaf often holds the next key; writes come in the order a procedure names its

@@ -71,6 +71,48 @@ fn updates_of_the_rows_a_scan_found_descend_no_index() {
     assert!(after[50..60].iter().all(|&(id, balance)| balance == id));
 }
 
+/// The rows a scan for update found are locked exclusively already: their updates ask the
+/// lock manager for nothing; after a shared scan they must still ask (an upgrade each).
+#[test]
+fn updates_of_the_rows_a_scan_for_update_found_request_no_lock() {
+    let db = open(Preset::Full, 1);
+    let t = load_accounts(&db, 200);
+    let lm = db.lock_manager().unwrap();
+    let requests = |for_update: bool, updates: bool| {
+        let before = lm.stats().requests;
+        db.run(|tx| {
+            let (lo, hi) = ([Value::Int(50)], [Value::Int(59)]);
+            let range = KeyRange {
+                low: Bound::Included(&lo),
+                high: Bound::Included(&hi),
+            };
+            let rows = tx.scan(&t, range, None, false, Fetch::All, for_update)?;
+            assert_eq!(rows.len(), 10);
+            if updates {
+                for id in 50..60 {
+                    assert!(tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(id + 1))])?);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        lm.stats().requests - before
+    };
+    let (scan, scan_and_updates) = (requests(true, false), requests(true, true));
+    assert!(scan >= 10, "the scan locked its rows: {scan}");
+    assert_eq!(
+        scan_and_updates, scan,
+        "the updates asked for locks they held"
+    );
+    let (shared, shared_and_updates) = (requests(false, false), requests(false, true));
+    assert!(
+        shared_and_updates >= shared + 10,
+        "updates after a shared scan must upgrade: {shared} then {shared_and_updates}"
+    );
+    let after = balances(&db, &t);
+    assert!(after[50..60].iter().all(|&(id, balance)| balance == id + 1));
+}
+
 /// A row the scan found, deleted and put back under its key by the same transaction lives
 /// elsewhere now: an update after that must reach the new record, not the deleted one.
 #[test]
