@@ -300,21 +300,33 @@ impl Hits {
         self.ends.last().map(|&(end, _)| &self.keys[start..end])
     }
 
+    /// Appends `other`'s entries after these.
+    fn append(&mut self, other: &Hits) {
+        let base = self.keys.len();
+        self.keys.extend_from_slice(&other.keys);
+        self.ends
+            .extend(other.ends.iter().map(|&(end, loc)| (base + end, loc)));
+    }
+
     fn retained_bytes(&self) -> usize {
         self.keys.capacity() + self.ends.capacity() * std::mem::size_of::<(usize, u64)>()
     }
 }
 
-/// The entries of this transaction's last scan of a table's primary index under record
+/// The entries of this transaction's last scans of a table's primary index under record
 /// locking, so that an update or delete of one of those rows takes its location from here
-/// instead of descending the index again (Delivery updates each order line its scan found:
-/// without this, one descent more per line).
+/// instead of descending the index again (Delivery updates each order line its scan found,
+/// and deletes the new-order row each of its ten scans found: without this, one descent more
+/// per row). Consecutive scans of one table in one lock mode add to the set, up to
+/// [`FOUND_MAX`] entries; any other scan replaces it.
 ///
 /// Sound while every entry's key lock is held — until the transaction ends, under two-phase
 /// locking — and the transaction itself has moved none of them: a record keeps its id
 /// through every update (one that outgrows its page leaves a forwarding stub) and no update
-/// sets a key column, so only its own delete (or a step taken back) can, and each empties
-/// the set ([`Found::forget`]). A new transaction starts with it empty.
+/// sets a key column, so only its own delete (or a step taken back) can. A delete marks its
+/// own row's entry dead ([`Found::drop_key`]: the key may come back elsewhere, inserted
+/// again); a step taken back empties the set ([`Found::forget`]). A new transaction starts
+/// with it empty.
 #[derive(Default)]
 struct Found {
     /// The table whose primary index `hits` came from; `None`: nothing kept.
@@ -332,6 +344,9 @@ struct Found {
 /// are followed by updates of their rows find a few.
 const FOUND_MAX: usize = 32;
 
+/// The location of a [`Found`] entry whose row this transaction deleted.
+const DEAD: u64 = u64::MAX;
+
 impl Found {
     /// The location of the row with encoded primary key `key` of table `table`, if the last
     /// scan found it.
@@ -346,10 +361,24 @@ impl Found {
             let (k, loc) = self.hits.entry(at);
             if k == key {
                 self.next = at + 1;
-                return Some(loc);
+                return (loc != DEAD).then_some(loc);
             }
         }
         None
+    }
+
+    /// The row with encoded primary key `key` of table `table` is being deleted: its entry,
+    /// if kept, is marked dead, so a later access finds the key by the index instead.
+    #[inline]
+    fn drop_key(&mut self, table: u32, key: &[u8]) {
+        if self.table != Some(table) {
+            return;
+        }
+        for i in 0..self.hits.ends.len() {
+            if self.hits.entry(i).0 == key {
+                self.hits.ends[i].1 = DEAD;
+            }
+        }
     }
 
     /// Keeps nothing: the transaction deleted a row or took a step back, or a new one begins.
@@ -437,6 +466,9 @@ impl<'db> Transaction<'db> {
     ) -> TxResult<()> {
         let table = self.table(t)?;
         let limit = limit.unwrap_or(usize::MAX);
+        // The rows found so far, kept for this scan to add to if it is of the same table in
+        // the same lock mode (see `Found`); forgotten meanwhile, in case it fails.
+        let extends = self.s.found.table == Some(table.id) && self.s.found.exclusive == for_update;
         self.s.found.forget();
         let mark = self.short_read_mark(for_update);
         // The bounds are encoded into the session's key buffers (nothing below uses them).
@@ -490,10 +522,16 @@ impl<'db> Transaction<'db> {
         // (see `Found`); under page locking a key's lock is its record's page's.
         if r.is_ok() && self.db.locks.is_some() && !self.db.page_locking && hits.len() <= FOUND_MAX
         {
-            std::mem::swap(&mut hits, &mut self.s.found.hits);
-            self.s.found.table = Some(table.id);
-            self.s.found.next = 0;
-            self.s.found.exclusive = for_update;
+            let found = &mut self.s.found;
+            if extends && found.hits.len() + hits.len() <= FOUND_MAX {
+                found.next = found.hits.len();
+                found.hits.append(&hits);
+            } else {
+                std::mem::swap(&mut hits, &mut found.hits);
+                found.next = 0;
+                found.exclusive = for_update;
+            }
+            found.table = Some(table.id);
         }
         self.s.hits = hits;
         self.s.key = lo;
@@ -1883,7 +1921,7 @@ impl Tx for Transaction<'_> {
             let Some(loc) = self.locked_copy(table, key, &mut k, &mut rec)? else {
                 return Ok(false);
             };
-            self.s.found.forget();
+            self.s.found.drop_key(table.id, &k);
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided,
                 // and so must an insert between the two keys (a scan ending at it would

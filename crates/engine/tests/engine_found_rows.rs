@@ -113,6 +113,81 @@ fn updates_of_the_rows_a_scan_for_update_found_request_no_lock() {
     assert!(after[50..60].iter().all(|&(id, balance)| balance == id + 1));
 }
 
+/// Scans of one table in one mode add to the rows kept (Delivery's ten scans of NEW-ORDER,
+/// one row each): updates of the rows of every scan, not only the last, ask for no lock.
+#[test]
+fn the_rows_of_consecutive_scans_are_kept_together() {
+    let db = open(Preset::Full, 1);
+    let t = load_accounts(&db, 200);
+    let lm = db.lock_manager().unwrap();
+    let requests = |updates: bool| {
+        let before = lm.stats().requests;
+        db.run(|tx| {
+            for id in (10..100).step_by(10) {
+                assert_eq!(ids_in(tx, &t, id, id + 1)?.len(), 2);
+            }
+            if updates {
+                for id in (10..100).step_by(10) {
+                    assert!(tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-id))])?);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        lm.stats().requests - before
+    };
+    let (scans, scans_and_updates) = (requests(false), requests(true));
+    assert_eq!(
+        scans_and_updates, scans,
+        "an earlier scan's rows were not kept"
+    );
+    let after = balances(&db, &t);
+    for (id, balance) in after {
+        let updated = (10..100).step_by(10).any(|u| u == id);
+        assert_eq!(balance, if updated { -id } else { 100 }, "row {id}");
+    }
+}
+
+/// Deletes of rows kept from several scans, one of them inserted again elsewhere, then
+/// updated: each update reaches the live row, the deleted ones stay deleted.
+#[test]
+fn rows_deleted_from_the_kept_set_are_found_again_by_the_index() {
+    let db = open(Preset::Full, 1);
+    let t = load_accounts(&db, 40);
+    db.run(|tx| {
+        for id in [5, 15, 25] {
+            assert_eq!(ids_in(tx, &t, id, id + 2)?.len(), 3);
+        }
+        for id in [5, 15, 25] {
+            assert!(tx.delete(&t, &[Value::Int(id)])?);
+        }
+        // Deleted: an update finds nothing, a second delete too.
+        assert!(!tx.update(&t, &[Value::Int(15)], &[(2, Value::Int(1))])?);
+        assert!(!tx.delete(&t, &[Value::Int(25)])?);
+        tx.insert(
+            &t,
+            &[Value::Int(5), Value::Str("again".into()), Value::Int(50)],
+        )?;
+        assert!(tx.update(&t, &[Value::Int(5)], &[(2, Value::Int(55))])?);
+        assert!(tx.update(&t, &[Value::Int(16)], &[(2, Value::Int(16))])?);
+        assert!(tx.update(&t, &[Value::Int(27)], &[(2, Value::Int(27))])?);
+        Ok(())
+    })
+    .unwrap();
+    let after = balances(&db, &t);
+    let want: Vec<(i64, i64)> = (0..40)
+        .filter(|&id| id != 15 && id != 25)
+        .map(|id| match id {
+            5 => (5, 55),
+            16 | 27 => (id, id),
+            _ => (id, 100),
+        })
+        .collect();
+    assert_eq!(after, want);
+    let report = db.verify_integrity(10);
+    assert!(report.is_clean(), "{report:?}");
+}
+
 /// A row the scan found, deleted and put back under its key by the same transaction lives
 /// elsewhere now: an update after that must reach the new record, not the deleted one.
 #[test]
@@ -127,7 +202,7 @@ fn a_row_deleted_and_put_back_after_the_scan_is_updated_where_it_now_lives() {
             &[Value::Int(3), Value::Str("again".into()), Value::Int(500)],
         )?;
         assert!(tx.update(&t, &[Value::Int(3)], &[(2, Value::Int(7))])?);
-        // A later row of the same scan is still found (by the index, now).
+        // A later row of the same scan is still found (where the scan found it).
         assert!(tx.update(&t, &[Value::Int(4)], &[(2, Value::Int(8))])?);
         Ok(())
     })
