@@ -69,32 +69,31 @@ pub fn order_status(
         Value::Int(input.d_id),
         Value::Int(o_id),
     ];
-    let rows = tx.scan(
+    // Each line's columns read where it is stored, nothing copied out but the five values.
+    let mut lines = Vec::with_capacity(15);
+    tx.scan_columns_with(
         &t.order_line,
         KeyRange::prefix(&ol_prefix),
         None,
         false,
-        Fetch::Cols(&[
+        &[
             order_line::OL_I_ID,
             order_line::OL_SUPPLY_W_ID,
             order_line::OL_QUANTITY,
             order_line::OL_AMOUNT,
             order_line::OL_DELIVERY_D,
-        ]),
-        false,
+        ],
+        &mut |r| {
+            lines.push((
+                r.int(order_line::OL_I_ID)?,
+                r.int(order_line::OL_SUPPLY_W_ID)?,
+                r.int(order_line::OL_QUANTITY)?,
+                r.float(order_line::OL_AMOUNT)?,
+                !r.is_null(order_line::OL_DELIVERY_D)?,
+            ));
+            Ok(())
+        },
     )?;
-    let lines = rows
-        .iter()
-        .map(|r| {
-            Ok((
-                int(r, 0)?,
-                int(r, 1)?,
-                int(r, 2)?,
-                float(r, 3)?,
-                !is_null(r, 4)?,
-            ))
-        })
-        .collect::<TxResult<Vec<_>>>()?;
     Ok(OrderStatusOutput {
         c_id,
         c_balance,
