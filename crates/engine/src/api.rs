@@ -722,11 +722,14 @@ pub trait Tx {
         for_update: bool,
     ) -> TxResult<Vec<Row>>;
 
-    /// [`Tx::scan`] (not for update) handing each row to `f`, in scan order, instead of
-    /// returning them, for a procedure whose `f` reads only `columns` (an implementation may
-    /// fetch only those). Embedded the records are read in place and nothing is copied out;
-    /// the default scans the columns (which a scan hint, [`Tx::prefetch_scan`], can answer)
-    /// and hands `f` each row with each column at its own position (the others `Null`).
+    /// [`Tx::scan`] handing each row to `f`, in scan order, instead of returning them, for a
+    /// procedure whose `f` reads only `columns` (an implementation may fetch only those).
+    /// Embedded the records are read in place and nothing is copied out; the default scans
+    /// the columns (which a scan hint, [`Tx::prefetch_scan`], can answer) and hands `f` each
+    /// row with each column at its own position (the others `Null`). With `for_update` the
+    /// rows are locked as [`Tx::scan`] locks them for update (Delivery's order lines, each
+    /// updated after).
+    #[allow(clippy::too_many_arguments)]
     fn scan_columns_with(
         &mut self,
         table: &TableRef,
@@ -734,9 +737,17 @@ pub trait Tx {
         limit: Option<usize>,
         reverse: bool,
         columns: &[usize],
+        for_update: bool,
         f: &mut ReadFn<'_>,
     ) -> TxResult<()> {
-        let rows = self.scan(table, range, limit, reverse, Fetch::Cols(columns), false)?;
+        let rows = self.scan(
+            table,
+            range,
+            limit,
+            reverse,
+            Fetch::Cols(columns),
+            for_update,
+        )?;
         let mut placed = Vec::new();
         for row in rows {
             place_columns(columns, row, &mut placed);

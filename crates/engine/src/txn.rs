@@ -2002,9 +2002,10 @@ impl Tx for Transaction<'_> {
         limit: Option<usize>,
         reverse: bool,
         _columns: &[usize],
+        for_update: bool,
         f: &mut ReadFn<'_>,
     ) -> TxResult<()> {
-        self.scan_records(t, range, limit, reverse, false, |layout, rec, _| {
+        self.scan_records(t, range, limit, reverse, for_update, |layout, rec, _| {
             f(RowRef::record(layout, rec))
         })
     }

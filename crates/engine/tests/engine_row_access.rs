@@ -146,6 +146,7 @@ fn in_place_and_default_forms_agree_on_every_preset() {
                         Some(3),
                         true,
                         columns,
+                        false,
                         &mut |r| {
                             seen.push((r.int(2)?, r.str(1)?.to_string()));
                             Ok(())

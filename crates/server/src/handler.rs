@@ -623,9 +623,10 @@ impl Tx for TimedTx<'_> {
         limit: Option<usize>,
         reverse: bool,
         columns: &[usize],
+        for_update: bool,
         f: &mut engine::ReadFn<'_>,
     ) -> TxResult<()> {
-        self.timed(|tx| tx.scan_columns_with(table, range, limit, reverse, columns, f))
+        self.timed(|tx| tx.scan_columns_with(table, range, limit, reverse, columns, for_update, f))
     }
 
     fn scan_index(

@@ -21,7 +21,7 @@ use engine::{Fetch, KeyRange, TableRef, Tx, TxError, TxResult, Value};
 use super::input::DeliveryInput;
 use super::schema::{customer, new_order, order, order_line};
 use super::{Tables, DISTRICTS_PER_WAREHOUSE};
-use crate::util::{float, int};
+use crate::util::int;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeliveryOutput {
@@ -89,20 +89,27 @@ pub fn delivery(tx: &mut dyn Tx, t: &Tables, input: &DeliveryInput) -> TxResult<
     let hints: Vec<(&TableRef, &[i64])> = customers.iter().map(|k| (&t.customer, &k[..])).collect();
     tx.prefetch_for_update(&hints, None);
     let mut amounts = Vec::with_capacity(orders.len());
+    let mut numbers = Vec::with_capacity(15);
     for &(d, o_id) in &orders {
         let o_key = [Value::Int(w), Value::Int(d), Value::Int(o_id)];
-        let lines = tx.scan(
+        // Each line's number and amount read where it is stored, the line locked for the
+        // update that follows.
+        let mut amount = 0.0;
+        numbers.clear();
+        tx.scan_columns_with(
             &t.order_line,
             KeyRange::prefix(&o_key),
             None,
             false,
-            Fetch::Cols(&[order_line::OL_NUMBER, order_line::OL_AMOUNT]),
+            &[order_line::OL_NUMBER, order_line::OL_AMOUNT],
             true,
+            &mut |line| {
+                numbers.push(line.int(order_line::OL_NUMBER)?);
+                amount += line.float(order_line::OL_AMOUNT)?;
+                Ok(())
+            },
         )?;
-        let mut amount = 0.0;
-        for line in &lines {
-            let number = int(line, 0)?;
-            amount += float(line, 1)?;
+        for &number in &numbers {
             let ol_key = [
                 Value::Int(w),
                 Value::Int(d),

@@ -83,6 +83,7 @@ pub fn order_status(
             order_line::OL_AMOUNT,
             order_line::OL_DELIVERY_D,
         ],
+        false,
         &mut |r| {
             lines.push((
                 r.int(order_line::OL_I_ID)?,

@@ -57,6 +57,7 @@ pub fn stock_level(
         None,
         false,
         &[order_line::OL_I_ID],
+        false,
         &mut |r| {
             items.push(r.int(order_line::OL_I_ID)?);
             Ok(())
