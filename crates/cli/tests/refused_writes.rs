@@ -6,7 +6,7 @@
 //! holding every acknowledged durable commit. (A full disk itself, `ENOSPC` from a filled
 //! tmpfs, takes the same paths; mounting one needs privileges a test does not have.)
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
@@ -78,34 +78,34 @@ fn durable_receipts(check: &str) -> u64 {
         .unwrap_or_else(|| panic!("no ack log summary in {check}"))
 }
 
+/// Loads a TPC-B database and runs `glass bench tpcb --db … --ack-log …` with `flags` for
+/// up to 600 s, its files limited to `room_mib` MiB past the largest one after the load.
+/// Returns the run's output, and the directory, database and ack log it left.
+fn limited_run(room_mib: u64, flags: &[&str]) -> (Output, tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, acks) = (dir.path().join("db"), dir.path().join("acks"));
+    load_tpcb(&db);
+    let mut args = vec!["bench", "tpcb", "--db", path(&db), "--ack-log", path(&acks)];
+    args.extend([
+        "--threads",
+        "2",
+        "--duration",
+        "600",
+        "--warmup",
+        "0",
+        "--quiet",
+    ]);
+    args.extend(flags);
+    let out = glass_limited(largest_kib(&db) + room_mib * 1024, &args);
+    (out, dir, db, acks)
+}
+
 /// A durable run whose log can grow by 24 MiB past the largest file: the open preallocates
 /// 16 MiB of it, the run fills it and the next write is refused.
 #[test]
 fn a_durable_run_whose_log_write_is_refused_ends_with_the_cause_and_keeps_every_acknowledged_commit(
 ) {
-    let dir = tempfile::tempdir().unwrap();
-    let (db, acks) = (dir.path().join("db"), dir.path().join("acks"));
-    load_tpcb(&db);
-    let limit = largest_kib(&db) + 24 * 1024;
-    let out = glass_limited(
-        limit,
-        &[
-            "bench",
-            "tpcb",
-            "--db",
-            path(&db),
-            "--durable",
-            "--threads",
-            "2",
-            "--duration",
-            "600",
-            "--warmup",
-            "0",
-            "--quiet",
-            "--ack-log",
-            path(&acks),
-        ],
-    );
+    let (out, _dir, db, acks) = limited_run(24, &["--durable"]);
     assert_refused(&out, "durable bench");
     assert!(output(&out).contains("writing the log"), "{}", output(&out));
     let check = check(&db, &acks);
@@ -120,30 +120,7 @@ fn a_durable_run_whose_log_write_is_refused_ends_with_the_cause_and_keeps_every_
 /// written, as a kill would, and nothing else.
 #[test]
 fn a_run_without_forces_whose_log_write_is_refused_loses_only_unforced_commits() {
-    let dir = tempfile::tempdir().unwrap();
-    let (db, acks) = (dir.path().join("db"), dir.path().join("acks"));
-    load_tpcb(&db);
-    let limit = largest_kib(&db) + 20 * 1024;
-    let out = glass_limited(
-        limit,
-        &[
-            "bench",
-            "tpcb",
-            "--db",
-            path(&db),
-            "--threads",
-            "2",
-            "--duration",
-            "600",
-            "--warmup",
-            "0",
-            "--quiet",
-            "--pool-mib",
-            "2",
-            "--ack-log",
-            path(&acks),
-        ],
-    );
+    let (out, _dir, db, acks) = limited_run(20, &["--pool-mib", "2"]);
     assert_refused(&out, "bench without forces");
     let check = check(&db, &acks);
     assert!(check.contains("non-durable receipts checked"), "{check}");
