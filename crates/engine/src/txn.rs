@@ -843,26 +843,19 @@ impl<'db> Transaction<'db> {
     #[inline(always)]
     fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
         if !self.db.page_locking && !table.is_read_only() {
-            // A row the last scan found is locked already, in the scan's mode: where that
-            // covers this access, the lock manager is not asked again.
-            let covered = exclusive <= self.s.found.exclusive;
-            if covered {
-                if let Some(loc) = self.s.found.location(table.id, k) {
-                    if exclusive {
-                        self.writable(table)?;
-                    }
-                    return Ok(Some(loc));
-                }
+            // A row the last scans found is locked already, in the scans' mode, so its
+            // location stands; where that mode covers this access, the lock manager is not
+            // asked again.
+            let kept = self.s.found.location(table.id, k);
+            if kept.is_none() || (exclusive && !self.s.found.exclusive) {
+                self.lock_key(table.id, k, exclusive, NO_GAP)?;
             }
-            self.lock_key(table.id, k, exclusive, NO_GAP)?;
             if exclusive {
                 // Again under the lock: the table may have turned read-only meanwhile.
                 self.writable(table)?;
             }
-            if !covered {
-                if let Some(loc) = self.s.found.location(table.id, k) {
-                    return Ok(Some(loc));
-                }
+            if kept.is_some() {
+                return Ok(kept);
             }
             // Shared lookups only: Stock-Level's come in key order, where the last one's
             // leaf often holds the next key; writes come in the order a procedure names its
