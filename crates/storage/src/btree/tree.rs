@@ -44,8 +44,10 @@
 //!
 //! Deletes do not merge or rebalance. A delete that empties a leaf takes it out of the tree
 //! (`BTree::unlink_empty_leaf`) unless it is its parent's leftmost child, which stays,
-//! empty, for later inserts into its key range; an unlinked leaf's page is marked and not
-//! reused (a backward scan or a leaf hint may still hold its id).
+//! empty, for later inserts into its key range; an unlinked leaf's page is marked and retired
+//! to the pool, which hands it out again only once no reader that may hold its id (a
+//! backward scan, a leaf hint) is left, where the pool's owner turned reuse on
+//! ([`BufferPool::enable_page_reuse`]); otherwise it is never reused.
 //!
 //! Allocation. Point lookups, inserts and deletes that do not split, and scans allocate
 //! nothing (a forward scan keeps the guards of empty leaves it passes in a vector): the
@@ -126,8 +128,9 @@ pub enum ScanStep<'a> {
 /// The hint keeps the leaf's upper bound as the descent that found the leaf saw it (the
 /// separator to its right in its parent) and the leaf's right neighbour at that time. A
 /// leaf's bounds change only when it splits, and a split always gives it a new right
-/// neighbour (a page never used before: nodes are never freed), so a hinted leaf whose
-/// neighbour is unchanged still has that upper bound. A hint is only a guess: the leaf is used
+/// neighbour (a page never used before, or an unlinked leaf's that no reader holding a hint
+/// can know: see [`BufferPool::enable_page_reuse`]), so a hinted leaf whose neighbour is
+/// unchanged still has that upper bound. A hint is only a guess: the leaf is used
 /// only if it provably covers the key, so a stale hint costs one leaf fix, never a wrong
 /// insert. It names a page of one tree and must not be passed to another tree.
 #[derive(Clone, Copy, Debug)]
@@ -295,6 +298,11 @@ impl<K: KeyOrder> BTree<K> {
     /// The root page; it never changes after [`BTree::create`].
     pub fn root(&self) -> PageId {
         self.root
+    }
+
+    /// The pool the tree's pages live in.
+    pub fn pool(&self) -> &Arc<BufferPool> {
+        &self.pool
     }
 
     pub fn is_unique(&self) -> bool {
@@ -1384,10 +1392,12 @@ impl<K: KeyOrder> BTree<K> {
     /// sibling, left to right (the left sibling is the parent's child too, so it is fixed
     /// before the leaf, never while holding it). Nothing changes until all four are held.
     ///
-    /// The page is not reused: a backward scan may still hold its id from its right
-    /// neighbour's link, and a [`LeafHint`] its id from an insert, so the page stays an empty
-    /// leaf marked as unlinked ([`node::mark_unlinked`]), its links as they were, and both
-    /// check for the mark. `glass check` counts such pages among those no structure reaches.
+    /// A backward scan may still hold the page's id from its right neighbour's link, and a
+    /// [`LeafHint`] its id from an insert, so the page stays an empty leaf marked as unlinked
+    /// ([`node::mark_unlinked`]), its links as they were, and both check for the mark. It is
+    /// then retired ([`BufferPool::retire_page`]): where the pool's owner turned reuse on,
+    /// allocated again once every reader that entered before has left; otherwise kept for
+    /// good, and `glass check` counts it among the pages no structure reaches.
     ///
     /// A parent's leftmost child stays even when empty (its left sibling has another parent,
     /// which cannot be latched in this order), so a drained stretch of keys leaves one empty
@@ -1500,6 +1510,11 @@ impl<K: KeyOrder> BTree<K> {
             guards.push(right);
         }
         self.pool.log_together(&mut guards);
+        drop(guards);
+        drop((parent, left, leaf, right));
+        // Handed out again once no reader that may hold its id is left (only where the
+        // pool's owner turned reuse on).
+        self.pool.retire_page(leaf_id);
         Ok(())
     }
 

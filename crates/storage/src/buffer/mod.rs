@@ -61,6 +61,7 @@ mod guard;
 pub mod handoff;
 mod memory;
 mod pool;
+mod reclaim;
 mod replacer;
 pub mod stage;
 
@@ -70,3 +71,4 @@ pub use handoff::Handoffs;
 pub use memory::FrameMemory;
 pub(crate) use pool::{verify_page, PageIdHasher};
 pub use pool::{BufferPool, PoolConfig, PoolIo, ReadToken};
+pub use reclaim::{EpochToken, ReuseStats};

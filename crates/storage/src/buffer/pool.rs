@@ -14,6 +14,7 @@ use super::frame::{Frame, FrameData, FrameId, NO_PAGE};
 use super::guard::{PageReadGuard, PageWriteGuard};
 use super::handoff::{HandoffTracker, Handoffs};
 use super::memory::{FrameImages, FrameMemory};
+use super::reclaim::{EpochToken, Reclaimer, ReuseStats};
 use super::replacer::Clock;
 use crate::counters;
 use crate::error::{StorageError, StorageResult};
@@ -262,6 +263,9 @@ pub struct BufferPool {
     io: crossbeam::utils::CachePadded<IoTotals>,
     /// Who fixed each frame last, once [`BufferPool::track_handoffs`] asked for it.
     handoffs: std::sync::OnceLock<HandoffTracker>,
+    /// Unlinked B+-tree leaves, reused once no reader can hold them
+    /// ([`BufferPool::enable_page_reuse`]).
+    reclaim: Reclaimer,
 }
 
 #[derive(Default)]
@@ -365,6 +369,7 @@ impl BufferPool {
             held_pins: AtomicUsize::new(0),
             io: Default::default(),
             handoffs: std::sync::OnceLock::new(),
+            reclaim: Reclaimer::new(),
         })
     }
 
@@ -499,8 +504,48 @@ impl BufferPool {
         Ok(())
     }
 
+    /// Lets [`BufferPool::allocate_page`] hand out again the pages of unlinked B+-tree leaves
+    /// ([`BufferPool::retire_page`]), each once every reader that may hold its id is gone.
+    /// Only an owner that makes every reader of its trees count itself
+    /// ([`BufferPool::epoch_enter`] around each transaction) may turn it on; off, a retired
+    /// page is kept, unlinked, for good. See `reclaim.rs`.
+    pub fn enable_page_reuse(&self) {
+        self.reclaim.enable();
+    }
+
+    /// Whether [`BufferPool::enable_page_reuse`] was called.
+    pub fn page_reuse(&self) -> bool {
+        self.reclaim.is_enabled()
+    }
+
+    /// Counts the caller as a reader that may hold page ids of B+-tree leaves until
+    /// [`BufferPool::epoch_exit`]; `None` while page reuse is off. Writes only the calling
+    /// thread's own counter line.
+    #[inline]
+    pub fn epoch_enter(&self) -> Option<EpochToken> {
+        self.reclaim.enter()
+    }
+
+    /// Ends what [`BufferPool::epoch_enter`] began (on any thread).
+    #[inline]
+    pub fn epoch_exit(&self, token: EpochToken) {
+        self.reclaim.exit(token);
+    }
+
+    /// Takes page `id`, just taken out of every structure (an unlinked leaf), for reuse once
+    /// no reader that entered before can hold it. Nothing while page reuse is off.
+    pub fn retire_page(&self, id: PageId) {
+        self.reclaim.retire(id);
+    }
+
+    /// Pages retired and reused so far.
+    pub fn reuse_stats(&self) -> ReuseStats {
+        self.reclaim.stats()
+    }
+
     /// Allocates a fresh page, fixed exclusively, zeroed, its header formatted with `kind`
-    /// and its id. The whole page counts as changed.
+    /// and its id. The whole page counts as changed. With page reuse on, the page may be an
+    /// unlinked leaf no reader can hold any more ([`BufferPool::enable_page_reuse`]).
     pub fn allocate_page(&self, kind: PageKind) -> StorageResult<PageWriteGuard<'_>> {
         self.allocate_page_on(kind, 0)
     }
@@ -512,8 +557,15 @@ impl BufferPool {
         kind: PageKind,
         device: u8,
     ) -> StorageResult<PageWriteGuard<'_>> {
-        crate::shared::bump(crate::shared::Place::PageTable);
-        let id = PageId(self.next_page.fetch_add(1, Ordering::AcqRel));
+        let id = match self.reclaim.take() {
+            // An unlinked leaf no reader can hold any more: zeroed below as a new page is
+            // (and logged so), whatever it held.
+            Some(id) => id,
+            None => {
+                crate::shared::bump(crate::shared::Place::PageTable);
+                PageId(self.next_page.fetch_add(1, Ordering::AcqRel))
+            }
+        };
         counters::bump_fix(id.0);
         let mut g = self.fix_write_slow(id, Intent::Fresh, self.log.is_some(), false)?;
         // Zeroes logged as "zeroed", not as a page image of them: then the header.

@@ -104,6 +104,9 @@ pub fn spawn_scanners<K: KeyOrder + Send + Sync + 'static>(
             std::thread::spawn(move || {
                 let mut scans = 0;
                 while !done.load(Ordering::Relaxed) || scans < 2 {
+                    // A reader of the tree's pages for one scan and its lookups (nothing
+                    // unless the pool reuses unlinked leaves).
+                    let epoch = tree.pool().epoch_enter();
                     let seen = keys_in_order(&tree, reverse);
                     let ordered = |p: &[Vec<u8>]| match reverse {
                         true => p[0] > p[1],
@@ -124,6 +127,9 @@ pub fn spawn_scanners<K: KeyOrder + Send + Sync + 'static>(
                             Some(value_of(k)),
                             "lookup missed a stable key"
                         );
+                    }
+                    if let Some(token) = epoch {
+                        tree.pool().epoch_exit(token);
                     }
                     scans += 1;
                 }
