@@ -419,6 +419,10 @@ pub struct Transaction<'db> {
     finished: bool,
     /// Reads let go of their shared record locks as they end ([`Tx::read_committed`]).
     read_committed: bool,
+    /// This transaction counted as a reader of the trees' pages while it runs (leaf hints,
+    /// backward scans and optimistic descents hold page ids), so no page unlinked meanwhile
+    /// is handed out again before it ends (`storage::BufferPool::epoch_enter`).
+    epoch: Option<storage::buffer::EpochToken>,
 }
 
 impl<'db> Transaction<'db> {
@@ -455,6 +459,7 @@ impl<'db> Transaction<'db> {
             active_shard,
             finished: false,
             read_committed: false,
+            epoch: db.pool.as_ref().and_then(|pool| pool.epoch_enter()),
         }
     }
 
@@ -719,6 +724,9 @@ impl<'db> Transaction<'db> {
         if let Some(a) = self.active.take() {
             self.db.deregister(&a, self.active_shard);
             self.s.spare_active = Some(a);
+        }
+        if let (Some(token), Some(pool)) = (self.epoch.take(), &self.db.pool) {
+            pool.epoch_exit(token);
         }
     }
 

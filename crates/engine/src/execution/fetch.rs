@@ -24,6 +24,14 @@ use crate::table::{IndexStore, Records, Table};
 use crate::txn::Transaction;
 use crate::value::{Row, Value};
 
+impl Drop for FetchTx<'_> {
+    fn drop(&mut self) {
+        if let (Some(token), Some(pool)) = (self.epoch.take(), &self.db.pool) {
+            pool.epoch_exit(token);
+        }
+    }
+}
+
 /// A fetch stage's view of the database (see the module docs).
 pub(crate) struct FetchTx<'db> {
     db: &'db Database,
@@ -31,6 +39,10 @@ pub(crate) struct FetchTx<'db> {
     rec: Vec<u8>,
     /// Operations run, for the tests' accounting.
     pub(crate) operations: u64,
+    /// Counted as a reader of the trees' pages while the stage runs, as a transaction is: a
+    /// backward scan holds a leaf's id across latches, and no page unlinked meanwhile may be
+    /// handed out again under it (`storage::BufferPool::epoch_enter`).
+    epoch: Option<storage::buffer::EpochToken>,
 }
 
 impl<'db> FetchTx<'db> {
@@ -40,6 +52,7 @@ impl<'db> FetchTx<'db> {
             key: Vec::new(),
             rec: Vec::new(),
             operations: 0,
+            epoch: db.pool.as_ref().and_then(|pool| pool.epoch_enter()),
         }
     }
 
