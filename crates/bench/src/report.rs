@@ -477,6 +477,10 @@ pub struct PoolSummary {
     /// them), and those the page cleaners made (`--page-cleaners`).
     pub evict_writes: u64,
     pub cleaner_writes: u64,
+    /// Pages of B+-tree leaves emptied and unlinked since the database opened, and of those
+    /// the ones allocated again (`storage::BufferPool::reuse_stats`; 0 with reuse off).
+    pub leaves_retired: u64,
+    pub pages_reused: u64,
 }
 
 impl PoolSummary {
@@ -495,6 +499,20 @@ impl PoolSummary {
             writes: io.writes,
             evict_writes: io.evict_writes,
             cleaner_writes: io.cleaner_writes,
+            leaves_retired: pool.reuse_stats().retired,
+            pages_reused: pool.reuse_stats().reused,
+        })
+    }
+
+    /// The line on unlinked leaves' pages, or `None` when no leaf was unlinked.
+    pub fn render_reuse(&self) -> Option<String> {
+        (self.leaves_retired > 0).then(|| {
+            format!(
+                "pages: {} of the {} B+-tree leaves emptied and unlinked since the database \
+                 opened were allocated again (the rest wait for the next allocations, or for \
+                 transactions that began before their unlink)",
+                self.pages_reused, self.leaves_retired
+            )
         })
     }
 
@@ -790,6 +808,9 @@ impl BenchResult {
             );
         }
         if let Some(line) = self.pool.and_then(|p| p.render("(warm-up included)")) {
+            let _ = writeln!(out, "{line}");
+        }
+        if let Some(line) = self.pool.and_then(|p| p.render_reuse()) {
             let _ = writeln!(out, "{line}");
         }
         if let Some(l) = self.locks.filter(|l| l.waits > 0) {
@@ -1192,8 +1213,21 @@ mod tests {
             writes: 0,
             evict_writes: 0,
             cleaner_writes: 0,
+            leaves_retired: 0,
+            pages_reused: 0,
         };
         assert_eq!(quiet.render("(warm-up included)"), None);
+        assert_eq!(quiet.render_reuse(), None);
+        let reused = PoolSummary {
+            leaves_retired: 30,
+            pages_reused: 28,
+            ..quiet
+        };
+        let line = reused.render_reuse().unwrap();
+        assert!(
+            line.starts_with("pages: 28 of the 30 B+-tree leaves emptied and unlinked since"),
+            "{line}"
+        );
         let outgrown = PoolSummary {
             reads: 12,
             writes: 30,
