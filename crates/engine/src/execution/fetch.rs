@@ -24,14 +24,6 @@ use crate::table::{IndexStore, Records, Table};
 use crate::txn::Transaction;
 use crate::value::{Row, Value};
 
-impl Drop for FetchTx<'_> {
-    fn drop(&mut self) {
-        if let (Some(token), Some(pool)) = (self.epoch.take(), &self.db.pool) {
-            pool.epoch_exit(token);
-        }
-    }
-}
-
 /// A fetch stage's view of the database (see the module docs).
 pub(crate) struct FetchTx<'db> {
     db: &'db Database,
@@ -128,6 +120,14 @@ fn bound(key: &[u8], b: Bound<()>) -> Bound<&[u8]> {
         Bound::Included(()) => Bound::Included(key),
         Bound::Excluded(()) => Bound::Excluded(key),
         Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl Drop for FetchTx<'_> {
+    fn drop(&mut self) {
+        if let (Some(token), Some(pool)) = (self.epoch.take(), &self.db.pool) {
+            pool.epoch_exit(token);
+        }
     }
 }
 

@@ -262,23 +262,19 @@ mod tests {
     fn readers_on_many_threads_never_see_their_page_handed_out() {
         use std::sync::atomic::AtomicBool;
         use std::sync::Arc;
-        // Each reader picks a retired-but-known page while inside, and checks after a while
-        // that no allocation took it meanwhile.
+        // Each reader retires a page while inside (as if it had unlinked a leaf it could
+        // still reach), and checks after a while that no allocation took it meanwhile.
         let r = Arc::new(on());
-        let known = Arc::new(Mutex::new(Vec::<PageId>::new()));
         let taken = Arc::new(Mutex::new(std::collections::HashSet::<PageId>::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         for _ in 0..3 {
-            let (r, known, taken, stop) = (r.clone(), known.clone(), taken.clone(), stop.clone());
+            let (r, taken, stop) = (r.clone(), taken.clone(), stop.clone());
             threads.push(std::thread::spawn(move || {
                 let mut checked = 0u64;
                 while !stop.load(SeqCst) {
                     let t = r.enter().unwrap();
-                    // Pages known now were unlinked before this reader could look for them
-                    // only if retired after it entered; take one retired while inside.
-                    let page = PageId(rand_page());
-                    known.lock().push(page);
+                    let page = PageId(fresh_page());
                     r.retire(page);
                     for _ in 0..50 {
                         std::hint::spin_loop();
@@ -315,7 +311,7 @@ mod tests {
     }
 
     /// A page id unique to this call (the test's "retired leaves").
-    fn rand_page() -> u64 {
+    fn fresh_page() -> u64 {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         NEXT.fetch_add(1, SeqCst)
     }
