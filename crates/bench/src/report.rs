@@ -492,6 +492,7 @@ impl PoolSummary {
     ) -> Option<PoolSummary> {
         let (pool, before) = db.pool().zip(before)?;
         let io = pool.io().since(&before);
+        let reuse = pool.reuse_stats();
         Some(PoolSummary {
             pool_mib: config.pool_mib,
             in_memory: config.path.is_none(),
@@ -499,18 +500,23 @@ impl PoolSummary {
             writes: io.writes,
             evict_writes: io.evict_writes,
             cleaner_writes: io.cleaner_writes,
-            leaves_retired: pool.reuse_stats().retired,
-            pages_reused: pool.reuse_stats().reused,
+            leaves_retired: reuse.retired,
+            pages_reused: reuse.reused,
         })
     }
 
     /// The line on unlinked leaves' pages, or `None` when no leaf was unlinked.
     pub fn render_reuse(&self) -> Option<String> {
         (self.leaves_retired > 0).then(|| {
+            let rest = match self.leaves_retired - self.pages_reused {
+                0 => String::new(),
+                _ => " (the rest wait for the next allocations, or for transactions that began \
+                      before their unlink)"
+                    .to_string(),
+            };
             format!(
                 "pages: {} of the {} B+-tree leaves emptied and unlinked since the database \
-                 opened were allocated again (the rest wait for the next allocations, or for \
-                 transactions that began before their unlink)",
+                 opened were allocated again{rest}",
                 self.pages_reused, self.leaves_retired
             )
         })
@@ -1228,6 +1234,13 @@ mod tests {
             line.starts_with("pages: 28 of the 30 B+-tree leaves emptied and unlinked since"),
             "{line}"
         );
+        assert!(line.contains("the rest wait"), "{line}");
+        let all = PoolSummary {
+            pages_reused: 30,
+            ..reused
+        };
+        let line = all.render_reuse().unwrap();
+        assert!(line.ends_with("were allocated again"), "{line}");
         let outgrown = PoolSummary {
             reads: 12,
             writes: 30,

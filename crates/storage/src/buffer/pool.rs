@@ -513,11 +513,6 @@ impl BufferPool {
         self.reclaim.enable();
     }
 
-    /// Whether [`BufferPool::enable_page_reuse`] was called.
-    pub fn page_reuse(&self) -> bool {
-        self.reclaim.is_enabled()
-    }
-
     /// Counts the caller as a reader that may hold page ids of B+-tree leaves until
     /// [`BufferPool::epoch_exit`]; `None` while page reuse is off. Writes only the calling
     /// thread's own counter line.

@@ -105,10 +105,6 @@ impl Reclaimer {
         self.enabled.store(true, SeqCst);
     }
 
-    pub(crate) fn is_enabled(&self) -> bool {
-        self.enabled.load(SeqCst)
-    }
-
     /// Counts the caller as a reader until [`Reclaimer::exit`]; `None` while reuse is off.
     #[inline]
     pub(crate) fn enter(&self) -> Option<EpochToken> {
