@@ -16,6 +16,7 @@ use common::pool_8k;
 use storage::btree::node::Node;
 use storage::btree::{BTree, IntKeyOrder};
 use storage::buffer::BufferPool;
+use storage::PageId;
 
 fn key(id: u64) -> [u8; 8] {
     id.to_be_bytes()
@@ -226,9 +227,12 @@ fn scans_and_lookups_while_leaves_leave(reuse: bool) {
         keys_in_order(&tree, false),
         (0..BLOCK * BLOCKS).collect::<Vec<_>>()
     );
-    // Page 0 is the meta page; every other page the tree does not reach left it.
+    // Page 0 is the meta page; every other page the tree does not reach left it, and is an
+    // unlinked leaf (what an open would hand out again).
     let reached = tree.verify().pages.len() as u64;
     let stats = pool.reuse_stats();
+    let unlinked = storage::btree::unlinked_leaves(&pool, (0..pool.page_count()).map(PageId));
+    assert_eq!(unlinked.len() as u64, pool.page_count() - 1 - reached);
     if reuse {
         assert!(stats.reused > 0, "no page was reused: {stats:?}");
         assert_eq!(

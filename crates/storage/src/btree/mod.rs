@@ -17,4 +17,6 @@ pub use keys::{
     encode_key, pack_int_key, unpack_int_key, BytewiseKeyOrder, IntKeyOrder, KeyField, KeyOrder,
     KeyPart, SchemaKeyOrder,
 };
-pub use tree::{BTree, InsertOutcome, LeafHint, ScanStep, TreeCheck, LEAF_HINT_KEY_MAX};
+pub use tree::{
+    unlinked_leaves, BTree, InsertOutcome, LeafHint, ScanStep, TreeCheck, LEAF_HINT_KEY_MAX,
+};

@@ -47,7 +47,9 @@
 //! empty, for later inserts into its key range; an unlinked leaf's page is marked and retired
 //! to the pool, which hands it out again only once no reader that may hold its id (a
 //! backward scan, a leaf hint) is left, where the pool's owner turned reuse on
-//! ([`BufferPool::enable_page_reuse`]); otherwise it is never reused.
+//! ([`BufferPool::enable_page_reuse`]); otherwise it is never reused. The mark is logged with
+//! the unlink, so it survives a restart: [`unlinked_leaves`] tells which of a list of pages
+//! still carry it, and an open hands those out again.
 //!
 //! Allocation. Point lookups, inserts and deletes that do not split, and scans allocate
 //! nothing (a forward scan keeps the guards of empty leaves it passes in a vector): the
@@ -2055,6 +2057,36 @@ fn check_child_level(node: &Node<'_>, parent_level: Option<usize>) -> StorageRes
         }),
         _ => Ok(()),
     }
+}
+
+/// Which of `candidates` are B+-tree leaves taken out of their trees and not allocated since:
+/// formatted leaf pages, empty, carrying the unlink's mark ([`node::mark_unlinked`]), within
+/// the pages allocated. Such a page is in no structure: the unlink that marked it removed
+/// every link to it, in the same logged change, and nothing links an unlinked page again (an
+/// allocation zeroes the page, mark and all). So, read when nothing else runs (an open, after
+/// recovery has redone the log), the answer is the set of pages that may be handed out again
+/// whatever the candidates' source; a list that is stale or wrong only leaves pages unused.
+/// A page that cannot be read is left out: `glass check` reports it.
+pub fn unlinked_leaves(
+    pool: &BufferPool,
+    candidates: impl IntoIterator<Item = PageId>,
+) -> Vec<PageId> {
+    let mut pages: Vec<PageId> = candidates
+        .into_iter()
+        .filter(|p| *p != PageId::META && p.0 < pool.page_count())
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    pages.retain(|&id| {
+        let Ok(guard) = pool.fix_shared(id) else {
+            return false;
+        };
+        let formatted = guard[crate::page::OFFSET_MAGIC..crate::page::OFFSET_MAGIC + 2]
+            == crate::page::PAGE_MAGIC.to_le_bytes();
+        formatted
+            && Node::new(&guard).is_ok_and(|n| n.is_unlinked() && n.is_empty() && n.page_id() == id)
+    });
+    pages
 }
 
 #[cfg(test)]

@@ -533,6 +533,19 @@ impl BufferPool {
         self.reclaim.retire(id);
     }
 
+    /// Hands out `pages` again from now on: unlinked leaves an earlier run of the database
+    /// left, which no reader can hold (call it at open, before any transaction; see
+    /// [`crate::btree::unlinked_leaves`] for which pages qualify). Nothing while page reuse
+    /// is off.
+    pub fn adopt_free_pages(&self, pages: &[PageId]) {
+        self.reclaim.adopt(pages);
+    }
+
+    /// The pages retired or adopted and not yet allocated again: what a checkpoint records.
+    pub fn reusable_pages(&self) -> Vec<PageId> {
+        self.reclaim.listed()
+    }
+
     /// Pages retired and reused so far.
     pub fn reuse_stats(&self) -> ReuseStats {
         self.reclaim.stats()

@@ -31,9 +31,12 @@
 //!
 //! Off until the pool's owner turns it on ([`Reclaimer::enable`]): only an owner that makes
 //! every reader enter (the engine's transactions) may let pages be reused. Off, a retired page
-//! is simply kept, as unlinked leaves always were. The lists live in memory only: pages
-//! retired and not yet reused when the process ends stay unlinked leaves in the page file,
-//! which `glass check` counts among the pages no structure reaches.
+//! is simply kept, as unlinked leaves always were.
+//!
+//! The lists live in memory; the engine carries them across a restart. Each checkpoint
+//! records the pages listed ([`Reclaimer::listed`]), and the next open, once recovery has
+//! redone the log, hands back ([`Reclaimer::adopt`]) those that are still unlinked leaves,
+//! with the ones unlinked after the checkpoint: no reader of the last process can hold them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -69,8 +72,12 @@ pub struct ReuseStats {
     pub retired: u64,
     /// Allocations served by a retired page instead of a new one.
     pub reused: u64,
-    /// Retired pages not yet reused (waiting for their readers, or free).
+    /// Retired pages not yet reused (waiting for their readers, or free), adopted ones
+    /// included.
     pub waiting: u64,
+    /// Unlinked leaves left by an earlier run of the database, found when it opened and
+    /// handed out like retired pages ([`Reclaimer::adopt`]).
+    pub adopted: u64,
 }
 
 pub(crate) struct Reclaimer {
@@ -83,6 +90,7 @@ pub(crate) struct Reclaimer {
     waiting: AtomicUsize,
     retired_total: AtomicU64,
     reused_total: AtomicU64,
+    adopted_total: AtomicU64,
 }
 
 impl Reclaimer {
@@ -98,6 +106,7 @@ impl Reclaimer {
             waiting: AtomicUsize::new(0),
             retired_total: AtomicU64::new(0),
             reused_total: AtomicU64::new(0),
+            adopted_total: AtomicU64::new(0),
         }
     }
 
@@ -144,6 +153,41 @@ impl Reclaimer {
         self.waiting.fetch_add(1, SeqCst);
         self.retired_total.fetch_add(1, SeqCst);
         self.mature(&mut lists);
+    }
+
+    /// Takes `pages` as free at once: pages in no structure that no reader can hold (the
+    /// unlinked leaves an earlier run of the database left, found when it opens, before any
+    /// transaction). A page already listed is not listed twice. Ignored while reuse is off.
+    pub(crate) fn adopt(&self, pages: &[PageId]) {
+        if !self.enabled.load(SeqCst) || pages.is_empty() {
+            return;
+        }
+        let mut lists = self.lists.lock();
+        let mut known: std::collections::HashSet<PageId> = lists
+            .retired
+            .iter()
+            .map(|(_, p)| *p)
+            .chain(lists.free.iter().copied())
+            .collect();
+        for &page in pages {
+            if known.insert(page) {
+                lists.free.push(page);
+                self.waiting.fetch_add(1, SeqCst);
+                self.adopted_total.fetch_add(1, SeqCst);
+            }
+        }
+    }
+
+    /// Every page retired or adopted and not yet reused, oldest retire first (what a
+    /// checkpoint records, so that the next open can adopt them).
+    pub(crate) fn listed(&self) -> Vec<PageId> {
+        let lists = self.lists.lock();
+        lists
+            .retired
+            .iter()
+            .map(|(_, p)| *p)
+            .chain(lists.free.iter().copied())
+            .collect()
     }
 
     /// A page no reader can hold, if there is one, for an allocation.
@@ -194,6 +238,7 @@ impl Reclaimer {
             retired: self.retired_total.load(SeqCst),
             reused: self.reused_total.load(SeqCst),
             waiting: self.waiting.load(SeqCst) as u64,
+            adopted: self.adopted_total.load(SeqCst),
         }
     }
 }
@@ -238,7 +283,8 @@ mod tests {
             ReuseStats {
                 retired: 1,
                 reused: 1,
-                waiting: 0
+                waiting: 0,
+                adopted: 0
             }
         );
     }
@@ -252,6 +298,39 @@ mod tests {
         got.sort();
         assert_eq!(got, vec![PageId(3), PageId(4)]);
         assert_eq!(r.take(), None);
+    }
+
+    #[test]
+    fn adopted_pages_are_free_at_once_and_listed_once() {
+        let off = Reclaimer::new();
+        off.adopt(&[PageId(9)]);
+        assert_eq!(off.take(), None, "adopted while reuse is off");
+
+        let r = on();
+        let reader = r.enter().unwrap();
+        r.retire(PageId(3));
+        // 3 is retired already, 5 comes twice: each is listed once.
+        r.adopt(&[PageId(5), PageId(3), PageId(5), PageId(8)]);
+        let mut listed = r.listed();
+        listed.sort();
+        assert_eq!(listed, vec![PageId(3), PageId(5), PageId(8)]);
+        // The adopted pages go out while the reader still holds back the retired one.
+        let mut got = vec![r.take().unwrap(), r.take().unwrap()];
+        got.sort();
+        assert_eq!(got, vec![PageId(5), PageId(8)]);
+        assert_eq!(r.take(), None);
+        r.exit(reader);
+        assert_eq!(r.take(), Some(PageId(3)));
+        assert_eq!(r.listed(), vec![]);
+        assert_eq!(
+            r.stats(),
+            ReuseStats {
+                retired: 1,
+                reused: 3,
+                waiting: 0,
+                adopted: 2
+            }
+        );
     }
 
     #[test]
