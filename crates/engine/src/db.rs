@@ -590,11 +590,23 @@ impl Database {
             recovery: None,
         };
         let mut report = crate::recovery::RecoveryReport::default();
-        let losers = if existing && db.log_records {
+        let redone = if existing && db.log_records {
             crate::recovery::analyze_and_redo(&db, &mut report)?
         } else {
             Default::default()
         };
+        // From here on every transaction counts itself a reader of the trees' pages, so an
+        // unlinked leaf's page can be handed out again once none that began before it was
+        // unlinked is left. The unlinked leaves of the last run (those its last checkpoint
+        // listed, and those unlinked since its begin, found among the pages the log changed)
+        // no reader can hold: they are free at once. Undo, below, may unlink more.
+        if db.config.reuse_pages {
+            if let Some(pool) = &db.pool {
+                pool.enable_page_reuse();
+                let free = storage::btree::unlinked_leaves(pool, redone.reuse_candidates);
+                pool.adopt_free_pages(&free);
+            }
+        }
         for t in &catalog.tables {
             db.install_table(t.schema.clone(), Some((t.first_page, t.primary_root)))?;
         }
@@ -603,17 +615,8 @@ impl Database {
         }
         *db.ddl.lock() = catalog;
         if existing && db.log_records {
-            crate::recovery::undo(&db, losers, &mut report)?;
+            crate::recovery::undo(&db, redone.losers, &mut report)?;
             db.recovery = Some(report);
-        }
-        // From here on every transaction counts itself a reader of the trees' pages, so an
-        // unlinked leaf's page can be handed out again once none that began before it was
-        // unlinked is left. (Recovery's undo above ran with reuse off: the pages it unlinked
-        // stay unlinked leaves.)
-        if db.config.reuse_pages {
-            if let Some(pool) = &db.pool {
-                pool.enable_page_reuse();
-            }
         }
         let db = Arc::new(db);
         if db.config.path.is_some() {

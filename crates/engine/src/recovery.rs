@@ -111,6 +111,8 @@ struct Analysis {
     /// Dirty pages and their recovery LSN (the earliest change redo must start from).
     dirty: HashMap<PageId, Lsn>,
     max_txn: u64,
+    /// Pages the checkpoints' ends list as retired or free for reuse (see [`CheckpointMeta`]).
+    reusable: Vec<PageId>,
 }
 
 impl Analysis {
@@ -153,10 +155,11 @@ impl Analysis {
                         .and_modify(|rec_lsn| *rec_lsn = (*rec_lsn).min(l))
                         .or_insert(l);
                 }
-                if meta.len() == 8 {
-                    self.max_txn = self
-                        .max_txn
-                        .max(u64::from_le_bytes(meta[..8].try_into().unwrap()));
+                // Engine bytes this build cannot read are left alone: they only ever speed
+                // things up (a higher next id; pages to reuse).
+                if let Ok(meta) = CheckpointMeta::decode(&meta) {
+                    self.max_txn = self.max_txn.max(meta.next_txn);
+                    self.reusable.extend(meta.reusable);
                 }
             }
             LogRecord::PageRedo { pages } => {
@@ -183,10 +186,83 @@ impl Analysis {
     }
 }
 
+/// The engine's bytes in a `CheckpointEnd` record (its `meta`): the transaction ids handed
+/// out so far, then the pages retired or free for reuse at the checkpoint
+/// (`BufferPool::reusable_pages`), so that the open after a restart can hand out again the
+/// unlinked leaves no structure reaches.
+///
+/// ```text
+///   next_txn u64 | count u64 | count × page id u64        (all little-endian)
+/// ```
+///
+/// Logs written before the list was kept have the first field alone (8 bytes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointMeta {
+    /// No transaction id below it was handed out before the checkpoint.
+    pub next_txn: u64,
+    /// Pages taken out of every structure and not yet allocated again.
+    pub reusable: Vec<PageId>,
+}
+
+impl CheckpointMeta {
+    /// The most pages a checkpoint lists (8 MiB of log): pages beyond stay unlinked leaves
+    /// after a restart, as every one did before the list was kept.
+    pub const MAX_PAGES: usize = 1 << 20;
+
+    pub fn encode(&self) -> Vec<u8> {
+        let pages = &self.reusable[..self.reusable.len().min(Self::MAX_PAGES)];
+        let mut out = Vec::with_capacity(16 + 8 * pages.len());
+        out.extend_from_slice(&self.next_txn.to_le_bytes());
+        out.extend_from_slice(&(pages.len() as u64).to_le_bytes());
+        for p in pages {
+            out.extend_from_slice(&p.0.to_le_bytes());
+        }
+        out
+    }
+
+    /// Reads what [`CheckpointMeta::encode`] wrote (or the 8 bytes of an older log); an error
+    /// names what does not fit.
+    pub fn decode(bytes: &[u8]) -> Result<CheckpointMeta, &'static str> {
+        let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        match bytes.len() {
+            0..=7 => return Err("checkpoint meta shorter than its transaction id"),
+            8 => {
+                return Ok(CheckpointMeta {
+                    next_txn: word(0),
+                    reusable: Vec::new(),
+                })
+            }
+            9..=15 => return Err("checkpoint meta's page count is cut short"),
+            _ => {}
+        }
+        let count = word(8);
+        if count > Self::MAX_PAGES as u64 || (bytes.len() - 16) as u64 != count * 8 {
+            return Err("checkpoint meta's page count does not match its length");
+        }
+        Ok(CheckpointMeta {
+            next_txn: word(0),
+            reusable: (0..count as usize)
+                .map(|i| PageId(word(16 + 8 * i)))
+                .collect(),
+        })
+    }
+}
+
+/// What the analysis and redo passes leave for the rest of the open.
+#[derive(Default, Debug)]
+pub(crate) struct Redone {
+    /// Transactions to roll back.
+    pub losers: Losers,
+    /// Pages that may be unlinked leaves to hand out again: those the last checkpoint listed,
+    /// and every page changed since its begin (among them the leaves unlinked since). Only a
+    /// candidate list: `storage::btree::unlinked_leaves` says which are.
+    pub reuse_candidates: Vec<PageId>,
+}
+
 /// Analysis and redo passes. Needs the pool and the log (a database on disk with logging).
-pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> TxResult<Losers> {
+pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> TxResult<Redone> {
     let (Some(log), Some(pool)) = (db.log.as_ref(), db.pool.as_ref()) else {
-        return Ok(Losers::default());
+        return Ok(Redone::default());
     };
     let start = log.last_checkpoint().unwrap_or_else(|| log.first_lsn());
     let mut analysis = Analysis::default();
@@ -199,8 +275,10 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
         txns,
         dirty,
         max_txn,
+        mut reusable,
         ..
     } = analysis;
+    reusable.extend(dirty.keys().copied());
     db.next_txn.start_after(max_txn);
 
     if let Some(redo_start) = dirty.values().min().copied() {
@@ -244,7 +322,10 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
         .map(|(t, (lsn, _))| (t, lsn))
         .collect();
     report.losers = losers.len() as u64;
-    Ok(Losers(losers))
+    Ok(Redone {
+        losers: Losers(losers),
+        reuse_candidates: reusable,
+    })
 }
 
 /// Undo pass: rolls back every loser, newest record first across all of them.
@@ -322,7 +403,17 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
         None => Vec::new(),
     };
     let oldest = oldest_needed(begin, &dirty, &active);
-    let next = db.next_txn.upper_bound();
+    let meta = CheckpointMeta {
+        next_txn: db.next_txn.upper_bound(),
+        // Read after the begin: a leaf unlinked before it and retired after this read has its
+        // unlink logged before the begin too, and is found again only if its page is still
+        // dirty (in `dirty`); otherwise it stays an unlinked leaf, as before the list.
+        reusable: db
+            .pool
+            .as_ref()
+            .map(|p| p.reusable_pages())
+            .unwrap_or_default(),
+    };
     log.append(&LogRecord::CheckpointEnd {
         begin,
         // Only transactions that have logged something: one with no record before the begin
@@ -338,7 +429,7 @@ pub(crate) fn checkpoint(db: &Database) -> TxResult<()> {
             })
             .collect(),
         dirty,
-        meta: next.to_le_bytes().to_vec(),
+        meta: meta.encode(),
     });
     log.flush_to(log.end_lsn()).map_err(wal_err)?;
     log.complete_checkpoint(begin, oldest).map_err(wal_err)?;
@@ -538,6 +629,86 @@ mod tests {
                 .collect(),
             meta: Vec::new(),
         }
+    }
+
+    #[test]
+    fn checkpoint_meta_reads_back_what_it_wrote_and_the_older_form() {
+        let meta = CheckpointMeta {
+            next_txn: 77,
+            reusable: vec![PageId(5), PageId(900), PageId(6)],
+        };
+        let bytes = meta.encode();
+        assert_eq!(bytes.len(), 16 + 3 * 8);
+        assert_eq!(CheckpointMeta::decode(&bytes), Ok(meta));
+        // A log written before the list: the next transaction id alone.
+        assert_eq!(
+            CheckpointMeta::decode(&41u64.to_le_bytes()),
+            Ok(CheckpointMeta {
+                next_txn: 41,
+                reusable: vec![]
+            })
+        );
+        for cut in [0, 7, 9, 15, 17, bytes.len() - 1] {
+            assert!(
+                CheckpointMeta::decode(&bytes[..cut]).is_err(),
+                "{cut} bytes"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0; 8]);
+        assert!(CheckpointMeta::decode(&longer).is_err());
+        // A count that would overflow the length check.
+        let mut huge = 1u64.to_le_bytes().to_vec();
+        huge.extend_from_slice(&(u64::MAX / 4).to_le_bytes());
+        assert!(CheckpointMeta::decode(&huge).is_err());
+    }
+
+    /// A list longer than a checkpoint keeps is cut, not refused: the rest stay unlinked.
+    #[test]
+    fn checkpoint_meta_keeps_at_most_its_limit_of_pages() {
+        let meta = CheckpointMeta {
+            next_txn: 1,
+            reusable: (0..CheckpointMeta::MAX_PAGES as u64 + 3)
+                .map(PageId)
+                .collect(),
+        };
+        let back = CheckpointMeta::decode(&meta.encode()).unwrap();
+        assert_eq!(back.reusable.len(), CheckpointMeta::MAX_PAGES);
+        assert_eq!(
+            back.reusable[..],
+            meta.reusable[..CheckpointMeta::MAX_PAGES]
+        );
+    }
+
+    /// Every checkpoint end the scan meets adds its pages to the candidates, and its
+    /// transaction id still counts.
+    #[test]
+    fn analysis_gathers_the_pages_checkpoints_list() {
+        let with = |next_txn: u64, pages: &[u64]| match end(1000, vec![], vec![]) {
+            LogRecord::CheckpointEnd {
+                begin,
+                active,
+                dirty,
+                ..
+            } => LogRecord::CheckpointEnd {
+                begin,
+                active,
+                dirty,
+                meta: CheckpointMeta {
+                    next_txn,
+                    reusable: pages.iter().copied().map(PageId).collect(),
+                }
+                .encode(),
+            },
+            _ => unreachable!(),
+        };
+        let a = analyse(vec![
+            (1000, LogRecord::CheckpointBegin),
+            (1100, with(500, &[12, 13])),
+            (1200, with(90, &[14])),
+        ]);
+        assert_eq!(a.reusable, vec![PageId(12), PageId(13), PageId(14)]);
+        assert_eq!(a.max_txn, 500);
     }
 
     fn analyse(records: Vec<(u64, LogRecord)>) -> Analysis {

@@ -1,7 +1,10 @@
 //! The pages of B+-tree leaves emptied by deletes are allocated again (`DbConfig::reuse_pages`,
 //! `storage::BufferPool::enable_page_reuse`), once no transaction that began before the unlink
 //! is still running. A queue (inserts at one end, deletes at the other, as TPC-C's new orders)
-//! then stops growing its page file, and what it holds survives a close and a crash.
+//! then stops growing its page file, and what it holds survives a close and a crash. The
+//! unlinked leaves a run leaves behind are handed out again by the next open, after a close
+//! (the last checkpoint lists them) or a crash (recovery finds them among the pages the log
+//! changed), those a rolled-back delete unlinked among them.
 
 mod common;
 
@@ -200,4 +203,129 @@ fn a_running_transaction_holds_back_the_pages_unlinked_after_it_began() {
     queue.check(&db);
     drop((queue.t, t, accounts));
     db.close().unwrap();
+}
+
+/// Copies the files of `from` into `to`: taken while the database is idle and its log forced
+/// (a durable commit just returned), what a crash at that moment would leave.
+fn crash_image(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+/// The unlinked leaves of the last run are free at the next open, whether it closed (its
+/// last checkpoint lists them) or crashed (recovery finds them among the pages the log
+/// changed since its last checkpoint, and among those the undo of a loser's deletes), and a
+/// checkpoint's list is only a hint (pages it named and an allocation took since are not
+/// free); the next allocations take them before the page file grows, and every row survives.
+#[test]
+fn the_next_open_hands_out_again_the_leaves_the_last_run_left_unlinked() {
+    let config = |dir: &Path| DbConfig {
+        path: Some(dir.to_path_buf()),
+        pool_mib: 64,
+        durable: true,
+        // Checkpoints only where the test takes them.
+        checkpoint_bytes: u64::MAX,
+        ..DbConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(config(dir.path())).unwrap();
+    let t = db.create_table(receipts_schema()).unwrap();
+    let mut queue = Queue {
+        t: t.clone(),
+        head: 0,
+        tail: 0,
+    };
+    // (the image, what it is, the leaves unlinked and not allocated again, the queue's rows)
+    let mut images = Vec::new();
+    let mut image = |what: &'static str, db: &Database, queue: &Queue| {
+        let to = tempfile::tempdir().unwrap();
+        crash_image(dir.path(), to.path());
+        let waiting = db.pool().unwrap().reuse_stats().waiting;
+        images.push((to, what, waiting, queue.head, queue.tail));
+    };
+    for _ in 0..6 {
+        queue.round(&db);
+    }
+    // The last round's deletes unlinked leaves that nothing has allocated since.
+    assert!(db.pool().unwrap().reuse_stats().waiting >= 1);
+    image("a crash (no checkpoint since the open)", &db, &queue);
+    // A checkpoint lists those pages; a round's inserts take them, its deletes unlink others.
+    db.checkpoint().unwrap();
+    let reused = db.pool().unwrap().reuse_stats().reused;
+    queue.round(&db);
+    assert!(db.pool().unwrap().reuse_stats().reused > reused);
+    image(
+        "a crash after a checkpoint listing pages allocated since",
+        &db,
+        &queue,
+    );
+    // A loser: it deletes the next batch (unlinking more leaves, a structure change that
+    // stays), and is still running when a later commit forces its records to the log. (That
+    // commit's allocations may take the free pages; the loser's wait for the loser.)
+    let retired = db.pool().unwrap().reuse_stats().retired;
+    let mut loser = db.begin().unwrap();
+    for seq in queue.head..queue.head + BATCH {
+        assert!(loser.delete(&t, &[Value::Int(seq)]).unwrap());
+    }
+    let accounts = common::load_accounts(&db, 4);
+    assert!(
+        db.pool().unwrap().reuse_stats().retired > retired,
+        "the loser unlinked no leaf"
+    );
+    image("a crash with a loser's deletes", &db, &queue);
+    loser.abort().unwrap();
+    drop((t, accounts));
+    let (head, tail) = (queue.head, queue.tail);
+    drop(queue);
+    let at_close = db.pool().unwrap().reuse_stats().waiting;
+    db.close().unwrap();
+    let closed = tempfile::tempdir().unwrap();
+    crash_image(dir.path(), closed.path());
+    images.push((closed, "a close", at_close, head, tail));
+
+    for (from, what, unlinked, head, tail) in images {
+        let db = Database::open(config(from.path())).unwrap();
+        let stats = db.pool().unwrap().reuse_stats();
+        // Every leaf unlinked and not allocated again is free: after the crash with a loser,
+        // its own among them, though its undo put its rows back (and may have taken some).
+        assert_eq!(stats.adopted, unlinked, "after {what}: {stats:?}");
+        assert_eq!(stats.retired, 0, "after {what}: {stats:?}");
+        let report = db.verify_integrity(10);
+        assert!(
+            report.faults.is_empty(),
+            "after {what}: {:?}",
+            report.faults
+        );
+        assert_eq!(
+            report.unlinked_leaves, stats.waiting,
+            "after {what}: the free pages are the unlinked leaves"
+        );
+        let mut queue = Queue {
+            t: db.table("receipts").unwrap(),
+            head,
+            tail,
+        };
+        queue.check(&db);
+        // The next allocations take the free pages before the file grows.
+        let pages = db.pool().unwrap().page_count();
+        queue.round(&db);
+        let after = db.pool().unwrap().reuse_stats();
+        assert!(after.reused > stats.reused, "after {what}: {after:?}");
+        if after.reused - stats.reused < stats.waiting {
+            assert_eq!(db.pool().unwrap().page_count(), pages, "after {what}");
+        }
+        queue.check(&db);
+        let report = db.verify_integrity(10);
+        assert!(
+            report.faults.is_empty(),
+            "after {what}: {:?}",
+            report.faults
+        );
+        drop(queue);
+        db.close().unwrap();
+    }
 }
