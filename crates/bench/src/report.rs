@@ -477,9 +477,11 @@ pub struct PoolSummary {
     /// them), and those the page cleaners made (`--page-cleaners`).
     pub evict_writes: u64,
     pub cleaner_writes: u64,
-    /// Pages of B+-tree leaves emptied and unlinked since the database opened, and of those
-    /// the ones allocated again (`storage::BufferPool::reuse_stats`; 0 with reuse off).
+    /// Pages of B+-tree leaves emptied and unlinked since the database opened, those an
+    /// earlier run left unlinked (found when it opened), and of both the ones allocated again
+    /// (`storage::BufferPool::reuse_stats`; 0 with reuse off).
     pub leaves_retired: u64,
+    pub leaves_adopted: u64,
     pub pages_reused: u64,
 }
 
@@ -501,23 +503,30 @@ impl PoolSummary {
             evict_writes: io.evict_writes,
             cleaner_writes: io.cleaner_writes,
             leaves_retired: reuse.retired,
+            leaves_adopted: reuse.adopted,
             pages_reused: reuse.reused,
         })
     }
 
     /// The line on unlinked leaves' pages, or `None` when no leaf was unlinked.
     pub fn render_reuse(&self) -> Option<String> {
-        (self.leaves_retired > 0).then(|| {
-            let rest = match self.leaves_retired - self.pages_reused {
+        let leaves = self.leaves_retired + self.leaves_adopted;
+        (leaves > 0).then(|| {
+            let rest = match leaves.saturating_sub(self.pages_reused) {
                 0 => String::new(),
                 _ => " (the rest wait for the next allocations, or for transactions that began \
                       before their unlink)"
                     .to_string(),
             };
+            let which = match self.leaves_adopted {
+                0 => "emptied and unlinked since the database opened".to_string(),
+                n => format!(
+                    "unlinked ({n} of them by earlier runs, found when the database opened)"
+                ),
+            };
             format!(
-                "pages: {} of the {} B+-tree leaves emptied and unlinked since the database \
-                 opened were allocated again{rest}",
-                self.pages_reused, self.leaves_retired
+                "pages: {} of the {leaves} B+-tree leaves {which} were allocated again{rest}",
+                self.pages_reused
             )
         })
     }
@@ -1220,6 +1229,7 @@ mod tests {
             evict_writes: 0,
             cleaner_writes: 0,
             leaves_retired: 0,
+            leaves_adopted: 0,
             pages_reused: 0,
         };
         assert_eq!(quiet.render("(warm-up included)"), None);
@@ -1241,6 +1251,21 @@ mod tests {
         };
         let line = all.render_reuse().unwrap();
         assert!(line.ends_with("were allocated again"), "{line}");
+        // Leaves an earlier run unlinked count too, and are said to be.
+        let adopted = PoolSummary {
+            leaves_adopted: 5,
+            pages_reused: 33,
+            ..reused
+        };
+        let line = adopted.render_reuse().unwrap();
+        assert!(
+            line.starts_with(
+                "pages: 33 of the 35 B+-tree leaves unlinked (5 of them by earlier runs, found \
+                 when the database opened)"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("the rest wait"), "{line}");
         let outgrown = PoolSummary {
             reads: 12,
             writes: 30,

@@ -1773,7 +1773,7 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         println!(
         "integrity: verified {} pages; {} heaps ({} pages, {} records); {} B+-trees ({} pages; empty \
          leaves: {}); \
-         {} index entries against their records; unreached pages (no structure reaches them): {}",
+         {} index entries against their records; unreached pages (no structure reaches them): {}{}",
         integrity.pages,
         integrity.heaps,
         integrity.heap_pages,
@@ -1782,7 +1782,11 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         integrity.tree_pages,
         integrity.empty_leaves,
         integrity.entries,
-        integrity.unreached_pages
+        integrity.unreached_pages,
+        match integrity.unlinked_leaves {
+            0 => String::new(),
+            n => format!(" ({n} of them unlinked B+-tree leaves, which later allocations take)"),
+        }
     );
     }
     for fault in integrity.faults.iter().take(CHECK_FAULTS_SHOWN) {
