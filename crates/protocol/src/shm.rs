@@ -34,6 +34,9 @@
 //! | 128 | 8 | response sequence | server | set to the request's sequence (release) when answered |
 //! | 136 | 4 | response length | server | bytes of the response frame |
 //!
+//! The file may be longer than its slots need (a device that maps it, such as a virtual
+//! machine's shared-memory PCI device, wants a power of two); the rest is unused.
+//!
 //! Each buffer holds one whole frame, as on a socket (length prefix, kind, body). The server
 //! copies a request out of the shared buffer before decoding it, so a client that rewrites
 //! its buffer meanwhile cannot change what was checked; every length read from the region is
@@ -100,6 +103,18 @@ impl Region {
     /// there by an earlier server is replaced; any other file is an error (nothing else is
     /// ever removed).
     pub fn create(path: &Path, slots: usize, buffer: usize) -> Result<Region, ShmError> {
+        Region::create_padded(path, slots, buffer, false)
+    }
+
+    /// [`Region::create`], the file's size rounded up to a power of two when
+    /// `power_of_two`: the size a virtual machine's shared-memory device (QEMU's
+    /// `ivshmem-plain`, whose PCI BAR it becomes) requires.
+    pub fn create_padded(
+        path: &Path,
+        slots: usize,
+        buffer: usize,
+        power_of_two: bool,
+    ) -> Result<Region, ShmError> {
         let io = |source| ShmError::Io {
             path: path.to_path_buf(),
             source,
@@ -107,6 +122,11 @@ impl Region {
         // A multiple of 64, so every slot's control block starts a cache line.
         let buffer = buffer.max(64).next_multiple_of(64);
         let len = HEADER + slots * slot_bytes(buffer);
+        let len = if power_of_two {
+            len.next_power_of_two()
+        } else {
+            len
+        };
         if std::fs::symlink_metadata(path).is_ok() {
             match Region::open(path) {
                 Ok(_) => std::fs::remove_file(path).map_err(io)?,
@@ -166,7 +186,7 @@ impl Region {
             || slots
                 .checked_mul(slot_bytes(buffer))
                 .and_then(|b| b.checked_add(HEADER))
-                != Some(map.len())
+                .is_none_or(|needed| needed > map.len())
         {
             return Err(bad());
         }
@@ -408,6 +428,26 @@ mod tests {
         let short = dir.path().join("short");
         std::fs::write(&short, b"GLASSHM1").unwrap();
         assert!(matches!(Region::open(&short), Err(ShmError::NotARegion(_))));
+    }
+
+    #[test]
+    fn a_padded_region_is_a_power_of_two_and_opens_as_its_slots_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("padded");
+        let region = Region::create_padded(&path, 1, 1000, true).unwrap();
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len.is_power_of_two() && len as usize >= HEADER + slot_bytes(1024));
+        assert!(region.write(0, true, b"through the padding"));
+        let other = Region::open(&path).unwrap();
+        assert_eq!((other.slots(), other.buffer()), (1, 1024));
+        let mut got = Vec::new();
+        assert!(other.read(0, true, 19, &mut got));
+        assert_eq!(got, b"through the padding");
+        // Shorter than its slots say: refused.
+        let cut = dir.path().join("cut");
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&cut, &bytes[..HEADER + slot_bytes(1024) - 1]).unwrap();
+        assert!(matches!(Region::open(&cut), Err(ShmError::NotARegion(_))));
     }
 
     #[test]
