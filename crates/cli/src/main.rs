@@ -894,8 +894,9 @@ struct ServeArgs {
     /// worker and its procedure process: tcp (loopback), uds (a Unix socket), shm-uds (shared
     /// memory, a Unix socket pair only to wake the other side), shm-poll (shared memory, both
     /// sides polling: a bounded spin, then yielding and napping, since two cores cannot spare
-    /// one to spin); with --isolation vm, virtio (a virtio-serial port) or tcp (over the
-    /// guest's network and QEMU's user-mode network) [default: uds, virtio for vm].
+    /// one to spin); with --isolation vm, virtio (a virtio-serial port), tcp (over the
+    /// guest's network and QEMU's user-mode network) or shm-poll (memory shared with the VM,
+    /// QEMU's ivshmem-plain, both sides polling) [default: uds, virtio for vm].
     #[arg(long, value_name = "CHANNEL", value_parser = parse_channel)]
     channel: Option<server::Channel>,
     /// With --isolation vm: the directory holding the guest's kernel (vmlinuz) and virtio

@@ -55,7 +55,7 @@ pub fn run(workload: Arc<dyn Workload>, args: &GuestArgs) -> Result<(), String> 
     let mut args = args.clone();
     if args.isolation == Isolation::Vm {
         // The VM's init: it returns in the procedure process, with what to connect to.
-        args.address = crate::vm::enter_guest(args.channel == Channel::Tcp)?;
+        args.address = crate::vm::enter_guest(args.channel)?;
     }
     let args = &args;
     limit_resources(args.memory_mib)?;

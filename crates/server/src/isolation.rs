@@ -105,14 +105,15 @@ impl Isolation {
         }
     }
 
-    /// Refuses a channel this level cannot use: a VM's guest reaches its host only through
-    /// its virtio port, and the port exists only in a VM.
+    /// Refuses a channel this level cannot use: a VM's guest reaches its host through its
+    /// virtio port, its network card or a shared-memory device (polled), and the port exists
+    /// only in a VM.
     pub fn check_channel(self, channel: Channel) -> Result<(), String> {
         match (self, channel) {
-            (Isolation::Vm, Channel::Virtio | Channel::Tcp) => Ok(()),
+            (Isolation::Vm, Channel::Virtio | Channel::Tcp | Channel::ShmPoll) => Ok(()),
             (Isolation::Vm, other) => Err(format!(
-                "isolation level vm reaches its guest over channel virtio or tcp, not {other} \
-                 (shared memory with a VM is not built)"
+                "isolation level vm reaches its guest over channel virtio, tcp or shm-poll, not \
+                 {other} (a VM's shared memory has no socket to wake its guest with)"
             )),
             (level, Channel::Virtio) if level.out_of_process() => Err(format!(
                 "channel virtio exists only in a virtual machine (--isolation vm), not with \
@@ -478,16 +479,18 @@ impl Guest {
         let deadline = Instant::now() + config.timeout.max(Duration::from_secs(10));
         let spawn_err = |e: std::io::Error| format!("start {}: {e}", config.program.display());
         // A VM's guest answers its setup only once the machine has booted: its channel's
-        // reads wait up to this long until then.
-        let mut booting: Option<UnixStream> = None;
+        // reads wait up to the boot budget until then (a stream's read timeout, or the time
+        // limit of a shared-memory wait).
+        let booting = match &config.vm {
+            Some(vm) if shared.isolation == Isolation::Vm => Some(vm),
+            _ => None,
+        };
+        let mut booting_stream: Option<UnixStream> = None;
         let (child, pipe) = match config.channel {
             channel if shared.isolation == Isolation::Vm => {
-                let vm = config
-                    .vm
-                    .as_ref()
+                let vm = booting
                     .ok_or("isolation level vm needs QEMU and a guest kernel (GuestConfig::vm)")?;
                 let initrd = vm.initramfs(&config.program)?;
-                let path = std::env::temp_dir().join(format!("{name}.sock"));
                 let mut args = config.args.clone();
                 args.extend(
                     [
@@ -502,23 +505,58 @@ impl Guest {
                     ]
                     .map(String::from),
                 );
-                let network = channel == Channel::Tcp;
-                let mut command = vm.command(&initrd, &path, network, config.memory_mib, &args);
-                command
-                    .stdin(Stdio::null())
-                    .stdout(stderr.try_clone().map_err(|e| e.to_string())?)
-                    .stderr(stderr.try_clone().map_err(|e| e.to_string())?);
-                let (child, stream) =
-                    start_on_unix_socket(&path, &mut command, config.core, deadline, &vm.qemu)?;
-                stream
-                    .set_read_timeout(Some(vm.boot_budget().max(config.timeout)))
-                    .map_err(|e| e.to_string())?;
-                booting = Some(stream.try_clone().map_err(|e| e.to_string())?);
-                let pipe = Pipe::Stream {
-                    stream: Box::new(stream),
-                    buffer: FrameBuffer::new(SHM_BUFFER as u32),
+                let console = |command: &mut Command| -> Result<(), String> {
+                    command
+                        .stdin(Stdio::null())
+                        .stdout(stderr.try_clone().map_err(|e| e.to_string())?)
+                        .stderr(stderr.try_clone().map_err(|e| e.to_string())?);
+                    Ok(())
                 };
-                (child, pipe)
+                if channel == Channel::ShmPoll {
+                    // The region becomes the VM's shared-memory device; the guest maps it
+                    // from sysfs. Both sides poll, as between processes.
+                    let path = shm_dir().join(&name);
+                    let region = Region::create_padded(&path, 1, SHM_BUFFER, true)
+                        .map_err(|e| e.to_string())?;
+                    let spin = spin_for(&thread_cpus(), config.core);
+                    args.extend(["--spin-us".to_string(), spin.as_micros().to_string()]);
+                    let mut command = vm.command(
+                        &initrd,
+                        crate::vm::Link::Memory(&path),
+                        config.memory_mib,
+                        &args,
+                    )?;
+                    console(&mut command)?;
+                    let child = spawn(&mut command, None, config.core)
+                        .map_err(|e| format!("start {}: {e}", vm.qemu.display()))?;
+                    let pipe = Pipe::Shm {
+                        region,
+                        seq: 0,
+                        wake: None,
+                        spin,
+                    };
+                    (child, pipe)
+                } else {
+                    let path = std::env::temp_dir().join(format!("{name}.sock"));
+                    let link = if channel == Channel::Tcp {
+                        crate::vm::Link::Network(&path)
+                    } else {
+                        crate::vm::Link::Serial(&path)
+                    };
+                    let mut command = vm.command(&initrd, link, config.memory_mib, &args)?;
+                    console(&mut command)?;
+                    let (child, stream) =
+                        start_on_unix_socket(&path, &mut command, config.core, deadline, &vm.qemu)?;
+                    stream
+                        .set_read_timeout(Some(vm.boot_budget().max(config.timeout)))
+                        .map_err(|e| e.to_string())?;
+                    booting_stream = Some(stream.try_clone().map_err(|e| e.to_string())?);
+                    let pipe = Pipe::Stream {
+                        stream: Box::new(stream),
+                        buffer: FrameBuffer::new(SHM_BUFFER as u32),
+                    };
+                    (child, pipe)
+                }
             }
             Channel::Tcp => {
                 let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
@@ -599,7 +637,7 @@ impl Guest {
             child,
             pipe,
             stderr,
-            timeout: config.timeout,
+            timeout: booting.map_or(config.timeout, |vm| vm.boot_budget().max(config.timeout)),
             out: Vec::new(),
             frame: Vec::new(),
         };
@@ -612,18 +650,19 @@ impl Guest {
         if let Pipe::Shm { region, .. } = &guest.pipe {
             let _ = std::fs::remove_file(region.path());
         }
-        if let Some(stream) = booting {
+        guest.timeout = config.timeout;
+        if let Some(vm) = booting {
             match &ready {
-                Ok(GuestMsg::Ready) => stream
-                    .set_read_timeout(Some(config.timeout))
-                    .map_err(|e| e.to_string())?,
+                Ok(GuestMsg::Ready) => {
+                    if let Some(stream) = booting_stream {
+                        stream
+                            .set_read_timeout(Some(config.timeout))
+                            .map_err(|e| e.to_string())?
+                    }
+                }
                 Err(Broken::Timeout) => {
                     let said = guest.last_words();
-                    let accel = config
-                        .vm
-                        .as_ref()
-                        .map_or(crate::vm::Accel::Kvm, |v| v.accel);
-                    let hint = if accel == crate::vm::Accel::Kvm {
+                    let hint = if vm.accel == crate::vm::Accel::Kvm {
                         " (a machine whose /dev/kvm opens but cannot run a guest, as under \
                          nested virtualization it does not support, stalls so: --vm-accel tcg \
                          emulates the machine instead)"
@@ -632,11 +671,7 @@ impl Guest {
                     };
                     return Err(guest.stop_quietly(format!(
                         "its virtual machine did not boot and answer within {} s{hint}{said}",
-                        config
-                            .vm
-                            .as_ref()
-                            .map_or(config.timeout, |v| v.boot_budget().max(config.timeout))
-                            .as_secs()
+                        vm.boot_budget().max(config.timeout).as_secs()
                     )));
                 }
                 _ => {}
@@ -1184,7 +1219,9 @@ mod tests {
         assert_eq!(Isolation::Vm.default_channel(), Channel::Virtio);
         assert!(Isolation::Vm.check_channel(Channel::Virtio).is_ok());
         assert!(Isolation::Vm.check_channel(Channel::Tcp).is_ok());
-        assert!(Isolation::Vm.check_channel(Channel::ShmPoll).is_err());
+        assert!(Isolation::Vm.check_channel(Channel::ShmPoll).is_ok());
+        assert!(Isolation::Vm.check_channel(Channel::ShmUds).is_err());
+        assert!(Isolation::Vm.check_channel(Channel::Uds).is_err());
         assert!(Isolation::Process.check_channel(Channel::Virtio).is_err());
         assert!(Isolation::Container.check_channel(Channel::ShmPoll).is_ok());
         for c in Channel::ALL {

@@ -15,18 +15,22 @@
 //! (which the host keeps as the guest's stderr) and powers the machine off, so the host sees
 //! the channel close as it sees a process exit.
 //!
-//! Two channels, both ending on the host in a Unix socket the worker listens on and QEMU
-//! connects to, over which frames cross as they do over `uds`:
+//! Three channels. Two end on the host in a Unix socket the worker listens on and QEMU
+//! connects to, over which frames cross as they do over `uds`; the third is memory the worker
+//! and the guest share, polled by both as `shm-poll` is between processes:
 //!
 //! | channel  | in the guest | through |
 //! |----------|--------------|---------|
 //! | `virtio` | a virtio-serial port (`/dev/vportNpM`, named `glass`) | QEMU's virtio-serial device |
 //! | `tcp`    | a TCP connection to [`GUEST_FORWARD`], over the guest's own network stack and a virtio NIC | QEMU's user-mode network (slirp), which forwards that address to the socket (`guestfwd`): the paper's `vm tcp`, with a user-space TCP on the host's side instead of the host kernel's bridge |
+//! | `shm-poll` | the BAR of a shared-memory PCI device, mapped from sysfs (`/sys/bus/pci/devices/…/resource2`) | QEMU's `ivshmem-plain`, backed by the worker's region file (`share=on`): the paper's `vm_shm`; no QEMU code on a message's path, only the two sides' polling |
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use crate::isolation::Channel;
 
 /// The virtio modules the guest's kernel loads, in dependency order (a kernel with them built
 /// in needs none of the files): the PCI transport, the serial port, the network card.
@@ -52,6 +56,21 @@ const GUEST_NETMASK: [u8; 4] = [255, 255, 255, 0];
 
 /// The name of the virtio-serial port the guest finds its host on.
 pub const PORT: &str = "glass";
+
+/// QEMU's inter-VM shared-memory device (`ivshmem-plain`), as PCI vendor and device ids.
+const IVSHMEM: (&str, &str) = ("0x1af4", "0x1110");
+
+/// Where a guest's channel leaves its VM (the host's side of [`Vm::command`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Link<'a> {
+    /// A virtio-serial port whose host end connects to this Unix socket (`virtio`).
+    Serial(&'a Path),
+    /// The guest's own TCP over a virtio NIC, forwarded to this Unix socket (`tcp`).
+    Network(&'a Path),
+    /// A shared-memory PCI device backed by this region file, whose size is a power of two
+    /// (`shm-poll`).
+    Memory(&'a Path),
+}
 
 /// The VMM, looked up on `PATH`.
 pub const QEMU: &str = "qemu-system-x86_64";
@@ -161,16 +180,15 @@ impl Vm {
     }
 
     /// The QEMU command for one guest: `program` (this binary) as the VM's init with `args`
-    /// (`guest ...`), the port's host end connecting to `socket`, and memory for a procedure
+    /// (`guest ...`), its channel leaving the VM through `link`, and memory for a procedure
     /// process limited to `memory_mib`. Its standard output is the guest's console.
     pub fn command(
         &self,
         initrd: &Path,
-        socket: &Path,
-        network: bool,
+        link: Link<'_>,
         memory_mib: u64,
         args: &[String],
-    ) -> Command {
+    ) -> Result<Command, String> {
         let mut append = String::from("console=ttyS0 quiet loglevel=0 panic=-1 rdinit=/glass --");
         for arg in args {
             append.push(' ');
@@ -191,27 +209,48 @@ impl Vm {
             .arg("-initrd")
             .arg(initrd)
             .args(["-append", &append]);
-        if network {
-            // No route out: only the forwarded address answers.
-            let (ip, port) = GUEST_FORWARD.split_once(':').expect("address:port");
-            command
-                .arg("-netdev")
-                .arg(format!(
-                    "user,id=net,restrict=on,guestfwd=tcp:{ip}:{port}-unix:{}",
-                    socket.display()
-                ))
-                .args(["-device", "virtio-net-pci,netdev=net"]);
-        } else {
-            command
-                .args(["-device", "virtio-serial-pci,id=vs"])
-                .arg("-chardev")
-                .arg(format!("socket,id=port,path={}", socket.display()))
-                .args([
-                    "-device",
-                    &format!("virtserialport,bus=vs.0,chardev=port,name={PORT}"),
-                ]);
+        match link {
+            Link::Network(socket) => {
+                // No route out: only the forwarded address answers.
+                let (ip, port) = GUEST_FORWARD.split_once(':').expect("address:port");
+                command
+                    .arg("-netdev")
+                    .arg(format!(
+                        "user,id=net,restrict=on,guestfwd=tcp:{ip}:{port}-unix:{}",
+                        socket.display()
+                    ))
+                    .args(["-device", "virtio-net-pci,netdev=net"]);
+            }
+            Link::Serial(socket) => {
+                command
+                    .args(["-device", "virtio-serial-pci,id=vs"])
+                    .arg("-chardev")
+                    .arg(format!("socket,id=port,path={}", socket.display()))
+                    .args([
+                        "-device",
+                        &format!("virtserialport,bus=vs.0,chardev=port,name={PORT}"),
+                    ]);
+            }
+            Link::Memory(region) => {
+                let size = std::fs::metadata(region)
+                    .map_err(|e| format!("read {}: {e}", region.display()))?
+                    .len();
+                if !size.is_power_of_two() {
+                    return Err(format!(
+                        "{} is {size} bytes: a VM's shared memory must be a power of two",
+                        region.display()
+                    ));
+                }
+                command
+                    .arg("-object")
+                    .arg(format!(
+                        "memory-backend-file,id=glassmem,share=on,mem-path={},size={size}",
+                        region.display()
+                    ))
+                    .args(["-device", "ivshmem-plain,memdev=glassmem"]);
+            }
         }
-        command
+        Ok(command)
     }
 
     /// The guest's initramfs for `program`, written once into the guest directory and reused
@@ -398,12 +437,13 @@ fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// In the VM, run as its init (PID 1): mounts the file systems, loads the modules, waits for
-/// the port (or, with `network`, brings the network card up), and forks. Returns in the child,
-/// which goes on to be the procedure process; the init waits for it, says on the console how
-/// it ended, and powers the machine off. Returns what the child connects to: the port's
-/// device, or [`GUEST_FORWARD`].
-pub fn enter_guest(network: bool) -> Result<String, String> {
+/// In the VM, run as its init (PID 1): mounts the file systems, loads the modules, finds
+/// what `channel` goes through (the port; the network card, which it brings up; the
+/// shared-memory device), and forks. Returns in the child, which goes on to be the procedure
+/// process; the init waits for it, says on the console how it ended, and powers the machine
+/// off. Returns what the child connects to: the port's device, [`GUEST_FORWARD`], or the
+/// shared memory's sysfs file.
+pub fn enter_guest(channel: Channel) -> Result<String, String> {
     // SAFETY: getpid has no preconditions.
     if unsafe { libc::getpid() } != 1 {
         return Err(
@@ -435,12 +475,17 @@ pub fn enter_guest(network: bool) -> Result<String, String> {
     for module in MODULES {
         load_module(Path::new(&format!("/modules/{module}.ko")))?;
     }
-    let address = if network {
-        bring_up("eth0", Duration::from_secs(10))?;
-        GUEST_FORWARD.to_string()
-    } else {
-        let port = find_port(PORT, Duration::from_secs(10))?;
-        port.to_string_lossy().to_string()
+    let address = match channel {
+        Channel::Tcp => {
+            bring_up("eth0", Duration::from_secs(10))?;
+            GUEST_FORWARD.to_string()
+        }
+        Channel::ShmPoll => find_shared_memory(Duration::from_secs(10))?
+            .to_string_lossy()
+            .to_string(),
+        _ => find_port(PORT, Duration::from_secs(10))?
+            .to_string_lossy()
+            .to_string(),
     };
     // SAFETY: the init is single-threaded here, so fork is safe.
     let pid = unsafe { libc::fork() };
@@ -585,6 +630,35 @@ fn find_port(name: &str, within: Duration) -> Result<PathBuf, String> {
     }
 }
 
+/// The memory of the shared-memory PCI device ([`IVSHMEM`]): its BAR 2, as the sysfs file
+/// that maps it, once the device is there, with its memory decoding turned on (no driver
+/// claims the device, so nothing else would).
+fn find_shared_memory(within: Duration) -> Result<PathBuf, String> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(devices) = std::fs::read_dir("/sys/bus/pci/devices") {
+            for device in devices.flatten() {
+                let dir = device.path();
+                let id = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+                if (id("vendor").trim(), id("device").trim()) == IVSHMEM {
+                    std::fs::write(dir.join("enable"), "1")
+                        .map_err(|e| format!("enable {}: {e}", dir.display()))?;
+                    return Ok(dir.join("resource2"));
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "no shared-memory device (PCI {}:{}) appeared within {} s",
+                IVSHMEM.0,
+                IVSHMEM.1,
+                within.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,6 +715,43 @@ mod tests {
         let parent = Path::new(&names[glass_lib]).parent().unwrap();
         let parent_at = names.iter().position(|n| Path::new(n) == parent).unwrap();
         assert!(parent_at < glass_lib);
+    }
+
+    #[test]
+    fn shared_memory_becomes_an_ivshmem_device_of_the_regions_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let vm = Vm {
+            qemu: PathBuf::from(QEMU),
+            guest_dir: dir.path().to_path_buf(),
+            accel: Accel::Tcg,
+        };
+        let region = dir.path().join("region");
+        std::fs::write(&region, vec![0u8; 1 << 16]).unwrap();
+        let command = vm
+            .command(
+                Path::new("initrd"),
+                Link::Memory(&region),
+                64,
+                &["guest".to_string()],
+            )
+            .unwrap();
+        let args: Vec<String> = command
+            .get_args()
+            .map(|a| a.to_string_lossy().to_string())
+            .collect();
+        let backend = format!(
+            "memory-backend-file,id=glassmem,share=on,mem-path={},size=65536",
+            region.display()
+        );
+        assert!(args.contains(&backend), "{args:?}");
+        assert!(args.contains(&"ivshmem-plain,memdev=glassmem".to_string()));
+        assert!(!args.iter().any(|a| a.contains("virtio")), "{args:?}");
+        // A size the device's BAR cannot take is refused before QEMU is.
+        std::fs::write(&region, vec![0u8; 3 << 12]).unwrap();
+        let err = vm
+            .command(Path::new("initrd"), Link::Memory(&region), 64, &[])
+            .unwrap_err();
+        assert!(err.contains("power of two"), "{err}");
     }
 
     #[test]
