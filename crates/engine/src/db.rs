@@ -598,8 +598,8 @@ impl Database {
         // From here on every transaction counts itself a reader of the trees' pages, so an
         // unlinked leaf's page can be handed out again once none that began before it was
         // unlinked is left. The unlinked leaves of the last run (those its last checkpoint
-        // listed, and those unlinked since its begin, found among the pages the log changed)
-        // no reader can hold: they are free at once. Undo, below, may unlink more.
+        // listed, and those redo found marked since) no reader can hold: they are free at
+        // once. Undo, below, may unlink more.
         if db.config.reuse_pages {
             if let Some(pool) = &db.pool {
                 pool.enable_page_reuse();

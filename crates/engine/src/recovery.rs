@@ -254,8 +254,9 @@ pub(crate) struct Redone {
     /// Transactions to roll back.
     pub losers: Losers,
     /// Pages that may be unlinked leaves to hand out again: those the last checkpoint listed,
-    /// and every page changed since its begin (among them the leaves unlinked since). Only a
-    /// candidate list: `storage::btree::unlinked_leaves` says which are.
+    /// and those redo found marked unlinked at some record (the leaves unlinked since the
+    /// checkpoint's begin among them). Only a candidate list, with repeats:
+    /// `storage::btree::unlinked_leaves` says which are.
     pub reuse_candidates: Vec<PageId>,
 }
 
@@ -278,7 +279,6 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
         mut reusable,
         ..
     } = analysis;
-    reusable.extend(dirty.keys().copied());
     db.next_txn.start_after(max_txn);
 
     if let Some(redo_start) = dirty.values().min().copied() {
@@ -295,6 +295,9 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                 let mut g = pool.fix_for_redo(p.page)?;
                 if g.lsn() >= lsn {
                     report.on_disk += 1;
+                    if storage::btree::node::looks_unlinked(&g) {
+                        reusable.push(p.page);
+                    }
                     continue;
                 }
                 report.redone += 1;
@@ -313,6 +316,11 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                     g.range_mut(at, bytes.len()).copy_from_slice(bytes);
                 }
                 g.set_lsn(lsn);
+                // A leaf unlinked since the checkpoint (or on disk so already): a candidate
+                // for reuse, confirmed once redo is done (a later record may reuse it).
+                if storage::btree::node::looks_unlinked(&g) {
+                    reusable.push(p.page);
+                }
             }
         }
     }

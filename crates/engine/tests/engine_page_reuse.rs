@@ -3,8 +3,8 @@
 //! is still running. A queue (inserts at one end, deletes at the other, as TPC-C's new orders)
 //! then stops growing its page file, and what it holds survives a close and a crash. The
 //! unlinked leaves a run leaves behind are handed out again by the next open, after a close
-//! (the last checkpoint lists them) or a crash (recovery finds them among the pages the log
-//! changed), those a rolled-back delete unlinked among them.
+//! (the last checkpoint lists them) or a crash (recovery's redo finds them marked), those a
+//! rolled-back delete unlinked among them.
 
 mod common;
 
@@ -217,8 +217,8 @@ fn crash_image(from: &Path, to: &Path) {
 }
 
 /// The unlinked leaves of the last run are free at the next open, whether it closed (its
-/// last checkpoint lists them) or crashed (recovery finds them among the pages the log
-/// changed since its last checkpoint, and among those the undo of a loser's deletes), and a
+/// last checkpoint lists them) or crashed (recovery's redo finds them marked, the leaves a
+/// loser's deletes unlinked among them), and a
 /// checkpoint's list is only a hint (pages it named and an allocation took since are not
 /// free); the next allocations take them before the page file grows, and every row survives.
 #[test]

@@ -502,6 +502,16 @@ pub fn set_next(page: &mut impl NodePage, next: Option<PageId>) {
     write_u64(page, OFFSET_NEXT, next.map_or(0, |p| p.0));
 }
 
+/// Whether `page`'s bytes read as a leaf marked taken out of its tree ([`mark_unlinked`]),
+/// without the rest of [`Node::new`]'s checks: a cheap first look (recovery's redo takes it
+/// at every page it passes), which [`crate::btree::unlinked_leaves`] confirms.
+pub fn looks_unlinked(page: &[u8]) -> bool {
+    page.len() >= NODE_HEADER_SIZE
+        && page[OFFSET_KIND] == PageKind::BTreeLeaf as u8
+        && read_u16(page, OFFSET_LEVEL) == 0
+        && read_u64(page, OFFSET_LEFTMOST) == UNLINKED
+}
+
 /// Marks an (empty) leaf as taken out of its tree: see [`UNLINKED`]. Its sibling links stay as
 /// they were, so a reader arriving from a stale link can tell where it is.
 pub fn mark_unlinked(page: &mut impl NodePage) {
