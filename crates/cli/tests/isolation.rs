@@ -360,15 +360,7 @@ fn vm_guest() -> Result<String, String> {
 /// `/dev/kvm` that opens but does not boot a guest (nested virtualization).
 #[test]
 fn a_virtual_machine_contains_every_attack() {
-    let dir = match vm_guest() {
-        Ok(dir) => dir,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-    let accel = ["--vm-accel", "tcg", "--vm-guest", dir.as_str()];
-    every_attack_is_contained_with("vm", "virtio", "15000", &accel);
+    a_virtual_machine_contains_every_attack_over("virtio");
 }
 
 /// The same with the guest's channel in memory shared with its VM (`ivshmem-plain`, polled
@@ -376,6 +368,10 @@ fn a_virtual_machine_contains_every_attack() {
 /// notices a dead guest by QEMU's exit and a silent one by its time limit alone.
 #[test]
 fn a_virtual_machine_over_shared_memory_contains_every_attack() {
+    a_virtual_machine_contains_every_attack_over("shm-poll");
+}
+
+fn a_virtual_machine_contains_every_attack_over(channel: &str) {
     let dir = match vm_guest() {
         Ok(dir) => dir,
         Err(why) => {
@@ -384,7 +380,7 @@ fn a_virtual_machine_over_shared_memory_contains_every_attack() {
         }
     };
     let accel = ["--vm-accel", "tcg", "--vm-guest", dir.as_str()];
-    every_attack_is_contained_with("vm", "shm-poll", "15000", &accel);
+    every_attack_is_contained_with("vm", channel, "15000", &accel);
 }
 
 #[test]
