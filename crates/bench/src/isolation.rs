@@ -523,7 +523,11 @@ mod tests {
             parse_levels("vm:tcp").unwrap(),
             vec![("vm".to_string(), "tcp".to_string())]
         );
-        assert!(parse_levels("vm:shm-poll").is_err());
+        assert_eq!(
+            parse_levels("vm:shm-poll").unwrap(),
+            vec![("vm".to_string(), "shm-poll".to_string())]
+        );
+        assert!(parse_levels("vm:shm-uds").is_err());
         assert!(parse_levels("process:virtio").is_err());
         assert_eq!(
             parse_levels("wasm").unwrap(),
