@@ -287,6 +287,7 @@ fn the_next_open_hands_out_again_the_leaves_the_last_run_left_unlinked() {
     crash_image(dir.path(), closed.path());
     images.push((closed, "a close", at_close, head, tail));
 
+    let mut free_at_open = 0;
     for (from, what, unlinked, head, tail) in images {
         let db = Database::open(config(from.path())).unwrap();
         let stats = db.pool().unwrap().reuse_stats();
@@ -310,13 +311,17 @@ fn the_next_open_hands_out_again_the_leaves_the_last_run_left_unlinked() {
             tail,
         };
         queue.check(&db);
-        // The next allocations take the free pages before the file grows.
+        // The next allocations take the free pages before the file grows (where the loser's
+        // undo, putting its rows back, left any: it may take them all).
         let pages = db.pool().unwrap().page_count();
         queue.round(&db);
         let after = db.pool().unwrap().reuse_stats();
-        assert!(after.reused > stats.reused, "after {what}: {after:?}");
-        if after.reused - stats.reused < stats.waiting {
-            assert_eq!(db.pool().unwrap().page_count(), pages, "after {what}");
+        if stats.waiting > 0 {
+            free_at_open += 1;
+            assert!(after.reused > stats.reused, "after {what}: {after:?}");
+            if after.reused - stats.reused < stats.waiting {
+                assert_eq!(db.pool().unwrap().page_count(), pages, "after {what}");
+            }
         }
         queue.check(&db);
         let report = db.verify_integrity(10);
@@ -328,4 +333,5 @@ fn the_next_open_hands_out_again_the_leaves_the_last_run_left_unlinked() {
         drop(queue);
         db.close().unwrap();
     }
+    assert!(free_at_open >= 3, "only {free_at_open} opens found pages free");
 }

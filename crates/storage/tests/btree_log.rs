@@ -1,11 +1,13 @@
 //! Every B+-tree change reaches the redo log: replaying the logged byte ranges onto blank pages
 //! rebuilds the tree's nodes exactly, plain inserts log a few dozen bytes, and a split is one
-//! record spanning all the pages it changed, as is an emptied leaf's unlinking.
+//! record spanning all the pages it changed, as is an emptied leaf's unlinking (and a drained
+//! inner node's, with it).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use storage::btree::{BTree, IntKeyOrder};
+use storage::btree::node::Node;
+use storage::btree::{BTree, BytewiseKeyOrder, IntKeyOrder};
 use storage::buffer::{BufferPool, PoolConfig};
 use storage::file::MemPageStore;
 use storage::page::{PageRedo, PAGE_HEADER_SIZE};
@@ -196,4 +198,57 @@ fn an_emptied_leaf_leaves_the_tree_in_one_record_that_replays() {
     drop(records);
     assert!(assert_replay_rebuilds_every_page(&log, &pool) > 20);
     assert_eq!(tree.count().unwrap(), 1_000);
+}
+
+/// Keys deleted from the left of a tree with a handful of kilobyte keys to a node: parents'
+/// leftmost children leave, and drained inner nodes with them, each change in one record
+/// (the ancestor that loses the child, the inner nodes rewritten as unlinked leaves, the
+/// leaf and its neighbours), which replay rebuilds like any other.
+#[test]
+fn drained_inner_nodes_leave_the_tree_in_records_that_replay() {
+    let (log, pool) = recording_pool();
+    let tree = BTree::create(pool.clone(), BytewiseKeyOrder, true).unwrap();
+    let key = |i: u64| {
+        let mut k = vec![0xAB; 1000];
+        k[..8].copy_from_slice(&i.to_be_bytes());
+        k
+    };
+    let n = 2_000u64;
+    for i in 0..n {
+        tree.insert(&key(i), i).unwrap();
+    }
+    let inner = |tree: &BTree<BytewiseKeyOrder>| -> HashSet<PageId> {
+        tree.verify()
+            .pages
+            .into_iter()
+            .filter(|&p| !Node::new(&pool.fix_shared(p).unwrap()).unwrap().is_leaf())
+            .collect()
+    };
+    let inner_before = inner(&tree);
+    let loaded = log.records.lock().unwrap().len();
+    for i in 0..n * 3 / 4 {
+        assert!(tree.delete(&key(i), i).unwrap());
+    }
+    tree.check_invariants().unwrap();
+    assert_eq!(tree.verify().empty_leaves, 0);
+    let gone: Vec<PageId> = inner_before.difference(&inner(&tree)).copied().collect();
+    assert!(gone.len() >= 3, "{} inner nodes left the tree", gone.len());
+    let records = log.records.lock().unwrap();
+    for page in &gone {
+        let record = records[loaded..]
+            .iter()
+            .find(|record| record.iter().any(|(p, _, _)| p == page))
+            .expect("the inner node's removal is logged");
+        assert!(
+            record.len() >= 3,
+            "removed in a record of {} pages",
+            record.len()
+        );
+        assert!(Node::new(&pool.fix_shared(*page).unwrap())
+            .unwrap()
+            .is_unlinked());
+    }
+    drop(records);
+    assert!(assert_replay_rebuilds_every_page(&log, &pool) > 100);
+    assert_eq!(tree.count().unwrap(), (n / 4) as usize);
 }

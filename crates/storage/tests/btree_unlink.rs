@@ -1,6 +1,7 @@
 //! Leaves emptied by deletes leave the tree (`BTree::delete` → `unlink_empty_leaf`): keys
 //! deleted at one end and inserted at the other, as TPC-C's new orders are, must not leave a
-//! run of empty leaves that grows with the run for every scan and next-key lookup to walk.
+//! run of empty leaves that grows with the run for every scan and next-key lookup to walk,
+//! neither leaves nor the inner nodes above a drained range.
 //! Scans in both directions, lookups and inserts stay correct while leaves leave the tree
 //! under them, and every unlink keeps the tree's invariants.
 
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::pool_8k;
 use storage::btree::node::Node;
-use storage::btree::{BTree, IntKeyOrder};
+use storage::btree::{BTree, BytewiseKeyOrder, IntKeyOrder, KeyOrder};
 use storage::buffer::BufferPool;
 use storage::PageId;
 
@@ -47,27 +48,34 @@ fn keys_in_order(tree: &BTree<IntKeyOrder>, reverse: bool) -> Vec<u64> {
         .collect()
 }
 
-/// Draining nine tenths of the keys in order empties some ninety leaves; all but the
-/// leftmost child of each last-level inner node leave the tree, and the keys deleted can be
-/// inserted again, in any order, into the leaves that took over their range.
+/// Draining nine tenths of the keys in order empties some four hundred leaves and several
+/// last-level inner nodes: every one leaves the tree, the parents' leftmost children and the drained
+/// inner node too, and the keys deleted can be inserted again, in any order, into the leaves
+/// that took over their range.
 #[test]
-fn a_drained_range_leaves_at_most_one_empty_leaf_per_last_level_inner_node() {
+fn a_drained_range_leaves_no_empty_leaf_in_the_tree() {
     let pool = pool_8k(4096);
     let tree = BTree::create(pool.clone(), IntKeyOrder, true).unwrap();
-    let n = 40_000u64;
+    let n = 200_000u64;
     for id in 0..n {
         tree.insert(&key(id), id).unwrap();
     }
     let reached_before = tree.verify().pages.len();
+    let (_, last_inner_before) = empty_leaves_and_last_inner(&pool, &tree);
+    assert!(
+        last_inner_before > 1,
+        "{last_inner_before} last-level inner nodes"
+    );
     let drained = n * 9 / 10;
     for id in 0..drained {
         assert!(tree.delete(&key(id), id).unwrap());
     }
     tree.check_invariants().unwrap();
     let (empty, last_inner) = empty_leaves_and_last_inner(&pool, &tree);
+    assert_eq!(empty, 0, "empty leaves still in the tree");
     assert!(
-        empty <= last_inner,
-        "{empty} empty leaves still in a tree with {last_inner} last-level inner nodes"
+        last_inner < last_inner_before,
+        "no last-level inner node left the tree"
     );
     let reached_after = tree.verify().pages.len();
     assert!(
@@ -144,7 +152,7 @@ fn a_queue_does_not_leave_a_growing_run_of_empty_leaves_in_front_of_it() {
 /// exactly what the writers left in it, with pages taken out of it on the way.
 #[test]
 fn scans_and_lookups_stay_right_while_emptied_leaves_leave_the_tree() {
-    scans_and_lookups_while_leaves_leave(false);
+    scans_and_lookups_while_leaves_leave(false, Keys::Narrow, IntKeyOrder);
 }
 
 /// The same with the pool handing unlinked leaves' pages out again
@@ -155,23 +163,81 @@ fn scans_and_lookups_stay_right_while_emptied_leaves_leave_the_tree() {
 /// missing keys, a lookup missing one), or if no page is ever reused.
 #[test]
 fn scans_and_lookups_stay_right_while_unlinked_leaves_pages_are_reused() {
-    scans_and_lookups_while_leaves_leave(true);
+    scans_and_lookups_while_leaves_leave(true, Keys::Narrow, IntKeyOrder);
 }
 
-fn scans_and_lookups_while_leaves_leave(reuse: bool) {
+/// Both again with keys of a kilobyte, a handful to a node: a drained block then spans
+/// several last-level inner nodes, so parents' leftmost children leave too, and whole inner
+/// nodes with them (latched from the root, the left neighbour under another parent), while
+/// the scanners walk past and the pages are handed out again.
+#[test]
+fn scans_and_lookups_stay_right_while_drained_inner_nodes_leave_the_tree() {
+    scans_and_lookups_while_leaves_leave(false, Keys::Wide, BytewiseKeyOrder);
+    scans_and_lookups_while_leaves_leave(true, Keys::Wide, BytewiseKeyOrder);
+}
+
+/// The keys of a concurrent test: 8-byte integers, or a kilobyte each (the id's 8 bytes
+/// first, so that they sort as the ids do).
+#[derive(Clone, Copy)]
+enum Keys {
+    Narrow,
+    Wide,
+}
+
+impl Keys {
+    fn key(self, id: u64) -> Vec<u8> {
+        match self {
+            Keys::Narrow => key(id).to_vec(),
+            Keys::Wide => {
+                let mut k = vec![0xAB; 1000];
+                k[..8].copy_from_slice(&id.to_be_bytes());
+                k
+            }
+        }
+    }
+
+    /// Keys a block holds, and blocks: some five leaves a block either way.
+    fn blocks(self) -> (u64, u64) {
+        match self {
+            Keys::Narrow => (2_000, 20),
+            Keys::Wide => (40, 30),
+        }
+    }
+}
+
+fn id_of(k: &[u8]) -> u64 {
+    u64::from_be_bytes(k[..8].try_into().unwrap())
+}
+
+fn scans_and_lookups_while_leaves_leave<K: KeyOrder + Send + Sync + 'static>(
+    reuse: bool,
+    keys: Keys,
+    order: K,
+) {
     let pool = pool_8k(8192);
     if reuse {
         pool.enable_page_reuse();
     }
-    let tree = Arc::new(BTree::create(pool.clone(), IntKeyOrder, true).unwrap());
-    // Blocks of 2,000 keys (about five 8 KiB leaves); even blocks are never deleted.
-    const BLOCK: u64 = 2_000;
-    const BLOCKS: u64 = 20;
-    for id in 0..BLOCK * BLOCKS {
-        tree.insert(&key(id), id).unwrap();
+    let tree = Arc::new(BTree::create(pool.clone(), order, true).unwrap());
+    // Even blocks are never deleted.
+    let (block, blocks) = keys.blocks();
+    for id in 0..block * blocks {
+        tree.insert(&keys.key(id), id).unwrap();
     }
-    let stable: BTreeSet<u64> = (0..BLOCK * BLOCKS)
-        .filter(|id| (id / BLOCK).is_multiple_of(2))
+    // The inner nodes, and the leaves that are their parents' leftmost children.
+    let (mut inner_before, mut leftmost_before) = (Vec::new(), Vec::new());
+    for page in tree.verify().pages {
+        let guard = pool.fix_shared(page).unwrap();
+        let node = Node::new(&guard).unwrap();
+        if !node.is_leaf() {
+            inner_before.push(page);
+        }
+        if node.level() == 1 {
+            leftmost_before.push(node.child(0).unwrap());
+        }
+    }
+    let stable: BTreeSet<u64> = (0..block * blocks)
+        .filter(|id| (id / block).is_multiple_of(2))
         .collect();
     let deadline = Instant::now() + Duration::from_secs(3);
     let writers: Vec<_> = (0..2u64)
@@ -179,11 +245,11 @@ fn scans_and_lookups_while_leaves_leave(reuse: bool) {
             let tree = tree.clone();
             std::thread::spawn(move || {
                 // Writer w owns the odd blocks b with b % 4 == 2w + 1.
-                let mine: Vec<u64> = (0..BLOCKS).filter(|b| b % 4 == 2 * w + 1).collect();
+                let mine: Vec<u64> = (0..blocks).filter(|b| b % 4 == 2 * w + 1).collect();
                 let mut rounds = 0u64;
                 while Instant::now() < deadline {
                     let b = mine[rounds as usize % mine.len()];
-                    let ids = b * BLOCK..(b + 1) * BLOCK;
+                    let ids = b * block..(b + 1) * block;
                     // Each operation a reader of the tree's pages, as a transaction is.
                     let op = |f: &dyn Fn()| {
                         let epoch = tree.pool().epoch_enter();
@@ -193,7 +259,7 @@ fn scans_and_lookups_while_leaves_leave(reuse: bool) {
                         }
                     };
                     for id in ids.clone() {
-                        op(&|| assert!(tree.delete(&key(id), id).unwrap(), "lost key {id}"));
+                        op(&|| assert!(tree.delete(&keys.key(id), id).unwrap(), "lost key {id}"));
                     }
                     // Back in, ascending in one round and descending in the next.
                     let back: Vec<u64> = match rounds % 2 {
@@ -201,7 +267,7 @@ fn scans_and_lookups_while_leaves_leave(reuse: bool) {
                         _ => ids.rev().collect(),
                     };
                     for id in back {
-                        op(&|| tree.insert(&key(id), id).unwrap());
+                        op(&|| tree.insert(&keys.key(id), id).unwrap());
                     }
                     rounds += 1;
                 }
@@ -210,10 +276,8 @@ fn scans_and_lookups_while_leaves_leave(reuse: bool) {
         })
         .collect();
     let done = Arc::new(AtomicBool::new(false));
-    let stable: BTreeSet<Vec<u8>> = stable.iter().map(|&id| key(id).to_vec()).collect();
-    let scanners = common::spawn_scanners(&tree, &stable, &done, 50, |k| {
-        u64::from_be_bytes(k.try_into().unwrap())
-    });
+    let stable: BTreeSet<Vec<u8>> = stable.iter().map(|&id| keys.key(id)).collect();
+    let scanners = common::spawn_scanners(&tree, &stable, &done, 50, id_of);
     let watchdog = Instant::now() + Duration::from_secs(120);
     for rounds in common::join_before(writers, watchdog, "writers") {
         assert!(rounds >= 1);
@@ -223,10 +287,11 @@ fn scans_and_lookups_while_leaves_leave(reuse: bool) {
         assert!(scans >= 2);
     }
     tree.check_invariants().unwrap();
-    assert_eq!(
-        keys_in_order(&tree, false),
-        (0..BLOCK * BLOCKS).collect::<Vec<_>>()
-    );
+    let ids: Vec<u64> = common::keys_in_order(&tree, false)
+        .iter()
+        .map(|k| id_of(k))
+        .collect();
+    assert_eq!(ids, (0..block * blocks).collect::<Vec<_>>());
     // Page 0 is the meta page; every other page the tree does not reach left it, and is an
     // unlinked leaf (what an open would hand out again).
     let reached = tree.verify().pages.len() as u64;
@@ -241,6 +306,18 @@ fn scans_and_lookups_while_leaves_leave(reuse: bool) {
             "the pages the tree does not reach are the retired ones not yet reused"
         );
     } else {
+        // Without reuse nothing is relinked: these left the tree (a leftmost child stays
+        // one until it leaves).
+        if let Keys::Wide = keys {
+            assert!(
+                inner_before.iter().any(|p| unlinked.contains(p)),
+                "no inner node left the tree"
+            );
+            assert!(
+                leftmost_before.iter().any(|p| unlinked.contains(p)),
+                "no leftmost child left the tree"
+            );
+        }
         assert_eq!(stats, storage::buffer::ReuseStats::default());
         assert!(
             reached + 1 < pool.page_count(),

@@ -36,15 +36,17 @@
 //!   same proof: ascending lookups (Stock-Level's sorted items) skip the descent where one
 //!   leaf holds several of their keys.
 //!
-//! Latch order, which makes the protocol deadlock-free: parent before child; among leaves,
-//! left before right. Nobody waits for a parent or for a left sibling while holding a node.
+//! Latch order, which makes the protocol deadlock-free: parent before child, inner nodes
+//! before leaves; among leaves, left before right. Nobody waits for a parent while holding a
+//! node, nor for an inner node or a left neighbour while holding a leaf.
 //!
 //! The root page never changes: a root split moves the root's entries into two new children
 //! and turns the root into an inner node one level higher.
 //!
 //! Deletes do not merge or rebalance. A delete that empties a leaf takes it out of the tree
-//! (`BTree::unlink_empty_leaf`) unless it is its parent's leftmost child, which stays,
-//! empty, for later inserts into its key range; an unlinked leaf's page is marked and retired
+//! (`BTree::unlink_empty_leaf`), and with it an inner node left with no other child (up to
+//! the nearest ancestor that has one); only a root with a single path down to the leaf
+//! keeps it. An unlinked leaf's page (and an inner node's, rewritten as one) is marked and retired
 //! to the pool, which hands it out again only once no reader that may hold its id (a
 //! backward scan, a leaf hint) is left, where the pool's owner turned reuse on
 //! ([`BufferPool::enable_page_reuse`]); otherwise it is never reused. The mark is logged with
@@ -154,6 +156,18 @@ pub const LEAF_HINT_KEY_MAX: usize = 48;
 /// Optimistic descents a lookup or insert tries before it latches its way down: a writer
 /// holding an inner node (a split) fails them until it is done.
 const OPTIMISTIC_TRIES: usize = 3;
+
+/// How often [`BTree::try_take_out_leftmost_leaf`] looks again for a left neighbour that
+/// split or left the tree while it was not latched.
+const TAKE_OUT_TRIES: usize = 4;
+
+/// What [`BTree::try_unlink_empty_leaf`] did.
+enum Unlink {
+    /// Unlinked the leaf, or found nothing to do.
+    Done,
+    /// The leaf is its parent's leftmost child: [`BTree::try_take_out_leftmost_leaf`].
+    Leftmost,
+}
 
 /// How an optimistic descent ended ([`BTree::descend_optimistic`]).
 enum Descent<G> {
@@ -1401,19 +1415,23 @@ impl<K: KeyOrder> BTree<K> {
     /// allocated again once every reader that entered before has left; otherwise kept for
     /// good, and `glass check` counts it among the pages no structure reaches.
     ///
-    /// A parent's leftmost child stays even when empty (its left sibling has another parent,
-    /// which cannot be latched in this order), so a drained stretch of keys leaves one empty
-    /// leaf per last-level inner node instead of one per leaf. Where a fetch stage refuses
+    /// A parent's leftmost child leaves by [`BTree::try_take_out_leftmost_leaf`], which
+    /// latches from the root (its left neighbour has another parent, and its parent may have
+    /// to go too). Where a fetch stage refuses
     /// physical reads ([`crate::buffer::stage`]) and a page it needs is not in the pool, the
     /// leaf stays in the tree, empty, which readers walk past as they walk past the others.
     fn unlink_empty_leaf(&self, probe: &[u8]) -> StorageResult<()> {
-        match self.try_unlink_empty_leaf(probe) {
+        let done = match self.try_unlink_empty_leaf(probe) {
+            Ok(Unlink::Leftmost) => self.try_take_out_leftmost_leaf(probe),
+            other => other.map(|_| ()),
+        };
+        match done {
             Err(StorageError::WouldRead { .. }) => Ok(()),
             done => done,
         }
     }
 
-    fn try_unlink_empty_leaf(&self, probe: &[u8]) -> StorageResult<()> {
+    fn try_unlink_empty_leaf(&self, probe: &[u8]) -> StorageResult<Unlink> {
         let target = Target::Key {
             probe,
             strict: false,
@@ -1427,14 +1445,14 @@ impl<K: KeyOrder> BTree<K> {
                 check_child_level(&node, parent_level)?;
                 let level = node.level();
                 if level == 0 {
-                    return Ok(()); // a leaf root has no parent to leave
+                    return Ok(Unlink::Done); // a leaf root has no parent to leave
                 }
                 if level == 1 {
                     // Only the root is met at level 1 here: below it the step ends above.
                     drop(guard);
                     let root = self.fix_exclusive(self.root)?;
                     if Node::new(&root)?.level() != 1 {
-                        return Ok(()); // the root split meanwhile: leave the leaf be
+                        return Ok(Unlink::Done); // the root split meanwhile: leave the leaf be
                     }
                     break root;
                 }
@@ -1458,7 +1476,7 @@ impl<K: KeyOrder> BTree<K> {
             let node = Node::new(&parent)?;
             let at = self.child_index(&node, target, None)?;
             if at == 0 {
-                return Ok(());
+                return Ok(Unlink::Leftmost);
             }
             (at, node.child(at - 1)?, node.child(at)?)
         };
@@ -1472,7 +1490,7 @@ impl<K: KeyOrder> BTree<K> {
             check_child_level(&left_node, Some(1))?;
             check_child_level(&leaf_node, Some(1))?;
             if !leaf_node.is_empty() {
-                return Ok(()); // refilled before the latches were taken
+                return Ok(Unlink::Done); // refilled before the latches were taken
             }
             if leaf_node.prev() != Some(left_id) || left_node.next() != Some(leaf_id) {
                 return Err(StorageError::Corruption {
@@ -1517,6 +1535,160 @@ impl<K: KeyOrder> BTree<K> {
         // Handed out again once no reader that may hold its id is left (only where the
         // pool's owner turned reuse on).
         self.pool.retire_page(leaf_id);
+        Ok(Unlink::Done)
+    }
+
+    /// [`BTree::unlink_empty_leaf`] for a leaf that is its parent's leftmost child. The
+    /// nearest ancestor with more than one child loses the child on the leaf's path, and with
+    /// it every node of the path below it, each of which has that one child only (the leaf's
+    /// parent where it has other children; otherwise a drained last-level inner node, and
+    /// above it any inner node left with nothing but that one). The ancestor's next child
+    /// takes over the range where the one removed was its leftmost, the previous child's
+    /// rightmost leaf where it was not, and the leaf chain skips the leaf. One redo record
+    /// covers every page changed; it is never undone, as the unlink's is not.
+    ///
+    /// The inner nodes removed are rewritten as empty leaves marked unlinked, so that a reader
+    /// still holding one's id from before (an optimistic descent) finds no child to go to and
+    /// a restart finds the page free ([`unlinked_leaves`]); they are retired with the leaf.
+    ///
+    /// Latches, top-down then left to right along the leaves, as everywhere in the tree:
+    /// exclusive coupling from the root, letting each ancestor go once a node below it has
+    /// another child; then the leaf's left neighbour, the leaf and its right neighbour. The
+    /// left neighbour may lie under another parent, which is not needed (only its next link
+    /// changes) and not latched: no thread holding a leaf waits for an inner node, so waiting
+    /// for it here cannot close a cycle. It is found by the leaf's prev link, read before it
+    /// is latched and checked once both are held; a neighbour that split or left the tree in
+    /// between makes it look again, a few times, then leave the leaf, empty, in the tree.
+    /// So does a root left with this one path (nothing to hand the range to).
+    fn try_take_out_leftmost_leaf(&self, probe: &[u8]) -> StorageResult<()> {
+        let target = Target::Key {
+            probe,
+            strict: false,
+        };
+        // The ancestor with another child, then the one-child nodes down to the leaf's parent,
+        // each with the index of the child the path takes.
+        let mut path: Vec<(PageWriteGuard<'_>, usize)> = Vec::new();
+        let mut guard = self.fix_exclusive(self.root)?;
+        let mut parent_level = None;
+        let leaf_id = loop {
+            let node = Node::new(&guard)?;
+            check_child_level(&node, parent_level)?;
+            let level = node.level();
+            if level == 0 {
+                return Ok(()); // a leaf root has no parent to leave
+            }
+            crate::shared::bump(crate::shared::Place::BtreeInner);
+            let at = self.child_index(&node, target, None)?;
+            let child = node.child(at)?;
+            if !node.is_empty() {
+                path.clear(); // a child besides the path: the ancestors above can go
+            }
+            parent_level = Some(level);
+            path.push((guard, at));
+            // A link back to a page held here would wait for its own latch.
+            if path.iter().any(|(g, _)| g.page_id() == child) {
+                return Err(self_link(child));
+            }
+            if level == 1 {
+                break child;
+            }
+            guard = self.fix_exclusive(child)?;
+        };
+        let (top, at) = &path[0];
+        if Node::new(top)?.is_empty() {
+            return Ok(()); // the root's only path: nowhere to hand the range to
+        }
+        let at = *at;
+        let held = |id: PageId| id == leaf_id || path.iter().any(|(g, _)| g.page_id() == id);
+        for _ in 0..TAKE_OUT_TRIES {
+            let prev = {
+                let leaf = self.fix_shared(leaf_id)?;
+                let node = Node::new(&leaf)?;
+                check_child_level(&node, Some(1))?;
+                if !node.is_empty() {
+                    return Ok(()); // refilled meanwhile
+                }
+                node.prev()
+            };
+            let mut left = match prev {
+                Some(id) if held(id) => return Err(self_link(id)),
+                Some(id) => Some(self.fix_exclusive(id)?),
+                None => None,
+            };
+            let mut leaf = self.fix_exclusive(leaf_id)?;
+            let next = {
+                let node = Node::new(&leaf)?;
+                if !node.is_empty() {
+                    return Ok(());
+                }
+                if node.prev() != prev {
+                    continue; // the left neighbour split or left meanwhile: look again
+                }
+                if let Some(left) = &left {
+                    let left_node = Node::new(left)?;
+                    check_child_level(&left_node, Some(1))?;
+                    if left_node.next() != Some(leaf_id) {
+                        return Err(StorageError::Corruption {
+                            page: left.page_id(),
+                            reason: "b+-tree leaf's next link does not name its right neighbour"
+                                .into(),
+                        });
+                    }
+                }
+                node.next()
+            };
+            let mut right = match next {
+                Some(id) if held(id) || Some(id) == prev => return Err(self_link(id)),
+                Some(id) => {
+                    let right = self.fix_exclusive(id)?;
+                    let node = Node::new(&right)?;
+                    check_child_level(&node, Some(1))?;
+                    if node.prev() != Some(leaf_id) {
+                        return Err(StorageError::Corruption {
+                            page: id,
+                            reason: "b+-tree leaf's prev link does not name its left sibling"
+                                .into(),
+                        });
+                    }
+                    Some(right)
+                }
+                None => None,
+            };
+            // Every page is held and checked: from here it cannot stop half-way.
+            let mut chain = path.split_off(1);
+            let (top, _) = &mut path[0];
+            if at == 0 {
+                let heir = Node::new(top)?.child(1)?;
+                node::set_leftmost(top, heir);
+                node::remove_at(top, 0)?;
+            } else {
+                node::remove_at(top, at - 1)?;
+            }
+            if let Some(left) = left.as_mut() {
+                node::set_next(left, next);
+            }
+            if let Some(right) = right.as_mut() {
+                node::set_prev(right, prev);
+            }
+            node::mark_unlinked(&mut leaf);
+            for (inner, _) in chain.iter_mut() {
+                node::rebuild(inner, 0, None, None, None, &[] as &[(&[u8], u64)]);
+                node::mark_unlinked(inner);
+            }
+            let taken: Vec<PageId> = chain.iter().map(|(g, _)| g.page_id()).collect();
+            let mut guards: Vec<&mut PageWriteGuard<'_>> = vec![top];
+            guards.extend(chain.iter_mut().map(|(g, _)| g));
+            guards.extend(left.as_mut());
+            guards.push(&mut leaf);
+            guards.extend(right.as_mut());
+            self.pool.log_together(&mut guards);
+            drop(guards);
+            drop((path, chain, left, leaf, right));
+            for page in taken.into_iter().chain([leaf_id]) {
+                self.pool.retire_page(page);
+            }
+            return Ok(());
+        }
         Ok(())
     }
 
@@ -1998,8 +2170,9 @@ pub struct TreeCheck {
     pub pages: Vec<PageId>,
     /// Entries in the leaves the descent reached.
     pub entries: usize,
-    /// Leaves in the chain that hold no entry (a parent's leftmost child emptied by deletes
-    /// stays in the tree: see `BTree::unlink_empty_leaf`).
+    /// Leaves in the chain that hold no entry (an emptied leaf that could not leave the
+    /// tree: the root's only path, or a neighbour that kept changing; see
+    /// `BTree::unlink_empty_leaf`).
     pub empty_leaves: usize,
     /// Every fault, in the order the walk met them.
     pub faults: Vec<Fault>,
@@ -2220,6 +2393,121 @@ mod tests {
         tree.check_invariants().unwrap();
     }
 
+    /// Keys deleted in order from the left of a four-level tree, then from the right: every
+    /// emptied leaf leaves, the leftmost children too, and so does each inner node left with
+    /// no other child, up to the nearest ancestor that has one. No empty leaf stays reachable;
+    /// each page no longer reached is an unlinked leaf, inner nodes rewritten as such among
+    /// them; every key left is found by lookups and both scans; the keys go back in.
+    #[test]
+    fn drained_ranges_take_their_leaves_and_inner_nodes_out_of_the_tree() {
+        let (pool, tree, mut n) = tree_of_height(4, 2048);
+        // A root with several children, so that whole level-2 subtrees drain.
+        while Node::new(&tree.fix_shared(tree.root()).unwrap())
+            .unwrap()
+            .len()
+            < 3
+        {
+            tree.insert(&key(n), n as u64).unwrap();
+            n += 1;
+        }
+        let inner_pages = |tree: &BTree<BytewiseKeyOrder>| -> Vec<PageId> {
+            tree.verify()
+                .pages
+                .into_iter()
+                .filter(|&p| !Node::new(&tree.fix_shared(p).unwrap()).unwrap().is_leaf())
+                .collect()
+        };
+        let inner_before = inner_pages(&tree);
+        let level_of = |p: PageId| Node::new(&tree.fix_shared(p).unwrap()).unwrap().level();
+        let upper_before: Vec<PageId> = inner_before
+            .iter()
+            .copied()
+            .filter(|&p| level_of(p) == 2)
+            .collect();
+        let (lo, hi) = (n / 2, n * 5 / 6);
+        let deleted: Vec<u32> = (0..lo).chain((hi..n).rev()).collect();
+        for &i in &deleted {
+            assert!(tree.delete(&key(i), i as u64).unwrap());
+        }
+        let check = tree.verify();
+        assert!(check.faults.is_empty(), "{:?}", check.faults);
+        assert_eq!(check.empty_leaves, 0, "empty leaves still reachable");
+        assert_eq!(check.entries, (hi - lo) as usize);
+        let reached: std::collections::HashSet<PageId> = check.pages.iter().copied().collect();
+        let unreached: Vec<PageId> = (1..pool.page_count())
+            .map(PageId)
+            .filter(|p| !reached.contains(p))
+            .collect();
+        assert_eq!(unlinked_leaves(&pool, unreached.iter().copied()), unreached);
+        let inner_gone: Vec<PageId> = inner_before
+            .iter()
+            .copied()
+            .filter(|p| !reached.contains(p))
+            .collect();
+        assert!(
+            inner_gone.len() * 3 >= inner_before.len(),
+            "{} of {} inner nodes left the tree",
+            inner_gone.len(),
+            inner_before.len()
+        );
+        // Whole level-2 subtrees went too: chains of two inner nodes above a leaf.
+        assert!(
+            upper_before.iter().any(|p| inner_gone.contains(p)),
+            "no level-2 node of {upper_before:?} left the tree"
+        );
+        let left: Vec<Vec<u8>> = (lo..hi).map(key).collect();
+        let scanned = |reverse| {
+            let mut keys = Vec::new();
+            tree.scan(
+                Bound::Unbounded,
+                Bound::Unbounded,
+                reverse,
+                usize::MAX,
+                |k, _| {
+                    keys.push(k.to_vec());
+                    true
+                },
+            )
+            .unwrap();
+            keys
+        };
+        assert_eq!(scanned(false), left);
+        assert_eq!(
+            scanned(true),
+            left.iter().rev().cloned().collect::<Vec<_>>()
+        );
+        for i in (lo..hi).step_by(7) {
+            assert_eq!(tree.get(&key(i)).unwrap(), Some(i as u64));
+        }
+        for i in [0, lo - 1, hi, n - 1] {
+            assert_eq!(tree.get(&key(i)).unwrap(), None);
+        }
+        for &i in deleted.iter().rev() {
+            tree.insert(&key(i), i as u64).unwrap();
+        }
+        tree.check_invariants().unwrap();
+        assert_eq!(tree.count().unwrap(), n as usize);
+    }
+
+    /// Every key deleted: the root keeps one path down to one empty leaf, the only empty leaf
+    /// left, and the tree takes its keys again.
+    #[test]
+    fn a_tree_emptied_keeps_one_path_from_its_root() {
+        let (_pool, tree, n) = tree_of_height(3, 512);
+        for i in 0..n {
+            assert!(tree.delete(&key(i), i as u64).unwrap());
+        }
+        let check = tree.verify();
+        assert!(check.faults.is_empty(), "{:?}", check.faults);
+        assert_eq!((check.entries, check.empty_leaves), (0, 1));
+        assert_eq!(check.pages.len(), 3, "the root, one inner node, one leaf");
+        for i in (0..n).rev() {
+            tree.insert(&key(i), i as u64).unwrap();
+        }
+        tree.check_invariants().unwrap();
+        assert_eq!(tree.count().unwrap(), n as usize);
+    }
+
     /// A backward scan whose step back lands on a leaf that left the tree meanwhile (emptied by
     /// deletes, its unlink waiting for the leaf the scan holds) descends again below the last
     /// key it passed: it sees every entry nobody deleted, each once, in order.
@@ -2234,8 +2522,8 @@ mod tests {
             n += 1;
         }
         let (pages, before): (Vec<PageId>, Vec<_>) = leaves(&tree).into_iter().unzip();
-        // Every other leaf that is not its parent's leftmost child (which stays) is emptied,
-        // as the scan reaches the first key of the leaf to its right.
+        // Every other leaf is emptied, as the scan reaches the first key of the leaf to its
+        // right; among them the second parent's leftmost child, which leaves from the root.
         let leftmost: Vec<PageId> = tree
             .verify()
             .pages
@@ -2246,11 +2534,13 @@ mod tests {
                 (node.level() == 1).then(|| node.child(0).unwrap())
             })
             .collect();
-        let emptied: Vec<usize> = (1..before.len() - 1)
+        let second_parents_first = (1..pages.len())
+            .find(|&i| leftmost.contains(&pages[i]))
+            .expect("two last-level inner nodes");
+        let emptied: Vec<usize> = (2 - second_parents_first % 2..before.len() - 1)
             .step_by(2)
-            .filter(|&i| !leftmost.contains(&pages[i]))
             .collect();
-        assert!(emptied.len() >= 3, "{emptied:?}");
+        assert!(emptied.contains(&second_parents_first) && emptied.len() >= 3);
         let (ask, asked) = std::sync::mpsc::channel::<Vec<(Vec<u8>, u64)>>();
         let deleter = {
             let tree = tree.clone();
