@@ -477,8 +477,9 @@ pub struct PoolSummary {
     /// them), and those the page cleaners made (`--page-cleaners`).
     pub evict_writes: u64,
     pub cleaner_writes: u64,
-    /// Pages of B+-tree leaves emptied and unlinked since the database opened, those an
-    /// earlier run left unlinked (found when it opened), and of both the ones allocated again
+    /// Pages of B+-tree nodes taken out of their trees since the database opened (emptied
+    /// leaves, and inner nodes drained with them), those an earlier run left unlinked (found
+    /// when it opened), and of both the ones allocated again
     /// (`storage::BufferPool::reuse_stats`; 0 with reuse off).
     pub leaves_retired: u64,
     pub leaves_adopted: u64,
@@ -519,13 +520,15 @@ impl PoolSummary {
                     .to_string(),
             };
             let which = match self.leaves_adopted {
-                0 => "emptied and unlinked since the database opened".to_string(),
+                0 => "unlinked since the database opened (emptied leaves, and inner nodes \
+                      drained with them)"
+                    .to_string(),
                 n => format!(
                     "unlinked ({n} of them by earlier runs, found when the database opened)"
                 ),
             };
             format!(
-                "pages: {} of the {leaves} B+-tree leaves {which} were allocated again{rest}",
+                "pages: {} of the {leaves} B+-tree pages {which} were allocated again{rest}",
                 self.pages_reused
             )
         })
@@ -1241,7 +1244,7 @@ mod tests {
         };
         let line = reused.render_reuse().unwrap();
         assert!(
-            line.starts_with("pages: 28 of the 30 B+-tree leaves emptied and unlinked since"),
+            line.starts_with("pages: 28 of the 30 B+-tree pages unlinked since"),
             "{line}"
         );
         assert!(line.contains("the rest wait"), "{line}");
@@ -1260,7 +1263,7 @@ mod tests {
         let line = adopted.render_reuse().unwrap();
         assert!(
             line.starts_with(
-                "pages: 33 of the 35 B+-tree leaves unlinked (5 of them by earlier runs, found \
+                "pages: 33 of the 35 B+-tree pages unlinked (5 of them by earlier runs, found \
                  when the database opened)"
             ),
             "{line}"
