@@ -486,6 +486,9 @@ impl Guest {
             _ => None,
         };
         let mut booting_stream: Option<UnixStream> = None;
+        // A shared-memory region's file, removed once the guest has mapped it, or when the
+        // start fails on the way: a guest that never started leaves nothing in /dev/shm.
+        let mut region_file: Option<RemoveOnDrop> = None;
         let (child, pipe) = match config.channel {
             channel if shared.isolation == Isolation::Vm => {
                 let vm = booting
@@ -518,6 +521,7 @@ impl Guest {
                     let path = shm_dir().join(&name);
                     let region = Region::create_padded(&path, 1, SHM_BUFFER, true)
                         .map_err(|e| e.to_string())?;
+                    region_file = Some(RemoveOnDrop(path.clone()));
                     let spin = spin_for(&thread_cpus(), config.core);
                     args.extend(["--spin-us".to_string(), spin.as_micros().to_string()]);
                     let mut command = vm.command(
@@ -598,6 +602,7 @@ impl Guest {
             Channel::ShmUds | Channel::ShmPoll => {
                 let path = shm_dir().join(&name);
                 let region = Region::create(&path, 1, SHM_BUFFER).map_err(|e| e.to_string())?;
+                region_file = Some(RemoveOnDrop(path.clone()));
                 // The guest inherits the affinity of the thread that starts it (a worker, or
                 // the server's main thread when prestarted: the server is pinned as a whole).
                 let spin = spin_for(&thread_cpus(), config.core);
@@ -647,9 +652,7 @@ impl Guest {
             indexes: shared.indexes.clone(),
         };
         let ready = guest.send(&setup).and_then(|()| guest.recv());
-        if let Pipe::Shm { region, .. } = &guest.pipe {
-            let _ = std::fs::remove_file(region.path());
-        }
+        drop(region_file);
         guest.timeout = config.timeout;
         if let Some(vm) = booting {
             match &ready {
@@ -1045,6 +1048,16 @@ pub(crate) fn failed_reply(e: &TxError) -> HostMsg {
     HostMsg::OpFailed {
         class: ErrorClass::of(e),
         message: ErrorClass::message_of(e),
+    }
+}
+
+/// A file removed when this goes (a shared-memory region's name, once its guest has mapped
+/// it or failed to start).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

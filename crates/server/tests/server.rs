@@ -916,3 +916,42 @@ fn each_call_returns_its_own_values_on_a_connection_that_made_others() {
         server.stop();
     }
 }
+
+/// A guest over shared memory that cannot start (no such program) fails the server's start
+/// with an error naming the program, and leaves no region file behind in /dev/shm (nor in the
+/// temporary directory, where /dev/shm is missing).
+#[test]
+fn a_guest_that_cannot_start_leaves_no_shared_memory_file() {
+    let w = tpcb();
+    let guests = || -> Vec<String> {
+        let prefix = format!("glass-guest-{}-", std::process::id());
+        ["/dev/shm".into(), std::env::temp_dir()]
+            .iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flatten()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with(&prefix))
+            .collect()
+    };
+    let db = Database::open(DbConfig::default()).unwrap();
+    w.create_schema(&db).unwrap();
+    for channel in [server::Channel::ShmPoll, server::Channel::ShmUds] {
+        let config = ServerConfig {
+            workers: 2,
+            listen: vec![Endpoint::Tcp("127.0.0.1:0".parse().unwrap())],
+            isolation: server::Isolation::Process,
+            guest: Some(server::GuestConfig {
+                program: "/nonexistent-glass-guest".into(),
+                channel,
+                ..server::GuestConfig::default()
+            }),
+            ..ServerConfig::default()
+        };
+        let err = match Server::start(Arc::clone(&db), w.as_ref(), config) {
+            Ok(_) => panic!("a server started without its guests"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("/nonexistent-glass-guest"), "{err}");
+        assert_eq!(guests(), Vec::<String>::new(), "over {channel}");
+    }
+}
