@@ -148,6 +148,13 @@ enum Op {
     Insert(Vec<u8>, u64),
     Delete(Vec<u8>, u64),
     Get(Vec<u8>),
+    /// Every entry within the bounds deleted, one by one, ascending or descending: a drained
+    /// range, which empties runs of leaves (parents' leftmost children, whole inner nodes).
+    DeleteRange {
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        descending: bool,
+    },
     Scan {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
@@ -177,6 +184,17 @@ fn apply(index: &dyn OrderedIndex, model: &mut Model, op: &Op) {
         }
         Op::Delete(k, v) => assert_eq!(index.delete(k, *v).unwrap(), model.delete(k, *v)),
         Op::Get(k) => assert_eq!(index.get(k).unwrap(), model.get(k), "get {k:?}"),
+        Op::DeleteRange { lo, hi, descending } => {
+            let mut doomed = model.scan(lo, hi, false, usize::MAX, usize::MAX);
+            if *descending {
+                doomed.reverse();
+            }
+            for (k, v) in doomed {
+                assert!(model.delete(&k, v));
+                assert!(index.delete(&k, v).unwrap(), "delete of {k:?} in a range");
+            }
+            index.check();
+        }
         Op::Scan {
             lo,
             hi,
@@ -270,6 +288,8 @@ fn op_strategy(key: impl Strategy<Value = Vec<u8>> + Clone) -> impl Strategy<Val
         6 => (key.clone(), value.clone()).prop_map(|(k, v)| Op::Insert(k, v)),
         2 => (key.clone(), value).prop_map(|(k, v)| Op::Delete(k, v)),
         1 => key.clone().prop_map(Op::Get),
+        1 => (bound_strategy(key.clone()), bound_strategy(key.clone()), any::<bool>())
+            .prop_map(|(lo, hi, descending)| Op::DeleteRange { lo, hi, descending }),
         1 => (bound_strategy(key.clone()), bound_strategy(key), any::<bool>(),
               prop_oneof![Just(usize::MAX), 0usize..20], prop_oneof![Just(usize::MAX), 1usize..10])
             .prop_map(|(lo, hi, reverse, limit, stop_after)| Op::Scan { lo, hi, reverse, limit, stop_after }),
@@ -288,6 +308,22 @@ proptest! {
         let pool = pool_latched(PageSize::Kib8, 64, latching);
         let tree = BTree::create(pool, schema_order(), unique).unwrap();
         run(&tree, unique, &ops);
+    }
+
+    /// A tree of three levels first (some 1,400 long keys), then random operations: ranges
+    /// drained out of it take whole inner nodes out of the tree.
+    #[test]
+    fn a_loaded_schema_tree_drained_in_ranges_matches_model(
+        unique in any::<bool>(),
+        ops in proptest::collection::vec(op_strategy(schema_key_strategy()), 1..60),
+    ) {
+        let tree = BTree::create(pool(PageSize::Kib8, 256), schema_order(), unique).unwrap();
+        let load: Vec<Op> = (-2i64..2)
+            .flat_map(|i| (b'a'..b'd').flat_map(move |l| (0..1200).step_by(10).map(move |f| (i, l, f))))
+            .map(|(i, l, f)| Op::Insert(schema_key(i, l, f), f as u64 % 4))
+            .chain(ops)
+            .collect();
+        run(&tree, unique, &load);
     }
 
     #[test]
