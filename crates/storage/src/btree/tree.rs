@@ -2482,7 +2482,12 @@ mod tests {
         for i in [0, lo - 1, hi, n - 1] {
             assert_eq!(tree.get(&key(i)).unwrap(), None);
         }
-        for &i in deleted.iter().rev() {
+        put_back(&tree, deleted.iter().rev().copied(), n);
+    }
+
+    /// Inserts `key(i)` for each of `ids` into a tree that then holds `n` keys, and checks it.
+    fn put_back(tree: &BTree<BytewiseKeyOrder>, ids: impl Iterator<Item = u32>, n: u32) {
+        for i in ids {
             tree.insert(&key(i), i as u64).unwrap();
         }
         tree.check_invariants().unwrap();
@@ -2501,11 +2506,7 @@ mod tests {
         assert!(check.faults.is_empty(), "{:?}", check.faults);
         assert_eq!((check.entries, check.empty_leaves), (0, 1));
         assert_eq!(check.pages.len(), 3, "the root, one inner node, one leaf");
-        for i in (0..n).rev() {
-            tree.insert(&key(i), i as u64).unwrap();
-        }
-        tree.check_invariants().unwrap();
-        assert_eq!(tree.count().unwrap(), n as usize);
+        put_back(&tree, (0..n).rev(), n);
     }
 
     /// A backward scan whose step back lands on a leaf that left the tree meanwhile (emptied by
