@@ -333,5 +333,8 @@ fn the_next_open_hands_out_again_the_leaves_the_last_run_left_unlinked() {
         drop(queue);
         db.close().unwrap();
     }
-    assert!(free_at_open >= 3, "only {free_at_open} opens found pages free");
+    assert!(
+        free_at_open >= 3,
+        "only {free_at_open} opens found pages free"
+    );
 }
