@@ -1504,18 +1504,7 @@ impl<K: KeyOrder> BTree<K> {
             Some(id) if id == parent_id || id == left_id || id == leaf_id => {
                 return Err(self_link(id))
             }
-            Some(id) => {
-                let right = self.fix_exclusive(id)?;
-                let node = Node::new(&right)?;
-                check_child_level(&node, Some(1))?;
-                if node.prev() != Some(leaf_id) {
-                    return Err(StorageError::Corruption {
-                        page: id,
-                        reason: "b+-tree leaf's prev link does not name its left sibling".into(),
-                    });
-                }
-                Some(right)
-            }
+            Some(id) => Some(self.fix_right_neighbour(id, leaf_id)?),
             None => None,
         };
         // Every page is held and checked: from here the unlink cannot stop half-way.
@@ -1536,6 +1525,25 @@ impl<K: KeyOrder> BTree<K> {
         // pool's owner turned reuse on).
         self.pool.retire_page(leaf_id);
         Ok(Unlink::Done)
+    }
+
+    /// The right neighbour `id` of a leaf leaving the tree, latched exclusively: a leaf whose
+    /// prev link names `leaf_id`, or the corruption it is.
+    fn fix_right_neighbour(
+        &self,
+        id: PageId,
+        leaf_id: PageId,
+    ) -> StorageResult<PageWriteGuard<'_>> {
+        let right = self.fix_exclusive(id)?;
+        let node = Node::new(&right)?;
+        check_child_level(&node, Some(1))?;
+        if node.prev() != Some(leaf_id) {
+            return Err(StorageError::Corruption {
+                page: id,
+                reason: "b+-tree leaf's prev link does not name its left sibling".into(),
+            });
+        }
+        Ok(right)
     }
 
     /// [`BTree::unlink_empty_leaf`] for a leaf that is its parent's leftmost child. The
@@ -1639,19 +1647,7 @@ impl<K: KeyOrder> BTree<K> {
             };
             let mut right = match next {
                 Some(id) if held(id) || Some(id) == prev => return Err(self_link(id)),
-                Some(id) => {
-                    let right = self.fix_exclusive(id)?;
-                    let node = Node::new(&right)?;
-                    check_child_level(&node, Some(1))?;
-                    if node.prev() != Some(leaf_id) {
-                        return Err(StorageError::Corruption {
-                            page: id,
-                            reason: "b+-tree leaf's prev link does not name its left sibling"
-                                .into(),
-                        });
-                    }
-                    Some(right)
-                }
+                Some(id) => Some(self.fix_right_neighbour(id, leaf_id)?),
                 None => None,
             };
             // Every page is held and checked: from here it cannot stop half-way.
