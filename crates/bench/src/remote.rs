@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use client::{Client, RemoteConnection, RemoteTx};
+use client::{Client, RemoteConnection};
 use engine::{TxError, TxResult, Value};
 use protocol::Endpoint;
 use server::trace::{Phase, Phases};
@@ -93,13 +93,13 @@ pub(crate) fn run_attempt(
                 .and_then(|values| terminal.returned(&values))
         }
         Mode::Interactive => {
-            let result = terminal.run(&mut RemoteTx::new(client, false));
+            let result = terminal.run(&mut client.remote_tx(false));
             client::finish(client, result)
         }
         // Each operation commits alone, so a procedure's later operation can meet what a
         // concurrent one left half done (two New-Orders read the same next order id): a
         // duplicate key ends the attempt as a rollback, not the run.
-        Mode::Autocommit => match terminal.run(&mut RemoteTx::new(client, true)) {
+        Mode::Autocommit => match terminal.run(&mut client.remote_tx(true)) {
             Err(TxError::DuplicateKey(what)) => Err(TxError::UserAbort(format!(
                 "autocommit: duplicate key in {what}"
             ))),

@@ -108,19 +108,16 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::ops::Bound;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 
-use engine::{
-    Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, UpdateFn, Value,
-};
+use engine::{Connection, IndexRef, TableRef, Tx, TxError, TxResult, Value};
 use parking_lot::Mutex;
+use protocol::boundary::{BoundaryTx, Crossing};
 use protocol::deferred::{self, Deferred};
 use protocol::{
-    Endpoint, FrameBuffer, Op, OpResult, Request, Response, ScanSource, DEFAULT_MAX_FRAME, MAGIC,
-    VERSION,
+    Endpoint, FrameBuffer, Op, OpResult, Request, Response, DEFAULT_MAX_FRAME, MAGIC, VERSION,
 };
 
 enum Stream {
@@ -551,7 +548,12 @@ impl Client {
     /// own). Writes a [`RemoteTx`] deferred travel first, in the same batch, and their
     /// results are checked here; the results returned are `ops`' alone. Deferred writes on a
     /// guessed key (see the crate's documentation) are sent, and checked, before a commit.
-    pub fn batch(&mut self, mut ops: Vec<Op>, commit: bool) -> TxResult<Vec<OpResult>> {
+    pub fn batch(&mut self, ops: Vec<Op>, commit: bool) -> TxResult<Vec<OpResult>> {
+        self.batch_ops(ops, commit).map(|(_, results)| results)
+    }
+
+    /// [`Client::batch`], giving `ops` back with their results.
+    fn batch_ops(&mut self, mut ops: Vec<Op>, commit: bool) -> TxResult<(Vec<Op>, Vec<OpResult>)> {
         if commit && self.deferred.has_guessed() {
             self.batch(Vec::new(), false)?;
         }
@@ -567,7 +569,7 @@ impl Client {
             ops,
         };
         let response = self.expect(&request);
-        let Request::Batch { ops, .. } = request else {
+        let Request::Batch { mut ops, .. } = request else {
             unreachable!()
         };
         let mut results = match response {
@@ -585,7 +587,8 @@ impl Client {
             return Err(self.lost(deferred, e));
         }
         results.drain(..deferred);
-        Ok(results)
+        ops.drain(..deferred);
+        Ok((ops, results))
     }
 
     /// A batch failed, with `deferred` pending writes in it: the transaction knows nothing
@@ -598,6 +601,16 @@ impl Client {
             let _ = self.end(Request::Abort);
         }
         e
+    }
+
+    /// A transaction run through [`engine::Tx`] on this connection: with `autocommit`, each
+    /// operation a transaction of its own; without it, one transaction for them all, ended
+    /// with [`finish`] (see [`RemoteTx`]).
+    pub fn remote_tx(&mut self, autocommit: bool) -> RemoteTx<'_> {
+        BoundaryTx::new(ClientCrossing {
+            client: self,
+            autocommit,
+        })
     }
 
     /// Begins an interactive transaction explicitly (a first batch also does).
@@ -683,371 +696,39 @@ fn unexpected(request: &str, response: &Response) -> TxError {
 /// and its error (a [`TxError::DuplicateKey`], say) is returned by the next call that makes a
 /// round trip — the next read, or the commit — which fails the transaction as the insert
 /// would have, one call later.
-pub struct RemoteTx<'c> {
+///
+/// It is [`protocol::boundary`]'s transaction over a [`ClientCrossing`]: made by
+/// [`Client::remote_tx`].
+pub type RemoteTx<'c> = BoundaryTx<ClientCrossing<'c>>;
+
+/// How a [`RemoteTx`]'s operations cross to the server: each crossing one `Batch`, which
+/// carries the writes the client deferred in front ([`Client::batch`]).
+pub struct ClientCrossing<'c> {
     client: &'c mut Client,
     autocommit: bool,
 }
 
-impl<'c> RemoteTx<'c> {
-    pub fn new(client: &'c mut Client, autocommit: bool) -> Self {
-        RemoteTx { client, autocommit }
+impl Crossing for ClientCrossing<'_> {
+    const PEER: &'static str = "the server";
+
+    fn deferred(&mut self) -> &mut Deferred {
+        &mut self.client.deferred
     }
 
-    /// One round trip: the pending writes, the hinted reads, then `op`; returns `op`'s result.
-    fn one(&mut self, op: Op) -> TxResult<OpResult> {
-        self.round_trip(Some(op))?
-            .ok_or_else(|| TxError::Connection("the server returned no result".to_string()))
+    fn defers(&self) -> bool {
+        !self.autocommit
     }
 
-    /// One round trip: the pending writes, the hinted reads (their answers kept), then `op`
-    /// if any; returns `op`'s result.
-    fn round_trip(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
-        let reads = self.client.deferred.ahead.take();
-        let scans = self.client.deferred.ahead.take_scans();
-        let mut ops: Vec<Op> = reads.iter().map(|r| r.op()).collect();
-        ops.extend(scans.iter().map(|s| s.op()));
-        let has_op = op.is_some();
-        ops.extend(op);
-        let mut results = self.client.batch(ops, self.autocommit)?;
-        let result = if has_op { results.pop() } else { None };
-        let scan_results = results.split_off(reads.len().min(results.len()));
-        let deferred = &mut self.client.deferred;
-        for (scan, result) in scans.into_iter().zip(scan_results) {
-            let OpResult::Rows(rows) = result else {
-                return Err(wrong("a hinted Scan", &result));
-            };
-            deferred.ahead.scanned(scan, rows);
-        }
-        for (read, result) in reads.into_iter().zip(results) {
-            let OpResult::Row(row) = result else {
-                return Err(wrong("a hinted Get", &result));
-            };
-            if read.for_update {
-                deferred.read_for_update(read.table, &read.key, row.as_ref());
-            }
-            deferred.ahead.answered(read, row);
-        }
-        Ok(result)
+    fn reads_ahead(&self) -> bool {
+        !self.autocommit && self.client.read_ahead
     }
 
-    /// Keeps the reads of `rows` that a hint named (whole rows, `for_update` or not) to send
-    /// in front of the next round trip; in an interactive transaction that reads ahead only.
-    fn read_ahead(&mut self, rows: &[(&TableRef, &[i64])], for_update: bool) {
-        if !self.autocommit && self.client.read_ahead {
-            self.client.deferred.ahead.hint(rows, for_update);
-        }
+    fn cross(&mut self, ops: Vec<Op>) -> TxResult<(Vec<Op>, Vec<OpResult>)> {
+        self.client.batch_ops(ops, self.autocommit)
     }
 
-    /// A read that a hinted read answers: from its answer, or by sending the hinted reads now,
-    /// alone (this read is among them). `None`: no hinted read answers it.
-    fn hinted(
-        &mut self,
-        table: u32,
-        key: &[Value],
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Option<Option<Row>>> {
-        let ahead = &self.client.deferred.ahead;
-        if let Some(row) = ahead.answer(table, key, fetch, for_update) {
-            return Ok(Some(row));
-        }
-        if !ahead.will_answer(table, key, fetch, for_update) {
-            return Ok(None);
-        }
-        self.round_trip(None)?;
-        Ok(self
-            .client
-            .deferred
-            .ahead
-            .answer(table, key, fetch, for_update))
-    }
-
-    /// A scan that a hinted scan answers (the table's rows under `prefix`, ascending): from
-    /// its answer, or by sending the hinted reads and scans now, alone (this scan is among
-    /// them). `None`: no hinted scan answers it.
-    fn hinted_scan(
-        &mut self,
-        table: u32,
-        prefix: &[Value],
-        limit: Option<u32>,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Option<Vec<Row>>> {
-        let ahead = &self.client.deferred.ahead;
-        if let Some(rows) = ahead.answer_scan(table, prefix, limit, fetch, for_update) {
-            return Ok(Some(rows));
-        }
-        if !ahead.will_answer_scan(table, prefix, limit, for_update) {
-            return Ok(None);
-        }
-        self.round_trip(None)?;
-        Ok(self
-            .client
-            .deferred
-            .ahead
-            .answer_scan(table, prefix, limit, fetch, for_update))
-    }
-
-    /// Defers `op`, an update or delete of row `key` of `table`, if this is an interactive
-    /// transaction that holds the row and knows it exists; gives `op` back otherwise, to be
-    /// sent now.
-    fn defer_write(&mut self, table: u32, key: &[Value], op: Op) -> Result<(), Op> {
-        if self.autocommit {
-            return Err(op);
-        }
-        self.client.deferred.write(table, key, op)
-    }
-}
-
-fn wrong(op: &str, result: &OpResult) -> TxError {
-    TxError::Connection(format!("the server answered {op} with {result:?}"))
-}
-
-impl Tx for RemoteTx<'_> {
-    fn get(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Option<Row>> {
-        if !self.autocommit {
-            if let Some(row) = self.hinted(table.id, key, fetch, for_update)? {
-                return Ok(row);
-            }
-        }
-        let op = Op::Get {
-            table: table.id,
-            key: key.to_vec(),
-            columns: Op::columns(fetch)?,
-            for_update,
-        };
-        let row = match self.one(op)? {
-            OpResult::Row(row) => row,
-            other => return Err(wrong("Get", &other)),
-        };
-        if for_update && !self.autocommit {
-            self.client
-                .deferred
-                .read_for_update(table.id, key, row.as_ref());
-        }
-        Ok(row)
-    }
-
-    /// A row a hinted read brought for update is handed to `f` as it came, not copied.
-    fn update_with(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        f: &mut UpdateFn<'_>,
-    ) -> TxResult<bool> {
-        let row = self.client.deferred.ahead.take_for_update(table.id, key);
-        protocol::read_ahead::update_with(self, row, table, key, f)
-    }
-
-    fn update(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        set: &[(usize, Value)],
-    ) -> TxResult<bool> {
+    fn wrote(&mut self) {
         self.client.wrote = true;
-        let set = set
-            .iter()
-            .map(|(c, v)| {
-                u16::try_from(*c)
-                    .map(|c| (c, v.clone()))
-                    .map_err(|_| TxError::Invalid(format!("no column {c}")))
-            })
-            .collect::<TxResult<Vec<_>>>()?;
-        let op = Op::Update {
-            table: table.id,
-            key: key.to_vec(),
-            set,
-        };
-        let Err(op) = self.defer_write(table.id, key, op) else {
-            return Ok(true);
-        };
-        let result = self.one(op)?;
-        // What a hinted read returned of the row is stale once the update is made (sent with
-        // the hinted reads, which run before it).
-        self.client.deferred.ahead.stale(table.id, Some(key));
-        match result {
-            OpResult::Found(found) => {
-                if found && !self.autocommit {
-                    self.client.deferred.updated(table.id, key);
-                }
-                Ok(found)
-            }
-            other => Err(wrong("Update", &other)),
-        }
-    }
-
-    fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
-        self.client.wrote = true;
-        if !self.autocommit {
-            self.client.deferred.insert(table.id, row);
-            return Ok(());
-        }
-        let op = Op::Insert {
-            table: table.id,
-            row: row.to_vec(),
-        };
-        match self.one(op)? {
-            OpResult::Inserted => Ok(()),
-            other => Err(wrong("Insert", &other)),
-        }
-    }
-
-    fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
-        self.client.wrote = true;
-        let op = Op::Delete {
-            table: table.id,
-            key: key.to_vec(),
-        };
-        let Err(op) = self.defer_write(table.id, key, op) else {
-            return Ok(true);
-        };
-        let result = self.one(op)?;
-        self.client.deferred.ahead.stale(table.id, Some(key));
-        match result {
-            OpResult::Found(found) => Ok(found),
-            other => Err(wrong("Delete", &other)),
-        }
-    }
-
-    fn scan(
-        &mut self,
-        table: &TableRef,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        self.scan_source(
-            ScanSource::Table(table.id),
-            range,
-            limit,
-            reverse,
-            fetch,
-            for_update,
-        )
-    }
-
-    fn scan_index(
-        &mut self,
-        index: &IndexRef,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        self.scan_source(
-            ScanSource::Index(index.id),
-            range,
-            limit,
-            reverse,
-            fetch,
-            for_update,
-        )
-    }
-
-    /// The rows are read, whole and shared, in front of the next round trip.
-    fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
-        self.read_ahead(rows, false);
-    }
-
-    /// The columns named of the rows are read, shared, in front of the next round trip.
-    fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
-        if !self.autocommit && self.client.read_ahead {
-            self.client.deferred.ahead.hint_columns(rows, columns);
-        }
-    }
-
-    /// The rows are read, whole and exclusively, in front of the next round trip.
-    fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
-        let _ = columns;
-        self.read_ahead(rows, true);
-    }
-
-    /// The scan is made, whole rows, in front of the next round trip.
-    fn prefetch_scan(
-        &mut self,
-        table: &TableRef,
-        prefix: &[i64],
-        limit: Option<usize>,
-        for_update: bool,
-    ) {
-        if !self.autocommit && self.client.read_ahead {
-            self.client
-                .deferred
-                .ahead
-                .hint_scan(table, prefix, limit, for_update);
-        }
-    }
-
-    /// Kept as a pending request (`Op::ReadCommitted`), sent in front of the next round trip's
-    /// reads; with autocommit every operation is a transaction of its own, so nothing is sent.
-    fn read_committed(&mut self) {
-        if !self.autocommit {
-            self.client.deferred.read_committed();
-        }
-    }
-}
-
-impl RemoteTx<'_> {
-    fn scan_source(
-        &mut self,
-        source: ScanSource,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        let prefix = match (&range.low, &range.high) {
-            (Bound::Included(low), Bound::Included(high)) if low == high => Some(*low),
-            (Bound::Unbounded, Bound::Unbounded) => Some(&[][..]),
-            _ => None,
-        };
-        let limit = Op::limit(limit);
-        let hinted = match (source, prefix, reverse) {
-            (ScanSource::Table(table), Some(prefix), false) => {
-                self.hinted_scan(table, prefix, limit, fetch, for_update)?
-            }
-            _ => None,
-        };
-        let rows = match hinted {
-            Some(rows) => rows,
-            None => self.scan_op(source, range, limit, reverse, fetch, for_update)?,
-        };
-        if let (ScanSource::Table(table), Some(prefix), true, false) =
-            (source, prefix, for_update, self.autocommit)
-        {
-            self.client
-                .deferred
-                .scanned_for_update(table, prefix, &rows);
-        }
-        Ok(rows)
-    }
-
-    /// One round trip for a scan.
-    fn scan_op(
-        &mut self,
-        source: ScanSource,
-        range: KeyRange<'_>,
-        limit: Option<u32>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        let op = Op::scan(source, range, limit, reverse, fetch, for_update)?;
-        match self.one(op)? {
-            OpResult::Rows(rows) => Ok(rows),
-            other => Err(wrong("Scan", &other)),
-        }
     }
 }
 
@@ -1096,7 +777,7 @@ impl Connection for RemoteConnection<'_> {
 
     fn transaction(&self, body: &mut dyn FnMut(&mut dyn Tx) -> TxResult<()>) -> TxResult<()> {
         let mut client = self.client.lock();
-        let result = body(&mut RemoteTx::new(&mut client, false));
+        let result = body(&mut client.remote_tx(false));
         finish(&mut client, result)
     }
 }

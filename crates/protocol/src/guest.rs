@@ -50,10 +50,9 @@
 
 use std::time::Instant;
 
-use engine::{
-    Connection, Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, UpdateFn, Value,
-};
+use engine::{Connection, IndexRef, TableRef, Tx, TxError, TxResult, Value};
 
+use crate::boundary::{BoundaryTx, Crossing};
 use crate::class::ErrorClass;
 use crate::codec::{put_bool, put_len, put_str, put_u16, put_u64, put_u8, put_values, Reader};
 use crate::deferred::{self, Deferred, Expect};
@@ -62,8 +61,7 @@ use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
     MIN_OP_RESULT,
 };
-use crate::read_ahead::{self, HintedRead};
-use crate::{Op, OpResult, ScanSource, HEADER_LEN};
+use crate::{Op, OpResult, HEADER_LEN};
 
 type Result<T> = std::result::Result<T, ProtocolError>;
 
@@ -437,24 +435,25 @@ pub fn run_invocation<E: Exchange + ?Sized>(
 ) -> Option<GuestMsg> {
     let start = timed.then(Instant::now);
     deferred.clear();
-    let mut tx = BoundaryTx {
+    let mut tx = BoundaryTx::new(GuestCrossing {
         exchange,
         timed: start.is_some(),
         waited_ns: 0,
         deferred,
         doomed: None,
-    };
+    });
     let mut values = Vec::new();
     let mut ran = call(&mut tx, usize::from(txn), args, &mut values);
-    if let Some((class, message)) = tx.doomed.take() {
+    let crossing = &mut tx.crossing;
+    if let Some((class, message)) = crossing.doomed.take() {
         ran = Err(error_of(class, message));
     }
     let busy_ns = start.map_or(0, |start| {
-        (start.elapsed().as_nanos() as u64).saturating_sub(tx.waited_ns)
+        (start.elapsed().as_nanos() as u64).saturating_sub(crossing.waited_ns)
     });
     // The writes still deferred end the call with it; a rollback sends none of them.
-    let writes = tx.deferred.take().0;
-    tx.deferred.clear();
+    let writes = crossing.deferred.take().0;
+    crossing.deferred.clear();
     match ran {
         Ok(()) => Some(GuestMsg::Returned {
             writes,
@@ -492,10 +491,9 @@ pub fn check_returned_write(op: &Op, result: &OpResult) -> TxResult<()> {
     )
 }
 
-/// A procedure's `Tx` in a guest: every operation one exchange with the host, the reads its
-/// hints name travelling together in front of the next (see [`crate::read_ahead`]), and the
-/// writes it deferred in front of them (see [`crate::deferred`]).
-struct BoundaryTx<'a, E: Exchange + ?Sized> {
+/// How a guest's operations cross to its host: each crossing one exchange, the call's
+/// deferred writes in front (see [`crate::boundary`]).
+struct GuestCrossing<'a, E: Exchange + ?Sized> {
     exchange: &'a mut E,
     /// Whether the guest measures its busy time (`HostMsg::Invoke`'s `timed`).
     timed: bool,
@@ -509,28 +507,31 @@ struct BoundaryTx<'a, E: Exchange + ?Sized> {
     doomed: Option<(ErrorClass, String)>,
 }
 
-impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
-    fn one(&mut self, op: Op) -> TxResult<OpResult> {
-        self.exchange_ops(Some(op))?
-            .ok_or_else(|| TxError::Connection("the host answered no operation".to_string()))
+impl<E: Exchange + ?Sized> Crossing for GuestCrossing<'_, E> {
+    const PEER: &'static str = "the host";
+
+    fn deferred(&mut self) -> &mut Deferred {
+        self.deferred
     }
 
-    /// One exchange: the hinted reads not sent yet (their answers kept), then `op` if any;
-    /// returns `op`'s result.
-    fn exchange_ops(&mut self, op: Option<Op>) -> TxResult<Option<OpResult>> {
-        let (mut ops, expect) = self.deferred.take();
-        let written = ops.len();
-        let reads = self.deferred.ahead.take();
-        let scans = self.deferred.ahead.take_scans();
-        let read_count = reads.len();
-        let has_op = op.is_some();
-        ops.reserve(read_count + scans.len() + usize::from(has_op));
-        // The reads' keys travel in the operations and come back out of them below.
-        ops.extend(reads.into_iter().map(HintedRead::into_op));
-        ops.extend(scans.iter().map(|s| s.op()));
-        ops.extend(op);
-        let count = ops.len();
-        let message = GuestMsg::Ops { ops };
+    fn defers(&self) -> bool {
+        true
+    }
+
+    fn reads_ahead(&self) -> bool {
+        true
+    }
+
+    fn cross(&mut self, ops: Vec<Op>) -> TxResult<(Vec<Op>, Vec<OpResult>)> {
+        let (mut all, expect) = self.deferred.take();
+        let written = all.len();
+        if written == 0 {
+            all = ops;
+        } else {
+            all.extend(ops);
+        }
+        let count = all.len();
+        let message = GuestMsg::Ops { ops: all };
         let start = self.timed.then(Instant::now);
         let reply = self
             .exchange
@@ -539,12 +540,12 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
         if let Some(start) = start {
             self.waited_ns += start.elapsed().as_nanos() as u64;
         }
-        let GuestMsg::Ops { mut ops } = message else {
+        let GuestMsg::Ops { ops: mut all } = message else {
             unreachable!("built as Ops above")
         };
         match reply {
             Some(HostMsg::Results { mut results }) if results.len() == count => {
-                if let Err(e) = deferred::check(&ops[..written], &expect, &results[..written]) {
+                if let Err(e) = deferred::check(&all[..written], &expect, &results[..written]) {
                     // The host ran them, and one was not answered as deferring it assumed:
                     // the call fails whatever the procedure does with the error (as when an
                     // operation fails in the engine), and not as a lost connection.
@@ -555,33 +556,9 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
                     self.doomed = Some((ErrorClass::of(&e), ErrorClass::message_of(&e)));
                     return Err(e);
                 }
-                let result = if has_op { results.pop() } else { None };
-                let scan_results = results.split_off(written + read_count);
-                for (scan, result) in scans.into_iter().zip(scan_results) {
-                    match result {
-                        OpResult::Rows(rows) => self.deferred.ahead.scanned(scan, rows),
-                        other => return Err(unexpected("a hinted scan", other)),
-                    }
-                }
-                let reads = ops.drain(written..written + read_count);
-                for (read, result) in reads.zip(results.drain(written..)) {
-                    match result {
-                        OpResult::Row(row) => {
-                            if let Op::Get {
-                                table,
-                                key,
-                                for_update: true,
-                                ..
-                            } = &read
-                            {
-                                self.deferred.read_for_update(*table, key, row.as_ref());
-                            }
-                            self.deferred.ahead.answered_op(read, row);
-                        }
-                        other => return Err(unexpected("a hinted get", other)),
-                    }
-                }
-                Ok(result)
+                all.drain(..written);
+                results.drain(..written);
+                Ok((all, results))
             }
             Some(HostMsg::OpFailed { class, message }) => Err(error_of(class, message)),
             Some(other) => Err(TxError::Connection(format!(
@@ -589,246 +566,6 @@ impl<E: Exchange + ?Sized> BoundaryTx<'_, E> {
             ))),
             None => Err(TxError::Connection("the host went away".to_string())),
         }
-    }
-
-    fn scan_from(
-        &mut self,
-        source: ScanSource,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        let limit = Op::limit(limit);
-        let prefix = read_ahead::scan_prefix(&range);
-        let rows = match (source, prefix, reverse) {
-            (ScanSource::Table(table), Some(prefix), false) => {
-                self.hinted_scan(table, prefix, limit, fetch, for_update)?
-            }
-            _ => None,
-        };
-        let rows = match rows {
-            Some(rows) => rows,
-            None => match self.one(Op::scan(source, range, limit, reverse, fetch, for_update)?)? {
-                OpResult::Rows(rows) => rows,
-                other => return Err(unexpected("a scan", other)),
-            },
-        };
-        if let (ScanSource::Table(table), Some(prefix), true) = (source, prefix, for_update) {
-            self.deferred.scanned_for_update(table, prefix, &rows);
-        }
-        Ok(rows)
-    }
-
-    /// A scan that a hinted scan answers (the table's rows under `prefix`, ascending): from
-    /// its answer, or by sending the hinted reads and scans now (this scan is among them).
-    /// `None`: no hinted scan answers it.
-    fn hinted_scan(
-        &mut self,
-        table: u32,
-        prefix: &[Value],
-        limit: Option<u32>,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Option<Vec<Row>>> {
-        let ahead = &self.deferred.ahead;
-        if let Some(rows) = ahead.answer_scan(table, prefix, limit, fetch, for_update) {
-            return Ok(Some(rows));
-        }
-        if !ahead.will_answer_scan(table, prefix, limit, for_update) {
-            return Ok(None);
-        }
-        self.exchange_ops(None)?;
-        Ok(self
-            .deferred
-            .ahead
-            .answer_scan(table, prefix, limit, fetch, for_update))
-    }
-}
-
-fn unexpected(op: &str, result: OpResult) -> TxError {
-    TxError::Connection(format!("the host answered {op} with {result:?}"))
-}
-
-impl<E: Exchange + ?Sized> Tx for BoundaryTx<'_, E> {
-    fn get(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Option<Row>> {
-        if let Some(row) = self.deferred.ahead.answer(table.id, key, fetch, for_update) {
-            return Ok(row);
-        }
-        if self
-            .deferred
-            .ahead
-            .will_answer(table.id, key, fetch, for_update)
-        {
-            self.exchange_ops(None)?;
-            if let Some(row) = self.deferred.ahead.answer(table.id, key, fetch, for_update) {
-                return Ok(row);
-            }
-        }
-        match self.one(Op::Get {
-            table: table.id,
-            key: key.to_vec(),
-            columns: Op::columns(fetch)?,
-            for_update,
-        })? {
-            OpResult::Row(row) => {
-                if for_update {
-                    self.deferred.read_for_update(table.id, key, row.as_ref());
-                }
-                Ok(row)
-            }
-            other => Err(unexpected("a get", other)),
-        }
-    }
-
-    fn update(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        set: &[(usize, Value)],
-    ) -> TxResult<bool> {
-        let set = set
-            .iter()
-            .map(|(c, v)| {
-                u16::try_from(*c)
-                    .map(|c| (c, v.clone()))
-                    .map_err(|_| TxError::Invalid(format!("no column {c}")))
-            })
-            .collect::<TxResult<Vec<_>>>()?;
-        let op = Op::Update {
-            table: table.id,
-            key: key.to_vec(),
-            set,
-        };
-        let Err(op) = self.deferred.write(table.id, key, op) else {
-            return Ok(true);
-        };
-        let result = self.one(op)?;
-        // Hinted reads sent with it ran before it.
-        self.deferred.ahead.stale(table.id, Some(key));
-        match result {
-            OpResult::Found(found) => {
-                if found {
-                    self.deferred.updated(table.id, key);
-                }
-                Ok(found)
-            }
-            other => Err(unexpected("an update", other)),
-        }
-    }
-
-    /// A row a hinted read brought for update is handed to `f` as it came, not copied.
-    fn update_with(
-        &mut self,
-        table: &TableRef,
-        key: &[Value],
-        f: &mut UpdateFn<'_>,
-    ) -> TxResult<bool> {
-        let row = self.deferred.ahead.take_for_update(table.id, key);
-        read_ahead::update_with(self, row, table, key, f)
-    }
-
-    /// Deferred: sent in front of the next exchange, or with the procedure's end; its error
-    /// is returned by the next operation that crosses (see [`crate::deferred`]).
-    fn insert(&mut self, table: &TableRef, row: &[Value]) -> TxResult<()> {
-        self.deferred.insert(table.id, row);
-        Ok(())
-    }
-
-    fn delete(&mut self, table: &TableRef, key: &[Value]) -> TxResult<bool> {
-        let op = Op::Delete {
-            table: table.id,
-            key: key.to_vec(),
-        };
-        let Err(op) = self.deferred.write(table.id, key, op) else {
-            return Ok(true);
-        };
-        let result = self.one(op)?;
-        self.deferred.ahead.stale(table.id, Some(key));
-        match result {
-            OpResult::Found(found) => Ok(found),
-            other => Err(unexpected("a delete", other)),
-        }
-    }
-
-    fn scan(
-        &mut self,
-        table: &TableRef,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        self.scan_from(
-            ScanSource::Table(table.id),
-            range,
-            limit,
-            reverse,
-            fetch,
-            for_update,
-        )
-    }
-
-    fn scan_index(
-        &mut self,
-        index: &IndexRef,
-        range: KeyRange<'_>,
-        limit: Option<usize>,
-        reverse: bool,
-        fetch: Fetch<'_>,
-        for_update: bool,
-    ) -> TxResult<Vec<Row>> {
-        self.scan_from(
-            ScanSource::Index(index.id),
-            range,
-            limit,
-            reverse,
-            fetch,
-            for_update,
-        )
-    }
-
-    /// Read ahead: the rows travel, whole and shared, with the next exchange.
-    fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
-        self.deferred.ahead.hint(rows, false);
-    }
-
-    /// Read ahead: the columns named of the rows travel, shared, with the next exchange.
-    fn prefetch_columns(&mut self, rows: &[(&TableRef, &[i64])], columns: &[usize]) {
-        self.deferred.ahead.hint_columns(rows, columns);
-    }
-
-    /// Read ahead: the rows travel, whole and exclusive, with the next exchange.
-    fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
-        let _ = columns;
-        self.deferred.ahead.hint(rows, true);
-    }
-
-    /// Read ahead: the scan travels, whole rows, with the next exchange.
-    fn prefetch_scan(
-        &mut self,
-        table: &TableRef,
-        prefix: &[i64],
-        limit: Option<usize>,
-        for_update: bool,
-    ) {
-        self.deferred
-            .ahead
-            .hint_scan(table, prefix, limit, for_update);
-    }
-
-    /// Kept as a pending request (`Op::ReadCommitted`), sent in front of the next exchange's
-    /// reads (see [`Deferred::read_committed`]).
-    fn read_committed(&mut self) {
-        self.deferred.read_committed();
     }
 }
 
@@ -839,6 +576,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use engine::{Fetch, KeyRange};
+
     use crate::message::tests::{named_ids, op, op_result, value};
 
     /// The table the tests' procedures use.
@@ -1256,6 +995,43 @@ mod tests {
             "{:?}",
             host.messages
         );
+    }
+
+    #[test]
+    fn a_scan_of_the_whole_table_is_answered_by_the_hint_of_the_empty_prefix() {
+        let mut host = Host::default();
+        let t = table_t();
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            false,
+            |tx, _, _, out| {
+                tx.prefetch_scan(&t, &[], None, false);
+                let everything = KeyRange {
+                    low: std::ops::Bound::Unbounded,
+                    high: std::ops::Bound::Unbounded,
+                };
+                let rows = tx.scan(&t, everything.clone(), None, false, Fetch::All, false)?;
+                let again = tx.scan(&t, everything, None, false, Fetch::All, false)?;
+                out.extend([rows[0][0].clone(), again[0][0].clone()]);
+                Ok(())
+            },
+        );
+        let Some(GuestMsg::Returned { values, .. }) = ended else {
+            panic!("{ended:?}");
+        };
+        assert_eq!(values, vec![Value::Int(0), Value::Int(0)]);
+        // One crossing, the hinted scan alone: both scans were answered from it.
+        assert_eq!(host.messages.len(), 1, "{:?}", host.messages);
+        assert!(matches!(
+            &host.messages[0][..],
+            [Op::Scan {
+                low: std::ops::Bound::Included(prefix),
+                ..
+            }] if prefix.is_empty()
+        ));
     }
 
     #[test]

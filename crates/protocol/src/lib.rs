@@ -143,6 +143,7 @@
 //! encoding of a message: unknown kinds and tags, bools other than 0/1, invalid UTF-8 and
 //! trailing bytes each have their [`ProtocolError`].
 
+pub mod boundary;
 mod class;
 mod codec;
 pub mod deferred;

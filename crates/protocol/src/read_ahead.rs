@@ -1,6 +1,6 @@
-//! Reading ahead on a procedure's hints, where each operation crosses a boundary: a client's
-//! round trip to the server ([`client::RemoteTx`]), an isolated procedure's exchange with its
-//! host (`guest::BoundaryTx`).
+//! Reading ahead on a procedure's hints, where each operation crosses a boundary
+//! ([`crate::boundary`]): a client's round trip to the server ([`client::RemoteTx`]), an
+//! isolated procedure's exchange with its host ([`crate::guest`]).
 //!
 //! A procedure names the rows it knows from its input in hints ([`Tx::prefetch`] and its
 //! kin). Across a boundary those hints become reads: each hinted row's read is kept (whole, or
@@ -49,16 +49,6 @@ pub struct HintedRead {
 }
 
 impl HintedRead {
-    /// The read as an operation.
-    pub fn op(&self) -> Op {
-        Op::Get {
-            table: self.table,
-            key: self.key.clone(),
-            columns: self.columns.clone(),
-            for_update: self.for_update,
-        }
-    }
-
     /// The read as an operation, taking its key (see [`ReadAhead::answered_op`]).
     pub fn into_op(self) -> Op {
         Op::Get {
@@ -468,10 +458,12 @@ pub fn update_with<T: Tx + ?Sized>(
 }
 
 /// The prefix a range names, where it is one ([`engine::KeyRange::prefix`]: the same key as
-/// both bounds, included): the scans a hint can name.
+/// both bounds, included; a range unbounded on both sides is the empty prefix's): the scans a
+/// hint can name.
 pub fn scan_prefix<'r>(range: &KeyRange<'r>) -> Option<&'r [Value]> {
     match (range.low, range.high) {
         (Bound::Included(low), Bound::Included(high)) if low == high => Some(low),
+        (Bound::Unbounded, Bound::Unbounded) => Some(&[]),
         _ => None,
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::{Client, RemoteConnection, RemoteTx};
+use client::{Client, RemoteConnection};
 use engine::db::{Database, DbConfig};
 use engine::{Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
 use protocol::Endpoint;
@@ -213,7 +213,7 @@ fn run_interactive_with(
         let kind = terminal.next();
         loop {
             let before = client.round_trips();
-            let mut tx = RemoteTx::new(&mut client, false);
+            let mut tx = client.remote_tx(false);
             let mut counting = Counting {
                 inner: &mut tx,
                 ops: 0,
@@ -367,7 +367,7 @@ fn history_row(t_id: i64, seq: i64) -> Vec<Value> {
 /// Account `id`'s balance and whether history row `(t_id, seq)` exists, each read in a
 /// transaction of its own.
 fn balance_and_history(client: &mut Client, t: &Tables, id: i64, h: (i64, i64)) -> (i64, bool) {
-    let mut tx = RemoteTx::new(client, true);
+    let mut tx = client.remote_tx(true);
     let row = tx
         .get(&t.account, &[Value::Int(id)], Fetch::All, false)
         .unwrap()
@@ -394,7 +394,7 @@ fn a_deferred_inserts_duplicate_key_surfaces_at_the_next_read_and_rolls_back_eve
     assert!(!exists);
 
     let trips = client.round_trips();
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     let row = tx
         .get(&t.account, &[Value::Int(7)], Fetch::All, true)
         .unwrap()
@@ -412,7 +412,7 @@ fn a_deferred_inserts_duplicate_key_surfaces_at_the_next_read_and_rolls_back_eve
     tx.insert(&t.history, &history_row(h.0, h.1)).unwrap();
     assert_eq!(client.round_trips(), trips + 1, "only the read went out");
     assert!(client.has_pending());
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     let err = tx
         .get(&t.account, &[Value::Int(8)], Fetch::All, false)
         .unwrap_err();
@@ -444,7 +444,7 @@ fn a_transaction_reads_its_deferred_writes_and_commits_them() {
     let (before, _) = balance_and_history(&mut client, &t, 9, h);
 
     let trips = client.round_trips();
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     tx.get(&t.account, &[Value::Int(9)], Fetch::All, true)
         .unwrap()
         .unwrap();
@@ -515,7 +515,7 @@ fn a_rollback_sends_none_of_its_deferred_writes() {
 
     // A transaction open on the server: the rollback is one Abort, the writes stay here.
     let trips = client.round_trips();
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     tx.get(&t.account, &[Value::Int(11)], Fetch::All, true)
         .unwrap()
         .unwrap();
@@ -535,7 +535,7 @@ fn a_rollback_sends_none_of_its_deferred_writes() {
 
     // Only deferred writes: the server never saw the transaction, nothing is sent.
     let trips = client.round_trips();
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     tx.insert(&t.history, &history_row(h.0, h.1)).unwrap();
     tx.insert(&t.history, &history_row(h.0, h.1 + 1)).unwrap();
     assert_eq!(client.round_trips(), trips);
@@ -562,7 +562,7 @@ fn an_update_on_a_wrongly_guessed_key_fails_the_transaction_before_it_commits() 
     let t = tables(&mut client);
     let h = (1_000_003, 1);
     // Account 1's balance is a key no account has.
-    let mut tx = RemoteTx::new(&mut client, true);
+    let mut tx = client.remote_tx(true);
     assert!(tx
         .update(
             &t.account,
@@ -573,7 +573,7 @@ fn an_update_on_a_wrongly_guessed_key_fails_the_transaction_before_it_commits() 
     let (before, _) = balance_and_history(&mut client, &t, 2, h);
 
     let trips = client.round_trips();
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     // Not held: the server answers, with the writes pending so far.
     tx.insert(&t.history, &history_row(h.0, h.1)).unwrap();
     assert!(!tx
@@ -639,7 +639,7 @@ fn a_read_only_transaction_commits_with_the_next_request_in_one_round_trip() {
     let mut reader = Client::connect(&endpoint).unwrap();
     let t = tables(&mut reader);
     let read = |client: &mut Client, id: i64| {
-        let mut tx = RemoteTx::new(client, false);
+        let mut tx = client.remote_tx(false);
         let r = tx
             .get(&t.account, &[Value::Int(id)], Fetch::All, false)
             .map(drop);
@@ -675,7 +675,7 @@ fn a_read_only_transaction_commits_with_the_next_request_in_one_round_trip() {
     assert!(waited < Duration::from_secs(3), "{waited:?}");
     // A transaction that wrote commits at once, in its own round trip.
     let before = reader.round_trips();
-    let mut tx = RemoteTx::new(&mut reader, false);
+    let mut tx = reader.remote_tx(false);
     let r = tx
         .update(&t.account, &[Value::Int(3)], &[(A_BALANCE, Value::Int(1))])
         .map(drop);
@@ -725,7 +725,7 @@ fn hinted_reads_answer_later_reads_and_a_write_makes_them_stale() {
     );
 
     let trips = client.round_trips();
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     tx.prefetch_for_update(&[(&t.account, &[a])], None);
     tx.prefetch(&[(&t.account, &[b]), (&t.account, &[c])]);
     let row = tx
@@ -746,7 +746,7 @@ fn hinted_reads_answer_later_reads_and_a_write_makes_them_stale() {
     assert_eq!(client.round_trips(), trips + 1, "one trip for three reads");
 
     // A was read for update: its update is deferred, and its answer dropped.
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     assert!(tx
         .update(
             &t.account,
@@ -755,7 +755,7 @@ fn hinted_reads_answer_later_reads_and_a_write_makes_them_stale() {
         )
         .unwrap());
     assert_eq!(client.round_trips(), trips + 1);
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     let got = tx
         .get(
             &t.account,
@@ -771,7 +771,7 @@ fn hinted_reads_answer_later_reads_and_a_write_makes_them_stale() {
     );
     assert_eq!(client.round_trips(), trips + 2);
     // C was read shared: a read of it for update goes to the server.
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     let got = tx
         .get(
             &t.account,
@@ -784,7 +784,7 @@ fn hinted_reads_answer_later_reads_and_a_write_makes_them_stale() {
     assert_eq!(client.round_trips(), trips + 3);
 
     // A hint of a row after a deferred write to it: the read travels behind the write.
-    let mut tx = RemoteTx::new(&mut client, false);
+    let mut tx = client.remote_tx(false);
     assert!(tx
         .update(
             &t.account,
@@ -809,7 +809,7 @@ fn hinted_reads_answer_later_reads_and_a_write_makes_them_stale() {
 
     // Hints outside a transaction's reads (autocommit) are ignored: nothing is sent for them.
     let trips = client.round_trips();
-    let mut tx = RemoteTx::new(&mut client, true);
+    let mut tx = client.remote_tx(true);
     tx.prefetch(&[(&t.account, &[a])]);
     tx.get(&t.account, &[Value::Int(b)], Fetch::All, false)
         .unwrap();

@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::{Client, RemoteConnection, RemoteTx};
+use client::{Client, RemoteConnection};
 use engine::db::{Database, DbConfig};
 use engine::{Fetch, Tx, TxError, Value};
 use protocol::{Endpoint, ErrorClass, Op, OpResult, Request, Response};
@@ -164,13 +164,13 @@ fn an_interactive_transaction_runs_workload_code_and_commits_or_aborts_as_a_whol
         drop(conn);
         for _ in 0..50 {
             terminal.next();
-            let result = terminal.run(&mut RemoteTx::new(&mut client, false));
+            let result = terminal.run(&mut client.remote_tx(false));
             client::finish(&mut client, result).unwrap();
         }
         // One that fails half-way leaves nothing behind: the server aborts it.
         let table = account_table(&mut client);
         let before = {
-            let mut tx = RemoteTx::new(&mut client, true);
+            let mut tx = client.remote_tx(true);
             tx.get(
                 &engine::TableRef {
                     name: ACCOUNT.into(),
@@ -277,7 +277,7 @@ fn a_read_committed_interactive_transaction_lets_go_of_its_read_locks() {
                 id: table,
                 name: ACCOUNT.to_string(),
             };
-            let mut tx = RemoteTx::new(&mut reader, false);
+            let mut tx = reader.remote_tx(false);
             if read_committed {
                 tx.read_committed();
             }
@@ -658,7 +658,7 @@ fn shared_memory_serves_procedures_and_interactive_transactions() {
                         }
                     } else {
                         loop {
-                            let r = terminal.run(&mut RemoteTx::new(&mut client, false));
+                            let r = terminal.run(&mut client.remote_tx(false));
                             match client::finish(&mut client, r) {
                                 Ok(()) => break,
                                 Err(e) if e.is_retryable() => {}
