@@ -550,9 +550,15 @@ pub fn run_serve(
     let stats = server.stop();
     let pool = crate::report::PoolSummary::since(&db, &db_config, pool_before);
     status.say(format_args!(
-        "served {} connections, {} requests ({} refused, {} idle transactions aborted); \
+        "served {} connections, {} requests ({} refused, {} idle transactions aborted; {} \
+         first batches parked behind a lock of their worker, {} of them run again in time); \
          checking consistency...",
-        stats.connections, stats.requests, stats.refused, stats.timed_out
+        stats.connections,
+        stats.requests,
+        stats.refused,
+        stats.timed_out,
+        stats.parked,
+        stats.unparked
     ));
     if let Some(locks) = db.lock_manager().map(|m| m.stats()) {
         status.say(format_args!(

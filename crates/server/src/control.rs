@@ -65,6 +65,12 @@ pub struct WorkerStats {
     /// interactive client whose transaction fits one batch sends one too (the server cannot
     /// tell them apart).
     pub lone_writes: u64,
+    /// Requests put aside because a lock they needed was held by another transaction of
+    /// their worker (or they were a deadlock's victim), and of those, the ones run again and
+    /// answered before the wait's bound passed (the rest were answered once it had, with
+    /// their failure if they failed again: [`crate::handler::Flow::Park`]).
+    pub parked: u64,
+    pub unparked: u64,
     /// Where the time went, with `ServerConfig::trace` (else zeros).
     pub phases: crate::trace::Phases,
 }
@@ -76,6 +82,8 @@ impl std::ops::AddAssign for WorkerStats {
         self.timed_out += o.timed_out;
         self.refused += o.refused;
         self.lone_writes += o.lone_writes;
+        self.parked += o.parked;
+        self.unparked += o.unparked;
         self.phases += o.phases;
     }
 }

@@ -15,6 +15,9 @@
 //! when the last answer went out (up to 16), handled in order and answered in one write; so
 //! the queues hold at most one job per connection. A worker wakes
 //! the network thread only when it is asleep in `epoll_wait` (`asleep`), not per response.
+//! A job whose frame is parked ([`Flow::Park`]: a transaction's first batch that met a lock
+//! of another of the worker's transactions) waits in its worker, with the answers so far,
+//! until a transaction of the worker has ended or a tick passes, and goes on from that frame.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,6 +67,70 @@ impl Replies {
     }
 }
 
+/// A request job being run, or put aside: its frames, the first not answered yet, the
+/// answers so far, and since when it has been parked ([`Flow::Park`]).
+struct Pending {
+    conn: usize,
+    frames: Vec<Vec<u8>>,
+    at: usize,
+    bytes: Vec<u8>,
+    since: Option<Instant>,
+}
+
+/// Runs `job`'s frames from where it stopped: sends the reply once every frame is answered
+/// (or a protocol error closes the connection), or gives the job back parked. `may_park`
+/// says whether its parked frame may be parked again (the wait's bound has not passed);
+/// `ended` is set when a transaction of the worker ended.
+#[allow(clippy::too_many_arguments)]
+fn run_job<'db>(
+    mut job: Pending,
+    states: &mut HashMap<usize, ConnState<'db>>,
+    shared: &'db Shared,
+    replies: &Replies,
+    stats: &mut WorkerStats,
+    tracer: &mut Tracer,
+    may_park: bool,
+    ended: &mut bool,
+) -> Option<Pending> {
+    let state = states.entry(job.conn).or_default();
+    let mut close = false;
+    while job.at < job.frames.len() {
+        let frame = &job.frames[job.at];
+        let open = state.in_transaction();
+        let flow = state.handle_or_park(frame, shared, &mut job.bytes, tracer, may_park);
+        *ended |= open && !state.in_transaction();
+        match flow {
+            Flow::Park => {
+                if job.since.is_none() {
+                    stats.parked += 1;
+                    job.since = Some(Instant::now());
+                }
+                return Some(job);
+            }
+            // A protocol error: nothing after it is answered.
+            Flow::Close => {
+                close = true;
+                break;
+            }
+            Flow::Continue => {}
+        }
+        if job.since.take().is_some() && may_park {
+            stats.unparked += 1;
+        }
+        job.at += 1;
+    }
+    if close {
+        *ended |= states.remove(&job.conn).is_some_and(|s| s.in_transaction());
+    }
+    let reply = Reply {
+        conn: job.conn,
+        bytes: job.bytes,
+        close,
+    };
+    replies.send(reply, tracer);
+    None
+}
+
 /// One worker: runs the requests of the connections routed to it.
 pub(crate) fn worker(
     shared: &Shared,
@@ -74,7 +141,11 @@ pub(crate) fn worker(
     let mut stats = WorkerStats::default();
     let mut tracer = Tracer::new(control.config.trace);
     let mut states: HashMap<usize, ConnState<'_>> = HashMap::new();
+    // Jobs put aside, oldest first: at most one a connection (it has at most one in flight).
+    let mut parked: Vec<Pending> = Vec::new();
     let mut last_sweep = Instant::now();
+    // How long a parked request waits at most: as long as a lock wait may.
+    let bound = shared.db.config().lock_wait_timeout;
     loop {
         // Taking a waiting job is queuing work; waiting for one is not.
         let start = tracer.start_cpu();
@@ -85,37 +156,65 @@ pub(crate) fn worker(
             }
             Err(_) => jobs.recv_timeout(control.tick()),
         };
+        let mut ended = false;
         match job {
             Ok(Job::Request { conn, frames }) => {
-                let state = states.entry(conn).or_default();
-                let mut bytes = Vec::new();
-                let mut close = false;
-                for frame in &frames {
-                    stats.requests += 1;
-                    if state.handle(frame, shared, &mut bytes, &mut tracer) == Flow::Close {
-                        // A protocol error: nothing after it is answered.
-                        close = true;
-                        break;
-                    }
+                stats.requests += frames.len() as u64;
+                let job = Pending {
+                    conn,
+                    frames,
+                    at: 0,
+                    bytes: Vec::new(),
+                    since: None,
+                };
+                let (s, sh) = (&mut stats, &mut tracer);
+                if let Some(job) =
+                    run_job(job, &mut states, shared, replies, s, sh, true, &mut ended)
+                {
+                    parked.push(job);
                 }
-                if close {
-                    states.remove(&conn);
-                }
-                replies.send(Reply { conn, bytes, close }, &mut tracer);
             }
             Ok(Job::Closed { conn }) => {
-                states.remove(&conn);
+                ended |= states.remove(&conn).is_some_and(|s| s.in_transaction());
+                parked.retain(|p| p.conn != conn);
             }
             Err(RecvTimeoutError::Timeout) => {}
             // The network thread stopped.
             Err(RecvTimeoutError::Disconnected) => break,
         }
         let now = Instant::now();
-        if now.duration_since(last_sweep) >= control.tick() {
+        let sweep = now.duration_since(last_sweep) >= control.tick();
+        if sweep {
             last_sweep = now;
             for state in states.values_mut() {
                 if state.expire(now, control.config.idle_timeout) {
                     stats.timed_out += 1;
+                    ended = true;
+                }
+            }
+        }
+        // Parked jobs go again, oldest first, when a transaction of this worker has ended;
+        // and at each sweep (the holder may be another worker's, or the bound past).
+        let mut retry_all = sweep;
+        while (ended || retry_all) && !parked.is_empty() {
+            ended = false;
+            retry_all = false;
+            for job in std::mem::take(&mut parked) {
+                let may_park = job
+                    .since
+                    .is_none_or(|since| now.duration_since(since) < bound);
+                let (s, sh) = (&mut stats, &mut tracer);
+                if let Some(job) = run_job(
+                    job,
+                    &mut states,
+                    shared,
+                    replies,
+                    s,
+                    sh,
+                    may_park,
+                    &mut ended,
+                ) {
+                    parked.push(job);
                 }
             }
         }

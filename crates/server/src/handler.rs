@@ -176,6 +176,10 @@ pub enum Flow {
     Continue,
     /// The response sent was a protocol error: flush it, then close.
     Close,
+    /// Nothing was answered: the request is put aside, to be handled again once a transaction
+    /// of this worker has ended (see [`ConnState::handle_or_park`]); the connection's later
+    /// requests wait behind it.
+    Park,
 }
 
 /// One connection's protocol state.
@@ -217,6 +221,25 @@ impl<'db> ConnState<'db> {
         shared: &'db Shared,
         out: &mut Vec<u8>,
         tracer: &mut Tracer,
+    ) -> Flow {
+        self.handle_or_park(frame, shared, out, tracer, false)
+    }
+
+    /// [`ConnState::handle`], where a worker serves several connections: with `may_park`, a
+    /// transaction's first batch that fails on a lock (refused because another transaction
+    /// of this worker holds it, or a deadlock's victim) is rolled back and not answered, and
+    /// [`Flow::Park`] returned; the worker handles the frame again once a transaction of its
+    /// own has ended, as the client would have retried it, but without the round trip and
+    /// not before the holder is gone. Nothing of the batch was seen by the client, so running
+    /// it again as a new transaction is the same to it. Without `may_park` (the worker's wait
+    /// bound has passed) the failure is answered.
+    pub fn handle_or_park(
+        &mut self,
+        frame: &[u8],
+        shared: &'db Shared,
+        out: &mut Vec<u8>,
+        tracer: &mut Tracer,
+        may_park: bool,
     ) -> Flow {
         self.last_request = Instant::now();
         let request = match tracer.time(Phase::Decode, || Request::decode(frame)) {
@@ -299,6 +322,9 @@ impl<'db> ConnState<'db> {
                         }
                         Err(e) => {
                             let _ = tracer.time_cpu(Phase::QueryExecution, || txn.abort());
+                            if may_park && e.is_retryable() {
+                                return Flow::Park;
+                            }
                             failure(&e)
                         }
                     },

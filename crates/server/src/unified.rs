@@ -11,14 +11,17 @@
 //! A request is served start to finish on one thread: no queue and no hand-off. While a
 //! worker runs one transaction its other connections wait, so a lock request that would wait
 //! for another of its connections' open transactions is refused at once (the server binds
-//! transactions to their threads: `txn::lock::LockConfig::thread_bound`); a longer cycle
+//! transactions to their threads: `txn::lock::LockConfig::thread_bound`). Where it was a
+//! transaction's first batch, the request is parked ([`Flow::Park`]) and handled again once
+//! a transaction of this worker has ended; a later batch's refusal is answered. A longer cycle
 //! through another worker's waiting transaction is found in the wait-for graph, and the lock
-//! wait's bound ([`engine::DbConfig::lock_wait_timeout`]) is the backstop.
+//! wait's bound ([`engine::DbConfig::lock_wait_timeout`]) is the backstop, for parked requests
+//! too.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam::channel::Receiver;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -36,25 +39,69 @@ struct Conn<'db> {
     state: ConnState<'db>,
     /// A protocol error was answered: close once the answer is sent.
     closing: bool,
+    /// A request put aside ([`Flow::Park`]), and since when; the connection's later
+    /// requests wait in its buffer behind it.
+    parked: Option<(Vec<u8>, Instant)>,
 }
 
-/// Serves one connection after a readiness event; returns whether to keep it.
+/// What serving a connection did: whether to keep it, and whether a transaction of the
+/// worker ended (a request parked behind it may now go on).
+struct Served {
+    keep: bool,
+    ended: bool,
+}
+
+/// Handles `frame` for `conn`, parking it where [`ConnState::handle_or_park`] says so.
+fn handle<'db>(
+    conn: &mut Conn<'db>,
+    frame: &[u8],
+    shared: &'db Shared,
+    tracer: &mut Tracer,
+    may_park: bool,
+    ended: &mut bool,
+) -> Flow {
+    let open = conn.state.in_transaction();
+    let flow = conn
+        .state
+        .handle_or_park(frame, shared, &mut conn.link.output, tracer, may_park);
+    if open && !conn.state.in_transaction() {
+        *ended = true;
+    }
+    if flow == Flow::Close {
+        conn.closing = true;
+    }
+    flow
+}
+
+/// Serves one connection after a readiness event (or after its parked request was
+/// answered): reads and answers its requests until it has none or one is parked.
 fn service<'db>(
     conn: &mut Conn<'db>,
     shared: &'db Shared,
     stats: &mut WorkerStats,
     tracer: &mut Tracer,
-) -> bool {
+) -> Served {
+    let mut ended = false;
     loop {
         let closed = conn.link.fill(tracer) == Fill::Closed;
-        while !conn.closing && conn.link.has_room() {
+        while !conn.closing && conn.parked.is_none() && conn.link.has_room() {
             let Link { input, output, .. } = &mut conn.link;
             match input.next_frame() {
                 Ok(Some(frame)) => {
                     stats.requests += 1;
-                    if conn.state.handle(frame, shared, output, tracer) == Flow::Close {
-                        conn.closing = true;
+                    let open = conn.state.in_transaction();
+                    match conn
+                        .state
+                        .handle_or_park(frame, shared, output, tracer, true)
+                    {
+                        Flow::Continue => {}
+                        Flow::Close => conn.closing = true,
+                        Flow::Park => {
+                            stats.parked += 1;
+                            conn.parked = Some((frame.to_vec(), Instant::now()));
+                        }
                     }
+                    ended |= open && !conn.state.in_transaction();
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -64,19 +111,54 @@ fn service<'db>(
             }
         }
         if conn.link.flush(tracer).is_err() {
-            return false;
+            return Served { keep: false, ended };
         }
         if conn.closing {
-            return conn.link.unsent() > 0;
+            let keep = conn.link.unsent() > 0;
+            return Served { keep, ended };
         }
         if closed {
-            // The peer closed its end: its requests are answered; keep the connection only
-            // while the answers wait for room in the socket.
-            return conn.link.unsent() > 0;
+            // The peer closed its end: its requests are answered (a parked one too); keep
+            // the connection only while an answer waits.
+            let keep = conn.link.unsent() > 0 || conn.parked.is_some();
+            return Served { keep, ended };
         }
         if !conn.link.can_read() {
-            return true;
+            return Served { keep: true, ended };
         }
+    }
+}
+
+/// Handles `conn`'s parked request again: parked again while the wait's `bound` has not
+/// passed since it was first parked, else answered (as its failure, if it fails again);
+/// once answered, the requests behind it are served.
+fn retry_parked<'db>(
+    conn: &mut Conn<'db>,
+    shared: &'db Shared,
+    stats: &mut WorkerStats,
+    tracer: &mut Tracer,
+    bound: Duration,
+    now: Instant,
+) -> Served {
+    let Some((frame, since)) = conn.parked.take() else {
+        return Served {
+            keep: true,
+            ended: false,
+        };
+    };
+    let may_park = now.duration_since(since) < bound;
+    let mut ended = false;
+    if handle(conn, &frame, shared, tracer, may_park, &mut ended) == Flow::Park {
+        conn.parked = Some((frame, since));
+        return Served { keep: true, ended };
+    }
+    if may_park {
+        stats.unparked += 1;
+    }
+    let served = service(conn, shared, stats, tracer);
+    Served {
+        keep: served.keep,
+        ended: ended || served.ended,
     }
 }
 
@@ -93,11 +175,14 @@ pub(crate) fn worker(
     let mut conns: HashMap<usize, Conn<'_>> = HashMap::new();
     let mut next_id = 0usize;
     let mut last_sweep = Instant::now();
+    // How long a parked request waits at most: as long as a lock wait may.
+    let bound = shared.db.config().lock_wait_timeout;
     while !control.stop.load(Ordering::Acquire) {
         if poll.poll(&mut events, Some(control.tick())).is_err() {
             // EINTR from a signal: poll again.
             continue;
         }
+        let mut ended = false;
         for event in events.iter() {
             if event.token() == WAKER {
                 continue;
@@ -106,15 +191,14 @@ pub(crate) fn worker(
             let keep = match conns.get_mut(&id) {
                 Some(conn) => {
                     conn.link.note_event(event);
-                    service(conn, shared, &mut stats, &mut tracer)
+                    let served = service(conn, shared, &mut stats, &mut tracer);
+                    ended |= served.ended;
+                    served.keep
                 }
                 None => true,
             };
             if !keep {
-                if let Some(mut conn) = conns.remove(&id) {
-                    let _ = poll.registry().deregister(&mut conn.link.stream);
-                    control.open.fetch_sub(1, Ordering::AcqRel);
-                }
+                ended |= drop_conn(&mut conns, id, &poll, control);
             }
         }
         // Connections the acceptor handed over (it wakes this worker after each).
@@ -135,9 +219,10 @@ pub(crate) fn worker(
                 link: Link::new(stream, shared.max_frame),
                 state: ConnState::default(),
                 closing: false,
+                parked: None,
             };
             // Bytes may have arrived before the registration.
-            if service(&mut conn, shared, &mut stats, &mut tracer) {
+            if service(&mut conn, shared, &mut stats, &mut tracer).keep {
                 conns.insert(id, conn);
             } else {
                 let _ = poll.registry().deregister(&mut conn.link.stream);
@@ -145,12 +230,42 @@ pub(crate) fn worker(
             }
         }
         let now = Instant::now();
-        if now.duration_since(last_sweep) >= control.tick() {
+        let sweep = now.duration_since(last_sweep) >= control.tick();
+        if sweep {
             last_sweep = now;
             for conn in conns.values_mut() {
                 if conn.state.expire(now, control.config.idle_timeout) {
                     stats.timed_out += 1;
+                    ended = true;
                 }
+            }
+        }
+        // Parked requests go again, oldest first, when a transaction of this worker has
+        // ended; and at each sweep (the holder may be another worker's, or the bound past).
+        // Running one may end another's wait in turn (a commit sent behind it).
+        while ended || sweep {
+            let retry_all = sweep && !ended;
+            ended = false;
+            let mut parked: Vec<(Instant, usize)> = conns
+                .iter()
+                .filter_map(|(&id, c)| c.parked.as_ref().map(|(_, since)| (*since, id)))
+                .collect();
+            if parked.is_empty() {
+                break;
+            }
+            parked.sort_unstable();
+            for (_, id) in parked {
+                let Some(conn) = conns.get_mut(&id) else {
+                    continue;
+                };
+                let served = retry_parked(conn, shared, &mut stats, &mut tracer, bound, now);
+                ended |= served.ended;
+                if !served.keep {
+                    ended |= drop_conn(&mut conns, id, &poll, control);
+                }
+            }
+            if retry_all {
+                break;
             }
         }
     }
@@ -159,6 +274,21 @@ pub(crate) fn worker(
     drop(conns);
     tracer.finish_into(&mut stats);
     stats
+}
+
+/// Drops connection `id` (aborting its open transaction); returns whether it had one.
+fn drop_conn(
+    conns: &mut HashMap<usize, Conn<'_>>,
+    id: usize,
+    poll: &Poll,
+    control: &Control,
+) -> bool {
+    let Some(mut conn) = conns.remove(&id) else {
+        return false;
+    };
+    let _ = poll.registry().deregister(&mut conn.link.stream);
+    control.open.fetch_sub(1, Ordering::AcqRel);
+    conn.state.in_transaction()
 }
 
 /// Accepts connections and deals them to the workers in turn.

@@ -35,9 +35,20 @@ fn start(
     dir: &tempfile::TempDir,
     tweak: impl FnOnce(&mut ServerConfig),
 ) -> (Server, Arc<Database>) {
+    start_waiting(w, arch, dir, Duration::from_secs(5), tweak)
+}
+
+/// [`start`], with lock waits bounded by `lock_wait`.
+fn start_waiting(
+    w: &dyn Workload,
+    arch: Arch,
+    dir: &tempfile::TempDir,
+    lock_wait: Duration,
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> (Server, Arc<Database>) {
     let db = Database::open(DbConfig {
         threads: 2,
-        lock_wait_timeout: Duration::from_secs(5),
+        lock_wait_timeout: lock_wait,
         ..DbConfig::default()
     })
     .unwrap();
@@ -318,8 +329,89 @@ fn a_read_committed_interactive_transaction_lets_go_of_its_read_locks() {
     }
 }
 
+/// Account `id`'s balance, read in a transaction of its own.
+fn balance(client: &mut Client, table: u32, id: i64) -> Value {
+    let results = client.batch(vec![account_get(table, id)], true).unwrap();
+    let [OpResult::Row(Some(row))] = &results[..] else {
+        panic!("{results:?}");
+    };
+    row[2].clone()
+}
+
 #[test]
-fn a_lock_held_by_a_connection_of_the_same_worker_is_refused_at_once_not_waited_out() {
+fn a_first_batch_that_meets_a_lock_of_the_same_worker_is_parked_until_its_holder_ends() {
+    for arch in ARCHS {
+        for holder_commits in [true, false] {
+            let w = tpcb();
+            let dir = tempfile::tempdir().unwrap();
+            let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
+            let mut holder = Client::connect(&tcp(&server)).unwrap();
+            let table = account_table(&mut holder);
+            lock_account(&mut holder, table, 5);
+            let deadlocks = db.lock_manager().unwrap().stats().deadlocks;
+            std::thread::scope(|s| {
+                let endpoint = tcp(&server);
+                let (done, finished) = std::sync::mpsc::channel();
+                s.spawn(move || {
+                    let mut other = Client::connect(&endpoint).unwrap();
+                    let _ = done.send(update_account(&mut other, table, 5).map(drop));
+                });
+                // The one worker keeps the holder's transaction open: the other's batch, the
+                // first of its transaction, is put aside, neither answered nor refused.
+                let early = finished.recv_timeout(Duration::from_millis(500));
+                assert!(early.is_err(), "{arch}: answered while parked: {early:?}");
+                assert!(
+                    db.lock_manager().unwrap().stats().deadlocks > deadlocks,
+                    "{arch}: it met the holder's lock"
+                );
+                // The holder goes on and ends; the parked batch then runs, and commits.
+                update_account_in(&mut holder, table, 5);
+                if holder_commits {
+                    holder.commit().unwrap();
+                } else {
+                    drop(holder);
+                }
+                let late = finished.recv_timeout(Duration::from_secs(2));
+                assert!(matches!(late, Ok(Ok(()))), "{arch}: {late:?}");
+            });
+            let mut reader = Client::connect(&tcp(&server)).unwrap();
+            assert_eq!(balance(&mut reader, table, 5), Value::Int(7), "{arch}");
+            drop(reader);
+            let stats = server.stop();
+            assert_eq!((stats.parked, stats.unparked), (1, 1), "{arch}");
+        }
+    }
+}
+
+#[test]
+fn a_parked_batch_is_answered_with_its_failure_once_a_lock_wait_would_have_ended() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let bound = Duration::from_millis(300);
+        let (server, _db) = start_waiting(w.as_ref(), arch, &dir, bound, |c| c.workers = 1);
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 5);
+        let mut other = Client::connect(&tcp(&server)).unwrap();
+        let started = Instant::now();
+        let err = update_account(&mut other, table, 5).unwrap_err();
+        let waited = started.elapsed();
+        assert!(waited >= bound, "{arch}: answered after {waited:?}: {err}");
+        assert!(waited < Duration::from_secs(3), "{arch}: {waited:?}");
+        assert!(err.is_retryable(), "{arch}: {err}");
+        assert!(err.to_string().contains("same thread"), "{arch}: {err}");
+        // The holder was served all along.
+        update_account_in(&mut holder, table, 5);
+        holder.commit().unwrap();
+        update_account(&mut other, table, 5).unwrap();
+        let stats = server.stop();
+        assert_eq!((stats.parked, stats.unparked), (1, 0), "{arch}");
+    }
+}
+
+#[test]
+fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_refused_at_once() {
     for arch in ARCHS {
         let w = tpcb();
         let dir = tempfile::tempdir().unwrap();
@@ -327,9 +419,11 @@ fn a_lock_held_by_a_connection_of_the_same_worker_is_refused_at_once_not_waited_
         let mut holder = Client::connect(&tcp(&server)).unwrap();
         let table = account_table(&mut holder);
         lock_account(&mut holder, table, 5);
-        // The one worker keeps the holder's transaction open: waiting for it would block the
-        // worker, and with it the holder's commit, until the lock wait limit (5 s).
+        // The other's transaction has done something already (a lock of its own), so its
+        // batch cannot be run again from the start: waiting would block the worker, and with
+        // it the holder's commit, until the lock wait limit (5 s).
         let mut other = Client::connect(&tcp(&server)).unwrap();
+        lock_account(&mut other, table, 6);
         let deadlocks = db.lock_manager().unwrap().stats().deadlocks;
         let started = Instant::now();
         let err = update_account(&mut other, table, 5).unwrap_err();
@@ -345,7 +439,8 @@ fn a_lock_held_by_a_connection_of_the_same_worker_is_refused_at_once_not_waited_
         update_account_in(&mut holder, table, 5);
         holder.commit().unwrap();
         update_account(&mut other, table, 5).unwrap();
-        server.stop();
+        let stats = server.stop();
+        assert_eq!(stats.parked, 0, "{arch}");
     }
 }
 
