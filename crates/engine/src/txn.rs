@@ -587,6 +587,13 @@ impl<'db> Transaction<'db> {
         self.id.0
     }
 
+    /// The id of the transaction of this one's thread that a lock request of this one was
+    /// last refused for (a server's worker binds transactions to its thread: a wait for one of
+    /// its own is refused, `txn::LockError::SameThread`): the one whose end may let it go on.
+    pub fn refused_by(&self) -> Option<u64> {
+        self.locks.as_ref()?.refused_by().map(|t| t.0)
+    }
+
     /// Time this transaction has waited for locks so far, in nanoseconds.
     pub fn lock_wait_ns(&self) -> u64 {
         self.locks.as_ref().map_or(0, |l| l.stats().wait_ns)

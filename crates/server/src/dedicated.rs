@@ -68,19 +68,34 @@ impl Replies {
 }
 
 /// A request job being run, or put aside: its frames, the first not answered yet, the
-/// answers so far, and since when it has been parked ([`Flow::Park`]).
+/// answers so far, since when it has been parked ([`Flow::Park`]), and the transaction of
+/// this worker its parked frame would have waited for (`None`: not named, as for a
+/// deadlock's victim).
 struct Pending {
     conn: usize,
     frames: Vec<Vec<u8>>,
     at: usize,
     bytes: Vec<u8>,
     since: Option<Instant>,
+    behind: Option<u64>,
+}
+
+impl Pending {
+    /// Whether to run it again now: at a sweep, or once its holder (or, not knowing it, any
+    /// transaction of the worker) has ended.
+    fn due(&self, sweep: bool, ended: &[u64]) -> bool {
+        sweep
+            || match self.behind {
+                Some(holder) => ended.contains(&holder),
+                None => !ended.is_empty(),
+            }
+    }
 }
 
 /// Runs `job`'s frames from where it stopped: sends the reply once every frame is answered
 /// (or a protocol error closes the connection), or gives the job back parked. `may_park`
 /// says whether its parked frame may be parked again (the wait's bound has not passed);
-/// `ended` is set when a transaction of the worker ended.
+/// the transactions of the worker that its frames end are noted in `ended`.
 #[allow(clippy::too_many_arguments)]
 fn run_job<'db>(
     mut job: Pending,
@@ -90,21 +105,26 @@ fn run_job<'db>(
     stats: &mut WorkerStats,
     tracer: &mut Tracer,
     may_park: bool,
-    ended: &mut bool,
+    ended: &mut Vec<u64>,
 ) -> Option<Pending> {
     let state = states.entry(job.conn).or_default();
     let mut close = false;
     while job.at < job.frames.len() {
         let frame = &job.frames[job.at];
-        let open = state.in_transaction();
+        let open = state.open_transaction();
         let flow = state.handle_or_park(frame, shared, &mut job.bytes, tracer, may_park);
-        *ended |= open && !state.in_transaction();
+        if let Some(id) = open {
+            if state.open_transaction() != Some(id) {
+                ended.push(id);
+            }
+        }
         match flow {
             Flow::Park => {
                 if job.since.is_none() {
                     stats.parked += 1;
                     job.since = Some(Instant::now());
                 }
+                job.behind = state.parked_behind();
                 return Some(job);
             }
             // A protocol error: nothing after it is answered.
@@ -120,7 +140,7 @@ fn run_job<'db>(
         job.at += 1;
     }
     if close {
-        *ended |= states.remove(&job.conn).is_some_and(|s| s.in_transaction());
+        ended.extend(states.remove(&job.conn).and_then(|s| s.open_transaction()));
     }
     let reply = Reply {
         conn: job.conn,
@@ -146,6 +166,9 @@ pub(crate) fn worker(
     let mut last_sweep = Instant::now();
     // How long a parked request waits at most: as long as a lock wait may.
     let bound = shared.db.config().lock_wait_timeout;
+    // The transactions of this worker that ended since parked jobs last looked.
+    let mut ended: Vec<u64> = Vec::new();
+    let mut now_ended: Vec<u64> = Vec::new();
     loop {
         // Taking a waiting job is queuing work; waiting for one is not.
         let start = tracer.start_cpu();
@@ -156,7 +179,6 @@ pub(crate) fn worker(
             }
             Err(_) => jobs.recv_timeout(control.tick()),
         };
-        let mut ended = false;
         match job {
             Ok(Job::Request { conn, frames }) => {
                 stats.requests += frames.len() as u64;
@@ -166,6 +188,7 @@ pub(crate) fn worker(
                     at: 0,
                     bytes: Vec::new(),
                     since: None,
+                    behind: None,
                 };
                 let (s, sh) = (&mut stats, &mut tracer);
                 if let Some(job) =
@@ -175,7 +198,7 @@ pub(crate) fn worker(
                 }
             }
             Ok(Job::Closed { conn }) => {
-                ended |= states.remove(&conn).is_some_and(|s| s.in_transaction());
+                ended.extend(states.remove(&conn).and_then(|s| s.open_transaction()));
                 parked.retain(|p| p.conn != conn);
             }
             Err(RecvTimeoutError::Timeout) => {}
@@ -187,19 +210,29 @@ pub(crate) fn worker(
         if sweep {
             last_sweep = now;
             for state in states.values_mut() {
+                let open = state.open_transaction();
                 if state.expire(now, control.config.idle_timeout) {
                     stats.timed_out += 1;
-                    ended = true;
+                    ended.extend(open);
                 }
             }
         }
-        // Parked jobs go again, oldest first, when a transaction of this worker has ended;
-        // and at each sweep (the holder may be another worker's, or the bound past).
-        let mut retry_all = sweep;
-        while (ended || retry_all) && !parked.is_empty() {
-            ended = false;
-            retry_all = false;
-            for job in std::mem::take(&mut parked) {
+        // Parked jobs go again, oldest first, once what they wait for has ended; all of them
+        // at each sweep (the holder may be another worker's, or the bound past).
+        let mut sweep = sweep;
+        while sweep || !ended.is_empty() {
+            // Swapped, not taken: both vectors keep their room from pass to pass.
+            std::mem::swap(&mut ended, &mut now_ended);
+            ended.clear();
+            if parked.is_empty() {
+                break;
+            }
+            let (due, waiting): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut parked)
+                .into_iter()
+                .partition(|p| p.due(sweep, &now_ended));
+            parked = waiting;
+            sweep = false;
+            for job in due {
                 let may_park = job
                     .since
                     .is_none_or(|since| now.duration_since(since) < bound);
@@ -217,6 +250,8 @@ pub(crate) fn worker(
                     parked.push(job);
                 }
             }
+            // Kept oldest first.
+            parked.sort_by_key(|p| p.since);
         }
     }
     drop(states);

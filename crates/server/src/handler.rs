@@ -192,6 +192,8 @@ pub struct ConnState<'db> {
     /// fill: a procedure's result then costs no allocation of its own nor growth (kept up to
     /// [`KEPT_VALUES`] values, so a large scan's capacity is not held by an idle connection).
     spare: Vec<Value>,
+    /// Where the last request was parked behind a transaction of this worker: its id.
+    parked_behind: Option<u64>,
 }
 
 /// The most values a connection keeps room for between calls.
@@ -204,6 +206,7 @@ impl Default for ConnState<'_> {
             last_request: Instant::now(),
             max_frame: protocol::DEFAULT_MAX_FRAME,
             spare: Vec::new(),
+            parked_behind: None,
         }
     }
 }
@@ -212,6 +215,21 @@ impl<'db> ConnState<'db> {
     /// Whether an interactive transaction is open.
     pub fn in_transaction(&self) -> bool {
         matches!(self.state, State::InTransaction(_))
+    }
+
+    /// The id of the connection's open transaction, if one is open.
+    pub fn open_transaction(&self) -> Option<u64> {
+        match &self.state {
+            State::InTransaction(txn) => Some(txn.id()),
+            _ => None,
+        }
+    }
+
+    /// After [`Flow::Park`]: the transaction of this worker the request would have waited
+    /// for, where the lock manager named one (not for a deadlock's victim); its end is when
+    /// the request may go on.
+    pub fn parked_behind(&self) -> Option<u64> {
+        self.parked_behind
     }
 
     /// Handles one frame (its kind byte and body), appending the response frame to `out`.
@@ -321,8 +339,10 @@ impl<'db> ConnState<'db> {
                             Response::Results { results }
                         }
                         Err(e) => {
+                            let behind = txn.refused_by();
                             let _ = tracer.time_cpu(Phase::QueryExecution, || txn.abort());
                             if may_park && e.is_retryable() {
+                                self.parked_behind = behind;
                                 return Flow::Park;
                             }
                             failure(&e)

@@ -39,49 +39,62 @@ struct Conn<'db> {
     state: ConnState<'db>,
     /// A protocol error was answered: close once the answer is sent.
     closing: bool,
-    /// A request put aside ([`Flow::Park`]), and since when; the connection's later
-    /// requests wait in its buffer behind it.
-    parked: Option<(Vec<u8>, Instant)>,
+    /// A request put aside ([`Flow::Park`]); the connection's later requests wait in its
+    /// buffer behind it.
+    parked: Option<Parked>,
 }
 
-/// What serving a connection did: whether to keep it, and whether a transaction of the
-/// worker ended (a request parked behind it may now go on).
-struct Served {
-    keep: bool,
-    ended: bool,
+/// A request put aside: its frame, since when, and the transaction of this worker it would
+/// have waited for (`None`: not named, as for a deadlock's victim).
+struct Parked {
+    frame: Vec<u8>,
+    since: Instant,
+    behind: Option<u64>,
 }
 
-/// Handles `frame` for `conn`, parking it where [`ConnState::handle_or_park`] says so.
+impl Parked {
+    /// Whether to run it again now: at a sweep, or once its holder (or, not knowing it, any
+    /// transaction of the worker) has ended.
+    fn due(&self, sweep: bool, ended: &[u64]) -> bool {
+        sweep
+            || match self.behind {
+                Some(holder) => ended.contains(&holder),
+                None => !ended.is_empty(),
+            }
+    }
+}
+
+/// Handles `frame` for `conn` (parking it where [`ConnState::handle_or_park`] says so),
+/// noting in `ended` the connection's transaction if the request ended it.
 fn handle<'db>(
-    conn: &mut Conn<'db>,
+    state: &mut ConnState<'db>,
     frame: &[u8],
     shared: &'db Shared,
+    output: &mut Vec<u8>,
     tracer: &mut Tracer,
     may_park: bool,
-    ended: &mut bool,
+    ended: &mut Vec<u64>,
 ) -> Flow {
-    let open = conn.state.in_transaction();
-    let flow = conn
-        .state
-        .handle_or_park(frame, shared, &mut conn.link.output, tracer, may_park);
-    if open && !conn.state.in_transaction() {
-        *ended = true;
-    }
-    if flow == Flow::Close {
-        conn.closing = true;
+    let open = state.open_transaction();
+    let flow = state.handle_or_park(frame, shared, output, tracer, may_park);
+    if let Some(id) = open {
+        if state.open_transaction() != Some(id) {
+            ended.push(id);
+        }
     }
     flow
 }
 
 /// Serves one connection after a readiness event (or after its parked request was
-/// answered): reads and answers its requests until it has none or one is parked.
+/// answered): reads and answers its requests until it has none or one is parked. Returns
+/// whether to keep the connection; notes in `ended` the transactions its requests ended.
 fn service<'db>(
     conn: &mut Conn<'db>,
     shared: &'db Shared,
     stats: &mut WorkerStats,
     tracer: &mut Tracer,
-) -> Served {
-    let mut ended = false;
+    ended: &mut Vec<u64>,
+) -> bool {
     loop {
         let closed = conn.link.fill(tracer) == Fill::Closed;
         while !conn.closing && conn.parked.is_none() && conn.link.has_room() {
@@ -89,19 +102,18 @@ fn service<'db>(
             match input.next_frame() {
                 Ok(Some(frame)) => {
                     stats.requests += 1;
-                    let open = conn.state.in_transaction();
-                    match conn
-                        .state
-                        .handle_or_park(frame, shared, output, tracer, true)
-                    {
+                    match handle(&mut conn.state, frame, shared, output, tracer, true, ended) {
                         Flow::Continue => {}
                         Flow::Close => conn.closing = true,
                         Flow::Park => {
                             stats.parked += 1;
-                            conn.parked = Some((frame.to_vec(), Instant::now()));
+                            conn.parked = Some(Parked {
+                                frame: frame.to_vec(),
+                                since: Instant::now(),
+                                behind: conn.state.parked_behind(),
+                            });
                         }
                     }
-                    ended |= open && !conn.state.in_transaction();
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -111,55 +123,59 @@ fn service<'db>(
             }
         }
         if conn.link.flush(tracer).is_err() {
-            return Served { keep: false, ended };
+            return false;
         }
         if conn.closing {
-            let keep = conn.link.unsent() > 0;
-            return Served { keep, ended };
+            return conn.link.unsent() > 0;
         }
         if closed {
             // The peer closed its end: its requests are answered (a parked one too); keep
             // the connection only while an answer waits.
-            let keep = conn.link.unsent() > 0 || conn.parked.is_some();
-            return Served { keep, ended };
+            return conn.link.unsent() > 0 || conn.parked.is_some();
         }
         if !conn.link.can_read() {
-            return Served { keep: true, ended };
+            return true;
         }
     }
 }
 
 /// Handles `conn`'s parked request again: parked again while the wait's `bound` has not
 /// passed since it was first parked, else answered (as its failure, if it fails again);
-/// once answered, the requests behind it are served.
+/// once answered, the requests behind it are served. Returns whether to keep the connection.
 fn retry_parked<'db>(
     conn: &mut Conn<'db>,
     shared: &'db Shared,
     stats: &mut WorkerStats,
     tracer: &mut Tracer,
-    bound: Duration,
-    now: Instant,
-) -> Served {
-    let Some((frame, since)) = conn.parked.take() else {
-        return Served {
-            keep: true,
-            ended: false,
-        };
+    (bound, now): (Duration, Instant),
+    ended: &mut Vec<u64>,
+) -> bool {
+    let Some(mut parked) = conn.parked.take() else {
+        return true;
     };
-    let may_park = now.duration_since(since) < bound;
-    let mut ended = false;
-    if handle(conn, &frame, shared, tracer, may_park, &mut ended) == Flow::Park {
-        conn.parked = Some((frame, since));
-        return Served { keep: true, ended };
+    let may_park = now.duration_since(parked.since) < bound;
+    let output = &mut conn.link.output;
+    match handle(
+        &mut conn.state,
+        &parked.frame,
+        shared,
+        output,
+        tracer,
+        may_park,
+        ended,
+    ) {
+        Flow::Park => {
+            parked.behind = conn.state.parked_behind();
+            conn.parked = Some(parked);
+            return true;
+        }
+        Flow::Close => conn.closing = true,
+        Flow::Continue => {}
     }
     if may_park {
         stats.unparked += 1;
     }
-    let served = service(conn, shared, stats, tracer);
-    Served {
-        keep: served.keep,
-        ended: ended || served.ended,
-    }
+    service(conn, shared, stats, tracer, ended)
 }
 
 /// One worker: serves the connections it is handed until told to stop.
@@ -177,12 +193,16 @@ pub(crate) fn worker(
     let mut last_sweep = Instant::now();
     // How long a parked request waits at most: as long as a lock wait may.
     let bound = shared.db.config().lock_wait_timeout;
+    // The transactions of this worker that ended since parked requests last looked, and the
+    // connections with a parked request.
+    let mut ended: Vec<u64> = Vec::new();
+    let mut now_ended: Vec<u64> = Vec::new();
+    let mut parked: Vec<usize> = Vec::new();
     while !control.stop.load(Ordering::Acquire) {
         if poll.poll(&mut events, Some(control.tick())).is_err() {
             // EINTR from a signal: poll again.
             continue;
         }
-        let mut ended = false;
         for event in events.iter() {
             if event.token() == WAKER {
                 continue;
@@ -191,14 +211,16 @@ pub(crate) fn worker(
             let keep = match conns.get_mut(&id) {
                 Some(conn) => {
                     conn.link.note_event(event);
-                    let served = service(conn, shared, &mut stats, &mut tracer);
-                    ended |= served.ended;
-                    served.keep
+                    let keep = service(conn, shared, &mut stats, &mut tracer, &mut ended);
+                    if conn.parked.is_some() && !parked.contains(&id) {
+                        parked.push(id);
+                    }
+                    keep
                 }
                 None => true,
             };
             if !keep {
-                ended |= drop_conn(&mut conns, id, &poll, control);
+                ended.extend(drop_conn(&mut conns, id, &poll, control));
             }
         }
         // Connections the acceptor handed over (it wakes this worker after each).
@@ -222,7 +244,10 @@ pub(crate) fn worker(
                 parked: None,
             };
             // Bytes may have arrived before the registration.
-            if service(&mut conn, shared, &mut stats, &mut tracer).keep {
+            if service(&mut conn, shared, &mut stats, &mut tracer, &mut ended) {
+                if conn.parked.is_some() {
+                    parked.push(id);
+                }
                 conns.insert(id, conn);
             } else {
                 let _ = poll.registry().deregister(&mut conn.link.stream);
@@ -230,42 +255,42 @@ pub(crate) fn worker(
             }
         }
         let now = Instant::now();
-        let sweep = now.duration_since(last_sweep) >= control.tick();
+        let mut sweep = now.duration_since(last_sweep) >= control.tick();
         if sweep {
             last_sweep = now;
             for conn in conns.values_mut() {
+                let open = conn.state.open_transaction();
                 if conn.state.expire(now, control.config.idle_timeout) {
                     stats.timed_out += 1;
-                    ended = true;
+                    ended.extend(open);
                 }
             }
         }
-        // Parked requests go again, oldest first, when a transaction of this worker has
-        // ended; and at each sweep (the holder may be another worker's, or the bound past).
+        // Parked requests go again, oldest first, once what they wait for has ended; all of
+        // them at each sweep (the holder may be another worker's, or the bound past).
         // Running one may end another's wait in turn (a commit sent behind it).
-        while ended || sweep {
-            let retry_all = sweep && !ended;
-            ended = false;
-            let mut parked: Vec<(Instant, usize)> = conns
+        while sweep || !ended.is_empty() {
+            // Swapped, not taken: both vectors keep their room from pass to pass.
+            std::mem::swap(&mut ended, &mut now_ended);
+            ended.clear();
+            parked.retain(|id| conns.get(id).is_some_and(|c| c.parked.is_some()));
+            let mut due: Vec<(Instant, usize)> = parked
                 .iter()
-                .filter_map(|(&id, c)| c.parked.as_ref().map(|(_, since)| (*since, id)))
+                .filter_map(|&id| {
+                    let p = conns.get(&id)?.parked.as_ref()?;
+                    p.due(sweep, &now_ended).then_some((p.since, id))
+                })
                 .collect();
-            if parked.is_empty() {
-                break;
-            }
-            parked.sort_unstable();
-            for (_, id) in parked {
+            sweep = false;
+            due.sort_unstable();
+            for (_, id) in due {
                 let Some(conn) = conns.get_mut(&id) else {
                     continue;
                 };
-                let served = retry_parked(conn, shared, &mut stats, &mut tracer, bound, now);
-                ended |= served.ended;
-                if !served.keep {
-                    ended |= drop_conn(&mut conns, id, &poll, control);
+                let at = (bound, now);
+                if !retry_parked(conn, shared, &mut stats, &mut tracer, at, &mut ended) {
+                    ended.extend(drop_conn(&mut conns, id, &poll, control));
                 }
-            }
-            if retry_all {
-                break;
             }
         }
     }
@@ -276,19 +301,17 @@ pub(crate) fn worker(
     stats
 }
 
-/// Drops connection `id` (aborting its open transaction); returns whether it had one.
+/// Drops connection `id`, aborting its open transaction; returns that transaction's id.
 fn drop_conn(
     conns: &mut HashMap<usize, Conn<'_>>,
     id: usize,
     poll: &Poll,
     control: &Control,
-) -> bool {
-    let Some(mut conn) = conns.remove(&id) else {
-        return false;
-    };
+) -> Option<u64> {
+    let mut conn = conns.remove(&id)?;
     let _ = poll.registry().deregister(&mut conn.link.stream);
     control.open.fetch_sub(1, Ordering::AcqRel);
-    conn.state.in_transaction()
+    conn.state.open_transaction()
 }
 
 /// Accepts connections and deals them to the workers in turn.

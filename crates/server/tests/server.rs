@@ -384,6 +384,49 @@ fn a_first_batch_that_meets_a_lock_of_the_same_worker_is_parked_until_its_holder
 }
 
 #[test]
+fn a_parked_batch_runs_again_when_its_holder_ends_not_when_any_transaction_does() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 5);
+        let refusals = || db.lock_manager().unwrap().stats().deadlocks;
+        std::thread::scope(|s| {
+            let endpoint = tcp(&server);
+            let (done, finished) = std::sync::mpsc::channel();
+            let before = refusals();
+            s.spawn(move || {
+                let mut other = Client::connect(&endpoint).unwrap();
+                let _ = done.send(update_account(&mut other, table, 5).map(drop));
+            });
+            while refusals() == before {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // A third connection of the worker commits transaction after transaction: the
+            // parked batch waits for its holder, so none of them runs it again (a sweep, one
+            // every tick of at most 100 ms, may).
+            let parked = refusals();
+            let mut third = Client::connect(&tcp(&server)).unwrap();
+            for _ in 0..200 {
+                lock_account(&mut third, table, 9);
+                third.commit().unwrap();
+            }
+            let again = refusals() - parked;
+            assert!(
+                again < 20,
+                "{arch}: run again {again} times for 200 others' ends"
+            );
+            holder.commit().unwrap();
+            let late = finished.recv_timeout(Duration::from_secs(2));
+            assert!(matches!(late, Ok(Ok(()))), "{arch}: {late:?}");
+        });
+        server.stop();
+    }
+}
+
+#[test]
 fn a_parked_batch_is_answered_with_its_failure_once_a_lock_wait_would_have_ended() {
     for arch in ARCHS {
         let w = tpcb();

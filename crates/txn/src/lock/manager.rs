@@ -441,11 +441,20 @@ pub struct TxnLocks {
     /// Record locks let go before the transaction's end (read committed's reads, an
     /// insert's waited-for next key): no longer in `held`, still taken.
     released_early: u64,
+    /// The holder a request of this transaction would have waited for, on its own thread
+    /// ([`LockError::SameThread`]), the last time one was refused so.
+    refused_by: Option<TxnId>,
 }
 
 impl TxnLocks {
     pub fn txn(&self) -> TxnId {
         self.txn
+    }
+
+    /// The transaction of its own thread that a request of this one was last refused for
+    /// ([`LockError::SameThread`]'s holder): the one whose end may let it go on.
+    pub fn refused_by(&self) -> Option<TxnId> {
+        self.refused_by
     }
 
     /// Every lock held, with its mode.
@@ -722,6 +731,7 @@ impl LockManager {
             stats: LockStats::default(),
             wait_io_ns: 0,
             released_early: 0,
+            refused_by: None,
         }
     }
 
@@ -1403,6 +1413,7 @@ impl LockManager {
         if let Some(holder) = head.own_thread_blocker(txn, t.home, want, ahead) {
             drop(guard);
             t.stats.deadlocks += 1;
+            t.refused_by = Some(holder);
             return Err(LockError::SameThread { txn, holder, name });
         }
 
