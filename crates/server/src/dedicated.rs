@@ -81,14 +81,9 @@ struct Pending {
 }
 
 impl Pending {
-    /// Whether to run it again now: at a sweep, or once its holder (or, not knowing it, any
-    /// transaction of the worker) has ended.
+    /// Whether to run it again now ([`crate::handler::parked_is_due`]).
     fn due(&self, sweep: bool, ended: &[u64]) -> bool {
-        sweep
-            || match self.behind {
-                Some(holder) => ended.contains(&holder),
-                None => !ended.is_empty(),
-            }
+        crate::handler::parked_is_due(self.behind, sweep, ended)
     }
 }
 

@@ -182,6 +182,17 @@ pub enum Flow {
     Park,
 }
 
+/// Whether a request parked behind transaction `behind` (`None`: not named, as for a
+/// deadlock's victim) is to run again: at a sweep, or once `behind` (or, not knowing it, any
+/// transaction of the worker) is among those that `ended`.
+pub(crate) fn parked_is_due(behind: Option<u64>, sweep: bool, ended: &[u64]) -> bool {
+    sweep
+        || match behind {
+            Some(holder) => ended.contains(&holder),
+            None => !ended.is_empty(),
+        }
+}
+
 /// One connection's protocol state.
 pub struct ConnState<'db> {
     state: State<'db>,
