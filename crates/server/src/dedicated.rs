@@ -17,7 +17,8 @@
 //! the network thread only when it is asleep in `epoll_wait` (`asleep`), not per response.
 //! A job whose frame is parked ([`Flow::Park`]: a transaction's first batch that met a lock
 //! of another of the worker's transactions) waits in its worker, with the answers so far,
-//! until a transaction of the worker has ended or a tick passes, and goes on from that frame.
+//! until the transaction it would have waited for has ended (or a tick passes), and goes on
+//! from that frame.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -13,7 +13,7 @@
 //! for another of its connections' open transactions is refused at once (the server binds
 //! transactions to their threads: `txn::lock::LockConfig::thread_bound`). Where it was a
 //! transaction's first batch, the request is parked ([`Flow::Park`]) and handled again once
-//! a transaction of this worker has ended; a later batch's refusal is answered. A longer cycle
+//! the transaction it would have waited for has ended; a later batch's refusal is answered. A longer cycle
 //! through another worker's waiting transaction is found in the wait-for graph, and the lock
 //! wait's bound ([`engine::DbConfig::lock_wait_timeout`]) is the backstop, for parked requests
 //! too.
