@@ -71,6 +71,10 @@ pub struct WorkerStats {
     /// their failure if they failed again: [`crate::handler::Flow::Park`]).
     pub parked: u64,
     pub unparked: u64,
+    /// Times a parked request was not run when its holder ended, because an older one parked
+    /// behind the same holder ran first and took its place: it waits for that one instead
+    /// ([`crate::handler::HandOffs`]).
+    pub handed_on: u64,
     /// Where the time went, with `ServerConfig::trace` (else zeros).
     pub phases: crate::trace::Phases,
 }
@@ -84,6 +88,7 @@ impl std::ops::AddAssign for WorkerStats {
         self.lone_writes += o.lone_writes;
         self.parked += o.parked;
         self.unparked += o.unparked;
+        self.handed_on += o.handed_on;
         self.phases += o.phases;
     }
 }

@@ -17,8 +17,9 @@
 //! the network thread only when it is asleep in `epoll_wait` (`asleep`), not per response.
 //! A job whose frame is parked ([`Flow::Park`]: a transaction's first batch that met a lock
 //! of another of the worker's transactions) waits in its worker, with the answers so far,
-//! until the transaction it would have waited for has ended (or a tick passes), and goes on
-//! from that frame.
+//! until the transaction it would have waited for has ended (or a tick passes; of several
+//! parked behind one holder, the oldest goes first and the others then wait for it:
+//! [`HandOffs`]), and goes on from that frame.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +30,7 @@ use crossbeam::channel::{Receiver, RecvTimeoutError, Sender};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::control::{Control, Refused, WorkerStats};
-use crate::handler::{ConnState, Flow, Shared};
+use crate::handler::{ConnState, Flow, HandOffs, Shared};
 use crate::link::{Fill, Link, Listener};
 use crate::trace::{Phase, Tracer};
 
@@ -165,6 +166,7 @@ pub(crate) fn worker(
     // The transactions of this worker that ended since parked jobs last looked.
     let mut ended: Vec<u64> = Vec::new();
     let mut now_ended: Vec<u64> = Vec::new();
+    let mut hand_offs = HandOffs::default();
     loop {
         // Taking a waiting job is queuing work; waiting for one is not.
         let start = tracer.start_cpu();
@@ -228,10 +230,19 @@ pub(crate) fn worker(
                 .partition(|p| p.due(sweep, &now_ended));
             parked = waiting;
             sweep = false;
-            for job in due {
+            hand_offs.clear();
+            for mut job in due {
+                let behind = job.behind;
+                if let Some(successor) = hand_offs.successor(behind) {
+                    job.behind = Some(successor);
+                    stats.handed_on += 1;
+                    parked.push(job);
+                    continue;
+                }
                 let may_park = job
                     .since
                     .is_none_or(|since| now.duration_since(since) < bound);
+                let conn = job.conn;
                 let (s, sh) = (&mut stats, &mut tracer);
                 if let Some(job) = run_job(
                     job,
@@ -244,6 +255,9 @@ pub(crate) fn worker(
                     &mut ended,
                 ) {
                     parked.push(job);
+                } else {
+                    let open = states.get(&conn).and_then(|s| s.open_transaction());
+                    hand_offs.note(behind, open);
                 }
             }
             // Kept oldest first.

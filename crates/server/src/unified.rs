@@ -13,10 +13,11 @@
 //! for another of its connections' open transactions is refused at once (the server binds
 //! transactions to their threads: `txn::lock::LockConfig::thread_bound`). Where it was a
 //! transaction's first batch, the request is parked ([`Flow::Park`]) and handled again once
-//! the transaction it would have waited for has ended; a later batch's refusal is answered. A longer cycle
-//! through another worker's waiting transaction is found in the wait-for graph, and the lock
-//! wait's bound ([`engine::DbConfig::lock_wait_timeout`]) is the backstop, for parked requests
-//! too.
+//! the transaction it would have waited for has ended (of several parked behind one holder,
+//! the oldest; the others then wait for it: [`HandOffs`]); a later batch's refusal is
+//! answered. A longer cycle through another worker's waiting transaction is found in the
+//! wait-for graph, and the lock wait's bound ([`engine::DbConfig::lock_wait_timeout`]) is the
+//! backstop, for parked requests too.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -27,7 +28,7 @@ use crossbeam::channel::Receiver;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::control::{Control, Refused, WorkerStats};
-use crate::handler::{ConnState, Flow, Shared};
+use crate::handler::{ConnState, Flow, HandOffs, Shared};
 use crate::link::{Fill, Link, Listener, Stream};
 use crate::trace::Tracer;
 
@@ -193,6 +194,7 @@ pub(crate) fn worker(
     let mut ended: Vec<u64> = Vec::new();
     let mut now_ended: Vec<u64> = Vec::new();
     let mut parked: Vec<usize> = Vec::new();
+    let mut hand_offs = HandOffs::default();
     while !control.stop.load(Ordering::Acquire) {
         if poll.poll(&mut events, Some(control.tick())).is_err() {
             // EINTR from a signal: poll again.
@@ -278,13 +280,24 @@ pub(crate) fn worker(
                 .collect();
             sweep = false;
             due.sort_unstable();
+            hand_offs.clear();
             for (_, id) in due {
                 let Some(conn) = conns.get_mut(&id) else {
                     continue;
                 };
+                let behind = conn.parked.as_ref().and_then(|p| p.behind);
+                if let Some(successor) = hand_offs.successor(behind) {
+                    if let Some(p) = conn.parked.as_mut() {
+                        p.behind = Some(successor);
+                        stats.handed_on += 1;
+                    }
+                    continue;
+                }
                 let at = (bound, now);
                 if !retry_parked(conn, shared, &mut stats, &mut tracer, at, &mut ended) {
                     ended.extend(drop_conn(&mut conns, id, &poll, control));
+                } else if conn.parked.is_none() {
+                    hand_offs.note(behind, conn.state.open_transaction());
                 }
             }
         }

@@ -427,6 +427,57 @@ fn a_parked_batch_runs_again_when_its_holder_ends_not_when_any_transaction_does(
 }
 
 #[test]
+fn batches_parked_behind_one_holder_run_one_at_a_time_oldest_first() {
+    const WAITERS: usize = 8;
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 5);
+        let refusals = || db.lock_manager().unwrap().stats().deadlocks;
+        let order = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            // Each waiter's first batch locks the row the holder has, is parked, and once
+            // answered commits at once: the next in line may go.
+            for waiter in 0..WAITERS {
+                let before = refusals();
+                let (endpoint, order) = (tcp(&server), &order);
+                s.spawn(move || {
+                    let mut client = Client::connect(&endpoint).unwrap();
+                    lock_account(&mut client, table, 5);
+                    order.lock().unwrap().push(waiter);
+                    client.commit().unwrap();
+                });
+                while refusals() == before {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            let parked = refusals();
+            holder.commit().unwrap();
+            while order.lock().unwrap().len() < WAITERS {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // Woken all at once, every waiter still parked would run at each commit and be
+            // refused by the one that went first: 7 + 6 + … + 1 = 28 refusals. One at a
+            // time, none (a sweep, one every tick of at most 100 ms, runs all once more).
+            let again = refusals() - parked;
+            assert!(again < 14, "{arch}: refused {again} times more");
+        });
+        let order = order.into_inner().unwrap();
+        assert_eq!(
+            order,
+            (0..WAITERS).collect::<Vec<_>>(),
+            "{arch}: oldest first"
+        );
+        let stats = server.stop();
+        assert_eq!(stats.parked, WAITERS as u64, "{arch}");
+        assert!(stats.handed_on >= (WAITERS - 1) as u64, "{arch}: {stats:?}");
+    }
+}
+
+#[test]
 fn a_parked_batch_is_answered_with_its_failure_once_a_lock_wait_would_have_ended() {
     for arch in ARCHS {
         let w = tpcb();
