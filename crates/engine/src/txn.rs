@@ -594,6 +594,12 @@ impl<'db> Transaction<'db> {
         self.locks.as_ref()?.refused_by().map(|t| t.0)
     }
 
+    /// Whether a lock request of this transaction has waited out the lock wait's bound
+    /// ([`crate::DbConfig::lock_wait_timeout`]) and failed.
+    pub fn lock_timed_out(&self) -> bool {
+        self.locks.as_ref().is_some_and(|l| l.stats().timeouts > 0)
+    }
+
     /// Time this transaction has waited for locks so far, in nanoseconds.
     pub fn lock_wait_ns(&self) -> u64 {
         self.locks.as_ref().map_or(0, |l| l.stats().wait_ns)

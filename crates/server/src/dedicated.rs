@@ -91,8 +91,9 @@ impl Pending {
 
 /// Runs `job`'s frames from where it stopped: sends the reply once every frame is answered
 /// (or a protocol error closes the connection), or gives the job back parked. `may_park`
-/// says whether its parked frame may be parked again (the wait's bound has not passed);
-/// the transactions of the worker that its frames end are noted in `ended`.
+/// says whether its parked frame may be parked again (the wait's bound has not passed; the
+/// frames after it may be parked either way); the transactions of the worker that its
+/// frames end are noted in `ended`.
 #[allow(clippy::too_many_arguments)]
 fn run_job<'db>(
     mut job: Pending,
@@ -101,7 +102,7 @@ fn run_job<'db>(
     replies: &Replies,
     stats: &mut WorkerStats,
     tracer: &mut Tracer,
-    may_park: bool,
+    mut may_park: bool,
     ended: &mut Vec<u64>,
 ) -> Option<Pending> {
     let state = states.entry(job.conn).or_default();
@@ -134,6 +135,8 @@ fn run_job<'db>(
         if job.since.take().is_some() && may_park {
             stats.unparked += 1;
         }
+        // The bound was the parked frame's: the next is a request of its own.
+        may_park = true;
         job.at += 1;
     }
     if close {

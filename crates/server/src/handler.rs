@@ -297,7 +297,8 @@ impl<'db> ConnState<'db> {
     /// ended, as the client would have retried it, but without the round trip and not
     /// before the holder is gone. Nothing of the batch was seen by the client, so running
     /// it again as a new transaction is the same to it. Without `may_park` (the worker's wait
-    /// bound has passed) the failure is answered.
+    /// bound has passed), or where a lock wait of the batch ran out its bound (it waited for
+    /// another worker's transaction as long as a parked one would), the failure is answered.
     pub fn handle_or_park(
         &mut self,
         frame: &[u8],
@@ -387,8 +388,11 @@ impl<'db> ConnState<'db> {
                         }
                         Err(e) => {
                             let behind = txn.refused_by();
+                            // A lock wait that ran out (for another worker's transaction)
+                            // has waited as long as a parked batch may: answered at once.
+                            let waited_out = txn.lock_timed_out();
                             let _ = tracer.time_cpu(Phase::QueryExecution, || txn.abort());
-                            if may_park && e.is_retryable() {
+                            if may_park && e.is_retryable() && !waited_out {
                                 self.parked_behind = behind;
                                 return Flow::Park;
                             }

@@ -505,6 +505,83 @@ fn a_parked_batch_is_answered_with_its_failure_once_a_lock_wait_would_have_ended
 }
 
 #[test]
+fn a_first_batch_that_waited_out_the_bound_for_another_worker_is_answered_not_parked() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let bound = Duration::from_millis(200);
+        let (server, db) = start_waiting(w.as_ref(), arch, &dir, bound, |c| c.workers = 2);
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 5);
+        // Connections are dealt to the workers in turn: this one's batch waits, on the other
+        // worker, for the holder, and runs out of time. It has waited as long as a parked
+        // batch may, so its failure is answered, not parked to wait (and time out) again.
+        let mut other = Client::connect(&tcp(&server)).unwrap();
+        let err = update_account(&mut other, table, 5).unwrap_err();
+        assert!(err.is_retryable(), "{arch}: {err}");
+        assert!(err.to_string().contains("timed out"), "{arch}: {err}");
+        assert_eq!(db.lock_manager().unwrap().stats().timeouts, 1, "{arch}");
+        holder.commit().unwrap();
+        update_account(&mut other, table, 5).unwrap();
+        let stats = server.stop();
+        assert_eq!(stats.parked, 0, "{arch}");
+    }
+}
+
+#[test]
+fn a_batch_pipelined_behind_one_answered_at_the_bound_may_be_parked_in_turn() {
+    for arch in ARCHS {
+        let w = tpcb();
+        let dir = tempfile::tempdir().unwrap();
+        let bound = Duration::from_millis(200);
+        let (server, _db) = start_waiting(w.as_ref(), arch, &dir, bound, |c| c.workers = 1);
+        let mut holder = Client::connect(&tcp(&server)).unwrap();
+        let table = account_table(&mut holder);
+        lock_account(&mut holder, table, 5);
+        // Two transactions of one batch each, sent at once: both meet the holder's lock. The
+        // first is parked and answered its failure at the bound; the second is a request of
+        // its own, parked too rather than refused at once.
+        let mut bytes = hello();
+        for _ in 0..2 {
+            Request::Batch {
+                autocommit: true,
+                ops: vec![Op::Update {
+                    table,
+                    key: vec![Value::Int(5)],
+                    set: vec![(2, Value::Int(7))],
+                }],
+            }
+            .encode(&mut bytes);
+        }
+        let Endpoint::Tcp(addr) = tcp(&server) else {
+            unreachable!()
+        };
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&bytes).unwrap();
+        let mut buf = protocol::FrameBuffer::new(protocol::DEFAULT_MAX_FRAME);
+        let mut answers = Vec::new();
+        while answers.len() < 3 {
+            let mut chunk = [0u8; 4096];
+            let n = s.read(&mut chunk).unwrap();
+            assert!(n > 0, "{arch}: closed after {answers:?}");
+            answers.extend(responses(&mut buf, &chunk[..n]));
+        }
+        for answer in &answers[1..] {
+            assert!(
+                matches!(answer, Response::Failed { message, .. } if message.contains("same thread")),
+                "{arch}: {answer:?}"
+            );
+        }
+        holder.commit().unwrap();
+        drop(s);
+        let stats = server.stop();
+        assert_eq!((stats.parked, stats.unparked), (2, 0), "{arch}");
+    }
+}
+
+#[test]
 fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_refused_at_once() {
     for arch in ARCHS {
         let w = tpcb();
