@@ -587,7 +587,11 @@ impl Client {
             return Err(self.lost(deferred, e));
         }
         results.drain(..deferred);
-        ops.drain(..deferred);
+        if commit {
+            ops.drain(..deferred);
+        } else {
+            self.deferred.sent(ops.drain(..deferred), &expect);
+        }
         Ok((ops, results))
     }
 

@@ -44,6 +44,9 @@ pub const MAX_GUESSED_KEY_TAIL: usize = 8;
 pub enum Expect {
     /// An insert: `Inserted`.
     Inserted,
+    /// The same, of a row the transaction has deleted since (before the insert was sent): no
+    /// longer taken to exist.
+    InsertedDeleted,
     /// An update or delete of a row held and known to exist: `Found(true)`.
     Found,
     /// The same, of a row whose key was guessed (see the module's documentation).
@@ -80,7 +83,8 @@ pub struct Deferred {
     held: RowSet,
     /// Keys guessed from the rows of for-update scans.
     scanned: RowSet,
-    /// Rows this transaction inserted and has not deleted since: table id and values.
+    /// Rows this transaction inserted, sent ([`Deferred::sent`]) and has not deleted since:
+    /// table id and values. Those not sent yet are the inserts of `ops` (each row is kept once).
     inserted: Vec<(u32, Vec<Value>)>,
     /// The procedure's hinted reads ([`engine::Tx::prefetch`] and its kin): those not sent
     /// yet, and what those sent returned.
@@ -108,7 +112,8 @@ impl Deferred {
     }
 
     /// The writes waiting to be sent, in the order made, and what each must be answered;
-    /// none wait afterwards.
+    /// none wait afterwards. The rows they insert are known again once given back, sent,
+    /// to [`Deferred::sent`].
     pub fn take(&mut self) -> (Vec<Op>, Vec<Expect>) {
         (
             std::mem::take(&mut self.ops),
@@ -126,9 +131,19 @@ impl Deferred {
         }
     }
 
+    /// The writes [`Deferred::take`] gave, `ops` with `expect`, were sent and answered as
+    /// expected: the rows they inserted, and have not deleted since, are kept for
+    /// [`Deferred::known`]'s guess.
+    pub fn sent(&mut self, ops: impl IntoIterator<Item = Op>, expect: &[Expect]) {
+        for (op, expect) in ops.into_iter().zip(expect) {
+            if let (Op::Insert { table, row }, Expect::Inserted) = (op, expect) {
+                self.inserted.push((table, row));
+            }
+        }
+    }
+
     /// Defers an insert of `row` into `table`.
     pub fn insert(&mut self, table: u32, row: &[Value]) {
-        self.inserted.push((table, row.to_vec()));
         // What a hinted scan of the table returned may now miss the row.
         self.ahead.stale(table, None);
         self.ops.push(Op::Insert {
@@ -187,10 +202,7 @@ impl Deferred {
 
     /// Whether the transaction holds row `key` of `table` exclusively and it exists.
     pub fn known(&self, table: u32, key: &[Value]) -> Option<Known> {
-        if key.is_empty() {
-            return None;
-        }
-        if self.held.is_empty() && self.scanned.is_empty() && self.inserted.is_empty() {
+        if key.is_empty() || self.knows_nothing() {
             return None;
         }
         if self.held.contains(table, key) {
@@ -201,22 +213,45 @@ impl Deferred {
                 .inserted
                 .iter()
                 .any(|(t, row)| *t == table && names(row, key))
+            || self
+                .ops
+                .iter()
+                .zip(&self.expect)
+                .any(|(op, expect)| *expect == Expect::Inserted && inserts(op, table, key))
         {
             return Some(Known::Guessed);
         }
         None
     }
 
+    /// Whether nothing is known of any row (the common case of a transaction's start).
+    fn knows_nothing(&self) -> bool {
+        self.held.is_empty()
+            && self.scanned.is_empty()
+            && self.inserted.is_empty()
+            && self.ops.is_empty()
+    }
+
     /// Row `key` of `table` was deleted (or is absent): no longer known to exist.
     pub fn forget(&mut self, table: u32, key: &[Value]) {
-        if self.held.is_empty() && self.scanned.is_empty() && self.inserted.is_empty() {
+        if self.knows_nothing() {
             return;
         }
         self.held.remove(table, key);
         self.scanned.remove(table, key);
         self.inserted
             .retain(|(t, row)| !(*t == table && names(row, key)));
+        for (op, expect) in self.ops.iter().zip(&mut self.expect) {
+            if *expect == Expect::Inserted && inserts(op, table, key) {
+                *expect = Expect::InsertedDeleted;
+            }
+        }
     }
+}
+
+/// Whether `op` inserts a row of `table` that `key` could name ([`names`]).
+fn inserts(op: &Op, table: u32, key: &[Value]) -> bool {
+    matches!(op, Op::Insert { table: t, row } if *t == table && names(row, key))
 }
 
 /// Whether `key` could be the key of the inserted `row`: each of its values is a distinct
@@ -242,7 +277,7 @@ fn names(row: &[Value], key: &[Value]) -> bool {
 pub fn check(ops: &[Op], expect: &[Expect], results: &[OpResult]) -> TxResult<()> {
     for ((op, want), got) in ops.iter().zip(expect).zip(results) {
         match (want, got) {
-            (Expect::Inserted, OpResult::Inserted)
+            (Expect::Inserted | Expect::InsertedDeleted, OpResult::Inserted)
             | (Expect::Set, OpResult::Set)
             | (Expect::Found | Expect::Guessed, OpResult::Found(true)) => {}
             (Expect::Found, OpResult::Found(false)) => {
@@ -329,10 +364,43 @@ mod tests {
         assert_eq!(expect, [Expect::Found, Expect::Inserted, Expect::Found]);
         assert!(!d.has_pending());
         assert!(!d.has_guessed());
+        // Sent and answered: the inserted row is known again, its copy kept from the op.
+        d.sent(ops, &expect);
         assert!(d.write(3, &[Value::Int(7)], update(3, 7)).is_ok());
         assert!(d.has_guessed());
         d.clear();
         assert_eq!(d.known(3, &[Value::Int(7)]), None);
+    }
+
+    #[test]
+    fn an_insert_deleted_before_it_is_sent_is_sent_and_its_row_not_known() {
+        let mut d = Deferred::default();
+        let row = [Value::Int(7), Value::Int(8)];
+        d.insert(3, &row);
+        d.insert(3, &[Value::Int(9), Value::Int(8)]);
+        let key = [Value::Int(7)];
+        assert_eq!(d.known(3, &key), Some(Known::Guessed));
+        let delete = Op::Delete {
+            table: 3,
+            key: key.to_vec(),
+        };
+        assert!(d.write(3, &key, delete).is_ok());
+        assert_eq!(d.known(3, &key), None);
+        assert_eq!(d.known(3, &[Value::Int(9)]), Some(Known::Guessed));
+        let (ops, expect) = d.take();
+        assert_eq!(
+            expect,
+            [Expect::InsertedDeleted, Expect::Inserted, Expect::Guessed]
+        );
+        let answers = [
+            OpResult::Inserted,
+            OpResult::Inserted,
+            OpResult::Found(true),
+        ];
+        assert!(check(&ops, &expect, &answers).is_ok());
+        d.sent(ops, &expect);
+        assert_eq!(d.known(3, &key), None, "deleted stays deleted once sent");
+        assert_eq!(d.known(3, &[Value::Int(9)]), Some(Known::Guessed));
     }
 
     #[test]

@@ -556,7 +556,7 @@ impl<E: Exchange + ?Sized> Crossing for GuestCrossing<'_, E> {
                     self.doomed = Some((ErrorClass::of(&e), ErrorClass::message_of(&e)));
                     return Err(e);
                 }
-                all.drain(..written);
+                self.deferred.sent(all.drain(..written), &expect);
                 results.drain(..written);
                 Ok((all, results))
             }
