@@ -187,14 +187,7 @@ pub(crate) fn worker(
     let mut conns: HashMap<usize, Conn<'_>> = HashMap::new();
     let mut next_id = 0usize;
     let mut last_sweep = Instant::now();
-    // How long a parked request waits at most: as long as a lock wait may.
-    let bound = shared.db.config().lock_wait_timeout;
-    // The transactions of this worker that ended since parked requests last looked, and the
-    // connections with a parked request.
-    let mut ended: Vec<u64> = Vec::new();
-    let mut now_ended: Vec<u64> = Vec::new();
-    let mut parked: Vec<usize> = Vec::new();
-    let mut hand_offs = HandOffs::default();
+    let mut parking = Parking::new(shared.db.config().lock_wait_timeout);
     while !control.stop.load(Ordering::Acquire) {
         if poll.poll(&mut events, Some(control.tick())).is_err() {
             // EINTR from a signal: poll again.
@@ -208,17 +201,21 @@ pub(crate) fn worker(
             let keep = match conns.get_mut(&id) {
                 Some(conn) => {
                     conn.link.note_event(event);
-                    let keep = service(conn, shared, &mut stats, &mut tracer, &mut ended);
-                    if conn.parked.is_some() && !parked.contains(&id) {
-                        parked.push(id);
-                    }
+                    let keep = service(conn, shared, &mut stats, &mut tracer, &mut parking.ended);
+                    parking.note(id, conn);
                     keep
                 }
                 None => true,
             };
             if !keep {
-                ended.extend(drop_conn(&mut conns, id, &poll, control));
+                parking
+                    .ended
+                    .extend(drop_conn(&mut conns, id, &poll, control));
             }
+            // Those parked behind a transaction this event ended go now, before the other
+            // events' requests can take what it let go of.
+            let mut worker = (&mut stats, &mut tracer);
+            parking.run_due(&mut conns, false, shared, &mut worker, (&poll, control));
         }
         // Connections the acceptor handed over (it wakes this worker after each).
         while let Ok(mut stream) = incoming.try_recv() {
@@ -241,10 +238,14 @@ pub(crate) fn worker(
                 parked: None,
             };
             // Bytes may have arrived before the registration.
-            if service(&mut conn, shared, &mut stats, &mut tracer, &mut ended) {
-                if conn.parked.is_some() {
-                    parked.push(id);
-                }
+            if service(
+                &mut conn,
+                shared,
+                &mut stats,
+                &mut tracer,
+                &mut parking.ended,
+            ) {
+                parking.note(id, &conn);
                 conns.insert(id, conn);
             } else {
                 let _ = poll.registry().deregister(&mut conn.link.stream);
@@ -252,61 +253,107 @@ pub(crate) fn worker(
             }
         }
         let now = Instant::now();
-        let mut sweep = now.duration_since(last_sweep) >= control.tick();
+        let sweep = now.duration_since(last_sweep) >= control.tick();
         if sweep {
             last_sweep = now;
             for conn in conns.values_mut() {
                 let open = conn.state.open_transaction();
                 if conn.state.expire(now, control.config.idle_timeout) {
                     stats.timed_out += 1;
-                    ended.extend(open);
+                    parking.ended.extend(open);
                 }
             }
         }
-        // Parked requests go again, oldest first, once what they wait for has ended; all of
-        // them at each sweep (the holder may be another worker's, or the bound past).
-        // Running one may end another's wait in turn (a commit sent behind it).
-        while sweep || !ended.is_empty() {
-            // Swapped, not taken: both vectors keep their room from pass to pass.
-            std::mem::swap(&mut ended, &mut now_ended);
-            ended.clear();
-            parked.retain(|id| conns.get(id).is_some_and(|c| c.parked.is_some()));
-            let mut due: Vec<(Instant, usize)> = parked
-                .iter()
-                .filter_map(|&id| {
-                    let p = conns.get(&id)?.parked.as_ref()?;
-                    p.due(sweep, &now_ended).then_some((p.since, id))
-                })
-                .collect();
-            sweep = false;
-            due.sort_unstable();
-            hand_offs.clear();
-            for (_, id) in due {
-                let Some(conn) = conns.get_mut(&id) else {
-                    continue;
-                };
-                let behind = conn.parked.as_ref().and_then(|p| p.behind);
-                if let Some(successor) = hand_offs.successor(behind) {
-                    if let Some(p) = conn.parked.as_mut() {
-                        p.behind = Some(successor);
-                        stats.handed_on += 1;
-                    }
-                    continue;
-                }
-                let at = (bound, now);
-                if !retry_parked(conn, shared, &mut stats, &mut tracer, at, &mut ended) {
-                    ended.extend(drop_conn(&mut conns, id, &poll, control));
-                } else if conn.parked.is_none() {
-                    hand_offs.note(behind, conn.state.open_transaction());
-                }
-            }
-        }
+        let mut worker = (&mut stats, &mut tracer);
+        parking.run_due(&mut conns, sweep, shared, &mut worker, (&poll, control));
     }
     // Dropping the connections aborts their open transactions.
     control.open.fetch_sub(conns.len(), Ordering::AcqRel);
     drop(conns);
     tracer.finish_into(&mut stats);
     stats
+}
+
+/// A worker's parked requests: the connections that have one, and the transactions of the
+/// worker that ended since they last looked.
+struct Parking {
+    /// How long a parked request waits at most: as long as a lock wait may.
+    bound: Duration,
+    conns: Vec<usize>,
+    ended: Vec<u64>,
+    /// `ended` as a pass over the parked requests found it (swapped, not taken: both vectors
+    /// keep their room from pass to pass).
+    now_ended: Vec<u64>,
+    hand_offs: HandOffs,
+}
+
+impl Parking {
+    fn new(bound: Duration) -> Parking {
+        Parking {
+            bound,
+            conns: Vec::new(),
+            ended: Vec::new(),
+            now_ended: Vec::new(),
+            hand_offs: HandOffs::default(),
+        }
+    }
+
+    /// Notes connection `id`'s parked request, if it has one.
+    fn note(&mut self, id: usize, conn: &Conn<'_>) {
+        if conn.parked.is_some() && !self.conns.contains(&id) {
+            self.conns.push(id);
+        }
+    }
+
+    /// Runs the parked requests that are due, oldest first: those whose holder has ended, and
+    /// at a `sweep` all of them (the holder may be another worker's, or the bound past).
+    /// Running one may end another's wait in turn (a commit sent behind it).
+    fn run_due<'db>(
+        &mut self,
+        conns: &mut HashMap<usize, Conn<'db>>,
+        mut sweep: bool,
+        shared: &'db Shared,
+        (stats, tracer): &mut (&mut WorkerStats, &mut Tracer),
+        (poll, control): (&Poll, &Control),
+    ) {
+        while sweep || !self.ended.is_empty() {
+            std::mem::swap(&mut self.ended, &mut self.now_ended);
+            self.ended.clear();
+            self.conns
+                .retain(|id| conns.get(id).is_some_and(|c| c.parked.is_some()));
+            let mut due: Vec<(Instant, usize)> = self
+                .conns
+                .iter()
+                .filter_map(|&id| {
+                    let p = conns.get(&id)?.parked.as_ref()?;
+                    p.due(sweep, &self.now_ended).then_some((p.since, id))
+                })
+                .collect();
+            sweep = false;
+            due.sort_unstable();
+            self.hand_offs.clear();
+            let now = Instant::now();
+            for (_, id) in due {
+                let Some(conn) = conns.get_mut(&id) else {
+                    continue;
+                };
+                let behind = conn.parked.as_ref().and_then(|p| p.behind);
+                if let Some(successor) = self.hand_offs.successor(behind) {
+                    if let Some(p) = conn.parked.as_mut() {
+                        p.behind = Some(successor);
+                        stats.handed_on += 1;
+                    }
+                    continue;
+                }
+                let at = (self.bound, now);
+                if !retry_parked(conn, shared, stats, tracer, at, &mut self.ended) {
+                    self.ended.extend(drop_conn(conns, id, poll, control));
+                } else if conn.parked.is_none() {
+                    self.hand_offs.note(behind, conn.state.open_transaction());
+                }
+            }
+        }
+    }
 }
 
 /// Drops connection `id`, aborting its open transaction; returns that transaction's id.
