@@ -4,7 +4,7 @@
 //! `glass` binary's own `bench` and `check` commands.
 //!
 //! ```text
-//!   per lane (workload × durable or not), `jobs` lanes at a time:
+//!   per lane (workload × embedded or through a server × durable or not), `jobs` at a time:
 //!     glass load W --db LANE/db                                   once
 //!     repeat:
 //!       glass bench W --db LANE/db [--durable] --ack-log LANE/acks
@@ -29,6 +29,14 @@
 //! commits it lost (its last unforced ones: allowed). A check that fails (or a bench that
 //! died before its kill) stops its lane and keeps the evidence: the check's output and a copy
 //! of the database, named in the report.
+//!
+//! A lane may run its workload through a server instead ([`Via::Sp`], [`Via::Interactive`]):
+//! each round serves the database (`glass serve W --db LANE/db --unix LANE/s.sock`, with the
+//! round's flags), starts `glass bench W --server unix://… --mode sp|interactive --ack-log …`
+//! once the socket is there (the database open and recovered), and kills the *server* at a
+//! drawn moment after it started; the clients, their connections reset, fail and exit. A
+//! client records a commit only once the server has answered it, so every durable receipt
+//! must survive the server's kill as it survives the bench's.
 
 use std::fs;
 use std::io::Write;
@@ -45,24 +53,55 @@ use serde::Serialize;
 
 use crate::progress::ProgressLine;
 
-/// One workload run durably or not.
+/// How a lane's workload runs, and so which process the kill hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// `glass bench --db`: the engine in the bench's own process.
+    Embedded,
+    /// `glass serve --db`, killed under `glass bench --server --mode sp` clients: each
+    /// transaction one stored-procedure call.
+    Sp,
+    /// The same under interactive clients: each transaction's operations in batches over the
+    /// wire, its commit a request of its own.
+    Interactive,
+}
+
+impl Via {
+    pub const ALL: [Via; 3] = [Via::Embedded, Via::Sp, Via::Interactive];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::Embedded => "embedded",
+            Via::Sp => "sp",
+            Via::Interactive => "interactive",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Via> {
+        Via::ALL.into_iter().find(|v| v.name() == name)
+    }
+}
+
+/// One workload run durably or not, embedded or through a server.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Lane {
     pub workload: String,
     pub durable: bool,
+    pub via: Via,
 }
 
 impl Lane {
     fn name(&self) -> String {
-        format!(
-            "{}-{}",
-            self.workload,
-            if self.durable {
-                "durable"
-            } else {
-                "not-durable"
-            }
-        )
+        let durable = if self.durable {
+            "durable"
+        } else {
+            "not-durable"
+        };
+        match self.via {
+            Via::Embedded => format!("{}-{durable}", self.workload),
+            via => format!("{}-{durable}-{}", self.workload, via.name()),
+        }
     }
 }
 
@@ -111,6 +150,7 @@ pub struct Failure {
 pub struct LaneResult {
     pub workload: String,
     pub durable: bool,
+    pub via: Via,
     pub kills: u64,
     pub checks_passed: u64,
     /// Receipts of durable commits looked up after the last check, and how many were missing
@@ -157,14 +197,15 @@ impl CampaignResult {
     /// The table printed at the end.
     pub fn render(&self) -> String {
         let mut out = String::from(
-            "| workload | durable | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) | rolled back (changes) |\n\
-             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| workload | durable | via | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) | rolled back (changes) |\n\
+             |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for l in &self.lanes {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) |\n",
                 l.workload,
                 if l.durable { "yes" } else { "no" },
+                l.via.name(),
                 l.kills,
                 l.checks_passed,
                 l.failures.len(),
@@ -189,9 +230,10 @@ impl CampaignResult {
         for l in &self.lanes {
             for f in &l.failures {
                 out.push_str(&format!(
-                    "✗ {} {} round {}: {} (kept in {})\n",
+                    "✗ {} {} {} round {}: {} (kept in {})\n",
                     l.workload,
                     if l.durable { "durable" } else { "not durable" },
+                    l.via.name(),
                     f.round,
                     f.what,
                     f.evidence
@@ -202,17 +244,25 @@ impl CampaignResult {
     }
 }
 
-/// The lanes of `workloads`, each durable and not.
-pub fn lanes_of(workloads: &[String]) -> Vec<Lane> {
-    workloads
-        .iter()
-        .flat_map(|w| {
-            [true, false].map(|durable| Lane {
-                workload: w.clone(),
-                durable,
-            })
-        })
-        .collect()
+/// The lanes of `workloads`, each run every way of `vias`, durable and not.
+pub fn lanes_of(workloads: &[String], vias: &[Via]) -> Vec<Lane> {
+    let mut lanes = Vec::new();
+    for workload in workloads {
+        for &via in vias {
+            for durable in [true, false] {
+                let lane = Lane {
+                    workload: workload.clone(),
+                    durable,
+                    via,
+                };
+                // Named twice, a lane would run twice at once on one database.
+                if !lanes.contains(&lane) {
+                    lanes.push(lane);
+                }
+            }
+        }
+    }
+    lanes
 }
 
 /// The arguments that pick a workload's data and run in a campaign: small data, and for
@@ -377,6 +427,7 @@ fn run_lane(
     let mut result = LaneResult {
         workload: lane.workload.clone(),
         durable: lane.durable,
+        via: lane.via,
         kills: 0,
         checks_passed: 0,
         durable_receipts: 0,
@@ -412,73 +463,22 @@ fn run_lane(
             break;
         }
         prepare_ack_log(&acks, lane.durable)?;
-        let log = dir.join("bench.log");
-        let log_file =
-            fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
-        let mut bench = Command::new(&config.exe);
-        bench
-            .args(["bench", &lane.workload, "--db"])
-            .arg(&db)
-            .args(workload_args(&lane.workload))
-            .args(run_args(&lane.workload))
-            .args([
-                "--duration",
-                "100000",
-                "--warmup",
-                "0",
-                "--quiet",
-                "--threads",
-            ])
-            .arg(config.threads.to_string())
-            .arg("--checkpoint-kib")
-            .arg(config.checkpoint_kib.to_string())
-            .arg("--seed")
-            .arg(rng.gen::<u32>().to_string())
-            .arg("--ack-log")
-            .arg(&acks)
-            .args(pool_args(config.pool_mib));
-        if lane.durable {
-            bench.arg("--durable");
-        }
-        // Every other round takes its checkpoints on the checkpointer thread, so kills fall
-        // in its checkpoints too.
-        if round % 2 == 0 {
-            bench.arg("--background-checkpoints");
-        }
-        // Two rounds in four write pages back on page cleaners beside the misses.
-        if round % 4 >= 2 {
-            bench.args(["--page-cleaners", "2"]);
-        }
-        // Four rounds in eight lock pages instead of records.
-        if round % 8 >= 4 {
-            bench.arg("--page-locking");
-        }
-        bench.args(["--execution", execution_of(round)]);
-        let mut child = bench
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .with_context(|| format!("run {} bench", config.exe.display()))?;
-        let kill_at = Instant::now() + config.max_run.mul_f64(rng.gen::<f64>());
-        let mut exited = None;
-        while Instant::now() < kill_at {
-            if let Some(status) = child.try_wait()? {
-                exited = Some(status);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2).min(kill_at - Instant::now()));
-        }
-        if exited.is_none() {
-            child.kill().context("kill the bench")?; // SIGKILL
-            child.wait()?;
-        }
+        let seed = rng.gen::<u32>();
+        let kill_after = config.max_run.mul_f64(rng.gen::<f64>());
+        let round_run = Round {
+            config,
+            lane,
+            dir: &dir,
+            number: round,
+            seed,
+            kill_after,
+        };
+        let died = match lane.via {
+            Via::Embedded => round_run.bench_and_kill()?,
+            Via::Sp | Via::Interactive => round_run.serve_and_kill()?,
+        };
         result.kills += 1;
-        if let Some(status) = exited {
-            let what = format!(
-                "the bench exited before its kill ({status}): {}",
-                tail(&fs::read_to_string(&log).unwrap_or_default())
-            );
+        if let Some(what) = died {
             result
                 .failures
                 .push(keep_evidence(&dir, &db, round, &what)?);
@@ -528,6 +528,179 @@ fn run_lane(
         }
     }
     Ok(result)
+}
+
+/// One round of a lane: its run, killed `kill_after` it started.
+struct Round<'a> {
+    config: &'a CampaignConfig,
+    lane: &'a Lane,
+    dir: &'a Path,
+    number: u64,
+    seed: u32,
+    kill_after: Duration,
+}
+
+impl Round<'_> {
+    /// The round's database flags, for its bench or its server: durability, checkpoints, the
+    /// pool, and the rounds' rotation of checkpointer, page cleaners and page locking.
+    fn db_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--db".to_string(),
+            self.dir.join("db").display().to_string(),
+        ];
+        args.extend(workload_args(&self.lane.workload));
+        args.extend(run_args(&self.lane.workload));
+        args.push("--checkpoint-kib".into());
+        args.push(self.config.checkpoint_kib.to_string());
+        args.extend(pool_args(self.config.pool_mib));
+        if self.lane.durable {
+            args.push("--durable".into());
+        }
+        // Every other round takes its checkpoints on the checkpointer thread, so kills fall
+        // in its checkpoints too.
+        if self.number.is_multiple_of(2) {
+            args.push("--background-checkpoints".into());
+        }
+        // Two rounds in four write pages back on page cleaners beside the misses.
+        if self.number % 4 >= 2 {
+            args.extend(["--page-cleaners".into(), "2".into()]);
+        }
+        // Four rounds in eight lock pages instead of records.
+        if self.number % 8 >= 4 {
+            args.push("--page-locking".into());
+        }
+        args
+    }
+
+    /// A log file of the round's, for a child's output.
+    fn log(&self, name: &str) -> anyhow::Result<(PathBuf, fs::File)> {
+        let path = self.dir.join(name);
+        let file = fs::File::create(&path).with_context(|| format!("create {}", path.display()))?;
+        Ok((path, file))
+    }
+
+    /// Runs the bench on the database and kills it; returns why the round failed if the bench
+    /// exited by itself first.
+    fn bench_and_kill(&self) -> anyhow::Result<Option<String>> {
+        let (log, log_file) = self.log("bench.log")?;
+        let exe = &self.config.exe;
+        let mut child = Command::new(exe)
+            .args(["bench", &self.lane.workload])
+            .args(self.db_args())
+            .args(["--duration", "100000", "--warmup", "0", "--quiet"])
+            .args(["--threads", &self.config.threads.to_string()])
+            .args(["--seed", &self.seed.to_string()])
+            .arg("--ack-log")
+            .arg(self.dir.join("acks"))
+            .args(["--execution", execution_of(self.number)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .with_context(|| format!("run {} bench", exe.display()))?;
+        let kill_at = Instant::now() + self.kill_after;
+        while Instant::now() < kill_at {
+            if let Some(status) = child.try_wait()? {
+                return Ok(Some(format!(
+                    "the bench exited before its kill ({status}): {}",
+                    tail(&fs::read_to_string(&log).unwrap_or_default())
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(2).min(kill_at - Instant::now()));
+        }
+        child.kill().context("kill the bench")?; // SIGKILL
+        child.wait()?;
+        Ok(None)
+    }
+
+    /// Serves the database, starts the clients once it listens, and kills the server; the
+    /// clients, their server gone, fail and exit (or are killed after a while). Returns why
+    /// the round failed if the server or the clients exited by themselves before the kill.
+    fn serve_and_kill(&self) -> anyhow::Result<Option<String>> {
+        let (server_log, server_file) = self.log("serve.log")?;
+        let (client_log, client_file) = self.log("bench.log")?;
+        let exe = &self.config.exe;
+        let socket = self.dir.join("s.sock");
+        let _ = fs::remove_file(&socket);
+        let threads = self.config.threads.to_string();
+        let mut server = Command::new(exe)
+            .args(["serve", &self.lane.workload])
+            .args(self.db_args())
+            .arg("--unix")
+            .arg(&socket)
+            .args(["--workers", &threads, "--quiet"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(server_file)
+            .spawn()
+            .with_context(|| format!("run {} serve", exe.display()))?;
+        let mut client_file = Some(client_file);
+        let mut clients: Option<std::process::Child> = None;
+        let kill_at = Instant::now() + self.kill_after;
+        let mut died = None;
+        while Instant::now() < kill_at {
+            if let Some(status) = server.try_wait()? {
+                died = Some(format!(
+                    "the server exited before its kill ({status}): {}",
+                    tail(&fs::read_to_string(&server_log).unwrap_or_default())
+                ));
+                break;
+            }
+            // The socket is bound once the database is open (recovered) and served.
+            if let (None, true) = (&clients, socket.exists()) {
+                let mut bench = Command::new(exe);
+                bench
+                    .args(["bench", &self.lane.workload])
+                    .args(workload_args(&self.lane.workload))
+                    .args(run_args(&self.lane.workload))
+                    .arg("--server")
+                    .arg(format!("unix://{}", socket.display()))
+                    .args(["--mode", self.lane.via.name(), "--threads", &threads])
+                    .args(["--duration", "100000", "--warmup", "0", "--quiet"])
+                    .args(["--seed", &self.seed.to_string()])
+                    .arg("--ack-log")
+                    .arg(self.dir.join("acks"));
+                if self.lane.durable {
+                    // The server forces its commits: the receipts are durable ones.
+                    bench.arg("--durable");
+                }
+                let log_file = client_file.take().expect("the clients start once");
+                clients = Some(
+                    bench
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(log_file)
+                        .spawn()
+                        .with_context(|| format!("run {} bench --server", exe.display()))?,
+                );
+            }
+            if let Some(status) = clients
+                .as_mut()
+                .map(|c| c.try_wait())
+                .transpose()?
+                .flatten()
+            {
+                died = Some(format!(
+                    "the clients exited before the server's kill ({status}): {}",
+                    tail(&fs::read_to_string(&client_log).unwrap_or_default())
+                ));
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2).min(kill_at - Instant::now()));
+        }
+        server.kill().context("kill the server")?; // SIGKILL
+        server.wait()?;
+        if let Some(mut clients) = clients {
+            // Their connections reset, the clients stop with an error; one stuck is killed.
+            let give_up = Instant::now() + Duration::from_secs(30);
+            while clients.try_wait()?.is_none() && Instant::now() < give_up {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = clients.kill();
+            clients.wait()?;
+        }
+        Ok(died)
+    }
 }
 
 /// Makes the ack log a round's bench appends to exist before the bench starts: a kill can
@@ -622,8 +795,34 @@ mod tests {
     }
 
     #[test]
+    fn lanes_cover_each_workload_way_and_durability_once() {
+        let lanes = lanes_of(
+            &["tpcb".to_string(), "voter".to_string(), "tpcb".to_string()],
+            &[Via::Embedded, Via::Interactive, Via::Interactive],
+        );
+        assert_eq!(lanes.len(), 8);
+        let names: Vec<String> = lanes.iter().map(Lane::name).collect();
+        assert_eq!(
+            names[..4],
+            [
+                "tpcb-durable",
+                "tpcb-not-durable",
+                "tpcb-durable-interactive",
+                "tpcb-not-durable-interactive"
+            ]
+        );
+        for via in Via::ALL {
+            assert_eq!(Via::parse(via.name()), Some(via));
+        }
+        assert_eq!(Via::parse("server"), None);
+    }
+
+    #[test]
     fn kills_spread_over_lanes_add_up() {
-        let lanes = lanes_of(&["tpcc".into(), "tpcb".into(), "voter".into()]);
+        let lanes = lanes_of(
+            &["tpcc".into(), "tpcb".into(), "voter".into()],
+            &[Via::Embedded],
+        );
         assert_eq!(lanes.len(), 6);
         assert!(lanes[0].durable && !lanes[1].durable);
         let n = lanes.len() as u64;

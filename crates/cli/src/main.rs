@@ -1060,6 +1060,11 @@ struct CrashArgs {
         default_value = "tpcc,tpcb,ycsb,voter"
     )]
     workloads: Vec<WorkloadName>,
+    /// How each workload runs, and so what is killed: embedded (`glass bench --db`, killed),
+    /// sp or interactive (`glass serve --db`, killed under `glass bench --server` clients
+    /// calling stored procedures or sending interactive transactions).
+    #[arg(long, value_delimiter = ',', default_value = "embedded", value_parser = parse_via)]
+    via: Vec<bench::crash::Via>,
     /// Kills in all, spread evenly over the workloads and modes.
     #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     kills: u64,
@@ -1143,6 +1148,13 @@ fn parse_switch(setting: &str) -> Result<String, String> {
     let mut scratch = engine::Switches::default();
     scratch.apply(setting).map_err(|e| e.to_string())?;
     Ok(setting.to_string())
+}
+
+fn parse_via(text: &str) -> Result<bench::crash::Via, String> {
+    bench::crash::Via::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = bench::crash::Via::ALL.iter().map(|v| v.name()).collect();
+        format!("{text:?} is not one of {}", names.join(", "))
+    })
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
@@ -2038,7 +2050,7 @@ fn crash(args: CrashArgs) -> anyhow::Result<ExitCode> {
     let config = CampaignConfig {
         exe: std::env::current_exe()?,
         dir: args.dir,
-        lanes: lanes_of(&names),
+        lanes: lanes_of(&names, &args.via),
         kills: args.kills,
         jobs: args.jobs as usize,
         max_run: Duration::from_secs_f64(args.max_run),

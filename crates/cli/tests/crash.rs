@@ -87,3 +87,47 @@ fn kills_while_the_benches_start_fail_no_check() {
     assert_eq!(sum(&lanes, "kills"), 20, "{text}");
     assert_eq!(sum(&lanes, "checks_passed"), 20, "{text}");
 }
+
+/// The server killed instead of the bench: `glass serve --db` under clients that call stored
+/// procedures or send interactive transactions, killed with SIGKILL; every commit a client
+/// was told of (durably, where the server forces its log) is found after recovery.
+#[test]
+fn a_short_crash_campaign_of_the_server_loses_no_acknowledged_commit() {
+    let (text, lanes) = campaign(&[
+        "--workloads",
+        "tpcb,voter",
+        "--via",
+        "sp,interactive",
+        "--kills",
+        "16",
+        "--max-run",
+        "2",
+    ]);
+    assert_eq!(lanes.len(), 8, "two workloads, two ways, durable and not");
+    for via in ["sp", "interactive"] {
+        assert_eq!(
+            lanes.iter().filter(|l| l["via"] == via).count(),
+            4,
+            "{text}"
+        );
+    }
+    assert_eq!(sum(&lanes, "checks_passed"), 16, "{text}");
+    assert_eq!(sum(&lanes, "durable_missing"), 0, "{text}");
+    // The clients had commits acknowledged before the kills: the checks looked them up.
+    assert!(sum(&lanes, "durable_receipts") > 0, "{text}");
+    assert!(text.contains("| tpcb | yes | interactive |"), "{text}");
+}
+
+#[test]
+fn an_unknown_way_to_run_is_refused_by_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["crash", "--via", "sideways"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("\"sideways\" is not one of embedded, sp, interactive"),
+        "{err}"
+    );
+}
