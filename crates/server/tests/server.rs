@@ -35,7 +35,7 @@ fn start(
     dir: &tempfile::TempDir,
     tweak: impl FnOnce(&mut ServerConfig),
 ) -> (Server, Arc<Database>) {
-    start_waiting(w, arch, dir, Duration::from_secs(5), tweak)
+    start_waiting(w, arch, dir, LONG_WAIT, tweak)
 }
 
 /// [`start`], with lock waits bounded by `lock_wait`.
@@ -95,6 +95,35 @@ fn lock_account(client: &mut Client, table: u32, id: i64) {
     let results = client.batch(vec![op], false).unwrap();
     assert!(matches!(&results[0], OpResult::Row(Some(_))), "{results:?}");
     assert!(client.in_transaction());
+}
+
+/// [`start`]'s lock wait bound: longer than any test waits.
+const LONG_WAIT: Duration = Duration::from_secs(5);
+
+/// A TPC-B server with `workers` workers and lock waits bounded by `lock_wait`, and a client
+/// whose open transaction holds account 5 exclusively; `table` is the accounts' id.
+struct Held {
+    server: Server,
+    db: Arc<Database>,
+    holder: Client,
+    table: u32,
+    _dir: tempfile::TempDir,
+}
+
+fn holding_account_5(arch: Arch, workers: usize, lock_wait: Duration) -> Held {
+    let w = tpcb();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, db) = start_waiting(w.as_ref(), arch, &dir, lock_wait, |c| c.workers = workers);
+    let mut holder = Client::connect(&tcp(&server)).unwrap();
+    let table = account_table(&mut holder);
+    lock_account(&mut holder, table, 5);
+    Held {
+        server,
+        db,
+        holder,
+        table,
+        _dir: dir,
+    }
 }
 
 fn update_account(client: &mut Client, table: u32, id: i64) -> Result<Vec<OpResult>, TxError> {
@@ -342,12 +371,13 @@ fn balance(client: &mut Client, table: u32, id: i64) -> Value {
 fn a_first_batch_that_meets_a_lock_of_the_same_worker_is_parked_until_its_holder_ends() {
     for arch in ARCHS {
         for holder_commits in [true, false] {
-            let w = tpcb();
-            let dir = tempfile::tempdir().unwrap();
-            let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
-            let mut holder = Client::connect(&tcp(&server)).unwrap();
-            let table = account_table(&mut holder);
-            lock_account(&mut holder, table, 5);
+            let Held {
+                server,
+                db,
+                mut holder,
+                table,
+                _dir,
+            } = holding_account_5(arch, 1, LONG_WAIT);
             let deadlocks = db.lock_manager().unwrap().stats().deadlocks;
             std::thread::scope(|s| {
                 let endpoint = tcp(&server);
@@ -386,12 +416,13 @@ fn a_first_batch_that_meets_a_lock_of_the_same_worker_is_parked_until_its_holder
 #[test]
 fn a_parked_batch_runs_again_when_its_holder_ends_not_when_any_transaction_does() {
     for arch in ARCHS {
-        let w = tpcb();
-        let dir = tempfile::tempdir().unwrap();
-        let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
-        let mut holder = Client::connect(&tcp(&server)).unwrap();
-        let table = account_table(&mut holder);
-        lock_account(&mut holder, table, 5);
+        let Held {
+            server,
+            db,
+            mut holder,
+            table,
+            _dir,
+        } = holding_account_5(arch, 1, LONG_WAIT);
         let refusals = || db.lock_manager().unwrap().stats().deadlocks;
         std::thread::scope(|s| {
             let endpoint = tcp(&server);
@@ -430,12 +461,13 @@ fn a_parked_batch_runs_again_when_its_holder_ends_not_when_any_transaction_does(
 fn batches_parked_behind_one_holder_run_one_at_a_time_oldest_first() {
     const WAITERS: usize = 8;
     for arch in ARCHS {
-        let w = tpcb();
-        let dir = tempfile::tempdir().unwrap();
-        let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
-        let mut holder = Client::connect(&tcp(&server)).unwrap();
-        let table = account_table(&mut holder);
-        lock_account(&mut holder, table, 5);
+        let Held {
+            server,
+            db,
+            mut holder,
+            table,
+            _dir,
+        } = holding_account_5(arch, 1, LONG_WAIT);
         let refusals = || db.lock_manager().unwrap().stats().deadlocks;
         let order = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|s| {
@@ -480,13 +512,14 @@ fn batches_parked_behind_one_holder_run_one_at_a_time_oldest_first() {
 #[test]
 fn a_parked_batch_is_answered_with_its_failure_once_a_lock_wait_would_have_ended() {
     for arch in ARCHS {
-        let w = tpcb();
-        let dir = tempfile::tempdir().unwrap();
         let bound = Duration::from_millis(300);
-        let (server, _db) = start_waiting(w.as_ref(), arch, &dir, bound, |c| c.workers = 1);
-        let mut holder = Client::connect(&tcp(&server)).unwrap();
-        let table = account_table(&mut holder);
-        lock_account(&mut holder, table, 5);
+        let Held {
+            server,
+            db: _,
+            mut holder,
+            table,
+            _dir,
+        } = holding_account_5(arch, 1, bound);
         let mut other = Client::connect(&tcp(&server)).unwrap();
         let started = Instant::now();
         let err = update_account(&mut other, table, 5).unwrap_err();
@@ -507,13 +540,14 @@ fn a_parked_batch_is_answered_with_its_failure_once_a_lock_wait_would_have_ended
 #[test]
 fn a_first_batch_that_waited_out_the_bound_for_another_worker_is_answered_not_parked() {
     for arch in ARCHS {
-        let w = tpcb();
-        let dir = tempfile::tempdir().unwrap();
         let bound = Duration::from_millis(200);
-        let (server, db) = start_waiting(w.as_ref(), arch, &dir, bound, |c| c.workers = 2);
-        let mut holder = Client::connect(&tcp(&server)).unwrap();
-        let table = account_table(&mut holder);
-        lock_account(&mut holder, table, 5);
+        let Held {
+            server,
+            db,
+            mut holder,
+            table,
+            _dir,
+        } = holding_account_5(arch, 2, bound);
         // Connections are dealt to the workers in turn: this one's batch waits, on the other
         // worker, for the holder, and runs out of time. It has waited as long as a parked
         // batch may, so its failure is answered, not parked to wait (and time out) again.
@@ -532,13 +566,14 @@ fn a_first_batch_that_waited_out_the_bound_for_another_worker_is_answered_not_pa
 #[test]
 fn a_batch_pipelined_behind_one_answered_at_the_bound_may_be_parked_in_turn() {
     for arch in ARCHS {
-        let w = tpcb();
-        let dir = tempfile::tempdir().unwrap();
         let bound = Duration::from_millis(200);
-        let (server, _db) = start_waiting(w.as_ref(), arch, &dir, bound, |c| c.workers = 1);
-        let mut holder = Client::connect(&tcp(&server)).unwrap();
-        let table = account_table(&mut holder);
-        lock_account(&mut holder, table, 5);
+        let Held {
+            server,
+            db: _,
+            mut holder,
+            table,
+            _dir,
+        } = holding_account_5(arch, 1, bound);
         // Two transactions of one batch each, sent at once: both meet the holder's lock. The
         // first is parked and answered its failure at the bound; the second is a request of
         // its own, parked too rather than refused at once.
@@ -584,12 +619,13 @@ fn a_batch_pipelined_behind_one_answered_at_the_bound_may_be_parked_in_turn() {
 #[test]
 fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_refused_at_once() {
     for arch in ARCHS {
-        let w = tpcb();
-        let dir = tempfile::tempdir().unwrap();
-        let (server, db) = start(w.as_ref(), arch, &dir, |c| c.workers = 1);
-        let mut holder = Client::connect(&tcp(&server)).unwrap();
-        let table = account_table(&mut holder);
-        lock_account(&mut holder, table, 5);
+        let Held {
+            server,
+            db,
+            mut holder,
+            table,
+            _dir,
+        } = holding_account_5(arch, 1, LONG_WAIT);
         // The other's transaction has done something already (a lock of its own), so its
         // batch cannot be run again from the start: waiting would block the worker, and with
         // it the holder's commit, until the lock wait limit (5 s).
