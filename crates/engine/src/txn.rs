@@ -402,6 +402,14 @@ thread_local! {
     static SESSION: std::cell::RefCell<Option<Box<Session>>> = const { std::cell::RefCell::new(None) };
 }
 
+/// A point in a transaction's work ([`Transaction::savepoint`]): how many changes it had made
+/// and records it had deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Savepoint {
+    undo: usize,
+    deleted: usize,
+}
+
 /// A running transaction. Commit or abort it; dropping it unfinished aborts it.
 pub struct Transaction<'db> {
     db: &'db Database,
@@ -592,6 +600,40 @@ impl<'db> Transaction<'db> {
     /// its own is refused, `txn::LockError::SameThread`): the one whose end may let it go on.
     pub fn refused_by(&self) -> Option<u64> {
         self.locks.as_ref()?.refused_by().map(|t| t.0)
+    }
+
+    /// Forgets the last refusal ([`Transaction::refused_by`] names none until the next), so
+    /// that a caller can tell whether the work it starts now is refused.
+    pub fn forget_refusal(&mut self) {
+        if let Some(locks) = self.locks.as_mut() {
+            locks.forget_refusal();
+        }
+    }
+
+    /// Where the transaction stands now, to take back to later ([`Transaction::rollback_to`]).
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint {
+            undo: self.s.undo.entries.len(),
+            deleted: self.s.deleted.len(),
+        }
+    }
+
+    /// Takes back every change made since `savepoint` (newest first, each compensation
+    /// logged, as an abort does) and leaves the transaction open: a statement-level rollback.
+    /// Locks taken since are kept (two-phase locking lets none go before the end). After an
+    /// operation failed, its partial changes are among those taken back, so the transaction
+    /// may go on from the savepoint.
+    pub fn rollback_to(&mut self, savepoint: Savepoint) -> TxResult<()> {
+        while self.s.undo.entries.len() > savepoint.undo {
+            self.undo_last()?;
+        }
+        // A delete taken back leaves its record in place: not to be freed at the commit.
+        self.s.deleted.truncate(savepoint.deleted);
+        // Hints to leaves and rows found may name what was taken back.
+        self.s.leaf_hints.clear();
+        self.s.lookup_hints.clear();
+        self.s.found.forget();
+        Ok(())
     }
 
     /// Whether a lock request of this transaction has waited out the lock wait's bound

@@ -457,6 +457,11 @@ impl TxnLocks {
         self.refused_by
     }
 
+    /// Forgets the last refusal: [`TxnLocks::refused_by`] names none until the next.
+    pub fn forget_refusal(&mut self) {
+        self.refused_by = None;
+    }
+
     /// Every lock held, with its mode.
     pub fn held(&self) -> &[(LockName, LockMode)] {
         &self.held
