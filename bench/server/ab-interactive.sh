@@ -7,6 +7,7 @@
 #   bench/server/ab-interactive.sh OLD NEW WORKLOAD [SCALE] [CONNECTIONS] [ROUNDS] [ARCH] [WORKERS]
 #
 # e.g. bench/server/ab-interactive.sh /tmp/glass-old target/release/glass tpcc 1 16 3 unified 2
+# CLIENT_ARGS adds flags to the client's command (e.g. CLIENT_ARGS=--no-prefetch).
 set -euo pipefail
 
 OLD=$1 NEW=$2 W=$3 S=${4:-1} C=${5:-4} R=${6:-3} A=${7:-unified} K=${8:-1}
@@ -24,7 +25,7 @@ for r in $(seq 1 "$R"); do
     for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
     sleep 0.3
     line=$(taskset -c 1 "$OLD" bench "$W" --server "unix://$SOCK" --mode interactive \
-      --connections "$C" --duration 3 --warmup 1 2>&1 | grep -E '^[0-9]+ transactions' || true)
+      --connections "$C" --duration 3 --warmup 1 ${CLIENT_ARGS:-} 2>&1 | grep -E '^[0-9]+ transactions' || true)
     kill -INT "$pid"
     wait "$pid" || true
     echo "$b round $r: $line"

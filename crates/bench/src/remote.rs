@@ -551,7 +551,7 @@ pub fn run_serve(
     let pool = crate::report::PoolSummary::since(&db, &db_config, pool_before);
     status.say(format_args!(
         "served {} connections, {} requests ({} refused, {} idle transactions aborted; {} \
-         first batches parked behind a lock of their worker, {} of them run again in time, \
+         batches parked behind a lock of their worker, {} of them run again in time, \
          {} times one waited on for the next holder instead); checking consistency...",
         stats.connections,
         stats.requests,

@@ -252,9 +252,10 @@ fn one_thread_runs_many_interactive_transactions_on_coroutines() {
 /// Interactive transactions that conflict (sixteen connections on four branches, locks held
 /// across round trips). Reading ahead, the conflicts meet a transaction's first batch (its
 /// hinted reads), which the server parks until the holder ends; without it, they meet later
-/// batches, which the server refuses, and the losers are retried after a back-off, on their
-/// coroutines, while the others go on. Either way every transaction ends, and the database
-/// stays consistent.
+/// batches too, which the server takes back to where they began and parks the same way (a
+/// deadlock's victim, or one of two parked behind each other at the bound, is refused, and
+/// retried after a back-off on its coroutine while the others go on). Either way every
+/// transaction ends, and the database stays consistent.
 #[test]
 fn conflicting_interactive_transactions_are_parked_or_retried_and_stay_consistent() {
     for read_ahead in [true, false] {
@@ -266,11 +267,10 @@ fn conflicting_interactive_transactions_are_parked_or_retried_and_stay_consisten
         let stats = out.outcome.stats.overall();
         assert_eq!(stats.count(), 300);
         let served = server.stop();
-        if read_ahead {
-            assert!(served.parked > 0, "no first batch met a conflict");
-        } else {
-            assert!(stats.aborts > 0, "no later batch met a conflict");
-        }
+        assert!(
+            served.parked > 0,
+            "no batch met a conflict (read ahead: {read_ahead})"
+        );
         assert_consistent(w.as_ref(), &db);
     }
 }

@@ -15,8 +15,8 @@
 //! when the last answer went out (up to 16), handled in order and answered in one write; so
 //! the queues hold at most one job per connection. A worker wakes
 //! the network thread only when it is asleep in `epoll_wait` (`asleep`), not per response.
-//! A job whose frame is parked ([`Flow::Park`]: a transaction's first batch that met a lock
-//! of another of the worker's transactions) waits in its worker, with the answers so far,
+//! A job whose frame is parked ([`Flow::Park`]: a batch that met a lock of another of the
+//! worker's transactions, its work taken back) waits in its worker, with the answers so far,
 //! until the transaction it would have waited for has ended (or a tick passes; of several
 //! parked behind one holder, the oldest goes first and the others then wait for it:
 //! [`HandOffs`]), and goes on from that frame.

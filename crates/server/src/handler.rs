@@ -296,9 +296,12 @@ impl<'db> ConnState<'db> {
     /// ([`ConnState::parked_behind`]; not knowing it, any transaction of the worker) has
     /// ended, as the client would have retried it, but without the round trip and not
     /// before the holder is gone. Nothing of the batch was seen by the client, so running
-    /// it again as a new transaction is the same to it. Without `may_park` (the worker's wait
-    /// bound has passed), or where a lock wait of the batch ran out its bound (it waited for
-    /// another worker's transaction as long as a parked one would), the failure is answered.
+    /// it again as a new transaction is the same to it. A later batch refused so (not a
+    /// deadlock's victim, which must give way) is taken back to a savepoint at its start and
+    /// parked the same way, its transaction open: run again, it goes on from there. Without
+    /// `may_park` (the worker's wait bound has passed), or where a lock wait of the batch ran
+    /// out its bound (it waited for another worker's transaction as long as a parked one
+    /// would), the failure is answered.
     pub fn handle_or_park(
         &mut self,
         frame: &[u8],
@@ -406,6 +409,13 @@ impl<'db> ConnState<'db> {
                 return self.protocol_error("no transaction is open".to_string(), out)
             }
             (State::InTransaction(txn), Request::Batch { autocommit, ops }) => {
+                // Where it may be parked, the batch starts from a savepoint: refused a lock
+                // that another transaction of this worker holds, its work is taken back and
+                // it goes again once that one has ended.
+                let savepoint = may_park.then(|| {
+                    txn.forget_refusal();
+                    txn.savepoint()
+                });
                 match run_ops_traced(txn.as_mut(), shared, &ops, tracer) {
                     Ok(results) if autocommit => {
                         match tracer.time_cpu(Phase::QueryExecution, || self.finish(true)) {
@@ -418,8 +428,17 @@ impl<'db> ConnState<'db> {
                     }
                     Ok(results) => Response::Results { results },
                     Err(e) => {
-                        // A failed operation ends the transaction: the engine's state after
-                        // a failure is only fit for an abort.
+                        let holder = txn.refused_by();
+                        if let (Some(savepoint), Some(holder)) = (savepoint, holder) {
+                            let parks = e.is_retryable() && !txn.lock_timed_out();
+                            let back = || txn.rollback_to(savepoint);
+                            if parks && tracer.time_cpu(Phase::QueryExecution, back).is_ok() {
+                                self.parked_behind = Some(holder);
+                                return Flow::Park;
+                            }
+                        }
+                        // Any other failed operation ends the transaction (a deadlock's
+                        // victim keeps what it holds if it waits: it must give way).
                         let _ = tracer.time_cpu(Phase::QueryExecution, || self.finish(false));
                         failure(&e)
                     }

@@ -11,11 +11,11 @@
 //! A request is served start to finish on one thread: no queue and no hand-off. While a
 //! worker runs one transaction its other connections wait, so a lock request that would wait
 //! for another of its connections' open transactions is refused at once (the server binds
-//! transactions to their threads: `txn::lock::LockConfig::thread_bound`). Where it was a
-//! transaction's first batch, the request is parked ([`Flow::Park`]) and handled again once
-//! the transaction it would have waited for has ended (of several parked behind one holder,
-//! the oldest; the others then wait for it: [`HandOffs`]); a later batch's refusal is
-//! answered. A longer cycle through another worker's waiting transaction is found in the
+//! transactions to their threads: `txn::lock::LockConfig::thread_bound`). The request is
+//! parked instead ([`Flow::Park`]: a first batch rolled back, a later one taken back to where
+//! it began) and handled again once the transaction it would have waited for has ended (of
+//! several parked behind one holder, the oldest; the others then wait for it:
+//! [`HandOffs`]). A longer cycle through another worker's waiting transaction is found in the
 //! wait-for graph, and the lock wait's bound ([`engine::DbConfig::lock_wait_timeout`]) is the
 //! backstop, for parked requests too.
 

@@ -617,7 +617,7 @@ fn a_batch_pipelined_behind_one_answered_at_the_bound_may_be_parked_in_turn() {
 }
 
 #[test]
-fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_refused_at_once() {
+fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_taken_back_and_parked() {
     for arch in ARCHS {
         let Held {
             server,
@@ -626,28 +626,101 @@ fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_refused_at_once() {
             table,
             _dir,
         } = holding_account_5(arch, 1, LONG_WAIT);
-        // The other's transaction has done something already (a lock of its own), so its
-        // batch cannot be run again from the start: waiting would block the worker, and with
-        // it the holder's commit, until the lock wait limit (5 s).
+        // The other's transaction has done something already (a lock of its own); its next
+        // batch inserts an account, then meets the holder's lock. Waiting would block the
+        // worker, and with it the holder's commit: the batch's work is taken back to where
+        // it began, and the batch goes again once the holder has ended.
         let mut other = Client::connect(&tcp(&server)).unwrap();
         lock_account(&mut other, table, 6);
         let deadlocks = db.lock_manager().unwrap().stats().deadlocks;
-        let started = Instant::now();
-        let err = update_account(&mut other, table, 5).unwrap_err();
-        assert!(started.elapsed() < Duration::from_secs(2), "{arch}: {err}");
-        assert!(err.is_retryable(), "{arch}: {err}");
-        assert!(err.to_string().contains("same thread"), "{arch}: {err}");
-        assert_eq!(
-            db.lock_manager().unwrap().stats().deadlocks,
-            deadlocks + 1,
+        let insert = Op::Insert {
+            table,
+            row: vec![
+                Value::Int(50_000),
+                Value::Int(1),
+                Value::Int(1),
+                Value::Str(String::new()),
+            ],
+        };
+        let update = Op::Update {
+            table,
+            key: vec![Value::Int(5)],
+            set: vec![(2, Value::Int(7))],
+        };
+        std::thread::scope(|s| {
+            let (done, finished) = std::sync::mpsc::channel();
+            let other = &mut other;
+            s.spawn(move || {
+                let _ = done.send(other.batch(vec![insert, update], false));
+            });
+            let early = finished.recv_timeout(Duration::from_millis(300));
+            assert!(early.is_err(), "{arch}: answered while parked: {early:?}");
+            // The holder was served all along; it ends, and the batch runs again: its insert
+            // again too, which finds no row in its way (the first was taken back).
+            update_account_in(&mut holder, table, 5);
+            holder.commit().unwrap();
+            let late = finished.recv_timeout(Duration::from_secs(2));
+            assert!(
+                matches!(&late, Ok(Ok(r)) if r[..] == [OpResult::Inserted, OpResult::Found(true)]),
+                "{arch}: {late:?}"
+            );
+        });
+        other.commit().unwrap();
+        // Counted as its transaction ended: it met the holder's lock (once, and again at
+        // each sweep while parked).
+        assert!(
+            db.lock_manager().unwrap().stats().deadlocks > deadlocks,
             "{arch}"
         );
-        // The holder goes on and commits; then the other's retry succeeds.
-        update_account_in(&mut holder, table, 5);
-        holder.commit().unwrap();
-        update_account(&mut other, table, 5).unwrap();
+        let mut reader = Client::connect(&tcp(&server)).unwrap();
+        assert_eq!(balance(&mut reader, table, 5), Value::Int(7), "{arch}");
+        assert_eq!(balance(&mut reader, table, 50_000), Value::Int(1), "{arch}");
+        drop(reader);
         let stats = server.stop();
-        assert_eq!(stats.parked, 0, "{arch}");
+        assert_eq!((stats.parked, stats.unparked), (1, 1), "{arch}");
+    }
+}
+
+#[test]
+fn two_later_batches_parked_behind_each_other_are_parted_at_the_bound() {
+    for arch in ARCHS {
+        let bound = Duration::from_millis(300);
+        let Held {
+            server,
+            db: _,
+            mut holder,
+            table,
+            _dir,
+        } = holding_account_5(arch, 1, bound);
+        let mut other = Client::connect(&tcp(&server)).unwrap();
+        lock_account(&mut other, table, 6);
+        // Each asks for the other's row: both batches are parked, each behind the other, and
+        // neither holder can end. Once the bound has passed, the one parked first is answered
+        // its failure (its transaction ends), and the other goes on.
+        let started = Instant::now();
+        let (a, b) = std::thread::scope(|s| {
+            let want = |client: &mut Client, id: i64| {
+                client.batch(vec![account_get(table, id)], false).map(drop)
+            };
+            let other = &mut other;
+            let first = s.spawn(move || want(other, 5));
+            std::thread::sleep(Duration::from_millis(50));
+            let second = want(&mut holder, 6);
+            (first.join().unwrap(), second)
+        });
+        let waited = started.elapsed();
+        assert!(waited >= bound, "{arch}: {waited:?}");
+        assert!(waited < Duration::from_secs(3), "{arch}: {waited:?}");
+        let failed = [&a, &b].iter().filter(|r| r.is_err()).count();
+        assert_eq!(failed, 1, "{arch}: {a:?} {b:?}");
+        assert!(a.as_ref().err().is_none_or(TxError::is_retryable), "{arch}");
+        assert!(b.as_ref().err().is_none_or(TxError::is_retryable), "{arch}");
+        for client in [&mut holder, &mut other] {
+            if client.in_transaction() {
+                client.commit().unwrap();
+            }
+        }
+        server.stop();
     }
 }
 
