@@ -240,6 +240,41 @@ pub struct ConnState<'db> {
     spare: Vec<Value>,
     /// Where the last request was parked behind a transaction of this worker: its id.
     parked_behind: Option<u64>,
+    /// The open transaction, while a later batch of it is parked (see [`PARKED_LATER`]).
+    parked_later: Option<u64>,
+}
+
+thread_local! {
+    /// The transactions of this worker thread whose later batch is parked ([`Flow::Park`]).
+    /// A later batch is not parked behind one of them: it keeps what its transaction holds,
+    /// so two such could wait for each other until the wait's bound parted them (measured:
+    /// interactive TPC-C without read-ahead, one warehouse, 8 connections a worker, a quarter
+    /// of its throughput). Refused instead, it breaks the cycle at once.
+    static PARKED_LATER: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Whether transaction `txn` of this worker thread has a later batch parked.
+fn later_batch_parked(txn: u64) -> bool {
+    PARKED_LATER.with(|p| p.borrow().contains(&txn))
+}
+
+fn note_later_batch(txn: u64, parked: bool) {
+    PARKED_LATER.with(|p| {
+        let mut p = p.borrow_mut();
+        if parked {
+            p.push(txn);
+        } else {
+            p.retain(|&t| t != txn);
+        }
+    });
+}
+
+impl Drop for ConnState<'_> {
+    fn drop(&mut self) {
+        if let Some(txn) = self.parked_later.take() {
+            note_later_batch(txn, false);
+        }
+    }
 }
 
 /// The most values a connection keeps room for between calls.
@@ -253,6 +288,7 @@ impl Default for ConnState<'_> {
             max_frame: protocol::DEFAULT_MAX_FRAME,
             spare: Vec::new(),
             parked_behind: None,
+            parked_later: None,
         }
     }
 }
@@ -311,6 +347,10 @@ impl<'db> ConnState<'db> {
         may_park: bool,
     ) -> Flow {
         self.last_request = Instant::now();
+        // A parked request is the connection's only one until it is answered: this is it.
+        if let Some(txn) = self.parked_later.take() {
+            note_later_batch(txn, false);
+        }
         let request = match tracer.time(Phase::Decode, || Request::decode(frame)) {
             Ok(r) => r,
             Err(e) => return self.protocol_error(e.to_string(), out),
@@ -430,10 +470,15 @@ impl<'db> ConnState<'db> {
                     Err(e) => {
                         let holder = txn.refused_by();
                         if let (Some(savepoint), Some(holder)) = (savepoint, holder) {
-                            let parks = e.is_retryable() && !txn.lock_timed_out();
+                            let parks = e.is_retryable()
+                                && !txn.lock_timed_out()
+                                && !later_batch_parked(holder);
+                            let id = txn.id();
                             let back = || txn.rollback_to(savepoint);
                             if parks && tracer.time_cpu(Phase::QueryExecution, back).is_ok() {
                                 self.parked_behind = Some(holder);
+                                self.parked_later = Some(id);
+                                note_later_batch(id, true);
                                 return Flow::Park;
                             }
                         }
