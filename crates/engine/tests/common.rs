@@ -59,6 +59,19 @@ pub fn load_accounts(db: &Database, n: i64) -> TableRef {
     t
 }
 
+/// A secondary index of `accounts` by owner, not unique.
+pub fn index_accounts_by_owner(db: &Database) -> engine::IndexRef {
+    db.create_index(engine::IndexSchema {
+        name: "accounts_by_owner".into(),
+        table: "accounts".into(),
+        columns: vec![1],
+        unique: false,
+        kind: Default::default(),
+        int_key_bits: None,
+    })
+    .unwrap()
+}
+
 /// Every row of a table in key order.
 pub fn dump(db: &Database, t: &TableRef) -> Vec<Vec<Value>> {
     db.run(|tx| {

@@ -3,9 +3,7 @@
 mod common;
 
 use common::*;
-use engine::{
-    Database, DbConfig, Fetch, IndexSchema, KeyRange, Preset, Switches, Tx, TxError, Value,
-};
+use engine::{Database, DbConfig, Fetch, KeyRange, Preset, Switches, Tx, TxError, Value};
 use std::ops::Bound;
 
 const PRESETS: [Preset; 2] = [Preset::Full, Preset::Stripped];
@@ -112,16 +110,7 @@ fn secondary_index_scans_follow_inserts_deletes_and_rollbacks() {
     for p in PRESETS {
         let db = open(p, 1);
         let t = load_accounts(&db, 100);
-        let ix = db
-            .create_index(IndexSchema {
-                name: "accounts_by_owner".into(),
-                table: "accounts".into(),
-                columns: vec![1],
-                unique: false,
-                kind: Default::default(),
-                int_key_bits: None,
-            })
-            .unwrap();
+        let ix = index_accounts_by_owner(&db);
         db.run(|tx| {
             tx.insert(
                 &t,

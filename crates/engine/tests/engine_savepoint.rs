@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use engine::{Database, DbConfig, Fetch, IndexSchema, Preset, TableRef, Tx, Value};
+use engine::{Database, DbConfig, Fetch, Preset, TableRef, Tx, Value};
 
 fn row(id: i64, balance: i64) -> [Value; 3] {
     [
@@ -59,16 +59,7 @@ fn a_rollback_to_a_savepoint_takes_back_only_what_followed_it() {
     for preset in [Preset::Full, Preset::Stripped] {
         let db = open(preset, 1);
         let t = load_accounts(&db, 10);
-        let ix = db
-            .create_index(IndexSchema {
-                name: "accounts_by_owner".into(),
-                table: "accounts".into(),
-                columns: vec![1],
-                unique: false,
-                kind: Default::default(),
-                int_key_bits: None,
-            })
-            .unwrap();
+        let ix = index_accounts_by_owner(&db);
         work_and_take_back(&db, &t);
         assert_eq!(dump(&db, &t), expected(), "{preset:?}");
         // The secondary index lost the entry of the insert taken back and kept the deleted
