@@ -21,7 +21,8 @@
 #   --cache-sim  simulate the caches too (callgrind's --cache-sim=yes): the kept files then
 #             count I1, D1 and last-level misses (callgrind_annotate --show=Ir,I1mr,D1mr,D1mw)
 #
-# Prints one line: workload, level, calls counted, instructions a call.
+# Prints one line: workload, level, calls counted, instructions a call (and with --cache-sim
+# the first-level cache misses a call: I1mr, D1mr, D1mw).
 set -euo pipefail
 # shellcheck source=../peers/lib/common.sh
 source "$(dirname "$0")/../peers/lib/common.sh"
@@ -107,11 +108,17 @@ python3 - "$WORKLOAD" "$LEVEL" "$work"/cg.out* <<'PY'
 import re, sys
 workload, level, files = sys.argv[1], sys.argv[2], sys.argv[3:]
 total = calls = 0
+events, sums = [], {}
 for path in files:
     names, target = {}, False
     for line in open(path, errors="replace"):
+        if line.startswith("events:"):
+            events = line.split()[1:]
         if line.startswith("summary:"):
-            total += int(line.split()[1])
+            values = [int(v) for v in line.split()[1:]]
+            total += values[0]
+            for event, value in zip(events, values):
+                sums[event] = sums.get(event, 0) + value
         m = re.match(r"cfn=\((\d+)\)(?: (.*))?", line)
         if m:
             if m.group(2):
@@ -126,5 +133,11 @@ for path in files:
             target = False
 if calls == 0:
     sys.exit("callgrind-call.sh: no call of ConnState::call was counted")
-print(f"{workload} {level} calls={calls} instructions_per_call={total // calls}")
+# With --cache-sim, the first-level misses a call too (instruction, data read, data write).
+misses = "".join(
+    f" {event}_per_call={sums[event] / calls:.1f}"
+    for event in ("I1mr", "D1mr", "D1mw")
+    if event in sums
+)
+print(f"{workload} {level} calls={calls} instructions_per_call={total // calls}{misses}")
 PY
