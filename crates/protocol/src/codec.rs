@@ -125,6 +125,25 @@ pub(crate) fn put_bound(out: &mut Vec<u8>, bound: &Bound<Vec<Value>>) {
     }
 }
 
+/// `bytes` as text, if it is UTF-8. Text in rows is mostly ASCII, which is checked here eight
+/// bytes at a time; `std::str::from_utf8` checks a byte at a time until its input is aligned,
+/// which a string inside a message seldom is, and in the WebAssembly module (a 32-bit target,
+/// no vector instructions) that was 3% of a TPC-C call's instructions.
+fn text(bytes: &[u8]) -> Option<&str> {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let (chunks, tail) = bytes.as_chunks::<8>();
+    let high = chunks
+        .iter()
+        .fold(0, |high, chunk| high | u64::from_ne_bytes(*chunk))
+        | tail.iter().fold(0, |high, &b| high | u64::from(b));
+    if high & HIGH == 0 {
+        // SAFETY: every byte is below 0x80, so the bytes are ASCII, which is UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
+    }
+}
+
 /// A cursor over one message's body. Each read names the field it reads (`what`), for the
 /// error that a short or malformed body gives.
 pub(crate) struct Reader<'a> {
@@ -206,9 +225,9 @@ impl<'a> Reader<'a> {
     pub(crate) fn str(&mut self, what: &'static str) -> Result<String> {
         let len = self.u32(what)? as usize;
         let bytes = self.bytes(len, what)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(s.to_owned()),
-            Err(_) => Err(ProtocolError::InvalidUtf8 { what }),
+        match text(bytes) {
+            Some(s) => Ok(s.to_owned()),
+            None => Err(ProtocolError::InvalidUtf8 { what }),
         }
     }
 
@@ -291,6 +310,38 @@ impl<'a> Reader<'a> {
                 what,
                 count: self.bytes.len(),
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_takes_utf8_and_refuses_the_rest_wherever_it_stands() {
+        // ASCII of every length around a word, and multi-byte text in a chunk and in the tail.
+        for len in 0..20 {
+            let ascii = &b"abcdefghijklmnopqrstu"[..len];
+            assert_eq!(text(ascii), std::str::from_utf8(ascii).ok());
+        }
+        for s in [
+            "é",
+            "naïve text",
+            "0123456ü",
+            "01234567ü",
+            "日本語の文字列です",
+        ] {
+            assert_eq!(text(s.as_bytes()), Some(s));
+        }
+        // A byte that is not UTF-8 (a lone continuation, a truncated sequence, 0xFF), first,
+        // inside an eight-byte chunk and in the tail behind whole chunks.
+        for bad in [&[0x80u8][..], &[0xC3], &[0xFF]] {
+            for at in [0, 3, 8, 13, 16] {
+                let mut bytes = b"abcdefghijklmnop".to_vec();
+                bytes.splice(at..at, bad.iter().copied());
+                assert_eq!(text(&bytes), None, "{bytes:?}");
+            }
         }
     }
 }
