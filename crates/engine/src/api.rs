@@ -64,9 +64,22 @@ pub struct RowRef<'a>(RowSource<'a>);
 
 #[derive(Clone, Copy)]
 enum RowSource<'a> {
-    Record { layout: &'a Layout, bytes: &'a [u8] },
+    Record {
+        layout: &'a Layout,
+        bytes: &'a [u8],
+    },
     Values(&'a [Value]),
+    /// Some of a row's columns: `values[i]` is column `columns[i]`. A column below the
+    /// highest one named reads as NULL, as in a row placed by [`Tx::read_columns_with`]'s
+    /// default.
+    Some {
+        columns: &'a [u16],
+        values: &'a [Value],
+    },
 }
+
+/// What a column of a row of values that was not fetched reads as.
+static NOT_FETCHED: Value = Value::Null;
 
 impl<'a> RowRef<'a> {
     /// A view of a stored record (the engine checks the record's size when it reads it).
@@ -77,6 +90,27 @@ impl<'a> RowRef<'a> {
     /// A view of a whole row of values, in table column order.
     pub fn values(row: &'a [Value]) -> Self {
         RowRef(RowSource::Values(row))
+    }
+
+    /// A view of some columns of a row: `values[i]` is column `columns[i]` (the others below
+    /// the highest read as NULL), without placing them in a row of their own.
+    pub fn some(columns: &'a [u16], values: &'a [Value]) -> Self {
+        RowRef(RowSource::Some { columns, values })
+    }
+
+    /// Column `col` of a row of values (`None` for a stored record, or a column the row lacks).
+    fn of_values(&self, col: usize) -> Option<&'a Value> {
+        match self.0 {
+            RowSource::Record { .. } => None,
+            RowSource::Values(row) => row.get(col),
+            RowSource::Some { columns, values } => {
+                match columns.iter().position(|&c| usize::from(c) == col) {
+                    Some(i) => values.get(i),
+                    None if columns.iter().any(|&c| usize::from(c) > col) => Some(&NOT_FETCHED),
+                    None => None,
+                }
+            }
+        }
     }
 
     fn missing(col: usize) -> TxError {
@@ -128,8 +162,8 @@ impl<'a> RowRef<'a> {
                 }
                 _ => Err(Self::refuse(layout, bytes, col, "an integer")),
             },
-            RowSource::Values(row) => row
-                .get(col)
+            RowSource::Values(_) | RowSource::Some { .. } => self
+                .of_values(col)
                 .ok_or_else(|| Self::missing(col))?
                 .as_int()
                 .ok_or_else(|| Self::wrong(col, "an integer", None)),
@@ -160,8 +194,8 @@ impl<'a> RowRef<'a> {
                 }
                 _ => Err(Self::refuse(layout, bytes, col, "a number")),
             },
-            RowSource::Values(row) => row
-                .get(col)
+            RowSource::Values(_) | RowSource::Some { .. } => self
+                .of_values(col)
                 .ok_or_else(|| Self::missing(col))?
                 .as_float()
                 .ok_or_else(|| Self::wrong(col, "a number", None)),
@@ -194,8 +228,8 @@ impl<'a> RowRef<'a> {
                 }
                 _ => Err(Self::refuse(layout, bytes, col, "a string")),
             },
-            RowSource::Values(row) => row
-                .get(col)
+            RowSource::Values(_) | RowSource::Some { .. } => self
+                .of_values(col)
                 .ok_or_else(|| Self::missing(col))?
                 .as_str()
                 .ok_or_else(|| Self::wrong(col, "a string", None)),
@@ -211,7 +245,10 @@ impl<'a> RowRef<'a> {
                 }
                 Ok(layout.is_null(bytes, col))
             }
-            RowSource::Values(row) => Ok(row.get(col).ok_or_else(|| Self::missing(col))?.is_null()),
+            RowSource::Values(_) | RowSource::Some { .. } => Ok(self
+                .of_values(col)
+                .ok_or_else(|| Self::missing(col))?
+                .is_null()),
         }
     }
 
@@ -224,7 +261,10 @@ impl<'a> RowRef<'a> {
                 }
                 Ok(layout.read_column(bytes, col))
             }
-            RowSource::Values(row) => row.get(col).cloned().ok_or_else(|| Self::missing(col)),
+            RowSource::Values(_) | RowSource::Some { .. } => self
+                .of_values(col)
+                .cloned()
+                .ok_or_else(|| Self::missing(col)),
         }
     }
 
@@ -233,6 +273,9 @@ impl<'a> RowRef<'a> {
         match self.0 {
             RowSource::Record { layout, .. } => layout.columns(),
             RowSource::Values(row) => row.len(),
+            RowSource::Some { columns, .. } => {
+                columns.iter().max().map_or(0, |&c| usize::from(c) + 1)
+            }
         }
     }
 
@@ -257,7 +300,10 @@ impl<'a> RowRef<'a> {
                     }),
                 })
             }
-            RowSource::Values(row) => Ok(row.get(col).ok_or_else(|| Self::missing(col))?.into()),
+            RowSource::Values(_) | RowSource::Some { .. } => Ok(self
+                .of_values(col)
+                .ok_or_else(|| Self::missing(col))?
+                .into()),
         }
     }
 
@@ -269,6 +315,9 @@ impl<'a> RowRef<'a> {
                 out.extend((0..layout.columns()).map(|c| layout.read_column(bytes, c)))
             }
             RowSource::Values(row) => out.extend_from_slice(row),
+            RowSource::Some { .. } => out.extend(
+                (0..self.columns()).map(|c| self.of_values(c).cloned().unwrap_or(Value::Null)),
+            ),
         }
     }
 }
@@ -861,6 +910,40 @@ mod tests {
                 assert_eq!(out[1..], row[..]);
             }
         }
+    }
+
+    /// Some columns of a row read as the same columns of the row placed whole (the others
+    /// below the highest NULL, none beyond it), whatever order they came in.
+    #[test]
+    fn some_columns_read_as_the_row_placed_by_them() {
+        let columns = [2u16, 0, 1];
+        let values = [Value::Float(2.5), Value::Int(7), Value::Str("né".into())];
+        let placed = [Value::Int(7), Value::Str("né".into()), Value::Float(2.5)];
+        let (some, whole) = (RowRef::some(&columns, &values), RowRef::values(&placed));
+        assert_eq!(some.columns(), 3);
+        for col in 0..3 {
+            assert_eq!(some.value(col).unwrap(), whole.value(col).unwrap());
+            assert_eq!(some.value_ref(col).unwrap(), whole.value_ref(col).unwrap());
+        }
+        assert_eq!(some.int(1).ok(), None, "a string is not an integer");
+        assert_eq!(some.int(0).unwrap(), 7);
+        assert_eq!(some.float(2).unwrap(), 2.5);
+        assert_eq!(some.str(1).unwrap(), "né");
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        some.append_to(&mut a);
+        whole.append_to(&mut b);
+        assert_eq!(a, b);
+
+        // Column 3 alone: 0 to 2 were not fetched, and read as NULL; 4 is beyond the row.
+        let gap = RowRef::some(&[3], &values[1..2]);
+        assert_eq!(gap.columns(), 4);
+        assert_eq!(gap.int(3).unwrap(), 7);
+        assert!(gap.is_null(0).unwrap() && gap.is_null(2).unwrap());
+        assert!(!gap.is_null(3).unwrap());
+        assert!(gap.is_null(4).is_err() && gap.value(4).is_err());
+        let mut out = Vec::new();
+        gap.append_to(&mut out);
+        assert_eq!(out, [Value::Null, Value::Null, Value::Null, Value::Int(7)]);
     }
 
     /// A borrowed column is the owned one, from a stored record or from values, NULL, text,
