@@ -1,48 +1,12 @@
-//! What the codec allocates, counted by a global allocator of this test binary's own: encoding
+//! What the codec allocates, counted by a global allocator of the test binary's own: encoding
 //! into a `Vec` with room allocates nothing, and an attacker's list count makes decoding
 //! allocate nothing in proportion to it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
+use common::counted;
 use engine::Value;
 use protocol::{Op, ProtocolError, Request};
-
-/// The system allocator, counting allocations and the largest one asked for.
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: passed through unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `alloc` above, that is from `System`, with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// The allocations `f` makes and the largest of them. One test alone runs in this binary, so
-/// no other thread allocates meanwhile.
-fn counted<T>(f: impl FnOnce() -> T) -> (T, usize, usize) {
-    ALLOCATIONS.store(0, Ordering::SeqCst);
-    LARGEST.store(0, Ordering::SeqCst);
-    let out = f();
-    (
-        out,
-        ALLOCATIONS.load(Ordering::SeqCst),
-        LARGEST.load(Ordering::SeqCst),
-    )
-}
 
 #[test]
 fn the_codec_allocates_only_what_the_bytes_justify() {
