@@ -16,11 +16,22 @@
 //! A crossing that neither defers nor reads ahead (a client's autocommit operations, each a
 //! transaction of its own) sends each operation alone.
 
-use engine::{Fetch, IndexRef, KeyRange, Row, TableRef, Tx, TxError, TxResult, UpdateFn, Value};
+use engine::{
+    Fetch, IndexRef, KeyRange, ReadFn, Row, RowRef, TableRef, Tx, TxError, TxResult, UpdateFn,
+    Value,
+};
 
 use crate::deferred::Deferred;
 use crate::read_ahead::{self, HintedRead};
 use crate::{Op, OpResult, ScanSource};
+
+/// Column positions as the wire carries them.
+fn column_numbers(columns: &[usize]) -> TxResult<Vec<u16>> {
+    columns
+        .iter()
+        .map(|&c| u16::try_from(c).map_err(|_| TxError::Invalid(format!("no column {c}"))))
+        .collect()
+}
 
 /// How a [`BoundaryTx`]'s operations cross, and where it keeps what it defers.
 pub trait Crossing {
@@ -140,6 +151,58 @@ impl<C: Crossing> BoundaryTx<C> {
             .answer(table, key, fetch, for_update))
     }
 
+    /// A read that no hinted read answers: one crossing.
+    fn get_now(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        fetch: Fetch<'_>,
+        for_update: bool,
+    ) -> TxResult<Option<Row>> {
+        let op = Op::Get {
+            table: table.id,
+            key: key.to_vec(),
+            columns: Op::columns(fetch)?,
+            for_update,
+        };
+        let row = match self.one(op)? {
+            OpResult::Row(row) => row,
+            other => return Err(Self::unexpected("a get", &other)),
+        };
+        if for_update && self.crossing.defers() {
+            self.crossing
+                .deferred()
+                .read_for_update(table.id, key, row.as_ref());
+        }
+        Ok(row)
+    }
+
+    /// A read that borrows its row (`columns`: of those columns only) and that a hinted read
+    /// answers: `f` sees the answer where it is kept, not a copy. `None`: no hinted read
+    /// answers it.
+    fn hinted_with(
+        &mut self,
+        table: u32,
+        key: &[Value],
+        columns: Option<&[usize]>,
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<Option<bool>> {
+        let ahead = &self.crossing.deferred().ahead;
+        if let Some(found) = ahead.answer_with(table, key, columns, for_update, f) {
+            return found.map(Some);
+        }
+        let fetch = columns.map_or(Fetch::All, Fetch::Cols);
+        if !ahead.will_answer(table, key, fetch, for_update) {
+            return Ok(None);
+        }
+        self.cross_with(None)?;
+        let ahead = &self.crossing.deferred().ahead;
+        ahead
+            .answer_with(table, key, columns, for_update, f)
+            .transpose()
+    }
+
     /// A scan that a hinted scan answers (the table's rows under `prefix`, ascending): from
     /// its answer, or by sending the hinted reads and scans now, alone (this scan is among
     /// them). `None`: no hinted scan answers it.
@@ -233,22 +296,67 @@ impl<C: Crossing> Tx for BoundaryTx<C> {
         if let Some(row) = self.hinted(table.id, key, fetch, for_update)? {
             return Ok(row);
         }
-        let op = Op::Get {
-            table: table.id,
-            key: key.to_vec(),
-            columns: Op::columns(fetch)?,
-            for_update,
-        };
-        let row = match self.one(op)? {
-            OpResult::Row(row) => row,
-            other => return Err(Self::unexpected("a get", &other)),
-        };
-        if for_update && self.crossing.defers() {
-            self.crossing
-                .deferred()
-                .read_for_update(table.id, key, row.as_ref());
+        self.get_now(table, key, fetch, for_update)
+    }
+
+    /// A hinted read's answer is handed to `f` where it is kept, not copied.
+    fn read_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<bool> {
+        if let Some(found) = self.hinted_with(table.id, key, None, for_update, f)? {
+            return Ok(found);
         }
-        Ok(row)
+        match self.get_now(table, key, Fetch::All, for_update)? {
+            Some(row) => f(RowRef::values(&row)).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// As [`BoundaryTx::read_with`]; a row fetched now is handed to `f` as it came, its
+    /// columns where they are.
+    fn read_columns_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        columns: &[usize],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<bool> {
+        if let Some(found) = self.hinted_with(table.id, key, Some(columns), for_update, f)? {
+            return Ok(found);
+        }
+        let Some(row) = self.get_now(table, key, Fetch::Cols(columns), for_update)? else {
+            return Ok(false);
+        };
+        f(RowRef::some(&column_numbers(columns)?, &row)).map(|()| true)
+    }
+
+    /// Each row fetched is handed to `f` as it came, its columns where they are.
+    fn scan_columns_with(
+        &mut self,
+        table: &TableRef,
+        range: KeyRange<'_>,
+        limit: Option<usize>,
+        reverse: bool,
+        columns: &[usize],
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<()> {
+        let rows = self.scan(
+            table,
+            range,
+            limit,
+            reverse,
+            Fetch::Cols(columns),
+            for_update,
+        )?;
+        let columns = column_numbers(columns)?;
+        rows.iter()
+            .try_for_each(|row| f(RowRef::some(&columns, row)))
     }
 
     /// A row a hinted read brought for update is handed to `f` as it came, not copied.

@@ -588,7 +588,8 @@ mod tests {
         }
     }
 
-    /// A host that answers every get with a row holding its key and a version, every update
+    /// A host that answers every get with a row holding its key and a version (or the columns
+    /// asked for of that row), every update
     /// by bumping the version; it keeps the messages it got.
     #[derive(Default)]
     struct Host {
@@ -605,9 +606,15 @@ mod tests {
             let results = ops
                 .iter()
                 .map(|op| match op {
-                    Op::Get { key, .. } => {
+                    Op::Get { key, columns, .. } => {
                         let mut row = key.clone();
                         row.push(Value::Int(self.version));
+                        if let Some(columns) = columns {
+                            row = columns
+                                .iter()
+                                .map(|&c| row[usize::from(c)].clone())
+                                .collect();
+                        }
                         OpResult::Row(Some(row))
                     }
                     Op::Update { .. } | Op::Delete { .. } => {
@@ -780,6 +787,55 @@ mod tests {
             matches!(host.messages[2][0], Op::Update { .. }),
             "the write first"
         );
+    }
+
+    #[test]
+    fn reads_that_borrow_their_row_are_answered_where_the_hinted_answers_are_kept() {
+        let mut host = Host::default();
+        let t = table_t();
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            true,
+            |tx, _, _, out| {
+                tx.prefetch(&[(&t, &[1])]);
+                // A hint of several rows reads the columns it names: column 1 of rows 2 and 5.
+                tx.prefetch_columns(&[(&t, &[2]), (&t, &[5])], &[1]);
+                let key = |k| [Value::Int(k)];
+                // The first read sends the three hinted reads; the second is answered by them.
+                tx.read_with(&t, &key(1), false, &mut |r| {
+                    out.extend([r.value(0)?, r.value(1)?]);
+                    Ok(())
+                })?;
+                tx.read_columns_with(&t, &key(2), &[1], false, &mut |r| {
+                    // Column 0 was not fetched: NULL, as a row placed by the default.
+                    assert!(r.is_null(0)?);
+                    out.push(r.value(1)?);
+                    Ok(())
+                })?;
+                // A column the hint did not bring crosses; so does a row nobody hinted.
+                tx.read_columns_with(&t, &key(5), &[0], false, &mut |r| {
+                    out.push(r.value(0)?);
+                    Ok(())
+                })?;
+                assert!(tx.read_columns_with(&t, &key(4), &[1], false, &mut |r| {
+                    assert_eq!(r.columns(), 2);
+                    assert!(r.value(2).is_err(), "no column beyond those read");
+                    out.push(r.value(1)?);
+                    Ok(())
+                })?);
+                Ok(())
+            },
+        );
+        let Some(GuestMsg::Returned { values, .. }) = ended else {
+            panic!("{ended:?}");
+        };
+        let ints = |v: &[i64]| v.iter().map(|&i| Value::Int(i)).collect::<Vec<_>>();
+        assert_eq!(values, ints(&[1, 0, 0, 5, 0]));
+        let sizes: Vec<usize> = host.messages.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![3, 1, 1], "{:?}", host.messages);
     }
 
     #[test]

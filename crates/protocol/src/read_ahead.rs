@@ -33,7 +33,7 @@
 
 use std::ops::Bound;
 
-use engine::{Fetch, KeyRange, Row, TableRef, Tx, TxResult, UpdateFn, Value};
+use engine::{Fetch, KeyRange, ReadFn, Row, RowRef, TableRef, Tx, TxResult, UpdateFn, Value};
 
 use crate::rows::{Named, RowList};
 use crate::{Op, ScanSource};
@@ -389,6 +389,40 @@ impl ReadAhead {
                 .collect::<Option<Row>>()
                 .map(Some),
         }
+    }
+
+    /// [`ReadAhead::answer`] handed to `f` in place, for a read that borrows its row
+    /// ([`Tx::read_with`], or [`Tx::read_columns_with`] of `columns`): what was found is not
+    /// copied out. `Some(Ok(found))` where an answer serves the read.
+    pub fn answer_with(
+        &self,
+        table: u32,
+        key: &[Value],
+        columns: Option<&[usize]>,
+        for_update: bool,
+        f: &mut ReadFn<'_>,
+    ) -> Option<TxResult<bool>> {
+        let answered = self.answered.get(table, key)?;
+        if for_update && !answered.for_update {
+            return None;
+        }
+        let Some(row) = &answered.row else {
+            return Some(Ok(false));
+        };
+        let view = match (&answered.columns, columns) {
+            (None, _) => RowRef::values(row),
+            (Some(_), None) => return None,
+            (Some(have), Some(cols)) => {
+                if !cols
+                    .iter()
+                    .all(|&c| have.iter().any(|&h| usize::from(h) == c))
+                {
+                    return None;
+                }
+                RowRef::some(have, row)
+            }
+        };
+        Some(f(view).map(|()| true))
     }
 
     /// The whole row a hinted read for update found as row `key` of `table`, taken out of the
