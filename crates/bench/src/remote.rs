@@ -563,11 +563,12 @@ pub fn run_serve(
     ));
     if let Some(locks) = db.lock_manager().map(|m| m.stats()) {
         status.say(format_args!(
-            "locks: {} waits (mean {:.1} µs), {} deadlocks (a wait for a transaction of the \
-             same worker is one), {} timeouts",
+            "locks: {} waits (mean {:.1} µs), {} deadlocks, {} waits refused for a \
+             transaction of the same worker, {} timeouts",
             locks.waits,
             locks.wait_ns as f64 / locks.waits.max(1) as f64 / 1e3,
             locks.deadlocks,
+            locks.same_thread,
             locks.timeouts
         ));
     }

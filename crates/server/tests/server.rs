@@ -378,7 +378,7 @@ fn a_first_batch_that_meets_a_lock_of_the_same_worker_is_parked_until_its_holder
                 table,
                 _dir,
             } = holding_account_5(arch, 1, LONG_WAIT);
-            let deadlocks = db.lock_manager().unwrap().stats().deadlocks;
+            let refused_before = db.lock_manager().unwrap().stats().same_thread;
             std::thread::scope(|s| {
                 let endpoint = tcp(&server);
                 let (done, finished) = std::sync::mpsc::channel();
@@ -391,7 +391,7 @@ fn a_first_batch_that_meets_a_lock_of_the_same_worker_is_parked_until_its_holder
                 let early = finished.recv_timeout(Duration::from_millis(500));
                 assert!(early.is_err(), "{arch}: answered while parked: {early:?}");
                 assert!(
-                    db.lock_manager().unwrap().stats().deadlocks > deadlocks,
+                    db.lock_manager().unwrap().stats().same_thread > refused_before,
                     "{arch}: it met the holder's lock"
                 );
                 // The holder goes on and ends; the parked batch then runs, and commits.
@@ -423,7 +423,7 @@ fn a_parked_batch_runs_again_when_its_holder_ends_not_when_any_transaction_does(
             table,
             _dir,
         } = holding_account_5(arch, 1, LONG_WAIT);
-        let refusals = || db.lock_manager().unwrap().stats().deadlocks;
+        let refusals = || db.lock_manager().unwrap().stats().same_thread;
         std::thread::scope(|s| {
             let endpoint = tcp(&server);
             let (done, finished) = std::sync::mpsc::channel();
@@ -468,7 +468,7 @@ fn batches_parked_behind_one_holder_run_one_at_a_time_oldest_first() {
             table,
             _dir,
         } = holding_account_5(arch, 1, LONG_WAIT);
-        let refusals = || db.lock_manager().unwrap().stats().deadlocks;
+        let refusals = || db.lock_manager().unwrap().stats().same_thread;
         let order = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|s| {
             // Each waiter's first batch locks the row the holder has, is parked, and once
@@ -632,7 +632,7 @@ fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_taken_back_and_parked()
         // it began, and the batch goes again once the holder has ended.
         let mut other = Client::connect(&tcp(&server)).unwrap();
         lock_account(&mut other, table, 6);
-        let deadlocks = db.lock_manager().unwrap().stats().deadlocks;
+        let refused_before = db.lock_manager().unwrap().stats().same_thread;
         let insert = Op::Insert {
             table,
             row: vec![
@@ -669,7 +669,7 @@ fn a_later_batch_that_meets_a_lock_of_the_same_worker_is_taken_back_and_parked()
         // Counted as its transaction ended: it met the holder's lock (once, and again at
         // each sweep while parked).
         assert!(
-            db.lock_manager().unwrap().stats().deadlocks > deadlocks,
+            db.lock_manager().unwrap().stats().same_thread > refused_before,
             "{arch}"
         );
         let mut reader = Client::connect(&tcp(&server)).unwrap();

@@ -267,9 +267,14 @@ pub struct LockStats {
     pub immediate: u64,
     /// Requests that queued.
     pub waits: u64,
-    /// Requests refused as deadlock victims: on a cycle of the wait-for graph, or (with
-    /// [`LockConfig::thread_bound`]) waiting for a transaction of their own thread.
+    /// Requests refused as deadlock victims: on a cycle of the wait-for graph (with
+    /// [`LockConfig::thread_bound`], cycles through a thread included).
     pub deadlocks: u64,
+    /// Requests refused because they would have waited for a transaction of their own
+    /// thread ([`LockConfig::thread_bound`], [`LockError::SameThread`]): that holder cannot
+    /// run while its thread waits, so no wait is begun. Not counted in `deadlocks`: a server
+    /// parks such a request and runs it again, and no cycle was found.
+    pub same_thread: u64,
     pub timeouts: u64,
     pub escalations: u64,
     /// Requests for a name already held in a weaker mode.
@@ -300,8 +305,11 @@ pub struct LockStats {
 }
 
 /// Fields of `LockStats::to_array`: eleven counters and times, five wait fields, the
-/// histogram.
-const STAT_FIELDS: usize = 16 + WAKE_BUCKETS;
+/// same-thread refusals, the histogram.
+const STAT_FIELDS: usize = HISTOGRAM_FIELD + WAKE_BUCKETS;
+
+/// Where `to_array` puts the wake-up histogram's first bucket.
+const HISTOGRAM_FIELD: usize = 17;
 
 /// The index of `wake_ns_max` in `LockStats::to_array` (combined with `fetch_max`, not added).
 const WAKE_NS_MAX_FIELD: usize = 15;
@@ -361,7 +369,7 @@ impl LockStats {
 
     fn to_array(self) -> [u64; STAT_FIELDS] {
         let mut a = [0; STAT_FIELDS];
-        a[..16].copy_from_slice(&[
+        a[..HISTOGRAM_FIELD].copy_from_slice(&[
             self.requests,
             self.immediate,
             self.waits,
@@ -378,8 +386,9 @@ impl LockStats {
             self.waits_ended_sleeping,
             self.wake_ns,
             self.wake_ns_max,
+            self.same_thread,
         ]);
-        a[16..].copy_from_slice(&self.wake_histogram);
+        a[HISTOGRAM_FIELD..].copy_from_slice(&self.wake_histogram);
         a
     }
 
@@ -401,7 +410,8 @@ impl LockStats {
             waits_ended_sleeping: a[13],
             wake_ns: a[14],
             wake_ns_max: a[WAKE_NS_MAX_FIELD],
-            wake_histogram: std::array::from_fn(|i| a[16 + i]),
+            same_thread: a[16],
+            wake_histogram: std::array::from_fn(|i| a[HISTOGRAM_FIELD + i]),
         }
     }
 }
@@ -677,7 +687,9 @@ impl LockManager {
         LockManager {
             table: LockTable::new(config.buckets, config.latching),
             graph: Mutex::new(WaitForGraph::new()),
-            totals: (0..TOTAL_SHARDS).map(|_| CachePadded::default()).collect(),
+            totals: (0..TOTAL_SHARDS)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
             epoch: Instant::now(),
             // With no wait seen yet, a waiter spins for half of `spin_wait`.
             wait_ns_p90: AtomicU64::new(config.spin_wait.as_nanos() as u64 / 2),
@@ -952,6 +964,7 @@ impl LockManager {
         // the walk over every field (32 of them with the wake-up histogram).
         let only_grants = st.waits == 0
             && st.deadlocks == 0
+            && st.same_thread == 0
             && st.timeouts == 0
             && st.escalations == 0
             && st.upgrades == 0
@@ -1417,7 +1430,7 @@ impl LockManager {
         };
         if let Some(holder) = head.own_thread_blocker(txn, t.home, want, ahead) {
             drop(guard);
-            t.stats.deadlocks += 1;
+            t.stats.same_thread += 1;
             t.refused_by = Some(holder);
             return Err(LockError::SameThread { txn, holder, name });
         }
@@ -1760,9 +1773,8 @@ impl LockManager {
                 t.slot.disarm();
                 t.stats.wait_ns += wait_ns;
                 match e {
-                    LockError::Deadlock { .. } | LockError::SameThread { .. } => {
-                        t.stats.deadlocks += 1
-                    }
+                    LockError::Deadlock { .. } => t.stats.deadlocks += 1,
+                    LockError::SameThread { .. } => t.stats.same_thread += 1,
                     LockError::Timeout { .. } => t.stats.timeouts += 1,
                 }
                 Err(e)
@@ -2063,6 +2075,7 @@ mod unit_tests {
             waits_ended_sleeping: 14,
             wake_ns: 15,
             wake_ns_max: 16,
+            same_thread: 17,
             wake_histogram: [0; WAKE_BUCKETS],
         };
         for (i, n) in s.wake_histogram.iter_mut().enumerate() {

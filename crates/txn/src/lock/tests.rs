@@ -1428,7 +1428,11 @@ fn a_wait_for_a_transaction_of_the_same_thread_is_refused_when_transactions_are_
     );
     assert!(err.is_retryable());
     assert_eq!(t2.stats().waits, 0, "refused before it queued");
-    assert_eq!(t2.stats().deadlocks, 1);
+    assert_eq!(
+        (t2.stats().same_thread, t2.stats().deadlocks),
+        (1, 0),
+        "counted as a refusal for its own thread, not as a deadlock"
+    );
     m.check_invariants();
     m.release_all(&mut t2);
     m.release_all(&mut t1);
@@ -1496,6 +1500,12 @@ fn a_wait_for_a_transaction_of_the_same_thread_is_refused_when_transactions_are_
     other.join().unwrap();
     m.check_invariants();
     assert_eq!(m.lock_name_count(), 0);
+    let s = m.stats();
+    assert_eq!(
+        (s.same_thread, s.deadlocks),
+        (3, 0),
+        "three refusals, no deadlock"
+    );
 }
 
 /// Unbound (the default), a wait for a transaction of the same thread ends only by the
@@ -1530,7 +1540,7 @@ fn unbound_a_same_thread_wait_times_out_and_binding_applies_from_the_next_transa
     m.release_all(&mut t4);
     m.release_all(&mut t3);
     assert_eq!(m.stats().timeouts, 1);
-    assert_eq!(m.stats().deadlocks, 1);
+    assert_eq!((m.stats().same_thread, m.stats().deadlocks), (1, 0));
 }
 
 /// A cycle through a thread that runs another transaction: T1 idles on thread A holding r1,
