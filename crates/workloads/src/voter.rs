@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{Connection, Fetch, TableRef, TableSchema, Tx, TxError, TxResult, Value};
+use engine::{Connection, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -366,36 +366,49 @@ pub fn vote_numbered(
         ],
         None,
     );
-    let contestant = tx.get(
+    // Each read looks at its row where it is kept (`Tx::read_columns_with`): no row copied
+    // out for a column or two.
+    let contestant_exists = tx.read_columns_with(
         &t.contestants,
         &[Value::Int(input.contestant_number)],
-        Fetch::Cols(&[0]),
+        &[0],
         false,
+        &mut |_| Ok(()),
     )?;
-    let by_phone = tx.get(&t.votes_by_phone, &phone_key, Fetch::Cols(&[1]), true)?;
-    let state = tx.get(
+    let mut votes = None;
+    tx.read_columns_with(&t.votes_by_phone, &phone_key, &[1], true, &mut |r| {
+        votes = Some(r.int(1)?);
+        Ok(())
+    })?;
+    let mut state = None;
+    tx.read_columns_with(
         &t.area_code_state,
         &[Value::Int(area_code)],
-        Fetch::Cols(&[1]),
+        &[1],
         false,
+        &mut |r| {
+            state = Some(r.str(1)?.to_string());
+            Ok(())
+        },
     )?;
-    if contestant.is_none() {
+    if !contestant_exists {
         return Ok((VoteOutcome::InvalidContestant, None));
     }
-    let tally = tx.get(
+    let mut tally = None;
+    tx.read_columns_with(
         &t.votes_by_contestant_area,
         &tally_key,
-        Fetch::Cols(&[2]),
+        &[2],
         true,
+        &mut |r| {
+            tally = Some(r.int(2)?);
+            Ok(())
+        },
     )?;
-    let votes = by_phone.as_deref().map(|r| int(r, 0)).transpose()?;
     if votes.unwrap_or(0) >= input.max_votes {
         return Ok((VoteOutcome::OverLimit, None));
     }
-    let state = match &state {
-        Some(r) => string(r, 0)?.to_string(),
-        None => "XX".to_string(),
-    };
+    let state = state.unwrap_or_else(|| "XX".to_string());
     // Round trip 2: the writes, with the commit.
     let seq = votes.unwrap_or(0) + 1;
     tx.insert(
@@ -409,7 +422,6 @@ pub fn vote_numbered(
         ],
     )?;
     bump(tx, &t.votes_by_phone, &phone_key, 1, votes)?;
-    let tally = tally.as_deref().map(|r| int(r, 0)).transpose()?;
     bump(tx, &t.votes_by_contestant_area, &tally_key, 2, tally)?;
     Ok((VoteOutcome::Accepted, Some(seq)))
 }
