@@ -961,7 +961,7 @@ impl LockManager {
         let shard = &self.totals[storage::shard::thread_index() % TOTAL_SHARDS];
         let st = &t.stats;
         // Most transactions only requested and were granted at once: add those two and skip
-        // the walk over every field (32 of them with the wake-up histogram).
+        // the walk over every field (33 of them with the wake-up histogram).
         let only_grants = st.waits == 0
             && st.deadlocks == 0
             && st.same_thread == 0
