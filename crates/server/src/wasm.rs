@@ -44,6 +44,8 @@ use crate::trace::Tracer;
 
 /// How often the epoch advances: the resolution of the time limit.
 pub const TICK: Duration = Duration::from_millis(5);
+/// The first four bytes of every WebAssembly module (binary format).
+const WASM_MAGIC: &[u8] = b"\0asm";
 /// Bytes of a procedure's stderr kept for the error that names why it stopped.
 const STDERR_KEPT: usize = 2048;
 
@@ -75,13 +77,22 @@ impl Wasm {
                 path.display()
             ));
         }
+        let bytes = std::fs::read(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+        if !bytes.starts_with(WASM_MAGIC) {
+            return Err(format!(
+                "{} is not a WebAssembly module (a module's first four bytes are \\0asm; \
+                 this file's are {:?})",
+                path.display(),
+                String::from_utf8_lossy(&bytes[..bytes.len().min(4)])
+            ));
+        }
         let mut config = Config::new();
         config.epoch_interruption(true);
         if perfmap {
             config.profiler(wasmtime::ProfilingStrategy::PerfMap);
         }
         let engine = Engine::new(&config).map_err(|e| format!("start wasmtime: {e}"))?;
-        let module = Module::from_file(&engine, path)
+        let module = Module::new(&engine, &bytes)
             .map_err(|e| format!("compile {}: {e:#}", path.display()))?;
         let linker = linker(&engine, &module)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -658,4 +669,55 @@ fn linker(engine: &Engine, module: &Module) -> Result<Linker<HostState>, String>
         .map_err(e)?;
     linker.define_unknown_imports_as_traps(module).map_err(e)?;
     Ok(linker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(path: &Path) -> Result<Wasm, String> {
+        Wasm::load(path, Duration::from_secs(1), 16, false)
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_module_is_named_and_refused_in_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("passwd");
+        std::fs::write(&text, "root:x:0:0:root:/root:/bin/bash\n").unwrap();
+        let err = load(&text).err().expect("a text file is refused");
+        assert!(err.contains("is not a WebAssembly module"), "{err}");
+        assert!(err.contains("passwd") && err.contains("\"root\""), "{err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+
+        let empty = dir.path().join("empty.wasm");
+        std::fs::write(&empty, b"").unwrap();
+        let err = load(&empty).err().expect("an empty file is refused");
+        assert!(err.contains("is not a WebAssembly module"), "{err}");
+
+        let missing = dir.path().join("missing.wasm");
+        let err = load(&missing).err().expect("no file, no module");
+        assert!(err.contains("no WebAssembly module at"), "{err}");
+    }
+
+    #[test]
+    fn a_truncated_module_is_refused_by_the_compiler_and_an_empty_one_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        // The magic and version of the binary format, then a section that ends too soon.
+        let header = b"\0asm\x01\0\0\0";
+        let cut = dir.path().join("cut.wasm");
+        let mut bytes = header.to_vec();
+        bytes.extend_from_slice(&[1, 10, 1]);
+        std::fs::write(&cut, &bytes).unwrap();
+        let err = load(&cut).err().expect("a truncated module is refused");
+        assert!(
+            err.starts_with("compile ") && err.contains("cut.wasm"),
+            "{err}"
+        );
+
+        // A module of no sections is a module: its missing exports are found when a worker
+        // instantiates it.
+        let bare = dir.path().join("bare.wasm");
+        std::fs::write(&bare, header).unwrap();
+        assert!(load(&bare).is_ok());
+    }
 }
