@@ -115,10 +115,10 @@ struct LadderArgs {
     #[arg(long, value_enum, default_value = "mix")]
     txn: LadderTxn,
     /// Measured transactions per phase and rung (counted under callgrind).
-    #[arg(long, value_name = "N", default_value_t = bench::ladder::DEFAULT_TXNS, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = bench::ladder::DEFAULT_TXNS, value_parser = parse_positive)]
     txns: u64,
     /// Transactions per phase, rung and repetition timed natively [default: 10 × --txns].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
     native_txns: Option<u64>,
     /// Directory for the table, JSON, figures and callgrind files.
     #[arg(long, value_name = "DIR", default_value = "glass-out/ladder")]
@@ -161,7 +161,7 @@ struct ProfileArgs {
     #[arg(long)]
     instructions: bool,
     /// Measured transactions of each type.
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = parse_positive)]
     txns: u64,
     /// Transactions of the workload's mix run first, unprofiled, so that the profile is the
     /// database's steady state rather than a freshly loaded one's (whose young B+-trees log
@@ -374,7 +374,7 @@ enum DistributionName {
 struct DataArgs {
     /// Warehouses (tpcc), branches (tpcb), records (ycsb; default 100000), 10,000s of voters
     /// (voter).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = parse_positive)]
     scale: Option<u64>,
     /// YCSB bytes per field.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=4096))]
@@ -594,7 +594,7 @@ struct BenchArgs {
     #[arg(long, value_name = "SECS", value_parser = parse_seconds, conflicts_with = "txns", allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Measure this many transactions (all threads together) instead of a duration.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
     txns: Option<u64>,
     /// Seconds to run before measuring.
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_warmup, allow_negative_numbers = true)]
@@ -722,7 +722,7 @@ struct IsolationArgs {
     #[arg(long, default_value_t = 1)]
     client_core: usize,
     /// YCSB records.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 100_000, value_parser = parse_positive)]
     ycsb_records: u64,
     /// Workloads, comma-separated, of ycsb, voter, tpcc.
     #[arg(long, value_name = "LIST", default_value = "ycsb,voter,tpcc")]
@@ -765,7 +765,7 @@ struct CharmArgs {
     #[arg(long, value_name = "DIR", default_value = "charm-results")]
     out: PathBuf,
     /// TPC-C warehouses [default: 5; with --quick 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
     warehouses: Option<u64>,
     /// Seconds measured per run [default: 15; with --quick 3].
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
@@ -824,7 +824,7 @@ struct Section3Args {
     #[arg(long, default_value_t = 1)]
     client_core: usize,
     /// YCSB records (the paper's 10 million take long to load).
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 100_000, value_parser = parse_positive)]
     ycsb_records: u64,
     /// Workloads, comma-separated, of ycsb (always needed: Figure 3), voter, tpcc.
     #[arg(long, value_name = "LIST", default_value = "ycsb,voter,tpcc")]
@@ -1008,7 +1008,7 @@ struct ScaleArgs {
     configs: Option<String>,
     /// Warehouses (tpcc) or branches (tpcb) the shared configuration's threads share
     /// [default: 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
     shared_scale: Option<u64>,
     /// Seconds to measure each point.
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_seconds, allow_negative_numbers = true)]
@@ -1155,6 +1155,15 @@ fn parse_via(text: &str) -> Result<bench::crash::Via, String> {
         let names: Vec<&str> = bench::crash::Via::ALL.iter().map(|v| v.name()).collect();
         format!("{text:?} is not one of {}", names.join(", "))
     })
+}
+
+/// A count that must be at least 1 (clap's own range check would name `u64::MAX` as the top).
+fn parse_positive(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        Ok(_) => Err("expected a whole number above 0".to_string()),
+        Err(e) => Err(format!("expected a whole number above 0 ({e})")),
+    }
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {

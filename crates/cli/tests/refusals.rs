@@ -160,6 +160,18 @@ fn the_largest_scale_is_refused_at_once_naming_the_flag() {
 }
 
 #[test]
+fn a_count_of_zero_is_refused_in_words() {
+    for args in [
+        &["bench", "tpcc", "--scale", "0"][..],
+        &["bench", "voter", "--txns", "0"],
+        &["bench", "ycsb", "--scale", "ten"],
+    ] {
+        let err = assert_refused(args, &["expected a whole number above 0"]);
+        assert!(!err.contains("18446744073709551615"), "{err}");
+    }
+}
+
+#[test]
 fn a_pool_beyond_memory_is_refused_not_aborted() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().to_str().unwrap();
