@@ -332,9 +332,15 @@ pub type UpdateFn<'f> = dyn FnMut(RowRef<'_>, &mut RowWriter<'_>) -> TxResult<()
 /// What `f` sets, seeing `row`: the columns and their values, as [`Tx::update`] takes them.
 /// The read-modify-write of [`Tx::update_with`]'s default, for forms that hold rows as values.
 pub fn updates_of(row: &[Value], f: &mut UpdateFn<'_>) -> TxResult<Vec<(usize, Value)>> {
+    updates_of_row(RowRef::values(row), f)
+}
+
+/// [`updates_of`] for a row seen through any [`RowRef`] (some of its columns, say, as
+/// [`Tx::update_columns_with`] may fetch them).
+pub fn updates_of_row(row: RowRef<'_>, f: &mut UpdateFn<'_>) -> TxResult<Vec<(usize, Value)>> {
     let mut set = Vec::new();
     let mut writer = RowWriter::values(&mut set);
-    f(RowRef::values(row), &mut writer)?;
+    f(row, &mut writer)?;
     writer.finish()?;
     Ok(set)
 }
@@ -683,6 +689,29 @@ pub trait Tx {
         self.update(table, key, &set)
     }
 
+    /// [`Tx::update_with`] for a procedure whose `f` reads only `columns` of the row (by
+    /// their positions in the table; it may set any): an implementation may fetch only those.
+    /// Embedded it is `update_with`, which reads the stored record in place; the default, for
+    /// implementations that fetch what they are asked for (a client, a sandbox's boundary),
+    /// is [`Tx::get`] of the columns for update, whose answer a for-update hint of those
+    /// columns ([`Tx::prefetch_for_update`]) can give, handed to `f` with each column at its
+    /// own position (the others `Null`), then [`Tx::update`].
+    fn update_columns_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        columns: &[usize],
+        f: &mut UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        let Some(row) = self.get(table, key, Fetch::Cols(columns), true)? else {
+            return Ok(false);
+        };
+        let mut placed = Vec::new();
+        place_columns(columns, row, &mut placed);
+        let set = updates_of(&placed, f)?;
+        self.update(table, key, &set)
+    }
+
     /// A hint that the transaction will soon read or update the rows with these primary keys
     /// (for rows it will insert, see [`Tx::prefetch_inserts`]), `(table, key)` each: an
     /// engine may start loading what reaching them
@@ -703,7 +732,9 @@ pub trait Tx {
     /// will read for update (`for_update`, [`Tx::update_with`]): a form that reads ahead on
     /// hints (a client) reads these under exclusive locks, so that the update needs no lock
     /// upgrade (two transactions that both read a row shared and then wanted it exclusively
-    /// would deadlock). The default is the plain hint.
+    /// would deadlock); of a hint of several rows with `columns`, only those columns, which
+    /// then answer [`Tx::update_columns_with`] of no others (not `update_with`, which takes
+    /// the whole row). The default is the plain hint.
     fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
         match columns {
             Some(columns) => self.prefetch_columns(rows, columns),

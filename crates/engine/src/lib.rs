@@ -21,8 +21,8 @@ pub mod undo;
 pub mod value;
 
 pub use api::{
-    updates_of, Connection, Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter, TableRef, Tx,
-    TxError, TxResult, UpdateFn,
+    updates_of, updates_of_row, Connection, Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter,
+    TableRef, Tx, TxError, TxResult, UpdateFn,
 };
 pub use db::{Database, DbConfig};
 pub use integrity::{IntegrityFault, IntegrityReport};

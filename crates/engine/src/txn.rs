@@ -1835,6 +1835,17 @@ impl Tx for Transaction<'_> {
         r
     }
 
+    /// [`Tx::update_with`]: the record is read in place, so naming the columns saves nothing.
+    fn update_columns_with(
+        &mut self,
+        t: &TableRef,
+        key: &[Value],
+        _columns: &[usize],
+        f: &mut UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        self.update_with(t, key, f)
+    }
+
     /// [`Tx::read_with`]: the record is read in place, so naming the columns saves nothing.
     fn read_columns_with(
         &mut self,

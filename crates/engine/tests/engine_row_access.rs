@@ -1,4 +1,5 @@
-//! `read_with`, `read_columns_with`, `scan_columns_with` and `update_with`: the engine's
+//! `read_with`, `read_columns_with`, `scan_columns_with`, `update_with` and
+//! `update_columns_with`: the engine's
 //! in-place forms against the trait's default forms (built on `get` and `update`, as a client-side transaction would run them), on every
 //! preset; errors, rollback and index-key protection.
 
@@ -107,6 +108,29 @@ fn deposit(tx: &mut dyn Tx, t: &TableRef, id: i64, amount: i64) -> TxResult<Opti
     Ok(before)
 }
 
+/// Adds `amount` to the balance of `id` through `update_columns_with` of the balance only,
+/// renaming its owner too when asked (`rename`: a column not read may be set); returns the
+/// balance before.
+fn deposit_named(
+    tx: &mut dyn Tx,
+    t: &TableRef,
+    id: i64,
+    amount: i64,
+    rename: bool,
+) -> TxResult<Option<i64>> {
+    let mut before = None;
+    tx.update_columns_with(t, &[Value::Int(id)], &[2], &mut |r, set| {
+        let balance = r.int(2)?;
+        before = Some(balance);
+        set.int(2, balance + amount);
+        if rename {
+            set.set(1, Value::Str(format!("renamed{id}")));
+        }
+        Ok(())
+    })?;
+    Ok(before)
+}
+
 #[test]
 fn in_place_and_default_forms_agree_on_every_preset() {
     for p in PRESETS {
@@ -128,6 +152,14 @@ fn in_place_and_default_forms_agree_on_every_preset() {
                 assert_eq!(deposit(tx, &t, 42, -5)?, Some(125));
                 assert_eq!(deposit(tx, &t, 1000, 1)?, None);
                 assert_eq!(owner_and_balance(tx, &t, 42)?.unwrap().1, 120);
+                // Of some columns: the balance alone read, another column set all the same.
+                assert_eq!(deposit_named(tx, &t, 43, 7, true)?, Some(100));
+                assert_eq!(deposit_named(tx, &t, 43, -7, false)?, Some(107));
+                assert_eq!(deposit_named(tx, &t, 1000, 1, true)?, None);
+                assert_eq!(
+                    owner_and_balance(tx, &t, 43)?,
+                    Some(("renamed43".to_string(), 100))
+                );
                 for columns in [&[1, 2][..], &[2, 1]] {
                     assert_eq!(
                         named_columns(tx, &t, 42, columns)?,
@@ -155,7 +187,11 @@ fn in_place_and_default_forms_agree_on_every_preset() {
                     let owner = |i: i64| format!("owner{i}");
                     assert_eq!(
                         seen,
-                        [(100, owner(43)), (120, owner(42)), (100, owner(41))],
+                        [
+                            (100, "renamed43".to_string()),
+                            (120, owner(42)),
+                            (100, owner(41))
+                        ],
                         "columns {columns:?}"
                     );
                 }

@@ -366,12 +366,28 @@ impl<C: Crossing> Tx for BoundaryTx<C> {
         key: &[Value],
         f: &mut UpdateFn<'_>,
     ) -> TxResult<bool> {
-        let row = self
+        let taken = self
             .crossing
             .deferred()
             .ahead
-            .take_for_update(table.id, key);
-        read_ahead::update_with(self, row, table, key, f)
+            .take_for_update(table.id, key, None);
+        read_ahead::update_with(self, taken, table, key, None, f)
+    }
+
+    /// As `update_with`, answered by a for-update hint of these columns (or more).
+    fn update_columns_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        columns: &[usize],
+        f: &mut UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        let taken = self
+            .crossing
+            .deferred()
+            .ahead
+            .take_for_update(table.id, key, Some(columns));
+        read_ahead::update_with(self, taken, table, key, Some(columns), f)
     }
 
     /// Deferred where the row is held and known to exist (answered `true` at once);
@@ -478,11 +494,14 @@ impl<C: Crossing> Tx for BoundaryTx<C> {
         }
     }
 
-    /// Read ahead: the rows cross, whole and exclusive, in front of the next operation.
+    /// Read ahead: the rows cross, exclusive, in front of the next operation: whole, or the
+    /// columns named where the hint names several rows.
     fn prefetch_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
-        let _ = columns;
         if self.crossing.reads_ahead() {
-            self.crossing.deferred().ahead.hint(rows, true);
+            self.crossing
+                .deferred()
+                .ahead
+                .hint_for_update(rows, columns);
         }
     }
 

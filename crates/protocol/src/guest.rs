@@ -888,6 +888,57 @@ mod tests {
     }
 
     #[test]
+    fn a_for_update_hint_of_some_columns_reads_only_those_and_answers_only_their_updates() {
+        let mut host = Host::default();
+        let t = table_t();
+        let ended = run_invocation(
+            &mut host,
+            &mut Deferred::default(),
+            0,
+            &[],
+            false,
+            |tx, _, _, out| {
+                tx.prefetch_for_update(&[(&t, &[1]), (&t, &[2])], Some(&[1]));
+                let mut bump = |row: engine::RowRef<'_>, w: &mut engine::RowWriter<'_>| {
+                    let seen = row.int(1)?;
+                    out.push(Value::Int(seen));
+                    w.int(1, seen + 10);
+                    Ok(())
+                };
+                // Of the column read: answered, the update deferred.
+                assert!(tx.update_columns_with(&t, &[Value::Int(1)], &[1], &mut bump)?);
+                // The whole row is not in the answer: it is read, behind row 1's update.
+                assert!(tx.update_with(&t, &[Value::Int(2)], &mut bump)?);
+                Ok(())
+            },
+        );
+        let Some(GuestMsg::Returned { values, writes, .. }) = ended else {
+            panic!("{ended:?}");
+        };
+        assert_eq!(
+            values,
+            [0, 1].map(Value::Int).to_vec(),
+            "{:?}",
+            host.messages
+        );
+        let narrow = |op: &Op| matches!(op, Op::Get { columns: Some(c), for_update: true, .. } if c[..] == [1]);
+        assert!(host.messages[0].iter().all(narrow), "{:?}", host.messages);
+        assert_eq!(host.messages[0].len(), 2);
+        assert!(matches!(
+            &host.messages[1][..],
+            [
+                Op::Update { .. },
+                Op::Get {
+                    columns: None,
+                    for_update: true,
+                    ..
+                }
+            ]
+        ));
+        assert_eq!(writes.len(), 1, "row 2's update, with the return");
+    }
+
+    #[test]
     fn writes_cross_in_front_of_the_next_operation_or_with_the_return() {
         let t = table_t();
         let row = |k| vec![Value::Int(k), Value::Int(0)];

@@ -269,6 +269,20 @@ impl ReadAhead {
         self.hint_reads(rows, narrow.as_deref(), false);
     }
 
+    /// Keeps reads for update of `rows` to send: whole, or of `columns` where the hint names
+    /// several rows (as [`ReadAhead::hint_columns`] narrows a shared hint), which then answer
+    /// [`engine::Tx::update_columns_with`] of those columns and not a whole row's update.
+    pub fn hint_for_update(&mut self, rows: &[(&TableRef, &[i64])], columns: Option<&[usize]>) {
+        let narrow = match (rows.len(), columns) {
+            (0 | 1, _) | (_, None) => None,
+            (_, Some(columns)) => columns
+                .iter()
+                .map(|&c| u16::try_from(c).ok())
+                .collect::<Option<Vec<u16>>>(),
+        };
+        self.hint_reads(rows, narrow.as_deref(), true);
+    }
+
     fn hint_reads(
         &mut self,
         rows: &[(&TableRef, &[i64])],
@@ -425,17 +439,28 @@ impl ReadAhead {
         Some(f(view).map(|()| true))
     }
 
-    /// The whole row a hinted read for update found as row `key` of `table`, taken out of the
-    /// answers (a read-modify-write's update makes the answer stale anyway; see
-    /// [`update_with`]). `None` where no such answer is kept: none, or a shared read, or some
-    /// of the row's columns, or the row's absence.
-    pub fn take_for_update(&mut self, table: u32, key: &[Value]) -> Option<Row> {
+    /// What a hinted read for update found as row `key` of `table`, taken out of the answers
+    /// (a read-modify-write's update makes the answer stale anyway; see [`update_with`]): the
+    /// row, whole or of the columns it was read with. `columns`: the read wants only those
+    /// (`None`: the whole row). `None` where no such answer is kept: none, or a shared read,
+    /// or one that lacks a column wanted, or the row's absence.
+    pub fn take_for_update(
+        &mut self,
+        table: u32,
+        key: &[Value],
+        columns: Option<&[usize]>,
+    ) -> Option<TakenRow> {
         let slot = self.answered.find(table, key)?;
         let a = self.answered.at(slot);
-        if !a.for_update || a.columns.is_some() || a.row.is_none() {
+        let fetch = columns.map_or(Fetch::All, Fetch::Cols);
+        if !a.for_update || a.row.is_none() || !covers(a.columns.as_deref(), fetch) {
             return None;
         }
-        self.answered.remove_at(slot).row
+        let a = self.answered.remove_at(slot);
+        Some(TakenRow {
+            columns: a.columns,
+            row: a.row?,
+        })
     }
 
     /// Whether a hinted read not sent yet will answer a read of the columns `fetch` names of
@@ -469,25 +494,44 @@ impl ReadAhead {
     }
 }
 
-/// [`Tx::update_with`] for a transaction that reads ahead: `row` is what
-/// [`ReadAhead::take_for_update`] gave for the row, handed to `f` as it came instead of copied
-/// out of the answers (TPC-C's New-Order updates ten stock rows of seventeen columns each
-/// this way); without it the row is read for update, as the trait's default does.
+/// A row [`ReadAhead::take_for_update`] took out of the answers: `row[i]` is column
+/// `columns[i]`, or column `i` where `columns` is `None` (the whole row).
+#[derive(Debug, PartialEq)]
+pub struct TakenRow {
+    columns: Option<Vec<u16>>,
+    row: Row,
+}
+
+/// [`Tx::update_with`] (`columns`: `None`) and [`Tx::update_columns_with`] for a transaction
+/// that reads ahead: `taken` is what [`ReadAhead::take_for_update`] gave for the row, handed
+/// to `f` as it came instead of copied out of the answers (TPC-C's New-Order updates ten
+/// stock rows this way, six of their seventeen columns read); without it the row is read for
+/// update, whole or of `columns`, as the trait's default does.
 pub fn update_with<T: Tx + ?Sized>(
     tx: &mut T,
-    row: Option<Row>,
+    taken: Option<TakenRow>,
     table: &TableRef,
     key: &[Value],
+    columns: Option<&[usize]>,
     f: &mut UpdateFn<'_>,
 ) -> TxResult<bool> {
-    let row = match row {
-        Some(row) => row,
-        None => match tx.get(table, key, Fetch::All, true)? {
-            Some(row) => row,
-            None => return Ok(false),
-        },
+    let taken = match taken {
+        Some(taken) => taken,
+        None => {
+            let fetch = columns.map_or(Fetch::All, Fetch::Cols);
+            let Some(row) = tx.get(table, key, fetch, true)? else {
+                return Ok(false);
+            };
+            TakenRow {
+                columns: Op::columns(fetch)?,
+                row,
+            }
+        }
     };
-    let set = engine::updates_of(&row, f)?;
+    let set = match &taken.columns {
+        None => engine::updates_of(&taken.row, f)?,
+        Some(columns) => engine::updates_of_row(RowRef::some(columns, &taken.row), f)?,
+    };
     tx.update(table, key, &set)
 }
 
@@ -681,28 +725,65 @@ mod tests {
     }
 
     #[test]
-    fn only_a_whole_row_read_for_update_is_taken_for_a_read_modify_write() {
+    fn only_a_read_for_update_of_the_columns_wanted_is_taken_for_a_read_modify_write() {
         let t = table(2);
         let mut ahead = ReadAhead::default();
         ahead.hint(&[(&t, &[1]), (&t, &[2])], true);
         ahead.hint(&[(&t, &[3])], false);
         ahead.hint_columns(&[(&t, &[4]), (&t, &[5])], &[1]);
+        // For update, columns 0 and 2 of two rows: narrowed; of one row: whole.
+        ahead.hint_for_update(&[(&t, &[6]), (&t, &[7])], Some(&[0, 2]));
+        ahead.hint_for_update(&[(&t, &[8])], Some(&[2]));
         for read in ahead.take() {
             // Row 2 is not there.
-            let row =
-                (read.key[0] != Value::Int(2)).then(|| vec![read.key[0].clone(), Value::Int(7)]);
+            let whole = [read.key[0].clone(), Value::Int(7), Value::Int(9)];
+            if read.key[0] == Value::Int(8) {
+                assert_eq!(read.columns, None, "a hint of one row is not narrowed");
+            }
+            let row = (read.key[0] != Value::Int(2)).then(|| match &read.columns {
+                None => whole.to_vec(),
+                Some(columns) => columns
+                    .iter()
+                    .map(|&c| whole[usize::from(c)].clone())
+                    .collect(),
+            });
             ahead.answered(read, row);
         }
         let key = |k| [Value::Int(k)];
-        assert_eq!(
-            ahead.take_for_update(2, &key(1)),
-            Some(vec![Value::Int(1), Value::Int(7)])
-        );
+        let whole = |k| TakenRow {
+            columns: None,
+            row: vec![Value::Int(k), Value::Int(7), Value::Int(9)],
+        };
+        assert_eq!(ahead.take_for_update(2, &key(1), None), Some(whole(1)));
         assert_eq!(ahead.answer(2, &key(1), Fetch::All, true), None, "taken");
-        assert_eq!(ahead.take_for_update(2, &key(1)), None);
-        for k in [2, 3, 4, 6] {
-            assert_eq!(ahead.take_for_update(2, &key(k)), None, "row {k}");
+        assert_eq!(ahead.take_for_update(2, &key(1), None), None);
+        for k in [2, 3, 4, 6, 9] {
+            assert_eq!(ahead.take_for_update(2, &key(k), None), None, "row {k}");
         }
+        // Some columns: from a narrowed answer that holds them, or from a whole one.
+        assert_eq!(ahead.take_for_update(2, &key(6), Some(&[1])), None);
+        assert_eq!(
+            ahead.take_for_update(2, &key(6), Some(&[2, 0])),
+            Some(TakenRow {
+                columns: Some(vec![0, 2]),
+                row: vec![Value::Int(6), Value::Int(9)],
+            })
+        );
+        assert_eq!(
+            ahead
+                .take_for_update(2, &key(7), Some(&[2]))
+                .map(|t| t.row.len()),
+            Some(2)
+        );
+        assert_eq!(
+            ahead.take_for_update(2, &key(8), Some(&[2])),
+            Some(whole(8))
+        );
+        assert_eq!(
+            ahead.take_for_update(2, &key(3), Some(&[1])),
+            None,
+            "shared"
+        );
         // What was not taken still answers.
         assert_eq!(ahead.answer(2, &key(2), Fetch::All, true), Some(None));
         assert!(ahead.answer(2, &key(3), Fetch::All, false).is_some());

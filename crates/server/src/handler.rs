@@ -732,6 +732,16 @@ impl Tx for TimedTx<'_> {
         self.timed(|tx| tx.update_with(table, key, f))
     }
 
+    fn update_columns_with(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        columns: &[usize],
+        f: &mut engine::UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        self.timed(|tx| tx.update_columns_with(table, key, columns, f))
+    }
+
     fn prefetch(&mut self, rows: &[(&TableRef, &[i64])]) {
         self.timed(|tx| tx.prefetch(rows))
     }

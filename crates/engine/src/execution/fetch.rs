@@ -169,6 +169,17 @@ impl Tx for FetchTx<'_> {
         self.read_with(t, key, for_update, f)
     }
 
+    /// As `update_with`: the record is read in place.
+    fn update_columns_with(
+        &mut self,
+        t: &TableRef,
+        key: &[Value],
+        _columns: &[usize],
+        f: &mut crate::api::UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        self.update_with(t, key, f)
+    }
+
     /// Reads the row and runs `f` on it, so that the body goes on with what `f` took from
     /// it (a New-Order's order number), and writes nothing.
     fn update_with(

@@ -40,8 +40,9 @@
 //! Payment also takes C before W, so the two still agree on D, then C, then W. A client that
 //! reads ahead on hints reads C in its first round trip, as it does W.
 //!
-//! Reads and read-modify-writes go through [`Tx::read_with`] and [`Tx::update_with`]: the
-//! procedure looks at the stored row in place and the engine finds each row once. A
+//! Reads and read-modify-writes go through [`Tx::read_with`] and [`Tx::update_with`] (a stock
+//! row's through [`Tx::update_columns_with`], of the six columns it uses out of seventeen):
+//! the procedure looks at the stored row in place and the engine finds each row once. A
 //! client-side form counts a read-modify-write as two round trips (read for update, update).
 //!
 //! Stock: `s_quantity − q` if that leaves at least 10, else `s_quantity − q + 91`;
@@ -194,6 +195,20 @@ fn insert_order(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, o_id: i64) -
     )
 }
 
+/// The columns of a stock row that New-Order reads (and writes) for an order of district
+/// `d_id` (1 to 10, checked by [`new_order`]): S_DIST_xx is the district's. A client reads only
+/// these, for update, ahead of the updates (see `prefetch_rows`).
+fn stock_columns(d_id: i64) -> [usize; 6] {
+    [
+        stock::S_QUANTITY,
+        stock::S_DIST_01 + (d_id as usize - 1),
+        stock::S_YTD,
+        stock::S_ORDER_CNT,
+        stock::S_REMOTE_CNT,
+        stock::S_DATA,
+    ]
+}
+
 /// What updating a line's stock row gave its order line and its output.
 #[derive(Clone, Copy, Default)]
 struct StockedLine {
@@ -218,10 +233,11 @@ fn update_stock(
     out: &mut StockedLine,
 ) -> TxResult<()> {
     let line = &input.lines[n];
-    let dist_col = stock::S_DIST_01 + (input.d_id as usize - 1);
+    let columns = stock_columns(input.d_id);
+    let dist_col = columns[1];
     let key = [Value::Int(line.supply_w_id), Value::Int(line.i_id)];
     let remote = i64::from(line.supply_w_id != input.w_id);
-    let found = tx.update_with(&t.stock, &key, &mut |r, set| {
+    let found = tx.update_columns_with(&t.stock, &key, &columns, &mut |r, set| {
         let quantity = r.int(stock::S_QUANTITY)?;
         out.s_quantity = if quantity >= line.quantity + 10 {
             quantity - line.quantity
@@ -388,14 +404,7 @@ fn prefetch_rows(tx: &mut dyn Tx, t: &Tables, input: &NewOrderInput, order: &Sto
     let (district, warehouse, customer) = ([w, d], [w], [w, d, input.c_id]);
     let stock_rows: ArrayVec<(&TableRef, &[i64]), MAX_LINES> =
         stocks.iter().map(|k| (&t.stock, &k[..])).collect();
-    let stock_columns = [
-        stock::S_QUANTITY,
-        stock::S_DIST_01 + input.d_id as usize - 1,
-        stock::S_YTD,
-        stock::S_ORDER_CNT,
-        stock::S_REMOTE_CNT,
-        stock::S_DATA,
-    ];
+    let stock_columns = stock_columns(input.d_id);
     // A client takes the hinted rows' locks in the hints' order, so the hints name the stock
     // rows and the district in the order the form updates them (a client's New-Order and an
     // embedded one of the same form then never wait for each other in a cycle), and the
