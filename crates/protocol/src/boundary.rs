@@ -151,6 +151,23 @@ impl<C: Crossing> BoundaryTx<C> {
             .answer(table, key, fetch, for_update))
     }
 
+    /// A read-modify-write of the whole row (`columns`: `None`) or of `columns`, from what a
+    /// hinted read for update brought where it holds them ([`read_ahead::update_with`]).
+    fn update_from_answer(
+        &mut self,
+        table: &TableRef,
+        key: &[Value],
+        columns: Option<&[usize]>,
+        f: &mut UpdateFn<'_>,
+    ) -> TxResult<bool> {
+        let taken = self
+            .crossing
+            .deferred()
+            .ahead
+            .take_for_update(table.id, key, columns);
+        read_ahead::update_with(self, taken, table, key, columns, f)
+    }
+
     /// A read that no hinted read answers: one crossing.
     fn get_now(
         &mut self,
@@ -366,12 +383,7 @@ impl<C: Crossing> Tx for BoundaryTx<C> {
         key: &[Value],
         f: &mut UpdateFn<'_>,
     ) -> TxResult<bool> {
-        let taken = self
-            .crossing
-            .deferred()
-            .ahead
-            .take_for_update(table.id, key, None);
-        read_ahead::update_with(self, taken, table, key, None, f)
+        self.update_from_answer(table, key, None, f)
     }
 
     /// As `update_with`, answered by a for-update hint of these columns (or more).
@@ -382,12 +394,7 @@ impl<C: Crossing> Tx for BoundaryTx<C> {
         columns: &[usize],
         f: &mut UpdateFn<'_>,
     ) -> TxResult<bool> {
-        let taken = self
-            .crossing
-            .deferred()
-            .ahead
-            .take_for_update(table.id, key, Some(columns));
-        read_ahead::update_with(self, taken, table, key, Some(columns), f)
+        self.update_from_answer(table, key, Some(columns), f)
     }
 
     /// Deferred where the row is held and known to exist (answered `true` at once);

@@ -838,6 +838,19 @@ mod tests {
         assert_eq!(sizes, vec![3, 1, 1], "{:?}", host.messages);
     }
 
+    /// An update closure that notes the version (column 1) it sees in `out` and sets it 10
+    /// higher.
+    fn bump_column_1(
+        out: &mut Vec<Value>,
+    ) -> impl FnMut(engine::RowRef<'_>, &mut engine::RowWriter<'_>) -> TxResult<()> + '_ {
+        move |row, w| {
+            let seen = row.int(1)?;
+            out.push(Value::Int(seen));
+            w.int(1, seen + 10);
+            Ok(())
+        }
+    }
+
     #[test]
     fn a_read_modify_write_of_a_row_read_ahead_for_update_takes_the_answer_and_defers() {
         let mut host = Host::default();
@@ -851,15 +864,11 @@ mod tests {
             |tx, _, _, out| {
                 tx.prefetch_for_update(&[(&t, &[1]), (&t, &[2])], None);
                 // Each sees the version it was read at, and sets column 1 from it.
-                let mut bump = |row: engine::RowRef<'_>, w: &mut engine::RowWriter<'_>| {
-                    let seen = row.int(1)?;
-                    out.push(Value::Int(seen));
-                    w.int(1, seen + 10);
-                    Ok(())
-                };
+                let mut bump = bump_column_1(out);
                 for k in [1, 2, 7] {
                     assert!(tx.update_with(&t, &[Value::Int(k)], &mut bump)?);
                 }
+                drop(bump);
                 // The answer was taken: a read crosses, behind the update, and sees it.
                 let again = tx.get(&t, &[Value::Int(1)], Fetch::All, true)?.unwrap();
                 out.push(again[1].clone());
@@ -899,12 +908,7 @@ mod tests {
             false,
             |tx, _, _, out| {
                 tx.prefetch_for_update(&[(&t, &[1]), (&t, &[2])], Some(&[1]));
-                let mut bump = |row: engine::RowRef<'_>, w: &mut engine::RowWriter<'_>| {
-                    let seen = row.int(1)?;
-                    out.push(Value::Int(seen));
-                    w.int(1, seen + 10);
-                    Ok(())
-                };
+                let mut bump = bump_column_1(out);
                 // Of the column read: answered, the update deferred.
                 assert!(tx.update_columns_with(&t, &[Value::Int(1)], &[1], &mut bump)?);
                 // The whole row is not in the answer: it is read, behind row 1's update.
