@@ -622,6 +622,23 @@ fn place_columns(columns: &[usize], row: Row, placed: &mut Vec<Value>) {
     }
 }
 
+/// [`Tx::get`] of `columns` of row `key`, each placed at its own position ([`place_columns`]):
+/// the defaults of [`Tx::read_columns_with`] and [`Tx::update_columns_with`].
+fn get_placed<T: Tx + ?Sized>(
+    tx: &mut T,
+    table: &TableRef,
+    key: &[Value],
+    columns: &[usize],
+    for_update: bool,
+) -> TxResult<Option<Row>> {
+    let Some(row) = tx.get(table, key, Fetch::Cols(columns), for_update)? else {
+        return Ok(None);
+    };
+    let mut placed = Vec::new();
+    place_columns(columns, row, &mut placed);
+    Ok(Some(placed))
+}
+
 /// The operations a procedure may perform inside a transaction.
 pub trait Tx {
     /// Reads the row with primary key `key`. `for_update` takes the exclusive lock at once
@@ -664,12 +681,10 @@ pub trait Tx {
         for_update: bool,
         f: &mut ReadFn<'_>,
     ) -> TxResult<bool> {
-        let Some(row) = self.get(table, key, Fetch::Cols(columns), for_update)? else {
-            return Ok(false);
-        };
-        let mut placed = Vec::new();
-        place_columns(columns, row, &mut placed);
-        f(RowRef::values(&placed)).map(|()| true)
+        match get_placed(self, table, key, columns, for_update)? {
+            Some(placed) => f(RowRef::values(&placed)).map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// Read-modify-write of the row with primary key `key`: `f` sees the row and says which
@@ -703,11 +718,9 @@ pub trait Tx {
         columns: &[usize],
         f: &mut UpdateFn<'_>,
     ) -> TxResult<bool> {
-        let Some(row) = self.get(table, key, Fetch::Cols(columns), true)? else {
+        let Some(placed) = get_placed(self, table, key, columns, true)? else {
             return Ok(false);
         };
-        let mut placed = Vec::new();
-        place_columns(columns, row, &mut placed);
         let set = updates_of(&placed, f)?;
         self.update(table, key, &set)
     }
