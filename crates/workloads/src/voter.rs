@@ -330,7 +330,8 @@ fn bump(
     match current {
         Some(n) => tx.update(table, key, &[(col, Value::Int(n + 1))]).map(drop),
         None => {
-            let mut row = key.to_vec();
+            let mut row = Vec::with_capacity(key.len() + 1);
+            row.extend_from_slice(key);
             row.push(Value::Int(1));
             tx.insert(table, &row)
         }
