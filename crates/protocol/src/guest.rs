@@ -58,8 +58,8 @@ use crate::codec::{put_bool, put_len, put_str, put_u16, put_u64, put_u8, put_val
 use crate::deferred::{self, Deferred, Expect};
 use crate::error::ProtocolError;
 use crate::message::{
-    frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_result, MIN_OP,
-    MIN_OP_RESULT,
+    frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_into,
+    read_op_result, Spare, MIN_OP, MIN_OP_RESULT,
 };
 use crate::{Op, OpResult, HEADER_LEN};
 
@@ -261,11 +261,13 @@ pub fn decode_running_writes(
     let mut r = Reader::new(body);
     let count = r.count(MIN_OP, "returned writes")?;
     let mut failed = None;
+    let mut spare = Spare::default();
     for _ in 0..count {
-        let op = read_op(&mut r)?;
+        let mut op = read_op_into(&mut r, &mut spare)?;
         if failed.is_none() {
             failed = run(&op).err();
         }
+        spare.recycle(&mut op);
     }
     let message = GuestMsg::Returned {
         writes: Vec::new(),
@@ -322,9 +324,12 @@ pub fn answer_ops_with(
     out.extend_from_slice(&[0; HEADER_LEN]);
     put_u8(out, KIND_RESULTS);
     put_len(out, count);
+    let mut spare = Spare::default();
     for _ in 0..count {
-        let op = read_op(&mut r).map_err(malformed)?;
-        match run(&op, out) {
+        let mut op = read_op_into(&mut r, &mut spare).map_err(malformed)?;
+        let ran = run(&op, out);
+        spare.recycle(&mut op);
+        match ran {
             Ok(()) => {}
             Err(e) => {
                 out.truncate(start);

@@ -373,27 +373,58 @@ pub(crate) fn put_op(out: &mut Vec<u8>, op: &Op) {
 }
 
 pub(crate) fn read_op(r: &mut Reader<'_>) -> Result<Op> {
+    read_op_into(r, &mut Spare::default())
+}
+
+/// The value list of an operation that has run, emptied, for the next operation's key or
+/// row: a host that runs each operation of a frame as it decodes it
+/// ([`crate::guest::answer_ops_with`]) so allocates a frame's first key, not every key.
+#[derive(Default)]
+pub(crate) struct Spare(Option<Vec<Value>>);
+
+impl Spare {
+    /// Keeps the key or row of `op`, which has run.
+    pub(crate) fn recycle(&mut self, op: &mut Op) {
+        let values = match op {
+            Op::Get { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
+            Op::Insert { row, .. } => row,
+            Op::Scan { .. } | Op::ReadCommitted => return,
+        };
+        values.clear();
+        self.0 = Some(std::mem::take(values));
+    }
+
+    fn values(&mut self, r: &mut Reader<'_>, what: &'static str) -> Result<Vec<Value>> {
+        match self.0.take() {
+            Some(spare) => r.values_into(spare, what),
+            None => r.values(what),
+        }
+    }
+}
+
+/// [`read_op`] with its key or row in a list from `spare`, where it has one.
+pub(crate) fn read_op_into(r: &mut Reader<'_>, spare: &mut Spare) -> Result<Op> {
     Ok(match r.u8("op tag")? {
         OP_GET => Op::Get {
             table: r.u32("get table")?,
-            key: r.values("get key")?,
+            key: spare.values(r, "get key")?,
             columns: r.columns("get columns")?,
             for_update: r.bool("get for_update")?,
         },
         OP_UPDATE => Op::Update {
             table: r.u32("update table")?,
-            key: r.values("update key")?,
+            key: spare.values(r, "update key")?,
             set: r.list(MIN_SET, "update set", |r| {
                 Ok((r.u16("update column")?, r.value()?))
             })?,
         },
         OP_INSERT => Op::Insert {
             table: r.u32("insert table")?,
-            row: r.values("insert row")?,
+            row: spare.values(r, "insert row")?,
         },
         OP_DELETE => Op::Delete {
             table: r.u32("delete table")?,
-            key: r.values("delete key")?,
+            key: spare.values(r, "delete key")?,
         },
         OP_SCAN => Op::Scan {
             source: match r.u8("scan source tag")? {
@@ -901,6 +932,29 @@ pub(crate) mod tests {
             let mut built = Vec::new();
             put_op_result(&mut built, &OpResult::Row(None));
             prop_assert_eq!(direct, built);
+        }
+
+        /// Operations decoded one after another, each into the list of the one before
+        /// (as a host runs a frame's), are the operations encoded, byte for byte.
+        #[test]
+        fn ops_decoded_into_the_lists_of_those_before_are_the_ops_encoded(
+            ops in prop::collection::vec(op(), 1..6),
+        ) {
+            let mut bytes = Vec::new();
+            for op in &ops {
+                put_op(&mut bytes, op);
+            }
+            let mut r = Reader::new(&bytes);
+            let mut spare = Spare::default();
+            for op in &ops {
+                let mut decoded = read_op_into(&mut r, &mut spare).expect("decodes");
+                let (mut want, mut got) = (Vec::new(), Vec::new());
+                put_op(&mut want, op);
+                put_op(&mut got, &decoded);
+                prop_assert_eq!(got, want);
+                spare.recycle(&mut decoded);
+            }
+            r.finish("ops").expect("every byte read");
         }
 
         #[test]

@@ -329,13 +329,14 @@ impl ReadAhead {
         self.reads.take()
     }
 
-    /// Keeps what a hinted read returned.
+    /// Keeps what a hinted read returned: one [`ReadAhead::take`] gave, each answered once.
     pub fn answered(&mut self, read: HintedRead, row: Option<Row>) {
         self.keep(read.table, read.key, read.columns, read.for_update, row);
     }
 
     /// Keeps what a hinted read returned, given back as the operation it was sent as
-    /// ([`HintedRead::into_op`]); any other operation is not a hinted read and is ignored.
+    /// ([`HintedRead::into_op`] of one [`ReadAhead::take`] gave, each answered once); any
+    /// other operation is not a hinted read and is ignored.
     pub fn answered_op(&mut self, op: Op, row: Option<Row>) {
         if let Op::Get {
             table,
@@ -357,8 +358,10 @@ impl ReadAhead {
         row: Option<Row>,
     ) {
         // One answer a row: a row read again had its answer dropped when it was hinted again
-        // (and would replace it here).
-        self.answered.put(Answered {
+        // (`hint_reads`), and a row is read once however often it is hinted, so no answer
+        // of this row is kept: it is added without looking for one (`RowList::push` checks
+        // that in debug builds).
+        self.answered.push(Answered {
             table,
             key,
             columns,

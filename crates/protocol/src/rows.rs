@@ -174,6 +174,7 @@ impl<T: Named> RowList<T> {
     }
 
     /// Adds `item`; an item that names the same row is replaced, and returned.
+    #[cfg(test)]
     pub fn put(&mut self, item: T) -> Option<T> {
         let (found, hash) = self.position_hashed(item.table(), item.key());
         if let Some(i) = found {
