@@ -100,6 +100,8 @@ pub(crate) struct Session {
     /// The rows the last scan of a primary index found, kept for the updates and deletes that
     /// follow it (see [`Found`]).
     found: Found,
+    /// The rows this transaction read for update by key (see [`Held`]).
+    held: Held,
     /// Columns from 64 on that an update set (see `RowWriter`).
     wide: Vec<usize>,
     /// The words a deferred update set, `(byte offset, bytes)` (see `RowWriter`).
@@ -183,6 +185,11 @@ impl Session {
             hits: Hits::default(),
             hits_again: Hits::default(),
             found: Found::default(),
+            held: Held {
+                keys: Vec::with_capacity(256),
+                ends: Vec::with_capacity(HELD_MAX),
+                next: 0,
+            },
             wide: Vec::new(),
             words: Vec::with_capacity(16),
             spans: Vec::with_capacity(8),
@@ -220,6 +227,8 @@ impl Session {
             + self.hits.retained_bytes()
             + self.hits_again.retained_bytes()
             + self.found.hits.retained_bytes()
+            + bytes(&self.held.keys)
+            + bytes(&self.held.ends)
             + bytes(&self.wide)
             + bytes(&self.words)
             + bytes(&self.spans)
@@ -395,6 +404,87 @@ impl Found {
     }
 }
 
+/// The rows this transaction read for update by key ([`Tx::get`] and [`Tx::read_with`] with
+/// `for_update`), and where their records lie, kept for the update or delete that follows.
+/// A procedure run away from the engine reads a row for update in one operation and writes
+/// it in another (a WebAssembly or process guest's deferred write, an interactive client's),
+/// and an embedded one that reads a row before it decides how to change it (Voter's tallies)
+/// does the same; each write descended the primary index again and asked the lock manager
+/// again for the lock its read holds.
+///
+/// Sound as [`Found`] is: each entry's key stays locked exclusively until the transaction
+/// ends, and only the transaction's own delete ([`Held::drop_key`]) or a step taken back
+/// (emptied) can move its record. Unlike `Found` it keeps rows of any table, up to
+/// [`HELD_MAX`]: New-Order reads its stock rows, then its district, then updates them all.
+#[derive(Default)]
+struct Held {
+    keys: Vec<u8>,
+    /// Per entry: its table's id, where its key ends in `keys`, its record's location.
+    ends: Vec<(u32, usize, u64)>,
+    /// Where the next lookup starts: rows are mostly written in the order they were read.
+    next: usize,
+}
+
+/// The most entries [`Held`] keeps; a transaction that reads more for update finds the
+/// rest by the index again.
+const HELD_MAX: usize = 32;
+
+impl Held {
+    /// The location of row `key` (encoded) of table `table`, if read for update. Inline,
+    /// so that a transaction that read none pays one comparison and no call.
+    #[inline(always)]
+    fn location(&mut self, table: u32, key: &[u8]) -> Option<u64> {
+        if self.ends.is_empty() {
+            return None;
+        }
+        self.search(table, key)
+    }
+
+    #[inline(never)]
+    fn search(&mut self, table: u32, key: &[u8]) -> Option<u64> {
+        let n = self.ends.len();
+        for i in 0..n {
+            let at = (self.next + i) % n;
+            let (t, end, loc) = self.ends[at];
+            if t == table && self.key(at, end) == key {
+                self.next = at + 1;
+                return (loc != DEAD).then_some(loc);
+            }
+        }
+        None
+    }
+
+    fn key(&self, at: usize, end: usize) -> &[u8] {
+        let start = if at == 0 { 0 } else { self.ends[at - 1].1 };
+        &self.keys[start..end]
+    }
+
+    /// Keeps row `key` of `table`, read for update and found at `loc`.
+    fn keep(&mut self, table: u32, key: &[u8], loc: u64) {
+        if self.ends.len() < HELD_MAX {
+            self.keys.extend_from_slice(key);
+            self.ends.push((table, self.keys.len(), loc));
+        }
+    }
+
+    /// The row with encoded primary key `key` of table `table` is being deleted: its entry,
+    /// if kept, is marked dead (the key may come back elsewhere, inserted again).
+    fn drop_key(&mut self, table: u32, key: &[u8]) {
+        for at in 0..self.ends.len() {
+            let (t, end, _) = self.ends[at];
+            if t == table && self.key(at, end) == key {
+                self.ends[at].2 = DEAD;
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.ends.clear();
+        self.next = 0;
+    }
+}
+
 /// The most a thread keeps in its session's buffers between transactions.
 const MAX_KEPT_SESSION_BYTES: usize = 1 << 20;
 
@@ -454,6 +544,7 @@ impl<'db> Transaction<'db> {
         s.leaf_hints.clear();
         s.lookup_hints.clear();
         s.found.forget();
+        s.held.clear();
         if crate::profile::enabled() {
             crate::profile::begin(crate::profile::log_bytes(db.log.as_deref()));
         }
@@ -633,6 +724,7 @@ impl<'db> Transaction<'db> {
         self.s.leaf_hints.clear();
         self.s.lookup_hints.clear();
         self.s.found.forget();
+        self.s.held.clear();
         Ok(())
     }
 
@@ -795,6 +887,7 @@ impl<'db> Transaction<'db> {
             s.hits_again.clear();
             s.found.forget();
             s.found.hits.clear();
+            s.held.clear();
             // A thread being torn down has no slot left: the session is dropped.
             let _ = SESSION.try_with(|c| *c.borrow_mut() = Some(s));
         }
@@ -905,12 +998,31 @@ impl<'db> Transaction<'db> {
     /// exclusive access to one is refused.
     #[inline(always)]
     fn find_locked(&mut self, table: &Table, k: &[u8], exclusive: bool) -> TxResult<Option<u64>> {
+        self.find_locked_keeping(table, k, exclusive, false)
+    }
+
+    /// [`Transaction::find_locked`]; with `keep`, a row found for update by the index is kept
+    /// in [`Held`] for the write that follows (a read for update's lookup).
+    #[inline(always)]
+    fn find_locked_keeping(
+        &mut self,
+        table: &Table,
+        k: &[u8],
+        exclusive: bool,
+        keep: bool,
+    ) -> TxResult<Option<u64>> {
         if !self.db.page_locking && !table.is_read_only() {
-            // A row the last scans found is locked already, in the scans' mode, so its
-            // location stands; where that mode covers this access, the lock manager is not
-            // asked again.
-            let kept = self.s.found.location(table.id, k);
-            if kept.is_none() || (exclusive && !self.s.found.exclusive) {
+            // A row the last scans found, or this transaction read for update, is locked
+            // already, in the scans' mode or exclusively, so its location stands; where that
+            // mode covers this access, the lock manager is not asked again.
+            // (A shared read of a row read for update is rare: only writes look there.)
+            let mut kept = self.s.found.location(table.id, k);
+            let mut kept_exclusive = self.s.found.exclusive;
+            if kept.is_none() && exclusive {
+                kept = self.s.held.location(table.id, k);
+                kept_exclusive = true;
+            }
+            if kept.is_none() || (exclusive && !kept_exclusive) {
                 self.lock_key(table.id, k, exclusive, NO_GAP)?;
             }
             if exclusive {
@@ -924,7 +1036,11 @@ impl<'db> Transaction<'db> {
             // leaf often holds the next key; writes come in the order a procedure names its
             // rows, and a hint missed costs more than it saves (see `lookup_hints`).
             if exclusive {
-                return Ok(table.primary.get(k)?);
+                let loc = table.primary.get(k)?;
+                if let (true, Some(loc), Some(_)) = (keep, loc, &self.db.locks) {
+                    self.s.held.keep(table.id, k, loc);
+                }
+                return Ok(loc);
             }
             return Ok(table.primary.get_hinted(k, self.s.lookup_hint(table.id))?);
         }
@@ -1652,6 +1768,7 @@ impl<'db> Transaction<'db> {
     /// step), logging its compensation as `rollback` does.
     fn undo_last(&mut self) -> TxResult<()> {
         self.s.found.forget();
+        self.s.held.clear();
         let Some(e) = self.s.undo.entries.pop() else {
             return Ok(());
         };
@@ -1821,7 +1938,7 @@ impl Tx for Transaction<'_> {
         let mut k = std::mem::take(&mut self.s.key);
         let r = (|| {
             table.key.encode(key, &mut k)?;
-            let Some(loc) = self.find_locked(table, &k, for_update)? else {
+            let Some(loc) = self.find_locked_keeping(table, &k, for_update, true)? else {
                 return Ok(None);
             };
             let project = |rec: &[u8]| Self::project(&table.layout, rec, fetch);
@@ -1870,7 +1987,7 @@ impl Tx for Transaction<'_> {
         let mut k = std::mem::take(&mut self.s.key);
         let r = (|| {
             table.key.encode(key, &mut k)?;
-            let Some(loc) = self.find_locked(table, &k, for_update)? else {
+            let Some(loc) = self.find_locked_keeping(table, &k, for_update, true)? else {
                 return Ok(false);
             };
             let read = |rec: &[u8]| f(RowRef::record(&table.layout, rec));
@@ -1996,6 +2113,7 @@ impl Tx for Transaction<'_> {
                 return Ok(false);
             };
             self.s.found.drop_key(table.id, &k);
+            self.s.held.drop_key(table.id, &k);
             if self.db.locks.is_some() {
                 // Next-key lock: a scan of this gap must wait until the delete is decided,
                 // and so must an insert between the two keys (a scan ending at it would
