@@ -349,9 +349,12 @@ struct Found {
     exclusive: bool,
 }
 
-/// The most entries [`Found`] keeps: a lookup compares keys one by one, and the scans that
-/// are followed by updates of their rows find a few.
-const FOUND_MAX: usize = 32;
+/// The most entries [`Found`] keeps. A lookup compares keys one by one from just after the
+/// last match, so rows updated in the order found cost one comparison each however many are
+/// kept. A procedure across a boundary scans all of Delivery's ORDER-LINE rows (some hundred,
+/// ten scans) before it updates any; with 32 kept, most of its updates descended the index
+/// again (see `docs/performance.md`, "Rows read for update keep their location").
+const FOUND_MAX: usize = 128;
 
 /// The location of a [`Found`] entry whose row this transaction deleted.
 const DEAD: u64 = u64::MAX;

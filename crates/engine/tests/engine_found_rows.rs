@@ -148,6 +148,41 @@ fn the_rows_of_consecutive_scans_are_kept_together() {
     }
 }
 
+/// Ten scans of ten rows each, then the updates of all hundred (Delivery's ORDER-LINE rows as
+/// a procedure across a boundary writes them: every scan first, every update after): all
+/// hundred are kept, and no update asks for a lock.
+#[test]
+fn a_hundred_rows_of_consecutive_scans_are_all_kept() {
+    let db = open(Preset::Full, 1);
+    let t = load_accounts(&db, 200);
+    let lm = db.lock_manager().unwrap();
+    let requests = |updates: bool| {
+        let before = lm.stats().requests;
+        db.run(|tx| {
+            for lo in (0..100).step_by(10) {
+                assert_eq!(ids_in(tx, &t, lo, lo + 9)?.len(), 10);
+            }
+            if updates {
+                for id in 0..100 {
+                    assert!(tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-id))])?);
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+        lm.stats().requests - before
+    };
+    let (scans, scans_and_updates) = (requests(false), requests(true));
+    assert_eq!(
+        scans_and_updates, scans,
+        "updates of rows the earlier scans found asked for locks"
+    );
+    let after = balances(&db, &t);
+    for (id, balance) in after {
+        assert_eq!(balance, if id < 100 { -id } else { 100 }, "row {id}");
+    }
+}
+
 /// Deletes of rows kept from several scans, one of them inserted again elsewhere, then
 /// updated: each update reaches the live row, the deleted ones stay deleted.
 #[test]
