@@ -166,6 +166,8 @@ pub struct LaneResult {
     pub rolled_back: u64,
     pub undone: u64,
     pub found_on_disk: u64,
+    /// Pages whose write a kill tore, rebuilt from the log by the checks' recoveries.
+    pub torn_rebuilt: u64,
     pub failures: Vec<Failure>,
 }
 
@@ -197,12 +199,12 @@ impl CampaignResult {
     /// The table printed at the end.
     pub fn render(&self) -> String {
         let mut out = String::from(
-            "| workload | durable | via | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) | rolled back (changes) |\n\
-             |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| workload | durable | via | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) | rolled back (changes) | torn pages rebuilt |\n\
+             |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for l in &self.lanes {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} |\n",
                 l.workload,
                 if l.durable { "yes" } else { "no" },
                 l.via.name(),
@@ -214,7 +216,8 @@ impl CampaignResult {
                 l.not_durable_receipts,
                 l.not_durable_missing,
                 l.rolled_back,
-                l.undone
+                l.undone,
+                l.torn_rebuilt
             ));
         }
         out.push_str(&format!(
@@ -402,12 +405,13 @@ fn numbers_of_line(output: &str, prefix: &str) -> Option<Vec<u64>> {
 }
 
 /// From a check's `recovery:` line: the page changes found on disk already, the
-/// transactions rolled back and the changes undone.
-fn recovery_numbers(output: &str) -> Option<(u64, u64, u64)> {
+/// transactions rolled back, the changes undone and the torn pages rebuilt.
+fn recovery_numbers(output: &str) -> Option<(u64, u64, u64, u64)> {
     // "recovery: A log records analysed; R page changes redone, D found on disk already;
-    // T unfinished transaction(s) rolled back (U changes undone)"
+    // T unfinished transaction(s) rolled back (U changes undone); P torn page(s) rebuilt
+    // from the log"
     match numbers_of_line(output, "recovery: ")?.as_slice() {
-        [_, _, d, t, u] => Some((*d, *t, *u)),
+        [_, _, d, t, u, p] => Some((*d, *t, *u, *p)),
         _ => None,
     }
 }
@@ -437,6 +441,7 @@ fn run_lane(
         rolled_back: 0,
         undone: 0,
         found_on_disk: 0,
+        torn_rebuilt: 0,
         failures: Vec::new(),
     };
     if !db.join(crate::manifest::MANIFEST_FILE).exists() {
@@ -509,10 +514,11 @@ fn run_lane(
                 result.not_durable_missing += l;
             }
         }
-        if let Some((on_disk, rolled_back, undone)) = recovery_numbers(&text) {
+        if let Some((on_disk, rolled_back, undone, torn)) = recovery_numbers(&text) {
             result.found_on_disk += on_disk;
             result.rolled_back += rolled_back;
             result.undone += undone;
+            result.torn_rebuilt += torn;
         }
         if out.status.success() && numbers.is_some() {
             result.checks_passed += 1;
@@ -788,9 +794,10 @@ mod tests {
             on_disk: 196_156,
             losers: 1,
             undone: 19,
+            torn_rebuilt: 2,
         };
         let printed = format!("recovery: {report}\nintegrity: no fault in x\n");
-        assert_eq!(recovery_numbers(&printed), Some((196_156, 1, 19)));
+        assert_eq!(recovery_numbers(&printed), Some((196_156, 1, 19, 2)));
         assert_eq!(recovery_numbers("integrity: no fault in x"), None);
     }
 

@@ -69,6 +69,9 @@ pub struct RecoveryReport {
     pub losers: u64,
     /// Changes the undo pass rolled back (each logged with a compensation record).
     pub undone: u64,
+    /// Pages whose write the crash tore, rebuilt from the log by the redo pass and checked
+    /// against the checksum in their header (see `Torn`).
+    pub torn_rebuilt: u64,
 }
 
 impl std::fmt::Display for RecoveryReport {
@@ -76,13 +79,16 @@ impl std::fmt::Display for RecoveryReport {
         write!(
             f,
             "{} log records analysed; {} page changes redone, {} found on disk already; \
-             {} unfinished transaction{} rolled back ({} changes undone)",
+             {} unfinished transaction{} rolled back ({} changes undone); {} torn page{} \
+             rebuilt from the log",
             self.analysed,
             self.redone,
             self.on_disk,
             self.losers,
             if self.losers == 1 { "" } else { "s" },
-            self.undone
+            self.undone,
+            self.torn_rebuilt,
+            if self.torn_rebuilt == 1 { "" } else { "s" },
         )
     }
 }
@@ -281,6 +287,8 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
     } = analysis;
     db.next_txn.start_after(max_txn);
 
+    // Pages whose write the crash tore, being rebuilt from the log (see `Torn`).
+    let mut torn: HashMap<PageId, Torn> = HashMap::new();
     if let Some(redo_start) = dirty.values().min().copied() {
         for item in log.iter_from(redo_start) {
             let (lsn, rec) = item.map_err(wal_err)?;
@@ -292,8 +300,22 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                     Some(rec_lsn) if *rec_lsn <= lsn => {}
                     _ => continue,
                 }
-                let mut g = pool.fix_for_redo(p.page)?;
-                if g.lsn() >= lsn {
+                let mut g = match pool.fix_for_redo(p.page) {
+                    Ok(g) => g,
+                    Err(e @ storage::StorageError::Corruption { .. }) => {
+                        match pool.fix_torn_for_redo(p.page)? {
+                            Some((g, stored)) => {
+                                let written = g.lsn();
+                                torn.insert(p.page, Torn::new(stored, written, lsn));
+                                g
+                            }
+                            None => return Err(e.into()),
+                        }
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                let rebuilding = torn.get_mut(&p.page);
+                if rebuilding.is_none() && g.lsn() >= lsn {
                     report.on_disk += 1;
                     if storage::btree::node::looks_unlinked(&g) {
                         reusable.push(p.page);
@@ -316,6 +338,12 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                     g.range_mut(at, bytes.len()).copy_from_slice(bytes);
                 }
                 g.set_lsn(lsn);
+                if let Some(t) = rebuilding {
+                    if t.replayed(p.page, lsn, &g)? {
+                        torn.remove(&p.page);
+                        report.torn_rebuilt += 1;
+                    }
+                }
                 // A leaf unlinked since the checkpoint (or on disk so already): a candidate
                 // for reuse, confirmed once redo is done (a later record may reuse it).
                 if storage::btree::node::looks_unlinked(&g) {
@@ -323,6 +351,9 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                 }
             }
         }
+    }
+    if let Some((&page, t)) = torn.iter().min_by_key(|(page, _)| **page) {
+        return Err(t.not_rebuilt(page, None).into());
     }
     let losers: Vec<_> = txns
         .into_iter()
@@ -334,6 +365,76 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
         losers: Losers(losers),
         reuse_candidates: reusable,
     })
+}
+
+/// A page whose checksum failed when redo first read it, though its header is right: perhaps
+/// a write the crash tore. A process killed inside `pwrite` leaves the part of the page the
+/// kernel had copied (whole memory pages, from the start) and the older bytes after it, so
+/// the header is the new image's, with that image's LSN and checksum. Redo is physical (byte
+/// ranges), so replaying every logged change of the page from its recovery LSN on, whatever
+/// the LSN in its header, rebuilds each part of it: a byte's last change is in the log, and
+/// a byte that no change touched has been the same since the page was last written whole.
+/// The rebuild is checked, not assumed: once the replay reaches the LSN in the header, the
+/// page must have exactly the checksum stored in it, or the open fails as it did before
+/// (damage, or a tear that left the header old, which the log cannot prove right). Replay
+/// goes on from there as for any page.
+#[derive(Debug)]
+struct Torn {
+    /// The checksum and LSN in the page's header.
+    stored: u32,
+    written: Lsn,
+    /// The first change replayed, and how many so far.
+    from: Lsn,
+    changes: u64,
+}
+
+impl Torn {
+    fn new(stored: u32, written: Lsn, from: Lsn) -> Torn {
+        Torn {
+            stored,
+            written,
+            from,
+            changes: 0,
+        }
+    }
+
+    /// Takes account of the change at `lsn` just replayed on `page`: true once the page is
+    /// the image its header names, checksum and all; an error if the replay went past that
+    /// LSN (or reached it with another image).
+    fn replayed(&mut self, page: PageId, lsn: Lsn, image: &[u8]) -> TxResult<bool> {
+        self.changes += 1;
+        if lsn < self.written {
+            return Ok(false);
+        }
+        let computed = storage::page::page_checksum(image);
+        if lsn == self.written && computed == self.stored {
+            return Ok(true);
+        }
+        Err(self
+            .not_rebuilt(page, (lsn == self.written).then_some(computed))
+            .into())
+    }
+
+    /// The error of a page the log did not rebuild; `computed`: the checksum it had at the
+    /// LSN its header names, if the replay reached it.
+    fn not_rebuilt(&self, page: PageId, computed: Option<u32>) -> storage::StorageError {
+        let at = match computed {
+            Some(c) => format!("gave checksum {c:#010x}"),
+            None => "never reached it".to_string(),
+        };
+        storage::StorageError::Corruption {
+            page,
+            reason: format!(
+                "checksum mismatch (stored {:#010x}), and not a write torn by a crash: replaying \
+                 its {} logged change{} from {} on to rebuild the image written at {} {at}",
+                self.stored,
+                self.changes,
+                if self.changes == 1 { "" } else { "s" },
+                self.from,
+                self.written,
+            ),
+        }
+    }
 }
 
 /// Undo pass: rolls back every loser, newest record first across all of them.

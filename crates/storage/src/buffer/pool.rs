@@ -678,6 +678,29 @@ impl BufferPool {
         self.fix_write_slow(id, Intent::Existing, false, false)
     }
 
+    /// For recovery redo, after [`BufferPool::fix_for_redo`] failed on page `id`: reads the
+    /// page as the store holds it and, if its checksum is all that is wrong (magic, page id
+    /// and kind right), fixes it exclusively holding that image, unverified, and returns the
+    /// guard with the checksum stored in the page. The stored checksum belongs to the image
+    /// whose LSN the header holds: a write that a crash tore after its first part (a process
+    /// killed inside `pwrite` keeps the part the kernel had copied) looks so, and recovery
+    /// rebuilds it from the log or refuses it. `None`: the page is damaged in some other way.
+    pub fn fix_torn_for_redo(
+        &self,
+        id: PageId,
+    ) -> StorageResult<Option<(PageWriteGuard<'_>, u32)>> {
+        let mut image = vec![0u8; self.page_size];
+        self.store.read_page(id, &mut image)?;
+        self.io.reads.fetch_add(1, Ordering::Relaxed);
+        let Some(stored) = torn_checksum(id, &image) else {
+            return Ok(None);
+        };
+        // Nothing is read on this fix: the image read above replaces whatever the frame held.
+        let mut g = self.fix_write_slow(id, Intent::Fresh, false, false)?;
+        g.page_mut().copy_from_slice(&image);
+        Ok(Some((g, stored)))
+    }
+
     /// Fixes `id` exclusively; `check`: fail on a miss if the page is not allocated. Inlined
     /// like [`BufferPool::fix_shared`]: the hit is handled here, the rest out of line.
     #[inline(always)]
@@ -1429,11 +1452,57 @@ pub(crate) fn verify_page(id: PageId, buf: &[u8]) -> StorageResult<()> {
     Ok(())
 }
 
+/// The checksum stored in page `id`'s image `buf` if it is the only thing wrong with it: the
+/// magic, the page id and the kind are right and the checksum does not match the bytes. What a
+/// torn write leaves whose first part, the header's, is new (see
+/// [`BufferPool::fix_torn_for_redo`]).
+fn torn_checksum(id: PageId, buf: &[u8]) -> Option<u32> {
+    let magic = u16::from_le_bytes([buf[OFFSET_MAGIC], buf[OFFSET_MAGIC + 1]]);
+    let stored_id = u64::from_le_bytes(buf[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].try_into().ok()?);
+    let stored = u32::from_le_bytes(buf[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4].try_into().ok()?);
+    (magic == PAGE_MAGIC
+        && stored_id == id.0
+        && PageKind::from_u8(buf[OFFSET_KIND]).is_some()
+        && stored != page_checksum(buf))
+    .then_some(stored)
+}
+
 const _: () = assert!(PAGE_HEADER_SIZE < PageSize::Kib8.bytes());
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_page_whose_checksum_alone_is_wrong_looks_torn() {
+        let id = PageId(7);
+        let mut page = vec![0u8; PageSize::Kib8.bytes()];
+        page[OFFSET_MAGIC..OFFSET_MAGIC + 2].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
+        page[OFFSET_KIND] = PageKind::Heap as u8;
+        page[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].copy_from_slice(&7u64.to_le_bytes());
+        page[6000] = 0xAB;
+        let sum = page_checksum(&page);
+        page[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4].copy_from_slice(&sum.to_le_bytes());
+        assert_eq!(torn_checksum(id, &page), None, "an intact page");
+        page[6000] = 0xAC;
+        assert_eq!(torn_checksum(id, &page), Some(sum));
+        assert_eq!(
+            torn_checksum(PageId(8), &page),
+            None,
+            "another page's image"
+        );
+        let mut other = page.clone();
+        other[OFFSET_MAGIC] ^= 1;
+        assert_eq!(torn_checksum(id, &other), None, "a bad magic");
+        other = page.clone();
+        other[OFFSET_KIND] = 9;
+        assert_eq!(torn_checksum(id, &other), None, "an unknown kind");
+        assert_eq!(
+            torn_checksum(id, &vec![0u8; page.len()]),
+            None,
+            "a fresh page"
+        );
+    }
 
     /// A pool larger than the machine can hold is an error, not an aborted process. Run only
     /// where the kernel refuses such an allocation outright (overcommit heuristic or strict,
