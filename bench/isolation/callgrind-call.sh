@@ -84,7 +84,12 @@ for _ in $(seq 1 900); do
 done
 [ -S "$work/s.sock" ] || die "the server did not listen within 900 s"
 "$GLASS" bench "$WORKLOAD" --scale "$SCALE" --server "unix://$work/s.sock" --txns "$TXNS" \
-  --threads 1 --warmup 0 >"$work/bench.log" 2>&1 || { cat "$work/bench.log" >&2; die "the client failed"; }
+  --threads 1 --warmup 0 >"$work/bench.log" 2>&1 || {
+  cat "$work/bench.log" >&2
+  echo "the server's log ends:" >&2
+  tail -n 30 "$work/serve.log" >&2
+  die "the client failed"
+}
 kill -INT "$server"
 wait "$server" || { tail -n 5 "$work/serve.log" >&2; die "the server did not stop cleanly"; }
 server=
