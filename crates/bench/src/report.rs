@@ -17,6 +17,7 @@
 //! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
 //! | `commit_gather`, `early_lock_release` | group commit's leader gathers committers (`--commit-gather`); locks released before the force (on unless `--no-early-lock-release`); both false unless the log is forced |
 //! | `page_cleaners`               | page cleaner threads (`--page-cleaners`; 0 in memory)    |
+//! | `full_page_images`            | a page's first change since it was clean logged as its whole image (`--full-page-images`: on disk, durable by default; false in memory) |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
@@ -82,6 +83,9 @@ pub struct RunConfiguration {
     pub commit_gather: bool,
     /// Page cleaner threads (`--page-cleaners`; 0 in memory, where none runs).
     pub page_cleaners: usize,
+    /// Whether a page's first change since it was clean was logged as its whole image
+    /// (`--full-page-images`: on disk, durable databases by default; false in memory).
+    pub full_page_images: bool,
     /// Whether committers released their locks before the force (on unless
     /// `--no-early-lock-release`; with a forced log only).
     pub early_lock_release: bool,
@@ -953,6 +957,11 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
             } else {
                 String::new()
             }
+            + if c.full_page_images {
+                " full-page-images"
+            } else {
+                ""
+            }
             + if c.durable && !c.early_lock_release {
                 " early-lock-release=off"
             } else {
@@ -1026,6 +1035,7 @@ mod tests {
             log_prealloc_mib: None,
             commit_gather: false,
             page_cleaners: 0,
+            full_page_images: false,
             early_lock_release: false,
             warmup_s: 0.0,
             load_s: Some(0.5),

@@ -621,6 +621,8 @@ pub(crate) fn bench_result(
         } else {
             0
         },
+        full_page_images: db_config.path.is_some()
+            && db_config.full_page_images.on(db_config.durable),
         early_lock_release: db_config.early_lock_release && db_config.durable,
         warmup_s: config.warmup.as_secs_f64(),
         load_s,

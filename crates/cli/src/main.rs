@@ -17,7 +17,7 @@ use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, 
 use bench::scale::{Configuration, Scales};
 use bench::UsageError;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use engine::db::{DbConfig, LogSync};
+use engine::db::{DbConfig, FullPageImages, LogSync};
 use workloads::{Distribution, Mix, WorkloadOptions};
 
 #[derive(Parser, Debug)]
@@ -398,6 +398,17 @@ enum LogSyncName {
     Direct,
 }
 
+/// When whole page images are logged (databases on disk).
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum FullPageImagesName {
+    /// with --durable only
+    WhenDurable,
+    /// always
+    On,
+    /// never: a tear that left a page's header old fails the open
+    Off,
+}
+
 /// Options of the log file (databases on disk).
 #[derive(Args, Debug)]
 struct LogFileArgs {
@@ -500,6 +511,12 @@ struct EngineSetupArgs {
     /// docs/performance.md, "Page cleaners").
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=64))]
     page_cleaners: u16,
+    /// When a page's first change since it was last written back is logged as the page's
+    /// whole image (on disk), so that recovery rebuilds a page write that a power loss tore
+    /// with its header old; a kill's tears (the header new) are rebuilt either way. Costs
+    /// a third of durable TPC-C's throughput here (docs/performance.md, "Full-page images").
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "when-durable")]
+    full_page_images: FullPageImagesName,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -534,6 +551,10 @@ impl EngineArgs {
         }
         let given = [
             (self.setup.page_cleaners > 0, "--page-cleaners"),
+            (
+                !matches!(self.setup.full_page_images, FullPageImagesName::WhenDurable),
+                "--full-page-images",
+            ),
             (
                 !matches!(self.log_file.log_sync, LogSyncName::Fdatasync),
                 "--log-sync",
@@ -1228,6 +1249,11 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         checkpoint_bytes: setup.checkpoint_kib << 10,
         background_checkpoints: setup.background_checkpoints,
         page_cleaners: setup.page_cleaners as usize,
+        full_page_images: match setup.full_page_images {
+            FullPageImagesName::WhenDurable => FullPageImages::WhenDurable,
+            FullPageImagesName::On => FullPageImages::On,
+            FullPageImagesName::Off => FullPageImages::Off,
+        },
         ..DbConfig::default()
     }
 }

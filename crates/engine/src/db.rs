@@ -100,6 +100,11 @@ pub struct DbConfig {
     /// disk only; several put several writes on the device at once). None by default (`glass
     /// --page-cleaners N`): see docs/performance.md, "Page cleaners".
     pub page_cleaners: usize,
+    /// When a page's first change since it was last written back is logged as its whole
+    /// image (`storage::BufferPool::set_full_page_images`; databases on disk with a log
+    /// only), so that recovery rebuilds a page write a crash tore in any pieces, a power
+    /// loss's included. By default for durable databases only ([`FullPageImages`]).
+    pub full_page_images: FullPageImages,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
@@ -178,6 +183,34 @@ pub struct DbConfig {
     pub reuse_pages: bool,
 }
 
+/// When a database on disk logs whole page images ([`DbConfig::full_page_images`]).
+///
+/// A process killed inside a page's write leaves the page's first part new, header included;
+/// recovery rebuilds such a page from the log without any image (`engine::recovery`'s `Torn`).
+/// A power loss may keep any of a write's sectors, and only an image rebuilds a page whose
+/// header it left old. What the images cost, and why durable databases only by default:
+/// docs/performance.md, "Full-page images".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FullPageImages {
+    /// For databases whose commits are forced (`durable`): those promise to survive a power
+    /// loss.
+    #[default]
+    WhenDurable,
+    On,
+    Off,
+}
+
+impl FullPageImages {
+    /// Whether images are logged, for a database that is `durable` or not.
+    pub fn on(self, durable: bool) -> bool {
+        match self {
+            FullPageImages::WhenDurable => durable,
+            FullPageImages::On => true,
+            FullPageImages::Off => false,
+        }
+    }
+}
+
 impl Default for DbConfig {
     fn default() -> Self {
         DbConfig {
@@ -191,6 +224,7 @@ impl Default for DbConfig {
             checkpoint_bytes: 64 << 20,
             background_checkpoints: false,
             page_cleaners: 0,
+            full_page_images: FullPageImages::WhenDurable,
             page_locking: false,
             shared_insert_pages: false,
             prefetch: true,
@@ -538,6 +572,9 @@ impl Database {
         } else {
             None
         };
+        if let (Some(pool), Some(_), Some(_)) = (&pool, &log, &config.path) {
+            pool.set_full_page_images(config.full_page_images.on(config.durable));
+        }
         let locks = sw.is_on(Switch::Locking).then(|| {
             LockManager::new(LockConfig {
                 escalation_threshold: config.escalation_threshold,

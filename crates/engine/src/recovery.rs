@@ -42,8 +42,9 @@ use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use storage::page::OFFSET_LSN;
 use storage::{Lsn, PageId};
-use wal::{ActiveTxn as LoggedTxn, LogRecord, LogStorage, TxnId};
+use wal::{ActiveTxn as LoggedTxn, LogRecord, LogStorage, PageRedoOwned, TxnId};
 
 use crate::api::{TxError, TxResult};
 use crate::db::{Database, RunningTxn};
@@ -287,8 +288,9 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
     } = analysis;
     db.next_txn.start_after(max_txn);
 
-    // Pages whose write the crash tore, being rebuilt from the log (see `Torn`).
-    let mut torn: HashMap<PageId, Torn> = HashMap::new();
+    // Pages that failed their checksum when redo first read them, being rebuilt from the
+    // log (see `Damaged`).
+    let mut damaged: HashMap<PageId, Damaged> = HashMap::new();
     if let Some(redo_start) = dirty.values().min().copied() {
         for item in log.iter_from(redo_start) {
             let (lsn, rec) = item.map_err(wal_err)?;
@@ -300,50 +302,103 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                     Some(rec_lsn) if *rec_lsn <= lsn => {}
                     _ => continue,
                 }
-                let mut g = match pool.fix_for_redo(p.page) {
-                    Ok(g) => g,
-                    Err(e @ storage::StorageError::Corruption { .. }) => {
-                        match pool.fix_torn_for_redo(p.page)? {
-                            Some((g, stored)) => {
-                                let written = g.lsn();
-                                torn.insert(p.page, Torn::new(stored, written, lsn));
+                let g = match damaged.get_mut(&p.page) {
+                    // A record that sets the whole page (a fresh page, or a full image)
+                    // rebuilds a damaged one from here on, whatever it holds.
+                    Some(_) if p.zeroed => {
+                        damaged.remove(&p.page);
+                        report.torn_rebuilt += 1;
+                        report.redone += 1;
+                        let mut g = pool.fix_unread_for_redo(p.page)?;
+                        redo_into(&mut g, &p, lsn)?;
+                        g
+                    }
+                    Some(Damaged::Waiting { skipped, .. }) => {
+                        *skipped += 1;
+                        continue;
+                    }
+                    Some(d @ Damaged::Torn(_)) => {
+                        let Damaged::Torn(t) = d else { unreachable!() };
+                        report.redone += 1;
+                        match t.replay(&p, lsn)? {
+                            Rebuild::Pending => continue,
+                            // Perhaps a later record sets the whole page.
+                            Rebuild::Failed(reason) => {
+                                *d = Damaged::Waiting {
+                                    reason,
+                                    from: lsn,
+                                    skipped: 0,
+                                };
+                                continue;
+                            }
+                            Rebuild::Done => {
+                                let Some(Damaged::Torn(t)) = damaged.remove(&p.page) else {
+                                    unreachable!()
+                                };
+                                report.torn_rebuilt += 1;
+                                // Only a page proved right enters the pool (which may write
+                                // it back before redo ends).
+                                let mut g = pool.fix_unread_for_redo(p.page)?;
+                                g.page_mut().copy_from_slice(&t.image);
+                                g.set_lsn(lsn);
                                 g
                             }
-                            None => return Err(e.into()),
                         }
                     }
-                    Err(e) => return Err(e.into()),
+                    None => match pool.fix_for_redo(p.page) {
+                        Ok(mut g) => {
+                            if g.lsn() >= lsn {
+                                report.on_disk += 1;
+                            } else {
+                                report.redone += 1;
+                                redo_into(&mut g, &p, lsn)?;
+                            }
+                            g
+                        }
+                        Err(storage::StorageError::Corruption { .. }) if p.zeroed => {
+                            report.torn_rebuilt += 1;
+                            report.redone += 1;
+                            let mut g = pool.fix_unread_for_redo(p.page)?;
+                            redo_into(&mut g, &p, lsn)?;
+                            g
+                        }
+                        Err(storage::StorageError::Corruption { reason, .. }) => {
+                            let Some((image, stored)) = pool.read_torn(p.page)? else {
+                                let waiting = Damaged::Waiting {
+                                    reason,
+                                    from: lsn,
+                                    skipped: 1,
+                                };
+                                damaged.insert(p.page, waiting);
+                                continue;
+                            };
+                            let mut t = Torn::new(image, stored, lsn);
+                            report.redone += 1;
+                            let d = match t.replay(&p, lsn)? {
+                                Rebuild::Pending => Damaged::Torn(t),
+                                Rebuild::Failed(reason) => Damaged::Waiting {
+                                    reason,
+                                    from: lsn,
+                                    skipped: 0,
+                                },
+                                // The header's LSN is this record's.
+                                Rebuild::Done => {
+                                    report.torn_rebuilt += 1;
+                                    let mut g = pool.fix_unread_for_redo(p.page)?;
+                                    g.page_mut().copy_from_slice(&t.image);
+                                    g.set_lsn(lsn);
+                                    if storage::btree::node::looks_unlinked(&g) {
+                                        reusable.push(p.page);
+                                    }
+                                    continue;
+                                }
+                            };
+                            damaged.insert(p.page, d);
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    },
                 };
-                let rebuilding = torn.get_mut(&p.page);
-                if rebuilding.is_none() && g.lsn() >= lsn {
-                    report.on_disk += 1;
-                    if storage::btree::node::looks_unlinked(&g) {
-                        reusable.push(p.page);
-                    }
-                    continue;
-                }
-                report.redone += 1;
-                if p.zeroed {
-                    // A fresh page: logged as "zeroed", then its header and contents.
-                    g.page_mut().fill(0);
-                }
-                for (offset, bytes) in &p.ranges {
-                    let at = *offset as usize;
-                    if at + bytes.len() > g.len() {
-                        return Err(TxError::Storage(storage::StorageError::Corruption {
-                            page: p.page,
-                            reason: format!("redo record at {lsn} writes past the page end"),
-                        }));
-                    }
-                    g.range_mut(at, bytes.len()).copy_from_slice(bytes);
-                }
-                g.set_lsn(lsn);
-                if let Some(t) = rebuilding {
-                    if t.replayed(p.page, lsn, &g)? {
-                        torn.remove(&p.page);
-                        report.torn_rebuilt += 1;
-                    }
-                }
                 // A leaf unlinked since the checkpoint (or on disk so already): a candidate
                 // for reuse, confirmed once redo is done (a later record may reuse it).
                 if storage::btree::node::looks_unlinked(&g) {
@@ -352,8 +407,20 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
             }
         }
     }
-    if let Some((&page, t)) = torn.iter().min_by_key(|(page, _)| **page) {
-        return Err(t.not_rebuilt(page, None).into());
+    if let Some((&page, d)) = damaged.iter().min_by_key(|(page, _)| **page) {
+        let reason = match d {
+            Damaged::Torn(t) => t.not_rebuilt(None),
+            Damaged::Waiting {
+                reason,
+                from,
+                skipped,
+            } => format!(
+                "{reason}; and the log holds no image of the whole page from {from} on to \
+                 rebuild it from ({skipped} later change{} to it skipped)",
+                if *skipped == 1 { "" } else { "s" }
+            ),
+        };
+        return Err(storage::StorageError::Corruption { page, reason }.into());
     }
     let losers: Vec<_> = txns
         .into_iter()
@@ -367,19 +434,46 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
     })
 }
 
-/// A page whose checksum failed when redo first read it, though its header is right: perhaps
-/// a write the crash tore. A process killed inside `pwrite` leaves the part of the page the
-/// kernel had copied (whole memory pages, from the start) and the older bytes after it, so
-/// the header is the new image's, with that image's LSN and checksum. Redo is physical (byte
-/// ranges), so replaying every logged change of the page from its recovery LSN on, whatever
-/// the LSN in its header, rebuilds each part of it: a byte's last change is in the log, and
-/// a byte that no change touched has been the same since the page was last written whole.
-/// The rebuild is checked, not assumed: once the replay reaches the LSN in the header, the
-/// page must have exactly the checksum stored in it, or the open fails as it did before
-/// (damage, or a tear that left the header old, which the log cannot prove right). Replay
-/// goes on from there as for any page.
+/// A page that failed its checksum when redo first read it: most likely a write the crash
+/// tore, which redo rebuilds from the log in one of two ways, or else refuses to open.
+///
+/// * **From a whole image.** A record that sets the whole page ("zeroed", then its bytes: a
+///   fresh page, or a full-page image, see `storage::BufferPool::set_full_page_images`)
+///   determines the page from there on, whatever the disk holds. With full-page images on,
+///   every stretch in which a page is dirty starts with one, so a tear of any shape (a power
+///   loss keeps any of a write's sectors) is rebuilt; the records before the image are
+///   skipped.
+/// * **A torn write whose header is new** (`Torn`), without an image.
+///
+/// A page still damaged when redo ends fails the open, naming it.
+#[derive(Debug)]
+enum Damaged {
+    /// Its header is right: being replayed onto as it was read, checked at its header's LSN.
+    Torn(Torn),
+    /// Waiting for a record that sets the whole page: its header is wrong too, or the replay
+    /// failed its check (`reason`, from the record at `from` on; `skipped` changes since).
+    Waiting {
+        reason: String,
+        from: Lsn,
+        skipped: u64,
+    },
+}
+
+/// A page whose checksum alone is wrong: perhaps a torn write whose first part, the header,
+/// is new. A process killed inside `pwrite` leaves the part of the page the kernel had copied
+/// (whole memory pages, from the start) and the older bytes after it, so the header is the
+/// new image's, with that image's LSN and checksum. Redo is physical (byte ranges), so
+/// replaying every logged change of the page from its recovery LSN on, whatever the LSN in
+/// its header, rebuilds each part of it: a byte's last change is in the log, and a byte that
+/// no change touched has been the same since the page was last written whole. The rebuild
+/// is checked, not assumed: once the replay reaches the LSN in the header, the page must have
+/// exactly the checksum stored in it (damage, or a tear that left the header old, fails
+/// this). Replay goes on from there as for any page.
 #[derive(Debug)]
 struct Torn {
+    /// The page as read, and the changes replayed onto it so far (kept out of the pool,
+    /// which could write it back, until it is proved right).
+    image: Vec<u8>,
     /// The checksum and LSN in the page's header.
     stored: u32,
     written: Lsn,
@@ -388,9 +482,21 @@ struct Torn {
     changes: u64,
 }
 
+/// Where the rebuild of a [`Torn`] page stands after a change.
+enum Rebuild {
+    Pending,
+    Done,
+    /// Why the page is not what its header says.
+    Failed(String),
+}
+
 impl Torn {
-    fn new(stored: u32, written: Lsn, from: Lsn) -> Torn {
+    /// The page read as `image`, whose header holds checksum `stored`; its first change to
+    /// replay is at `from`.
+    fn new(image: Vec<u8>, stored: u32, from: Lsn) -> Torn {
+        let written = storage::page::page_lsn(&image);
         Torn {
+            image,
             stored,
             written,
             from,
@@ -398,43 +504,80 @@ impl Torn {
         }
     }
 
-    /// Takes account of the change at `lsn` just replayed on `page`: true once the page is
-    /// the image its header names, checksum and all; an error if the replay went past that
-    /// LSN (or reached it with another image).
-    fn replayed(&mut self, page: PageId, lsn: Lsn, image: &[u8]) -> TxResult<bool> {
+    /// Replays the change `p` at `lsn` onto the image: done once the page is the image its
+    /// header names, checksum and all; failed if the replay went past that LSN, or reached it
+    /// with another image.
+    fn replay(&mut self, p: &PageRedoOwned, lsn: Lsn) -> TxResult<Rebuild> {
+        check_ranges(p, self.image.len(), lsn)?;
+        if p.zeroed {
+            self.image.fill(0);
+        }
+        for (offset, bytes) in &p.ranges {
+            let at = *offset as usize;
+            self.image[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        self.image[OFFSET_LSN..OFFSET_LSN + 8].copy_from_slice(&lsn.0.to_le_bytes());
         self.changes += 1;
-        if lsn < self.written {
-            return Ok(false);
-        }
-        let computed = storage::page::page_checksum(image);
-        if lsn == self.written && computed == self.stored {
-            return Ok(true);
-        }
-        Err(self
-            .not_rebuilt(page, (lsn == self.written).then_some(computed))
-            .into())
+        Ok(self.check(lsn))
     }
 
-    /// The error of a page the log did not rebuild; `computed`: the checksum it had at the
-    /// LSN its header names, if the replay reached it.
-    fn not_rebuilt(&self, page: PageId, computed: Option<u32>) -> storage::StorageError {
+    fn check(&self, lsn: Lsn) -> Rebuild {
+        if lsn < self.written {
+            return Rebuild::Pending;
+        }
+        let computed = storage::page::page_checksum(&self.image);
+        if lsn == self.written && computed == self.stored {
+            return Rebuild::Done;
+        }
+        Rebuild::Failed(self.not_rebuilt((lsn == self.written).then_some(computed)))
+    }
+
+    /// Why the page was not rebuilt; `computed`: the checksum it had at the LSN its header
+    /// names, if the replay reached it.
+    fn not_rebuilt(&self, computed: Option<u32>) -> String {
         let at = match computed {
             Some(c) => format!("gave checksum {c:#010x}"),
             None => "never reached it".to_string(),
         };
-        storage::StorageError::Corruption {
-            page,
-            reason: format!(
-                "checksum mismatch (stored {:#010x}), and not a write torn by a crash: replaying \
-                 its {} logged change{} from {} on to rebuild the image written at {} {at}",
-                self.stored,
-                self.changes,
-                if self.changes == 1 { "" } else { "s" },
-                self.from,
-                self.written,
-            ),
-        }
+        format!(
+            "checksum mismatch (stored {:#010x}), and not a write torn by a crash: replaying \
+             its {} logged change{} from {} on to rebuild the image written at {} {at}",
+            self.stored,
+            self.changes,
+            if self.changes == 1 { "" } else { "s" },
+            self.from,
+            self.written,
+        )
     }
+}
+
+/// A redo record's ranges must lie inside the page.
+fn check_ranges(p: &PageRedoOwned, page_len: usize, lsn: Lsn) -> TxResult<()> {
+    if p.ranges
+        .iter()
+        .any(|(offset, bytes)| *offset as usize + bytes.len() > page_len)
+    {
+        return Err(TxError::Storage(storage::StorageError::Corruption {
+            page: p.page,
+            reason: format!("redo record at {lsn} writes past the page end"),
+        }));
+    }
+    Ok(())
+}
+
+/// Applies the change `p` logged at `lsn` to its page, fixed for redo, and stamps the LSN.
+fn redo_into(g: &mut storage::PageWriteGuard<'_>, p: &PageRedoOwned, lsn: Lsn) -> TxResult<()> {
+    check_ranges(p, g.len(), lsn)?;
+    if p.zeroed {
+        // A fresh page (or a full image): logged as "zeroed", then its header and contents.
+        g.page_mut().fill(0);
+    }
+    for (offset, bytes) in &p.ranges {
+        g.range_mut(*offset as usize, bytes.len())
+            .copy_from_slice(bytes);
+    }
+    g.set_lsn(lsn);
+    Ok(())
 }
 
 /// Undo pass: rolls back every loser, newest record first across all of them.

@@ -1,8 +1,10 @@
-//! A page write that a crash tore, as a process killed inside `pwrite` leaves it (the first
-//! part of the new image, the rest of the image before), is rebuilt from the log by the next
-//! open's redo and checked against the checksum in its header; the database opens with every
-//! committed change. A page torn the other way round (its header old) or damaged beyond what
-//! the log rebuilds is refused with an error naming it, as before.
+//! A page write that a crash tore is rebuilt from the log by the next open's redo, and the
+//! database opens with every committed change. With full-page images (the default on disk)
+//! any tear is: each page's first change since it was clean is logged as its whole image.
+//! Without them, a tear as a process killed inside `pwrite` leaves it (the first part of the
+//! new image, the rest of the image before) is rebuilt and checked against the checksum in
+//! its header, and a page torn the other way round (its header old, as a power loss may leave
+//! it) or damaged beyond what the log rebuilds is refused with an error naming it.
 
 mod common;
 
@@ -11,15 +13,20 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use engine::{Database, DbConfig, Fetch, Tx, TxResult, Value};
+use engine::{Database, DbConfig, Fetch, FullPageImages, Tx, TxResult, Value};
 
 const ACCOUNTS: i64 = 2_000;
 const PAGE: usize = 8 * 1024;
 
-fn open_db(dir: &Path) -> TxResult<Arc<Database>> {
+fn open_db(dir: &Path, images: bool) -> TxResult<Arc<Database>> {
     Database::open(DbConfig {
         path: Some(dir.to_path_buf()),
         durable: true,
+        full_page_images: if images {
+            FullPageImages::On
+        } else {
+            FullPageImages::Off
+        },
         ..DbConfig::default()
     })
 }
@@ -29,14 +36,15 @@ fn open_db(dir: &Path) -> TxResult<Arc<Database>> {
 /// process gone without a checkpoint. The log holds every change from `old` to `new`.
 struct Crashed {
     dir: tempfile::TempDir,
+    images: bool,
     old: Vec<u8>,
     new: Vec<u8>,
 }
 
 impl Crashed {
-    fn new() -> Crashed {
+    fn new(images: bool) -> Crashed {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_db(dir.path()).unwrap();
+        let db = open_db(dir.path(), images).unwrap();
         let t = load_accounts(&db, ACCOUNTS);
         db.checkpoint().unwrap();
         db.pool().unwrap().flush_all().unwrap();
@@ -55,7 +63,16 @@ impl Crashed {
         db.pool().unwrap().flush_all().unwrap();
         drop(db); // no close: no checkpoint, recovery runs on the next open
         let new = std::fs::read(dir.path().join("pages.db")).unwrap();
-        Crashed { dir, old, new }
+        Crashed {
+            dir,
+            images,
+            old,
+            new,
+        }
+    }
+
+    fn open(&self) -> TxResult<Arc<Database>> {
+        open_db(self.dir.path(), self.images)
     }
 
     /// Pages that changed after the first 4 KiB: the ones a tear there leaves mixed.
@@ -80,6 +97,23 @@ impl Crashed {
         let base = page * PAGE;
         let mut image = first[base..base + at].to_vec();
         image.extend_from_slice(&rest[base + at..base + PAGE]);
+        self.write(page, &image);
+    }
+
+    /// Writes page `page` as a write torn into 512-byte sectors leaves it when every other
+    /// sector reached the disk, the header's not among them.
+    fn scramble(&self, page: usize) {
+        let base = page * PAGE;
+        let image: Vec<u8> = (0..PAGE)
+            .map(|i| {
+                let from = if (i / 512) % 2 == 0 {
+                    &self.old
+                } else {
+                    &self.new
+                };
+                from[base + i]
+            })
+            .collect();
         self.write(page, &image);
     }
 
@@ -113,50 +147,92 @@ fn assert_intact(db: &Database) {
     assert!(integrity.is_clean(), "{integrity:?}");
 }
 
-#[test]
-fn pages_torn_after_their_first_part_are_rebuilt_from_the_log() {
-    let crashed = Crashed::new();
-    let torn = crashed.changed_late();
-    assert!(torn.len() >= 4, "too few pages changed late: {torn:?}");
-    // Torn where the kernel's copy stopped: after one 4 KiB memory page, or (larger pages,
-    // other systems) at another boundary.
-    for (i, &page) in torn.iter().enumerate() {
-        let at = [4096, 4096, 512, 7168][i % 4];
-        crashed.tear(page, at, true);
-    }
-    let db = open_db(crashed.dir.path()).unwrap();
+/// Opens the crashed database, expects `rebuilt` torn pages rebuilt and every account right,
+/// then opens it again once closed: nothing left to rebuild.
+fn assert_rebuilt(crashed: &Crashed, rebuilt: usize) {
+    let db = crashed.open().unwrap();
     let report = db.recovery().expect("the open recovered");
-    assert_eq!(report.torn_rebuilt, torn.len() as u64, "{report}");
+    assert_eq!(report.torn_rebuilt, rebuilt as u64, "{report}");
     assert!(report
         .to_string()
-        .contains(&format!("{} torn pages rebuilt", torn.len())));
+        .contains(&format!("{rebuilt} torn pages rebuilt")));
     assert_intact(&db);
     db.close().unwrap();
-
     // Written whole again: the next open reads every page as it is.
-    let db = open_db(crashed.dir.path()).unwrap();
+    let db = crashed.open().unwrap();
     assert_eq!(db.recovery().map_or(0, |r| r.torn_rebuilt), 0);
     assert_intact(&db);
 }
 
 #[test]
-fn a_page_torn_with_its_header_old_is_refused_naming_it() {
-    let crashed = Crashed::new();
+fn pages_torn_after_their_first_part_are_rebuilt_from_the_log() {
+    for images in [false, true] {
+        let crashed = Crashed::new(images);
+        let torn = crashed.changed_late();
+        assert!(torn.len() >= 4, "too few pages changed late: {torn:?}");
+        // Torn where the kernel's copy stopped: after one 4 KiB memory page, or (larger
+        // pages, other systems) at another boundary.
+        for (i, &page) in torn.iter().enumerate() {
+            let at = [4096, 4096, 512, 7168][i % 4];
+            crashed.tear(page, at, true);
+        }
+        assert_rebuilt(&crashed, torn.len());
+    }
+}
+
+#[test]
+fn with_full_page_images_a_page_torn_in_any_pieces_is_rebuilt() {
+    let crashed = Crashed::new(true);
+    let torn = crashed.changed_late();
+    assert!(torn.len() >= 3, "too few pages changed late: {torn:?}");
+    crashed.tear(torn[0], 4096, false);
+    crashed.scramble(torn[1]);
+    crashed.tear(torn[2], 512, false);
+    assert_rebuilt(&crashed, 3);
+}
+
+#[test]
+fn full_page_images_are_logged_at_a_pages_first_change_since_it_was_clean() {
+    for images in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_db(dir.path(), images).unwrap();
+        let t = load_accounts(&db, 100);
+        db.pool().unwrap().flush_all().unwrap();
+        let log = db.log().unwrap();
+        let mut grew = Vec::new();
+        for amount in [1, 2] {
+            let before = log.end_lsn();
+            db.run(|tx| transfer(tx, &t, 0, 1, amount)).unwrap();
+            grew.push(log.end_lsn().0 - before.0);
+        }
+        if images {
+            assert!(grew[0] > PAGE as u64, "no whole image: {grew:?}");
+        } else {
+            assert!(grew[0] < 1024, "{grew:?}");
+        }
+        assert!(grew[1] < 1024, "the page was dirty already: {grew:?}");
+    }
+}
+
+#[test]
+fn without_full_page_images_a_page_torn_with_its_header_old_is_refused_naming_it() {
+    let crashed = Crashed::new(false);
     let page = crashed.changed_late()[0];
     crashed.tear(page, 4096, false);
-    let err = open_db(crashed.dir.path())
+    let err = crashed
+        .open()
         .err()
         .expect("a page the log cannot prove right was opened");
     let message = err.to_string();
     assert!(message.contains(&format!("page #{page}")), "{message}");
     assert!(message.contains("checksum mismatch"), "{message}");
     assert!(message.contains("not a write torn by a crash"), "{message}");
-    assert!(message.contains("never reached it"), "{message}");
+    assert!(message.contains("no image of the whole page"), "{message}");
 }
 
 #[test]
-fn damage_the_log_does_not_explain_is_refused_naming_the_page() {
-    let crashed = Crashed::new();
+fn without_full_page_images_damage_the_log_does_not_explain_is_refused() {
+    let crashed = Crashed::new(false);
     let page = crashed.changed_late()[0];
     crashed.tear(page, 4096, true);
     // The device byte of the header: set when the page was made, before the checkpoint, and
@@ -171,9 +247,7 @@ fn damage_the_log_does_not_explain_is_refused_naming_the_page() {
     file.read_exact_at(&mut byte, at).unwrap();
     file.write_all_at(&[byte[0] ^ 0x01], at).unwrap();
     drop(file);
-    let err = open_db(crashed.dir.path())
-        .err()
-        .expect("a damaged page was opened");
+    let err = crashed.open().err().expect("a damaged page was opened");
     let message = err.to_string();
     assert!(message.contains(&format!("page #{page}")), "{message}");
     assert!(message.contains("not a write torn by a crash"), "{message}");
@@ -182,10 +256,12 @@ fn damage_the_log_does_not_explain_is_refused_naming_the_page() {
 
 #[test]
 fn an_untorn_crash_rebuilds_nothing() {
-    let crashed = Crashed::new();
-    let db = open_db(crashed.dir.path()).unwrap();
-    let report = db.recovery().expect("the open recovered");
-    assert_eq!(report.torn_rebuilt, 0, "{report}");
-    assert!(report.on_disk > 0, "{report}");
-    assert_intact(&db);
+    for images in [false, true] {
+        let crashed = Crashed::new(images);
+        let db = crashed.open().unwrap();
+        let report = db.recovery().expect("the open recovered");
+        assert_eq!(report.torn_rebuilt, 0, "{report}");
+        assert!(report.on_disk > 0, "{report}");
+        assert_intact(&db);
+    }
 }

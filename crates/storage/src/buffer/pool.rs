@@ -256,6 +256,9 @@ pub struct BufferPool {
     /// Whether fixes consult this thread's two-stage state ([`super::stage`]): off, the
     /// conventional path pays one predictable branch per fix.
     staging: AtomicBool,
+    /// Log a page's whole image at its first change since it was last written back (see
+    /// [`BufferPool::set_full_page_images`]).
+    full_page_images: AtomicBool,
     /// Pins held by transactions across fixes ([`super::stage::hold`]), all threads together.
     held_pins: AtomicUsize,
     /// Pages read from and written to the store, all threads together: bumped only beside
@@ -366,6 +369,7 @@ impl BufferPool {
             directory: FrameDirectory::new(),
             table: Latch::new(table, config.latching),
             staging: AtomicBool::new(false),
+            full_page_images: AtomicBool::new(false),
             held_pins: AtomicUsize::new(0),
             io: Default::default(),
             handoffs: std::sync::OnceLock::new(),
@@ -377,6 +381,28 @@ impl BufferPool {
     /// never holds a page nor refuses a read, whatever its thread asked.
     pub fn set_staging(&self, on: bool) {
         self.staging.store(on, Ordering::Relaxed);
+    }
+
+    /// Turns full-page images on or off. On, the first change to a page since it was last
+    /// written back (or read in) is logged as the page's whole image after the change, not as
+    /// the bytes changed: a redo record marked "zeroed" with one range over the rest of the
+    /// page, which recovery applies whatever the page on disk holds. So every stretch in which
+    /// a page is dirty starts in the log with its whole image, and a write of it that a crash
+    /// tears, in whatever pieces (a power loss can keep any of its sectors), is rebuilt by
+    /// replaying its records from there. What it costs: one page image in the log per page
+    /// written back, about what a doublewrite buffer writes. Off (the default), a torn page
+    /// is rebuilt only when its header is the new one (`engine::recovery`'s `Torn`).
+    pub fn set_full_page_images(&self, on: bool) {
+        self.full_page_images.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the next logged change to `g`'s page is logged as its whole image (see
+    /// [`BufferPool::set_full_page_images`]): the first change since the page was clean.
+    #[inline]
+    fn logs_image(&self, g: &PageWriteGuard<'_>) -> bool {
+        self.full_page_images.load(Ordering::Relaxed)
+            && !g.data().zeroed
+            && g.frame.rec_lsn.load(Ordering::Relaxed) == 0
     }
 
     /// Gives back every pin the calling thread holds in this pool (see [`super::stage::hold`]);
@@ -678,27 +704,27 @@ impl BufferPool {
         self.fix_write_slow(id, Intent::Existing, false, false)
     }
 
+    /// For recovery redo: fixes exclusively page `id` without reading it, to be overwritten
+    /// whole by a record that zeroes it (a fresh page, or a full image) while the page on disk
+    /// is damaged; moves the allocator past it. Changes made through this guard are not logged.
+    pub fn fix_unread_for_redo(&self, id: PageId) -> StorageResult<PageWriteGuard<'_>> {
+        counters::bump_fix(id.0);
+        self.next_page.fetch_max(id.0 + 1, Ordering::AcqRel);
+        self.fix_write_slow(id, Intent::Fresh, false, false)
+    }
+
     /// For recovery redo, after [`BufferPool::fix_for_redo`] failed on page `id`: reads the
     /// page as the store holds it and, if its checksum is all that is wrong (magic, page id
-    /// and kind right), fixes it exclusively holding that image, unverified, and returns the
-    /// guard with the checksum stored in the page. The stored checksum belongs to the image
-    /// whose LSN the header holds: a write that a crash tore after its first part (a process
-    /// killed inside `pwrite` keeps the part the kernel had copied) looks so, and recovery
-    /// rebuilds it from the log or refuses it. `None`: the page is damaged in some other way.
-    pub fn fix_torn_for_redo(
-        &self,
-        id: PageId,
-    ) -> StorageResult<Option<(PageWriteGuard<'_>, u32)>> {
+    /// and kind right), returns the image and the checksum stored in it. That checksum
+    /// belongs to the image whose LSN the header holds: a write that a crash tore after its
+    /// first part (a process killed inside `pwrite` keeps the part the kernel had copied)
+    /// looks so, and recovery rebuilds it from the log or refuses it. `None`: the page is
+    /// damaged in some other way.
+    pub fn read_torn(&self, id: PageId) -> StorageResult<Option<(Vec<u8>, u32)>> {
         let mut image = vec![0u8; self.page_size];
         self.store.read_page(id, &mut image)?;
         self.io.reads.fetch_add(1, Ordering::Relaxed);
-        let Some(stored) = torn_checksum(id, &image) else {
-            return Ok(None);
-        };
-        // Nothing is read on this fix: the image read above replaces whatever the frame held.
-        let mut g = self.fix_write_slow(id, Intent::Fresh, false, false)?;
-        g.page_mut().copy_from_slice(&image);
-        Ok(Some((g, stored)))
+        Ok(torn_checksum(id, &image).map(|stored| (image, stored)))
     }
 
     /// Fixes `id` exclusively; `check`: fail on a miss if the page is not allocated. Inlined
@@ -1095,10 +1121,26 @@ impl BufferPool {
             }
             return;
         };
-        let ranges: Vec<Vec<RedoRange<'_>>> = guards
+        // A page changed for the first time since it was clean, with full-page images on, is
+        // logged whole: "zeroed", then everything after the checksum.
+        let whole: Vec<bool> = guards
             .iter()
             .map(|g| {
                 let data = g.data();
+                !data.ranges.is_empty() && self.logs_image(g)
+            })
+            .collect();
+        let ranges: Vec<Vec<RedoRange<'_>>> = guards
+            .iter()
+            .zip(&whole)
+            .map(|(g, &whole)| {
+                let data = g.data();
+                if whole {
+                    return vec![RedoRange {
+                        offset: OFFSET_MAGIC as u16,
+                        bytes: &data.buf[OFFSET_MAGIC..],
+                    }];
+                }
                 data.ranges
                     .iter()
                     .map(|&(s, e)| RedoRange {
@@ -1111,10 +1153,11 @@ impl BufferPool {
         let pages: Vec<PageRedo<'_>> = guards
             .iter()
             .zip(&ranges)
-            .filter(|(g, r)| !r.is_empty() || g.data().zeroed)
-            .map(|(g, r)| PageRedo {
+            .zip(&whole)
+            .filter(|((g, r), _)| !r.is_empty() || g.data().zeroed)
+            .map(|((g, r), &whole)| PageRedo {
                 page: g.page,
-                zeroed: g.data().zeroed,
+                zeroed: g.data().zeroed || whole,
                 ranges: r,
             })
             .collect();
@@ -1150,7 +1193,12 @@ impl BufferPool {
             data.zeroed = false;
             return;
         };
-        let lsn = log.log_page_redo(g.page, data.zeroed, &data.buf, &data.ranges);
+        let lsn = if self.logs_image(g) {
+            let whole = [(OFFSET_MAGIC as u32, data.buf.len() as u32)];
+            log.log_page_redo(g.page, true, &data.buf, &whole)
+        } else {
+            log.log_page_redo(g.page, data.zeroed, &data.buf, &data.ranges)
+        };
         let data = g.data_mut();
         data.ranges.clear();
         data.zeroed = false;
@@ -1455,7 +1503,7 @@ pub(crate) fn verify_page(id: PageId, buf: &[u8]) -> StorageResult<()> {
 /// The checksum stored in page `id`'s image `buf` if it is the only thing wrong with it: the
 /// magic, the page id and the kind are right and the checksum does not match the bytes. What a
 /// torn write leaves whose first part, the header's, is new (see
-/// [`BufferPool::fix_torn_for_redo`]).
+/// [`BufferPool::read_torn`]).
 fn torn_checksum(id: PageId, buf: &[u8]) -> Option<u32> {
     let magic = u16::from_le_bytes([buf[OFFSET_MAGIC], buf[OFFSET_MAGIC + 1]]);
     let stored_id = u64::from_le_bytes(buf[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].try_into().ok()?);
