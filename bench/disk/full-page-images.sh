@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# What full-page images cost a durable database on disk: rounds that run each workload with
+# `--full-page-images on`, then `off`, one after the other, and per workload the median and
+# range of each. The databases are loaded once into the work directory (a real disk, not
+# tmpfs) and run on by every round.
+#
+#   bench/disk/full-page-images.sh [--glass BIN] [--rounds N] [--duration S] [--dir DIR]
+#
+# docs/performance.md, "Torn pages", has its figures.
+set -euo pipefail
+# shellcheck source=../peers/lib/common.sh
+source "$(dirname "$0")/../peers/lib/common.sh"
+GLASS=$REPO_ROOT/target/release/glass
+ROUNDS=3
+DURATION=4
+DIR=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --glass) GLASS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --dir) DIR=$2; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+done
+[ -x "$GLASS" ] || die "no glass binary at $GLASS (cargo build --release first)"
+if [ -z "$DIR" ]; then DIR=$(mktemp -d "$REPO_ROOT/glass-out/fpi.XXXXXX" 2>/dev/null || mktemp -d); fi
+require_disk "$DIR"
+machine_note
+# workload, scale, threads
+runs=("tpcc 2 4" "tpcb 16 8")
+for w in "${runs[@]}"; do
+  set -- $w
+  "$GLASS" load "$1" --db "$DIR/$1" --scale "$2" >/dev/null
+done
+declare -A tps
+for r in $(seq 1 "$ROUNDS"); do
+  for mode in on off; do
+    for w in "${runs[@]}"; do
+      set -- $w
+      t=$("$GLASS" bench "$1" --db "$DIR/$1" --durable --threads "$3" --duration "$DURATION" \
+        --warmup 1 --full-page-images "$mode" 2>&1 | grep -oE '[0-9.]+ txn/s' | head -n 1 | cut -d' ' -f1)
+      note "round $r: $1 images $mode: $t txn/s"
+      tps[$1.$mode]="${tps[$1.$mode]:-} $t"
+    done
+  done
+done
+echo "| durable, on disk | threads | images on (txn/s): median (min-max) | images off | on/off |"
+echo "|---|---:|---:|---:|---:|"
+for w in "${runs[@]}"; do
+  set -- $w
+  read -r on_m on_lo on_hi _ <<<"$(median_range "${tps[$1.on]}")"
+  read -r off_m off_lo off_hi _ <<<"$(median_range "${tps[$1.off]}")"
+  echo "| $1 (scale $2) | $3 | $on_m ($on_lo-$on_hi) | $off_m ($off_lo-$off_hi) | $(ratio "$on_m" "$off_m") |"
+done
