@@ -25,7 +25,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -x "$GLASS" ] || die "no glass binary at $GLASS (cargo build --release first)"
-if [ -z "$DIR" ]; then DIR=$(mktemp -d "$REPO_ROOT/glass-out/fpi.XXXXXX" 2>/dev/null || mktemp -d); fi
+if [ -z "$DIR" ]; then
+  mkdir -p "$REPO_ROOT/glass-out"
+  DIR=$(mktemp -d "$REPO_ROOT/glass-out/fpi.XXXXXX")
+  trap 'rm -rf "$DIR"' EXIT
+fi
 require_disk "$DIR"
 machine_note
 # workload, scale, threads

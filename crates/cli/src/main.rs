@@ -513,8 +513,9 @@ struct EngineSetupArgs {
     page_cleaners: u16,
     /// When a page's first change since it was last written back is logged as the page's
     /// whole image (on disk), so that recovery rebuilds a page write that a power loss tore
-    /// with its header old; a kill's tears (the header new) are rebuilt either way. Costs
-    /// a third of durable TPC-C's throughput here (docs/performance.md, "Full-page images").
+    /// with its header old; a kill's tears (the header new) are rebuilt either way. Cost a
+    /// fifth to a quarter of durable TPC-C's throughput here (docs/performance.md, "Torn
+    /// pages").
     #[arg(long, value_enum, value_name = "WHEN", default_value = "when-durable")]
     full_page_images: FullPageImagesName,
 }

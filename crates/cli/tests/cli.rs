@@ -137,6 +137,7 @@ fn file_options_without_a_database_directory_are_refused() {
         ("--page-cleaners", "2"),
         ("--log-sync", "dsync"),
         ("--log-prealloc-mib", "0"),
+        ("--full-page-images", "on"),
     ] {
         assert_usage_error(&["bench", "tpcb", flag, value], &[flag, "--db DIR"]);
         assert_usage_error(
@@ -157,6 +158,8 @@ fn file_options_without_a_database_directory_are_refused() {
         "1",
         "--log-sync",
         "dsync",
+        "--full-page-images",
+        "on",
         "--txns",
         "200",
         "--warmup",
@@ -168,6 +171,8 @@ fn file_options_without_a_database_directory_are_refused() {
     let report = read_json(&json);
     assert_eq!(report["page_cleaners"], 1, "{report}");
     assert_eq!(report["log_sync"], "dsync", "{report}");
+    assert_eq!(report["full_page_images"], true, "{report}");
+    assert!(stdout(&out).contains(" full-page-images"), "{}", stdout(&out));
 }
 
 /// With `--server` the engine is the server's: an engine option given to the client would

@@ -189,7 +189,7 @@ pub struct DbConfig {
 /// recovery rebuilds such a page from the log without any image (`engine::recovery`'s `Torn`).
 /// A power loss may keep any of a write's sectors, and only an image rebuilds a page whose
 /// header it left old. What the images cost, and why durable databases only by default:
-/// docs/performance.md, "Full-page images".
+/// docs/performance.md, "Torn pages".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FullPageImages {
     /// For databases whose commits are forced (`durable`): those promise to survive a power
