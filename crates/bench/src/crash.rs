@@ -129,6 +129,9 @@ pub struct CampaignConfig {
     /// dirty pages of transactions still running are written (stolen) before their commit,
     /// so recovery must undo what reached the disk, not only redo what did not.
     pub pool_mib: Option<u64>,
+    /// Tear the benches' page writes (`storage::file::TEAR_WRITES_ENV`): header new in the
+    /// lanes that are not durable, header old in the durable ones.
+    pub tear_writes: bool,
     /// Start no round after this long (the campaign then ends with fewer kills than asked).
     pub time_limit: Option<Duration>,
     /// Whether stderr is a terminal: a live progress line there if so, else a plain line as
@@ -585,12 +588,26 @@ impl Round<'_> {
         Ok((path, file))
     }
 
+    /// Makes `command`, the process to be killed, tear its page writes if the campaign asks.
+    fn tearing(&self, command: &mut Command) {
+        if self.config.tear_writes {
+            let how = if self.lane.durable {
+                "header-old"
+            } else {
+                "header-new"
+            };
+            command.env(storage::file::TEAR_WRITES_ENV, how);
+        }
+    }
+
     /// Runs the bench on the database and kills it; returns why the round failed if the bench
     /// exited by itself first.
     fn bench_and_kill(&self) -> anyhow::Result<Option<String>> {
         let (log, log_file) = self.log("bench.log")?;
         let exe = &self.config.exe;
-        let mut child = Command::new(exe)
+        let mut child = Command::new(exe);
+        self.tearing(&mut child);
+        let mut child = child
             .args(["bench", &self.lane.workload])
             .args(self.db_args())
             .args(["--duration", "100000", "--warmup", "0", "--quiet"])
@@ -629,7 +646,9 @@ impl Round<'_> {
         let socket = self.dir.join("s.sock");
         let _ = fs::remove_file(&socket);
         let threads = self.config.threads.to_string();
-        let mut server = Command::new(exe)
+        let mut server = Command::new(exe);
+        self.tearing(&mut server);
+        let mut server = server
             .args(["serve", &self.lane.workload])
             .args(self.db_args())
             .arg("--unix")

@@ -1112,6 +1112,13 @@ struct CrashArgs {
     /// them.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: Option<u64>,
+    /// Fault injection: the benches (and servers) write each page in two halves with a 1 ms
+    /// pause between, so that kills tear page writes: the first half first in the lanes that
+    /// are not durable (what a killed process leaves), the second first in the durable ones
+    /// (what a power loss may leave; rebuilt from their full-page images). The checks'
+    /// recoveries must rebuild every torn page; the table counts them.
+    #[arg(long)]
+    tear_writes: bool,
     /// Working directory (one database per workload and mode, kept between campaigns; a
     /// failed check's output and a copy of its database are kept there too).
     #[arg(long, value_name = "DIR", default_value = "glass-out/crash")]
@@ -2094,6 +2101,7 @@ fn crash(args: CrashArgs) -> anyhow::Result<ExitCode> {
         threads: args.threads as usize,
         checkpoint_kib: args.checkpoint_kib,
         pool_mib: args.pool_mib,
+        tear_writes: args.tear_writes,
         time_limit: args.time_limit.map(Duration::from_secs_f64),
         progress: std::io::stderr().is_terminal(),
     };

@@ -172,7 +172,11 @@ fn file_options_without_a_database_directory_are_refused() {
     assert_eq!(report["page_cleaners"], 1, "{report}");
     assert_eq!(report["log_sync"], "dsync", "{report}");
     assert_eq!(report["full_page_images"], true, "{report}");
-    assert!(stdout(&out).contains(" full-page-images"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(" full-page-images"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// With `--server` the engine is the server's: an engine option given to the client would

@@ -70,6 +70,35 @@ fn check_len(buf_len: usize, page_size: usize) -> StorageResult<()> {
 pub struct FilePageStore {
     file: File,
     page_size: usize,
+    tear: Option<Tear>,
+}
+
+/// The environment variable that makes a [`FilePageStore`] write each page in two halves
+/// with a pause between them (fault injection for `glass crash --tear-writes`, never for
+/// real use): `header-new` writes the first half first, as a process killed inside `pwrite`
+/// leaves a page; `header-old` the second half first, as a power loss may. A kill during the
+/// pause leaves the page torn, and recovery must rebuild it.
+pub const TEAR_WRITES_ENV: &str = "GLASS_TEAR_PAGE_WRITES";
+
+/// How page writes are torn ([`TEAR_WRITES_ENV`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tear {
+    HeaderNew,
+    HeaderOld,
+}
+
+impl Tear {
+    /// The tearing the environment asks for; an unknown value is an error naming it.
+    fn from_env() -> StorageResult<Option<Tear>> {
+        match std::env::var(TEAR_WRITES_ENV).ok().as_deref() {
+            None | Some("") => Ok(None),
+            Some("header-new") => Ok(Some(Tear::HeaderNew)),
+            Some("header-old") => Ok(Some(Tear::HeaderOld)),
+            Some(other) => Err(StorageError::Invalid(format!(
+                "{TEAR_WRITES_ENV}={other}: expected header-new or header-old"
+            ))),
+        }
+    }
 }
 
 impl FilePageStore {
@@ -85,6 +114,7 @@ impl FilePageStore {
         Ok(FilePageStore {
             file,
             page_size: page_size.bytes(),
+            tear: Tear::from_env()?,
         })
     }
 
@@ -98,6 +128,7 @@ impl FilePageStore {
         Ok(FilePageStore {
             file,
             page_size: page_size.bytes(),
+            tear: Tear::from_env()?,
         })
     }
 
@@ -128,9 +159,26 @@ impl PageStore for FilePageStore {
     fn write_page(&self, id: PageId, buf: &[u8]) -> StorageResult<()> {
         check_len(buf.len(), self.page_size)?;
         let offset = self.offset(id)?;
-        self.file
-            .write_all_at(buf, offset)
-            .map_err(|e| StorageError::io("write page", e))
+        let write = |from: usize, to: usize| {
+            self.file
+                .write_all_at(&buf[from..to], offset + from as u64)
+                .map_err(|e| StorageError::io("write page", e))
+        };
+        let half = buf.len() / 2;
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(1));
+        match self.tear {
+            None => write(0, buf.len()),
+            Some(Tear::HeaderNew) => {
+                write(0, half)?;
+                pause();
+                write(half, buf.len())
+            }
+            Some(Tear::HeaderOld) => {
+                write(half, buf.len())?;
+                pause();
+                write(0, half)
+            }
+        }
     }
 
     fn sync(&self) -> StorageResult<()> {
