@@ -95,6 +95,16 @@ pub fn total(db: &Database, t: &TableRef) -> i64 {
     dump(db, t).iter().map(|r| r[2].as_int().unwrap()).sum()
 }
 
+/// The balance of account `id` of the `accounts` table, read in a transaction of its own.
+pub fn balance(db: &Database, id: i64) -> i64 {
+    let t = db.table("accounts").unwrap();
+    let row = db
+        .run(|tx| tx.get(&t, &[Value::Int(id)], Fetch::Cols(&[2]), false))
+        .unwrap()
+        .unwrap();
+    row[0].as_int().unwrap()
+}
+
 /// Moves `amount` from `from` to `to` in one transaction body (no commit).
 pub fn transfer(
     tx: &mut dyn Tx,

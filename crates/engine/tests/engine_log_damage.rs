@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use engine::{Database, DbConfig, Fetch, Tx, TxResult, Value};
+use engine::{Database, DbConfig, TxResult};
 use storage::Lsn;
 
 const ACCOUNTS: i64 = 200;
@@ -21,15 +21,6 @@ fn open_db(dir: &Path, accept_log_loss: bool) -> TxResult<Arc<Database>> {
         accept_log_loss,
         ..DbConfig::default()
     })
-}
-
-fn balance(db: &Database, id: i64) -> i64 {
-    let t = db.table("accounts").unwrap();
-    let row = db
-        .run(|tx| tx.get(&t, &[Value::Int(id)], Fetch::Cols(&[2]), false))
-        .unwrap()
-        .unwrap();
-    row[0].as_int().unwrap()
 }
 
 /// A database of `ACCOUNTS` accounts after 50 committed transfers `i → i+1` of 5, left as a

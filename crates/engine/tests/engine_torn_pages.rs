@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use engine::{Database, DbConfig, Fetch, FullPageImages, Tx, TxResult, Value};
+use engine::{Database, DbConfig, FullPageImages, TxResult};
 
 const ACCOUNTS: i64 = 2_000;
 const PAGE: usize = 8 * 1024;
@@ -124,15 +124,6 @@ impl Crashed {
             .unwrap();
         file.write_all_at(image, (page * PAGE) as u64).unwrap();
     }
-}
-
-fn balance(db: &Database, id: i64) -> i64 {
-    let t = db.table("accounts").unwrap();
-    let row = db
-        .run(|tx| tx.get(&t, &[Value::Int(id)], Fetch::Cols(&[2]), false))
-        .unwrap()
-        .unwrap();
-    row[0].as_int().unwrap()
 }
 
 /// Every account as the transfers left it, and a clean integrity check.
