@@ -317,31 +317,19 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                         *skipped += 1;
                         continue;
                     }
-                    Some(d @ Damaged::Torn(_)) => {
-                        let Damaged::Torn(t) = d else { unreachable!() };
+                    Some(Damaged::Torn(t)) => {
                         report.redone += 1;
                         match t.replay(&p, lsn)? {
                             Rebuild::Pending => continue,
-                            // Perhaps a later record sets the whole page.
                             Rebuild::Failed(reason) => {
-                                *d = Damaged::Waiting {
-                                    reason,
-                                    from: lsn,
-                                    skipped: 0,
-                                };
+                                damaged.insert(p.page, Damaged::waiting(reason, lsn, 0));
                                 continue;
                             }
                             Rebuild::Done => {
-                                let Some(Damaged::Torn(t)) = damaged.remove(&p.page) else {
-                                    unreachable!()
-                                };
+                                let image = std::mem::take(&mut t.image);
+                                damaged.remove(&p.page);
                                 report.torn_rebuilt += 1;
-                                // Only a page proved right enters the pool (which may write
-                                // it back before redo ends).
-                                let mut g = pool.fix_unread_for_redo(p.page)?;
-                                g.page_mut().copy_from_slice(&t.image);
-                                g.set_lsn(lsn);
-                                g
+                                install(pool, p.page, &image, lsn)?
                             }
                         }
                     }
@@ -364,37 +352,26 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
                         }
                         Err(storage::StorageError::Corruption { reason, .. }) => {
                             let Some((image, stored)) = pool.read_torn(p.page)? else {
-                                let waiting = Damaged::Waiting {
-                                    reason,
-                                    from: lsn,
-                                    skipped: 1,
-                                };
-                                damaged.insert(p.page, waiting);
+                                damaged.insert(p.page, Damaged::waiting(reason, lsn, 1));
                                 continue;
                             };
                             let mut t = Torn::new(image, stored, lsn);
                             report.redone += 1;
-                            let d = match t.replay(&p, lsn)? {
-                                Rebuild::Pending => Damaged::Torn(t),
-                                Rebuild::Failed(reason) => Damaged::Waiting {
-                                    reason,
-                                    from: lsn,
-                                    skipped: 0,
-                                },
+                            match t.replay(&p, lsn)? {
+                                Rebuild::Pending => {
+                                    damaged.insert(p.page, Damaged::Torn(t));
+                                    continue;
+                                }
+                                Rebuild::Failed(reason) => {
+                                    damaged.insert(p.page, Damaged::waiting(reason, lsn, 0));
+                                    continue;
+                                }
                                 // The header's LSN is this record's.
                                 Rebuild::Done => {
                                     report.torn_rebuilt += 1;
-                                    let mut g = pool.fix_unread_for_redo(p.page)?;
-                                    g.page_mut().copy_from_slice(&t.image);
-                                    g.set_lsn(lsn);
-                                    if storage::btree::node::looks_unlinked(&g) {
-                                        reusable.push(p.page);
-                                    }
-                                    continue;
+                                    install(pool, p.page, &t.image, lsn)?
                                 }
-                            };
-                            damaged.insert(p.page, d);
-                            continue;
+                            }
                         }
                         Err(e) => return Err(e.into()),
                     },
@@ -549,6 +526,32 @@ impl Torn {
             self.written,
         )
     }
+}
+
+impl Damaged {
+    /// Waiting for a record that sets the whole page, damaged as `reason` says since the
+    /// record at `from`, `skipped` changes skipped so far.
+    fn waiting(reason: String, from: Lsn, skipped: u64) -> Damaged {
+        Damaged::Waiting {
+            reason,
+            from,
+            skipped,
+        }
+    }
+}
+
+/// Puts a torn page proved right (`image`, at `lsn`) into the pool for the rest of redo: only
+/// then, since the pool may write it back before redo ends.
+fn install<'a>(
+    pool: &'a storage::BufferPool,
+    page: PageId,
+    image: &[u8],
+    lsn: Lsn,
+) -> TxResult<storage::PageWriteGuard<'a>> {
+    let mut g = pool.fix_unread_for_redo(page)?;
+    g.page_mut().copy_from_slice(image);
+    g.set_lsn(lsn);
+    Ok(g)
 }
 
 /// A redo record's ranges must lie inside the page.
