@@ -1193,12 +1193,24 @@ impl BufferPool {
             data.zeroed = false;
             return;
         };
-        let lsn = if self.logs_image(g) {
-            let whole = [(OFFSET_MAGIC as u32, data.buf.len() as u32)];
-            log.log_page_redo(g.page, true, &data.buf, &whole)
-        } else {
-            log.log_page_redo(g.page, data.zeroed, &data.buf, &data.ranges)
-        };
+        if self.full_page_images.load(Ordering::Relaxed) && self.logs_image(g) {
+            return self.log_image(log, g);
+        }
+        let lsn = log.log_page_redo(g.page, data.zeroed, &data.buf, &data.ranges);
+        let data = g.data_mut();
+        data.ranges.clear();
+        data.zeroed = false;
+        g.stamp(lsn);
+    }
+
+    /// [`BufferPool::log_pending`] for a page whose change is logged as its whole image (see
+    /// [`BufferPool::set_full_page_images`]): out of the way of the usual path.
+    #[cold]
+    #[inline(never)]
+    fn log_image(&self, log: &Arc<dyn PageLog>, g: &mut PageWriteGuard<'_>) {
+        let data = g.data();
+        let whole = [(OFFSET_MAGIC as u32, data.buf.len() as u32)];
+        let lsn = log.log_page_redo(g.page, true, &data.buf, &whole);
         let data = g.data_mut();
         data.ranges.clear();
         data.zeroed = false;
