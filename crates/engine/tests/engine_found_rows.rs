@@ -117,35 +117,13 @@ fn updates_of_the_rows_a_scan_for_update_found_request_no_lock() {
 /// one row each): updates of the rows of every scan, not only the last, ask for no lock.
 #[test]
 fn the_rows_of_consecutive_scans_are_kept_together() {
-    let db = open(Preset::Full, 1);
-    let t = load_accounts(&db, 200);
-    let lm = db.lock_manager().unwrap();
-    let requests = |updates: bool| {
-        let before = lm.stats().requests;
-        db.run(|tx| {
-            for id in (10..100).step_by(10) {
-                assert_eq!(ids_in(tx, &t, id, id + 1)?.len(), 2);
-            }
-            if updates {
-                for id in (10..100).step_by(10) {
-                    assert!(tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-id))])?);
-                }
-            }
-            Ok(())
-        })
-        .unwrap();
-        lm.stats().requests - before
-    };
-    let (scans, scans_and_updates) = (requests(false), requests(true));
+    let updated: Vec<i64> = (10..100).step_by(10).collect();
+    let scans: Vec<(i64, i64)> = updated.iter().map(|&id| (id, id + 1)).collect();
+    let (scans, scans_and_updates) = scans_then_updates(&scans, 2, &updated);
     assert_eq!(
         scans_and_updates, scans,
         "an earlier scan's rows were not kept"
     );
-    let after = balances(&db, &t);
-    for (id, balance) in after {
-        let updated = (10..100).step_by(10).any(|u| u == id);
-        assert_eq!(balance, if updated { -id } else { 100 }, "row {id}");
-    }
 }
 
 /// Ten scans of ten rows each, then the updates of all hundred (Delivery's ORDER-LINE rows as
@@ -153,17 +131,30 @@ fn the_rows_of_consecutive_scans_are_kept_together() {
 /// hundred are kept, and no update asks for a lock.
 #[test]
 fn a_hundred_rows_of_consecutive_scans_are_all_kept() {
+    let scans: Vec<(i64, i64)> = (0..100).step_by(10).map(|lo| (lo, lo + 9)).collect();
+    let updated: Vec<i64> = (0..100).collect();
+    let (scans, scans_and_updates) = scans_then_updates(&scans, 10, &updated);
+    assert_eq!(
+        scans_and_updates, scans,
+        "updates of rows the earlier scans found asked for locks"
+    );
+}
+
+/// On 200 accounts, one transaction of the scans `scans` (each of `rows` rows, for update),
+/// then one of the same scans followed by updates of the accounts `updated` (balance set to
+/// minus the id): the lock requests of each. Checks the balances after.
+fn scans_then_updates(scans: &[(i64, i64)], rows: usize, updated: &[i64]) -> (u64, u64) {
     let db = open(Preset::Full, 1);
     let t = load_accounts(&db, 200);
     let lm = db.lock_manager().unwrap();
     let requests = |updates: bool| {
         let before = lm.stats().requests;
         db.run(|tx| {
-            for lo in (0..100).step_by(10) {
-                assert_eq!(ids_in(tx, &t, lo, lo + 9)?.len(), 10);
+            for &(lo, hi) in scans {
+                assert_eq!(ids_in(tx, &t, lo, hi)?.len(), rows);
             }
             if updates {
-                for id in 0..100 {
+                for &id in updated {
                     assert!(tx.update(&t, &[Value::Int(id)], &[(2, Value::Int(-id))])?);
                 }
             }
@@ -172,19 +163,14 @@ fn a_hundred_rows_of_consecutive_scans_are_all_kept() {
         .unwrap();
         lm.stats().requests - before
     };
-    let (scans, scans_and_updates) = (requests(false), requests(true));
-    assert_eq!(
-        scans_and_updates, scans,
-        "updates of rows the earlier scans found asked for locks"
-    );
-    let after = balances(&db, &t);
-    for (id, balance) in after {
-        assert_eq!(balance, if id < 100 { -id } else { 100 }, "row {id}");
+    let counts = (requests(false), requests(true));
+    for (id, balance) in balances(&db, &t) {
+        let expected = if updated.contains(&id) { -id } else { 100 };
+        assert_eq!(balance, expected, "row {id}");
     }
+    counts
 }
 
-/// Deletes of rows kept from several scans, one of them inserted again elsewhere, then
-/// updated: each update reaches the live row, the deleted ones stay deleted.
 #[test]
 fn rows_deleted_from_the_kept_set_are_found_again_by_the_index() {
     let db = open(Preset::Full, 1);
