@@ -496,7 +496,8 @@ struct EngineSetupArgs {
     #[arg(long, value_name = "BYTES", default_value_t = wal::RUN_BYTES as u64, value_parser = clap::value_parser!(u64).range(wal::MIN_RUN_BYTES as u64..=(1 << 20)))]
     log_run_bytes: u64,
     /// Take a fuzzy checkpoint each time the log has grown by this many KiB (on disk, or in
-    /// memory with --durable, whose log they let shrink).
+    /// memory with --durable, whose log they let shrink); full-page images are not counted,
+    /// up to four times this much log in all.
     #[arg(long, value_name = "KIB", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(16..=(1 << 30)))]
     checkpoint_kib: u64,
     /// Take those checkpoints on a thread of their own instead of in the commit that crosses

@@ -352,3 +352,58 @@ fn a_database_on_disk_that_never_forces_its_log_discards_it_too() {
         &db.table("receipts").unwrap(),
     );
 }
+
+/// Full-page images do not bring checkpoints sooner: each checkpoint writes pages back, and
+/// each page written back logs its whole image at its next change; counted toward the
+/// interval, those images made the next checkpoint due sooner, which wrote more pages back.
+/// The same transfers take as many checkpoints with images as without (one more at most,
+/// where the last interval ends), and with images no interval holds more than
+/// [`engine::IMAGE_ALLOWANCE`] intervals of log.
+#[test]
+fn page_images_do_not_bring_checkpoints_sooner() {
+    const ROWS: i64 = 20_000;
+    const INTERVAL: u64 = 256 << 10;
+    let mut taken = Vec::new();
+    for images in [engine::FullPageImages::Off, engine::FullPageImages::On] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(DbConfig {
+            path: Some(dir.path().to_path_buf()),
+            durable: true,
+            checkpoint_bytes: INTERVAL,
+            full_page_images: images,
+            ..DbConfig::default()
+        })
+        .unwrap();
+        let t = load_accounts(&db, ROWS);
+        let log = db.log().unwrap();
+        let (start, before) = (log.end_lsn(), db.checkpoints_in_commits());
+        let mut pick = 1u64;
+        for _ in 0..6_000 {
+            pick = pick
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let from = (pick >> 33) as i64 % ROWS;
+            let to = (from + 1 + (pick >> 13) as i64 % (ROWS - 1)) % ROWS;
+            db.run(|tx| transfer(tx, &t, from, to, 1)).unwrap();
+        }
+        let checkpoints = db.checkpoints_in_commits() - before;
+        let grown = log.end_lsn().0 - start.0;
+        let images_logged = db.pool().unwrap().image_bytes();
+        assert_eq!(
+            images_logged > 0,
+            images == engine::FullPageImages::On,
+            "{images_logged} bytes of images"
+        );
+        assert!(
+            grown <= (checkpoints + 1) * (engine::IMAGE_ALLOWANCE * INTERVAL + INTERVAL),
+            "{grown} bytes of log in {checkpoints} checkpoints"
+        );
+        assert_eq!(total(&db, &t), ROWS * 100);
+        taken.push((checkpoints, images_logged, grown));
+    }
+    let (off, on) = (taken[0], taken[1]);
+    assert!(off.0 >= 3, "too few checkpoints to compare: {taken:?}");
+    // The images were most of the log: counted, they would have brought checkpoints sooner.
+    assert!(on.1 > on.2 / 2, "images not most of the log: {taken:?}");
+    assert!(on.0 <= off.0 + 1, "images brought checkpoints: {taken:?}");
+}

@@ -259,6 +259,8 @@ pub struct BufferPool {
     /// Log a page's whole image at its first change since it was last written back (see
     /// [`BufferPool::set_full_page_images`]).
     full_page_images: AtomicBool,
+    /// Bytes of page images logged so far ([`BufferPool::image_bytes`]).
+    image_bytes: AtomicU64,
     /// Pins held by transactions across fixes ([`super::stage::hold`]), all threads together.
     held_pins: AtomicUsize,
     /// Pages read from and written to the store, all threads together: bumped only beside
@@ -370,6 +372,7 @@ impl BufferPool {
             table: Latch::new(table, config.latching),
             staging: AtomicBool::new(false),
             full_page_images: AtomicBool::new(false),
+            image_bytes: AtomicU64::new(0),
             held_pins: AtomicUsize::new(0),
             io: Default::default(),
             handoffs: std::sync::OnceLock::new(),
@@ -394,6 +397,13 @@ impl BufferPool {
     /// is rebuilt only when its header is the new one (`engine::recovery`'s `Torn`).
     pub fn set_full_page_images(&self, on: bool) {
         self.full_page_images.store(on, Ordering::Relaxed);
+    }
+
+    /// Bytes of page images logged since the pool was made, all threads together (see
+    /// [`BufferPool::set_full_page_images`]): the engine leaves them out of the log it counts
+    /// toward the next checkpoint, since each checkpoint's page writes bring more of them.
+    pub fn image_bytes(&self) -> u64 {
+        self.image_bytes.load(Ordering::Relaxed)
     }
 
     /// Whether the next logged change to `g`'s page is logged as its whole image (see
@@ -1165,6 +1175,15 @@ impl BufferPool {
             return;
         }
         let lsn = log.log_redo(&pages);
+        let images = guards
+            .iter()
+            .zip(&whole)
+            .filter(|(_, &whole)| whole)
+            .map(|(g, _)| (g.data().buf.len() - OFFSET_MAGIC) as u64)
+            .sum::<u64>();
+        if images > 0 {
+            self.image_bytes.fetch_add(images, Ordering::Relaxed);
+        }
         drop(ranges);
         for g in guards.iter_mut() {
             let data = g.data_mut();
@@ -1211,6 +1230,8 @@ impl BufferPool {
         let data = g.data();
         let whole = [(OFFSET_MAGIC as u32, data.buf.len() as u32)];
         let lsn = log.log_page_redo(g.page, true, &data.buf, &whole);
+        self.image_bytes
+            .fetch_add((data.buf.len() - OFFSET_MAGIC) as u64, Ordering::Relaxed);
         let data = g.data_mut();
         data.ranges.clear();
         data.zeroed = false;
