@@ -186,8 +186,11 @@ impl Session {
             hits_again: Hits::default(),
             found: Found::default(),
             held: Held {
-                keys: Vec::with_capacity(256),
-                ends: Vec::with_capacity(HELD_MAX),
+                rows: Hits {
+                    keys: Vec::with_capacity(256),
+                    ends: Vec::with_capacity(HELD_MAX),
+                },
+                tables: Vec::with_capacity(HELD_MAX),
                 next: 0,
             },
             wide: Vec::new(),
@@ -227,8 +230,8 @@ impl Session {
             + self.hits.retained_bytes()
             + self.hits_again.retained_bytes()
             + self.found.hits.retained_bytes()
-            + bytes(&self.held.keys)
-            + bytes(&self.held.ends)
+            + self.held.rows.retained_bytes()
+            + bytes(&self.held.tables)
             + bytes(&self.wide)
             + bytes(&self.words)
             + bytes(&self.spans)
@@ -421,9 +424,10 @@ impl Found {
 /// [`HELD_MAX`]: New-Order reads its stock rows, then its district, then updates them all.
 #[derive(Default)]
 struct Held {
-    keys: Vec<u8>,
-    /// Per entry: its table's id, where its key ends in `keys`, its record's location.
-    ends: Vec<(u32, usize, u64)>,
+    /// Each entry's key and its record's location, with [`Held::tables`] beside: entry `i`
+    /// is a row of table `tables[i]`.
+    rows: Hits,
+    tables: Vec<u32>,
     /// Where the next lookup starts: rows are mostly written in the order they were read.
     next: usize,
 }
@@ -437,7 +441,7 @@ impl Held {
     /// so that a transaction that read none pays one comparison and no call.
     #[inline(always)]
     fn location(&mut self, table: u32, key: &[u8]) -> Option<u64> {
-        if self.ends.is_empty() {
+        if self.tables.is_empty() {
             return None;
         }
         self.search(table, key)
@@ -445,11 +449,11 @@ impl Held {
 
     #[inline(never)]
     fn search(&mut self, table: u32, key: &[u8]) -> Option<u64> {
-        let n = self.ends.len();
+        let n = self.tables.len();
         for i in 0..n {
             let at = (self.next + i) % n;
-            let (t, end, loc) = self.ends[at];
-            if t == table && self.key(at, end) == key {
+            let (k, loc) = self.rows.entry(at);
+            if self.tables[at] == table && k == key {
                 self.next = at + 1;
                 return (loc != DEAD).then_some(loc);
             }
@@ -457,33 +461,27 @@ impl Held {
         None
     }
 
-    fn key(&self, at: usize, end: usize) -> &[u8] {
-        let start = if at == 0 { 0 } else { self.ends[at - 1].1 };
-        &self.keys[start..end]
-    }
-
     /// Keeps row `key` of `table`, read for update and found at `loc`.
     fn keep(&mut self, table: u32, key: &[u8], loc: u64) {
-        if self.ends.len() < HELD_MAX {
-            self.keys.extend_from_slice(key);
-            self.ends.push((table, self.keys.len(), loc));
+        if self.tables.len() < HELD_MAX {
+            self.rows.push(key, loc);
+            self.tables.push(table);
         }
     }
 
     /// The row with encoded primary key `key` of table `table` is being deleted: its entry,
     /// if kept, is marked dead (the key may come back elsewhere, inserted again).
     fn drop_key(&mut self, table: u32, key: &[u8]) {
-        for at in 0..self.ends.len() {
-            let (t, end, _) = self.ends[at];
-            if t == table && self.key(at, end) == key {
-                self.ends[at].2 = DEAD;
+        for at in 0..self.tables.len() {
+            if self.tables[at] == table && self.rows.entry(at).0 == key {
+                self.rows.ends[at].1 = DEAD;
             }
         }
     }
 
     fn clear(&mut self) {
-        self.keys.clear();
-        self.ends.clear();
+        self.rows.clear();
+        self.tables.clear();
         self.next = 0;
     }
 }
