@@ -43,9 +43,13 @@ for r in $(seq 1 "$ROUNDS"); do
   for mode in on off; do
     for w in "${runs[@]}"; do
       set -- $w
-      t=$("$GLASS" bench "$1" --db "$DIR/$1" --durable --threads "$3" --duration "$DURATION" \
-        --warmup 1 --full-page-images "$mode" 2>&1 | grep -oE '[0-9.]+ txn/s' | head -n 1 | cut -d' ' -f1)
-      note "round $r: $1 images $mode: $t txn/s"
+      out=$("$GLASS" bench "$1" --db "$DIR/$1" --durable --threads "$3" --duration "$DURATION" \
+        --warmup 1 --full-page-images "$mode" 2>&1)
+      t=$(grep -oE '[0-9.]+ txn/s' <<<"$out" | head -n 1 | cut -d' ' -f1)
+      # Checkpoints and page writes show what images bring besides their own bytes.
+      ck=$(grep -oE '[0-9]+ in commits' <<<"$out" | cut -d' ' -f1)
+      wr=$(grep -oE '[0-9]+ page writes' <<<"$out" | cut -d' ' -f1)
+      note "round $r: $1 images $mode: $t txn/s, ${ck:-?} checkpoints, ${wr:-?} page writes"
       tps[$1.$mode]="${tps[$1.$mode]:-} $t"
     done
   done
