@@ -481,6 +481,8 @@ pub struct PoolSummary {
     /// them), and those the page cleaners made (`--page-cleaners`).
     pub evict_writes: u64,
     pub cleaner_writes: u64,
+    /// Bytes of full-page images the pool logged (`--full-page-images`).
+    pub image_bytes: u64,
     /// Pages of B+-tree nodes taken out of their trees since the database opened (emptied
     /// leaves, and inner nodes drained with them), those an earlier run left unlinked (found
     /// when it opened), and of both the ones allocated again
@@ -507,6 +509,7 @@ impl PoolSummary {
             writes: io.writes,
             evict_writes: io.evict_writes,
             cleaner_writes: io.cleaner_writes,
+            image_bytes: io.image_bytes,
             leaves_retired: reuse.retired,
             leaves_adopted: reuse.adopted,
             pages_reused: reuse.reused,
@@ -534,6 +537,21 @@ impl PoolSummary {
             format!(
                 "pages: {} of the {leaves} B+-tree pages {which} were allocated again{rest}",
                 self.pages_reused
+            )
+        })
+    }
+
+    /// The line on full-page images, or `None` when none was logged: how much of the
+    /// `log_bytes` appended over the same `span` they were.
+    pub fn render_images(&self, log_bytes: u64, span: &str) -> Option<String> {
+        (self.image_bytes > 0).then(|| {
+            let mib = |b: u64| b as f64 / (1 << 20) as f64;
+            let share = 100.0 * self.image_bytes as f64 / log_bytes.max(self.image_bytes) as f64;
+            format!(
+                "full-page images: {:.1} MiB logged {span}, {share:.0}% of the {:.1} MiB of log \
+                 (--full-page-images)",
+                mib(self.image_bytes),
+                mib(log_bytes.max(self.image_bytes))
             )
         })
     }
@@ -830,6 +848,12 @@ impl BenchResult {
             );
         }
         if let Some(line) = self.pool.and_then(|p| p.render("(warm-up included)")) {
+            let _ = writeln!(out, "{line}");
+        }
+        if let Some(line) = self
+            .pool
+            .and_then(|p| p.render_images(self.log.map_or(0, |l| l.bytes), "(warm-up included)"))
+        {
             let _ = writeln!(out, "{line}");
         }
         if let Some(line) = self.pool.and_then(|p| p.render_reuse()) {
@@ -1241,12 +1265,23 @@ mod tests {
             writes: 0,
             evict_writes: 0,
             cleaner_writes: 0,
+            image_bytes: 0,
             leaves_retired: 0,
             leaves_adopted: 0,
             pages_reused: 0,
         };
         assert_eq!(quiet.render("(warm-up included)"), None);
         assert_eq!(quiet.render_reuse(), None);
+        assert_eq!(quiet.render_images(1 << 20, "(warm-up included)"), None);
+        let imaged = PoolSummary {
+            image_bytes: 3 << 20,
+            ..quiet
+        };
+        assert_eq!(
+            imaged.render_images(4 << 20, "(warm-up included)").unwrap(),
+            "full-page images: 3.0 MiB logged (warm-up included), 75% of the 4.0 MiB of log \
+             (--full-page-images)"
+        );
         let reused = PoolSummary {
             leaves_retired: 30,
             pages_reused: 28,

@@ -177,6 +177,14 @@ fn file_options_without_a_database_directory_are_refused() {
         "{}",
         stdout(&out)
     );
+    // Every page is clean after the open: each one's first change logged its image.
+    let images = report["pool"]["image_bytes"].as_u64().unwrap();
+    assert!(images >= 8000, "{report}");
+    assert!(
+        stdout(&out).contains("full-page images: ") && stdout(&out).contains("% of the "),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// With `--server` the engine is the server's: an engine option given to the client would

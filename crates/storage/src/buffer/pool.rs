@@ -291,6 +291,8 @@ pub struct PoolIo {
     pub evict_writes: u64,
     /// Of `writes`, those [`BufferPool::clean_frames`] made (a page cleaner's).
     pub cleaner_writes: u64,
+    /// Bytes of full-page images logged ([`BufferPool::image_bytes`]).
+    pub image_bytes: u64,
 }
 
 impl PoolIo {
@@ -301,6 +303,7 @@ impl PoolIo {
             writes: self.writes - earlier.writes,
             evict_writes: self.evict_writes - earlier.evict_writes,
             cleaner_writes: self.cleaner_writes - earlier.cleaner_writes,
+            image_bytes: self.image_bytes - earlier.image_bytes,
         }
     }
 }
@@ -1068,6 +1071,7 @@ impl BufferPool {
             writes: self.io.writes.load(Ordering::Relaxed),
             evict_writes: self.io.evict_writes.load(Ordering::Relaxed),
             cleaner_writes: self.io.cleaner_writes.load(Ordering::Relaxed),
+            image_bytes: self.image_bytes(),
         }
     }
 
