@@ -468,6 +468,8 @@ pub struct ServeReport {
     pub conditions: Vec<Condition>,
     /// Pages the buffer pool read from and wrote to its store while serving.
     pub pool: Option<crate::report::PoolSummary>,
+    /// Bytes appended to the log while serving (0 without one).
+    pub log_bytes: u64,
 }
 
 /// What the consistency check after serving says of the server.
@@ -531,6 +533,8 @@ pub fn run_serve(
         &status,
     )?;
     let pool_before = db.pool().map(|p| p.io());
+    let log_bytes = || db.log().map_or(0, |l| l.stats().bytes);
+    let log_before = log_bytes();
     let server = Server::start(Arc::clone(&db), workload.as_ref(), config.server.clone())
         .context("start the server")?;
     for endpoint in server.endpoints() {
@@ -549,6 +553,7 @@ pub fn run_serve(
     status.say(format_args!("stopping..."));
     let stats = server.stop();
     let pool = crate::report::PoolSummary::since(&db, &db_config, pool_before);
+    let log_bytes = log_bytes().saturating_sub(log_before);
     status.say(format_args!(
         "served {} connections, {} requests ({} refused, {} idle transactions aborted; {} \
          batches parked behind a lock of their worker, {} of them run again in time, \
@@ -580,6 +585,7 @@ pub fn run_serve(
         stats,
         conditions,
         pool,
+        log_bytes,
     })
 }
 
@@ -594,6 +600,7 @@ mod tests {
                 ..WorkerStats::default()
             },
             pool: None,
+            log_bytes: 0,
             conditions: vec![Condition {
                 name: "TPC-C 3.3.2.1".to_string(),
                 description: "W_YTD = sum(D_YTD)".to_string(),

@@ -1490,6 +1490,12 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(line) = report.pool.and_then(|p| p.render("while serving")) {
         println!("{line}");
     }
+    if let Some(line) = report
+        .pool
+        .and_then(|p| p.render_images(report.log_bytes, "while serving"))
+    {
+        println!("{line}");
+    }
     let held = report.conditions.iter().filter(|c| c.holds()).count();
     println!(
         "consistency: {held} of {} conditions hold",

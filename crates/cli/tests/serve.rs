@@ -220,6 +220,37 @@ fn a_server_whose_data_outgrew_its_pool_says_so_when_it_stops() {
 }
 
 #[test]
+fn a_durable_server_says_what_its_page_images_were_when_it_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (mut child, stdout, addr) = serve(&[
+        "tpcb",
+        "--scale",
+        "2",
+        "--db",
+        db.to_str().unwrap(),
+        "--durable",
+        "--listen",
+        "127.0.0.1:0",
+        "--quiet",
+    ]);
+    let out = bench(&addr, "sp", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let rest = rest_of(stdout);
+    assert!(status.success(), "{status}: {rest}");
+    // Durable on disk, images are on by default; every page was clean at the open, so the
+    // first change of each page the clients touched logged its image.
+    let line = rest
+        .lines()
+        .find(|l| l.starts_with("full-page images: "))
+        .unwrap_or_else(|| panic!("no images line: {rest}"));
+    assert!(line.contains("MiB logged while serving, "), "{line}");
+    assert!(line.contains("% of the "), "{line}");
+}
+
+#[test]
 fn serve_refuses_a_missing_address_and_a_busy_port() {
     let out = glass(&["serve", "tpcb", "--scale", "1"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
