@@ -419,6 +419,20 @@ fn main() {
     }
     write(&out, "btree_tree", "tree", &small_tree());
 
+    // A doublewrite batch's header naming three pages (control byte 0: checksum as is).
+    let mut header = vec![0u8; 8192];
+    storage::doublewrite::encode_header(
+        7,
+        &[storage::PageId(3), storage::PageId(1), storage::PageId(90)],
+        &mut header,
+    );
+    write(
+        &out,
+        "doublewrite_header",
+        "batch",
+        &[&[0u8][..], &header[..64]].concat(),
+    );
+
     let big_catalog = fs::read(big.path().join("catalog.json")).expect("read catalog");
     write(&out, "catalog", "tables-and-index.json", &big_catalog);
 

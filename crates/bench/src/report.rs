@@ -86,6 +86,8 @@ pub struct RunConfiguration {
     /// Whether a page's first change since it was clean was logged as its whole image
     /// (`--full-page-images`: on disk, durable databases by default; false in memory).
     pub full_page_images: bool,
+    /// Whether pages were written back through a doublewrite file (`--doublewrite`).
+    pub doublewrite: bool,
     /// Whether committers released their locks before the force (on unless
     /// `--no-early-lock-release`; with a forced log only).
     pub early_lock_release: bool,
@@ -483,6 +485,10 @@ pub struct PoolSummary {
     pub cleaner_writes: u64,
     /// Bytes of full-page images the pool logged (`--full-page-images`).
     pub image_bytes: u64,
+    /// Batches written through the doublewrite file, and the pages they carried, since the
+    /// database opened (`--doublewrite`; 0 without it).
+    pub doublewrite_batches: u64,
+    pub doublewrite_pages: u64,
     /// Pages of B+-tree nodes taken out of their trees since the database opened (emptied
     /// leaves, and inner nodes drained with them), those an earlier run left unlinked (found
     /// when it opened), and of both the ones allocated again
@@ -502,6 +508,7 @@ impl PoolSummary {
         let (pool, before) = db.pool().zip(before)?;
         let io = pool.io().since(&before);
         let reuse = pool.reuse_stats();
+        let doublewrite = db.doublewrite().unwrap_or_default();
         Some(PoolSummary {
             pool_mib: config.pool_mib,
             in_memory: config.path.is_none(),
@@ -510,6 +517,8 @@ impl PoolSummary {
             evict_writes: io.evict_writes,
             cleaner_writes: io.cleaner_writes,
             image_bytes: io.image_bytes,
+            doublewrite_batches: doublewrite.batches,
+            doublewrite_pages: doublewrite.pages,
             leaves_retired: reuse.retired,
             leaves_adopted: reuse.adopted,
             pages_reused: reuse.reused,
@@ -552,6 +561,17 @@ impl PoolSummary {
                  (--full-page-images)",
                 mib(self.image_bytes),
                 mib(log_bytes.max(self.image_bytes))
+            )
+        })
+    }
+
+    /// The line on the doublewrite file, or `None` when no batch went through one.
+    pub fn render_doublewrite(&self) -> Option<String> {
+        (self.doublewrite_batches > 0).then(|| {
+            format!(
+                "doublewrite: {} page writes went through the doublewrite file first, in {} \
+                 batches of a sync each, since the open (--doublewrite)",
+                self.doublewrite_pages, self.doublewrite_batches
             )
         })
     }
@@ -856,6 +876,9 @@ impl BenchResult {
         {
             let _ = writeln!(out, "{line}");
         }
+        if let Some(line) = self.pool.and_then(|p| p.render_doublewrite()) {
+            let _ = writeln!(out, "{line}");
+        }
         if let Some(line) = self.pool.and_then(|p| p.render_reuse()) {
             let _ = writeln!(out, "{line}");
         }
@@ -986,6 +1009,7 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
             } else {
                 ""
             }
+            + if c.doublewrite { " doublewrite" } else { "" }
             + if c.durable && !c.early_lock_release {
                 " early-lock-release=off"
             } else {
@@ -1060,6 +1084,7 @@ mod tests {
             commit_gather: false,
             page_cleaners: 0,
             full_page_images: false,
+            doublewrite: false,
             early_lock_release: false,
             warmup_s: 0.0,
             load_s: Some(0.5),
@@ -1266,6 +1291,8 @@ mod tests {
             evict_writes: 0,
             cleaner_writes: 0,
             image_bytes: 0,
+            doublewrite_batches: 0,
+            doublewrite_pages: 0,
             leaves_retired: 0,
             leaves_adopted: 0,
             pages_reused: 0,
@@ -1273,6 +1300,17 @@ mod tests {
         assert_eq!(quiet.render("(warm-up included)"), None);
         assert_eq!(quiet.render_reuse(), None);
         assert_eq!(quiet.render_images(1 << 20, "(warm-up included)"), None);
+        assert_eq!(quiet.render_doublewrite(), None);
+        let doubled = PoolSummary {
+            doublewrite_batches: 3,
+            doublewrite_pages: 150,
+            ..quiet
+        };
+        assert_eq!(
+            doubled.render_doublewrite().unwrap(),
+            "doublewrite: 150 page writes went through the doublewrite file first, in 3 \
+             batches of a sync each, since the open (--doublewrite)"
+        );
         let imaged = PoolSummary {
             image_bytes: 3 << 20,
             ..quiet

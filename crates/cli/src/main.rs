@@ -519,6 +519,13 @@ struct EngineSetupArgs {
     /// pages").
     #[arg(long, value_enum, value_name = "WHEN", default_value = "when-durable")]
     full_page_images: FullPageImagesName,
+    /// Write pages back through a doublewrite file (on disk): each batch of page writes
+    /// goes to `doublewrite.db` and is synced before the pages go to their places, so that a
+    /// write a crash tears, in whatever pieces, is put back from its copy at the next open.
+    /// It protects durable databases in full-page images' stead (`when-durable` then logs
+    /// none), off the commit path (docs/performance.md, "A doublewrite file").
+    #[arg(long)]
+    doublewrite: bool,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -553,6 +560,7 @@ impl EngineArgs {
         }
         let given = [
             (self.setup.page_cleaners > 0, "--page-cleaners"),
+            (self.setup.doublewrite, "--doublewrite"),
             (
                 !matches!(self.setup.full_page_images, FullPageImagesName::WhenDurable),
                 "--full-page-images",
@@ -1263,6 +1271,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
             FullPageImagesName::On => FullPageImages::On,
             FullPageImagesName::Off => FullPageImages::Off,
         },
+        doublewrite: setup.doublewrite,
         ..DbConfig::default()
     }
 }
@@ -1494,6 +1503,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .pool
         .and_then(|p| p.render_images(report.log_bytes, "while serving"))
     {
+        println!("{line}");
+    }
+    if let Some(line) = report.pool.and_then(|p| p.render_doublewrite()) {
         println!("{line}");
     }
     let held = report.conditions.iter().filter(|c| c.holds()).count();

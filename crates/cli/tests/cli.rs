@@ -187,6 +187,55 @@ fn file_options_without_a_database_directory_are_refused() {
     );
 }
 
+/// `--doublewrite` needs a page file too; given one, a durable run writes its pages through
+/// the file and logs no full-page images in its stead, and the report says so.
+#[test]
+fn a_doublewrite_run_says_what_went_through_the_file_and_logs_no_images() {
+    assert_usage_error(
+        &["bench", "tpcb", "--doublewrite"],
+        &["--doublewrite", "--db DIR"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let json = dir.path().join("run.json");
+    let out = glass(&[
+        "bench",
+        "tpcb",
+        "--db",
+        db.to_str().unwrap(),
+        "--durable",
+        "--doublewrite",
+        "--pool-mib",
+        "1",
+        "--checkpoint-kib",
+        "256",
+        "--txns",
+        "2000",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_success(&out);
+    let report = read_json(&json);
+    assert_eq!(report["doublewrite"], true, "{report}");
+    assert_eq!(report["full_page_images"], false, "{report}");
+    assert_eq!(report["pool"]["image_bytes"], 0, "{report}");
+    let pages = report["pool"]["doublewrite_pages"].as_u64().unwrap();
+    let batches = report["pool"]["doublewrite_batches"].as_u64().unwrap();
+    assert!(pages > 0 && batches > 0 && pages >= batches, "{report}");
+    let text = stdout(&out);
+    assert!(text.contains(" doublewrite "), "{text}");
+    assert!(
+        text.contains(&format!(
+            "doublewrite: {pages} page writes went through the doublewrite file first, in \
+             {batches} batches"
+        )),
+        "{text}"
+    );
+    assert!(db.join("doublewrite.db").exists());
+}
+
 /// With `--server` the engine is the server's: an engine option given to the client would
 /// label the report with a configuration the run did not have, so it is refused (before any
 /// connection: the address here has no server). `--durable` (the receipts are durable ones)

@@ -106,6 +106,12 @@ pub struct DbConfig {
     /// only), so that recovery rebuilds a page write a crash tore in any pieces, a power
     /// loss's included. By default for durable databases only ([`FullPageImages`]).
     pub full_page_images: FullPageImages,
+    /// Write pages back through a doublewrite file (`storage::doublewrite`): a page write a
+    /// crash tears is put back from its copy there at the next open, whatever the disk kept,
+    /// so full-page images are not needed (`FullPageImages::WhenDurable` logs none). Off by
+    /// default. A database opened with it off still has a doublewrite file left by a crash
+    /// put back first.
+    pub doublewrite: bool,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
@@ -194,7 +200,7 @@ pub struct DbConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FullPageImages {
     /// For databases whose commits are forced (`durable`): those promise to survive a power
-    /// loss.
+    /// loss. Not with a doublewrite file ([`DbConfig::doublewrite`]), which does it.
     #[default]
     WhenDurable,
     On,
@@ -202,10 +208,11 @@ pub enum FullPageImages {
 }
 
 impl FullPageImages {
-    /// Whether images are logged, for a database that is `durable` or not.
-    pub fn on(self, durable: bool) -> bool {
+    /// Whether images are logged, for a database that is `durable` or not, with or without a
+    /// `doublewrite` file (which protects against torn pages in their stead).
+    pub fn on(self, durable: bool, doublewrite: bool) -> bool {
         match self {
-            FullPageImages::WhenDurable => durable,
+            FullPageImages::WhenDurable => durable && !doublewrite,
             FullPageImages::On => true,
             FullPageImages::Off => false,
         }
@@ -226,6 +233,7 @@ impl Default for DbConfig {
             background_checkpoints: false,
             page_cleaners: 0,
             full_page_images: FullPageImages::WhenDurable,
+            doublewrite: false,
             page_locking: false,
             shared_insert_pages: false,
             prefetch: true,
@@ -311,6 +319,8 @@ pub struct Database {
     /// What the open's recovery did (`None`: nothing to recover, a database just created or
     /// without a log of records).
     recovery: Option<crate::recovery::RecoveryReport>,
+    /// The doublewrite file's counters, when pages are written through one.
+    doublewrite: Option<Arc<storage::doublewrite::DoublewriteCounters>>,
     pub(crate) pool: Option<Arc<BufferPool>>,
     pub(crate) log: Option<Arc<LogManager>>,
     /// Whether log records are built (main-log on); else the log only hands out LSNs.
@@ -550,14 +560,37 @@ impl Database {
         } else {
             (None, None)
         };
+        let (mut doublewrite_restored, mut doublewrite_torn) = (0, 0);
+        let mut doublewrite = None;
         let pool = if page_access {
             let store: Box<dyn PageStore> = match &config.path {
                 Some(dir) => {
                     let p = dir.join("pages.db");
-                    if p.exists() {
-                        Box::new(FilePageStore::open(&p, page_size)?)
+                    let dw = dir.join(storage::doublewrite::DOUBLEWRITE_FILE);
+                    let home = if p.exists() {
+                        let home = FilePageStore::open(&p, page_size)?;
+                        // Before any page is read: a write a crash tore is put back whole.
+                        let done = storage::doublewrite::restore(&dw, &home, page_size.bytes())?;
+                        doublewrite_restored = (done.torn + done.older) as u64;
+                        doublewrite_torn = done.torn as u64;
+                        home
                     } else {
-                        Box::new(FilePageStore::create(&p, page_size)?)
+                        FilePageStore::create(&p, page_size)?
+                    };
+                    if config.doublewrite {
+                        let store = storage::DoublewriteStore::new(
+                            home,
+                            &dw,
+                            page_size.bytes(),
+                            storage::doublewrite::DEFAULT_BATCH_PAGES,
+                        )?;
+                        doublewrite = Some(store.counters());
+                        Box::new(store)
+                    } else {
+                        // Its batch is in the page file now; pages written without it from
+                        // here on must never be put back from it.
+                        storage::doublewrite::forget(&dw)?;
+                        Box::new(home)
                     }
                 }
                 None => Box::new(MemPageStore::new(page_size)),
@@ -589,7 +622,11 @@ impl Database {
             None
         };
         if let (Some(pool), Some(_), Some(_)) = (&pool, &log, &config.path) {
-            pool.set_full_page_images(config.full_page_images.on(config.durable));
+            pool.set_full_page_images(
+                config
+                    .full_page_images
+                    .on(config.durable, config.doublewrite),
+            );
         }
         let locks = sw.is_on(Switch::Locking).then(|| {
             LockManager::new(LockConfig {
@@ -643,8 +680,13 @@ impl Database {
             config,
             _dir_lock: dir_lock,
             recovery: None,
+            doublewrite,
         };
-        let mut report = crate::recovery::RecoveryReport::default();
+        let mut report = crate::recovery::RecoveryReport {
+            doublewrite_restored,
+            doublewrite_torn,
+            ..Default::default()
+        };
         let redone = if existing && db.log_records {
             crate::recovery::analyze_and_redo(&db, &mut report)?
         } else {
@@ -741,6 +783,11 @@ impl Database {
     /// the open, or one without log records to recover from.
     pub fn recovery(&self) -> Option<crate::recovery::RecoveryReport> {
         self.recovery
+    }
+
+    /// Pages and batches written through the doublewrite file ([`DbConfig::doublewrite`]).
+    pub fn doublewrite(&self) -> Option<storage::DoublewriteStats> {
+        self.doublewrite.as_ref().map(|c| c.stats())
     }
 
     /// The log manager (absent with `main-log=off` and `lsn=off`).

@@ -73,6 +73,12 @@ pub struct RecoveryReport {
     /// Pages whose write the crash tore, rebuilt from the log by the redo pass and checked
     /// against the checksum in their header (see `Torn`).
     pub torn_rebuilt: u64,
+    /// Pages put back from the doublewrite file before recovery began
+    /// (`storage::doublewrite::restore`): torn in the page file, or left older there by a
+    /// crash before their batch reached it.
+    pub doublewrite_restored: u64,
+    /// Of those, the pages that were torn in the page file.
+    pub doublewrite_torn: u64,
 }
 
 impl std::fmt::Display for RecoveryReport {
@@ -81,7 +87,8 @@ impl std::fmt::Display for RecoveryReport {
             f,
             "{} log records analysed; {} page changes redone, {} found on disk already; \
              {} unfinished transaction{} rolled back ({} changes undone); {} torn page{} \
-             rebuilt from the log",
+             rebuilt from the log; {} page{} put back from the doublewrite file ({} of them \
+             torn)",
             self.analysed,
             self.redone,
             self.on_disk,
@@ -90,6 +97,13 @@ impl std::fmt::Display for RecoveryReport {
             self.undone,
             self.torn_rebuilt,
             if self.torn_rebuilt == 1 { "" } else { "s" },
+            self.doublewrite_restored,
+            if self.doublewrite_restored == 1 {
+                ""
+            } else {
+                "s"
+            },
+            self.doublewrite_torn,
         )
     }
 }

@@ -18,8 +18,9 @@ use engine::{Database, DbConfig, FullPageImages, TxResult};
 const ACCOUNTS: i64 = 2_000;
 const PAGE: usize = 8 * 1024;
 
-fn open_db(dir: &Path, images: bool) -> TxResult<Arc<Database>> {
+fn open_db(dir: &Path, images: bool, doublewrite: bool) -> TxResult<Arc<Database>> {
     Database::open(DbConfig {
+        doublewrite,
         path: Some(dir.to_path_buf()),
         durable: true,
         full_page_images: if images {
@@ -37,14 +38,20 @@ fn open_db(dir: &Path, images: bool) -> TxResult<Arc<Database>> {
 struct Crashed {
     dir: tempfile::TempDir,
     images: bool,
+    doublewrite: bool,
     old: Vec<u8>,
     new: Vec<u8>,
 }
 
 impl Crashed {
     fn new(images: bool) -> Crashed {
+        Crashed::with(images, false)
+    }
+
+    /// As [`Crashed::new`], with pages written back through a doublewrite file or not.
+    fn with(images: bool, doublewrite: bool) -> Crashed {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_db(dir.path(), images).unwrap();
+        let db = open_db(dir.path(), images, doublewrite).unwrap();
         let t = load_accounts(&db, ACCOUNTS);
         db.checkpoint().unwrap();
         db.pool().unwrap().flush_all().unwrap();
@@ -66,13 +73,14 @@ impl Crashed {
         Crashed {
             dir,
             images,
+            doublewrite,
             old,
             new,
         }
     }
 
     fn open(&self) -> TxResult<Arc<Database>> {
-        open_db(self.dir.path(), self.images)
+        open_db(self.dir.path(), self.images, self.doublewrite)
     }
 
     /// Pages that changed after the first 4 KiB: the ones a tear there leaves mixed.
@@ -186,7 +194,7 @@ fn with_full_page_images_a_page_torn_in_any_pieces_is_rebuilt() {
 fn full_page_images_are_logged_at_a_pages_first_change_since_it_was_clean() {
     for images in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_db(dir.path(), images).unwrap();
+        let db = open_db(dir.path(), images, false).unwrap();
         let t = load_accounts(&db, 100);
         db.pool().unwrap().flush_all().unwrap();
         let log = db.log().unwrap();
@@ -243,6 +251,62 @@ fn without_full_page_images_damage_the_log_does_not_explain_is_refused() {
     assert!(message.contains(&format!("page #{page}")), "{message}");
     assert!(message.contains("not a write torn by a crash"), "{message}");
     assert!(message.contains("gave checksum"), "{message}");
+}
+
+/// With a doublewrite file and no images, a page of the last batch torn in any pieces (its
+/// header old too, which the log alone cannot rebuild) is put back from the file before
+/// recovery runs; the database opens with every change, and a database opened without the
+/// file afterwards is not rolled back to it.
+#[test]
+fn with_a_doublewrite_file_a_page_torn_in_any_pieces_is_put_back() {
+    let crashed = Crashed::with(false, true);
+    let dw = crashed
+        .dir
+        .path()
+        .join(storage::doublewrite::DOUBLEWRITE_FILE);
+    let bytes = std::fs::read(&dw).unwrap();
+    let batch = storage::doublewrite::decode_header(&bytes[..PAGE], 1000)
+        .expect("the last batch's header is whole");
+    // Only the last batch's pages can be torn by a crash: the batches before it were synced
+    // in the page file before the file was written again.
+    let torn: Vec<usize> = crashed
+        .changed_late()
+        .into_iter()
+        .filter(|&p| batch.pages.contains(&storage::PageId(p as u64)))
+        .collect();
+    assert!(
+        torn.len() >= 3,
+        "too few pages of the last batch changed late: {torn:?}"
+    );
+    crashed.tear(torn[0], 4096, false);
+    crashed.scramble(torn[1]);
+    crashed.tear(torn[2], 512, true);
+    let db = crashed.open().unwrap();
+    let report = db.recovery().expect("the open recovered");
+    assert_eq!(report.doublewrite_torn, 3, "{report}");
+    assert!(report.doublewrite_restored >= 3, "{report}");
+    assert_eq!(report.torn_rebuilt, 0, "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("put back from the doublewrite file (3 of them torn)"),
+        "{report}"
+    );
+    assert_intact(&db);
+    assert!(db.doublewrite().is_some());
+    db.close().unwrap();
+    // Opened without the file: its batch is forgotten, so pages written from then on are
+    // never put back from it.
+    let plain = open_db(crashed.dir.path(), false, false).unwrap();
+    assert_eq!(std::fs::metadata(&dw).unwrap().len(), 0);
+    assert!(plain.doublewrite().is_none());
+    assert_intact(&plain);
+    plain.close().unwrap();
+    // The same tears without the file are beyond the log: the open refuses the page.
+    let without = Crashed::with(false, false);
+    let page = without.changed_late()[0];
+    without.tear(page, 4096, false);
+    assert!(without.open().is_err());
 }
 
 #[test]

@@ -21,6 +21,7 @@ pub mod buffer;
 pub mod counters;
 mod dense_map;
 pub mod device;
+pub mod doublewrite;
 pub mod error;
 pub mod file;
 #[doc(hidden)]
@@ -40,6 +41,7 @@ pub use btree::{BTree, IntKeyOrder, KeyOrder, SchemaKeyOrder};
 pub use buffer::{BufferPool, FrameId, FrameMemory, PageReadGuard, PageWriteGuard, PoolConfig};
 pub use counters::StorageCounters;
 pub use device::{DelayedStore, DeviceModel, QueueMode};
+pub use doublewrite::{DoublewriteStats, DoublewriteStore};
 pub use error::{Fault, StorageError, StorageResult};
 pub use file::{FilePageStore, MemPageStore, PageStore};
 pub use hash::HashIndex;
