@@ -195,9 +195,22 @@ fn conditions_broken_by_autocommit_clients_are_explained_and_exit_0() {
     }
 }
 
+/// Serves `args`, runs one stored-procedure bench against it, stops it with SIGTERM, and
+/// returns what it printed from then on (its report).
+fn report_after_one_bench(args: &[&str]) -> String {
+    let (mut child, stdout, addr) = serve(args);
+    let out = bench(&addr, "sp", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    signal(&child, libc::SIGTERM);
+    let status = child.wait().unwrap();
+    let rest = rest_of(stdout);
+    assert!(status.success(), "{status}: {rest}");
+    rest
+}
+
 #[test]
 fn a_server_whose_data_outgrew_its_pool_says_so_when_it_stops() {
-    let (mut child, stdout, addr) = serve(&[
+    let rest = report_after_one_bench(&[
         "tpcb",
         "--scale",
         "2",
@@ -207,12 +220,6 @@ fn a_server_whose_data_outgrew_its_pool_says_so_when_it_stops() {
         "1",
         "--quiet",
     ]);
-    let out = bench(&addr, "sp", &[]);
-    assert!(out.status.success(), "{}", text(&out));
-    signal(&child, libc::SIGTERM);
-    let status = child.wait().unwrap();
-    let rest = rest_of(stdout);
-    assert!(status.success(), "{status}: {rest}");
     assert!(
         rest.contains("written out while serving: the data outgrew the 1 MiB pool"),
         "{rest}"
@@ -223,7 +230,7 @@ fn a_server_whose_data_outgrew_its_pool_says_so_when_it_stops() {
 fn a_durable_server_says_what_its_page_images_were_when_it_stops() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    let (mut child, stdout, addr) = serve(&[
+    let rest = report_after_one_bench(&[
         "tpcb",
         "--scale",
         "2",
@@ -234,12 +241,6 @@ fn a_durable_server_says_what_its_page_images_were_when_it_stops() {
         "127.0.0.1:0",
         "--quiet",
     ]);
-    let out = bench(&addr, "sp", &[]);
-    assert!(out.status.success(), "{}", text(&out));
-    signal(&child, libc::SIGTERM);
-    let status = child.wait().unwrap();
-    let rest = rest_of(stdout);
-    assert!(status.success(), "{status}: {rest}");
     // Durable on disk, images are on by default; every page was clean at the open, so the
     // first change of each page the clients touched logged its image.
     let line = rest
@@ -248,6 +249,32 @@ fn a_durable_server_says_what_its_page_images_were_when_it_stops() {
         .unwrap_or_else(|| panic!("no images line: {rest}"));
     assert!(line.contains("MiB logged while serving, "), "{line}");
     assert!(line.contains("% of the "), "{line}");
+}
+
+#[test]
+fn a_server_writing_through_a_doublewrite_file_says_so_and_logs_no_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let rest = report_after_one_bench(&[
+        "tpcb",
+        "--scale",
+        "2",
+        "--db",
+        db.to_str().unwrap(),
+        "--durable",
+        "--doublewrite",
+        "--pool-mib",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--quiet",
+    ]);
+    // The pool is far smaller than the data: evicted pages went out through the file.
+    assert!(
+        rest.contains("page writes went through the doublewrite file first"),
+        "{rest}"
+    );
+    assert!(!rest.contains("full-page images: "), "{rest}");
 }
 
 #[test]
