@@ -575,6 +575,8 @@ impl Database {
                         doublewrite_torn = done.torn as u64;
                         home
                     } else {
+                        // A file left beside no page file is no batch of this database's.
+                        storage::doublewrite::forget(&dw)?;
                         FilePageStore::create(&p, page_size)?
                     };
                     if config.doublewrite {
