@@ -423,6 +423,10 @@ fn main() {
     let mut header = vec![0u8; 8192];
     storage::doublewrite::encode_header(
         7,
+        storage::doublewrite::Layout {
+            slots: 8,
+            slot_pages: 64,
+        },
         &[storage::PageId(3), storage::PageId(1), storage::PageId(90)],
         &mut header,
     );

@@ -485,10 +485,12 @@ pub struct PoolSummary {
     pub cleaner_writes: u64,
     /// Bytes of full-page images the pool logged (`--full-page-images`).
     pub image_bytes: u64,
-    /// Batches written through the doublewrite file, and the pages they carried, since the
+    /// Batches written through the doublewrite file, the pages they carried, and the page
+    /// file's syncs (once a round of the file's ring of slots, and at checkpoints), since the
     /// database opened (`--doublewrite`; 0 without it).
     pub doublewrite_batches: u64,
     pub doublewrite_pages: u64,
+    pub doublewrite_page_file_syncs: u64,
     /// Pages of B+-tree nodes taken out of their trees since the database opened (emptied
     /// leaves, and inner nodes drained with them), those an earlier run left unlinked (found
     /// when it opened), and of both the ones allocated again
@@ -519,6 +521,7 @@ impl PoolSummary {
             image_bytes: io.image_bytes,
             doublewrite_batches: doublewrite.batches,
             doublewrite_pages: doublewrite.pages,
+            doublewrite_page_file_syncs: doublewrite.page_file_syncs,
             leaves_retired: reuse.retired,
             leaves_adopted: reuse.adopted,
             pages_reused: reuse.reused,
@@ -570,8 +573,16 @@ impl PoolSummary {
         (self.doublewrite_batches > 0).then(|| {
             format!(
                 "doublewrite: {} page writes went through the doublewrite file first, in {} \
-                 batches of a sync each, since the open (--doublewrite)",
-                self.doublewrite_pages, self.doublewrite_batches
+                 batches of a sync each, and the page file was synced {} time{}, since the open \
+                 (--doublewrite)",
+                self.doublewrite_pages,
+                self.doublewrite_batches,
+                self.doublewrite_page_file_syncs,
+                if self.doublewrite_page_file_syncs == 1 {
+                    ""
+                } else {
+                    "s"
+                }
             )
         })
     }
@@ -1293,6 +1304,7 @@ mod tests {
             image_bytes: 0,
             doublewrite_batches: 0,
             doublewrite_pages: 0,
+            doublewrite_page_file_syncs: 0,
             leaves_retired: 0,
             leaves_adopted: 0,
             pages_reused: 0,
@@ -1304,12 +1316,14 @@ mod tests {
         let doubled = PoolSummary {
             doublewrite_batches: 3,
             doublewrite_pages: 150,
+            doublewrite_page_file_syncs: 1,
             ..quiet
         };
         assert_eq!(
             doubled.render_doublewrite().unwrap(),
             "doublewrite: 150 page writes went through the doublewrite file first, in 3 \
-             batches of a sync each, since the open (--doublewrite)"
+             batches of a sync each, and the page file was synced 1 time, since the open \
+             (--doublewrite)"
         );
         let imaged = PoolSummary {
             image_bytes: 3 << 20,

@@ -520,8 +520,9 @@ struct EngineSetupArgs {
     #[arg(long, value_enum, value_name = "WHEN", default_value = "when-durable")]
     full_page_images: FullPageImagesName,
     /// Write pages back through a doublewrite file (on disk): each batch of page writes
-    /// goes to `doublewrite.db` and is synced before the pages go to their places, so that a
-    /// write a crash tears, in whatever pieces, is put back from its copy at the next open.
+    /// goes to a slot of `doublewrite.db` (a ring of 32) and is synced before the pages go to
+    /// their places, which are synced once the ring comes round, so that a write a crash
+    /// tears, in whatever pieces, is put back from its copy at the next open.
     /// It protects durable databases in full-page images' stead (`when-durable` then logs
     /// none), off the commit path (docs/performance.md, "A doublewrite file").
     #[arg(long)]

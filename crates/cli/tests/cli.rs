@@ -224,6 +224,11 @@ fn a_doublewrite_run_says_what_went_through_the_file_and_logs_no_images() {
     let pages = report["pool"]["doublewrite_pages"].as_u64().unwrap();
     let batches = report["pool"]["doublewrite_batches"].as_u64().unwrap();
     assert!(pages > 0 && batches > 0 && pages >= batches, "{report}");
+    // The close syncs the page file at least once; a round of the ring at most once a batch.
+    let syncs = report["pool"]["doublewrite_page_file_syncs"]
+        .as_u64()
+        .unwrap();
+    assert!(syncs >= 1 && syncs <= batches, "{report}");
     let text = stdout(&out);
     assert!(text.contains(" doublewrite "), "{text}");
     assert!(

@@ -585,6 +585,7 @@ impl Database {
                             &dw,
                             page_size.bytes(),
                             storage::doublewrite::DEFAULT_BATCH_PAGES,
+                            storage::doublewrite::DEFAULT_SLOTS,
                         )?;
                         doublewrite = Some(store.counters());
                         Box::new(store)

@@ -253,7 +253,7 @@ fn without_full_page_images_damage_the_log_does_not_explain_is_refused() {
     assert!(message.contains("gave checksum"), "{message}");
 }
 
-/// With a doublewrite file and no images, a page of the last batch torn in any pieces (its
+/// With a doublewrite file and no images, a page of a batch in its ring torn in any pieces (its
 /// header old too, which the log alone cannot rebuild) is put back from the file before
 /// recovery runs; the database opens with every change, and a database opened without the
 /// file afterwards is not rolled back to it.
@@ -265,18 +265,30 @@ fn with_a_doublewrite_file_a_page_torn_in_any_pieces_is_put_back() {
         .path()
         .join(storage::doublewrite::DOUBLEWRITE_FILE);
     let bytes = std::fs::read(&dw).unwrap();
-    let batch = storage::doublewrite::decode_header(&bytes[..PAGE], 1000)
-        .expect("the last batch's header is whole");
-    // Only the last batch's pages can be torn by a crash: the batches before it were synced
-    // in the page file before the file was written again.
+    // The pages the ring's slots hold (its layout from any whole header).
+    let header = |slot: usize| {
+        bytes
+            .get(slot * PAGE..(slot + 1) * PAGE)
+            .and_then(|block| storage::doublewrite::decode_header(block, 1000))
+    };
+    let layout = (0..storage::doublewrite::MAX_SLOTS)
+        .find_map(header)
+        .expect("a batch's header is whole")
+        .layout;
+    let in_ring: Vec<storage::PageId> = (0..layout.slots)
+        .filter_map(header)
+        .flat_map(|batch| batch.pages)
+        .collect();
+    // Only pages of the batches still in the ring can be torn by a crash: a slot is written
+    // again only after the page file has synced its batch.
     let torn: Vec<usize> = crashed
         .changed_late()
         .into_iter()
-        .filter(|&p| batch.pages.contains(&storage::PageId(p as u64)))
+        .filter(|&p| in_ring.contains(&storage::PageId(p as u64)))
         .collect();
     assert!(
         torn.len() >= 3,
-        "too few pages of the last batch changed late: {torn:?}"
+        "too few pages of the ring's batches changed late: {torn:?}"
     );
     crashed.tear(torn[0], 4096, false);
     crashed.scramble(torn[1]);

@@ -5,30 +5,35 @@
 //! log, at the price of one page image in the log, on the commit path, per page written back.
 //! A doublewrite file moves that price to the writers of pages: [`DoublewriteStore`] gathers
 //! the pages written back into a batch; a full batch (or a [`PageStore::sync`]) is written
-//! first to the doublewrite file and synced, and only then to the pages' places in the page
-//! file, which is synced before the doublewrite file is written again. So at any crash, a
-//! page whose write was torn has a whole copy in the doublewrite file, and [`restore`], run
-//! at every open before anything reads a page, puts it back.
+//! first to a slot of the doublewrite file and synced, and only then to the pages' places in
+//! the page file. The file holds a ring of slots; the page file is synced before a slot whose
+//! batch it has not yet synced is written again (and at every [`PageStore::sync`]), so a page
+//! file sync covers several batches. So at any crash, a page whose write may have been torn
+//! has a whole copy in one of the slots, and [`restore`], run at every open before anything
+//! reads a page, puts it back.
 //!
 //! ```text
 //!   write_page ─▶ batch (memory, read through) ─▶ full or sync:
-//!        1. doublewrite file: header + the batch's pages, fdatasync
-//!        2. page file: each page at its place, fdatasync
+//!        1. doublewrite file: the next slot's pages, then its header, fdatasync
+//!        2. page file: each page at its place (synced once the ring comes round to the
+//!           slot, or at a sync)
 //! ```
 //!
-//! The file: one header block (one page long) — magic, the batch's sequence number, its page
-//! count, its page ids, a CRC32 of all that — then the pages, in the order of the ids. A
-//! crash while it is being written leaves the page file untouched by that batch (step 2 has
-//! not begun), so a header or page that fails its check is simply not used. A page is put
-//! back only if its copy passes the page check and the page file's does not, or holds an
-//! older page LSN: every page in a batch obeyed the WAL rule when it entered it (the pool
-//! forces the log to a page's LSN before it writes the page), so a copy newer than the page
-//! file's is as safe to write as the write it repeats.
+//! The file: one header block per slot (one page long each) — magic, the batch's sequence
+//! number, the ring's slots and pages per slot, its page count, its page ids, a CRC32 of all
+//! that — then each slot's pages, in the order of the ids. A crash while a slot is written
+//! leaves the page file untouched by that batch (step 2 has not begun), so a header or page
+//! that fails its check is simply not used. Of the copies of a page in the ring the latest
+//! batch's is used, and put back only if it passes the page check and the page file's copy
+//! does not, or holds an older page LSN: every page in a batch obeyed the WAL rule when it
+//! entered it (the pool forces the log to a page's LSN before it writes the page), so a copy
+//! newer than the page file's is as safe to write as the write it repeats.
 //!
 //! Invariants: a page handed to [`DoublewriteStore::write_page`] reads back from the store at
 //! once (from the batch until it reaches the page file); a page reaches the page file only
-//! after its copy is durable in the doublewrite file; one batch is written at a time, in the
-//! order the batches filled, so the page file receives a page's versions in order.
+//! after its copy is durable in the doublewrite file; a slot is written again only after the
+//! page file has been synced since its batch reached it; one batch is written at a time, in
+//! the order the batches filled, so the page file receives a page's versions in order.
 
 use std::fs::{File, OpenOptions};
 #[cfg(unix)]
@@ -49,12 +54,20 @@ use crate::page::{page_lsn, PageId};
 /// The doublewrite file's name in a database directory.
 pub const DOUBLEWRITE_FILE: &str = "doublewrite.db";
 
-/// Pages in one batch by default: 64 pages of 8 KiB is half a MiB per sync pair.
+/// Pages in one batch by default: 64 pages of 8 KiB is half a MiB per sync of the file.
 pub const DEFAULT_BATCH_PAGES: usize = 64;
 
-const MAGIC: &[u8; 8] = b"GLASSDW1";
-/// Bytes of the header before the page ids: magic, sequence, count.
-const HEADER_FIXED: usize = 8 + 8 + 4;
+/// Slots in the ring by default: the page file is synced once every 32 batches (16 MiB of
+/// pages at the default batch) instead of after each, so that the page cache can absorb a
+/// page written back again before then (docs/performance.md, "A doublewrite file").
+pub const DEFAULT_SLOTS: usize = 32;
+
+/// Most slots a ring may have (what [`restore`] looks through for a header).
+pub const MAX_SLOTS: usize = 64;
+
+const MAGIC: &[u8; 8] = b"GLASSDW2";
+/// Bytes of the header before the page ids: magic, sequence, slots, pages per slot, count.
+const HEADER_FIXED: usize = 8 + 8 + 4 + 4 + 4;
 
 /// What [`restore`] did at an open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -64,17 +77,20 @@ pub struct Restored {
     /// Pages whose copy in the page file was whole but older than the batch's, put back too
     /// (the crash came before the batch reached them).
     pub older: usize,
-    /// Pages of the last batch whose copy in the page file was already as new.
+    /// Pages of the ring whose copy in the page file was already as new.
     pub current: usize,
 }
 
 /// What a [`DoublewriteStore`] has done since it was made.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DoublewriteStats {
-    /// Batches written (each: one doublewrite file write and sync, then the pages and a sync).
+    /// Batches written (each: one doublewrite file write and sync, then the pages).
     pub batches: u64,
     /// Pages those batches carried.
     pub pages: u64,
+    /// Syncs of the page file: when the ring came round to a slot whose batch was not yet
+    /// synced there, and at each [`PageStore::sync`].
+    pub page_file_syncs: u64,
 }
 
 /// The counters behind [`DoublewriteStats`], shared with whoever reports them.
@@ -82,6 +98,7 @@ pub struct DoublewriteStats {
 pub struct DoublewriteCounters {
     batches: AtomicU64,
     pages: AtomicU64,
+    page_file_syncs: AtomicU64,
 }
 
 impl DoublewriteCounters {
@@ -90,6 +107,7 @@ impl DoublewriteCounters {
         DoublewriteStats {
             batches: self.batches.load(Ordering::Relaxed),
             pages: self.pages.load(Ordering::Relaxed),
+            page_file_syncs: self.page_file_syncs.load(Ordering::Relaxed),
         }
     }
 }
@@ -98,16 +116,40 @@ impl DoublewriteCounters {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
     pub sequence: u64,
+    /// The ring it was written in: its slots, and the pages each slot holds.
+    pub layout: Layout,
     pub pages: Vec<PageId>,
 }
 
+/// Where a ring's slots lie in the doublewrite file: `slots` header blocks, then each slot's
+/// `slot_pages` pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub slots: usize,
+    pub slot_pages: usize,
+}
+
+impl Layout {
+    /// Byte offset of slot `slot`'s header block.
+    pub fn header_offset(&self, slot: usize, page_size: usize) -> u64 {
+        (slot * page_size) as u64
+    }
+
+    /// Byte offset of the `index`th page of slot `slot`.
+    pub fn page_offset(&self, slot: usize, index: usize, page_size: usize) -> u64 {
+        ((self.slots + slot * self.slot_pages + index) * page_size) as u64
+    }
+}
+
 /// Encodes a batch's header into `out` (one page long, zeroed past the header; it must hold
-/// `pages`: see [`decode_header`]'s `max_pages`).
-pub fn encode_header(sequence: u64, pages: &[PageId], out: &mut [u8]) {
+/// `pages`, no more than `layout.slot_pages`: see [`decode_header`]'s `max_pages`).
+pub fn encode_header(sequence: u64, layout: Layout, pages: &[PageId], out: &mut [u8]) {
     out.fill(0);
     out[..8].copy_from_slice(MAGIC);
     out[8..16].copy_from_slice(&sequence.to_le_bytes());
-    out[16..20].copy_from_slice(&(pages.len() as u32).to_le_bytes());
+    out[16..20].copy_from_slice(&(layout.slots as u32).to_le_bytes());
+    out[20..24].copy_from_slice(&(layout.slot_pages as u32).to_le_bytes());
+    out[24..28].copy_from_slice(&(pages.len() as u32).to_le_bytes());
     let mut at = HEADER_FIXED;
     for id in pages {
         out[at..at + 8].copy_from_slice(&id.0.to_le_bytes());
@@ -117,16 +159,26 @@ pub fn encode_header(sequence: u64, pages: &[PageId], out: &mut [u8]) {
     out[at..at + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Decodes a batch header from the first block of a doublewrite file; `None` if it is not a
-/// whole, checked header (a file never written, or a write a crash tore), or names more pages
-/// than `max_pages`.
+/// Decodes a batch header from a header block of a doublewrite file; `None` if it is not a
+/// whole, checked header (a block never written, or a write a crash tore), or its ring is not
+/// one a store writes (no slot, more than [`MAX_SLOTS`], slots of more than `max_pages`
+/// pages, or more pages than its slot holds).
 pub fn decode_header(block: &[u8], max_pages: usize) -> Option<BatchHeader> {
     if block.len() < HEADER_FIXED + 4 || &block[..8] != MAGIC {
         return None;
     }
+    let word = |at: usize| u32::from_le_bytes(block[at..at + 4].try_into().unwrap()) as usize;
     let sequence = u64::from_le_bytes(block[8..16].try_into().ok()?);
-    let count = u32::from_le_bytes(block[16..20].try_into().ok()?) as usize;
-    if count > max_pages {
+    let layout = Layout {
+        slots: word(16),
+        slot_pages: word(20),
+    };
+    let count = word(24);
+    if !(1..=MAX_SLOTS).contains(&layout.slots)
+        || layout.slot_pages == 0
+        || layout.slot_pages > max_pages
+        || count > layout.slot_pages
+    {
         return None;
     }
     let end = HEADER_FIXED.checked_add(count.checked_mul(8)?)?;
@@ -138,18 +190,23 @@ pub fn decode_header(block: &[u8], max_pages: usize) -> Option<BatchHeader> {
         .chunks_exact(8)
         .map(|c| PageId(u64::from_le_bytes(c.try_into().unwrap())))
         .collect();
-    Some(BatchHeader { sequence, pages })
+    Some(BatchHeader {
+        sequence,
+        layout,
+        pages,
+    })
 }
 
 /// Most pages a header block of `page_size` bytes can name.
-fn max_batch_pages(page_size: usize) -> usize {
+pub fn max_batch_pages(page_size: usize) -> usize {
     (page_size - HEADER_FIXED - 4) / 8
 }
 
-/// Puts back, into `home`, every page of the last batch in the doublewrite file at `path`
-/// whose copy there is torn or older (see the module's description), then syncs `home`. A
-/// missing, empty or torn doublewrite file restores nothing. Run it before anything reads a
-/// page of `home`.
+/// Puts back, into `home`, every page of the batches in the doublewrite file at `path` whose
+/// latest copy there is whole while the page file's is torn or older (see the module's
+/// description), then syncs `home` if the file held any batch (so that emptying the file
+/// afterwards loses no page a crash left unsynced). A missing, empty or torn doublewrite file
+/// restores nothing. Run it before anything reads a page of `home`.
 pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageResult<Restored> {
     let mut done = Restored::default();
     let file = match File::open(path) {
@@ -157,25 +214,56 @@ pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageRe
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(done),
         Err(e) => return Err(StorageError::io("open doublewrite file", e)),
     };
+    let max_pages = max_batch_pages(page_size);
     let mut block = vec![0u8; page_size];
-    if !read_block(&file, 0, &mut block)? {
-        return Ok(done);
+    // The ring's layout, from the first header block that holds a whole header (slot 0's may
+    // be the one a crash tore).
+    let mut layout = None;
+    for slot in 0..MAX_SLOTS {
+        if !read_block(&file, (slot * page_size) as u64, &mut block)? {
+            break;
+        }
+        if let Some(header) = decode_header(&block, max_pages) {
+            layout = Some(header.layout);
+            break;
+        }
     }
-    let Some(header) = decode_header(&block, max_batch_pages(page_size)) else {
+    let Some(layout) = layout else {
         return Ok(done);
     };
+    // Each page's latest whole copy: (sequence, offset in the file).
+    let mut latest: FxHashMap<PageId, (u64, u64)> = FxHashMap::default();
     let mut copy = vec![0u8; page_size];
-    for (slot, &id) in header.pages.iter().enumerate() {
-        if !read_block(&file, (slot as u64 + 1) * page_size as u64, &mut copy)?
-            || crate::buffer::verify_page(id, &copy).is_err()
-            || copy.iter().all(|&b| b == 0)
-        {
-            // Not whole in the doublewrite file: its batch never reached the page file.
+    for slot in 0..layout.slots {
+        if !read_block(&file, layout.header_offset(slot, page_size), &mut block)? {
+            continue;
+        }
+        let Some(header) = decode_header(&block, max_pages).filter(|h| h.layout == layout) else {
+            continue;
+        };
+        for (index, &id) in header.pages.iter().enumerate() {
+            let offset = layout.page_offset(slot, index, page_size);
+            if !read_block(&file, offset, &mut copy)?
+                || crate::buffer::verify_page(id, &copy).is_err()
+                || copy.iter().all(|&b| b == 0)
+            {
+                // Not whole in the doublewrite file: its batch never reached the page file.
+                continue;
+            }
+            let entry = latest.entry(id).or_insert((header.sequence, offset));
+            if header.sequence > entry.0 {
+                *entry = (header.sequence, offset);
+            }
+        }
+    }
+    let mut pages: Vec<(PageId, u64)> = latest.into_iter().map(|(id, (_, at))| (id, at)).collect();
+    pages.sort_unstable();
+    for (id, offset) in pages {
+        if !read_block(&file, offset, &mut copy)? {
             continue;
         }
         home.read_page(id, &mut block)?;
-        let torn = crate::buffer::verify_page(id, &block).is_err();
-        if torn {
+        if crate::buffer::verify_page(id, &block).is_err() {
             done.torn += 1;
         } else if page_lsn(&block) < page_lsn(&copy) {
             done.older += 1;
@@ -185,7 +273,7 @@ pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageRe
         }
         home.write_page(id, &copy)?;
     }
-    if done.torn + done.older > 0 {
+    if done.torn + done.older + done.current > 0 {
         home.sync()?;
     }
     Ok(done)
@@ -243,6 +331,17 @@ impl Batch {
     }
 }
 
+/// The writer's place in the ring.
+struct Ring {
+    /// The next batch's sequence number; it goes to slot `sequence % slots`.
+    sequence: u64,
+    /// The last batch whose pages are in the page file.
+    written: u64,
+    /// The last batch the last sync of the page file covers: the slot of a batch after it
+    /// may not be written again before a sync covers that batch too.
+    synced: u64,
+}
+
 /// A [`PageStore`] that writes every page through a doublewrite file first (see the
 /// module's description). Reads see a page written to it at once.
 pub struct DoublewriteStore<S: PageStore> {
@@ -250,26 +349,29 @@ pub struct DoublewriteStore<S: PageStore> {
     file: File,
     path: PathBuf,
     page_size: usize,
-    batch_pages: usize,
+    layout: Layout,
     /// The batch being filled.
     filling: Mutex<Batch>,
     /// The batch being written, readable until its pages are in the page file.
     writing: RwLock<Batch>,
-    /// One batch written at a time; holds the next batch's sequence number.
-    writer: Mutex<u64>,
+    /// One batch written at a time.
+    writer: Mutex<Ring>,
     counters: Arc<DoublewriteCounters>,
 }
 
 impl<S: PageStore> DoublewriteStore<S> {
-    /// Wraps `home` with the doublewrite file at `path` (created if missing). Call
-    /// [`restore`] on `home` first: this overwrites the file's last batch as soon as it
-    /// writes one. `batch_pages` is clamped to what one header block can name.
+    /// Wraps `home` with a doublewrite file at `path` of `slots` slots of `batch_pages` pages
+    /// each. Call [`restore`] on `home` first: this empties the file (durably), since its
+    /// batches are in the page file by then. `batch_pages` is clamped to what one header
+    /// block can name, `slots` to 1..=[`MAX_SLOTS`].
     pub fn new(
         home: S,
         path: &Path,
         page_size: usize,
         batch_pages: usize,
+        slots: usize,
     ) -> StorageResult<DoublewriteStore<S>> {
+        forget(path)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -282,10 +384,17 @@ impl<S: PageStore> DoublewriteStore<S> {
             file,
             path: path.to_path_buf(),
             page_size,
-            batch_pages: batch_pages.clamp(1, max_batch_pages(page_size)),
+            layout: Layout {
+                slots: slots.clamp(1, MAX_SLOTS),
+                slot_pages: batch_pages.clamp(1, max_batch_pages(page_size)),
+            },
             filling: Mutex::new(Batch::default()),
             writing: RwLock::new(Batch::default()),
-            writer: Mutex::new(1),
+            writer: Mutex::new(Ring {
+                sequence: 1,
+                written: 0,
+                synced: 0,
+            }),
             counters: Arc::default(),
         })
     }
@@ -310,45 +419,81 @@ impl<S: PageStore> DoublewriteStore<S> {
         &self.path
     }
 
-    /// Writes the batch being filled, if it has pages: to the doublewrite file, synced, then
-    /// to the page file, synced. Batches are written one at a time, in the order they filled;
-    /// a batch whose write failed stays readable and goes first next time.
-    fn write_batch(&self) -> StorageResult<()> {
-        let mut sequence = self.writer.lock();
-        if !self.writing.read().ids.is_empty() {
-            self.write_out(&mut sequence)?;
-        }
-        {
-            let mut writing = self.writing.write();
-            let mut filling = self.filling.lock();
-            if filling.ids.is_empty() {
-                return Ok(());
-            }
-            std::mem::swap(&mut *filling, &mut *writing);
-        }
-        self.write_out(&mut sequence)
+    /// Where the ring's slots lie in the file.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
-    /// Writes the batch in `writing` out (the caller holds `writer`); empties it once its
-    /// pages are in the page file and synced, and leaves it as it is on an error.
-    fn write_out(&self, sequence: &mut u64) -> StorageResult<()> {
+    /// Writes the batch being filled, if it has pages (see [`Self::write_out`]), and with
+    /// `sync_home` then syncs the page file. Batches are written one at a time, in the order
+    /// they filled; a batch whose write failed stays readable and goes first next time.
+    fn write_batch(&self, sync_home: bool) -> StorageResult<()> {
+        let mut ring = self.writer.lock();
+        if !self.writing.read().ids.is_empty() {
+            self.write_out(&mut ring)?;
+        }
+        let swapped = {
+            let mut writing = self.writing.write();
+            let mut filling = self.filling.lock();
+            let any = !filling.ids.is_empty();
+            if any {
+                std::mem::swap(&mut *filling, &mut *writing);
+            }
+            any
+        };
+        if swapped {
+            self.write_out(&mut ring)?;
+        }
+        if sync_home {
+            self.sync_home(&mut ring)?;
+        }
+        Ok(())
+    }
+
+    /// Syncs the page file (the caller holds `writer`): every slot may be written again.
+    fn sync_home(&self, ring: &mut Ring) -> StorageResult<()> {
+        self.home.sync()?;
+        ring.synced = ring.written;
+        self.counters
+            .page_file_syncs
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes the batch in `writing` out (the caller holds `writer`): to its slot in the
+    /// doublewrite file, synced — after syncing the page file if the slot's last batch is not
+    /// yet synced there — then to the page file. Empties the batch once its pages are in the
+    /// page file, and leaves it as it is on an error.
+    fn write_out(&self, ring: &mut Ring) -> StorageResult<()> {
         let ps = self.page_size;
+        let layout = self.layout;
+        // The slot's last batch, `sequence - slots`, must be synced in the page file first.
+        if ring.sequence > ring.synced + layout.slots as u64 {
+            self.sync_home(ring)?;
+        }
+        let slot = (ring.sequence % layout.slots as u64) as usize;
         {
             // Readers may look at the batch while it is written.
             let writing = self.writing.read();
             let mut header = vec![0u8; ps];
-            encode_header(*sequence, &writing.ids, &mut header);
+            encode_header(ring.sequence, layout, &writing.ids, &mut header);
+            // The pages first, then the header that names them: a header a crash left names
+            // pages that are whole or fail their check, never another batch's pages as its
+            // own with their check passing (each page carries its id).
             self.file
-                .write_all_at(&writing.bytes, ps as u64)
-                .and_then(|()| self.file.write_all_at(&header, 0))
+                .write_all_at(&writing.bytes, layout.page_offset(slot, 0, ps))
+                .and_then(|()| {
+                    self.file
+                        .write_all_at(&header, layout.header_offset(slot, ps))
+                })
                 .and_then(|()| self.file.sync_data())
                 .map_err(|e| StorageError::io("write doublewrite file", e))?;
             for (i, &id) in writing.ids.iter().enumerate() {
                 self.home
                     .write_page(id, &writing.bytes[i * ps..(i + 1) * ps])?;
             }
-            self.home.sync()?;
-            *sequence += 1;
+            ring.written = ring.sequence;
+            ring.sequence += 1;
             self.counters.batches.fetch_add(1, Ordering::Relaxed);
             self.counters
                 .pages
@@ -366,7 +511,7 @@ impl<S: PageStore> Drop for DoublewriteStore<S> {
     fn drop(&mut self) {
         // A pool's close syncs its store, which writes the last batch; this covers a store
         // dropped without one.
-        if let Err(e) = self.write_batch() {
+        if let Err(e) = self.write_batch(true) {
             eprintln!("error: pages left unwritten at close: {e}");
         }
     }
@@ -406,7 +551,7 @@ impl<S: PageStore> PageStore for DoublewriteStore<S> {
                     filling.bytes[i * ps..(i + 1) * ps].copy_from_slice(buf);
                     return Ok(());
                 }
-                if filling.ids.len() < self.batch_pages {
+                if filling.ids.len() < self.layout.slot_pages {
                     let i = filling.ids.len();
                     filling.ids.push(id);
                     filling.bytes.extend_from_slice(buf);
@@ -416,13 +561,12 @@ impl<S: PageStore> PageStore for DoublewriteStore<S> {
             }
             // Full: write it (or wait for the thread writing it), then try again. On an error
             // the page is not taken, and the pool keeps it dirty.
-            self.write_batch()?;
+            self.write_batch(false)?;
         }
     }
 
     fn sync(&self) -> StorageResult<()> {
-        self.write_batch()?;
-        self.home.sync()
+        self.write_batch(true)
     }
 
     fn page_count(&self) -> u64 {
@@ -440,21 +584,46 @@ mod tests {
     #[test]
     fn a_header_decodes_to_what_was_encoded_and_a_damaged_one_to_nothing() {
         let ids = [PageId(7), PageId(1), PageId(u64::MAX)];
+        let layout = Layout {
+            slots: 8,
+            slot_pages: 64,
+        };
         let mut block = vec![0u8; 8192];
-        encode_header(42, &ids, &mut block);
-        let header = decode_header(&block, max_batch_pages(8192)).unwrap();
+        encode_header(42, layout, &ids, &mut block);
+        let max = max_batch_pages(8192);
+        let header = decode_header(&block, max).unwrap();
         assert_eq!(header.sequence, 42);
+        assert_eq!(header.layout, layout);
         assert_eq!(header.pages, ids);
-        for at in [0, 9, 17, 30, HEADER_FIXED + 3 * 8] {
+        for at in [0, 9, 17, 21, 25, HEADER_FIXED + 3 * 8] {
             let mut bad = block.clone();
             bad[at] ^= 1;
-            assert_eq!(
-                decode_header(&bad, max_batch_pages(8192)),
-                None,
-                "byte {at}"
-            );
+            assert_eq!(decode_header(&bad, max), None, "byte {at}");
         }
-        assert_eq!(decode_header(&block, 2), None, "more pages than allowed");
+        assert_eq!(decode_header(&block, 2), None, "slots larger than allowed");
         assert_eq!(decode_header(&block[..10], 64), None);
+        // Rings no store writes: no slot, too many, or more pages than a slot holds.
+        for (slots, slot_pages, count) in [(0, 64, 3), (MAX_SLOTS + 1, 64, 3), (8, 2, 3)] {
+            let mut odd = vec![0u8; 8192];
+            let layout = Layout { slots, slot_pages };
+            encode_header(1, layout, &ids[..count], &mut odd);
+            assert_eq!(decode_header(&odd, max), None, "{layout:?}");
+        }
+    }
+
+    #[test]
+    fn slots_lie_after_the_header_blocks_and_never_overlap() {
+        let layout = Layout {
+            slots: 3,
+            slot_pages: 4,
+        };
+        let ps = 8192;
+        assert_eq!(layout.header_offset(2, ps), 2 * 8192);
+        assert_eq!(layout.page_offset(0, 0, ps), 3 * 8192);
+        assert_eq!(
+            layout.page_offset(1, 0, ps),
+            layout.page_offset(0, 3, ps) + 8192
+        );
+        assert_eq!(layout.page_offset(2, 3, ps), (3 + 11) * 8192);
     }
 }

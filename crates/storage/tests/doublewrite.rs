@@ -1,11 +1,13 @@
 //! The doublewrite file: pages read back through the batch, reach the page file only after
 //! their copy is durable, and a page torn in the page file (or left behind by a crash before
-//! its batch reached it) is put back at the next open; a failed batch loses nothing.
+//! its batch reached it) is put back at the next open, from whichever slot of the ring holds
+//! its latest copy; the page file is synced once a round of the ring; a failed batch loses
+//! nothing.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use storage::doublewrite::{restore, DoublewriteStore, Restored, DOUBLEWRITE_FILE};
+use storage::doublewrite::{restore, DoublewriteStore, Restored, DEFAULT_SLOTS, DOUBLEWRITE_FILE};
 use storage::file::{FilePageStore, PageStore};
 use storage::page::{
     page_checksum, PageKind, OFFSET_CHECKSUM, OFFSET_KIND, OFFSET_LSN, OFFSET_MAGIC,
@@ -36,10 +38,12 @@ fn read(store: &dyn PageStore, id: u64) -> Vec<u8> {
     buf
 }
 
-/// A page file whose writes can be made to fail (a disk that refuses them).
+/// A page file whose writes can be made to fail (a disk that refuses them), and that counts
+/// its syncs.
 struct Failing {
     inner: FilePageStore,
     fail: AtomicBool,
+    syncs: AtomicU64,
 }
 
 impl PageStore for Failing {
@@ -56,6 +60,7 @@ impl PageStore for Failing {
         self.inner.write_page(id, buf)
     }
     fn sync(&self) -> StorageResult<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
         self.inner.sync()
     }
     fn page_count(&self) -> u64 {
@@ -67,6 +72,7 @@ fn failing(dir: &Path) -> Failing {
     Failing {
         inner: FilePageStore::create(&dir.join("pages.db"), PageSize::Kib8).unwrap(),
         fail: AtomicBool::new(false),
+        syncs: AtomicU64::new(0),
     }
 }
 
@@ -74,7 +80,7 @@ fn failing(dir: &Path) -> Failing {
 fn pages_read_back_from_the_batch_and_reach_the_page_file_in_whole_batches() {
     let dir = tempfile::tempdir().unwrap();
     let home = FilePageStore::create(&dir.path().join("pages.db"), PageSize::Kib8).unwrap();
-    let store = DoublewriteStore::new(home, &dir.path().join(DOUBLEWRITE_FILE), PS, 4).unwrap();
+    let store = DoublewriteStore::new(home, &dir.path().join(DOUBLEWRITE_FILE), PS, 4, 2).unwrap();
     for id in 1..=3 {
         store.write_page(PageId(id), &page(id, 10, 1)).unwrap();
     }
@@ -95,11 +101,13 @@ fn pages_read_back_from_the_batch_and_reach_the_page_file_in_whole_batches() {
     store.write_page(PageId(5), &page(5, 10, 1)).unwrap();
     assert_eq!(store.stats().batches, 1);
     assert_eq!(store.stats().pages, 4);
+    assert_eq!(store.stats().page_file_syncs, 0, "the ring has a free slot");
     assert_eq!(read(&plain, 2), page(2, 11, 2));
     assert_eq!(read(&plain, 5), vec![0u8; PS]);
     store.sync().unwrap();
     assert_eq!(read(&plain, 5), page(5, 10, 1));
     assert_eq!(store.stats().batches, 2);
+    assert_eq!(store.stats().page_file_syncs, 1);
 }
 
 #[test]
@@ -109,7 +117,7 @@ fn a_page_torn_in_the_page_file_is_put_back_from_the_doublewrite_file() {
     let dw = dir.path().join(DOUBLEWRITE_FILE);
     {
         let home = FilePageStore::create(&pages, PageSize::Kib8).unwrap();
-        let store = DoublewriteStore::new(home, &dw, PS, 64).unwrap();
+        let store = DoublewriteStore::new(home, &dw, PS, 64, DEFAULT_SLOTS).unwrap();
         for id in 0..10 {
             store.write_page(PageId(id), &page(id, 5, 3)).unwrap();
         }
@@ -133,12 +141,14 @@ fn a_page_torn_in_the_page_file_is_put_back_from_the_doublewrite_file() {
 
     let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
     let done = restore(&dw, &home, PS).unwrap();
+    // Pages 3 and 7 from the second batch, their latest copies; the first batch's other
+    // eight are as new in the page file.
     assert_eq!(
         done,
         Restored {
             torn: 2,
             older: 0,
-            current: 0
+            current: 8
         }
     );
     assert_eq!(read(&home, 7), page(7, 9, 4));
@@ -147,7 +157,7 @@ fn a_page_torn_in_the_page_file_is_put_back_from_the_doublewrite_file() {
     // Run again (a crash during the first restore): nothing left to do.
     let again = restore(&dw, &home, PS).unwrap();
     assert_eq!(again.torn + again.older, 0);
-    assert_eq!(again.current, 2);
+    assert_eq!(again.current, 10);
 }
 
 #[test]
@@ -155,7 +165,7 @@ fn a_crash_before_the_batch_reached_the_page_file_is_finished_at_the_open() {
     let dir = tempfile::tempdir().unwrap();
     let dw = dir.path().join(DOUBLEWRITE_FILE);
     let home = failing(dir.path());
-    let store = DoublewriteStore::new(home, &dw, PS, 64).unwrap();
+    let store = DoublewriteStore::new(home, &dw, PS, 64, DEFAULT_SLOTS).unwrap();
     for id in 1..=3 {
         store.write_page(PageId(id), &page(id, 5, 1)).unwrap();
     }
@@ -205,6 +215,7 @@ fn a_batch_that_fails_stays_readable_and_goes_out_with_the_next_sync() {
         &dir.path().join(DOUBLEWRITE_FILE),
         PS,
         2,
+        DEFAULT_SLOTS,
     )
     .unwrap();
     store.write_page(PageId(1), &page(1, 5, 1)).unwrap();
@@ -235,27 +246,114 @@ fn a_missing_empty_or_torn_doublewrite_file_restores_nothing() {
     std::fs::write(&dw, b"").unwrap();
     assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
     // A batch whose header a crash tore: its pages never reached the page file.
-    {
+    let layout = {
         let store = DoublewriteStore::new(
             FilePageStore::open(&pages, PageSize::Kib8).unwrap(),
             &dw,
             PS,
             8,
+            2,
         )
         .unwrap();
         store.write_page(PageId(1), &page(1, 9, 2)).unwrap();
         store.sync().unwrap();
-    }
+        store.layout()
+    };
+    // The first batch, number 1, went to slot 1.
+    let header = layout.header_offset(1, PS) as usize;
+    let copy = layout.page_offset(1, 0, PS) as usize;
     let mut bytes = std::fs::read(&dw).unwrap();
-    bytes[12] ^= 0xff;
+    bytes[header + 12] ^= 0xff;
     std::fs::write(&dw, &bytes).unwrap();
     home.write_page(PageId(1), &page(1, 5, 1)).unwrap();
     assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
     assert_eq!(read(&home, 1), page(1, 5, 1));
     // A page of the batch torn in the doublewrite file is not used either.
-    bytes[12] ^= 0xff;
-    bytes[PS + 5000] ^= 0xff;
+    bytes[header + 12] ^= 0xff;
+    bytes[copy + 5000] ^= 0xff;
     std::fs::write(&dw, &bytes).unwrap();
     assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
     assert_eq!(read(&home, 1), page(1, 5, 1));
+}
+
+#[test]
+fn the_page_file_is_synced_once_a_round_of_the_ring_and_at_each_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let slots = 3;
+    let store = DoublewriteStore::new(
+        failing(dir.path()),
+        &dir.path().join(DOUBLEWRITE_FILE),
+        PS,
+        2,
+        slots,
+    )
+    .unwrap();
+    // Two pages a batch: the (2n + 1)th page sends the nth batch out. Batch n goes to the
+    // slot of batch n - slots, which the page file must have synced first: one sync before
+    // batches slots + 1, 2 * slots + 1, ...
+    for id in 1..=31 {
+        store.write_page(PageId(id), &page(id, 5, 1)).unwrap();
+        let stats = store.stats();
+        assert_eq!(stats.batches, (id - 1) / 2);
+        let expected = stats.batches.saturating_sub(1) / slots as u64;
+        assert_eq!(stats.page_file_syncs, expected, "after page {id}");
+        assert_eq!(store.home().syncs.load(Ordering::Relaxed), expected);
+    }
+    assert_eq!(store.stats().page_file_syncs, 4);
+    // A sync sends the last page out as batch 16 (its slot synced first, as any) and syncs
+    // the page file after it.
+    store.sync().unwrap();
+    assert_eq!(store.stats().batches, 16);
+    assert_eq!(store.stats().page_file_syncs, 15 / 3 + 1);
+    assert_eq!(store.home().syncs.load(Ordering::Relaxed), 6);
+}
+
+#[test]
+fn a_page_is_put_back_from_whichever_slot_holds_its_latest_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("pages.db");
+    let dw = dir.path().join(DOUBLEWRITE_FILE);
+    {
+        let home = FilePageStore::create(&pages, PageSize::Kib8).unwrap();
+        let store = DoublewriteStore::new(home, &dw, PS, 2, 4).unwrap();
+        // Batches {1, 2}, {3, 4}, {5, 6} at LSN 5, then {1 at LSN 7, 7}; page 8 stays in the
+        // batch being filled, lost with the process.
+        for id in 1..=6 {
+            store.write_page(PageId(id), &page(id, 5, 1)).unwrap();
+        }
+        store.write_page(PageId(1), &page(1, 7, 2)).unwrap();
+        store.write_page(PageId(7), &page(7, 5, 1)).unwrap();
+        store.write_page(PageId(8), &page(8, 5, 1)).unwrap();
+        assert_eq!(store.stats().batches, 4);
+        assert_eq!(store.stats().page_file_syncs, 0, "four slots, four batches");
+        std::mem::forget(store); // the process dies here: no close
+    }
+    // Page 1 torn in the page file between its two versions; page 4 older than its copy (a
+    // write a power loss dropped).
+    let mut bytes = std::fs::read(&pages).unwrap();
+    let old1 = page(1, 5, 1);
+    bytes[PS..PS + 4096].copy_from_slice(&old1[..4096]);
+    std::fs::write(&pages, &bytes).unwrap();
+    let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
+    home.write_page(PageId(4), &page(4, 3, 9)).unwrap();
+    let done = restore(&dw, &home, PS).unwrap();
+    assert_eq!(
+        done,
+        Restored {
+            torn: 1,
+            older: 1,
+            current: 5
+        }
+    );
+    assert_eq!(
+        read(&home, 1),
+        page(1, 7, 2),
+        "the latest copy, not slot 1's"
+    );
+    assert_eq!(read(&home, 4), page(4, 5, 1));
+    assert_eq!(read(&home, 8), vec![0u8; PS]);
+    // The next store starts an empty ring: nothing of these batches is put back again.
+    drop(DoublewriteStore::new(home, &dw, PS, 2, 4).unwrap());
+    let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
+    assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
 }
