@@ -155,6 +155,8 @@ pub struct LaneResult {
     pub durable: bool,
     pub via: Via,
     pub kills: u64,
+    /// Kills of rounds that wrote pages back through a doublewrite file (every third).
+    pub doublewrite_kills: u64,
     pub checks_passed: u64,
     /// Receipts of durable commits looked up after the last check, and how many were missing
     /// over all checks (must be 0).
@@ -169,9 +171,10 @@ pub struct LaneResult {
     pub rolled_back: u64,
     pub undone: u64,
     pub found_on_disk: u64,
-    /// Pages whose write a kill tore, rebuilt from the log by the checks' recoveries or put
-    /// back from the doublewrite file.
+    /// Pages whose write a kill tore: rebuilt from the log by the checks' recoveries, and put
+    /// back from the doublewrite file before them.
     pub torn_rebuilt: u64,
+    pub torn_put_back: u64,
     pub failures: Vec<Failure>,
 }
 
@@ -203,16 +206,17 @@ impl CampaignResult {
     /// The table printed at the end.
     pub fn render(&self) -> String {
         let mut out = String::from(
-            "| workload | durable | via | kills | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) | rolled back (changes) | torn pages rebuilt |\n\
+            "| workload | durable | via | kills (through the doublewrite file) | checks passed | failed | durable receipts | missing | non-durable receipts | lost (allowed) | rolled back (changes) | torn pages rebuilt from the log / put back from the doublewrite file |\n\
              |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for l in &self.lanes {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} |\n",
+                "| {} | {} | {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} ({}) | {} / {} |\n",
                 l.workload,
                 if l.durable { "yes" } else { "no" },
                 l.via.name(),
                 l.kills,
+                l.doublewrite_kills,
                 l.checks_passed,
                 l.failures.len(),
                 l.durable_receipts,
@@ -221,7 +225,8 @@ impl CampaignResult {
                 l.not_durable_missing,
                 l.rolled_back,
                 l.undone,
-                l.torn_rebuilt
+                l.torn_rebuilt,
+                l.torn_put_back
             ));
         }
         out.push_str(&format!(
@@ -408,15 +413,39 @@ fn numbers_of_line(output: &str, prefix: &str) -> Option<Vec<u64>> {
     )
 }
 
-/// From a check's `recovery:` line: the page changes found on disk already, the
-/// transactions rolled back, the changes undone and the torn pages rebuilt.
-fn recovery_numbers(output: &str) -> Option<(u64, u64, u64, u64)> {
+/// What a check's recovery found, from its `recovery:` line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RecoveryNumbers {
+    /// Logged page changes found on disk already.
+    on_disk: u64,
+    /// Transactions rolled back, and the changes undone for them.
+    rolled_back: u64,
+    undone: u64,
+    /// Torn pages rebuilt from the log, and put back from the doublewrite file.
+    rebuilt: u64,
+    put_back: u64,
+}
+
+/// From a check's `recovery:` line: see [`RecoveryNumbers`].
+fn recovery_numbers(output: &str) -> Option<RecoveryNumbers> {
     // "recovery: A log records analysed; R page changes redone, D found on disk already;
     // T unfinished transaction(s) rolled back (U changes undone); P torn page(s) rebuilt
     // from the log; W page(s) put back from the doublewrite file (X of them torn)"
     match numbers_of_line(output, "recovery: ")?.as_slice() {
-        [_, _, d, t, u, p, _, x] => Some((*d, *t, *u, *p + *x)),
-        [_, _, d, t, u, p] => Some((*d, *t, *u, *p)),
+        [_, _, d, t, u, p, _, x] => Some(RecoveryNumbers {
+            on_disk: *d,
+            rolled_back: *t,
+            undone: *u,
+            rebuilt: *p,
+            put_back: *x,
+        }),
+        [_, _, d, t, u, p] => Some(RecoveryNumbers {
+            on_disk: *d,
+            rolled_back: *t,
+            undone: *u,
+            rebuilt: *p,
+            put_back: 0,
+        }),
         _ => None,
     }
 }
@@ -438,6 +467,7 @@ fn run_lane(
         durable: lane.durable,
         via: lane.via,
         kills: 0,
+        doublewrite_kills: 0,
         checks_passed: 0,
         durable_receipts: 0,
         durable_missing: 0,
@@ -447,6 +477,7 @@ fn run_lane(
         undone: 0,
         found_on_disk: 0,
         torn_rebuilt: 0,
+        torn_put_back: 0,
         failures: Vec::new(),
     };
     if !db.join(crate::manifest::MANIFEST_FILE).exists() {
@@ -488,6 +519,9 @@ fn run_lane(
             Via::Sp | Via::Interactive => round_run.serve_and_kill()?,
         };
         result.kills += 1;
+        if round_run.doublewrite() {
+            result.doublewrite_kills += 1;
+        }
         if let Some(what) = died {
             result
                 .failures
@@ -519,11 +553,12 @@ fn run_lane(
                 result.not_durable_missing += l;
             }
         }
-        if let Some((on_disk, rolled_back, undone, torn)) = recovery_numbers(&text) {
-            result.found_on_disk += on_disk;
-            result.rolled_back += rolled_back;
-            result.undone += undone;
-            result.torn_rebuilt += torn;
+        if let Some(found) = recovery_numbers(&text) {
+            result.found_on_disk += found.on_disk;
+            result.rolled_back += found.rolled_back;
+            result.undone += found.undone;
+            result.torn_rebuilt += found.rebuilt;
+            result.torn_put_back += found.put_back;
         }
         if out.status.success() && numbers.is_some() {
             result.checks_passed += 1;
@@ -583,10 +618,15 @@ impl Round<'_> {
         }
         // Every third round writes pages back through a doublewrite file (the durable lanes
         // then log no full-page images: the file alone must repair what a kill tears).
-        if self.number % 3 == 2 {
+        if self.doublewrite() {
             args.push("--doublewrite".into());
         }
         args
+    }
+
+    /// Whether the round writes pages back through a doublewrite file.
+    fn doublewrite(&self) -> bool {
+        self.number % 3 == 2
     }
 
     /// A log file of the round's, for a child's output.
@@ -828,12 +868,28 @@ mod tests {
         let printed = format!("recovery: {report}\nintegrity: no fault in x\n");
         // Torn pages: those rebuilt from the log and those put back from the doublewrite
         // file, not the ones it put back only because they were older.
-        assert_eq!(recovery_numbers(&printed), Some((196_156, 1, 19, 5)));
+        assert_eq!(
+            recovery_numbers(&printed),
+            Some(RecoveryNumbers {
+                on_disk: 196_156,
+                rolled_back: 1,
+                undone: 19,
+                rebuilt: 2,
+                put_back: 3
+            })
+        );
         // A line from before the doublewrite file.
         let older = "recovery: 9 log records analysed; 1 page changes redone, 2 found on disk \
                      already; 0 unfinished transactions rolled back (0 changes undone); 1 \
                      torn page rebuilt from the log";
-        assert_eq!(recovery_numbers(older), Some((2, 0, 0, 1)));
+        assert_eq!(
+            recovery_numbers(older),
+            Some(RecoveryNumbers {
+                on_disk: 2,
+                rebuilt: 1,
+                ..RecoveryNumbers::default()
+            })
+        );
         assert_eq!(recovery_numbers("integrity: no fault in x"), None);
     }
 

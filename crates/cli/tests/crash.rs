@@ -83,7 +83,8 @@ fn a_crash_campaign_with_a_pool_smaller_than_the_data_loses_nothing() {
 /// pause between): the first half new in the lanes that are not durable, as a killed process
 /// leaves a page, the second half new in the durable ones, as a power loss may. Every check's
 /// recovery rebuilds the torn pages from the log (the durable lanes from their full-page
-/// images) and finds the database intact.
+/// images), or puts them back from the doublewrite file in the rounds that write through
+/// one, and finds the database intact.
 #[test]
 fn page_writes_torn_by_the_kills_are_rebuilt() {
     let (text, lanes) = campaign(&[
@@ -99,11 +100,14 @@ fn page_writes_torn_by_the_kills_are_rebuilt() {
     ]);
     assert_eq!(sum(&lanes, "checks_passed"), 24, "{text}");
     assert_eq!(sum(&lanes, "durable_missing"), 0, "{text}");
+    // Every third round of a lane writes through a doublewrite file.
+    let through_the_file = sum(&lanes, "doublewrite_kills");
+    assert!((4..=12).contains(&through_the_file), "{text}");
     let rebuilt = |durable: bool| -> u64 {
         lanes
             .iter()
             .filter(|l| l["durable"] == durable)
-            .map(|l| l["torn_rebuilt"].as_u64().unwrap())
+            .map(|l| l["torn_rebuilt"].as_u64().unwrap() + l["torn_put_back"].as_u64().unwrap())
             .sum()
     };
     assert!(
