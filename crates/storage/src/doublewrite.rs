@@ -66,6 +66,10 @@ pub const DEFAULT_SLOTS: usize = 32;
 pub const MAX_SLOTS: usize = 64;
 
 const MAGIC: &[u8; 8] = b"GLASSDW2";
+/// The file before it held a ring: one batch, its header (magic, sequence, count, page ids,
+/// CRC32) in block 0 and its pages after it, which is a ring of one slot. Still read, so that
+/// a crash under that format is repaired by the open after it.
+const MAGIC_ONE_BATCH: &[u8; 8] = b"GLASSDW1";
 /// Bytes of the header before the page ids: magic, sequence, slots, pages per slot, count.
 const HEADER_FIXED: usize = 8 + 8 + 4 + 4 + 4;
 
@@ -164,16 +168,27 @@ pub fn encode_header(sequence: u64, layout: Layout, pages: &[PageId], out: &mut 
 /// one a store writes (no slot, more than [`MAX_SLOTS`], slots of more than `max_pages`
 /// pages, or more pages than its slot holds).
 pub fn decode_header(block: &[u8], max_pages: usize) -> Option<BatchHeader> {
-    if block.len() < HEADER_FIXED + 4 || &block[..8] != MAGIC {
+    if block.len() < HEADER_FIXED + 4 {
         return None;
     }
     let word = |at: usize| u32::from_le_bytes(block[at..at + 4].try_into().unwrap()) as usize;
     let sequence = u64::from_le_bytes(block[8..16].try_into().ok()?);
-    let layout = Layout {
-        slots: word(16),
-        slot_pages: word(20),
+    let (layout, count, ids_at) = if &block[..8] == MAGIC {
+        let layout = Layout {
+            slots: word(16),
+            slot_pages: word(20),
+        };
+        (layout, word(24), HEADER_FIXED)
+    } else if &block[..8] == MAGIC_ONE_BATCH {
+        let count = word(16);
+        let layout = Layout {
+            slots: 1,
+            slot_pages: count.max(1),
+        };
+        (layout, count, 20)
+    } else {
+        return None;
     };
-    let count = word(24);
     if !(1..=MAX_SLOTS).contains(&layout.slots)
         || layout.slot_pages == 0
         || layout.slot_pages > max_pages
@@ -181,12 +196,12 @@ pub fn decode_header(block: &[u8], max_pages: usize) -> Option<BatchHeader> {
     {
         return None;
     }
-    let end = HEADER_FIXED.checked_add(count.checked_mul(8)?)?;
+    let end = ids_at.checked_add(count.checked_mul(8)?)?;
     let stored = block.get(end..end + 4)?;
     if crc32fast::hash(&block[..end]).to_le_bytes() != stored {
         return None;
     }
-    let pages = block[HEADER_FIXED..end]
+    let pages = block[ids_at..end]
         .chunks_exact(8)
         .map(|c| PageId(u64::from_le_bytes(c.try_into().unwrap())))
         .collect();
@@ -609,6 +624,32 @@ mod tests {
             encode_header(1, layout, &ids[..count], &mut odd);
             assert_eq!(decode_header(&odd, max), None, "{layout:?}");
         }
+    }
+
+    #[test]
+    fn a_header_of_the_one_batch_file_reads_as_a_ring_of_one_slot() {
+        let mut block = vec![0u8; 8192];
+        block[..8].copy_from_slice(MAGIC_ONE_BATCH);
+        block[8..16].copy_from_slice(&5u64.to_le_bytes());
+        block[16..20].copy_from_slice(&2u32.to_le_bytes());
+        block[20..28].copy_from_slice(&9u64.to_le_bytes());
+        block[28..36].copy_from_slice(&4u64.to_le_bytes());
+        let crc = crc32fast::hash(&block[..36]);
+        block[36..40].copy_from_slice(&crc.to_le_bytes());
+        let header = decode_header(&block, max_batch_pages(8192)).unwrap();
+        assert_eq!(header.sequence, 5);
+        assert_eq!(header.pages, [PageId(9), PageId(4)]);
+        // Its pages followed its header block: slot 0 of a ring of one.
+        assert_eq!(
+            header.layout,
+            Layout {
+                slots: 1,
+                slot_pages: 2
+            }
+        );
+        assert_eq!(header.layout.page_offset(0, 1, 8192), 2 * 8192);
+        block[30] ^= 1;
+        assert_eq!(decode_header(&block, max_batch_pages(8192)), None);
     }
 
     #[test]
