@@ -492,9 +492,10 @@ impl<S: PageStore> DoublewriteStore<S> {
             let writing = self.writing.read();
             let mut header = vec![0u8; ps];
             encode_header(ring.sequence, layout, &writing.ids, &mut header);
-            // The pages first, then the header that names them: a header a crash left names
-            // pages that are whole or fail their check, never another batch's pages as its
-            // own with their check passing (each page carries its id).
+            // The pages first, then the header that names them. A crash in between leaves
+            // the slot's old header over some of the new pages: each carries its id, so one
+            // passes its check under the old header only if it is the same page, newer, and
+            // obeyed the WAL rule, as safe to put back as the old copy.
             self.file
                 .write_all_at(&writing.bytes, layout.page_offset(slot, 0, ps))
                 .and_then(|()| {
