@@ -21,7 +21,9 @@
 //!
 //! The file: one header block per slot (one page long each) — magic, the batch's sequence
 //! number, the ring's slots and pages per slot, its page count, its page ids, a CRC32 of all
-//! that — then each slot's pages, in the order of the ids. A crash while a slot is written
+//! that — then each slot's pages, in the order of the ids. A store opening the file zeroes
+//! its header blocks and writes it out to the ring's whole length in zeros once, so that a
+//! batch's sync never also writes the file's size. A crash while a slot is written
 //! leaves the page file untouched by that batch (step 2 has not begun), so a header or page
 //! that fails its check is simply not used. Of the copies of a page in the ring the latest
 //! batch's is used, and put back only if it passes the page check and the page file's copy
@@ -142,6 +144,11 @@ impl Layout {
     /// Byte offset of the `index`th page of slot `slot`.
     pub fn page_offset(&self, slot: usize, index: usize, page_size: usize) -> u64 {
         ((self.slots + slot * self.slot_pages + index) * page_size) as u64
+    }
+
+    /// Bytes of a doublewrite file that holds the whole ring.
+    pub fn file_len(&self, page_size: usize) -> u64 {
+        (self.slots * (1 + self.slot_pages) * page_size) as u64
     }
 }
 
@@ -316,6 +323,42 @@ pub fn forget(path: &Path) -> StorageResult<()> {
         .map_err(|e| StorageError::io("empty doublewrite file", e))
 }
 
+/// Zeros written at a time when [`prepare`] fills the file.
+const ZERO_CHUNK: usize = 1 << 20;
+
+/// Readies an open doublewrite file for a new ring, durably: every block a header of any ring
+/// could be in (the first [`MAX_SLOTS`]) zeroed, so that no batch of an earlier open is put
+/// back over pages written since, and the file made the ring's whole length in zeros written
+/// (not a hole or an unwritten extent), so that no batch's sync also writes the file's size or
+/// its extents. A file already that long is only zeroed where the headers are.
+fn prepare(file: &File, layout: Layout, page_size: usize) -> StorageResult<()> {
+    let fail = |e| StorageError::io("prepare doublewrite file", e);
+    let len = file.metadata().map_err(fail)?.len();
+    let want = layout.file_len(page_size);
+    let headers = (MAX_SLOTS * page_size) as u64;
+    let zeros = vec![0u8; ZERO_CHUNK];
+    let fill = |from: u64, to: u64| -> std::io::Result<()> {
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(ZERO_CHUNK as u64) as usize;
+            file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        Ok(())
+    };
+    fill(0, len.min(headers)).map_err(fail)?;
+    if len < want {
+        fill(len, want).map_err(fail)?;
+    } else if len > want {
+        file.set_len(want).map_err(fail)?;
+    }
+    if len == want {
+        file.sync_data().map_err(fail)
+    } else {
+        file.sync_all().map_err(fail)
+    }
+}
+
 /// Reads one block at `offset`; `false` if the file ends before it is whole.
 fn read_block(file: &File, offset: u64, buf: &mut [u8]) -> StorageResult<bool> {
     let mut done = 0;
@@ -376,9 +419,10 @@ pub struct DoublewriteStore<S: PageStore> {
 
 impl<S: PageStore> DoublewriteStore<S> {
     /// Wraps `home` with a doublewrite file at `path` of `slots` slots of `batch_pages` pages
-    /// each. Call [`restore`] on `home` first: this empties the file (durably), since its
-    /// batches are in the page file by then. `batch_pages` is clamped to what one header
-    /// block can name, `slots` to 1..=[`MAX_SLOTS`].
+    /// each. Call [`restore`] on `home` first: this empties the ring (durably), since its
+    /// batches are in the page file by then, and makes the file the ring's whole length in
+    /// zeros the first time (16.6 MiB at the defaults and 8 KiB pages). `batch_pages` is
+    /// clamped to what one header block can name, `slots` to 1..=[`MAX_SLOTS`].
     pub fn new(
         home: S,
         path: &Path,
@@ -386,7 +430,6 @@ impl<S: PageStore> DoublewriteStore<S> {
         batch_pages: usize,
         slots: usize,
     ) -> StorageResult<DoublewriteStore<S>> {
-        forget(path)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -394,15 +437,17 @@ impl<S: PageStore> DoublewriteStore<S> {
             .truncate(false)
             .open(path)
             .map_err(|e| StorageError::io("open doublewrite file", e))?;
+        let layout = Layout {
+            slots: slots.clamp(1, MAX_SLOTS),
+            slot_pages: batch_pages.clamp(1, max_batch_pages(page_size)),
+        };
+        prepare(&file, layout, page_size)?;
         Ok(DoublewriteStore {
             home,
             file,
             path: path.to_path_buf(),
             page_size,
-            layout: Layout {
-                slots: slots.clamp(1, MAX_SLOTS),
-                slot_pages: batch_pages.clamp(1, max_batch_pages(page_size)),
-            },
+            layout,
             filling: Mutex::new(Batch::default()),
             writing: RwLock::new(Batch::default()),
             writer: Mutex::new(Ring {

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use storage::doublewrite::{restore, DoublewriteStore, Restored, DEFAULT_SLOTS, DOUBLEWRITE_FILE};
+use storage::doublewrite::{
+    restore, DoublewriteStore, Layout, Restored, DEFAULT_SLOTS, DOUBLEWRITE_FILE,
+};
 use storage::file::{FilePageStore, PageStore};
 use storage::page::{
     page_checksum, PageKind, OFFSET_CHECKSUM, OFFSET_KIND, OFFSET_LSN, OFFSET_MAGIC,
@@ -356,4 +358,59 @@ fn a_page_is_put_back_from_whichever_slot_holds_its_latest_copy() {
     drop(DoublewriteStore::new(home, &dw, PS, 2, 4).unwrap());
     let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
     assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
+}
+
+#[test]
+fn a_store_writes_the_file_out_once_and_clears_every_earlier_rings_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("pages.db");
+    let dw = dir.path().join(DOUBLEWRITE_FILE);
+    let len = || std::fs::metadata(&dw).unwrap().len();
+    {
+        // A ring of 64 one-page slots: six batches, their headers in blocks 1 to 6.
+        let home = FilePageStore::create(&pages, PageSize::Kib8).unwrap();
+        let store = DoublewriteStore::new(home, &dw, PS, 1, 64).unwrap();
+        assert_eq!(
+            len(),
+            Layout {
+                slots: 64,
+                slot_pages: 1
+            }
+            .file_len(PS)
+        );
+        for id in 0..6 {
+            store.write_page(PageId(id), &page(id, 5, 1)).unwrap();
+        }
+        store.sync().unwrap();
+        assert_eq!(store.stats().batches, 6);
+    }
+    let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
+    assert_eq!(restore(&dw, &home, PS).unwrap().current, 6);
+    // A ring of two slots of 64 pages: its pages lie where the old ring's headers 2 to 63
+    // were. Left there, they would be read as the ring's after a crash before its first batch.
+    let layout = Layout {
+        slots: 2,
+        slot_pages: 64,
+    };
+    let store = DoublewriteStore::new(home, &dw, PS, 64, 2).unwrap();
+    assert_eq!(
+        len(),
+        layout.file_len(PS),
+        "the whole ring, written at the open"
+    );
+    drop(store);
+    let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
+    assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
+    // Batches write into the file and never lengthen it.
+    let store = DoublewriteStore::new(home, &dw, PS, 64, 2).unwrap();
+    for round in 0..3u8 {
+        for id in 0..100 {
+            store
+                .write_page(PageId(id), &page(id, 10 + u64::from(round), round))
+                .unwrap();
+        }
+        store.sync().unwrap();
+        assert_eq!(len(), layout.file_len(PS));
+    }
+    assert_eq!(store.stats().batches, 6);
 }
