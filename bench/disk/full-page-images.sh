@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What protection against torn pages costs a durable database on disk: rounds that run each
-# workload with full-page images (`--full-page-images on`), with a doublewrite file instead
-# (`--doublewrite --full-page-images off`) and with neither, one after the other, and per
+# workload with full-page images (`--full-page-images on --doublewrite off`), with a doublewrite
+# file instead (`--doublewrite on --full-page-images off`, the default) and with neither, one after the other, and per
 # workload the median and range of each. The databases are loaded once into the work directory (a real disk, not
 # tmpfs) and run on by every round.
 #
@@ -43,9 +43,9 @@ declare -A tps
 for r in $(seq 1 "$ROUNDS"); do
   for mode in images doublewrite none; do
     case $mode in
-      images) flags=(--full-page-images on) ;;
-      doublewrite) flags=(--full-page-images off --doublewrite) ;;
-      none) flags=(--full-page-images off) ;;
+      images) flags=(--full-page-images on --doublewrite off) ;;
+      doublewrite) flags=(--full-page-images off --doublewrite on) ;;
+      none) flags=(--full-page-images off --doublewrite off) ;;
     esac
     for w in "${runs[@]}"; do
       set -- $w

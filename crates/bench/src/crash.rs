@@ -617,10 +617,10 @@ impl Round<'_> {
             args.push("--page-locking".into());
         }
         // Every third round writes pages back through a doublewrite file (the durable lanes
-        // then log no full-page images: the file alone must repair what a kill tears).
-        if self.doublewrite() {
-            args.push("--doublewrite".into());
-        }
+        // then log no full-page images: the file alone must repair what a kill tears); the
+        // others without one, so that the durable lanes' images repair it.
+        args.push("--doublewrite".into());
+        args.push(if self.doublewrite() { "on" } else { "off" }.into());
         args
     }
 

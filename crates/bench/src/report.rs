@@ -17,7 +17,7 @@
 //! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
 //! | `commit_gather`, `early_lock_release` | group commit's leader gathers committers (`--commit-gather`); locks released before the force (on unless `--no-early-lock-release`); both false unless the log is forced |
 //! | `page_cleaners`               | page cleaner threads (`--page-cleaners`; 0 in memory)    |
-//! | `full_page_images`            | a page's first change since it was clean logged as its whole image (`--full-page-images`: on disk, durable by default; false in memory) |
+//! | `full_page_images`            | a page's first change since it was clean logged as its whole image (`--full-page-images`: on disk, durable without the doublewrite file by default; false in memory) |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
@@ -84,9 +84,11 @@ pub struct RunConfiguration {
     /// Page cleaner threads (`--page-cleaners`; 0 in memory, where none runs).
     pub page_cleaners: usize,
     /// Whether a page's first change since it was clean was logged as its whole image
-    /// (`--full-page-images`: on disk, durable databases by default; false in memory).
+    /// (`--full-page-images`: on disk, durable databases with `--doublewrite off` by default;
+    /// false in memory).
     pub full_page_images: bool,
-    /// Whether pages were written back through a doublewrite file (`--doublewrite`).
+    /// Whether pages were written back through a doublewrite file (`--doublewrite`: on disk,
+    /// durable databases by default).
     pub doublewrite: bool,
     /// Whether committers released their locks before the force (on unless
     /// `--no-early-lock-release`; with a forced log only).

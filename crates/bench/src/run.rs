@@ -622,10 +622,11 @@ pub(crate) fn bench_result(
             0
         },
         full_page_images: db_config.path.is_some()
-            && db_config
-                .full_page_images
-                .on(db_config.durable, db_config.doublewrite),
-        doublewrite: db_config.path.is_some() && db_config.doublewrite,
+            && db_config.full_page_images.on(
+                db_config.durable,
+                db_config.doublewrite.on(db_config.durable),
+            ),
+        doublewrite: db_config.path.is_some() && db_config.doublewrite.on(db_config.durable),
         early_lock_release: db_config.early_lock_release && db_config.durable,
         warmup_s: config.warmup.as_secs_f64(),
         load_s,

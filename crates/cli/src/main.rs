@@ -17,7 +17,7 @@ use bench::run::{build_switches, default_scale, run_bench, run_check, run_load, 
 use bench::scale::{Configuration, Scales};
 use bench::UsageError;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use engine::db::{DbConfig, FullPageImages, LogSync};
+use engine::db::{DbConfig, Doublewrite, FullPageImages, LogSync};
 use workloads::{Distribution, Mix, WorkloadOptions};
 
 #[derive(Parser, Debug)]
@@ -401,11 +401,22 @@ enum LogSyncName {
 /// When whole page images are logged (databases on disk).
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum FullPageImagesName {
-    /// with --durable only
+    /// with --durable, unless pages go through the doublewrite file (by default they do)
     WhenDurable,
     /// always
     On,
     /// never: a tear that left a page's header old fails the open
+    Off,
+}
+
+/// When pages go through the doublewrite file.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DoublewriteName {
+    /// with --durable
+    WhenDurable,
+    /// always
+    On,
+    /// never: durable runs log full-page images instead (unless --full-page-images off)
     Off,
 }
 
@@ -514,19 +525,27 @@ struct EngineSetupArgs {
     page_cleaners: u16,
     /// When a page's first change since it was last written back is logged as the page's
     /// whole image (on disk), so that recovery rebuilds a page write that a power loss tore
-    /// with its header old; a kill's tears (the header new) are rebuilt either way. Cost a
-    /// fifth to a quarter of durable TPC-C's throughput here (docs/performance.md, "Torn
-    /// pages").
+    /// with its header old; a kill's tears (the header new) are rebuilt either way. By
+    /// default only for durable runs with `--doublewrite off`, which it then protects
+    /// (docs/performance.md, "Torn pages").
     #[arg(long, value_enum, value_name = "WHEN", default_value = "when-durable")]
     full_page_images: FullPageImagesName,
-    /// Write pages back through a doublewrite file (on disk): each batch of page writes
-    /// goes to a slot of `doublewrite.db` (a ring of 32) and is synced before the pages go to
-    /// their places, which are synced once the ring comes round, so that a write a crash
-    /// tears, in whatever pieces, is put back from its copy at the next open.
-    /// It protects durable databases in full-page images' stead (`when-durable` then logs
-    /// none), off the commit path (docs/performance.md, "A doublewrite file").
-    #[arg(long)]
-    doublewrite: bool,
+    /// When pages are written back through a doublewrite file (on disk; `--doublewrite`
+    /// alone: on): each batch of page writes goes to a slot of `doublewrite.db` (a ring of
+    /// 32) and is synced before the pages go to their places, which are synced once the ring
+    /// comes round, so that a write a crash tears, in whatever pieces, is put back from its
+    /// copy at the next open. It protects durable databases by default, in full-page images'
+    /// stead and off the commit path (docs/performance.md, "The doublewrite file by
+    /// default").
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "when-durable",
+        num_args = 0..=1,
+        default_missing_value = "on"
+    )]
+    doublewrite: DoublewriteName,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -561,7 +580,10 @@ impl EngineArgs {
         }
         let given = [
             (self.setup.page_cleaners > 0, "--page-cleaners"),
-            (self.setup.doublewrite, "--doublewrite"),
+            (
+                !matches!(self.setup.doublewrite, DoublewriteName::WhenDurable),
+                "--doublewrite",
+            ),
             (
                 !matches!(self.setup.full_page_images, FullPageImagesName::WhenDurable),
                 "--full-page-images",
@@ -1272,7 +1294,11 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
             FullPageImagesName::On => FullPageImages::On,
             FullPageImagesName::Off => FullPageImages::Off,
         },
-        doublewrite: setup.doublewrite,
+        doublewrite: match setup.doublewrite {
+            DoublewriteName::WhenDurable => Doublewrite::WhenDurable,
+            DoublewriteName::On => Doublewrite::On,
+            DoublewriteName::Off => Doublewrite::Off,
+        },
         ..DbConfig::default()
     }
 }

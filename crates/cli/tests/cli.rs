@@ -138,6 +138,7 @@ fn file_options_without_a_database_directory_are_refused() {
         ("--log-sync", "dsync"),
         ("--log-prealloc-mib", "0"),
         ("--full-page-images", "on"),
+        ("--doublewrite", "off"),
     ] {
         assert_usage_error(&["bench", "tpcb", flag, value], &[flag, "--db DIR"]);
         assert_usage_error(
@@ -188,9 +189,10 @@ fn file_options_without_a_database_directory_are_refused() {
 }
 
 /// `--doublewrite` needs a page file too; given one, a durable run writes its pages through
-/// the file and logs no full-page images in its stead, and the report says so.
+/// the file by default and logs no full-page images in its stead, and the report says so;
+/// with `--doublewrite off` it logs images instead.
 #[test]
-fn a_doublewrite_run_says_what_went_through_the_file_and_logs_no_images() {
+fn a_durable_run_goes_through_the_doublewrite_file_by_default_and_logs_no_images() {
     assert_usage_error(
         &["bench", "tpcb", "--doublewrite"],
         &["--doublewrite", "--db DIR"],
@@ -204,7 +206,6 @@ fn a_doublewrite_run_says_what_went_through_the_file_and_logs_no_images() {
         "--db",
         db.to_str().unwrap(),
         "--durable",
-        "--doublewrite",
         "--pool-mib",
         "1",
         "--checkpoint-kib",
@@ -239,6 +240,38 @@ fn a_doublewrite_run_says_what_went_through_the_file_and_logs_no_images() {
         "{text}"
     );
     assert!(db.join("doublewrite.db").exists());
+
+    // Without the file, the same durable run logs images (and the open empties the file).
+    let out = glass(&[
+        "bench",
+        "tpcb",
+        "--db",
+        db.to_str().unwrap(),
+        "--durable",
+        "--doublewrite",
+        "off",
+        "--pool-mib",
+        "1",
+        "--txns",
+        "500",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_success(&out);
+    let report = read_json(&json);
+    assert_eq!(report["doublewrite"], false, "{report}");
+    assert_eq!(report["full_page_images"], true, "{report}");
+    assert!(
+        report["pool"]["image_bytes"].as_u64().unwrap() > 0,
+        "{report}"
+    );
+    assert_eq!(report["pool"]["doublewrite_batches"], 0, "{report}");
+    assert_eq!(
+        std::fs::metadata(db.join("doublewrite.db")).unwrap().len(),
+        0
+    );
 }
 
 /// With `--server` the engine is the server's: an engine option given to the client would

@@ -104,14 +104,15 @@ pub struct DbConfig {
     /// When a page's first change since it was last written back is logged as its whole
     /// image (`storage::BufferPool::set_full_page_images`; databases on disk with a log
     /// only), so that recovery rebuilds a page write a crash tore in any pieces, a power
-    /// loss's included. By default for durable databases only ([`FullPageImages`]).
+    /// loss's included. By default for durable databases without a doublewrite file only
+    /// ([`FullPageImages`]).
     pub full_page_images: FullPageImages,
-    /// Write pages back through a doublewrite file (`storage::doublewrite`): a page write a
-    /// crash tears is put back from its copy there at the next open, whatever the disk kept,
-    /// so full-page images are not needed (`FullPageImages::WhenDurable` logs none). Off by
-    /// default. A database opened with it off still has a doublewrite file left by a crash
-    /// put back first.
-    pub doublewrite: bool,
+    /// When pages are written back through a doublewrite file (`storage::doublewrite`): a
+    /// page write a crash tears is put back from its copy there at the next open, whatever
+    /// the disk kept, so full-page images are not needed (`FullPageImages::WhenDurable` logs
+    /// none). By default for durable databases ([`Doublewrite`]). A database opened without
+    /// it still has a doublewrite file left by a crash put back first.
+    pub doublewrite: Doublewrite,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
@@ -200,11 +201,36 @@ pub struct DbConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FullPageImages {
     /// For databases whose commits are forced (`durable`): those promise to survive a power
-    /// loss. Not with a doublewrite file ([`DbConfig::doublewrite`]), which does it.
+    /// loss. Not with a doublewrite file ([`DbConfig::doublewrite`], durable databases' by
+    /// default), which does it.
     #[default]
     WhenDurable,
     On,
     Off,
+}
+
+/// When a database on disk writes its pages back through a doublewrite file
+/// ([`DbConfig::doublewrite`]). Durable databases by default: with pages written back while
+/// transactions run, it costs them less than full-page images, which it replaces
+/// (docs/performance.md, "The doublewrite file by default").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Doublewrite {
+    /// For databases whose commits are forced (`durable`).
+    #[default]
+    WhenDurable,
+    On,
+    Off,
+}
+
+impl Doublewrite {
+    /// Whether pages go through the file, for a database that is `durable` or not.
+    pub fn on(self, durable: bool) -> bool {
+        match self {
+            Doublewrite::WhenDurable => durable,
+            Doublewrite::On => true,
+            Doublewrite::Off => false,
+        }
+    }
 }
 
 impl FullPageImages {
@@ -233,7 +259,7 @@ impl Default for DbConfig {
             background_checkpoints: false,
             page_cleaners: 0,
             full_page_images: FullPageImages::WhenDurable,
-            doublewrite: false,
+            doublewrite: Doublewrite::WhenDurable,
             page_locking: false,
             shared_insert_pages: false,
             prefetch: true,
@@ -579,7 +605,7 @@ impl Database {
                         storage::doublewrite::forget(&dw)?;
                         FilePageStore::create(&p, page_size)?
                     };
-                    if config.doublewrite {
+                    if config.doublewrite.on(config.durable) {
                         let store = storage::DoublewriteStore::new(
                             home,
                             &dw,
@@ -628,7 +654,7 @@ impl Database {
             pool.set_full_page_images(
                 config
                     .full_page_images
-                    .on(config.durable, config.doublewrite),
+                    .on(config.durable, config.doublewrite.on(config.durable)),
             );
         }
         let locks = sw.is_on(Switch::Locking).then(|| {

@@ -371,6 +371,8 @@ fn page_images_do_not_bring_checkpoints_sooner() {
             durable: true,
             checkpoint_bytes: INTERVAL,
             full_page_images: images,
+            // Images alone: the doublewrite file would make them unneeded.
+            doublewrite: engine::Doublewrite::Off,
             ..DbConfig::default()
         })
         .unwrap();

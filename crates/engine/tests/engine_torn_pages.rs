@@ -13,14 +13,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use engine::{Database, DbConfig, FullPageImages, TxResult};
+use engine::{Database, DbConfig, Doublewrite, FullPageImages, TxResult};
 
 const ACCOUNTS: i64 = 2_000;
 const PAGE: usize = 8 * 1024;
 
 fn open_db(dir: &Path, images: bool, doublewrite: bool) -> TxResult<Arc<Database>> {
     Database::open(DbConfig {
-        doublewrite,
+        doublewrite: if doublewrite {
+            Doublewrite::On
+        } else {
+            Doublewrite::Off
+        },
         path: Some(dir.to_path_buf()),
         durable: true,
         full_page_images: if images {
