@@ -73,7 +73,11 @@ fuzz_target!(|data: &[u8]| {
             break;
         }
     }
-    let _ = tree.scan(Bound::Unbounded, Bound::Unbounded, false, 10_000, |_, _| true);
-    let _ = tree.scan(Bound::Unbounded, Bound::Unbounded, true, 10_000, |_, _| true);
+    let _ = tree.scan(Bound::Unbounded, Bound::Unbounded, false, 10_000, |_, _| {
+        true
+    });
+    let _ = tree.scan(Bound::Unbounded, Bound::Unbounded, true, 10_000, |_, _| {
+        true
+    });
     let _ = tree.check_invariants();
 });

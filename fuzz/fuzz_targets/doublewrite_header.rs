@@ -29,13 +29,19 @@ fuzz_target!(|data: &[u8]| {
         assert!(batch.layout.slot_pages <= max);
         assert!((1..=MAX_SLOTS).contains(&batch.layout.slots));
         // The ring's header keeps its count at 24, the one-batch file's (`GLASSDW1`) at 16.
-        let at = if bytes.starts_with(b"GLASSDW1") { 16 } else { 24 };
+        let at = if bytes.starts_with(b"GLASSDW1") {
+            16
+        } else {
+            24
+        };
         let count = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
         assert_eq!(batch.pages.len(), count);
         assert!(bytes.len() >= at + 4 + 8 * count + 4);
         let last = batch.layout.slots - 1;
         assert!(
-            batch.layout.page_offset(last, batch.layout.slot_pages - 1, 8192)
+            batch
+                .layout
+                .page_offset(last, batch.layout.slot_pages - 1, 8192)
                 > batch.layout.header_offset(last, 8192)
         );
     }

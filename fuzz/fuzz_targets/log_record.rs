@@ -30,7 +30,11 @@ fuzz_target!(|data: &[u8]| {
                 if let Ok(decoded) = engine::recovery::CheckpointMeta::decode(meta) {
                     // The older form (the transaction id alone) is written longer now.
                     if meta.len() != 8 {
-                        assert_eq!(&decoded.encode(), meta, "meta changed by decode then encode");
+                        assert_eq!(
+                            &decoded.encode(),
+                            meta,
+                            "meta changed by decode then encode"
+                        );
                     }
                 }
             }
