@@ -1508,33 +1508,10 @@ impl ReadToken<'_> {
 }
 
 pub(crate) fn verify_page(id: PageId, buf: &[u8]) -> StorageResult<()> {
-    let corrupt = |reason: String| StorageError::Corruption { page: id, reason };
-    let magic = u16::from_le_bytes([buf[OFFSET_MAGIC], buf[OFFSET_MAGIC + 1]]);
-    if magic != PAGE_MAGIC {
-        if buf.iter().all(|&b| b == 0) {
-            return Ok(());
-        }
-        return Err(corrupt(format!("bad magic {magic:#06x}")));
-    }
-    let stored = u32::from_le_bytes(
-        buf[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4]
-            .try_into()
-            .unwrap(),
-    );
-    let computed = page_checksum(buf);
-    if stored != computed {
-        return Err(corrupt(format!(
-            "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
-        )));
-    }
-    let stored_id = u64::from_le_bytes(buf[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].try_into().unwrap());
-    if stored_id != id.0 {
-        return Err(corrupt(format!("header names page #{stored_id}")));
-    }
-    if PageKind::from_u8(buf[OFFSET_KIND]).is_none() {
-        return Err(corrupt(format!("unknown page kind {}", buf[OFFSET_KIND])));
-    }
-    Ok(())
+    inspect(id, buf).map_err(|damage| StorageError::Corruption {
+        page: id,
+        reason: damage.to_string(),
+    })
 }
 
 /// The checksum stored in page `id`'s image `buf` if it is the only thing wrong with it: the
@@ -1542,14 +1519,68 @@ pub(crate) fn verify_page(id: PageId, buf: &[u8]) -> StorageResult<()> {
 /// torn write leaves whose first part, the header's, is new (see
 /// [`BufferPool::read_torn`]).
 fn torn_checksum(id: PageId, buf: &[u8]) -> Option<u32> {
+    match inspect(id, buf) {
+        Err(Damage::Checksum {
+            stored,
+            header_whole: true,
+            ..
+        }) => Some(stored),
+        _ => None,
+    }
+}
+
+/// What is wrong with a page image, the first thing found in the order magic, checksum, page
+/// id, kind.
+#[derive(Debug, thiserror::Error)]
+enum Damage {
+    #[error("bad magic {0:#06x}")]
+    Magic(u16),
+    /// `header_whole`: the header's page id and kind are right, so only the bytes after it
+    /// may be wrong (a torn write whose first part is new).
+    #[error("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    Checksum {
+        stored: u32,
+        computed: u32,
+        header_whole: bool,
+    },
+    #[error("header names page #{0}")]
+    PageId(u64),
+    #[error("unknown page kind {0}")]
+    Kind(u8),
+}
+
+/// Checks page `id`'s image `buf` (an image of zeros, a page never written, passes).
+fn inspect(id: PageId, buf: &[u8]) -> Result<(), Damage> {
     let magic = u16::from_le_bytes([buf[OFFSET_MAGIC], buf[OFFSET_MAGIC + 1]]);
-    let stored_id = u64::from_le_bytes(buf[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].try_into().ok()?);
-    let stored = u32::from_le_bytes(buf[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4].try_into().ok()?);
-    (magic == PAGE_MAGIC
-        && stored_id == id.0
-        && PageKind::from_u8(buf[OFFSET_KIND]).is_some()
-        && stored != page_checksum(buf))
-    .then_some(stored)
+    if magic != PAGE_MAGIC {
+        return if buf.iter().all(|&b| b == 0) {
+            Ok(())
+        } else {
+            Err(Damage::Magic(magic))
+        };
+    }
+    let stored_id = u64::from_le_bytes(buf[OFFSET_PAGE_ID..OFFSET_PAGE_ID + 8].try_into().unwrap());
+    let kind_known = PageKind::from_u8(buf[OFFSET_KIND]).is_some();
+    let stored = u32::from_le_bytes(
+        buf[OFFSET_CHECKSUM..OFFSET_CHECKSUM + 4]
+            .try_into()
+            .unwrap(),
+    );
+    let computed = page_checksum(buf);
+    if stored != computed {
+        return Err(Damage::Checksum {
+            stored,
+            computed,
+            header_whole: stored_id == id.0 && kind_known,
+        });
+    }
+    if stored_id != id.0 {
+        return Err(Damage::PageId(stored_id));
+    }
+    if !kind_known {
+        return Err(Damage::Kind(buf[OFFSET_KIND]));
+    }
+    Ok(())
 }
 
 const _: () = assert!(PAGE_HEADER_SIZE < PageSize::Kib8.bytes());
