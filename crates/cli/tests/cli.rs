@@ -200,25 +200,31 @@ fn a_durable_run_goes_through_the_doublewrite_file_by_default_and_logs_no_images
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let json = dir.path().join("run.json");
-    let out = glass(&[
-        "bench",
-        "tpcb",
-        "--db",
-        db.to_str().unwrap(),
-        "--durable",
-        "--pool-mib",
-        "1",
-        "--checkpoint-kib",
-        "256",
-        "--txns",
-        "2000",
-        "--warmup",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_success(&out);
-    let report = read_json(&json);
+    // A durable TPC-B run whose 1 MiB pool writes pages back all along, with `extra` flags.
+    let durable_run = |txns: &str, extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "tpcb",
+            "--db",
+            db.to_str().unwrap(),
+            "--durable",
+            "--pool-mib",
+            "1",
+            "--checkpoint-kib",
+            "256",
+            "--txns",
+            txns,
+            "--warmup",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = glass(&args);
+        assert_success(&out);
+        (out, read_json(&json))
+    };
+    let (out, report) = durable_run("2000", &[]);
     assert_eq!(report["doublewrite"], true, "{report}");
     assert_eq!(report["full_page_images"], false, "{report}");
     assert_eq!(report["pool"]["image_bytes"], 0, "{report}");
@@ -242,25 +248,7 @@ fn a_durable_run_goes_through_the_doublewrite_file_by_default_and_logs_no_images
     assert!(db.join("doublewrite.db").exists());
 
     // Without the file, the same durable run logs images (and the open empties the file).
-    let out = glass(&[
-        "bench",
-        "tpcb",
-        "--db",
-        db.to_str().unwrap(),
-        "--durable",
-        "--doublewrite",
-        "off",
-        "--pool-mib",
-        "1",
-        "--txns",
-        "500",
-        "--warmup",
-        "0",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert_success(&out);
-    let report = read_json(&json);
+    let (_, report) = durable_run("500", &["--doublewrite", "off"]);
     assert_eq!(report["doublewrite"], false, "{report}");
     assert_eq!(report["full_page_images"], true, "{report}");
     assert!(
