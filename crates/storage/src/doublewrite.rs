@@ -330,8 +330,10 @@ const ZERO_CHUNK: usize = 1 << 20;
 /// could be in (the first [`MAX_SLOTS`]) zeroed, so that no batch of an earlier open is put
 /// back over pages written since, and the file made the ring's whole length in zeros written
 /// (not a hole or an unwritten extent), so that no batch's sync also writes the file's size or
-/// its extents. A file already that long is only zeroed where the headers are.
-fn prepare(file: &File, layout: Layout, page_size: usize) -> StorageResult<()> {
+/// its extents. A file already that long is only zeroed where the headers are. A file made
+/// longer has its directory synced too, so that the entry of a file just created survives a
+/// power loss with the batches it will hold.
+fn prepare(file: &File, path: &Path, layout: Layout, page_size: usize) -> StorageResult<()> {
     let fail = |e| StorageError::io("prepare doublewrite file", e);
     let len = file.metadata().map_err(fail)?.len();
     let want = layout.file_len(page_size);
@@ -353,10 +355,17 @@ fn prepare(file: &File, layout: Layout, page_size: usize) -> StorageResult<()> {
         file.set_len(want).map_err(fail)?;
     }
     if len == want {
-        file.sync_data().map_err(fail)
-    } else {
-        file.sync_all().map_err(fail)
+        return file.sync_data().map_err(fail);
     }
+    file.sync_all().map_err(fail)?;
+    if len < want {
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
+    }
+    Ok(())
 }
 
 /// Reads one block at `offset`; `false` if the file ends before it is whole.
@@ -441,7 +450,7 @@ impl<S: PageStore> DoublewriteStore<S> {
             slots: slots.clamp(1, MAX_SLOTS),
             slot_pages: batch_pages.clamp(1, max_batch_pages(page_size)),
         };
-        prepare(&file, layout, page_size)?;
+        prepare(&file, path, layout, page_size)?;
         Ok(DoublewriteStore {
             home,
             file,
