@@ -41,7 +41,7 @@ use std::fs::{File, OpenOptions};
 #[cfg(unix)]
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -52,6 +52,7 @@ use crate::error::{StorageError, StorageResult};
 use crate::file::FileExt;
 use crate::file::PageStore;
 use crate::page::{page_lsn, PageId};
+use crate::shared::{self, Place};
 
 /// The doublewrite file's name in a database directory.
 pub const DOUBLEWRITE_FILE: &str = "doublewrite.db";
@@ -398,6 +399,45 @@ impl Batch {
     }
 }
 
+/// Buckets of [`Present`] (a power of two): 16 KiB of counters.
+const PRESENT_BUCKETS: usize = 4096;
+
+/// How many entries of the two batches fall in each bucket of page ids (`id %
+/// PRESENT_BUCKETS`), so that a read of a page in neither batch — nearly every miss of a
+/// pool — goes straight to the page file without taking either batch's lock, which every
+/// thread writing a page back takes too. An entry is counted when it enters the batch being
+/// filled (under that batch's lock, before the write that put it there returns) and uncounted
+/// once its page is in the page file: while the store holds a page the page file does not,
+/// its bucket's count is at least one, and a reader that finds a count of zero after the pool
+/// handed the page over reads it from the page file, where the uncounting left it.
+struct Present(Box<[AtomicU32]>);
+
+impl Present {
+    fn new() -> Present {
+        Present((0..PRESENT_BUCKETS).map(|_| AtomicU32::new(0)).collect())
+    }
+
+    fn bucket(&self, id: PageId) -> &AtomicU32 {
+        &self.0[(id.0 as usize) & (PRESENT_BUCKETS - 1)]
+    }
+
+    /// Counts a new entry (the caller holds `filling`).
+    fn add(&self, id: PageId) {
+        self.bucket(id).fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Uncounts an entry whose page is in the page file now.
+    fn remove(&self, id: PageId) {
+        // Release: a reader that sees the count fall reads the page file after its write.
+        self.bucket(id).fetch_sub(1, Ordering::Release);
+    }
+
+    /// Whether `id` may be in a batch; `false` means it is in neither.
+    fn maybe(&self, id: PageId) -> bool {
+        self.bucket(id).load(Ordering::Acquire) != 0
+    }
+}
+
 /// The writer's place in the ring.
 struct Ring {
     /// The next batch's sequence number; it goes to slot `sequence % slots`.
@@ -421,6 +461,8 @@ pub struct DoublewriteStore<S: PageStore> {
     filling: Mutex<Batch>,
     /// The batch being written, readable until its pages are in the page file.
     writing: RwLock<Batch>,
+    /// The two batches' entries counted by bucket, for reads of pages in neither.
+    present: Present,
     /// One batch written at a time.
     writer: Mutex<Ring>,
     counters: Arc<DoublewriteCounters>,
@@ -459,6 +501,7 @@ impl<S: PageStore> DoublewriteStore<S> {
             layout,
             filling: Mutex::new(Batch::default()),
             writing: RwLock::new(Batch::default()),
+            present: Present::new(),
             writer: Mutex::new(Ring {
                 sequence: 1,
                 written: 0,
@@ -562,6 +605,10 @@ impl<S: PageStore> DoublewriteStore<S> {
                 self.home
                     .write_page(id, &writing.bytes[i * ps..(i + 1) * ps])?;
             }
+            // Every page is in the page file: reads may go there without looking here.
+            for &id in &writing.ids {
+                self.present.remove(id);
+            }
             ring.written = ring.sequence;
             ring.sequence += 1;
             self.counters.batches.fetch_add(1, Ordering::Relaxed);
@@ -592,6 +639,11 @@ impl<S: PageStore> PageStore for DoublewriteStore<S> {
         if buf.len() != self.page_size {
             return self.home.read_page(id, buf);
         }
+        // Nearly every read is of a page in neither batch: see `Present`.
+        if !self.present.maybe(id) {
+            return self.home.read_page(id, buf);
+        }
+        shared::bump(Place::Doublewrite);
         // The batch filling, then the one being written, then the page file: a page moves
         // from one to the next only after it is in the next.
         if let Some(page) = self.filling.lock().find(id, self.page_size) {
@@ -615,6 +667,7 @@ impl<S: PageStore> PageStore for DoublewriteStore<S> {
         }
         loop {
             {
+                shared::bump(Place::Doublewrite);
                 let mut filling = self.filling.lock();
                 let ps = self.page_size;
                 if let Some(&i) = filling.slot.get(&id) {
@@ -626,6 +679,7 @@ impl<S: PageStore> PageStore for DoublewriteStore<S> {
                     filling.ids.push(id);
                     filling.bytes.extend_from_slice(buf);
                     filling.slot.insert(id, i);
+                    self.present.add(id);
                     return Ok(());
                 }
             }

@@ -52,10 +52,14 @@ pub enum Place {
     /// every thread reads TPC-C's items, ten a New-Order, and a shared latch writes the
     /// frame's latch word at the fix and again at the release.
     ReadOnlyPage,
+    /// The doublewrite file's batch (`doublewrite::DoublewriteStore`): every page written back
+    /// through it, and every read of a page that may still be in a batch rather than the page
+    /// file.
+    Doublewrite,
 }
 
 /// Number of [`Place`]s.
-pub const PLACES: usize = 11;
+pub const PLACES: usize = 12;
 
 impl Place {
     /// Every place, in declaration order (`ALL[p as usize] == p`).
@@ -71,6 +75,7 @@ impl Place {
         Place::PageTable,
         Place::MemIndex,
         Place::ReadOnlyPage,
+        Place::Doublewrite,
     ];
 
     /// The name `glass profile` prints.
@@ -87,6 +92,7 @@ impl Place {
             Place::PageTable => "page-table",
             Place::MemIndex => "mem-index",
             Place::ReadOnlyPage => "read-only-page",
+            Place::Doublewrite => "doublewrite",
         }
     }
 }
