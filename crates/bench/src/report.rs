@@ -493,6 +493,9 @@ pub struct PoolSummary {
     pub doublewrite_batches: u64,
     pub doublewrite_pages: u64,
     pub doublewrite_page_file_syncs: u64,
+    /// Of `doublewrite_batches`, those the file's writer thread wrote as they filled; the rest
+    /// waited in the thread whose page found the batch full, or in a checkpoint's sync.
+    pub doublewrite_writer_batches: u64,
     /// Pages of B+-tree nodes taken out of their trees since the database opened (emptied
     /// leaves, and inner nodes drained with them), those an earlier run left unlinked (found
     /// when it opened), and of both the ones allocated again
@@ -524,6 +527,7 @@ impl PoolSummary {
             doublewrite_batches: doublewrite.batches,
             doublewrite_pages: doublewrite.pages,
             doublewrite_page_file_syncs: doublewrite.page_file_syncs,
+            doublewrite_writer_batches: doublewrite.writer_batches,
             leaves_retired: reuse.retired,
             leaves_adopted: reuse.adopted,
             pages_reused: reuse.reused,
@@ -575,10 +579,11 @@ impl PoolSummary {
         (self.doublewrite_batches > 0).then(|| {
             format!(
                 "doublewrite: {} page writes went through the doublewrite file first, in {} \
-                 batches of a sync each, and the page file was synced {} time{}, since the open \
-                 (--doublewrite)",
+                 batches of a sync each ({} written by its writer thread as they filled), and \
+                 the page file was synced {} time{}, since the open (--doublewrite)",
                 self.doublewrite_pages,
                 self.doublewrite_batches,
+                self.doublewrite_writer_batches,
                 self.doublewrite_page_file_syncs,
                 if self.doublewrite_page_file_syncs == 1 {
                     ""
@@ -1307,6 +1312,7 @@ mod tests {
             doublewrite_batches: 0,
             doublewrite_pages: 0,
             doublewrite_page_file_syncs: 0,
+            doublewrite_writer_batches: 0,
             leaves_retired: 0,
             leaves_adopted: 0,
             pages_reused: 0,
@@ -1319,13 +1325,14 @@ mod tests {
             doublewrite_batches: 3,
             doublewrite_pages: 150,
             doublewrite_page_file_syncs: 1,
+            doublewrite_writer_batches: 2,
             ..quiet
         };
         assert_eq!(
             doubled.render_doublewrite().unwrap(),
             "doublewrite: 150 page writes went through the doublewrite file first, in 3 \
-             batches of a sync each, and the page file was synced 1 time, since the open \
-             (--doublewrite)"
+             batches of a sync each (2 written by its writer thread as they filled), and the \
+             page file was synced 1 time, since the open (--doublewrite)"
         );
         let imaged = PoolSummary {
             image_bytes: 3 << 20,

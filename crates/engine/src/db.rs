@@ -612,7 +612,8 @@ impl Database {
                             page_size.bytes(),
                             storage::doublewrite::DEFAULT_BATCH_PAGES,
                             storage::doublewrite::DEFAULT_SLOTS,
-                        )?;
+                        )?
+                        .with_writer()?;
                         doublewrite = Some(store.counters());
                         Box::new(store)
                     } else {

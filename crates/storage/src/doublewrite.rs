@@ -12,8 +12,13 @@
 //! has a whole copy in one of the slots, and [`restore`], run at every open before anything
 //! reads a page, puts it back.
 //!
+//! A full batch is written by the store's writer thread ([`DoublewriteStore::with_writer`],
+//! as a database opens it) while the next one fills, so that a thread writing a page back
+//! waits for the file's sync only when the writer is a whole batch behind; without the thread,
+//! by the thread whose page finds the batch full.
+//!
 //! ```text
-//!   write_page ─▶ batch (memory, read through) ─▶ full or sync:
+//!   write_page ─▶ batch (memory, read through) ─▶ full (the writer thread) or sync:
 //!        1. doublewrite file: the next slot's pages, then its header, fdatasync
 //!        2. page file: each page at its place (synced once the ring comes round to the
 //!           slot, or at a sync)
@@ -44,7 +49,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::error::{StorageError, StorageResult};
@@ -98,6 +103,9 @@ pub struct DoublewriteStats {
     /// Syncs of the page file: when the ring came round to a slot whose batch was not yet
     /// synced there, and at each [`PageStore::sync`].
     pub page_file_syncs: u64,
+    /// Of `batches`, those the writer thread wrote ([`DoublewriteStore::with_writer`]); the
+    /// rest were written by a thread whose page found the batch full, or by a sync.
+    pub writer_batches: u64,
 }
 
 /// The counters behind [`DoublewriteStats`], shared with whoever reports them.
@@ -106,6 +114,7 @@ pub struct DoublewriteCounters {
     batches: AtomicU64,
     pages: AtomicU64,
     page_file_syncs: AtomicU64,
+    writer_batches: AtomicU64,
 }
 
 impl DoublewriteCounters {
@@ -115,6 +124,7 @@ impl DoublewriteCounters {
             batches: self.batches.load(Ordering::Relaxed),
             pages: self.pages.load(Ordering::Relaxed),
             page_file_syncs: self.page_file_syncs.load(Ordering::Relaxed),
+            writer_batches: self.writer_batches.load(Ordering::Relaxed),
         }
     }
 }
@@ -451,7 +461,18 @@ struct Ring {
 
 /// A [`PageStore`] that writes every page through a doublewrite file first (see the
 /// module's description). Reads see a page written to it at once.
-pub struct DoublewriteStore<S: PageStore> {
+///
+/// Made with [`DoublewriteStore::new`], a batch is written by the thread whose page finds it
+/// full (or by a sync). [`DoublewriteStore::with_writer`] adds a writer thread that writes
+/// each batch as soon as it fills, so that a thread writing a page back waits for the
+/// doublewrite file's sync only when the writer is a whole batch behind.
+pub struct DoublewriteStore<S: PageStore + 'static> {
+    inner: Arc<Inner<S>>,
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the store and its writer thread share.
+struct Inner<S: PageStore> {
     home: S,
     file: File,
     path: PathBuf,
@@ -465,10 +486,20 @@ pub struct DoublewriteStore<S: PageStore> {
     present: Present,
     /// One batch written at a time.
     writer: Mutex<Ring>,
+    /// What the writer thread is asked to do.
+    wake: Mutex<WriterTask>,
+    wake_cv: Condvar,
     counters: Arc<DoublewriteCounters>,
 }
 
-impl<S: PageStore> DoublewriteStore<S> {
+/// The writer thread's orders: write the full batch, or stop.
+#[derive(Default)]
+struct WriterTask {
+    full: bool,
+    stop: bool,
+}
+
+impl<S: PageStore + 'static> DoublewriteStore<S> {
     /// Wraps `home` with a doublewrite file at `path` of `slots` slots of `batch_pages` pages
     /// each. Call [`restore`] on `home` first: this empties the ring (durably), since its
     /// batches are in the page file by then, and makes the file the ring's whole length in
@@ -494,60 +525,107 @@ impl<S: PageStore> DoublewriteStore<S> {
         };
         prepare(&file, path, layout, page_size)?;
         Ok(DoublewriteStore {
-            home,
-            file,
-            path: path.to_path_buf(),
-            page_size,
-            layout,
-            filling: Mutex::new(Batch::default()),
-            writing: RwLock::new(Batch::default()),
-            present: Present::new(),
-            writer: Mutex::new(Ring {
-                sequence: 1,
-                written: 0,
-                synced: 0,
+            inner: Arc::new(Inner {
+                home,
+                file,
+                path: path.to_path_buf(),
+                page_size,
+                layout,
+                filling: Mutex::new(Batch::default()),
+                writing: RwLock::new(Batch::default()),
+                present: Present::new(),
+                writer: Mutex::new(Ring {
+                    sequence: 1,
+                    written: 0,
+                    synced: 0,
+                }),
+                wake: Mutex::new(WriterTask::default()),
+                wake_cv: Condvar::new(),
+                counters: Arc::default(),
             }),
-            counters: Arc::default(),
+            writer_thread: None,
         })
+    }
+
+    /// Starts the writer thread (`glass-doublewrite`): each batch is written as soon as it
+    /// fills. A batch it fails to write stays readable, and the next thread that finds the
+    /// batch full, or the next sync, writes it and gets the error.
+    pub fn with_writer(mut self) -> StorageResult<DoublewriteStore<S>> {
+        if self.writer_thread.is_none() {
+            let inner = Arc::clone(&self.inner);
+            let thread = std::thread::Builder::new()
+                .name("glass-doublewrite".into())
+                .spawn(move || inner.run_writer())
+                .map_err(|e| StorageError::io("start the doublewrite file's writer", e))?;
+            self.writer_thread = Some(thread);
+        }
+        Ok(self)
     }
 
     /// Batches and pages written so far.
     pub fn stats(&self) -> DoublewriteStats {
-        self.counters.stats()
+        self.inner.counters.stats()
     }
 
     /// The counters, for a report made after the store is handed to a pool.
     pub fn counters(&self) -> Arc<DoublewriteCounters> {
-        Arc::clone(&self.counters)
+        Arc::clone(&self.inner.counters)
     }
 
     /// The page file it writes through to.
     pub fn home(&self) -> &S {
-        &self.home
+        &self.inner.home
     }
 
     /// The doublewrite file's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.inner.path
     }
 
     /// Where the ring's slots lie in the file.
     pub fn layout(&self) -> Layout {
-        self.layout
+        self.inner.layout
+    }
+}
+
+impl<S: PageStore> Inner<S> {
+    /// The writer thread: waits for a full batch, writes it, until told to stop.
+    fn run_writer(&self) {
+        loop {
+            {
+                let mut task = self.wake.lock();
+                while !task.full && !task.stop {
+                    self.wake_cv.wait(&mut task);
+                }
+                if task.stop {
+                    return;
+                }
+                task.full = false;
+            }
+            // An error leaves the batch readable in `writing`; whoever writes next reports it.
+            if let Ok(batches) = self.write_batch(false, self.layout.slot_pages) {
+                self.counters
+                    .writer_batches
+                    .fetch_add(batches, Ordering::Relaxed);
+            }
+        }
     }
 
-    /// Writes the batch being filled, if it has pages (see [`Self::write_out`]), and with
-    /// `sync_home` then syncs the page file. Batches are written one at a time, in the order
-    /// they filled; a batch whose write failed stays readable and goes first next time.
-    fn write_batch(&self, sync_home: bool) -> StorageResult<()> {
+    /// Writes the batch being filled if it has at least `min_pages` pages (see
+    /// [`Self::write_out`]), and with `sync_home` then syncs the page file; returns the
+    /// batches written. Batches are written one at a time, in the order they filled; a batch
+    /// whose write failed stays readable and goes first next time.
+    fn write_batch(&self, sync_home: bool, min_pages: usize) -> StorageResult<u64> {
         let mut ring = self.writer.lock();
+        let mut batches = 0;
         if !self.writing.read().ids.is_empty() {
             self.write_out(&mut ring)?;
+            batches += 1;
         }
         let swapped = {
             let mut writing = self.writing.write();
             let mut filling = self.filling.lock();
-            let any = !filling.ids.is_empty();
+            let any = !filling.ids.is_empty() && filling.ids.len() >= min_pages;
             if any {
                 std::mem::swap(&mut *filling, &mut *writing);
             }
@@ -555,11 +633,12 @@ impl<S: PageStore> DoublewriteStore<S> {
         };
         if swapped {
             self.write_out(&mut ring)?;
+            batches += 1;
         }
         if sync_home {
             self.sync_home(&mut ring)?;
         }
-        Ok(())
+        Ok(batches)
     }
 
     /// Syncs the page file (the caller holds `writer`): every slot may be written again.
@@ -624,80 +703,101 @@ impl<S: PageStore> DoublewriteStore<S> {
     }
 }
 
-impl<S: PageStore> Drop for DoublewriteStore<S> {
+impl<S: PageStore + 'static> Drop for DoublewriteStore<S> {
     fn drop(&mut self) {
+        if let Some(thread) = self.writer_thread.take() {
+            self.inner.wake.lock().stop = true;
+            self.inner.wake_cv.notify_one();
+            let _ = thread.join();
+        }
         // A pool's close syncs its store, which writes the last batch; this covers a store
         // dropped without one.
-        if let Err(e) = self.write_batch(true) {
+        if let Err(e) = self.inner.write_batch(true, 1) {
             eprintln!("error: pages left unwritten at close: {e}");
         }
     }
 }
 
-impl<S: PageStore> PageStore for DoublewriteStore<S> {
+impl<S: PageStore + 'static> PageStore for DoublewriteStore<S> {
     fn read_page(&self, id: PageId, buf: &mut [u8]) -> StorageResult<()> {
-        if buf.len() != self.page_size {
-            return self.home.read_page(id, buf);
+        let inner = &*self.inner;
+        if buf.len() != inner.page_size {
+            return inner.home.read_page(id, buf);
         }
         // Nearly every read is of a page in neither batch: see `Present`.
-        if !self.present.maybe(id) {
-            return self.home.read_page(id, buf);
+        if !inner.present.maybe(id) {
+            return inner.home.read_page(id, buf);
         }
         shared::bump(Place::Doublewrite);
         // The batch filling, then the one being written, then the page file: a page moves
         // from one to the next only after it is in the next.
-        if let Some(page) = self.filling.lock().find(id, self.page_size) {
+        if let Some(page) = inner.filling.lock().find(id, inner.page_size) {
             buf.copy_from_slice(page);
             return Ok(());
         }
-        if let Some(page) = self.writing.read().find(id, self.page_size) {
+        if let Some(page) = inner.writing.read().find(id, inner.page_size) {
             buf.copy_from_slice(page);
             return Ok(());
         }
-        self.home.read_page(id, buf)
+        inner.home.read_page(id, buf)
     }
 
     fn write_page(&self, id: PageId, buf: &[u8]) -> StorageResult<()> {
-        if buf.len() != self.page_size {
+        let inner = &*self.inner;
+        let ps = inner.page_size;
+        if buf.len() != ps {
             return Err(StorageError::Invalid(format!(
-                "page buffer of {} bytes for a store of {}-byte pages",
-                buf.len(),
-                self.page_size
+                "page buffer of {} bytes for a store of {ps}-byte pages",
+                buf.len()
             )));
         }
         loop {
-            {
+            let filled = {
                 shared::bump(Place::Doublewrite);
-                let mut filling = self.filling.lock();
-                let ps = self.page_size;
+                let mut filling = inner.filling.lock();
                 if let Some(&i) = filling.slot.get(&id) {
                     filling.bytes[i * ps..(i + 1) * ps].copy_from_slice(buf);
                     return Ok(());
                 }
-                if filling.ids.len() < self.layout.slot_pages {
+                if filling.ids.len() < inner.layout.slot_pages {
                     let i = filling.ids.len();
                     filling.ids.push(id);
                     filling.bytes.extend_from_slice(buf);
                     filling.slot.insert(id, i);
-                    self.present.add(id);
+                    inner.present.add(id);
+                    Some(filling.ids.len() == inner.layout.slot_pages)
+                } else {
+                    None
+                }
+            };
+            match filled {
+                Some(full) => {
+                    if full && self.writer_thread.is_some() {
+                        inner.wake.lock().full = true;
+                        inner.wake_cv.notify_one();
+                    }
                     return Ok(());
                 }
+                // Full (the writer thread, if any, is a batch behind): write it, or wait for
+                // the thread writing it, then try again. On an error the page is not taken,
+                // and the pool keeps it dirty.
+                None => {
+                    inner.write_batch(false, 1)?;
+                }
             }
-            // Full: write it (or wait for the thread writing it), then try again. On an error
-            // the page is not taken, and the pool keeps it dirty.
-            self.write_batch(false)?;
         }
     }
 
     fn sync(&self) -> StorageResult<()> {
-        self.write_batch(true)
+        self.inner.write_batch(true, 1).map(|_| ())
     }
 
     fn page_count(&self) -> u64 {
+        let inner = &*self.inner;
         let pending = |b: &Batch| b.ids.iter().map(|id| id.0 + 1).max().unwrap_or(0);
-        let filling = pending(&self.filling.lock());
-        let writing = pending(&self.writing.read());
-        self.home.page_count().max(filling).max(writing)
+        let filling = pending(&inner.filling.lock());
+        let writing = pending(&inner.writing.read());
+        inner.home.page_count().max(filling).max(writing)
     }
 }
 

@@ -239,6 +239,69 @@ fn a_batch_that_fails_stays_readable_and_goes_out_with_the_next_sync() {
     assert_eq!(store.stats().pages, 3);
 }
 
+/// Waits, ten seconds at most, until `done` holds.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "{what}: not within ten seconds"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn the_writer_thread_writes_each_batch_as_it_fills_and_a_failed_one_is_reported_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DoublewriteStore::new(
+        failing(dir.path()),
+        &dir.path().join(DOUBLEWRITE_FILE),
+        PS,
+        2,
+        DEFAULT_SLOTS,
+    )
+    .unwrap()
+    .with_writer()
+    .unwrap();
+    let plain = FilePageStore::open(&dir.path().join("pages.db"), PageSize::Kib8).unwrap();
+    store.write_page(PageId(1), &page(1, 5, 1)).unwrap();
+    store.write_page(PageId(2), &page(2, 5, 1)).unwrap();
+    // No third page comes to find the batch full: the writer thread writes it.
+    eventually("the full batch in the page file", || {
+        read(&plain, 2) == page(2, 5, 1)
+    });
+    assert_eq!(store.stats().batches, 1);
+    assert_eq!(store.stats().writer_batches, 1);
+    // A disk that refuses the writes: the writer's attempts fail quietly, the batches stay
+    // readable, and a thread whose page finds both batches taken gets the error.
+    set_failing(&store, true);
+    let refused = (3..=8)
+        .find(|&id| store.write_page(PageId(id), &page(id, 5, 1)).is_err())
+        .expect("a write refused once both batches are held");
+    assert!(
+        refused <= 7,
+        "two batches of two pages hold pages 3 to 6 at most"
+    );
+    for id in 1..refused {
+        assert_eq!(read(&store, id), page(id, 5, 1), "page {id}");
+    }
+    assert_eq!(
+        read(&store, refused),
+        vec![0u8; PS],
+        "the refused page is not taken"
+    );
+    set_failing(&store, false);
+    store
+        .write_page(PageId(refused), &page(refused, 5, 1))
+        .unwrap();
+    store.sync().unwrap();
+    for id in 1..=refused {
+        assert_eq!(read(&plain, id), page(id, 5, 1), "page {id}");
+    }
+    assert_eq!(store.stats().pages, refused);
+}
+
 #[test]
 fn a_missing_empty_or_torn_doublewrite_file_restores_nothing() {
     let dir = tempfile::tempdir().unwrap();
