@@ -658,6 +658,11 @@ impl Database {
                     .on(config.durable, config.doublewrite.on(config.durable)),
             );
         }
+        if let (Some(dir), false) = (&config.path, existing) {
+            // The page file and the log were just created: their entries in the directory
+            // must be durable before anything they hold is (the catalog's was synced above).
+            sync_directory(dir)?;
+        }
         let locks = sw.is_on(Switch::Locking).then(|| {
             LockManager::new(LockConfig {
                 escalation_threshold: config.escalation_threshold,
@@ -1843,12 +1848,17 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
     f.write_all(bytes).map_err(io_err("write catalog"))?;
     f.sync_all().map_err(io_err("sync catalog"))?;
     std::fs::rename(&tmp, path).map_err(io_err("rename catalog"))?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
+    match path.parent() {
+        Some(dir) => sync_directory(dir),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Makes the entries of `dir` (files created or renamed in it) durable.
+fn sync_directory(dir: &Path) -> TxResult<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("sync the database directory"))
 }
 
 impl crate::api::Connection for Database {
