@@ -211,17 +211,22 @@ fn set_failing(store: &DoublewriteStore<Failing>, on: bool) {
     store.home().fail.store(on, Ordering::Relaxed);
 }
 
-#[test]
-fn a_batch_that_fails_stays_readable_and_goes_out_with_the_next_sync() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = DoublewriteStore::new(
-        failing(dir.path()),
-        &dir.path().join(DOUBLEWRITE_FILE),
+/// A store of batches of two pages over a page file whose writes can be made to fail.
+fn failing_store(dir: &Path) -> DoublewriteStore<Failing> {
+    DoublewriteStore::new(
+        failing(dir),
+        &dir.join(DOUBLEWRITE_FILE),
         PS,
         2,
         DEFAULT_SLOTS,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn a_batch_that_fails_stays_readable_and_goes_out_with_the_next_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = failing_store(dir.path());
     store.write_page(PageId(1), &page(1, 5, 1)).unwrap();
     store.write_page(PageId(2), &page(2, 5, 1)).unwrap();
     set_failing(&store, true);
@@ -254,16 +259,7 @@ fn eventually(what: &str, done: impl Fn() -> bool) {
 #[test]
 fn the_writer_thread_writes_each_batch_as_it_fills_and_a_failed_one_is_reported_later() {
     let dir = tempfile::tempdir().unwrap();
-    let store = DoublewriteStore::new(
-        failing(dir.path()),
-        &dir.path().join(DOUBLEWRITE_FILE),
-        PS,
-        2,
-        DEFAULT_SLOTS,
-    )
-    .unwrap()
-    .with_writer()
-    .unwrap();
+    let store = failing_store(dir.path()).with_writer().unwrap();
     let plain = FilePageStore::open(&dir.path().join("pages.db"), PageSize::Kib8).unwrap();
     store.write_page(PageId(1), &page(1, 5, 1)).unwrap();
     store.write_page(PageId(2), &page(2, 5, 1)).unwrap();
