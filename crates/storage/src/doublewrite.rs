@@ -15,7 +15,9 @@
 //! A full batch is written by the store's writer thread ([`DoublewriteStore::with_writer`],
 //! as a database opens it) while the next one fills, so that a thread writing a page back
 //! waits for the file's sync only when the writer is a whole batch behind; without the thread,
-//! by the thread whose page finds the batch full.
+//! by the thread whose page finds the batch full. The writer thread also syncs the page file
+//! once half the ring's slots hold batches not yet synced there, without holding the
+//! writer's lock, so that a batch seldom waits for that sync when it comes round.
 //!
 //! ```text
 //!   write_page ─▶ batch (memory, read through) ─▶ full (the writer thread) or sync:
@@ -603,10 +605,13 @@ impl<S: PageStore> Inner<S> {
                 task.full = false;
             }
             // An error leaves the batch readable in `writing`; whoever writes next reports it.
+            // A failed early sync of the page file is made again, and reported, by the batch
+            // that comes round to a slot not yet synced.
             if let Ok(batches) = self.write_batch(false, self.layout.slot_pages) {
                 self.counters
                     .writer_batches
                     .fetch_add(batches, Ordering::Relaxed);
+                let _ = self.sync_home_early();
             }
         }
     }
@@ -639,6 +644,26 @@ impl<S: PageStore> Inner<S> {
             self.sync_home(&mut ring)?;
         }
         Ok(batches)
+    }
+
+    /// Syncs the page file without holding `writer`, once half the ring's slots hold batches
+    /// it has not synced, so that the batch that comes round to a slot seldom waits for it.
+    fn sync_home_early(&self) -> StorageResult<()> {
+        let target = {
+            let ring = self.writer.lock();
+            if ring.written.saturating_sub(ring.synced) < (self.layout.slots as u64).div_ceil(2) {
+                return Ok(());
+            }
+            ring.written
+        };
+        // Every batch up to `target` is in the page file: the sync covers them.
+        self.home.sync()?;
+        let mut ring = self.writer.lock();
+        ring.synced = ring.synced.max(target);
+        self.counters
+            .page_file_syncs
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Syncs the page file (the caller holds `writer`): every slot may be written again.

@@ -299,6 +299,32 @@ fn the_writer_thread_writes_each_batch_as_it_fills_and_a_failed_one_is_reported_
 }
 
 #[test]
+fn the_writer_thread_syncs_the_page_file_once_half_the_ring_is_unsynced() {
+    // A ring of four one-page slots: after two batches the writer syncs the page file by
+    // itself, so that no batch coming round to a slot has to.
+    let dir = tempfile::tempdir().unwrap();
+    let store = DoublewriteStore::new(
+        failing(dir.path()),
+        &dir.path().join(DOUBLEWRITE_FILE),
+        PS,
+        1,
+        4,
+    )
+    .unwrap()
+    .with_writer()
+    .unwrap();
+    let syncs = || store.home().syncs.load(Ordering::Relaxed);
+    for id in 1..=4u64 {
+        store.write_page(PageId(id), &page(id, 5, 1)).unwrap();
+        eventually("the batch written", || store.stats().batches == id);
+        eventually("the page file synced at half a round", || {
+            syncs() == id / 2 && store.stats().page_file_syncs == id / 2
+        });
+    }
+    assert_eq!(store.stats().writer_batches, 4);
+}
+
+#[test]
 fn a_missing_empty_or_torn_doublewrite_file_restores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let pages = dir.path().join("pages.db");
