@@ -488,7 +488,7 @@ pub struct PoolSummary {
     /// Bytes of full-page images the pool logged (`--full-page-images`).
     pub image_bytes: u64,
     /// Batches written through the doublewrite file, the pages they carried, and the page
-    /// file's syncs (once a round of the file's ring of slots, and at checkpoints), since the
+    /// file's syncs (every half round of the file's ring of slots, and at checkpoints), since the
     /// database opened (`--doublewrite`; 0 without it).
     pub doublewrite_batches: u64,
     pub doublewrite_pages: u64,

@@ -22,8 +22,8 @@
 //! ```text
 //!   write_page ─▶ batch (memory, read through) ─▶ full (the writer thread) or sync:
 //!        1. doublewrite file: the next slot's pages, then its header, fdatasync
-//!        2. page file: each page at its place (synced once the ring comes round to the
-//!           slot, or at a sync)
+//!        2. page file: each page at its place (synced by the writer thread at half a
+//!           round, once the ring comes round to the slot, or at a sync)
 //! ```
 //!
 //! The file: one header block per slot (one page long each) — magic, the batch's sequence
@@ -102,8 +102,9 @@ pub struct DoublewriteStats {
     pub batches: u64,
     /// Pages those batches carried.
     pub pages: u64,
-    /// Syncs of the page file: when the ring came round to a slot whose batch was not yet
-    /// synced there, and at each [`PageStore::sync`].
+    /// Syncs of the page file: by the writer thread once half the ring held batches not yet
+    /// synced there, when the ring came round to a slot whose batch was not yet synced there,
+    /// and at each [`PageStore::sync`].
     pub page_file_syncs: u64,
     /// Of `batches`, those the writer thread wrote ([`DoublewriteStore::with_writer`]); the
     /// rest were written by a thread whose page found the batch full, or by a sync.
