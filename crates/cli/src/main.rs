@@ -430,6 +430,10 @@ struct LogFileArgs {
     /// file size; 0: the file grows with each write (with --db).
     #[arg(long, value_name = "MIB", default_value_t = DbConfig::default().log_prealloc_bytes >> 20, value_parser = clap::value_parser!(u64).range(0..=(1 << 20)))]
     log_prealloc_mib: u64,
+    /// MiB of log one file holds at most: the log goes on in `wal.log.<offset>` files beside
+    /// `wal.log`, and a checkpoint unlinks the whole ones behind it (with --db).
+    #[arg(long, value_name = "MIB", default_value_t = DbConfig::default().log_segment_bytes >> 20, value_parser = clap::value_parser!(u64).range(1..=(1 << 20)))]
+    log_segment_mib: u64,
     /// Group commit that gathers: a leader first waits (at most one force's time) until the
     /// committers it expects have appended their commits, instead of forcing at once with
     /// whatever is buffered (with --durable, on disk or in memory). Wins where short
@@ -456,6 +460,7 @@ impl LogFileArgs {
                 LogSyncName::Direct => LogSync::Direct,
             },
             log_prealloc_bytes: self.log_prealloc_mib << 20,
+            log_segment_bytes: self.log_segment_mib << 20,
             gather_commits: self.commit_gather,
             early_lock_release: !self.no_early_lock_release,
             ..db
@@ -595,6 +600,10 @@ impl EngineArgs {
             (
                 self.log_file.log_prealloc_mib != DbConfig::default().log_prealloc_bytes >> 20,
                 "--log-prealloc-mib",
+            ),
+            (
+                self.log_file.log_segment_mib != DbConfig::default().log_segment_bytes >> 20,
+                "--log-segment-mib",
             ),
         ];
         if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {

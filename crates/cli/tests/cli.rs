@@ -137,6 +137,7 @@ fn file_options_without_a_database_directory_are_refused() {
         ("--page-cleaners", "2"),
         ("--log-sync", "dsync"),
         ("--log-prealloc-mib", "0"),
+        ("--log-segment-mib", "4"),
         ("--full-page-images", "on"),
         ("--doublewrite", "off"),
     ] {

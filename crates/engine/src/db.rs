@@ -141,6 +141,9 @@ pub struct DbConfig {
     /// Zeros kept written ahead of the log file's end, added this many bytes at a time, so
     /// that a force writes no new file size; 0 lets the file grow with each write.
     pub log_prealloc_bytes: u64,
+    /// The most bytes of log one file holds (`wal.log`, then `wal.log.<offset>` files beside
+    /// it); whole segments behind a checkpoint are unlinked. A positive multiple of 4 KiB.
+    pub log_segment_bytes: u64,
     /// Whether a group-commit leader waits for the committers it expects before it forces
     /// (`wal::LogConfig::gather_commits`).
     pub gather_commits: bool,
@@ -267,6 +270,7 @@ impl Default for DbConfig {
             create: true,
             log_sync: LogSync::default(),
             log_prealloc_bytes: wal::storage::DEFAULT_PREALLOC_BYTES,
+            log_segment_bytes: wal::storage::DEFAULT_SEGMENT_BYTES,
             gather_commits: false,
             early_lock_release: true,
             log_runs: true,
@@ -543,6 +547,7 @@ impl Database {
                         FileLogOptions {
                             sync: config.log_sync,
                             prealloc_bytes: config.log_prealloc_bytes,
+                            segment_bytes: config.log_segment_bytes,
                         },
                     )
                     .map_err(io_err("open log"))?,

@@ -11,20 +11,21 @@
 //!                LogManager ── log buffer (latch: copy in / swap out)
 //!                       |           \
 //!                       |        writer latch = group-commit leader: write, sync
-//!                  LogStorage: FileLogStorage (one file + master file) | MemLogStorage
+//!                  LogStorage: FileLogStorage (segment files + master file) | MemLogStorage
 //! ```
 //!
 //! * [`record`]: the records and their codec (frame and body tables).
 //! * [`buffer`]: the in-memory tail of the log.
 //! * [`checksum`]: CRC-32C, in hardware where the CPU has it.
 //! * [`log`]: the log manager: modes, group commit, reading, checkpoints' master record.
-//! * [`storage`]: where the bytes live.
+//! * [`storage`]: where the bytes live; [`file`]: the log's segment files.
 //! * [`reader`]: chunked forward scans (open-time torn-tail scan and the look past a bad
 //!   frame, [`LogIter`]).
 
 mod buffer;
 pub mod checksum;
 pub mod error;
+pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod log;

@@ -678,6 +678,12 @@ impl LogManager {
             }
             let found = read_master(storage.as_ref())?;
             let start = found.map_or(first, |m| m.start.0);
+            if let Some(gap) = storage.missing().into_iter().find(|gap| gap.end > start) {
+                return Err(WalError::Missing {
+                    from: Lsn(gap.start.max(start)),
+                    to: Lsn(gap.end),
+                });
+            }
             if start > len {
                 return Err(WalError::BadHeader(
                     "the master record names a start past the end of the log",
