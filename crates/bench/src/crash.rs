@@ -17,7 +17,9 @@
 //! (`--background-checkpoints`), the others in its commits; two rounds in four run two page
 //! cleaners (`--page-cleaners 2`), so that kills fall during their write-backs too (each
 //! pairing of the two comes once in four rounds); four rounds in eight lock pages instead of
-//! records (`--page-locking`); and the rounds take the execution strategies conventional,
+//! records (`--page-locking`); two rounds in five write the log in segments of 1 MiB
+//! (`--log-segment-mib 1`: created, filled and unlinked behind checkpoints as the kills fall);
+//! and the rounds take the execution strategies conventional,
 //! TSTE and OTSTE in turn (`--execution`: fetch stages that pin, and OTSTE's rollback before
 //! it converts). With `pool_mib` smaller than the
 //! data, the benches evict as they run: pages dirtied by transactions still open are written
@@ -588,8 +590,8 @@ struct Round<'a> {
 
 impl Round<'_> {
     /// The round's database flags, for its bench or its server: durability, checkpoints, the
-    /// pool, and the rounds' rotation of checkpointer, page cleaners, page locking and the
-    /// doublewrite file.
+    /// pool, and the rounds' rotation of checkpointer, page cleaners, page locking, the
+    /// doublewrite file and the log's segment size.
     fn db_args(&self) -> Vec<String> {
         let mut args = vec![
             "--db".to_string(),
@@ -621,6 +623,12 @@ impl Round<'_> {
         // others without one, so that the durable lanes' images repair it.
         args.push("--doublewrite".into());
         args.push(if self.doublewrite() { "on" } else { "off" }.into());
+        // Two rounds in five write the log in segments of 1 MiB (the default's 64 MiB are
+        // more than a round writes), so that kills fall as segments are created, filled and
+        // unlinked behind checkpoints.
+        if self.number % 5 >= 3 {
+            args.extend(["--log-segment-mib".into(), "1".into()]);
+        }
         args
     }
 
