@@ -311,6 +311,15 @@ impl FileLogStorage {
         File::open(directory_of(&self.path))?.sync_all()
     }
 
+    /// The last segment, where writes go.
+    fn last_segment(&self) -> Arc<Segment> {
+        self.segments
+            .read()
+            .last()
+            .expect("the first segment is never removed")
+            .clone()
+    }
+
     /// The segment holding log offset `at`, and where the next one starts (none for the last).
     fn segment_at(&self, at: u64) -> (Arc<Segment>, Option<u64>) {
         let segments = self.segments.read();
@@ -517,23 +526,13 @@ impl LogStorage for FileLogStorage {
 
     /// Syncs the last segment: every earlier one was synced as the log left it.
     fn sync(&self) -> io::Result<()> {
-        let last = self
-            .segments
-            .read()
-            .last()
-            .expect("the first segment")
-            .clone();
+        let last = self.last_segment();
         self.sync_file(&last.file)
     }
 
     /// Where the last segment's file ends, preallocated zeros included.
     fn len(&self) -> io::Result<u64> {
-        let last = self
-            .segments
-            .read()
-            .last()
-            .expect("the first segment")
-            .clone();
+        let last = self.last_segment();
         Ok(last.start + last.file.metadata()?.len())
     }
 
