@@ -43,7 +43,8 @@ impl Footprint {
     /// Bytes per scale unit of `workload` with `options`' record shape.
     ///
     /// Measured with `glass load W --scale S --db D` at two scales each, then `ls -l D`
-    /// (pages.db and wal.log; the difference divided by the difference in scale):
+    /// (pages.db and the log, `wal.log` and its segments `wal.log.*` since the log is kept in
+    /// segment files; the difference divided by the difference in scale):
     ///
     /// | workload | scales          | pages.db per unit | pages.db + wal.log per unit |
     /// |----------|-----------------|-------------------|-----------------------------|
