@@ -727,7 +727,8 @@ fn later_segments(first: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(found)
 }
 
-/// Opens a segment's file for reads and writes, creating it; `fresh` empties it.
+/// Opens a segment's file for reads and writes, creating it; `fresh` empties it. An error
+/// names the file (which of the log's files could not be opened or created).
 fn open_segment_file(path: &Path, fresh: bool) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
@@ -735,6 +736,7 @@ fn open_segment_file(path: &Path, fresh: bool) -> io::Result<File> {
         .create(true)
         .truncate(fresh)
         .open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("log file {}: {e}", path.display())))
 }
 
 /// The descriptor the method writes `path` through, if not the buffered one.
@@ -1482,5 +1484,26 @@ mod tests {
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{segment_bytes}");
             assert!(err.to_string().contains("segment"), "{err}");
         }
+    }
+
+    /// A segment that cannot be created fails the write that needed it, naming the file; the
+    /// log written so far stays readable.
+    #[test]
+    fn a_segment_that_cannot_be_created_fails_the_write_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let storage = FileLogStorage::open_with(&path, segmented(LogSync::Fdatasync, 0)).unwrap();
+        let mut model = Vec::new();
+        append_random(&storage, &mut model, SEGMENT as usize - 100, 4);
+        let blocker = dir.path().join(format!("log.{SEGMENT:016x}"));
+        std::fs::create_dir(&blocker).unwrap();
+        let err = storage
+            .write_at(model.len() as u64, &[9u8; 300])
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(&blocker.display().to_string()),
+            "{err}"
+        );
+        check_reads(&storage, &model, 0, "after the failure");
     }
 }
