@@ -15,12 +15,13 @@
 //! | offset | size | field      | meaning                                     |
 //! |-------:|-----:|------------|---------------------------------------------|
 //! | 0      | 4    | magic      | `b"GLMR"`                                   |
-//! | 4      | 4    | version    | [`LOG_VERSION`]                             |
+//! | 4      | 4    | version    | [`MASTER_VERSION`] (3 is read too)          |
 //! | 8      | 8    | checkpoint | LSN of the last complete checkpoint's `CheckpointBegin` |
 //! | 16     | 8    | start      | the log's start: its first record still held (16 until a discard) |
 //! | 24     | 4    | crc        | CRC-32C of bytes 0..24                      |
 //!
-//! Invariant: `16 <= start <= checkpoint`. Version 2 had no `start` (20 bytes, CRC at 16).
+//! Invariant: `16 <= start <= checkpoint`. Version 2 had no `start` (20 bytes, CRC at 16);
+//! version 3 is version 4's layout, written by builds that kept the log in one file.
 //! A start past 16 with no checkpoint (0) is written only by an open that accepted the loss of
 //! a damaged log's checkpoint ([`LogConfig::accept_loss`]): recovery scans from the start.
 //!
@@ -194,6 +195,13 @@ pub const LOG_MAGIC: [u8; 8] = *b"GLASSWAL";
 /// hole as a torn tail). A log of another version is refused with
 /// [`WalError::UnsupportedVersion`], never misread as torn.
 pub const LOG_VERSION: u32 = 3;
+/// Format version of the master record written. Version 4 has version 3's layout and says
+/// that the log may go on in segment files beside its first (`crate::file`): a build that
+/// reads version 3 only kept the log in one file, and would read the first file alone and
+/// cut the rest as a torn tail, so it refuses the log instead
+/// ([`WalError::UnsupportedVersion`]). This build reads version 3 too: such a log is one file,
+/// which opens as a first segment; its first checkpoint writes version 4.
+pub const MASTER_VERSION: u32 = 4;
 /// Size of the log header; the first record's LSN.
 pub const LOG_HEADER_SIZE: usize = 16;
 const MASTER_MAGIC: [u8; 4] = *b"GLMR";
@@ -2028,7 +2036,7 @@ fn log_header() -> [u8; LOG_HEADER_SIZE] {
 fn encode_master(master: Master) -> [u8; MASTER_SIZE] {
     let mut bytes = [0u8; MASTER_SIZE];
     bytes[..4].copy_from_slice(&MASTER_MAGIC);
-    bytes[4..8].copy_from_slice(&LOG_VERSION.to_le_bytes());
+    bytes[4..8].copy_from_slice(&MASTER_VERSION.to_le_bytes());
     let checkpoint = master.checkpoint.unwrap_or(Lsn::NONE);
     bytes[8..16].copy_from_slice(&checkpoint.0.to_le_bytes());
     bytes[16..24].copy_from_slice(&master.start.0.to_le_bytes());
@@ -2053,11 +2061,11 @@ pub(crate) fn decode_master(bytes: &[u8]) -> WalResult<Master> {
         ));
     }
     let version = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-    if version != LOG_VERSION {
+    if version != MASTER_VERSION && version != LOG_VERSION {
         return Err(WalError::UnsupportedVersion {
             what: "master record",
             found: version,
-            supported: LOG_VERSION,
+            supported: MASTER_VERSION,
         });
     }
     if bytes.len() != MASTER_SIZE {

@@ -446,7 +446,7 @@ fn a_version_2_master_or_log_is_refused_not_misread() {
             Err(WalError::UnsupportedVersion {
                 what: "master record",
                 found: 2,
-                supported: 3
+                supported: wal::log::MASTER_VERSION
             })
         ),
         "{:?}",
@@ -499,4 +499,33 @@ fn completing_a_checkpoint_sets_it_and_discards_behind_it_at_once() {
     let (log, report) = open_file(&path);
     assert_eq!((report.start, report.checkpoint), (start, Some(next)));
     check_reads(&log, &records, start);
+}
+
+/// A version-3 master record (written by builds that kept the log in one file) is read as it
+/// is, and the next checkpoint writes version 4, which such builds refuse: a log that may go on
+/// in segment files is never read by a build that would see only its first file.
+#[test]
+fn a_version_3_master_is_read_and_the_next_checkpoint_writes_version_4() {
+    let storage = MemLogStorage::new();
+    let (log, _) = open(storage.clone());
+    let begin = log.append(&LogRecord::CheckpointBegin);
+    log.set_checkpoint(begin).unwrap();
+    drop(log);
+    let mut master = storage.read_master().unwrap().unwrap();
+    assert_eq!(master[4..8], wal::log::MASTER_VERSION.to_le_bytes());
+    master[4..8].copy_from_slice(&3u32.to_le_bytes());
+    let crc = wal::checksum::crc32c(&master[..24]);
+    master[24..28].copy_from_slice(&crc.to_le_bytes());
+    storage.write_master(&master).unwrap();
+
+    let (log, report) = open(storage.clone());
+    assert_eq!(
+        report.checkpoint,
+        Some(begin),
+        "the version-3 master was read"
+    );
+    let again = log.append(&LogRecord::CheckpointBegin);
+    log.set_checkpoint(again).unwrap();
+    let written = storage.read_master().unwrap().unwrap();
+    assert_eq!(written[4..8], 4u32.to_le_bytes());
 }
