@@ -54,7 +54,9 @@ pub enum WalError {
     /// is missing. Recovery would stop there and drop every record after it, committed
     /// transactions among them.
     #[error(
-        "the log from {from} to {to} is in no file (a segment file `<log>.<offset>` beside the          log is missing, and the log goes on after it): put the file back; the records after          it cannot be recovered without it"
+        "the log from {from} to {to} is in no file (a segment file `<log>.<offset>` beside the \
+         log is missing, and the log goes on after it): put the file back; the records after \
+         it cannot be recovered without it"
     )]
     Missing { from: Lsn, to: Lsn },
     /// The log file does not start with a Glass log header, or the master record is invalid.

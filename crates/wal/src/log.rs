@@ -188,7 +188,7 @@ use crate::storage::LogStorage;
 
 /// Magic at offset 0 of a log.
 pub const LOG_MAGIC: [u8; 8] = *b"GLASSWAL";
-/// Format version of the log and master record. Version 1 checksummed with CRC-32 (zlib's
+/// Format version of the log (and of the master record up to version 3). Version 1 checksummed with CRC-32 (zlib's
 /// polynomial); version 2 uses CRC-32C, which CPUs compute in hardware; version 3 adds the
 /// log's start to the master record, below which the log may be a hole of zeros (the header
 /// changes too, so that a version-2 build refuses such a log instead of cutting it at the
