@@ -14,7 +14,7 @@
 //! | `log_runs`                    | log-buffer bytes reserved a run at a time (false with `--no-log-runs`) |
 //! | `log_run_bytes`               | the bytes of a run (`--log-run-bytes`; 0 where runs are off) |
 //! | `huge_pages`                  | the pool's images asked for in huge pages (true with `--huge-pages`) |
-//! | `log_sync`, `log_prealloc_mib` | how the log file is forced, MiB of zeros kept ahead of its end (absent in memory) |
+//! | `log_sync`, `log_prealloc_mib`, `log_segment_mib` | how the log file is forced, MiB of zeros kept ahead of its end, MiB of each of its segment files (absent in memory; reports written before segments lack the last) |
 //! | `commit_gather`, `early_lock_release` | group commit's leader gathers committers (`--commit-gather`); locks released before the force (on unless `--no-early-lock-release`); both false unless the log is forced |
 //! | `page_cleaners`               | page cleaner threads (`--page-cleaners`; 0 in memory)    |
 //! | `full_page_images`            | a page's first change since it was clean logged as its whole image (`--full-page-images`: on disk, durable without the doublewrite file by default; false in memory) |
@@ -78,6 +78,10 @@ pub struct RunConfiguration {
     /// MiB of zeros kept written ahead of the log file's end; `None` without a log file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_prealloc_mib: Option<u64>,
+    /// MiB of each of the log's segment files (`--log-segment-mib`); `None` without a log
+    /// file (and in reports written before segments).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_segment_mib: Option<u64>,
     /// Whether a group commit's leader gathered committers (`--commit-gather`, with a forced
     /// log only).
     pub commit_gather: bool,
@@ -1016,7 +1020,10 @@ pub fn configuration_line(c: &RunConfiguration) -> String {
         match (&c.log_sync, c.log_prealloc_mib) {
             (Some(sync), Some(mib)) => format!(" log-sync={sync} log-prealloc-mib={mib}"),
             _ => String::new(),
-        } + if c.commit_gather { " commit-gather" } else { "" }
+        } + &c
+            .log_segment_mib
+            .map(|mib| format!(" log-segment-mib={mib}"))
+            .unwrap_or_default() + if c.commit_gather { " commit-gather" } else { "" }
             + &if c.page_cleaners > 0 {
                 format!(" page-cleaners={}", c.page_cleaners)
             } else {
@@ -1099,6 +1106,7 @@ mod tests {
             db: None,
             log_sync: None,
             log_prealloc_mib: None,
+            log_segment_mib: None,
             commit_gather: false,
             page_cleaners: 0,
             full_page_images: false,

@@ -615,6 +615,10 @@ pub(crate) fn bench_result(
             .path
             .as_ref()
             .map(|_| db_config.log_prealloc_bytes >> 20),
+        log_segment_mib: db_config
+            .path
+            .as_ref()
+            .map(|_| db_config.log_segment_bytes >> 20),
         commit_gather: db_config.gather_commits && db_config.durable,
         page_cleaners: if db_config.path.is_some() {
             db_config.page_cleaners

@@ -162,6 +162,8 @@ fn file_options_without_a_database_directory_are_refused() {
         "dsync",
         "--full-page-images",
         "on",
+        "--log-segment-mib",
+        "4",
         "--txns",
         "200",
         "--warmup",
@@ -173,7 +175,13 @@ fn file_options_without_a_database_directory_are_refused() {
     let report = read_json(&json);
     assert_eq!(report["page_cleaners"], 1, "{report}");
     assert_eq!(report["log_sync"], "dsync", "{report}");
+    assert_eq!(report["log_segment_mib"], 4, "{report}");
     assert_eq!(report["full_page_images"], true, "{report}");
+    assert!(
+        stdout(&out).contains(" log-segment-mib=4"),
+        "{}",
+        stdout(&out)
+    );
     assert!(
         stdout(&out).contains(" full-page-images"),
         "{}",
