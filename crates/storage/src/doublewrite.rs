@@ -799,6 +799,8 @@ impl<S: PageStore + 'static> PageStore for DoublewriteStore<S> {
             match filled {
                 Some(full) => {
                     if full && self.writer_thread.is_some() {
+                        // The writer thread's lock, which every thread's full batch takes.
+                        shared::bump(Place::Doublewrite);
                         inner.wake.lock().full = true;
                         inner.wake_cv.notify_one();
                     }
@@ -808,6 +810,7 @@ impl<S: PageStore + 'static> PageStore for DoublewriteStore<S> {
                 // the thread writing it, then try again. On an error the page is not taken,
                 // and the pool keeps it dirty.
                 None => {
+                    shared::bump(Place::Doublewrite);
                     inner.write_batch(false, 1)?;
                 }
             }

@@ -53,8 +53,9 @@ pub enum Place {
     /// frame's latch word at the fix and again at the release.
     ReadOnlyPage,
     /// The doublewrite file's batch (`doublewrite::DoublewriteStore`): every page written back
-    /// through it, and every read of a page that may still be in a batch rather than the page
-    /// file.
+    /// through it, every read of a page that may still be in a batch rather than the page
+    /// file, and every full batch (the writer thread woken, or the batch written by the
+    /// thread that found it full).
     Doublewrite,
 }
 

@@ -531,6 +531,36 @@ fn a_read_of_a_page_in_neither_batch_takes_no_lock_of_theirs() {
     assert_eq!(read_counting(&store, 4097), (zeroes, 0));
 }
 
+/// A full batch takes a lock every thread's full batches take: the writer thread's, to wake it,
+/// or (a batch behind, or with no writer thread) the ring's, to write the batch itself. Each is
+/// counted once beside the batch's own lock.
+#[test]
+fn a_full_batch_counts_its_wake_or_its_write_as_a_shared_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let counted = |store: &dyn PageStore, id: u64| {
+        let before = shared::snapshot();
+        store.write_page(PageId(id), &page(id, 10, 0)).unwrap();
+        shared::snapshot().since(&before).at(Place::Doublewrite)
+    };
+    let home = FilePageStore::create(&dir.path().join("a.db"), PageSize::Kib8).unwrap();
+    let store = DoublewriteStore::new(home, &dir.path().join("a.dw"), PS, 2, 2)
+        .unwrap()
+        .with_writer()
+        .unwrap();
+    assert_eq!(counted(&store, 1), 1);
+    assert_eq!(counted(&store, 2), 2, "the batch filled: the writer woken");
+    drop(store);
+    let home = FilePageStore::create(&dir.path().join("b.db"), PageSize::Kib8).unwrap();
+    let store = DoublewriteStore::new(home, &dir.path().join("b.dw"), PS, 2, 2).unwrap();
+    assert_eq!(counted(&store, 1), 1);
+    assert_eq!(counted(&store, 2), 1, "filled, and no thread to wake");
+    assert_eq!(
+        counted(&store, 3),
+        3,
+        "found full: written by this thread, then taken"
+    );
+}
+
 #[test]
 fn a_page_reads_back_at_least_as_new_as_its_last_write_while_batches_go_out() {
     // Two threads write pages of two ids per bucket of the count (`j` and `4096 + j`) in
