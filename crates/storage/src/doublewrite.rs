@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::error::{StorageError, StorageResult};
 #[cfg(not(unix))]
@@ -267,47 +267,44 @@ pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageRe
     let Some(layout) = layout else {
         return Ok(done);
     };
-    // Each page's latest whole copy: (sequence, offset in the file).
-    let mut latest: FxHashMap<PageId, (u64, u64)> = FxHashMap::default();
-    let mut copy = vec![0u8; page_size];
+    // The ring's batches, newest first: the first whole copy of a page met is its latest, so
+    // each page's copies are read only until one is whole, and that one once.
+    let mut batches = Vec::with_capacity(layout.slots);
     for slot in 0..layout.slots {
         if !read_block(&file, layout.header_offset(slot, page_size), &mut block)? {
             continue;
         }
-        let Some(header) = decode_header(&block, max_pages).filter(|h| h.layout == layout) else {
-            continue;
-        };
-        for (index, &id) in header.pages.iter().enumerate() {
-            let offset = layout.page_offset(slot, index, page_size);
-            if !read_block(&file, offset, &mut copy)?
+        if let Some(header) = decode_header(&block, max_pages).filter(|h| h.layout == layout) {
+            batches.push((header.sequence, slot, header.pages));
+        }
+    }
+    batches.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+    let mut found: FxHashSet<PageId> = FxHashSet::default();
+    let mut copy = vec![0u8; page_size];
+    for (_, slot, pages) in batches {
+        for (index, id) in pages.into_iter().enumerate() {
+            if found.contains(&id) {
+                continue;
+            }
+            if !read_block(&file, layout.page_offset(slot, index, page_size), &mut copy)?
                 || crate::buffer::verify_page(id, &copy).is_err()
                 || copy.iter().all(|&b| b == 0)
             {
-                // Not whole in the doublewrite file: its batch never reached the page file.
+                // Not whole in the doublewrite file: this batch never reached the page file.
                 continue;
             }
-            let entry = latest.entry(id).or_insert((header.sequence, offset));
-            if header.sequence > entry.0 {
-                *entry = (header.sequence, offset);
+            found.insert(id);
+            home.read_page(id, &mut block)?;
+            if crate::buffer::verify_page(id, &block).is_err() {
+                done.torn += 1;
+            } else if page_lsn(&block) < page_lsn(&copy) {
+                done.older += 1;
+            } else {
+                done.current += 1;
+                continue;
             }
+            home.write_page(id, &copy)?;
         }
-    }
-    let mut pages: Vec<(PageId, u64)> = latest.into_iter().map(|(id, (_, at))| (id, at)).collect();
-    pages.sort_unstable();
-    for (id, offset) in pages {
-        if !read_block(&file, offset, &mut copy)? {
-            continue;
-        }
-        home.read_page(id, &mut block)?;
-        if crate::buffer::verify_page(id, &block).is_err() {
-            done.torn += 1;
-        } else if page_lsn(&block) < page_lsn(&copy) {
-            done.older += 1;
-        } else {
-            done.current += 1;
-            continue;
-        }
-        home.write_page(id, &copy)?;
     }
     if done.torn + done.older + done.current > 0 {
         home.sync()?;

@@ -447,6 +447,54 @@ fn a_page_is_put_back_from_whichever_slot_holds_its_latest_copy() {
     assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
 }
 
+/// A crash while a batch was being written to the doublewrite file tears its copies there; the
+/// page file still holds what the batch before left, and a copy older than the torn one is
+/// the latest whole one.
+#[test]
+fn a_copy_torn_in_the_doublewrite_file_gives_way_to_the_page_s_copy_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("pages.db");
+    let dw = dir.path().join(DOUBLEWRITE_FILE);
+    let layout = {
+        let home = FilePageStore::create(&pages, PageSize::Kib8).unwrap();
+        let store = DoublewriteStore::new(home, &dw, PS, 2, 4).unwrap();
+        // Batches {1, 2} at LSN 5, then {3 at LSN 5, 1 at LSN 7}.
+        for id in 1..=3 {
+            store.write_page(PageId(id), &page(id, 5, 1)).unwrap();
+        }
+        store.write_page(PageId(1), &page(1, 7, 1)).unwrap();
+        store.sync().unwrap();
+        assert_eq!(store.stats().batches, 2);
+        let layout = store.layout();
+        std::mem::forget(store);
+        layout
+    };
+    // Page 1's copy in the second batch torn, and the page file holding what it held before
+    // the first; pages 2 and 3 as the batches left them.
+    let mut file = std::fs::read(&dw).unwrap();
+    let newer = page(1, 7, 1);
+    let at = (0..layout.slots)
+        .map(|slot| layout.page_offset(slot, 1, PS) as usize)
+        .find(|&at| file[at..at + PS] == newer[..])
+        .expect("page 1's copy at LSN 7 in the file");
+    file[at + 4096..at + PS].fill(0xAB);
+    std::fs::write(&dw, &file).unwrap();
+    let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
+    home.write_page(PageId(1), &page(1, 3, 9)).unwrap();
+    let done = restore(&dw, &home, PS).unwrap();
+    assert_eq!(
+        done,
+        Restored {
+            torn: 0,
+            older: 1,
+            current: 2
+        }
+    );
+    assert_eq!(read(&home, 1), page(1, 5, 1), "the first batch's copy");
+    assert_eq!(read(&home, 2), page(2, 5, 1));
+    assert_eq!(read(&home, 3), page(3, 5, 1));
+}
+
 #[test]
 fn a_store_writes_the_file_out_once_and_clears_every_earlier_rings_headers() {
     let dir = tempfile::tempdir().unwrap();
