@@ -10,7 +10,8 @@
 //!       glass bench W --db LANE/db [--durable] --ack-log LANE/acks
 //!                   --checkpoint-kib K --duration ∞ ...            killed (SIGKILL) after a
 //!                                                                  random 0..max-run
-//!       glass check W --db LANE/db --ack-log LANE/acks             must exit 0
+//!       glass check W --db LANE/db --ack-log LANE/acks             must exit 0; its
+//!                   --json LANE/check.json                         counts read from there
 //! ```
 //!
 //! Every other round's bench takes its checkpoints on the background checkpointer thread
@@ -53,6 +54,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
+use crate::check_report::check_numbers;
 use crate::progress::ProgressLine;
 
 /// How a lane's workload runs, and so which process the kill hits.
@@ -394,64 +396,6 @@ fn kills_of_lane(kills: u64, lanes: u64, i: u64) -> u64 {
     kills / lanes + u64::from(i < kills % lanes)
 }
 
-/// Numbers from `glass check --ack-log`'s summary line (see `AckReport::render`).
-fn ack_numbers(output: &str) -> Option<(u64, u64, u64, u64)> {
-    // "ack log: R runs; D ... checked, M missing[; N ... checked, L missing ...]"
-    match numbers_of_line(output, "ack log: ")?.as_slice() {
-        [_, d, m] => Some((*d, *m, 0, 0)),
-        [_, d, m, n, l, ..] => Some((*d, *m, *n, *l)),
-        _ => None,
-    }
-}
-
-/// The numbers, in order, of the first line of `output` that starts with `prefix`.
-fn numbers_of_line(output: &str, prefix: &str) -> Option<Vec<u64>> {
-    let line = output.lines().find(|l| l.starts_with(prefix))?;
-    Some(
-        line.split(|c: char| !c.is_ascii_digit())
-            .filter(|w| !w.is_empty())
-            .filter_map(|w| w.parse().ok())
-            .collect(),
-    )
-}
-
-/// What a check's recovery found, from its `recovery:` line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct RecoveryNumbers {
-    /// Logged page changes found on disk already.
-    on_disk: u64,
-    /// Transactions rolled back, and the changes undone for them.
-    rolled_back: u64,
-    undone: u64,
-    /// Torn pages rebuilt from the log, and put back from the doublewrite file.
-    rebuilt: u64,
-    put_back: u64,
-}
-
-/// From a check's `recovery:` line: see [`RecoveryNumbers`].
-fn recovery_numbers(output: &str) -> Option<RecoveryNumbers> {
-    // "recovery: A log records analysed; R page changes redone, D found on disk already;
-    // T unfinished transaction(s) rolled back (U changes undone); P torn page(s) rebuilt
-    // from the log; W page(s) put back from the doublewrite file (X of them torn)"
-    match numbers_of_line(output, "recovery: ")?.as_slice() {
-        [_, _, d, t, u, p, _, x] => Some(RecoveryNumbers {
-            on_disk: *d,
-            rolled_back: *t,
-            undone: *u,
-            rebuilt: *p,
-            put_back: *x,
-        }),
-        [_, _, d, t, u, p] => Some(RecoveryNumbers {
-            on_disk: *d,
-            rolled_back: *t,
-            undone: *u,
-            rebuilt: *p,
-            put_back: 0,
-        }),
-        _ => None,
-    }
-}
-
 fn run_lane(
     config: &CampaignConfig,
     lane: &Lane,
@@ -531,38 +475,54 @@ fn run_lane(
             tick(true);
             break;
         }
+        let json = dir.join("check.json");
+        let _ = fs::remove_file(&json);
         let out = Command::new(&config.exe)
             .args(["check", &lane.workload, "--db"])
             .arg(&db)
             .arg("--ack-log")
             .arg(&acks)
+            .arg("--json")
+            .arg(&json)
             .args(pool_args(config.pool_mib))
             .stdin(Stdio::null())
             .output()
             .with_context(|| format!("run {} check", config.exe.display()))?;
-        let text = format!(
+        let mut text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let numbers = ack_numbers(&text);
-        if let Some((d, m, n, l)) = numbers {
+        // The check's numbers from its JSON; a check that wrote none (or none readable)
+        // failed, whatever its exit status.
+        let numbers = match fs::read_to_string(&json)
+            .map_err(anyhow::Error::from)
+            .and_then(|t| check_numbers(&t))
+        {
+            Ok(numbers) => Some(numbers),
+            Err(e) => {
+                text.push_str(&format!("\n(no readable {}: {e:#})", json.display()));
+                None
+            }
+        };
+        let acked = numbers.and_then(|n| n.acks);
+        if let Some(a) = acked {
             if lane.durable {
-                result.durable_receipts = d;
-                result.durable_missing = result.durable_missing.max(m);
+                result.durable_receipts = a.durable;
+                result.durable_missing = result.durable_missing.max(a.durable_missing);
             } else {
-                result.not_durable_receipts += n;
-                result.not_durable_missing += l;
+                result.not_durable_receipts += a.not_durable;
+                result.not_durable_missing += a.not_durable_missing;
             }
         }
-        if let Some(found) = recovery_numbers(&text) {
+        if let Some(found) = numbers {
             result.found_on_disk += found.on_disk;
             result.rolled_back += found.rolled_back;
             result.undone += found.undone;
-            result.torn_rebuilt += found.rebuilt;
-            result.torn_put_back += found.put_back;
+            result.torn_rebuilt += found.torn_rebuilt;
+            result.torn_put_back += found.torn_put_back;
         }
-        if out.status.success() && numbers.is_some() {
+        if out.status.success() && numbers.is_some_and(|n| n.passed) && acked.is_some() {
             result.checks_passed += 1;
             tick(false);
         } else {
@@ -846,59 +806,6 @@ mod tests {
         );
         prepare_ack_log(&acks, false).unwrap();
         assert_eq!(fs::read(&acks).unwrap(), b"");
-    }
-
-    #[test]
-    fn the_checks_ack_line_is_read_back() {
-        assert_eq!(
-            ack_numbers("✓ x\nack log: 3 runs; 1200 acknowledged durable commit receipts checked, 0 missing\n"),
-            Some((1200, 0, 0, 0))
-        );
-        assert_eq!(
-            ack_numbers("ack log: 1 run; 0 acknowledged durable commit receipts checked, 0 missing; 57 non-durable receipts checked, 4 missing (a non-durable run may lose its last unforced commits)"),
-            Some((0, 0, 57, 4))
-        );
-        assert_eq!(ack_numbers("12 of 12 conditions hold"), None);
-    }
-
-    #[test]
-    fn the_checks_recovery_line_is_read_back() {
-        let report = engine::recovery::RecoveryReport {
-            analysed: 341_810,
-            redone: 150,
-            on_disk: 196_156,
-            losers: 1,
-            undone: 19,
-            torn_rebuilt: 2,
-            doublewrite_restored: 5,
-            doublewrite_torn: 3,
-        };
-        let printed = format!("recovery: {report}\nintegrity: no fault in x\n");
-        // Torn pages: those rebuilt from the log and those put back from the doublewrite
-        // file, not the ones it put back only because they were older.
-        assert_eq!(
-            recovery_numbers(&printed),
-            Some(RecoveryNumbers {
-                on_disk: 196_156,
-                rolled_back: 1,
-                undone: 19,
-                rebuilt: 2,
-                put_back: 3
-            })
-        );
-        // A line from before the doublewrite file.
-        let older = "recovery: 9 log records analysed; 1 page changes redone, 2 found on disk \
-                     already; 0 unfinished transactions rolled back (0 changes undone); 1 \
-                     torn page rebuilt from the log";
-        assert_eq!(
-            recovery_numbers(older),
-            Some(RecoveryNumbers {
-                on_disk: 2,
-                rebuilt: 1,
-                ..RecoveryNumbers::default()
-            })
-        );
-        assert_eq!(recovery_numbers("integrity: no fault in x"), None);
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod allocator;
 pub mod callgrind;
 pub mod capacity;
 pub mod charm;
+pub mod check_report;
 pub mod cpu_idle;
 pub mod crash;
 pub mod driver;

@@ -1202,6 +1202,10 @@ struct CheckArgs {
     /// Also look up every acknowledged commit recorded by `glass bench --ack-log FILE`.
     #[arg(long, value_name = "FILE")]
     ack_log: Option<PathBuf>,
+    /// Also write what the check found as one JSON object (recovery, integrity, conditions,
+    /// acknowledged commits, passed; or the error where no check could be made) to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: u64,
@@ -1869,7 +1873,17 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
         &db,
         false,
     )?;
-    let outcome = run_check(args.workload.name(), &db, args.ack_log.as_deref())?;
+    let outcome = run_check(args.workload.name(), &db, args.ack_log.as_deref());
+    if let Some(path) = &args.json {
+        let value = bench::check_report::check_json(
+            args.workload.name(),
+            &args.db.display().to_string(),
+            outcome.as_ref(),
+        );
+        std::fs::write(path, format!("{value:#}\n"))
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    let outcome = outcome?;
     if let Some(recovery) = &outcome.recovery {
         println!("recovery: {recovery}");
     }

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Output;
 
 mod common;
-use common::glass;
+use common::{glass, read_json};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -13,11 +13,6 @@ fn stderr(out: &Output) -> String {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The JSON a run wrote to `path`.
-fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// Asserts a usage error: exit code 2, one line on stderr containing every `needle`.

@@ -14,7 +14,7 @@ use std::process::Output;
 use std::sync::OnceLock;
 
 mod common;
-use common::glass;
+use common::{glass, read_json};
 
 /// Offsets in the common page header (see `storage::page`).
 const OFFSET_KIND: u64 = 6;
@@ -146,10 +146,18 @@ fn assert_damage_refused(
     check_only_needles: &[&str],
 ) {
     let original = original();
-    let (_dir, db) = copy();
+    let (tmp, db) = copy();
     damage(&db, original.page_size);
     let dir = db.to_str().unwrap();
-    let check = glass(&["check", "tpcb", "--db", dir]);
+    let json = tmp.path().join("check.json");
+    let check = glass(&[
+        "check",
+        "tpcb",
+        "--db",
+        dir,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     let bench = glass(&[
         "bench", "tpcb", "--db", dir, "--txns", "50", "--warmup", "0",
     ]);
@@ -176,6 +184,21 @@ fn assert_damage_refused(
         "check evaluated the conditions of a damaged database:\n{}",
         text(&check)
     );
+    // The JSON says the same: not passed, and why (the open's error, or the faults found),
+    // its conditions not evaluated.
+    let report = read_json(&json);
+    assert_eq!(report["passed"], false, "{report}");
+    assert!(report["conditions"].is_null(), "{report}");
+    let why = match report.get("error") {
+        Some(error) => error.to_string(),
+        None => {
+            assert!(report["integrity"]["faults_total"].as_u64().unwrap() > 0);
+            report["integrity"]["faults"].to_string()
+        }
+    };
+    for needle in needles {
+        assert!(why.contains(needle), "'{needle}' missing from {report}");
+    }
     assert_eq!(
         hash_files(&original.db),
         original.hashes,
@@ -185,10 +208,31 @@ fn assert_damage_refused(
 
 #[test]
 fn the_undamaged_copy_checks_clean() {
-    let (_dir, db) = copy();
-    let out = glass(&["check", "tpcb", "--db", db.to_str().unwrap()]);
+    let (tmp, db) = copy();
+    let json = tmp.path().join("check.json");
+    let out = glass(&[
+        "check",
+        "tpcb",
+        "--db",
+        db.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     let printed = text(&out);
     assert_eq!(out.status.code(), Some(0), "{printed}");
+    let report = read_json(&json);
+    assert_eq!(report["passed"], true, "{report}");
+    assert_eq!(report["workload"], "tpcb");
+    assert_eq!(report["recovery"]["losers"], 0, "{report}");
+    assert_eq!(report["integrity"]["faults_total"], 0, "{report}");
+    assert!(
+        report["integrity"]["pages"].as_u64().unwrap() > 1,
+        "{report}"
+    );
+    let conditions = report["conditions"].as_array().unwrap();
+    assert_eq!(conditions.len(), 3, "{report}");
+    assert!(conditions.iter().all(|c| c["holds"] == true), "{report}");
+    assert!(report["acks"].is_null() && report.get("error").is_none());
     assert!(printed.contains("integrity: no fault"), "{printed}");
     // Closed cleanly: its recovery found nothing unfinished.
     assert!(

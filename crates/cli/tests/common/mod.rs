@@ -22,3 +22,8 @@ pub fn text(bytes: &[u8]) -> String {
 pub fn path(p: &Path) -> &str {
     p.to_str().expect("a UTF-8 temporary path")
 }
+
+/// The JSON a command wrote to `path` (`--json`).
+pub fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
