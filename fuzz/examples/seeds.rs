@@ -498,8 +498,60 @@ fn main() {
         let text = serde_json::to_vec_pretty(&manifest).expect("encode manifest");
         write(&out, "load_manifest", workload, &text);
     }
+    check_reports(&out);
     wire_frames(&out);
     guest_frames(&out);
     shm_regions(&out);
     println!("seeds written to {}", out.display());
+}
+
+/// `glass check --json` files: a check that passed with an ack log, and one that could not
+/// be made.
+fn check_reports(out: &Path) {
+    use bench::check_report::check_json;
+    let outcome = bench::run::CheckOutcome {
+        integrity: engine::IntegrityReport {
+            pages: 70,
+            heaps: 4,
+            records: 1_200,
+            ..Default::default()
+        },
+        conditions: Some(vec![workloads::Condition {
+            name: "TPC-B balances".into(),
+            description: "sum(a_balance) = sum(t_balance)".into(),
+            violation: None,
+        }]),
+        acks: Some(bench::acklog::AckReport {
+            runs: 2,
+            durable: 500,
+            durable_missing: vec![(17, workloads::Receipt::present("history", &[3, 9]))],
+            not_durable: 40,
+            not_durable_missing: 3,
+        }),
+        recovery: Some(engine::recovery::RecoveryReport {
+            analysed: 341,
+            redone: 15,
+            on_disk: 196,
+            losers: 1,
+            undone: 19,
+            torn_rebuilt: 2,
+            doublewrite_restored: 5,
+            doublewrite_torn: 3,
+        }),
+    };
+    let passed = check_json("tpcb", "db", Ok(&outcome));
+    write(
+        out,
+        "check_json",
+        "checked",
+        format!("{passed:#}").as_bytes(),
+    );
+    let error = anyhow::anyhow!("the log is damaged at LSN 4096");
+    let refused = check_json("tpcb", "db", Err(&error));
+    write(
+        out,
+        "check_json",
+        "refused",
+        format!("{refused:#}").as_bytes(),
+    );
 }

@@ -17,6 +17,8 @@
 //! | `catalog`       | `catalog.json` (`engine::catalog::parse_catalog`)                  |
 //! | `load_manifest` | `glass-load.json` (`bench::manifest::LoadManifest::parse`)          |
 //! | `ack_log`       | the ack log of acknowledged commits (`bench::acklog`)              |
+//! | `check_json`    | `glass check --json`'s file, as `glass crash` reads it back        |
+//! | `doublewrite_header` | a doublewrite file's batch header (`storage::doublewrite`)    |
 //! | `wire_frame`    | the wire protocol: frames, requests and responses (`protocol`)     |
 //! | `guest_frame`   | the procedure boundary's messages, host and guest (`protocol`)     |
 //! | `shm_region`    | a shared-memory region: header, slot lengths, the frames in slots  |
