@@ -8,8 +8,8 @@
 //! | `workload`, `db` | what was checked, and where |
 //! | `passed` | integrity clean, every condition holds and no acknowledged durable commit missing: exactly when `glass check` exits 0 |
 //! | `error` | present only where no check could be made, and why (the open refused the database: damage in the middle of the log, a format from another build, a missing log segment, …); `recovery`, `integrity`, `conditions` and `acks` are then null |
-//! | `recovery` | what the open's recovery did: `{analysed, redone, on_disk, losers, undone, torn_rebuilt, doublewrite_restored, doublewrite_torn}`; null where the database could not be opened |
-//! | `integrity` | `{pages, heaps, heap_pages, records, trees, tree_pages, empty_leaves, entries, unreached_pages, unlinked_leaves, pages_only, faults_total, faults: [{place, detail}]}`, the first 1,000 faults listed |
+//! | `recovery` | what the open's recovery did (`engine::recovery::RecoveryReport`'s fields): `{analysed, redone, on_disk, losers, undone, torn_rebuilt, doublewrite_restored, doublewrite_torn}`; null where the database could not be opened |
+//! | `integrity` | `engine::IntegrityReport`'s fields: `{pages, heaps, heap_pages, records, trees, tree_pages, empty_leaves, entries, unreached_pages, unlinked_leaves, pages_only, faults_total, faults: [{place, detail}]}`, the first 1,000 faults listed |
 //! | `conditions` | each consistency condition, `{name, description, holds, detail}`; null where integrity faults kept them from being evaluated |
 //! | `acks` | with `--ack-log`: `{runs, durable, durable_missing, not_durable, not_durable_missing, missing: [{line, table, key, present}]}`, the first 1,000 missing durable receipts listed; null without an ack log, or where integrity faults kept it from being looked up |
 
@@ -46,40 +46,8 @@ pub fn check_json(
         }
     };
     fields.insert("passed".into(), json!(outcome.passed()));
-    fields.insert(
-        "recovery".into(),
-        outcome.recovery.as_ref().map_or(Value::Null, |r| {
-            json!({
-                "analysed": r.analysed,
-                "redone": r.redone,
-                "on_disk": r.on_disk,
-                "losers": r.losers,
-                "undone": r.undone,
-                "torn_rebuilt": r.torn_rebuilt,
-                "doublewrite_restored": r.doublewrite_restored,
-                "doublewrite_torn": r.doublewrite_torn,
-            })
-        }),
-    );
-    let i = &outcome.integrity;
-    fields.insert(
-        "integrity".into(),
-        json!({
-            "pages": i.pages,
-            "heaps": i.heaps,
-            "heap_pages": i.heap_pages,
-            "records": i.records,
-            "trees": i.trees,
-            "tree_pages": i.tree_pages,
-            "empty_leaves": i.empty_leaves,
-            "entries": i.entries,
-            "unreached_pages": i.unreached_pages,
-            "unlinked_leaves": i.unlinked_leaves,
-            "pages_only": i.pages_only,
-            "faults_total": i.faults_total,
-            "faults": i.faults.iter().map(|f| json!({"place": f.place, "detail": f.detail})).collect::<Vec<_>>(),
-        }),
-    );
+    fields.insert("recovery".into(), json!(outcome.recovery));
+    fields.insert("integrity".into(), json!(outcome.integrity));
     fields.insert(
         "conditions".into(),
         outcome

@@ -33,7 +33,7 @@ use crate::db::{Database, CATALOG_FILE, PAGE_FILE};
 use crate::table::{IndexStore, Records, Table};
 
 /// One fault, by place: "table stock, heap", "index customer_name", "page file".
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct IntegrityFault {
     /// The structure (table or index) the fault lies in, and the page.
     pub place: String,
@@ -47,8 +47,9 @@ impl fmt::Display for IntegrityFault {
     }
 }
 
-/// What [`Database::verify_integrity`] verified and found.
-#[derive(Clone, Debug, Default)]
+/// What [`Database::verify_integrity`] verified and found (serialized as `glass check --json`
+/// writes it).
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct IntegrityReport {
     /// Pages in the page file (page 0, the meta page, included), each read and verified.
     pub pages: u64,

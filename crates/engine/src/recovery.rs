@@ -57,7 +57,7 @@ pub struct Losers(pub Vec<(TxnId, Lsn)>);
 /// What the recovery of an open did ([`Database::recovery`]): how much log it read, how many
 /// logged page changes it found missing from the page file and redid, how many it found there
 /// already, and what it rolled back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RecoveryReport {
     /// Log records the analysis pass read, from the last checkpoint's begin.
     pub analysed: u64,
