@@ -789,7 +789,8 @@ fn load_into(
     dir: &Path,
     status: &Status,
 ) -> anyhow::Result<Duration> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create directory {}", dir.display()))?;
+    storage::file::create_dir_all_durably(dir)
+        .with_context(|| format!("create directory {}", dir.display()))?;
     let db = open(db_config)?;
     let took = load(workload, &db, options.scale, status).with_context(|| {
         format!(

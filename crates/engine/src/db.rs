@@ -508,7 +508,8 @@ impl Database {
             require_files(dir, page_access, main_log)?;
         }
         if let Some(dir) = &config.path {
-            std::fs::create_dir_all(dir).map_err(io_err("create database directory"))?;
+            storage::file::create_dir_all_durably(dir)
+                .map_err(io_err("create database directory"))?;
             dir_lock = Some(lock_directory(dir)?);
             let cat_path = dir.join(CATALOG_FILE);
             if cat_path.exists() {
@@ -1861,9 +1862,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
 
 /// Makes the entries of `dir` (files created or renamed in it) durable.
 fn sync_directory(dir: &Path) -> TxResult<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err("sync the database directory"))
+    storage::file::sync_directory(dir).map_err(io_err("sync the database directory"))
 }
 
 impl crate::api::Connection for Database {

@@ -80,6 +80,40 @@ pub struct FilePageStore {
 /// pause leaves the page torn, and recovery must rebuild it.
 pub const TEAR_WRITES_ENV: &str = "GLASS_TEAR_PAGE_WRITES";
 
+/// Makes the entries of directory `dir` (files and directories created, renamed or removed in
+/// it) durable: `fsync` of the directory, which a file's own sync does not promise.
+pub fn sync_directory(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// `create_dir_all`, durably: each directory it creates is synced into its parent, so that a
+/// power loss after it returns cannot take the directory (and everything synced inside it)
+/// away with the parent's unsynced entry.
+pub fn create_dir_all_durably(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = vec![dir];
+    let mut at = dir;
+    while let Some(parent) = at.parent() {
+        if parent.as_os_str().is_empty() || parent.is_dir() {
+            break;
+        }
+        missing.push(parent);
+        at = parent;
+    }
+    std::fs::create_dir_all(dir)?;
+    // Top down: a directory's entry is synced once its parent's own entry is.
+    for created in missing.iter().rev() {
+        let parent = match created.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        sync_directory(parent)?;
+    }
+    Ok(())
+}
+
 /// How page writes are torn ([`TEAR_WRITES_ENV`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tear {
