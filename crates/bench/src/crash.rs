@@ -33,6 +33,11 @@
 //! died before its kill) stops its lane and keeps the evidence: the check's output and a copy
 //! of the database, named in the report.
 //!
+//! With [`CampaignConfig::power_loss`], each lane's database lives on a `powercut` file system
+//! mounted for the lane (`LANE/mnt`), and its power is cut after the load and after each kill,
+//! before the check: what was not synced is lost (every unsynced block in odd rounds, each by
+//! a coin toss in even ones), and so is any file no synced directory names.
+//!
 //! A lane may run its workload through a server instead ([`Via::Sp`], [`Via::Interactive`]):
 //! each round serves the database (`glass serve W --db LANE/db --unix LANE/s.sock`, with the
 //! round's flags), starts `glass bench W --server unix://… --mode sp|interactive --ack-log …`
@@ -136,6 +141,11 @@ pub struct CampaignConfig {
     /// Tear the benches' page writes (`storage::file::TEAR_WRITES_ENV`): header new in the
     /// lanes that are not durable, header old in the durable ones.
     pub tear_writes: bool,
+    /// Run each lane's database on a file system in memory whose power is cut after every
+    /// kill (and after the load): what was not synced is lost, in every other round all of
+    /// it, in the others half of it block by block, as a page cache writing back in any order
+    /// might leave it (`powercut`). Needs FUSE and root.
+    pub power_loss: bool,
     /// Start no round after this long (the campaign then ends with fewer kills than asked).
     pub time_limit: Option<Duration>,
     /// Whether stderr is a terminal: a live progress line there if so, else a plain line as
@@ -179,7 +189,23 @@ pub struct LaneResult {
     /// back from the doublewrite file before them.
     pub torn_rebuilt: u64,
     pub torn_put_back: u64,
+    /// With `power_loss`: the power cuts (one after the load, one after each kill), the
+    /// blocks written since their file's last sync that they lost and kept, and the files and
+    /// directories they took away because no synced directory named them.
+    pub power_cuts: u64,
+    pub cut_blocks_lost: u64,
+    pub cut_blocks_kept: u64,
+    pub cut_files_lost: u64,
     pub failures: Vec<Failure>,
+}
+
+impl LaneResult {
+    fn count_cut(&mut self, cut: powercut::Cut) {
+        self.power_cuts += 1;
+        self.cut_blocks_lost += cut.blocks_lost;
+        self.cut_blocks_kept += cut.blocks_kept;
+        self.cut_files_lost += cut.files_lost;
+    }
 }
 
 /// What a campaign found.
@@ -232,6 +258,24 @@ impl CampaignResult {
                 l.torn_rebuilt,
                 l.torn_put_back
             ));
+        }
+        if self.lanes.iter().any(|l| l.power_cuts > 0) {
+            out.push_str(
+                "\n| workload | durable | via | power cuts | unsynced blocks lost | unsynced blocks kept | files lost |\n\
+                 |---|---|---|---:|---:|---:|---:|\n",
+            );
+            for l in &self.lanes {
+                out.push_str(&format!(
+                    "| {} | {} | {} | {} | {} | {} | {} |\n",
+                    l.workload,
+                    if l.durable { "yes" } else { "no" },
+                    l.via.name(),
+                    l.power_cuts,
+                    l.cut_blocks_lost,
+                    l.cut_blocks_kept,
+                    l.cut_files_lost
+                ));
+            }
         }
         out.push_str(&format!(
             "\n{} kills in {:.0} s: {} database{} failed {} check, {} acknowledged durable commit{} missing\n",
@@ -405,9 +449,24 @@ fn run_lane(
     tick: &(dyn Fn(bool) + Sync),
 ) -> anyhow::Result<LaneResult> {
     let dir = config.dir.join(lane.name());
-    let db = dir.join("db");
     let acks = dir.join("acks");
     fs::create_dir_all(&dir).with_context(|| format!("create directory {}", dir.display()))?;
+    // With power cuts, the database lives in memory, on a file system mounted for the lane
+    // (its ack log, outputs and evidence stay on the disk).
+    let mounted = if config.power_loss {
+        let mnt = dir.join("mnt");
+        powercut::clear_stale_mount(&mnt);
+        fs::create_dir_all(&mnt).with_context(|| format!("create directory {}", mnt.display()))?;
+        Some(powercut::Mounted::mount(&mnt)?)
+    } else {
+        None
+    };
+    let db = match &mounted {
+        Some(m) => m.path().join("db"),
+        None => dir.join("db"),
+    };
+    // The cuts draw from a generator of their own, so that the rounds' draws stay the same.
+    let mut cut_rng = SmallRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut result = LaneResult {
         workload: lane.workload.clone(),
         durable: lane.durable,
@@ -424,6 +483,10 @@ fn run_lane(
         found_on_disk: 0,
         torn_rebuilt: 0,
         torn_put_back: 0,
+        power_cuts: 0,
+        cut_blocks_lost: 0,
+        cut_blocks_kept: 0,
+        cut_files_lost: 0,
         failures: Vec::new(),
     };
     if !db.join(crate::manifest::MANIFEST_FILE).exists() {
@@ -443,6 +506,10 @@ fn run_lane(
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
+        // A finished load must survive the power going at once.
+        if let Some(m) = &mounted {
+            result.count_cut(m.cut(0.0, &mut cut_rng)?);
+        }
     }
     let mut rng = SmallRng::seed_from_u64(seed);
     for round in 1..=kills {
@@ -456,6 +523,7 @@ fn run_lane(
             config,
             lane,
             dir: &dir,
+            db: &db,
             number: round,
             seed,
             kill_after,
@@ -467,6 +535,12 @@ fn run_lane(
         result.kills += 1;
         if round_run.doublewrite() {
             result.doublewrite_kills += 1;
+        }
+        // The power goes with the kill: odd rounds lose everything unsynced, even rounds
+        // keep each unsynced block (each file's size, each directory's entries) by a coin.
+        if let Some(m) = &mounted {
+            let keep = if round.is_multiple_of(2) { 0.5 } else { 0.0 };
+            result.count_cut(m.cut(keep, &mut cut_rng)?);
         }
         if let Some(what) = died {
             result
@@ -543,6 +617,8 @@ struct Round<'a> {
     config: &'a CampaignConfig,
     lane: &'a Lane,
     dir: &'a Path,
+    /// The database: in `dir`, or on the lane's power-cut file system.
+    db: &'a Path,
     number: u64,
     seed: u32,
     kill_after: Duration,
@@ -553,10 +629,7 @@ impl Round<'_> {
     /// pool, and the rounds' rotation of checkpointer, page cleaners, page locking, the
     /// doublewrite file and the log's segment size.
     fn db_args(&self) -> Vec<String> {
-        let mut args = vec![
-            "--db".to_string(),
-            self.dir.join("db").display().to_string(),
-        ];
+        let mut args = vec!["--db".to_string(), self.db.display().to_string()];
         args.extend(workload_args(&self.lane.workload));
         args.extend(run_args(&self.lane.workload));
         args.push("--checkpoint-kib".into());
@@ -770,14 +843,20 @@ fn tail(text: &str) -> String {
 fn keep_evidence(dir: &Path, db: &Path, round: u64, what: &str) -> anyhow::Result<Failure> {
     let copy = dir.join(format!("failed-round-{round}"));
     fs::create_dir_all(&copy)?;
-    for entry in fs::read_dir(db)? {
-        let entry = entry?;
-        if entry.file_type()?.is_file() {
-            fs::copy(entry.path(), copy.join(entry.file_name()))?;
-        }
-    }
     let mut note = fs::File::create(copy.join("WHAT.txt"))?;
     writeln!(note, "{what}")?;
+    // A power cut can take the database's directory itself: that is said, not copied.
+    match fs::read_dir(db) {
+        Ok(entries) => {
+            for entry in entries {
+                let entry = entry?;
+                if entry.file_type()?.is_file() {
+                    fs::copy(entry.path(), copy.join(entry.file_name()))?;
+                }
+            }
+        }
+        Err(e) => writeln!(note, "(no copy of {}: {e})", db.display())?,
+    }
     Ok(Failure {
         round,
         what: what.to_string(),

@@ -56,6 +56,38 @@ fn a_short_crash_campaign_loses_no_database_and_no_acknowledged_commit() {
 /// The same with a buffer pool far smaller than the data: the benches evict pages their
 /// running transactions dirtied (steal), so each recovery must undo changes that reached the
 /// page file, not only redo the ones that did not.
+/// Power cuts after the kills (and after the load), on a file system in memory that loses
+/// what was not synced: the durable lanes only, each database must pass its check and keep
+/// every acknowledged commit. Skipped, saying so, where FUSE cannot be mounted.
+#[test]
+fn a_power_loss_campaign_loses_no_durable_database_and_no_acknowledged_commit() {
+    let probe = tempfile::tempdir().unwrap();
+    if let Err(e) = powercut::Mounted::mount(probe.path()) {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let (text, lanes) = campaign(&[
+        "--power-loss",
+        "--tear-writes",
+        "--kills",
+        "12",
+        "--jobs",
+        "2",
+        "--max-run",
+        "1.5",
+    ]);
+    assert_eq!(lanes.len(), 4, "four workloads, durable only: {text}");
+    assert!(lanes.iter().all(|l| l["durable"] == true));
+    assert_eq!(sum(&lanes, "kills"), 12);
+    assert_eq!(sum(&lanes, "checks_passed"), 12, "{text}");
+    assert_eq!(sum(&lanes, "durable_missing"), 0, "{text}");
+    assert!(sum(&lanes, "durable_receipts") > 0, "{text}");
+    // A cut after each lane's load and after each kill, and they took something away.
+    assert_eq!(sum(&lanes, "power_cuts"), 12 + 4, "{text}");
+    assert!(sum(&lanes, "cut_blocks_lost") > 0, "{text}");
+    assert!(text.contains("| power cuts |"), "{text}");
+}
+
 #[test]
 fn a_crash_campaign_with_a_pool_smaller_than_the_data_loses_nothing() {
     let (text, lanes) = campaign(&[
