@@ -50,6 +50,22 @@ fn errno(e: model::Errno) -> Errno {
     Errno::from_i32(e)
 }
 
+/// Answers a request that returns nothing but success or an `errno`.
+fn answer(reply: ReplyEmpty, result: Result<(), model::Errno>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// Answers a request that made or found a node with its attributes.
+fn answer_entry(reply: ReplyEntry, result: Result<FileAttr, Errno>) {
+    match result {
+        Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+        Err(e) => reply.error(e),
+    }
+}
+
 impl Fs {
     fn file_attr(&self, ino: u64, attr: model::Attr) -> FileAttr {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
@@ -96,14 +112,8 @@ const OPEN: FopenFlags = FopenFlags::FOPEN_DIRECT_IO;
 impl Filesystem for Fs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let m = self.model.lock();
-        match m
-            .lookup(parent.0, name)
-            .map_err(errno)
-            .and_then(|ino| self.attr_of(&m, ino))
-        {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        let found = m.lookup(parent.0, name).map_err(errno);
+        answer_entry(reply, found.and_then(|ino| self.attr_of(&m, ino)))
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -155,10 +165,7 @@ impl Filesystem for Fs {
         if mode & libc::S_IFMT != libc::S_IFREG {
             return reply.error(Errno::EPERM);
         }
-        match self.make(parent, name, false) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        answer_entry(reply, self.make(parent, name, false))
     }
 
     fn mkdir(
@@ -170,24 +177,15 @@ impl Filesystem for Fs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        match self.make(parent, name, true) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
-            Err(e) => reply.error(e),
-        }
+        answer_entry(reply, self.make(parent, name, true))
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.model.lock().remove(parent.0, name, false) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        answer(reply, self.model.lock().remove(parent.0, name, false))
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.model.lock().remove(parent.0, name, true) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        answer(reply, self.model.lock().remove(parent.0, name, true))
     }
 
     fn rename(
@@ -206,14 +204,11 @@ impl Filesystem for Fs {
             return reply.error(Errno::EINVAL);
         }
         let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-        match self
-            .model
-            .lock()
-            .rename(parent.0, name, newparent.0, newname, no_replace)
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        let mut m = self.model.lock();
+        answer(
+            reply,
+            m.rename(parent.0, name, newparent.0, newname, no_replace),
+        );
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -309,10 +304,7 @@ impl Filesystem for Fs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.model.lock().sync(ino.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        answer(reply, self.model.lock().sync(ino.0))
     }
 
     fn readdir(
@@ -355,10 +347,7 @@ impl Filesystem for Fs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.model.lock().sync(ino.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        answer(reply, self.model.lock().sync(ino.0))
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -391,10 +380,10 @@ impl Filesystem for Fs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        match self.model.lock().allocate(ino.0, offset, length, mode) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        answer(
+            reply,
+            self.model.lock().allocate(ino.0, offset, length, mode),
+        )
     }
 }
 
