@@ -374,7 +374,7 @@ fn prepare(file: &File, path: &Path, layout: Layout, page_size: usize) -> Storag
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
-        File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
+        crate::file::sync_directory(dir).map_err(fail)?;
     }
     Ok(())
 }

@@ -308,7 +308,7 @@ impl FileLogStorage {
     }
 
     fn sync_dir(&self) -> io::Result<()> {
-        File::open(directory_of(&self.path))?.sync_all()
+        storage::file::sync_directory(&directory_of(&self.path))
     }
 
     /// The last segment, where writes go.
