@@ -10,6 +10,9 @@
 //! [`model`] for the exact rules). `glass crash --power-loss` runs every lane's database on
 //! one and cuts its power after each kill.
 //!
+//! `fsync` and `fdatasync` of a file, and each write to a file opened `O_DSYNC` or `O_SYNC`,
+//! make its data and size durable; `fsync` of a directory, its entries.
+//!
 //! Every request is served by one thread, in order, with no caching in the kernel (entries
 //! and attributes live for 0 s, file data is read and written directly): after a cut, the
 //! next process sees exactly the durable state. [`Mounted::cut`] first makes a request of its
@@ -275,11 +278,17 @@ impl Filesystem for Fs {
         offset: u64,
         data: &[u8],
         _write_flags: fuser::WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.model.lock().write(ino.0, offset, data) {
+        let mut m = self.model.lock();
+        let mut result = m.write(ino.0, offset, data);
+        // A file opened `O_DSYNC` (or `O_SYNC`) has each write synced before it returns.
+        if result.is_ok() && flags.0 & (libc::O_DSYNC | libc::O_SYNC) != 0 {
+            result = m.sync(ino.0);
+        }
+        match result {
             Ok(()) => reply.written(data.len() as u32),
             Err(e) => reply.error(errno(e)),
         }

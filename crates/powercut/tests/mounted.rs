@@ -85,11 +85,25 @@ fn synced_files_and_entries_survive_a_cut_and_the_rest_does_not() {
     let data = fs::read(db.join("kept")).unwrap();
     assert_eq!(data.len(), 5_003);
     assert_eq!(&data[5_000..], b"end");
+    // A file opened O_DSYNC has each write synced as it returns.
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .custom_flags(libc::O_DSYNC)
+            .open(db.join("dsync"))
+            .unwrap();
+        f.write_all(b"synced by its flag").unwrap();
+    }
+    sync_dir(&db);
+    m.cut(0.0, &mut SmallRng::seed_from_u64(3)).unwrap();
+    assert_eq!(fs::read(db.join("dsync")).unwrap(), b"synced by its flag");
     let counts = m.counts();
     assert!(
-        counts.file_syncs >= 3 && counts.dir_syncs >= 2,
+        counts.file_syncs >= 4 && counts.dir_syncs >= 3,
         "{counts:?}"
     );
-    assert_eq!(counts.cuts, 2);
+    assert_eq!(counts.cuts, 3);
     m.unmount().unwrap();
 }
