@@ -459,6 +459,19 @@ impl Mounted {
         Ok(mounted)
     }
 
+    /// [`Mounted::mount`] for a test that needs the mount and means nothing without it:
+    /// `None`, after saying on stderr that the test is skipped and why, where FUSE cannot be
+    /// mounted (no `/dev/fuse`, no root).
+    pub fn mount_or_skip(mountpoint: &Path) -> Option<Mounted> {
+        match Mounted::mount(mountpoint) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                None
+            }
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

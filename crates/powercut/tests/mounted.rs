@@ -12,13 +12,7 @@ use rand::SeedableRng;
 fn mount(dir: &tempfile::TempDir) -> Option<Mounted> {
     let at = dir.path().join("mnt");
     fs::create_dir(&at).unwrap();
-    match Mounted::mount(&at) {
-        Ok(m) => Some(m),
-        Err(e) => {
-            eprintln!("skipped: {e}");
-            None
-        }
-    }
+    Mounted::mount_or_skip(&at)
 }
 
 fn sync_dir(path: &std::path::Path) {
