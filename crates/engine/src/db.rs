@@ -575,6 +575,9 @@ impl Database {
                     gather_commits: config.gather_commits,
                     runs: config.log_runs,
                     run_bytes: config.log_run_bytes,
+                    // A run without `--durable` keeps the write-ahead rule through a power
+                    // loss; `disk-log=off` is the ladder's log that is never forced.
+                    sync_write_back: sw.is_on(Switch::DiskLog),
                 },
             )
             .map_err(log_open_err)?;

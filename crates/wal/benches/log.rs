@@ -60,6 +60,7 @@ fn discard_log(mode: LogMode) -> LogManager {
         gather_commits: true,
         runs: true,
         run_bytes: wal::RUN_BYTES,
+        sync_write_back: true,
     };
     LogManager::open(Box::new(storage), config).unwrap().0
 }

@@ -148,7 +148,8 @@
 //! | mode       | ladder switch      | records built | written                  | synced | commit waits |
 //! |------------|--------------------|---------------|--------------------------|--------|--------------|
 //! | `Durable`  | all on             | yes           | on commit / full buffer  | on commit (group) | yes |
-//! | `NoForce`  | `disk-log=off`     | yes           | when the buffer fills    | never  | no           |
+//! | `NoForce`  | not `--durable`    | yes           | when the buffer fills    | before a page written back outruns it; at checkpoints | no |
+//! | `NoForce`, no `sync_write_back` | `disk-log=off` | yes | when the buffer fills | at checkpoints only | no |
 //! | `LsnOnly`  | `main-log=off`     | no            | never                    | never  | no           |
 //!
 //! In `LsnOnly` an append is one atomic increment (LSNs grow by one per record and do not
@@ -366,8 +367,10 @@ pub enum LogMode {
     /// Commit waits until its `Commit` record is synced; concurrent commits share one sync.
     #[default]
     Durable,
-    /// The ladder's `disk-log=off`: records are built and buffered and written out when the
-    /// buffer fills, never synced; commit does not wait.
+    /// Commits are not forced: records are built and buffered and written out when the
+    /// buffer fills; commit does not wait. A page written back first has the log synced up to
+    /// its LSN ([`LogConfig::sync_write_back`]), unless the ladder's `disk-log=off` says the
+    /// log is never forced.
     NoForce,
     /// The ladder's `main-log=off` with `lsn` on: no records are built at all, only LSNs are
     /// handed out (an atomic counter), so LSN bookkeeping elsewhere still runs.
@@ -403,6 +406,12 @@ pub struct LogConfig {
     /// closes the runs (see `buffer::Run`). [`RUN_BYTES`] by default; at least
     /// [`MIN_RUN_BYTES`], and at most a quarter of the buffer.
     pub run_bytes: usize,
+    /// Whether a `NoForce` log syncs, not only writes, what [`LogManager::flush_to`] asks for:
+    /// the write-ahead rule held against a power loss, not only a killed process, so that no
+    /// page reaches the disk ahead of the records that undo or redo it. The buffer pool asks
+    /// before each write-back whose page LSN outruns the synced log. On by default; off only
+    /// for the ladder's `disk-log=off` (the log is never forced). `Durable` logs always sync.
+    pub sync_write_back: bool,
 }
 
 /// The least [`LogConfig::run_bytes`] a log takes (smaller sizes are raised to it): below
@@ -419,6 +428,7 @@ impl Default for LogConfig {
             gather_commits: false,
             runs: true,
             run_bytes: RUN_BYTES,
+            sync_write_back: true,
         }
     }
 }
@@ -572,6 +582,8 @@ pub struct LogManager {
     gather_cv: Condvar,
     /// Whether leaders gather ([`LogConfig::gather_commits`]).
     gather: bool,
+    /// Whether a `NoForce` log's `flush_to` syncs ([`LogConfig::sync_write_back`]).
+    sync_write_back: bool,
     /// Whether page-redo records are reserved in runs ([`LogConfig::runs`]).
     runs: bool,
     /// The bytes a run reserves at once ([`LogConfig::run_bytes`], bounded).
@@ -806,6 +818,7 @@ impl LogManager {
             gather_cv: Condvar::new(),
             gather: config.gather_commits && config.mode == LogMode::Durable,
             runs: config.runs && config.mode == LogMode::NoForce && config.latching,
+            sync_write_back: config.sync_write_back,
             run_bytes: config
                 .run_bytes
                 .min(config.buffer_bytes / 4)
@@ -1379,13 +1392,15 @@ impl LogManager {
     // -----------------------------------------------------------------------------------------
     // Writing and syncing
 
-    /// Writes the log up to and including the record at `lsn`, and in `Durable` mode syncs it:
-    /// write + sync (`Durable`), write only (`NoForce`), nothing (`LsnOnly`). An `lsn` at or past
-    /// the end flushes everything appended so far.
+    /// Writes the log up to and including the record at `lsn` and syncs it: write + sync
+    /// (`Durable`, and `NoForce` with [`LogConfig::sync_write_back`]), write only (`NoForce`
+    /// under the ladder's `disk-log=off`), nothing (`LsnOnly`). An `lsn` at or past the end
+    /// flushes everything appended so far. What the buffer pool calls before it writes a page
+    /// back (the write-ahead rule).
     pub fn flush_to(&self, lsn: Lsn) -> WalResult<()> {
         match self.mode {
             LogMode::Durable => self.flush_until(lsn, true, false),
-            LogMode::NoForce => self.flush_until(lsn, false, false),
+            LogMode::NoForce => self.flush_until(lsn, self.sync_write_back, false),
             LogMode::LsnOnly => Ok(()),
         }
     }

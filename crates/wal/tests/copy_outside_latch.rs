@@ -34,6 +34,7 @@ fn open_log(mode: LogMode, buffer_bytes: usize, gather_commits: bool) -> Arc<Log
         gather_commits,
         runs: true,
         run_bytes: wal::RUN_BYTES,
+        sync_write_back: true,
     };
     Arc::new(
         LogManager::open(Box::new(MemLogStorage::new()), config)

@@ -353,6 +353,7 @@ fn a_log_that_is_never_forced_discards_behind_its_checkpoints_and_an_lsn_only_on
                 gather_commits: true,
                 runs: true,
                 run_bytes: wal::RUN_BYTES,
+                sync_write_back: true,
             },
         )
         .unwrap();

@@ -73,6 +73,7 @@ fn every_acknowledged_commit_survives_crashes_taken_while_threads_commit() {
             gather_commits: true,
             runs: true,
             run_bytes: wal::RUN_BYTES,
+            sync_write_back: true,
         },
     )
     .unwrap();

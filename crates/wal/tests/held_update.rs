@@ -21,6 +21,7 @@ fn open(mode: LogMode) -> LogManager {
         gather_commits: true,
         runs: true,
         run_bytes: wal::RUN_BYTES,
+        sync_write_back: true,
     };
     LogManager::open(Box::new(MemLogStorage::new()), config)
         .unwrap()

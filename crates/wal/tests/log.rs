@@ -21,6 +21,7 @@ fn config(mode: LogMode, buffer_bytes: usize) -> LogConfig {
         gather_commits: true,
         runs: true,
         run_bytes: wal::RUN_BYTES,
+        sync_write_back: true,
     }
 }
 
@@ -250,28 +251,51 @@ fn lsn_only_builds_no_bytes_yet_lsns_increase() {
     log.check_invariants();
 }
 
+/// `NoForce`: commits neither sync nor wait; full buffers are written, not synced. A
+/// `flush_to` (the buffer pool's, before a page write-back) syncs, unless `sync_write_back` is
+/// off (the ladder's `disk-log=off`), where it only writes.
 #[test]
-fn no_force_never_syncs_and_commit_does_not_wait() {
-    let storage = MemLogStorage::new();
-    let log = open_mem(&storage, config(LogMode::NoForce, 4096));
-    let mut lsn = Lsn::NONE;
-    for i in 0..2000u64 {
-        let u = log.append_update(TxnId(i), Lsn::NONE, &[7; 50]);
-        lsn = log.commit(TxnId(i), u).unwrap();
+fn no_force_commits_never_sync_and_flush_to_syncs_unless_the_log_is_never_forced() {
+    for sync_write_back in [true, false] {
+        let storage = MemLogStorage::new();
+        let log = open_mem(
+            &storage,
+            LogConfig {
+                sync_write_back,
+                ..config(LogMode::NoForce, 4096)
+            },
+        );
+        let mut lsn = Lsn::NONE;
+        for i in 0..2000u64 {
+            let u = log.append_update(TxnId(i), Lsn::NONE, &[7; 50]);
+            lsn = log.commit(TxnId(i), u).unwrap();
+        }
+        let stats = log.stats();
+        assert_eq!(stats.syncs, 0);
+        assert_eq!(stats.commits, 2000);
+        assert!(stats.writes > 10, "full buffers are written: {stats:?}");
+        assert_eq!(
+            storage.crash_image(0).bytes().len(),
+            16,
+            "nothing synced yet"
+        );
+        log.flush_to(lsn).unwrap();
+        let stats = log.stats();
+        // flush_to writes everything, so a reader of the storage sees all records.
+        assert_eq!(storage.bytes().len() as u64, log.end_lsn().0);
+        assert_eq!(log.durable_lsn(), log.end_lsn());
+        let crashed = storage.crash_image(0);
+        if sync_write_back {
+            assert_eq!(stats.syncs, 1);
+            assert_eq!(stats.commit_batches, 1, "the sync carried the commits");
+            assert_eq!(crashed.bytes().len() as u64, log.end_lsn().0);
+        } else {
+            assert_eq!(stats.syncs, 0);
+            assert_eq!(stats.commit_batches, 0);
+            assert_eq!(crashed.bytes().len(), 16, "a crash keeps only the header");
+        }
+        log.check_invariants();
     }
-    log.flush_to(lsn).unwrap();
-    let stats = log.stats();
-    assert_eq!(stats.syncs, 0);
-    assert_eq!(stats.commit_batches, 0);
-    assert_eq!(stats.commits, 2000);
-    assert!(stats.writes > 10, "full buffers are written: {stats:?}");
-    // flush_to writes everything, so a reader of the storage sees all records.
-    assert_eq!(storage.bytes().len() as u64, log.end_lsn().0);
-    assert_eq!(log.durable_lsn(), log.end_lsn());
-    // Nothing was synced: a crash keeps only the header.
-    let crashed = storage.crash_image(0);
-    assert_eq!(crashed.bytes().len(), 16);
-    log.check_invariants();
 }
 
 #[test]
@@ -303,7 +327,11 @@ fn durable_commit_survives_a_crash_and_unsynced_records_do_not() {
 #[test]
 fn crash_images_with_torn_tails_recover_to_a_record_boundary() {
     let storage = MemLogStorage::new();
-    let log = open_mem(&storage, config(LogMode::NoForce, 1 << 20));
+    let never_forced = LogConfig {
+        sync_write_back: false,
+        ..config(LogMode::NoForce, 1 << 20)
+    };
+    let log = open_mem(&storage, never_forced);
     let mut lsns = Vec::new();
     for i in 0..20u64 {
         lsns.push(log.append_update(TxnId(i), Lsn::NONE, &[i as u8; 30]));

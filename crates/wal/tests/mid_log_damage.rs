@@ -170,6 +170,7 @@ fn unwritten_sectors_in_an_unsynced_tail_are_a_torn_tail() {
                 gather_commits: true,
                 runs: true,
                 run_bytes: wal::RUN_BYTES,
+                sync_write_back: true,
             },
         )
         .unwrap();
@@ -317,6 +318,7 @@ fn a_full_disk_is_named_by_every_later_failure() {
         gather_commits: true,
         runs: true,
         run_bytes: wal::RUN_BYTES,
+        sync_write_back: true,
     };
     let (log, _) = LogManager::open(Box::new(storage), config).unwrap();
     full.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -36,6 +36,7 @@ fn open_log_sized(runs: bool, buffer_bytes: usize, run_bytes: usize) -> Arc<LogM
         gather_commits: false,
         runs,
         run_bytes,
+        sync_write_back: true,
     };
     Arc::new(
         LogManager::open(Box::new(MemLogStorage::new()), config)
