@@ -138,8 +138,9 @@ pub struct CampaignConfig {
     /// dirty pages of transactions still running are written (stolen) before their commit,
     /// so recovery must undo what reached the disk, not only redo what did not.
     pub pool_mib: Option<u64>,
-    /// Tear the benches' page writes (`storage::file::TEAR_WRITES_ENV`): header new in the
-    /// lanes that are not durable, header old in the durable ones.
+    /// Tear the benches' page writes (`storage::file::TEAR_WRITES_ENV`): with the header new
+    /// (what a kill inside a write leaves) in half the rounds, old (what a power loss may
+    /// leave) in the others.
     pub tear_writes: bool,
     /// Run each lane's database on a file system in memory whose power is cut after every
     /// kill (and after the load): what was not synced is lost, in every other round all of
@@ -651,9 +652,9 @@ impl Round<'_> {
         if self.number % 8 >= 4 {
             args.push("--page-locking".into());
         }
-        // Every third round writes pages back through a doublewrite file (the durable lanes
-        // then log no full-page images: the file alone must repair what a kill tears); the
-        // others without one, so that the durable lanes' images repair it.
+        // Every third round writes pages back through a doublewrite file (no full-page images
+        // are then logged: the file alone must repair what a kill or a cut tears); the others
+        // without one, so that images repair it.
         args.push("--doublewrite".into());
         args.push(if self.doublewrite() { "on" } else { "off" }.into());
         // Two rounds in five write the log in segments of 1 MiB (the default's 64 MiB are
@@ -680,7 +681,10 @@ impl Round<'_> {
     /// Makes `command`, the process to be killed, tear its page writes if the campaign asks.
     fn tearing(&self, command: &mut Command) {
         if self.config.tear_writes {
-            let how = if self.lane.durable {
+            // Three rounds in six each way, across the other rotations (checkpointer,
+            // doublewrite file): every lane promises to survive a power loss's tear as well as
+            // a kill's.
+            let how = if self.number % 6 < 3 {
                 "header-old"
             } else {
                 "header-new"

@@ -791,7 +791,13 @@ fn load_into(
 ) -> anyhow::Result<Duration> {
     storage::file::create_dir_all_durably(dir)
         .with_context(|| format!("create directory {}", dir.display()))?;
-    let db = open(db_config)?;
+    // A load needs no guard against torn pages, and pays for none: it counts only once it is
+    // closed (every page synced) and its manifest written, and one cut short is loaded again.
+    let db = open(&DbConfig {
+        doublewrite: engine::Doublewrite::Off,
+        full_page_images: engine::FullPageImages::Off,
+        ..db_config.clone()
+    })?;
     let took = load(workload, &db, options.scale, status).with_context(|| {
         format!(
             "load into {} (it now holds a partial load: delete it before loading again)",
@@ -908,8 +914,13 @@ pub fn run_check(
         )));
     }
     let workload = build_workload(workload_name, &options)?;
+    // A check creates nothing, a doublewrite file included (one it finds it empties, after
+    // putting its pages back). So the pages its recovery writes back have no guard against a
+    // torn write: a power loss during a check may tear one.
     let db = match open(&DbConfig {
         create: false,
+        doublewrite: engine::Doublewrite::Off,
+        full_page_images: engine::FullPageImages::Off,
         ..db.clone()
     }) {
         Ok(db) => db,

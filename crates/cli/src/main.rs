@@ -401,7 +401,9 @@ enum LogSyncName {
 /// When whole page images are logged (databases on disk).
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum FullPageImagesName {
-    /// with --durable, unless pages go through the doublewrite file (by default they do)
+    /// unless pages go through the doublewrite file (by default they do)
+    WithoutDoublewrite,
+    /// with --durable, unless pages go through the doublewrite file
     WhenDurable,
     /// always
     On,
@@ -412,11 +414,12 @@ enum FullPageImagesName {
 /// When pages go through the doublewrite file.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum DoublewriteName {
-    /// with --durable
-    WhenDurable,
     /// always
     On,
-    /// never: durable runs log full-page images instead (unless --full-page-images off)
+    /// with --durable only
+    WhenDurable,
+    /// never: full-page images are logged instead (unless --full-page-images off or
+    /// when-durable)
     Off,
 }
 
@@ -531,26 +534,24 @@ struct EngineSetupArgs {
     /// When a page's first change since it was last written back is logged as the page's
     /// whole image (on disk), so that recovery rebuilds a page write that a power loss tore
     /// with its header old; a kill's tears (the header new) are rebuilt either way. By
-    /// default only for durable runs with `--doublewrite off`, which it then protects
-    /// (docs/performance.md, "Torn pages").
-    #[arg(long, value_enum, value_name = "WHEN", default_value = "when-durable")]
-    full_page_images: FullPageImagesName,
+    /// default only with `--doublewrite off`, which it then protects (docs/performance.md,
+    /// "Torn pages").
+    #[arg(long, value_enum, value_name = "WHEN")]
+    full_page_images: Option<FullPageImagesName>,
     /// When pages are written back through a doublewrite file (on disk; `--doublewrite`
     /// alone: on): each batch of page writes goes to a slot of `doublewrite.db` (a ring of
     /// 32) and is synced before the pages go to their places, which are synced once the ring
     /// comes round, so that a write a crash tears, in whatever pieces, is put back from its
-    /// copy at the next open. It protects durable databases by default, in full-page images'
-    /// stead and off the commit path (docs/performance.md, "The doublewrite file by
-    /// default").
+    /// copy at the next open. On by default, in full-page images' stead and off the commit
+    /// path (docs/performance.md, "The doublewrite file by default" and "Power cuts").
     #[arg(
         long,
         value_enum,
         value_name = "WHEN",
-        default_value = "when-durable",
         num_args = 0..=1,
         default_missing_value = "on"
     )]
-    doublewrite: DoublewriteName,
+    doublewrite: Option<DoublewriteName>,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -585,14 +586,8 @@ impl EngineArgs {
         }
         let given = [
             (self.setup.page_cleaners > 0, "--page-cleaners"),
-            (
-                !matches!(self.setup.doublewrite, DoublewriteName::WhenDurable),
-                "--doublewrite",
-            ),
-            (
-                !matches!(self.setup.full_page_images, FullPageImagesName::WhenDurable),
-                "--full-page-images",
-            ),
+            (self.setup.doublewrite.is_some(), "--doublewrite"),
+            (self.setup.full_page_images.is_some(), "--full-page-images"),
             (
                 !matches!(self.log_file.log_sync, LogSyncName::Fdatasync),
                 "--log-sync",
@@ -1154,19 +1149,19 @@ struct CrashArgs {
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pool_mib: Option<u64>,
     /// Fault injection: the benches (and servers) write each page in two halves with a 1 ms
-    /// pause between, so that kills tear page writes: the first half first in the lanes that
-    /// are not durable (what a killed process leaves), the second first in the durable ones
-    /// (what a power loss may leave; rebuilt from their full-page images). The checks'
-    /// recoveries must rebuild every torn page; the table counts them.
+    /// pause between, so that kills tear page writes: the first half first in three rounds in
+    /// six (what a killed process leaves), the second first in the others (what a power loss
+    /// may leave; rebuilt from full-page images or put back from the doublewrite file). The
+    /// checks' recoveries must rebuild every torn page; the table counts them.
     #[arg(long)]
     tear_writes: bool,
     /// Power loss, not only kills: each database lives on a file system in memory (FUSE;
     /// needs root and /dev/fuse) whose power is cut after the load and after every kill.
     /// What was not synced is lost: all of it in odd rounds, in even rounds each unsynced
     /// block, size and directory by a coin toss (a page cache's write-back in any order). A
-    /// file a synced directory does not name is gone. Durable lanes only: a database whose
-    /// commits are not forced promises to survive a kill, not a power loss. The databases are
-    /// not kept between campaigns.
+    /// file a synced directory does not name is gone. Every lane: a durable database must
+    /// keep every acknowledged commit, one whose commits are not forced may lose its last
+    /// ones; each must pass its check. The databases are not kept between campaigns.
     #[arg(long)]
     power_loss: bool,
     /// Working directory (one database per workload and mode, kept between campaigns; a
@@ -1312,14 +1307,17 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
         background_checkpoints: setup.background_checkpoints,
         page_cleaners: setup.page_cleaners as usize,
         full_page_images: match setup.full_page_images {
-            FullPageImagesName::WhenDurable => FullPageImages::WhenDurable,
-            FullPageImagesName::On => FullPageImages::On,
-            FullPageImagesName::Off => FullPageImages::Off,
+            None => FullPageImages::default(),
+            Some(FullPageImagesName::WithoutDoublewrite) => FullPageImages::WithoutDoublewrite,
+            Some(FullPageImagesName::WhenDurable) => FullPageImages::WhenDurable,
+            Some(FullPageImagesName::On) => FullPageImages::On,
+            Some(FullPageImagesName::Off) => FullPageImages::Off,
         },
         doublewrite: match setup.doublewrite {
-            DoublewriteName::WhenDurable => Doublewrite::WhenDurable,
-            DoublewriteName::On => Doublewrite::On,
-            DoublewriteName::Off => Doublewrite::Off,
+            None => Doublewrite::default(),
+            Some(DoublewriteName::On) => Doublewrite::On,
+            Some(DoublewriteName::WhenDurable) => Doublewrite::WhenDurable,
+            Some(DoublewriteName::Off) => Doublewrite::Off,
         },
         ..DbConfig::default()
     }
@@ -2171,10 +2169,7 @@ fn crash(args: CrashArgs) -> anyhow::Result<ExitCode> {
     let config = CampaignConfig {
         exe: std::env::current_exe()?,
         dir: args.dir,
-        lanes: lanes_of(&names, &args.via)
-            .into_iter()
-            .filter(|lane| lane.durable || !args.power_loss)
-            .collect(),
+        lanes: lanes_of(&names, &args.via),
         kills: args.kills,
         jobs: args.jobs as usize,
         max_run: Duration::from_secs_f64(args.max_run),

@@ -104,14 +104,14 @@ pub struct DbConfig {
     /// When a page's first change since it was last written back is logged as its whole
     /// image (`storage::BufferPool::set_full_page_images`; databases on disk with a log
     /// only), so that recovery rebuilds a page write a crash tore in any pieces, a power
-    /// loss's included. By default for durable databases without a doublewrite file only
+    /// loss's included. By default for databases without a doublewrite file only
     /// ([`FullPageImages`]).
     pub full_page_images: FullPageImages,
     /// When pages are written back through a doublewrite file (`storage::doublewrite`): a
     /// page write a crash tears is put back from its copy there at the next open, whatever
-    /// the disk kept, so full-page images are not needed (`FullPageImages::WhenDurable` logs
-    /// none). By default for durable databases ([`Doublewrite`]). A database opened without
-    /// it still has a doublewrite file left by a crash put back first.
+    /// the disk kept, so full-page images are not needed (`FullPageImages::WithoutDoublewrite`
+    /// logs none). On by default ([`Doublewrite`]). A database opened without it still has a
+    /// doublewrite file left by a crash put back first.
     pub doublewrite: Doublewrite,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
@@ -199,29 +199,33 @@ pub struct DbConfig {
 /// A process killed inside a page's write leaves the page's first part new, header included;
 /// recovery rebuilds such a page from the log without any image (`engine::recovery`'s `Torn`).
 /// A power loss may keep any of a write's sectors, and only an image rebuilds a page whose
-/// header it left old. What the images cost, and why durable databases only by default:
-/// docs/performance.md, "Torn pages".
+/// header it left old. What the images cost: docs/performance.md, "Torn pages".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FullPageImages {
-    /// For databases whose commits are forced (`durable`): those promise to survive a power
-    /// loss. Not with a doublewrite file ([`DbConfig::doublewrite`], durable databases' by
-    /// default), which does it.
+    /// For every database whose pages are not written through a doublewrite file
+    /// ([`DbConfig::doublewrite`], on by default), which guards them in the images' stead:
+    /// every database on disk promises to survive a power loss (a durable one with every
+    /// acknowledged commit, one without `--durable` with a prefix of its commits).
     #[default]
+    WithoutDoublewrite,
+    /// For databases whose commits are forced (`durable`) without a doublewrite file only:
+    /// the default before a database not durable was made to survive a power loss.
     WhenDurable,
     On,
     Off,
 }
 
 /// When a database on disk writes its pages back through a doublewrite file
-/// ([`DbConfig::doublewrite`]). Durable databases by default: with pages written back while
-/// transactions run, it costs them less than full-page images, which it replaces
-/// (docs/performance.md, "The doublewrite file by default").
+/// ([`DbConfig::doublewrite`]). Every database by default: with pages written back while
+/// transactions run, it costs less than full-page images, which it replaces
+/// (docs/performance.md, "The doublewrite file by default", and "A database not durable
+/// survives a power cut").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Doublewrite {
-    /// For databases whose commits are forced (`durable`).
     #[default]
-    WhenDurable,
     On,
+    /// For databases whose commits are forced (`durable`) only.
+    WhenDurable,
     Off,
 }
 
@@ -241,6 +245,7 @@ impl FullPageImages {
     /// `doublewrite` file (which protects against torn pages in their stead).
     pub fn on(self, durable: bool, doublewrite: bool) -> bool {
         match self {
+            FullPageImages::WithoutDoublewrite => !doublewrite,
             FullPageImages::WhenDurable => durable && !doublewrite,
             FullPageImages::On => true,
             FullPageImages::Off => false,
@@ -261,8 +266,8 @@ impl Default for DbConfig {
             checkpoint_bytes: 64 << 20,
             background_checkpoints: false,
             page_cleaners: 0,
-            full_page_images: FullPageImages::WhenDurable,
-            doublewrite: Doublewrite::WhenDurable,
+            full_page_images: FullPageImages::WithoutDoublewrite,
+            doublewrite: Doublewrite::On,
             page_locking: false,
             shared_insert_pages: false,
             prefetch: true,
