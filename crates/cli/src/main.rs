@@ -543,7 +543,8 @@ struct EngineSetupArgs {
     /// 32) and is synced before the pages go to their places, which are synced once the ring
     /// comes round, so that a write a crash tears, in whatever pieces, is put back from its
     /// copy at the next open. On by default, in full-page images' stead and off the commit
-    /// path (docs/performance.md, "The doublewrite file by default" and "Power cuts").
+    /// path (docs/performance.md, "The doublewrite file by default" and "A database not
+    /// durable survives a power cut").
     #[arg(
         long,
         value_enum,
