@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
         gather_commits: true,
         runs: true,
         run_bytes: wal::RUN_BYTES,
+        sync_write_back: true,
     };
     let Ok((log, report)) = LogManager::open(Box::new(storage), config) else {
         return;
