@@ -209,7 +209,7 @@ pub enum FullPageImages {
     #[default]
     WithoutDoublewrite,
     /// For databases whose commits are forced (`durable`) without a doublewrite file only:
-    /// the default before a database not durable was made to survive a power loss.
+    /// one not durable then has no guard against a power loss's torn write.
     WhenDurable,
     On,
     Off,
