@@ -751,14 +751,13 @@ impl Session {
             // device): each run starts with a sharp one, at the machine's speed.
             checkpoint_bytes: u64::MAX,
             attribute_lock_waits: true,
-            // Nor a guard against torn pages, which Berkeley DB did not have: a doublewrite
-            // file's writes, or images in the log, would be I/O the paper's runs did not do.
-            // Its log, not forced at commit, is still synced before a page is written back
-            // (BDB's `memp` flushes the log to a page's LSN first): that stays.
-            doublewrite: engine::Doublewrite::Off,
-            full_page_images: engine::FullPageImages::Off,
             ..DbConfig::default()
-        };
+        }
+        // Nor a guard against torn pages, which Berkeley DB did not have: a doublewrite
+        // file's writes, or images in the log, would be I/O the paper's runs did not do. Its
+        // log, not forced at commit, is still synced before a page is written back (BDB's
+        // `memp` flushes the log to a page's LSN first): that stays.
+        .without_torn_page_guard();
         if let Some(latency) = setup.latency {
             db_config.device = storage::DeviceModel {
                 read_delay: latency,

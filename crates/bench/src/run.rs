@@ -793,11 +793,7 @@ fn load_into(
         .with_context(|| format!("create directory {}", dir.display()))?;
     // A load needs no guard against torn pages, and pays for none: it counts only once it is
     // closed (every page synced) and its manifest written, and one cut short is loaded again.
-    let db = open(&DbConfig {
-        doublewrite: engine::Doublewrite::Off,
-        full_page_images: engine::FullPageImages::Off,
-        ..db_config.clone()
-    })?;
+    let db = open(&db_config.clone().without_torn_page_guard())?;
     let took = load(workload, &db, options.scale, status).with_context(|| {
         format!(
             "load into {} (it now holds a partial load: delete it before loading again)",
@@ -917,12 +913,13 @@ pub fn run_check(
     // A check creates nothing, a doublewrite file included (one it finds it empties, after
     // putting its pages back). So the pages its recovery writes back have no guard against a
     // torn write: a power loss during a check may tear one.
-    let db = match open(&DbConfig {
-        create: false,
-        doublewrite: engine::Doublewrite::Off,
-        full_page_images: engine::FullPageImages::Off,
-        ..db.clone()
-    }) {
+    let db = match open(
+        &DbConfig {
+            create: false,
+            ..db.clone()
+        }
+        .without_torn_page_guard(),
+    ) {
         Ok(db) => db,
         // A damaged page on the path of every open (a heap chain): verify the page file
         // alone, so that every damaged page is reported, not only the first the open met.

@@ -291,6 +291,21 @@ impl Default for DbConfig {
     }
 }
 
+impl DbConfig {
+    /// This configuration with neither guard against torn page writes: no doublewrite file
+    /// and no full-page images. For what needs none (a load, which counts only once closed
+    /// and synced; a check, which creates nothing) and for what must not pay for one (the
+    /// Charm experiments: Berkeley DB had neither). A crash still loses nothing such a
+    /// database had made durable; a power loss may tear a page beyond repair.
+    pub fn without_torn_page_guard(self) -> DbConfig {
+        DbConfig {
+            doublewrite: Doublewrite::Off,
+            full_page_images: FullPageImages::Off,
+            ..self
+        }
+    }
+}
+
 /// A running transaction as the active-transaction table sees it (`xactions` on).
 pub struct ActiveTxn {
     pub id: TxnId,
@@ -1904,6 +1919,36 @@ mod tests {
 
     use super::*;
     use crate::schema::{IndexKind, IndexSchema, TableSchema};
+
+    #[test]
+    fn without_torn_page_guard_turns_off_both_guards_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = DbConfig {
+            path: Some(dir.path().to_path_buf()),
+            pool_mib: 8,
+            durable: true,
+            full_page_images: FullPageImages::On,
+            ..DbConfig::default()
+        };
+        let bare = config.clone().without_torn_page_guard();
+        assert_eq!(bare.doublewrite, Doublewrite::Off);
+        assert_eq!(bare.full_page_images, FullPageImages::Off);
+        assert_eq!(
+            (bare.path.as_deref(), bare.pool_mib, bare.durable),
+            (Some(dir.path()), 8, true)
+        );
+        // Opened so, the database writes its pages back without a doublewrite file.
+        Database::open(bare).unwrap().close().unwrap();
+        assert!(!dir
+            .path()
+            .join(storage::doublewrite::DOUBLEWRITE_FILE)
+            .exists());
+        Database::open(config).unwrap().close().unwrap();
+        assert!(dir
+            .path()
+            .join(storage::doublewrite::DOUBLEWRITE_FILE)
+            .exists());
+    }
 
     /// A committer reads the log's end, then the last checkpoint's begin; a background
     /// checkpoint may begin in between, past that end. (Subtracting without a floor
