@@ -17,7 +17,8 @@
 //! | `log_sync`, `log_prealloc_mib`, `log_segment_mib` | how the log file is forced, MiB of zeros kept ahead of its end, MiB of each of its segment files (absent in memory; reports written before segments lack the last) |
 //! | `commit_gather`, `early_lock_release` | group commit's leader gathers committers (`--commit-gather`); locks released before the force (on unless `--no-early-lock-release`); both false unless the log is forced |
 //! | `page_cleaners`               | page cleaner threads (`--page-cleaners`; 0 in memory)    |
-//! | `full_page_images`            | a page's first change since it was clean logged as its whole image (`--full-page-images`: on disk, durable without the doublewrite file by default; false in memory) |
+//! | `full_page_images`            | a page's first change since it was clean logged as its whole image (`--full-page-images`: on disk, databases with `--doublewrite off` by default; false in memory) |
+//! | `doublewrite`                 | pages written back through a doublewrite file (`--doublewrite`: on disk, every database by default; false in memory) |
 //! | `warmup_s`, `duration_s`, `load_s` | warm-up, measured phase, load (null: not loaded) |
 //! | `txn_count`                   | completed transactions: `commits + rollbacks`            |
 //! | `commits`, `rollbacks`, `aborts` | commits; rollbacks the procedure asked for; retried aborts |
@@ -88,11 +89,11 @@ pub struct RunConfiguration {
     /// Page cleaner threads (`--page-cleaners`; 0 in memory, where none runs).
     pub page_cleaners: usize,
     /// Whether a page's first change since it was clean was logged as its whole image
-    /// (`--full-page-images`: on disk, durable databases with `--doublewrite off` by default;
-    /// false in memory).
+    /// (`--full-page-images`: on disk, databases with `--doublewrite off` by default; false
+    /// in memory).
     pub full_page_images: bool,
     /// Whether pages were written back through a doublewrite file (`--doublewrite`: on disk,
-    /// durable databases by default).
+    /// every database by default).
     pub doublewrite: bool,
     /// Whether committers released their locks before the force (on unless
     /// `--no-early-lock-release`; with a forced log only).
@@ -875,11 +876,22 @@ impl BenchResult {
             self.txn_count, self.duration_s, self.tps, self.commits, self.rollbacks, self.aborts
         );
         if let Some(log) = self.log.filter(|l| l.forces > 0) {
-            let _ = writeln!(
-                out,
-                "log: {} forces for {} commits (warm-up included): {:.3} forces per commit, {:.1} commits per group",
-                log.forces, log.commits, log.forces_per_commit, log.commits_per_batch
-            );
+            // Without `--durable` no commit asks for a force: the syncs are those that put the
+            // log ahead of a page written back, and checkpoints'. Counted as groups, they
+            // would read as group commit at work.
+            let _ = if self.config.durable {
+                writeln!(
+                    out,
+                    "log: {} forces for {} commits (warm-up included): {:.3} forces per commit, {:.1} commits per group",
+                    log.forces, log.commits, log.forces_per_commit, log.commits_per_batch
+                )
+            } else {
+                writeln!(
+                    out,
+                    "log: not forced at commit; {} syncs for {} commits (warm-up included), ahead of pages written back and at checkpoints",
+                    log.forces, log.commits
+                )
+            };
         }
         if let Some(c) = self.checkpoints.filter(|c| c.background + c.in_commits > 0) {
             let _ = writeln!(
@@ -1280,6 +1292,37 @@ mod tests {
         assert!(!says(&with(8, true, &polling)));
         let json = with(1, false, &halting).to_json();
         assert!(json.contains("\"halt_poll_ns\": 0"), "{json}");
+    }
+
+    #[test]
+    fn a_log_not_forced_at_commit_reports_its_syncs_not_groups() {
+        let log = |durable: bool| {
+            let mut r = result(&[]);
+            r.config.durable = durable;
+            r.log = Some(LogSummary::between(
+                &wal::LogStats::default(),
+                &wal::LogStats {
+                    commits: 1_000,
+                    syncs: 10,
+                    commit_batches: 10,
+                    ..wal::LogStats::default()
+                },
+            ));
+            let text = r.render();
+            text.lines()
+                .find(|l| l.starts_with("log: "))
+                .unwrap()
+                .to_string()
+        };
+        let durable = log(true);
+        assert!(durable.contains("10 forces for 1000 commits"), "{durable}");
+        assert!(durable.contains("100.0 commits per group"), "{durable}");
+        let not = log(false);
+        assert!(
+            not.contains("not forced at commit; 10 syncs for 1000 commits"),
+            "{not}"
+        );
+        assert!(!not.contains("group"), "{not}");
     }
 
     #[test]
