@@ -884,6 +884,12 @@ impl CheckOutcome {
 /// `glass check`: opens the database in `db.path` without creating anything (recovering it
 /// if it was not closed cleanly), verifies its integrity and, if it is intact, evaluates the
 /// workload's consistency conditions and looks up every receipt of `ack_log`.
+/// Whether the database in `dir` has a doublewrite file of its own: one that is not empty (a
+/// database opened without it empties the one it finds).
+fn holds_doublewrite_file(dir: &Path) -> bool {
+    std::fs::metadata(dir.join(storage::doublewrite::DOUBLEWRITE_FILE)).is_ok_and(|m| m.len() > 0)
+}
+
 pub fn run_check(
     workload_name: &str,
     db: &DbConfig,
@@ -910,16 +916,19 @@ pub fn run_check(
         )));
     }
     let workload = build_workload(workload_name, &options)?;
-    // A check creates nothing, a doublewrite file included (one it finds it empties, after
-    // putting its pages back). So the pages its recovery writes back have no guard against a
-    // torn write: a power loss during a check may tear one.
-    let db = match open(
-        &DbConfig {
-            create: false,
-            ..db.clone()
-        }
-        .without_torn_page_guard(),
-    ) {
+    // A check creates nothing, a doublewrite file included. Where the database has one (every
+    // database since it was last opened with one: a run's, not a load's), the pages its
+    // recovery writes back go through it, so that a power loss during the check leaves none
+    // torn beyond repair; where it has none, its changes log full-page images as a run's do.
+    let db = match open(&DbConfig {
+        create: false,
+        doublewrite: if holds_doublewrite_file(&dir) {
+            engine::Doublewrite::On
+        } else {
+            engine::Doublewrite::Off
+        },
+        ..db.clone()
+    }) {
         Ok(db) => db,
         // A damaged page on the path of every open (a heap chain): verify the page file
         // alone, so that every damaged page is reported, not only the first the open met.
