@@ -11,6 +11,7 @@
 //! | `recovery` | what the open's recovery did (`engine::recovery::RecoveryReport`'s fields): `{analysed, redone, on_disk, losers, undone, torn_rebuilt, doublewrite_restored, doublewrite_torn}`; null where the database could not be opened |
 //! | `integrity` | `engine::IntegrityReport`'s fields: `{pages, heaps, heap_pages, records, trees, tree_pages, empty_leaves, entries, unreached_pages, unlinked_leaves, pages_only, faults_total, faults: [{place, detail}]}`, the first 1,000 faults listed |
 //! | `conditions` | each consistency condition, `{name, description, holds, detail}`; null where integrity faults kept them from being evaluated |
+//! | `doublewrite` | `{batches, pages}`: what the check wrote back (what recovery changed) through the database's doublewrite file; null where it has none (a load's database) or no check could be made |
 //! | `acks` | with `--ack-log`: `{runs, durable, durable_missing, not_durable, not_durable_missing, missing: [{line, table, key, present}]}`, the first 1,000 missing durable receipts listed; null without an ack log, or where integrity faults kept it from being looked up |
 
 use std::time::SystemTime;
@@ -39,7 +40,7 @@ pub fn check_json(
         Err(e) => {
             fields.insert("passed".into(), json!(false));
             fields.insert("error".into(), json!(format!("{e:#}")));
-            for key in ["recovery", "integrity", "conditions", "acks"] {
+            for key in ["recovery", "integrity", "conditions", "acks", "doublewrite"] {
                 fields.insert(key.into(), Value::Null);
             }
             return object;
@@ -47,6 +48,13 @@ pub fn check_json(
     };
     fields.insert("passed".into(), json!(outcome.passed()));
     fields.insert("recovery".into(), json!(outcome.recovery));
+    fields.insert(
+        "doublewrite".into(),
+        outcome.doublewrite.map_or(
+            Value::Null,
+            |d| json!({"batches": d.batches, "pages": d.pages}),
+        ),
+    );
     fields.insert("integrity".into(), json!(outcome.integrity));
     fields.insert(
         "conditions".into(),
@@ -183,6 +191,11 @@ mod tests {
                 doublewrite_restored: 5,
                 doublewrite_torn: 3,
             }),
+            doublewrite: Some(storage::DoublewriteStats {
+                batches: 2,
+                pages: 300,
+                ..storage::DoublewriteStats::default()
+            }),
         }
     }
 
@@ -209,6 +222,7 @@ mod tests {
         );
         let value: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(value["integrity"]["pages"], 70);
+        assert_eq!(value["doublewrite"]["pages"], 300);
         assert_eq!(value["conditions"][0]["holds"], true);
         assert!(value.get("error").is_none(), "{value}");
     }
@@ -236,6 +250,7 @@ mod tests {
         assert_eq!(value["passed"], false);
         assert_eq!(value["error"], "log damaged at LSN 4096");
         assert!(value["recovery"].is_null() && value["acks"].is_null());
+        assert!(value["doublewrite"].is_null());
         assert_eq!(
             check_numbers(&value.to_string()).unwrap(),
             CheckNumbers::default()

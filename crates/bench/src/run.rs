@@ -864,6 +864,9 @@ pub struct CheckOutcome {
     pub acks: Option<crate::acklog::AckReport>,
     /// What the open's recovery did (`None` when the database could not be opened).
     pub recovery: Option<engine::recovery::RecoveryReport>,
+    /// The pages the check wrote back (what recovery changed) through the database's
+    /// doublewrite file, its close's included; `None` where it had none.
+    pub doublewrite: Option<storage::DoublewriteStats>,
 }
 
 impl CheckOutcome {
@@ -941,6 +944,7 @@ pub fn run_check(
                 conditions: None,
                 acks: None,
                 recovery: None,
+                doublewrite: None,
             });
         }
         Err(e) => return Err(e),
@@ -965,6 +969,7 @@ pub fn run_check(
         _ => None,
     };
     let recovery = db.recovery();
+    let doublewrite = db.doublewrite_counters();
     db.close()
         .with_context(|| format!("close the database in {}", dir.display()))?;
     Ok(CheckOutcome {
@@ -972,5 +977,6 @@ pub fn run_check(
         conditions,
         acks,
         recovery,
+        doublewrite: doublewrite.map(|c| c.stats()),
     })
 }

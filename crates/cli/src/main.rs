@@ -1895,6 +1895,12 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if let Some(recovery) = &outcome.recovery {
         println!("recovery: {recovery}");
     }
+    if let Some(d) = outcome.doublewrite.filter(|d| d.pages > 0) {
+        println!(
+            "doublewrite: {} pages written back through the doublewrite file, in {} batches",
+            d.pages, d.batches
+        );
+    }
     let integrity = &outcome.integrity;
     if integrity.pages_only {
         println!(

@@ -854,6 +854,12 @@ impl Database {
         self.doublewrite.as_ref().map(|c| c.stats())
     }
 
+    /// The counters behind [`Database::doublewrite`], which go on counting through the
+    /// close: for what the close's write-back sent through the file.
+    pub fn doublewrite_counters(&self) -> Option<Arc<storage::doublewrite::DoublewriteCounters>> {
+        self.doublewrite.clone()
+    }
+
     /// The log manager (absent with `main-log=off` and `lsn=off`).
     pub fn log(&self) -> Option<&Arc<LogManager>> {
         self.log.as_ref()

@@ -72,7 +72,15 @@ impl Crashed {
             .unwrap();
         }
         db.pool().unwrap().flush_all().unwrap();
+        // The doublewrite file as a crash here would leave it: every batch written and
+        // synced, the ring full. (Dropped, the store knows its batches synced in the page file
+        // and empties the ring, as a close does.)
+        let dw = dir.path().join(storage::doublewrite::DOUBLEWRITE_FILE);
+        let ring = doublewrite.then(|| std::fs::read(&dw).unwrap());
         drop(db); // no close: no checkpoint, recovery runs on the next open
+        if let Some(ring) = ring {
+            std::fs::write(&dw, ring).unwrap();
+        }
         let new = std::fs::read(dir.path().join("pages.db")).unwrap();
         Crashed {
             dir,

@@ -130,6 +130,7 @@ fn a_page_torn_in_the_page_file_is_put_back_from_the_doublewrite_file() {
             store.write_page(PageId(id), &page(id, 9, 4)).unwrap();
         }
         store.sync().unwrap();
+        std::mem::forget(store); // the process dies here: no close
     }
     // Tear page 7 (its first 4 KiB old, as a kill inside its write leaves it) and scramble
     // page 3's sectors, as a power loss may.
@@ -162,6 +163,42 @@ fn a_page_torn_in_the_page_file_is_put_back_from_the_doublewrite_file() {
     let again = restore(&dw, &home, PS).unwrap();
     assert_eq!(again.torn + again.older, 0);
     assert_eq!(again.current, 10);
+}
+
+/// A store closed cleanly has every batch synced in the page file: it empties the ring, so
+/// the next open compares nothing, and a page damaged after the close stays damaged (for the
+/// check to find) instead of being put back from the ring without a word.
+#[test]
+fn a_clean_close_empties_the_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("pages.db");
+    let dw = dir.path().join(DOUBLEWRITE_FILE);
+    {
+        let home = FilePageStore::create(&pages, PageSize::Kib8).unwrap();
+        let store = DoublewriteStore::new(home, &dw, PS, 4, DEFAULT_SLOTS)
+            .unwrap()
+            .with_writer()
+            .unwrap();
+        for id in 0..10 {
+            store.write_page(PageId(id), &page(id, 5, 3)).unwrap();
+        }
+        store.sync().unwrap();
+        store.write_page(PageId(3), &page(3, 9, 4)).unwrap();
+        // Dropped with page 3's new copy still in the batch: the close writes it out first.
+    }
+    let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
+    assert_eq!(read(&home, 3), page(3, 9, 4));
+    let mut bytes = std::fs::read(&pages).unwrap();
+    bytes[7 * PS..7 * PS + 4096].copy_from_slice(&page(7, 2, 1)[..4096]);
+    std::fs::write(&pages, &bytes).unwrap();
+    assert_eq!(restore(&dw, &home, PS).unwrap(), Restored::default());
+    assert_ne!(read(&home, 7), page(7, 5, 3), "the damage stays");
+    // The file keeps its length: the next store writes nothing out again.
+    let layout = Layout {
+        slots: DEFAULT_SLOTS,
+        slot_pages: 4,
+    };
+    assert_eq!(std::fs::metadata(&dw).unwrap().len(), layout.file_len(PS));
 }
 
 #[test]
@@ -518,6 +555,7 @@ fn a_store_writes_the_file_out_once_and_clears_every_earlier_rings_headers() {
         }
         store.sync().unwrap();
         assert_eq!(store.stats().batches, 6);
+        std::mem::forget(store); // the process dies here: a close would empty the ring
     }
     let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
     assert_eq!(restore(&dw, &home, PS).unwrap().current, 6);
