@@ -5,6 +5,9 @@
 
 use std::process::Command;
 
+mod common;
+use common::output_text;
+
 /// Runs `glass crash ARGS --dir … --json …`; returns what it printed and its lanes, once it
 /// has exited 0.
 fn campaign(args: &[&str]) -> (String, Vec<serde_json::Value>) {
@@ -19,11 +22,7 @@ fn campaign(args: &[&str]) -> (String, Vec<serde_json::Value>) {
         .arg(&json)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     let result: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -198,15 +197,6 @@ fn an_unknown_way_to_run_is_refused_by_name() {
         err.contains("\"sideways\" is not one of embedded, sp, interactive"),
         "{err}"
     );
-}
-
-/// Output of a finished `glass` command, stdout then stderr, as text.
-fn output_text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The pages a check's recovery writes back go through the database's doublewrite file, so

@@ -10,13 +10,8 @@ fn glass() -> Command {
     Command::new(env!("CARGO_BIN_EXE_glass"))
 }
 
-fn output_text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+mod common;
+use common::output_text;
 
 #[test]
 fn a_kill_during_two_stage_execution_recovers_consistent() {

@@ -13,6 +13,11 @@ pub fn glass(args: &[&str]) -> Output {
         .expect("run the glass binary")
 }
 
+/// A finished command's stdout then stderr, as text (lossily).
+pub fn output_text(out: &Output) -> String {
+    format!("{}{}", text(&out.stdout), text(&out.stderr))
+}
+
 /// Output bytes as text (lossily).
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
