@@ -6,7 +6,7 @@
 use std::process::Command;
 
 mod common;
-use common::output_text;
+use common::{glass, output_text, path, read_json};
 
 /// Runs `glass crash ARGS --dir … --json …`; returns what it printed and its lanes, once it
 /// has exited 0.
@@ -24,8 +24,7 @@ fn campaign(args: &[&str]) -> (String, Vec<serde_json::Value>) {
         .unwrap();
     let text = output_text(&out);
     assert!(out.status.success(), "{text}");
-    let result: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let result = read_json(&json);
     let lanes = result["lanes"].as_array().unwrap().clone();
     (text, lanes)
 }
@@ -207,28 +206,15 @@ fn a_checks_recovery_writes_its_pages_through_the_doublewrite_file() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let dw = db.join("doublewrite.db");
-    let glass = || Command::new(env!("CARGO_BIN_EXE_glass"));
     let json = dir.path().join("check.json");
-    // The check's report: its `doublewrite` field counts the pages it wrote back through the file.
+    // What the check printed, and its report's count of the pages it wrote back through the file.
     let check = || {
-        let out = glass()
-            .args(["check", "tpcb", "--db"])
-            .arg(&db)
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .unwrap();
+        let out = glass(&["check", "tpcb", "--db", path(&db), "--json", path(&json)]);
         let text = output_text(&out);
         assert!(out.status.success(), "{text}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-        (text, report["doublewrite"].clone())
+        (text, read_json(&json)["doublewrite"].clone())
     };
-    let out = glass()
-        .args(["load", "tpcb", "--scale", "1", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
+    let out = glass(&["load", "tpcb", "--scale", "1", "--db", path(&db)]);
     assert!(out.status.success(), "{}", output_text(&out));
     let (text, doublewrite) = check();
     assert!(doublewrite.is_null(), "{text}");
@@ -238,9 +224,8 @@ fn a_checks_recovery_writes_its_pages_through_the_doublewrite_file() {
     );
 
     // A run killed with pages of a small pool still dirty: its recovery redoes them.
-    let mut bench = glass()
-        .args(["bench", "tpcb", "--db"])
-        .arg(&db)
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["bench", "tpcb", "--db", path(&db)])
         .args(["--pool-mib", "2", "--threads", "2", "--duration", "100000"])
         .args(["--warmup", "0", "--quiet", "--checkpoint-kib", "1024"])
         .stdout(std::process::Stdio::null())
