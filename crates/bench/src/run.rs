@@ -884,15 +884,15 @@ impl CheckOutcome {
     }
 }
 
-/// `glass check`: opens the database in `db.path` without creating anything (recovering it
-/// if it was not closed cleanly), verifies its integrity and, if it is intact, evaluates the
-/// workload's consistency conditions and looks up every receipt of `ack_log`.
 /// Whether the database in `dir` has a doublewrite file of its own: one that is not empty (a
 /// database opened without it empties the one it finds).
 fn holds_doublewrite_file(dir: &Path) -> bool {
     std::fs::metadata(dir.join(storage::doublewrite::DOUBLEWRITE_FILE)).is_ok_and(|m| m.len() > 0)
 }
 
+/// `glass check`: opens the database in `db.path` without creating anything (recovering it
+/// if it was not closed cleanly), verifies its integrity and, if it is intact, evaluates the
+/// workload's consistency conditions and looks up every receipt of `ack_log`.
 pub fn run_check(
     workload_name: &str,
     db: &DbConfig,

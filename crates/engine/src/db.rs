@@ -295,8 +295,8 @@ impl DbConfig {
     /// This configuration with neither guard against torn page writes: no doublewrite file
     /// and no full-page images. For what needs none (a load, which counts only once closed
     /// and synced) and for what must not pay for one (the Charm experiments: Berkeley DB had
-    /// neither). A crash still loses nothing such a
-    /// database had made durable; a power loss may tear a page beyond repair.
+    /// neither). A crash still loses nothing such a database had made durable; a power loss
+    /// may tear a page beyond repair.
     pub fn without_torn_page_guard(self) -> DbConfig {
         DbConfig {
             doublewrite: Doublewrite::Off,

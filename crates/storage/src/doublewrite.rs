@@ -10,7 +10,8 @@
 //! batch it has not yet synced is written again (and at every [`PageStore::sync`]), so a page
 //! file sync covers several batches. So at any crash, a page whose write may have been torn
 //! has a whole copy in one of the slots, and [`restore`], run at every open before anything
-//! reads a page, puts it back.
+//! reads a page, puts it back. A store dropped with every batch in the page file, synced (a
+//! close), empties the ring: there is nothing left for it to guard.
 //!
 //! A full batch is written by the store's writer thread ([`DoublewriteStore::with_writer`],
 //! as a database opens it) while the next one fills, so that a thread writing a page back
