@@ -66,17 +66,15 @@ use crate::shared::{self, Place};
 pub const DOUBLEWRITE_FILE: &str = "doublewrite.db";
 
 /// Pages in one batch by default: 256 pages of 8 KiB is 2 MiB per sync of the file. Batches
-/// of 64 (in a ring of the same bytes) ran as fast durable and 12–34% slower without
+/// of 64 in a ring of 32 (the same 16 MiB) ran as fast durable and 12–34% slower without
 /// `--durable` (docs/performance.md, "Fewer, larger doublewrite batches").
 pub const DEFAULT_BATCH_PAGES: usize = 256;
 
-/// Slots in the ring by default: the page file is synced once every 32 batches (64 MiB of
-/// pages at the default batch; every 16 from the writer thread) instead of after each, so
-/// that the page cache can absorb a page written back again before then. A ring of 8 (16
-/// MiB) ran durable TPC-C 7–12% and TPC-C not durable with a small pool 17% slower
-/// (docs/performance.md, "Fewer, larger doublewrite batches", and "The doublewrite file's
-/// ring").
-pub const DEFAULT_SLOTS: usize = 32;
+/// Slots in the ring by default: the page file is synced once every 8 batches (16 MiB of
+/// pages at the default batch; every 4 from the writer thread) instead of after each, so
+/// that the page cache can absorb a page written back again before then
+/// (docs/performance.md, "The doublewrite file's ring").
+pub const DEFAULT_SLOTS: usize = 8;
 
 /// Most slots a ring may have (what [`restore`] looks through for a header).
 pub const MAX_SLOTS: usize = 64;
@@ -509,7 +507,7 @@ impl<S: PageStore + 'static> DoublewriteStore<S> {
     /// Wraps `home` with a doublewrite file at `path` of `slots` slots of `batch_pages` pages
     /// each. Call [`restore`] on `home` first: this empties the ring (durably), since its
     /// batches are in the page file by then, and makes the file the ring's whole length in
-    /// zeros the first time (64.25 MiB at the defaults and 8 KiB pages). `batch_pages` is
+    /// zeros the first time (16.1 MiB at the defaults and 8 KiB pages). `batch_pages` is
     /// clamped to what one header block can name, `slots` to 1..=[`MAX_SLOTS`].
     pub fn new(
         home: S,
