@@ -501,6 +501,9 @@ pub struct PoolSummary {
     /// Of `doublewrite_batches`, those the file's writer thread wrote as they filled; the rest
     /// waited in the thread whose page found the batch full, or in a checkpoint's sync.
     pub doublewrite_writer_batches: u64,
+    /// The doublewrite file's ring: bytes of pages its slots hold (a quarter of the page file
+    /// at the open, 16–64 MiB; 0 without the file).
+    pub doublewrite_ring_bytes: u64,
     /// Pages of B+-tree nodes taken out of their trees since the database opened (emptied
     /// leaves, and inner nodes drained with them), those an earlier run left unlinked (found
     /// when it opened), and of both the ones allocated again
@@ -533,6 +536,7 @@ impl PoolSummary {
             doublewrite_pages: doublewrite.pages,
             doublewrite_page_file_syncs: doublewrite.page_file_syncs,
             doublewrite_writer_batches: doublewrite.writer_batches,
+            doublewrite_ring_bytes: doublewrite.ring_bytes,
             leaves_retired: reuse.retired,
             leaves_adopted: reuse.adopted,
             pages_reused: reuse.reused,
@@ -584,11 +588,13 @@ impl PoolSummary {
         (self.doublewrite_batches > 0).then(|| {
             format!(
                 "doublewrite: {} page writes went through the doublewrite file first, in {} \
-                 batches of a sync each ({} written by its writer thread as they filled), and \
-                 the page file was synced {} time{}, since the open (--doublewrite)",
+                 batches of a sync each ({} written by its writer thread as they filled) to a \
+                 ring of {} MiB, and the page file was synced {} time{}, since the open \
+                 (--doublewrite)",
                 self.doublewrite_pages,
                 self.doublewrite_batches,
                 self.doublewrite_writer_batches,
+                self.doublewrite_ring_bytes >> 20,
                 self.doublewrite_page_file_syncs,
                 if self.doublewrite_page_file_syncs == 1 {
                     ""
@@ -1364,6 +1370,7 @@ mod tests {
             doublewrite_pages: 0,
             doublewrite_page_file_syncs: 0,
             doublewrite_writer_batches: 0,
+            doublewrite_ring_bytes: 0,
             leaves_retired: 0,
             leaves_adopted: 0,
             pages_reused: 0,
@@ -1377,13 +1384,14 @@ mod tests {
             doublewrite_pages: 150,
             doublewrite_page_file_syncs: 1,
             doublewrite_writer_batches: 2,
+            doublewrite_ring_bytes: 58 << 20,
             ..quiet
         };
         assert_eq!(
             doubled.render_doublewrite().unwrap(),
             "doublewrite: 150 page writes went through the doublewrite file first, in 3 \
-             batches of a sync each (2 written by its writer thread as they filled), and the \
-             page file was synced 1 time, since the open (--doublewrite)"
+             batches of a sync each (2 written by its writer thread as they filled) to a ring \
+             of 58 MiB, and the page file was synced 1 time, since the open (--doublewrite)"
         );
         let imaged = PoolSummary {
             image_bytes: 3 << 20,

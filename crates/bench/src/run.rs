@@ -884,12 +884,6 @@ impl CheckOutcome {
     }
 }
 
-/// Whether the database in `dir` has a doublewrite file of its own: one that is not empty (a
-/// database opened without it empties the one it finds).
-fn holds_doublewrite_file(dir: &Path) -> bool {
-    std::fs::metadata(dir.join(storage::doublewrite::DOUBLEWRITE_FILE)).is_ok_and(|m| m.len() > 0)
-}
-
 /// `glass check`: opens the database in `db.path` without creating anything (recovering it
 /// if it was not closed cleanly), verifies its integrity and, if it is intact, evaluates the
 /// workload's consistency conditions and looks up every receipt of `ack_log`.
@@ -925,7 +919,9 @@ pub fn run_check(
     // torn beyond repair; where it has none, its changes log full-page images as a run's do.
     let db = match open(&DbConfig {
         create: false,
-        doublewrite: if holds_doublewrite_file(&dir) {
+        doublewrite: if storage::doublewrite::holds_ring(
+            &dir.join(storage::doublewrite::DOUBLEWRITE_FILE),
+        ) {
             engine::Doublewrite::On
         } else {
             engine::Doublewrite::Off

@@ -635,12 +635,18 @@ impl Database {
                         FilePageStore::create(&p, page_size)?
                     };
                     if config.doublewrite.on(config.durable) {
+                        let batch = storage::doublewrite::DEFAULT_BATCH_PAGES;
+                        let slots = storage::doublewrite::slots_for(
+                            home.page_count() * page_size.bytes() as u64,
+                            page_size.bytes(),
+                            batch,
+                        );
                         let store = storage::DoublewriteStore::new(
                             home,
                             &dw,
                             page_size.bytes(),
-                            storage::doublewrite::DEFAULT_BATCH_PAGES,
-                            storage::doublewrite::DEFAULT_SLOTS,
+                            batch,
+                            slots,
                         )?
                         .with_writer()?;
                         doublewrite = Some(store.counters());
@@ -1954,6 +1960,41 @@ mod tests {
             .path()
             .join(storage::doublewrite::DOUBLEWRITE_FILE)
             .exists());
+    }
+
+    /// The doublewrite file's ring is sized by the page file at the open: 16 MiB for a small
+    /// database, a quarter of a larger one's page file.
+    #[test]
+    fn the_doublewrite_ring_is_sized_by_the_page_file_at_the_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = DbConfig {
+            path: Some(dir.path().to_path_buf()),
+            pool_mib: 8,
+            ..DbConfig::default()
+        };
+        let dw = dir.path().join(storage::doublewrite::DOUBLEWRITE_FILE);
+        let ring = |slots| {
+            storage::doublewrite::Layout {
+                slots,
+                slot_pages: storage::doublewrite::DEFAULT_BATCH_PAGES,
+            }
+            .file_len(8192)
+        };
+        let db = Database::open(config.clone()).unwrap();
+        assert_eq!(db.doublewrite().unwrap().ring_bytes, 16 << 20);
+        db.close().unwrap();
+        assert_eq!(std::fs::metadata(&dw).unwrap().len(), ring(8));
+        // A page file of 80 MiB (its tail never written: no page there is in use).
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("pages.db"))
+            .unwrap()
+            .set_len(80 << 20)
+            .unwrap();
+        let db = Database::open(config).unwrap();
+        assert_eq!(db.doublewrite().unwrap().ring_bytes, 20 << 20);
+        db.close().unwrap();
+        assert_eq!(std::fs::metadata(&dw).unwrap().len(), ring(10));
     }
 
     /// A committer reads the log's end, then the last checkpoint's begin; a background
