@@ -638,24 +638,33 @@ impl PoolSummary {
 
 /// The log's work over a run: commits, and the forces (syncs) and writes that carried them.
 /// `forces_per_commit` below 1 is group commit at work: one force made several commits durable.
+/// Where no commit asked for a force (a run without `--durable`), `forces` counts the syncs that
+/// put the log ahead of a page written back and checkpoints' syncs, and the two ratios, which
+/// would read as group commit at work, are null.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LogSummary {
     pub commits: u64,
     pub forces: u64,
     pub writes: u64,
     pub bytes: u64,
-    /// `forces / commits` (0 when nothing committed).
-    pub forces_per_commit: f64,
-    /// Mean commits made durable by one force that made any durable.
-    pub commits_per_batch: f64,
+    /// `forces / commits` (0 when nothing committed); `None` where commits were not forced.
+    pub forces_per_commit: Option<f64>,
+    /// Mean commits made durable by one force that made any durable; `None` where commits
+    /// were not forced.
+    pub commits_per_batch: Option<f64>,
     /// Mean µs a group-commit leader waited, per force, for the committers it expected
     /// (`wal::LogConfig::gather_commits`; 0 when it is off).
     pub gather_us_per_force: f64,
 }
 
 impl LogSummary {
-    /// The difference between two snapshots of a log's counters, `after - before`.
-    pub fn between(before: &wal::LogStats, after: &wal::LogStats) -> LogSummary {
+    /// The difference between two snapshots of a log's counters, `after - before`, of a run
+    /// whose commits asked for a force (`forced_at_commit`: `--durable`) or did not.
+    pub fn between(
+        before: &wal::LogStats,
+        after: &wal::LogStats,
+        forced_at_commit: bool,
+    ) -> LogSummary {
         let commits = after.commits.saturating_sub(before.commits);
         let forces = after.syncs.saturating_sub(before.syncs);
         let batches = after.commit_batches.saturating_sub(before.commit_batches);
@@ -665,8 +674,8 @@ impl LogSummary {
             forces,
             writes: after.writes.saturating_sub(before.writes),
             bytes: after.bytes.saturating_sub(before.bytes),
-            forces_per_commit: ratio(forces, commits),
-            commits_per_batch: ratio(commits, batches),
+            forces_per_commit: forced_at_commit.then(|| ratio(forces, commits)),
+            commits_per_batch: forced_at_commit.then(|| ratio(commits, batches)),
             gather_us_per_force: ratio(after.gather_ns.saturating_sub(before.gather_ns), forces)
                 / 1000.0,
         }
@@ -885,11 +894,13 @@ impl BenchResult {
             // Without `--durable` no commit asks for a force: the syncs are those that put the
             // log ahead of a page written back, and checkpoints'. Counted as groups, they
             // would read as group commit at work.
-            let _ = if self.config.durable {
+            let _ = if let (Some(per_commit), Some(per_batch)) =
+                (log.forces_per_commit, log.commits_per_batch)
+            {
                 writeln!(
                     out,
-                    "log: {} forces for {} commits (warm-up included): {:.3} forces per commit, {:.1} commits per group",
-                    log.forces, log.commits, log.forces_per_commit, log.commits_per_batch
+                    "log: {} forces for {} commits (warm-up included): {per_commit:.3} forces per commit, {per_batch:.1} commits per group",
+                    log.forces, log.commits
                 )
             } else {
                 writeln!(
@@ -1313,7 +1324,17 @@ mod tests {
                     commit_batches: 10,
                     ..wal::LogStats::default()
                 },
+                durable,
             ));
+            let json = serde_json::to_value(&r).unwrap();
+            assert_eq!(json["log"]["forces"], 10);
+            if durable {
+                assert_eq!(json["log"]["forces_per_commit"], 0.01);
+                assert_eq!(json["log"]["commits_per_batch"], 100.0);
+            } else {
+                assert!(json["log"]["forces_per_commit"].is_null(), "{json}");
+                assert!(json["log"]["commits_per_batch"].is_null(), "{json}");
+            }
             let text = r.render();
             text.lines()
                 .find(|l| l.starts_with("log: "))

@@ -412,7 +412,7 @@ pub fn run_workload(
     let log = db
         .log()
         .zip(log_before)
-        .map(|(l, before)| LogSummary::between(&before, &l.stats()));
+        .map(|(l, before)| LogSummary::between(&before, &l.stats(), db_config.durable));
     let pool = crate::report::PoolSummary::since(&db, &db_config, pool_before);
     let locks = db
         .lock_manager()

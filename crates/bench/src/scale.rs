@@ -1002,9 +1002,13 @@ fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), Run)>) -> 
             let tps = of(&|r| r.tps);
             let (base_threads, base_tps) = *base.get_or_insert((threads, tps.median));
             let (speedup, efficiency) = speedup(tps.median, threads, base_tps, base_threads);
+            // Forces counted as group commit only where commits asked for them.
             let logs: Vec<_> = figures
                 .iter()
-                .filter_map(|r| r.log.filter(|l| l.forces > 0))
+                .filter_map(|r| {
+                    r.log
+                        .filter(|l| l.forces > 0 && l.forces_per_commit.is_some())
+                })
                 .collect();
             let log_median = |f: &dyn Fn(&crate::report::LogSummary) -> f64| {
                 (!logs.is_empty()).then(|| median(&logs.iter().map(f).collect::<Vec<_>>()))
@@ -1029,8 +1033,8 @@ fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), Run)>) -> 
                 p50_us: of(&|r| r.p50_us as f64).median.round() as u64,
                 p99_us: of(&|r| r.p99_us as f64).median.round() as u64,
                 aborts_per_s: of(&|r| r.aborts_per_s).median,
-                forces_per_commit: log_median(&|l| l.forces_per_commit),
-                commits_per_batch: log_median(&|l| l.commits_per_batch),
+                forces_per_commit: log_median(&|l| l.forces_per_commit.unwrap_or_default()),
+                commits_per_batch: log_median(&|l| l.commits_per_batch.unwrap_or_default()),
                 gather_us_per_force: log_median(&|l| l.gather_us_per_force),
                 consistency,
                 runs: rounds
