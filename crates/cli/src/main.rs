@@ -539,12 +539,12 @@ struct EngineSetupArgs {
     #[arg(long, value_enum, value_name = "WHEN")]
     full_page_images: Option<FullPageImagesName>,
     /// When pages are written back through a doublewrite file (on disk; `--doublewrite`
-    /// alone: on): each batch of page writes goes to a slot of `doublewrite.db` (a ring of
-    /// 32) and is synced before the pages go to their places, which are synced once the ring
-    /// comes round, so that a write a crash tears, in whatever pieces, is put back from its
-    /// copy at the next open. On by default, in full-page images' stead and off the commit
-    /// path (docs/performance.md, "The doublewrite file by default" and "A database not
-    /// durable survives a power cut").
+    /// alone: on): each batch of 256 page writes goes to a slot of `doublewrite.db` (a ring,
+    /// see --doublewrite-ring-mib) and is synced before the pages go to their places, which
+    /// are synced every half round of the ring, so that a write a crash tears, in whatever
+    /// pieces, is put back from its copy at the next open. On by default, in full-page
+    /// images' stead and off the commit path (docs/performance.md, "The doublewrite file by
+    /// default" and "A database not durable survives a power cut").
     #[arg(
         long,
         value_enum,
@@ -553,6 +553,12 @@ struct EngineSetupArgs {
         default_missing_value = "on"
     )]
     doublewrite: Option<DoublewriteName>,
+    /// MiB of pages the doublewrite file's ring holds, in whole slots of 256 pages (2 MiB at
+    /// 8 KiB pages), 2 to 128. By default a quarter of the page file at the open, 16 to 64
+    /// MiB: the longer the ring, the fewer syncs of the page file (docs/performance.md, "A
+    /// ring sized by the page file").
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(2..=128))]
+    doublewrite_ring_mib: Option<u64>,
 }
 
 /// Options that decide how the engine runs and where its database lives.
@@ -580,14 +586,20 @@ struct EngineArgs {
 impl EngineArgs {
     /// Refuses, without `--db`, the options that only a page file or a log file can act on,
     /// rather than run as if they had been given: a run in memory starts no page cleaner and
-    /// has no log file to sync or preallocate.
+    /// has no log file to sync or preallocate. Refuses a doublewrite ring for no doublewrite
+    /// file too.
     fn refuse_file_options_in_memory(&self) -> anyhow::Result<()> {
+        self.setup.refuse_a_ring_without_the_file()?;
         if self.db.is_some() {
             return Ok(());
         }
         let given = [
             (self.setup.page_cleaners > 0, "--page-cleaners"),
             (self.setup.doublewrite.is_some(), "--doublewrite"),
+            (
+                self.setup.doublewrite_ring_mib.is_some(),
+                "--doublewrite-ring-mib",
+            ),
             (self.setup.full_page_images.is_some(), "--full-page-images"),
             (
                 !matches!(self.log_file.log_sync, LogSyncName::Fdatasync),
@@ -608,6 +620,20 @@ impl EngineArgs {
             )));
         }
         Ok(())
+    }
+}
+
+impl EngineSetupArgs {
+    /// Refuses a ring's length for a doublewrite file that is off, rather than ignore it.
+    fn refuse_a_ring_without_the_file(&self) -> Result<(), UsageError> {
+        match (self.doublewrite, self.doublewrite_ring_mib) {
+            (Some(DoublewriteName::Off), Some(_)) => Err(UsageError(
+                "--doublewrite-ring-mib sizes the doublewrite file's ring, which --doublewrite \
+                 off turns off: give one or the other"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -1320,6 +1346,7 @@ fn engine_db(setup: &EngineSetupArgs, switches: engine::Switches) -> DbConfig {
             Some(DoublewriteName::WhenDurable) => Doublewrite::WhenDurable,
             Some(DoublewriteName::Off) => Doublewrite::Off,
         },
+        doublewrite_ring_bytes: setup.doublewrite_ring_mib.map(|mib| mib << 20),
         ..DbConfig::default()
     }
 }
@@ -1808,6 +1835,7 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
     let scales = Scales::resolve(name, &configurations, args.data.scale, args.shared_scale)?;
     // Validated for each thread count by the sweep, before it runs anything.
     let setup = &args.engine;
+    setup.refuse_a_ring_without_the_file()?;
     let switches = build_switches(preset_name(setup.preset), &setup.switches, 1)?;
     let mut base = BenchConfig::new(name);
     base.options = run_options(args.workload, &args.data, &args.mix);

@@ -266,6 +266,76 @@ fn a_durable_run_goes_through_the_doublewrite_file_by_default_and_logs_no_images
     );
 }
 
+/// The doublewrite file's ring: 16 MiB for a database whose page file is under 64 MiB, the
+/// length `--doublewrite-ring-mib` gives in whole slots of 2 MiB otherwise; the flag is refused
+/// where there is no doublewrite file to size.
+#[test]
+fn the_doublewrite_ring_has_the_length_given_or_one_sized_by_the_page_file() {
+    assert_usage_error(
+        &["bench", "tpcb", "--doublewrite-ring-mib", "4"],
+        &["--doublewrite-ring-mib", "--db DIR"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let json = dir.path().join("run.json");
+    assert_usage_error(
+        &[
+            "bench",
+            "tpcb",
+            "--db",
+            db.to_str().unwrap(),
+            "--doublewrite",
+            "off",
+            "--doublewrite-ring-mib",
+            "4",
+        ],
+        &["--doublewrite-ring-mib", "--doublewrite off"],
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "tpcb",
+            "--db",
+            db.to_str().unwrap(),
+            "--pool-mib",
+            "1",
+            "--txns",
+            "1000",
+            "--warmup",
+            "0",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = glass(&args);
+        assert_success(&out);
+        (stdout(&out), read_json(&json))
+    };
+    let slots_len = |slots: u64| slots * (1 + 256) * 8192;
+    let (_, report) = run(&[]);
+    assert_eq!(
+        report["pool"]["doublewrite_ring_bytes"],
+        16 << 20,
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::metadata(db.join("doublewrite.db")).unwrap().len(),
+        slots_len(8)
+    );
+    // 5 MiB is two whole slots.
+    let (text, report) = run(&["--doublewrite-ring-mib", "5"]);
+    assert_eq!(
+        report["pool"]["doublewrite_ring_bytes"],
+        4 << 20,
+        "{report}"
+    );
+    assert!(text.contains("to a ring of 4 MiB"), "{text}");
+    assert_eq!(
+        std::fs::metadata(db.join("doublewrite.db")).unwrap().len(),
+        slots_len(2)
+    );
+}
+
 /// With `--server` the engine is the server's: an engine option given to the client would
 /// label the report with a configuration the run did not have, so it is refused (before any
 /// connection: the address here has no server). `--durable` (the receipts are durable ones)

@@ -113,6 +113,11 @@ pub struct DbConfig {
     /// logs none). On by default ([`Doublewrite`]). A database opened without it still has a
     /// doublewrite file left by a crash put back first.
     pub doublewrite: Doublewrite,
+    /// The doublewrite file's ring, in bytes of pages (rounded down to whole slots of
+    /// `storage::doublewrite::DEFAULT_BATCH_PAGES` pages, at least one, at most
+    /// `storage::doublewrite::MAX_SLOTS`); `None` sizes it by the page file at the open
+    /// (`storage::doublewrite::slots_for`: a quarter of it, 16–64 MiB at 8 KiB pages).
+    pub doublewrite_ring_bytes: Option<u64>,
     /// Lock heap pages instead of records (Berkeley DB style, for two-stage execution).
     /// Key-range (next-key) locks stay on keys; needs `page-access` on.
     pub page_locking: bool,
@@ -268,6 +273,7 @@ impl Default for DbConfig {
             page_cleaners: 0,
             full_page_images: FullPageImages::WithoutDoublewrite,
             doublewrite: Doublewrite::On,
+            doublewrite_ring_bytes: None,
             page_locking: false,
             shared_insert_pages: false,
             prefetch: true,
@@ -636,11 +642,16 @@ impl Database {
                     };
                     if config.doublewrite.on(config.durable) {
                         let batch = storage::doublewrite::DEFAULT_BATCH_PAGES;
-                        let slots = storage::doublewrite::slots_for(
-                            home.page_count() * page_size.bytes() as u64,
-                            page_size.bytes(),
-                            batch,
-                        );
+                        let slots = match config.doublewrite_ring_bytes {
+                            Some(bytes) => {
+                                storage::doublewrite::slots_in(bytes, page_size.bytes(), batch)
+                            }
+                            None => storage::doublewrite::slots_for(
+                                home.page_count() * page_size.bytes() as u64,
+                                page_size.bytes(),
+                                batch,
+                            ),
+                        };
                         let store = storage::DoublewriteStore::new(
                             home,
                             &dw,

@@ -359,6 +359,13 @@ pub fn forget(path: &Path) -> StorageResult<()> {
         .map_err(|e| StorageError::io("empty doublewrite file", e))
 }
 
+/// The slots of `batch_pages` pages that `ring_bytes` of pages make, rounded down, at least
+/// one and at most [`MAX_SLOTS`]: a ring of a chosen length (`--doublewrite-ring-mib`).
+pub fn slots_in(ring_bytes: u64, page_size: usize, batch_pages: usize) -> usize {
+    let slot_bytes = (page_size.max(1) * batch_pages.max(1)) as u64;
+    (ring_bytes / slot_bytes).clamp(1, MAX_SLOTS as u64) as usize
+}
+
 /// Whether the doublewrite file at `path` holds a ring: it exists and is not empty (what
 /// [`forget`] leaves holds none). A database that has one was last opened with it.
 pub fn holds_ring(path: &Path) -> bool {
@@ -955,6 +962,19 @@ mod tests {
         // Smaller pages or batches make more, smaller slots, the ring as long.
         assert_eq!(slots_for(80 * MIB, 4096, DEFAULT_BATCH_PAGES), 20);
         assert_eq!(slots_for(u64::MAX, 0, 0), MOST_SIZED_SLOTS);
+    }
+
+    #[test]
+    fn a_chosen_ring_is_whole_slots_between_one_and_the_most() {
+        const MIB: u64 = 1 << 20;
+        let slots = |bytes| slots_in(bytes, 8192, DEFAULT_BATCH_PAGES);
+        assert_eq!(slots(0), 1);
+        assert_eq!(slots(2 * MIB), 1);
+        assert_eq!(slots(5 * MIB), 2, "rounded down");
+        assert_eq!(slots(64 * MIB), 32);
+        assert_eq!(slots(128 * MIB), MAX_SLOTS);
+        assert_eq!(slots(u64::MAX), MAX_SLOTS);
+        assert_eq!(slots_in(8 * MIB, 4096, 64), 32);
     }
 
     #[test]
