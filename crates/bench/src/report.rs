@@ -502,7 +502,7 @@ pub struct PoolSummary {
     /// waited in the thread whose page found the batch full, or in a checkpoint's sync.
     pub doublewrite_writer_batches: u64,
     /// The doublewrite file's ring: bytes of pages its slots hold (a quarter of the page file
-    /// at the open, 16–64 MiB; 0 without the file).
+    /// at the open, 16–64 MiB, or `--doublewrite-ring-mib`; 0 without the file).
     pub doublewrite_ring_bytes: u64,
     /// Pages of B+-tree nodes taken out of their trees since the database opened (emptied
     /// leaves, and inner nodes drained with them), those an earlier run left unlinked (found

@@ -88,9 +88,7 @@ const _: () = assert!(MOST_SIZED_SLOTS <= MAX_SLOTS);
 /// smaller than its 248 MB of pages (docs/performance.md, "A ring sized by the page file").
 /// A small database keeps a small file.
 pub fn slots_for(page_file_bytes: u64, page_size: usize, batch_pages: usize) -> usize {
-    let slot_bytes = (page_size.max(1) * batch_pages.max(1)) as u64;
-    let slots = (page_file_bytes / 4 / slot_bytes).min(MOST_SIZED_SLOTS as u64) as usize;
-    slots.max(DEFAULT_SLOTS)
+    slots_in(page_file_bytes / 4, page_size, batch_pages).clamp(DEFAULT_SLOTS, MOST_SIZED_SLOTS)
 }
 
 /// Most slots a ring may have (what [`restore`] looks through for a header).
