@@ -20,6 +20,9 @@
 //! pairing of the two comes once in four rounds); four rounds in eight lock pages instead of
 //! records (`--page-locking`); two rounds in five write the log in segments of 1 MiB
 //! (`--log-segment-mib 1`: created, filled and unlinked behind checkpoints as the kills fall);
+//! every third writes its pages back through the doublewrite file, half of those (by the
+//! round's seed) with a ring of two slots (`--doublewrite-ring-mib 4`: gone round many times
+//! as the kills fall);
 //! and the rounds take the execution strategies conventional,
 //! TSTE and OTSTE in turn (`--execution`: fetch stages that pin, and OTSTE's rollback before
 //! it converts). With `pool_mib` smaller than the
@@ -657,6 +660,13 @@ impl Round<'_> {
         // without one, so that images repair it.
         args.push("--doublewrite".into());
         args.push(if self.doublewrite() { "on" } else { "off" }.into());
+        // Half of those, drawn by the round's seed (a lane of a short campaign has one such
+        // round), keep a ring of two slots, which a round's write-backs go round many times:
+        // kills fall as a slot is taken again, after the page file's sync that its batch must
+        // wait for.
+        if self.doublewrite() && self.seed % 2 == 1 {
+            args.extend(["--doublewrite-ring-mib".into(), "4".into()]);
+        }
         // Two rounds in five write the log in segments of 1 MiB (the default's 64 MiB are
         // more than a round writes), so that kills fall as segments are created, filled and
         // unlinked behind checkpoints.
