@@ -192,6 +192,34 @@ fn file_options_without_a_database_directory_are_refused() {
     );
 }
 
+/// `glass bench tpcb` on `db` with a 1 MiB pool (its pages written back all along), `txns`
+/// transactions, no warm-up and `extra` flags: its output and its JSON report, from `json`.
+fn small_pool_tpcb(
+    db: &Path,
+    json: &Path,
+    txns: &str,
+    extra: &[&str],
+) -> (Output, serde_json::Value) {
+    let mut args = vec![
+        "bench",
+        "tpcb",
+        "--db",
+        db.to_str().unwrap(),
+        "--pool-mib",
+        "1",
+        "--txns",
+        txns,
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = glass(&args);
+    assert_success(&out);
+    (out, read_json(json))
+}
+
 /// `--doublewrite` needs a page file too; given one, a durable run writes its pages through
 /// the file by default and logs no full-page images in its stead, and the report says so;
 /// with `--doublewrite off` it logs images instead.
@@ -204,29 +232,9 @@ fn a_durable_run_goes_through_the_doublewrite_file_by_default_and_logs_no_images
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let json = dir.path().join("run.json");
-    // A durable TPC-B run whose 1 MiB pool writes pages back all along, with `extra` flags.
     let durable_run = |txns: &str, extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "tpcb",
-            "--db",
-            db.to_str().unwrap(),
-            "--durable",
-            "--pool-mib",
-            "1",
-            "--checkpoint-kib",
-            "256",
-            "--txns",
-            txns,
-            "--warmup",
-            "0",
-            "--json",
-            json.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let out = glass(&args);
-        assert_success(&out);
-        (out, read_json(&json))
+        let durable = ["--durable", "--checkpoint-kib", "256"];
+        small_pool_tpcb(&db, &json, txns, &[&durable[..], extra].concat())
     };
     let (out, report) = durable_run("2000", &[]);
     assert_eq!(report["doublewrite"], true, "{report}");
@@ -292,24 +300,8 @@ fn the_doublewrite_ring_has_the_length_given_or_one_sized_by_the_page_file() {
         &["--doublewrite-ring-mib", "--doublewrite off"],
     );
     let run = |extra: &[&str]| {
-        let mut args = vec![
-            "bench",
-            "tpcb",
-            "--db",
-            db.to_str().unwrap(),
-            "--pool-mib",
-            "1",
-            "--txns",
-            "1000",
-            "--warmup",
-            "0",
-            "--json",
-            json.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let out = glass(&args);
-        assert_success(&out);
-        (stdout(&out), read_json(&json))
+        let (out, report) = small_pool_tpcb(&db, &json, "1000", extra);
+        (stdout(&out), report)
     };
     let slots_len = |slots: u64| slots * (1 + 256) * 8192;
     let (_, report) = run(&[]);
