@@ -27,7 +27,8 @@
 //! | `tps_median`                  | the median of the rounds' `tps` (with one round, `tps`)  |
 //! | `p50_us` `p90_us` `p99_us` `p999_us` `max_us` | latency over all types               |
 //! | `checkpoints`                 | on disk: `{background, in_commits, waits}`, fuzzy checkpoints by the checkpointer thread and by committers, and commits that waited for the thread (warm-ups included) |
-//! | `pool`                        | where the pool read or wrote: `{pool_mib, in_memory, reads, writes, evict_writes, cleaner_writes}`, the writes a miss made to free a dirty victim and those page cleaners made among them (warm-ups included) |
+//! | `log`                         | the log's work (warm-ups included; absent without a log): `{commits, forces, writes, bytes, forces_per_commit, commits_per_batch, gather_us_per_force}`; the two ratios are null where no commit asked for a force (without `--durable`, where `forces` counts the syncs ahead of pages written back and checkpoints') |
+//! | `pool`                        | where the pool read or wrote: `{pool_mib, in_memory, reads, writes, evict_writes, cleaner_writes}`, the writes a miss made to free a dirty victim and those page cleaners made among them (warm-ups included); `image_bytes` of full-page images logged; the doublewrite file's `doublewrite_batches`, `doublewrite_pages`, `doublewrite_page_file_syncs`, `doublewrite_writer_batches` since the open and its ring's length, `doublewrite_ring_bytes` (0 without the file); `leaves_retired`, `leaves_adopted`, `pages_reused` |
 //! | `consistency`                 | `"ok"`, `"failed: NAME (detail); ..."`, or (`--server`) `"checked by the server"` (`--mode autocommit`: `"checked by the server; autocommit is not atomic"`) |
 //! | `conditions`                  | every condition: `name`, `description`, `holds`, `detail` |
 //! | `by_type`                     | `{NAME: {count, commits, rollbacks, aborts, tps, p50_us, ...}}` in the workload's order |
