@@ -25,7 +25,8 @@
 //! so exactly `n` transactions are measured across all workers.
 //!
 //! The driver knows nothing of the engine: an [`Executor`] performs one attempt (begin, run,
-//! commit or abort). [`EmbeddedExecutor`] does so against an in-process [`Database`]; other
+//! commit or abort). [`EmbeddedExecutor`](crate::embedded::EmbeddedExecutor) does so against
+//! an in-process [`Database`](engine::db::Database); other
 //! executors (a server connection, two-stage execution) plug in at the same seam.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};

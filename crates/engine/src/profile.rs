@@ -8,7 +8,7 @@
 //! itself (its locks' release) is not.
 //!
 //! Collection is off by default and costs one relaxed load and a branch per record access
-//! when off. It is switched on for a whole process with [`enable`]; each thread then keeps the
+//! when off. It is switched on for a whole process with [`collect`]; each thread then keeps the
 //! profile of the transaction it ran last ([`last`]). Page counts come from the storage
 //! manager's per-thread counters: pages fixed while reading or writing a record count as heap
 //! pages, every other fix (index descents and scans) as index pages. Log bytes are the bytes

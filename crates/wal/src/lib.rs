@@ -1,9 +1,9 @@
 //! The Glass write-ahead log.
 //!
 //! ARIES-style logging for the engine: physical page redo records produced by the buffer pool
-//! (through [`storage::PageLog`], which [`LogManager`] implements), logical undo records whose
-//! payload the engine encodes itself, compensation records, commit/abort/end, and fuzzy
-//! checkpoints whose begin is kept in a durable master record.
+//! (through [`storage::PageLog`](::storage::PageLog), which [`LogManager`] implements),
+//! logical undo records whose payload the engine encodes itself, compensation records,
+//! commit/abort/end, and fuzzy checkpoints whose begin is kept in a durable master record.
 //!
 //! ```text
 //!   engine (Update, Compensation, Commit, ...)     buffer pool (PageLog::log_redo, flush_to)
@@ -18,7 +18,7 @@
 //! * [`buffer`]: the in-memory tail of the log.
 //! * [`checksum`]: CRC-32C, in hardware where the CPU has it.
 //! * [`log`]: the log manager: modes, group commit, reading, checkpoints' master record.
-//! * [`storage`]: where the bytes live; [`file`]: the log's segment files.
+//! * [`storage`]: where the bytes live; [`file`](mod@file): the log's segment files.
 //! * [`reader`]: chunked forward scans (open-time torn-tail scan and the look past a bad
 //!   frame, [`LogIter`]).
 

@@ -1,7 +1,7 @@
 //! Heap files: unordered collections of variable-length records on slotted pages.
 //!
 //! * [`page`]: the slotted page layout (offset/size tables there) and its operations.
-//! * [`file`]: [`HeapFile`], a chain of heap pages with an in-memory free-space map.
+//! * [`file`](mod@file): [`HeapFile`], a chain of heap pages with an in-memory free-space map.
 //!
 //! A record is named by a [`RecordId`] (page, slot) that stays valid for its lifetime: a record
 //! that outgrows its page moves, leaving a forwarding stub behind.
