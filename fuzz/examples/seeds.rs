@@ -423,6 +423,7 @@ fn main() {
     let mut header = vec![0u8; 8192];
     storage::doublewrite::encode_header(
         7,
+        5,
         storage::doublewrite::Layout {
             slots: 8,
             slot_pages: 64,

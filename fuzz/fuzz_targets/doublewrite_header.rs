@@ -12,9 +12,22 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let mut bytes = header.to_vec();
-    if control & 1 != 0 && bytes.len() >= 28 {
-        let count = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize;
-        let end = 28usize.saturating_add(count.saturating_mul(8));
+    // Where each format keeps its count of page ids: the ring's with its last synced batch
+    // (`GLASSDW3`) at 32, the ring's before it (`GLASSDW2`) at 24, the one-batch file's
+    // (`GLASSDW1`) at 16.
+    let count_at = |bytes: &[u8]| {
+        if bytes.starts_with(b"GLASSDW1") {
+            16
+        } else if bytes.starts_with(b"GLASSDW2") {
+            24
+        } else {
+            32
+        }
+    };
+    let at = count_at(&bytes);
+    if control & 1 != 0 && bytes.len() >= at + 4 {
+        let count = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        let end = (at + 4).saturating_add(count.saturating_mul(8));
         if end + 4 <= bytes.len() {
             let crc = crc32fast::hash(&bytes[..end]);
             bytes[end..end + 4].copy_from_slice(&crc.to_le_bytes());
@@ -28,12 +41,8 @@ fuzz_target!(|data: &[u8]| {
         assert!(batch.pages.len() <= batch.layout.slot_pages);
         assert!(batch.layout.slot_pages <= max);
         assert!((1..=MAX_SLOTS).contains(&batch.layout.slots));
-        // The ring's header keeps its count at 24, the one-batch file's (`GLASSDW1`) at 16.
-        let at = if bytes.starts_with(b"GLASSDW1") {
-            16
-        } else {
-            24
-        };
+        // A batch is written before the page file can have synced it.
+        assert!(batch.synced == 0 || batch.synced < batch.sequence);
         let count = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
         assert_eq!(batch.pages.len(), count);
         assert!(bytes.len() >= at + 4 + 8 * count + 4);

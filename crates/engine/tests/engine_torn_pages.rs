@@ -287,12 +287,16 @@ fn with_a_doublewrite_file_a_page_torn_in_any_pieces_is_put_back() {
         .find_map(header)
         .expect("a batch's header is whole")
         .layout;
-    let in_ring: Vec<storage::PageId> = (0..layout.slots)
-        .filter_map(header)
+    let batches: Vec<_> = (0..layout.slots).filter_map(header).collect();
+    let synced = batches.iter().map(|batch| batch.synced).max().unwrap_or(0);
+    let in_ring: Vec<storage::PageId> = batches
+        .into_iter()
+        .filter(|batch| batch.sequence > synced)
         .flat_map(|batch| batch.pages)
         .collect();
-    // Only pages of the batches still in the ring can be torn by a crash: a slot is written
-    // again only after the page file has synced its batch.
+    // Only pages of the batches still in the ring and not yet synced in the page file can be
+    // torn by a crash: a slot is written again only after the page file has synced its
+    // batch, and each header names the last batch synced when it was written.
     let torn: Vec<usize> = crashed
         .changed_late()
         .into_iter()

@@ -28,16 +28,19 @@
 //! ```
 //!
 //! The file: one header block per slot (one page long each) — magic, the batch's sequence
-//! number, the ring's slots and pages per slot, its page count, its page ids, a CRC32 of all
-//! that — then each slot's pages, in the order of the ids. A store opening the file zeroes
-//! its header blocks and writes it out to the ring's whole length in zeros once, so that a
-//! batch's sync never also writes the file's size. A crash while a slot is written
-//! leaves the page file untouched by that batch (step 2 has not begun), so a header or page
-//! that fails its check is simply not used. Of the copies of a page in the ring the latest
-//! batch's is used, and put back only if it passes the page check and the page file's copy
-//! does not, or holds an older page LSN: every page in a batch obeyed the WAL rule when it
-//! entered it (the pool forces the log to a page's LSN before it writes the page), so a copy
-//! newer than the page file's is as safe to write as the write it repeats.
+//! number, the last batch the page file had synced when it was written, the ring's slots and
+//! pages per slot, its page count, its page ids, a CRC32 of all that — then each slot's pages,
+//! in the order of the ids. A store opening the file zeroes its header blocks and writes it
+//! out to the ring's whole length in zeros once, so that a batch's sync never also writes the
+//! file's size. A crash while a slot is written leaves the page file untouched by that batch
+//! (step 2 has not begun), so a header or page that fails its check is simply not used. A
+//! batch up to the last one a header names synced is whole in the page file, so [`restore`]
+//! compares only the batches after it (with the writer thread, about half the ring at most).
+//! Of the copies of a page in those batches the latest batch's is used, and put back only if
+//! it passes the page check and the page file's copy does not, or holds an older page LSN:
+//! every page in a batch obeyed the WAL rule when it entered it (the pool forces the log to a
+//! page's LSN before it writes the page), so a copy newer than the page file's is as safe to
+//! write as the write it repeats.
 //!
 //! Invariants: a page handed to [`DoublewriteStore::write_page`] reads back from the store at
 //! once (from the batch until it reaches the page file); a page reaches the page file only
@@ -94,13 +97,19 @@ pub fn slots_for(page_file_bytes: u64, page_size: usize, batch_pages: usize) -> 
 /// Most slots a ring may have (what [`restore`] looks through for a header).
 pub const MAX_SLOTS: usize = 64;
 
-const MAGIC: &[u8; 8] = b"GLASSDW2";
+const MAGIC: &[u8; 8] = b"GLASSDW3";
+/// The ring's header before it named the last batch synced in the page file: read as one that
+/// names none, so that a crash under that format is repaired by the open after it.
+const MAGIC_UNSYNCED: &[u8; 8] = b"GLASSDW2";
 /// The file before it held a ring: one batch, its header (magic, sequence, count, page ids,
 /// CRC32) in block 0 and its pages after it, which is a ring of one slot. Still read, so that
 /// a crash under that format is repaired by the open after it.
 const MAGIC_ONE_BATCH: &[u8; 8] = b"GLASSDW1";
-/// Bytes of the header before the page ids: magic, sequence, slots, pages per slot, count.
-const HEADER_FIXED: usize = 8 + 8 + 4 + 4 + 4;
+/// Bytes of the header before the page ids: magic, sequence, the last batch synced in the page
+/// file, slots, pages per slot, count.
+const HEADER_FIXED: usize = 8 + 8 + 8 + 4 + 4 + 4;
+/// The same, in a [`MAGIC_UNSYNCED`] header: no last batch synced.
+const HEADER_FIXED_UNSYNCED: usize = 8 + 8 + 4 + 4 + 4;
 
 /// What [`restore`] did at an open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,6 +121,9 @@ pub struct Restored {
     pub older: usize,
     /// Pages of the ring whose copy in the page file was already as new.
     pub current: usize,
+    /// Pages of batches the page file had synced before the crash, which no crash could have
+    /// torn there: not compared (see [`BatchHeader::synced`]).
+    pub synced: usize,
 }
 
 /// What a [`DoublewriteStore`] has done since it was made.
@@ -159,6 +171,11 @@ impl DoublewriteCounters {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BatchHeader {
     pub sequence: u64,
+    /// The last batch whose pages the page file had synced when this header was written:
+    /// every batch up to it is whole in the page file, so [`restore`] compares only the
+    /// batches after the largest such number a ring's headers name. 0 in a header of the
+    /// formats before it (every batch compared).
+    pub synced: u64,
     /// The ring it was written in: its slots, and the pages each slot holds.
     pub layout: Layout,
     pub pages: Vec<PageId>,
@@ -190,14 +207,16 @@ impl Layout {
 }
 
 /// Encodes a batch's header into `out` (one page long, zeroed past the header; it must hold
-/// `pages`, no more than `layout.slot_pages`: see [`decode_header`]'s `max_pages`).
-pub fn encode_header(sequence: u64, layout: Layout, pages: &[PageId], out: &mut [u8]) {
+/// `pages`, no more than `layout.slot_pages`: see [`decode_header`]'s `max_pages`). `synced`
+/// is the last batch the page file has synced (see [`BatchHeader::synced`]).
+pub fn encode_header(sequence: u64, synced: u64, layout: Layout, pages: &[PageId], out: &mut [u8]) {
     out.fill(0);
     out[..8].copy_from_slice(MAGIC);
     out[8..16].copy_from_slice(&sequence.to_le_bytes());
-    out[16..20].copy_from_slice(&(layout.slots as u32).to_le_bytes());
-    out[20..24].copy_from_slice(&(layout.slot_pages as u32).to_le_bytes());
-    out[24..28].copy_from_slice(&(pages.len() as u32).to_le_bytes());
+    out[16..24].copy_from_slice(&synced.to_le_bytes());
+    out[24..28].copy_from_slice(&(layout.slots as u32).to_le_bytes());
+    out[28..32].copy_from_slice(&(layout.slot_pages as u32).to_le_bytes());
+    out[32..36].copy_from_slice(&(pages.len() as u32).to_le_bytes());
     let mut at = HEADER_FIXED;
     for id in pages {
         out[at..at + 8].copy_from_slice(&id.0.to_le_bytes());
@@ -212,24 +231,34 @@ pub fn encode_header(sequence: u64, layout: Layout, pages: &[PageId], out: &mut 
 /// one a store writes (no slot, more than [`MAX_SLOTS`], slots of more than `max_pages`
 /// pages, or more pages than its slot holds).
 pub fn decode_header(block: &[u8], max_pages: usize) -> Option<BatchHeader> {
-    if block.len() < HEADER_FIXED + 4 {
+    if block.len() < HEADER_FIXED_UNSYNCED + 4 {
         return None;
     }
     let word = |at: usize| u32::from_le_bytes(block[at..at + 4].try_into().unwrap()) as usize;
     let sequence = u64::from_le_bytes(block[8..16].try_into().ok()?);
-    let (layout, count, ids_at) = if &block[..8] == MAGIC {
+    let (synced, layout, count, ids_at) = if &block[..8] == MAGIC {
+        if block.len() < HEADER_FIXED + 4 {
+            return None;
+        }
+        let synced = u64::from_le_bytes(block[16..24].try_into().ok()?);
+        let layout = Layout {
+            slots: word(24),
+            slot_pages: word(28),
+        };
+        (synced, layout, word(32), HEADER_FIXED)
+    } else if &block[..8] == MAGIC_UNSYNCED {
         let layout = Layout {
             slots: word(16),
             slot_pages: word(20),
         };
-        (layout, word(24), HEADER_FIXED)
+        (0, layout, word(24), HEADER_FIXED_UNSYNCED)
     } else if &block[..8] == MAGIC_ONE_BATCH {
         let count = word(16);
         let layout = Layout {
             slots: 1,
             slot_pages: count.max(1),
         };
-        (layout, count, 20)
+        (0, layout, count, 20)
     } else {
         return None;
     };
@@ -249,8 +278,13 @@ pub fn decode_header(block: &[u8], max_pages: usize) -> Option<BatchHeader> {
         .chunks_exact(8)
         .map(|c| PageId(u64::from_le_bytes(c.try_into().unwrap())))
         .collect();
+    if synced > 0 && synced >= sequence {
+        // A batch is written before the page file can have synced it.
+        return None;
+    }
     Some(BatchHeader {
         sequence,
+        synced,
         layout,
         pages,
     })
@@ -261,9 +295,9 @@ pub fn max_batch_pages(page_size: usize) -> usize {
     (page_size - HEADER_FIXED - 4) / 8
 }
 
-/// Puts back, into `home`, every page of the batches in the doublewrite file at `path` whose
-/// latest copy there is whole while the page file's is torn or older (see the module's
-/// description), then syncs `home` if the file held any batch (so that emptying the file
+/// Puts back, into `home`, every page of the batches in the doublewrite file at `path` not
+/// yet synced in the page file whose latest copy there is whole while the page file's is torn
+/// or older (see the module's description), then syncs `home` if the file held any batch (so that emptying the file
 /// afterwards loses no page a crash left unsynced). A missing, empty or torn doublewrite file
 /// restores nothing. Run it before anything reads a page of `home`.
 pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageResult<Restored> {
@@ -293,14 +327,25 @@ pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageRe
     // The ring's batches, newest first: the first whole copy of a page met is its latest, so
     // each page's copies are read only until one is whole, and that one once.
     let mut batches = Vec::with_capacity(layout.slots);
+    let mut synced = 0;
     for slot in 0..layout.slots {
         if !read_block(&file, layout.header_offset(slot, page_size), &mut block)? {
             continue;
         }
         if let Some(header) = decode_header(&block, max_pages).filter(|h| h.layout == layout) {
+            synced = synced.max(header.synced);
             batches.push((header.sequence, slot, header.pages));
         }
     }
+    // A batch the page file had synced before a later batch's header was written is whole
+    // there, and no later write of its pages tore them but a later batch's, compared below.
+    batches.retain(|(sequence, _, pages)| {
+        let keep = *sequence > synced;
+        if !keep {
+            done.synced += pages.len();
+        }
+        keep
+    });
     batches.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
     let mut found: FxHashSet<PageId> = FxHashSet::default();
     let mut copy = vec![0u8; page_size];
@@ -746,7 +791,13 @@ impl<S: PageStore> Inner<S> {
             // Readers may look at the batch while it is written.
             let writing = self.writing.read();
             let mut header = vec![0u8; ps];
-            encode_header(ring.sequence, layout, &writing.ids, &mut header);
+            encode_header(
+                ring.sequence,
+                ring.synced,
+                layout,
+                &writing.ids,
+                &mut header,
+            );
             // The pages first, then the header that names them. A crash in between leaves
             // the slot's old header over some of the new pages: each carries its id, so one
             // passes its check under the old header only if it is the same page, newer, and
@@ -897,13 +948,14 @@ mod tests {
             slot_pages: 64,
         };
         let mut block = vec![0u8; 8192];
-        encode_header(42, layout, &ids, &mut block);
+        encode_header(42, 40, layout, &ids, &mut block);
         let max = max_batch_pages(8192);
         let header = decode_header(&block, max).unwrap();
         assert_eq!(header.sequence, 42);
+        assert_eq!(header.synced, 40);
         assert_eq!(header.layout, layout);
         assert_eq!(header.pages, ids);
-        for at in [0, 9, 17, 21, 25, HEADER_FIXED + 3 * 8] {
+        for at in [0, 9, 17, 25, 29, 33, HEADER_FIXED + 3 * 8] {
             let mut bad = block.clone();
             bad[at] ^= 1;
             assert_eq!(decode_header(&bad, max), None, "byte {at}");
@@ -914,9 +966,42 @@ mod tests {
         for (slots, slot_pages, count) in [(0, 64, 3), (MAX_SLOTS + 1, 64, 3), (8, 2, 3)] {
             let mut odd = vec![0u8; 8192];
             let layout = Layout { slots, slot_pages };
-            encode_header(1, layout, &ids[..count], &mut odd);
+            encode_header(1, 0, layout, &ids[..count], &mut odd);
             assert_eq!(decode_header(&odd, max), None, "{layout:?}");
         }
+        // A batch the page file synced before the batch itself was written.
+        for synced in [42, 43] {
+            let mut odd = vec![0u8; 8192];
+            encode_header(42, synced, layout, &ids, &mut odd);
+            assert_eq!(decode_header(&odd, max), None, "synced {synced}");
+        }
+    }
+
+    #[test]
+    fn a_header_of_the_ring_before_it_named_its_synced_batch_names_none() {
+        let mut block = vec![0u8; 8192];
+        block[..8].copy_from_slice(MAGIC_UNSYNCED);
+        block[8..16].copy_from_slice(&12u64.to_le_bytes());
+        block[16..20].copy_from_slice(&8u32.to_le_bytes());
+        block[20..24].copy_from_slice(&256u32.to_le_bytes());
+        block[24..28].copy_from_slice(&2u32.to_le_bytes());
+        block[28..36].copy_from_slice(&9u64.to_le_bytes());
+        block[36..44].copy_from_slice(&4u64.to_le_bytes());
+        let crc = crc32fast::hash(&block[..44]);
+        block[44..48].copy_from_slice(&crc.to_le_bytes());
+        let header = decode_header(&block, max_batch_pages(8192)).unwrap();
+        assert_eq!(header.sequence, 12);
+        assert_eq!(header.synced, 0, "every batch of such a ring is compared");
+        assert_eq!(
+            header.layout,
+            Layout {
+                slots: 8,
+                slot_pages: 256
+            }
+        );
+        assert_eq!(header.pages, [PageId(9), PageId(4)]);
+        block[21] ^= 1;
+        assert_eq!(decode_header(&block, max_batch_pages(8192)), None);
     }
 
     #[test]
