@@ -539,6 +539,13 @@ fn check_reports(out: &Path) {
             doublewrite_restored: 5,
             doublewrite_torn: 3,
         }),
+        doublewrite: Some(storage::DoublewriteStats {
+            batches: 2,
+            pages: 300,
+            page_file_syncs: 1,
+            writer_batches: 1,
+            ring_bytes: 16 << 20,
+        }),
     };
     let passed = check_json("tpcb", "db", Ok(&outcome));
     write(
