@@ -538,6 +538,10 @@ fn check_reports(out: &Path) {
             torn_rebuilt: 2,
             doublewrite_restored: 5,
             doublewrite_torn: 3,
+            doublewrite_us: 41_200,
+            analysis_us: 35_000,
+            redo_us: 120_300,
+            undo_us: 900,
         }),
         doublewrite: Some(storage::DoublewriteStats {
             batches: 2,

@@ -8,7 +8,7 @@
 //! | `workload`, `db` | what was checked, and where |
 //! | `passed` | integrity clean, every condition holds and no acknowledged durable commit missing: exactly when `glass check` exits 0 |
 //! | `error` | present only where no check could be made, and why (the open refused the database: damage in the middle of the log, a format from another build, a missing log segment, …); `recovery`, `integrity`, `conditions` and `acks` are then null |
-//! | `recovery` | what the open's recovery did (`engine::recovery::RecoveryReport`'s fields): `{analysed, redone, on_disk, losers, undone, torn_rebuilt, doublewrite_restored, doublewrite_torn}`; null where the database could not be opened |
+//! | `recovery` | what the open's recovery did (`engine::recovery::RecoveryReport`'s fields): `{analysed, redone, on_disk, losers, undone, torn_rebuilt, doublewrite_restored, doublewrite_torn, doublewrite_us, analysis_us, redo_us, undo_us}` (the last four: microseconds each part took); null where the database could not be opened |
 //! | `integrity` | `engine::IntegrityReport`'s fields: `{pages, heaps, heap_pages, records, trees, tree_pages, empty_leaves, entries, unreached_pages, unlinked_leaves, pages_only, faults_total, faults: [{place, detail}]}`, the first 1,000 faults listed |
 //! | `conditions` | each consistency condition, `{name, description, holds, detail}`; null where integrity faults kept them from being evaluated |
 //! | `doublewrite` | `{batches, pages}`: what the check wrote back (what recovery changed) through the database's doublewrite file; null where it has none (a load's database) or no check could be made |
@@ -190,6 +190,7 @@ mod tests {
                 torn_rebuilt: 2,
                 doublewrite_restored: 5,
                 doublewrite_torn: 3,
+                ..RecoveryReport::default()
             }),
             doublewrite: Some(storage::DoublewriteStats {
                 batches: 2,

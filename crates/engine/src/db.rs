@@ -20,6 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
@@ -323,7 +324,7 @@ pub struct ActiveTxn {
     /// the append, so a checkpoint that reads 0 began before the record was appended.
     pub first_lsn: AtomicU64,
     pub committed: std::sync::atomic::AtomicBool,
-    started: std::time::Instant,
+    started: Instant,
     operations: AtomicU64,
 }
 
@@ -334,7 +335,7 @@ impl ActiveTxn {
             last_lsn: AtomicU64::new(0),
             first_lsn: AtomicU64::new(0),
             committed: std::sync::atomic::AtomicBool::new(false),
-            started: std::time::Instant::now(),
+            started: Instant::now(),
             operations: AtomicU64::new(0),
         }
     }
@@ -621,7 +622,7 @@ impl Database {
         } else {
             (None, None)
         };
-        let (mut doublewrite_restored, mut doublewrite_torn) = (0, 0);
+        let (mut doublewrite_restored, mut doublewrite_torn, mut doublewrite_us) = (0, 0, 0);
         let mut doublewrite = None;
         let pool = if page_access {
             let store: Box<dyn PageStore> = match &config.path {
@@ -631,7 +632,9 @@ impl Database {
                     let home = if p.exists() {
                         let home = FilePageStore::open(&p, page_size)?;
                         // Before any page is read: a write a crash tore is put back whole.
+                        let began = Instant::now();
                         let done = storage::doublewrite::restore(&dw, &home, page_size.bytes())?;
+                        doublewrite_us = began.elapsed().as_micros() as u64;
                         doublewrite_restored = (done.torn + done.older) as u64;
                         doublewrite_torn = done.torn as u64;
                         home
@@ -766,10 +769,15 @@ impl Database {
         let mut report = crate::recovery::RecoveryReport {
             doublewrite_restored,
             doublewrite_torn,
+            doublewrite_us,
             ..Default::default()
         };
         let redone = if existing && db.log_records {
-            crate::recovery::analyze_and_redo(&db, &mut report)?
+            let began = Instant::now();
+            let redone = crate::recovery::analyze_and_redo(&db, &mut report)?;
+            report.redo_us =
+                (began.elapsed().as_micros() as u64).saturating_sub(report.analysis_us);
+            redone
         } else {
             Default::default()
         };
@@ -793,7 +801,9 @@ impl Database {
         }
         *db.ddl.lock() = catalog;
         if existing && db.log_records {
+            let began = Instant::now();
             crate::recovery::undo(&db, redone.losers, &mut report)?;
+            report.undo_us = began.elapsed().as_micros() as u64;
             db.recovery = Some(report);
         }
         let db = Arc::new(db);
