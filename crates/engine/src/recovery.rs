@@ -337,6 +337,9 @@ pub(crate) fn analyze_and_redo(db: &Database, report: &mut RecoveryReport) -> Tx
     // log (see `Damaged`).
     let mut damaged: HashMap<PageId, Damaged> = HashMap::new();
     if let Some(redo_start) = dirty.values().min().copied() {
+        // The pages redo will read, asked for all at once: a crash leaves them cold, and
+        // one read after another would wait for each in turn.
+        pool.will_need(&dirty.keys().copied().collect::<Vec<_>>());
         for item in log.iter_from(redo_start) {
             let (lsn, rec) = item.map_err(wal_err)?;
             let LogRecord::PageRedo { pages } = rec else {

@@ -347,6 +347,17 @@ pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageRe
         keep
     });
     batches.sort_unstable_by_key(|b| std::cmp::Reverse(b.0));
+    // Every read below at once: the batches' slots in this file and their pages in the page
+    // file, which a crash leaves cold and one read after another would wait for in turn.
+    for (_, slot, pages) in &batches {
+        crate::file::advise_will_need(
+            &file,
+            layout.page_offset(*slot, 0, page_size),
+            (pages.len() * page_size) as u64,
+        );
+    }
+    let compared: Vec<PageId> = batches.iter().flat_map(|b| b.2.iter().copied()).collect();
+    home.will_need(&compared);
     let mut found: FxHashSet<PageId> = FxHashSet::default();
     let mut copy = vec![0u8; page_size];
     for (_, slot, pages) in batches {
@@ -925,6 +936,10 @@ impl<S: PageStore + 'static> PageStore for DoublewriteStore<S> {
 
     fn sync(&self) -> StorageResult<()> {
         self.inner.write_batch(true, 1).map(|_| ())
+    }
+
+    fn will_need(&self, ids: &[PageId]) {
+        self.inner.home.will_need(ids)
     }
 
     fn page_count(&self) -> u64 {

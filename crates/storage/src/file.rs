@@ -35,6 +35,11 @@ pub trait PageStore: Send + Sync {
     fn sync(&self) -> StorageResult<()>;
     /// One past the highest page id the store holds.
     fn page_count(&self) -> u64;
+    /// Advice: pages `ids` will be read soon. A store on a file starts reading them now, all
+    /// at once, so that a device that serves many reads at a time does (recovery's pages: one
+    /// cold read after another waits for each in turn). Changes nothing a read returns; the
+    /// default does nothing.
+    fn will_need(&self, _ids: &[PageId]) {}
 }
 
 /// A boxed store is a store (so that a [`crate::DelayedStore`] can wrap whichever one a
@@ -55,7 +60,45 @@ impl<S: PageStore + ?Sized> PageStore for Box<S> {
     fn page_count(&self) -> u64 {
         (**self).page_count()
     }
+
+    fn will_need(&self, ids: &[PageId]) {
+        (**self).will_need(ids)
+    }
 }
+
+/// Runs of consecutive page ids in `ids` (any order, repeats allowed), in order, each as its
+/// first id and its length.
+pub(crate) fn page_runs(ids: &[PageId]) -> Vec<(u64, u64)> {
+    let mut sorted: Vec<u64> = ids.iter().map(|id| id.0).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for id in sorted {
+        match runs.last_mut() {
+            Some((first, len)) if *first + *len == id => *len += 1,
+            _ => runs.push((id, 1)),
+        }
+    }
+    runs
+}
+
+/// Asks the kernel to read `len` bytes of `file` at `offset` into its page cache now, without
+/// waiting for them (`POSIX_FADV_WILLNEED`). Advice only: an error is ignored.
+#[cfg(unix)]
+pub(crate) fn advise_will_need(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return;
+    };
+    // SAFETY: posix_fadvise reads only its integer arguments; the descriptor is `file`'s,
+    // open for as long as the borrow.
+    unsafe {
+        libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED);
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn advise_will_need(_file: &File, _offset: u64, _len: u64) {}
 
 fn check_len(buf_len: usize, page_size: usize) -> StorageResult<()> {
     if buf_len != page_size {
@@ -227,6 +270,15 @@ impl PageStore for FilePageStore {
             Err(_) => 0,
         }
     }
+
+    fn will_need(&self, ids: &[PageId]) {
+        let ps = self.page_size as u64;
+        for (first, len) in page_runs(ids) {
+            if let (Some(offset), Some(bytes)) = (first.checked_mul(ps), len.checked_mul(ps)) {
+                advise_will_need(&self.file, offset, bytes);
+            }
+        }
+    }
 }
 
 /// Pages in memory: a vector of page images, `None` for pages never written.
@@ -283,6 +335,31 @@ impl PageStore for MemPageStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn advice_goes_out_as_runs_of_consecutive_pages() {
+        let ids = [9, 3, 4, 5, 9, 12, 2, 13].map(PageId);
+        assert_eq!(page_runs(&ids), [(2, 4), (9, 1), (12, 2)]);
+        assert_eq!(page_runs(&[]), []);
+        assert_eq!(page_runs(&[PageId(u64::MAX)]), [(u64::MAX, 1)]);
+    }
+
+    #[test]
+    fn advice_of_pages_to_be_read_changes_nothing_a_read_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FilePageStore::create(&dir.path().join("pages.db"), PageSize::Kib8).unwrap();
+        let size = PageSize::Kib8.bytes();
+        let image: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        store.write_page(PageId(2), &image).unwrap();
+        // Pages in the file, past its end, and past any offset a file can have.
+        store.will_need(&[PageId(2), PageId(0), PageId(40), PageId(u64::MAX / 2)]);
+        let mut buf = vec![0xAAu8; size];
+        store.read_page(PageId(2), &mut buf).unwrap();
+        assert_eq!(buf, image);
+        store.read_page(PageId(40), &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
+        assert_eq!(store.page_count(), 3);
+    }
 
     fn round_trip(store: &dyn PageStore) {
         let size = PageSize::Kib8.bytes();

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use storage::doublewrite::{
     restore, DoublewriteStore, Layout, Restored, DEFAULT_SLOTS, DOUBLEWRITE_FILE,
@@ -43,11 +44,12 @@ fn read(store: &dyn PageStore, id: u64) -> Vec<u8> {
 }
 
 /// A page file whose writes can be made to fail (a disk that refuses them), and that counts
-/// its syncs.
+/// its syncs and keeps the pages it was told will be read ([`PageStore::will_need`]).
 struct Failing {
     inner: FilePageStore,
     fail: AtomicBool,
     syncs: AtomicU64,
+    advised: Mutex<Vec<PageId>>,
 }
 
 impl PageStore for Failing {
@@ -70,13 +72,22 @@ impl PageStore for Failing {
     fn page_count(&self) -> u64 {
         self.inner.page_count()
     }
+    fn will_need(&self, ids: &[PageId]) {
+        self.advised.lock().unwrap().extend_from_slice(ids);
+        self.inner.will_need(ids)
+    }
 }
 
 fn failing(dir: &Path) -> Failing {
+    wrapping(FilePageStore::create(&dir.join("pages.db"), PageSize::Kib8).unwrap())
+}
+
+fn wrapping(inner: FilePageStore) -> Failing {
     Failing {
-        inner: FilePageStore::create(&dir.join("pages.db"), PageSize::Kib8).unwrap(),
+        inner,
         fail: AtomicBool::new(false),
         syncs: AtomicU64::new(0),
+        advised: Mutex::new(Vec::new()),
     }
 }
 
@@ -189,10 +200,14 @@ fn a_restore_compares_only_the_batches_since_the_page_file_s_last_sync() {
     // The ring holds batches 3 to 6: {5, 6}, {7, 8} synced, {9, 10}, {11, 12} not. Page 10
     // older in the page file (a write a power loss dropped); page 6 damaged, but not by the
     // crash: the page file had synced its whole copy.
-    let home = FilePageStore::open(&pages, PageSize::Kib8).unwrap();
+    let home = wrapping(FilePageStore::open(&pages, PageSize::Kib8).unwrap());
     home.write_page(PageId(10), &page(10, 3, 9)).unwrap();
     home.write_page(PageId(6), &page(6, 2, 7)).unwrap();
     let done = restore(&dw, &home, PS).unwrap();
+    // The pages it compares asked for at once, before the first is read; no other.
+    let mut advised = home.advised.lock().unwrap().clone();
+    advised.sort();
+    assert_eq!(advised, [9, 10, 11, 12].map(PageId));
     assert_eq!(
         done,
         Restored {
@@ -208,6 +223,10 @@ fn a_restore_compares_only_the_batches_since_the_page_file_s_last_sync() {
         page(6, 2, 7),
         "left for the check to find, not put back"
     );
+    // A store passes such advice on to its page file.
+    let store = DoublewriteStore::new(home, &dw, PS, 2, 4).unwrap();
+    store.will_need(&[PageId(3)]);
+    assert!(store.home().advised.lock().unwrap().ends_with(&[PageId(3)]));
 }
 
 /// A store closed cleanly has every batch synced in the page file: it empties the ring, so

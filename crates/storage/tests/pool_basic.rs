@@ -482,10 +482,12 @@ fn cleaning_writes_the_frames_the_clock_would_take_and_no_other() {
     }
 }
 
-/// A page store that counts the pages written to it.
+/// A page store that counts the pages written to it, and keeps the pages it was told will be
+/// read.
 struct CountingStore {
     inner: MemPageStore,
     writes: Arc<std::sync::atomic::AtomicU64>,
+    advised: Arc<std::sync::Mutex<Vec<PageId>>>,
 }
 
 impl PageStore for CountingStore {
@@ -503,6 +505,26 @@ impl PageStore for CountingStore {
     fn page_count(&self) -> u64 {
         self.inner.page_count()
     }
+    fn will_need(&self, ids: &[PageId]) {
+        self.advised.lock().unwrap().extend_from_slice(ids);
+    }
+}
+
+/// What redo does with the pages its analysis found dirty: the advice reaches the store
+/// behind the pool, and nothing enters the pool by it.
+#[test]
+fn the_pool_passes_advice_of_pages_to_be_read_to_its_store() {
+    let advised = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let store = CountingStore {
+        inner: MemPageStore::new(PageSize::Kib8),
+        writes: Arc::default(),
+        advised: advised.clone(),
+    };
+    let pool = BufferPool::new(Box::new(store), config(16), None).unwrap();
+    let reads = pool.io().reads;
+    pool.will_need(&[PageId(7), PageId(3)]);
+    assert_eq!(*advised.lock().unwrap(), [PageId(7), PageId(3)]);
+    assert_eq!(pool.io().reads, reads, "nothing read into the pool");
 }
 
 #[test]
@@ -512,6 +534,7 @@ fn a_miss_in_a_pool_of_dirty_frames_writes_back_one_victim_not_the_pool() {
     let store = CountingStore {
         inner: MemPageStore::new(PageSize::Kib8),
         writes: writes.clone(),
+        advised: Arc::default(),
     };
     let pool = BufferPool::new(Box::new(store), config(16), None).unwrap();
     let ids: Vec<PageId> = (0..16)

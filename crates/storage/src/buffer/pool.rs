@@ -836,6 +836,13 @@ impl BufferPool {
         Some(frame)
     }
 
+    /// Advice to the store: pages `ids` will be read into the pool soon (recovery's redo, of
+    /// the pages its analysis found dirty), so that a store on a file reads them all at once
+    /// ([`PageStore::will_need`]). Nothing is read into the pool by it.
+    pub fn will_need(&self, ids: &[PageId]) {
+        self.store.will_need(ids);
+    }
+
     /// Starts loading what a fix of `id` followed by reads of `ranges` (byte ranges of the
     /// page, clipped to it) will touch: the frame's first cache line and those lines of its
     /// image, all at once. Without the hint a fix waits for the frame's line before it learns
