@@ -297,9 +297,9 @@ pub fn max_batch_pages(page_size: usize) -> usize {
 
 /// Puts back, into `home`, every page of the batches in the doublewrite file at `path` not
 /// yet synced in the page file whose latest copy there is whole while the page file's is torn
-/// or older (see the module's description), then syncs `home` if the file held any batch (so that emptying the file
-/// afterwards loses no page a crash left unsynced). A missing, empty or torn doublewrite file
-/// restores nothing. Run it before anything reads a page of `home`.
+/// or older (see the module's description), then syncs `home` if the file held any batch (so
+/// that emptying the file afterwards loses no page a crash left unsynced). A missing, empty or
+/// torn doublewrite file restores nothing. Run it before anything reads a page of `home`.
 pub fn restore(path: &Path, home: &dyn PageStore, page_size: usize) -> StorageResult<Restored> {
     let mut done = Restored::default();
     let file = match File::open(path) {
