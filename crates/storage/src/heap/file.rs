@@ -35,9 +35,10 @@
 //!   file, as a heap without per-thread pages (or a B+-tree appending at its right-hand
 //!   leaf, as Berkeley DB's did) has them share it. Under page locking, whoever inserted
 //!   there last holds the page's lock to its commit, and the next inserter queues on it.
-//! * The free-space map is rebuilt by [`HeapFile::open`] from the chain; it is exact while the
-//!   file is quiescent (checked by [`HeapFile::check_invariants`]), except for the entries of
-//!   claimed pages.
+//! * The free-space map is rebuilt by [`HeapFile::open`] from the chain, or taken from the map
+//!   the last checkpoint saved by [`HeapFile::open_saved`], which reads only the pages changed
+//!   or added since (see [`super::saved`]); it is exact while the file is quiescent (checked
+//!   by [`HeapFile::check_invariants`]), except for the entries of claimed pages.
 
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -48,6 +49,7 @@ use std::sync::Arc;
 use crossbeam::utils::CachePadded;
 
 use super::page::{self as hp, Slot, SlotKind};
+use super::saved::SavedHeap;
 use super::RecordId;
 use crate::buffer::{BufferPool, PageIdHasher, PageWriteGuard};
 use crate::error::{Fault, StorageError, StorageResult};
@@ -196,6 +198,86 @@ impl HeapFile {
         Ok(file)
     }
 
+    /// Opens the heap file whose chain starts at `first_page` with the free-space map a
+    /// checkpoint saved (see [`super::saved`]), reading only the pages `changed` says the log
+    /// may have changed since that checkpoint's begin, and the pages linked into the chain
+    /// since, reached by the links from those. Returns the file and the pages read. An error
+    /// (a map that does not hold the first page, a link to a page that is not a heap page, a
+    /// cycle) leaves the caller to [`HeapFile::open`] instead, which reads every page.
+    pub fn open_saved(
+        pool: Arc<BufferPool>,
+        first_page: PageId,
+        saved: &SavedHeap,
+        changed: impl Fn(PageId) -> bool,
+    ) -> StorageResult<(HeapFile, u64)> {
+        let known = |p: PageId| saved.pages.binary_search_by_key(&p, |e| e.0).is_ok();
+        if saved.first != first_page || !known(first_page) {
+            return Err(StorageError::Invalid(format!(
+                "the saved free-space map of heap {} does not hold its first page",
+                first_page
+            )));
+        }
+        let file = HeapFile::empty(pool, first_page);
+        {
+            let mut fsm = file.fsm.write();
+            for &(p, free) in &saved.pages {
+                fsm.set(p, usize::from(free));
+            }
+        }
+        let mut read = 0u64;
+        let mut added = HashSet::new();
+        for &(page, _) in saved.pages.iter().filter(|e| changed(e.0)) {
+            let mut at = page;
+            loop {
+                read += 1;
+                if read > file.pool.page_count() {
+                    return Err(StorageError::Corruption {
+                        page: at,
+                        reason: "heap page chain has a cycle".into(),
+                    });
+                }
+                let g = file.heap_page_shared(at)?;
+                let next = hp::next_page(&g);
+                file.fsm.write().set(at, hp::free_space(&g));
+                match next {
+                    // A page linked in since the checkpoint: the links from it lead to the
+                    // next page the map knows.
+                    Some(n) if !known(n) && added.insert(n) => at = n,
+                    _ => break,
+                }
+            }
+        }
+        Ok((file, read))
+    }
+
+    /// The free-space map as a checkpoint saves it (see [`super::saved`]): every page with its
+    /// free bytes, ascending. A page claimed for a thread's inserts, which the map records as
+    /// full, and any page whose entry is 0, is read for its room instead. The map's latch is
+    /// held only to copy it.
+    pub fn free_space_to_save(&self) -> StorageResult<SavedHeap> {
+        let claimed = self.claimed_pages();
+        let mut pages: Vec<(PageId, usize)> = {
+            let fsm = self.fsm_read();
+            fsm.free.iter().map(|(&p, &free)| (p, free)).collect()
+        };
+        pages.sort_unstable_by_key(|&(p, _)| p);
+        crate::buffer::stage::allow_reads(|| -> StorageResult<()> {
+            for (p, free) in pages.iter_mut() {
+                if *free == 0 || claimed.contains(p) {
+                    *free = hp::free_space(&self.heap_page_shared(*p)?);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(SavedHeap {
+            first: self.first,
+            pages: pages
+                .into_iter()
+                .map(|(p, free)| (p, u16::try_from(free).unwrap_or(u16::MAX)))
+                .collect(),
+        })
+    }
+
     fn empty(pool: Arc<BufferPool>, first: PageId) -> HeapFile {
         let latching = pool.is_latching();
         let page_size = pool.page_size();
@@ -259,6 +341,11 @@ impl HeapFile {
 
     pub fn first_page(&self) -> PageId {
         self.first
+    }
+
+    /// The pages the free-space map knows: every page of the chain.
+    pub fn pages(&self) -> usize {
+        self.fsm_read().free.len()
     }
 
     /// The largest record this file can hold.
@@ -451,11 +538,8 @@ impl HeapFile {
                     drop(leaving.take());
                     self.heap_page_exclusive(p)?
                 }
-                None => {
-                    let g = self.add_page(leaving.take())?;
-                    self.fsm_write().set(g.page_id(), 0);
-                    g
-                }
+                // Its entry reads 0 (full) until its thread gives it back.
+                None => self.add_page(leaving.take())?,
             };
             if hp::free_space(&g) >= need {
                 return Ok(g);
@@ -498,6 +582,11 @@ impl HeapFile {
         // the link came first (the old page's latch is released first), and a crash whose log
         // ended between the two left a chain that recovery linked to a page it never created:
         // the database could not be opened. (Found by the crash campaign.)
+        // The map knows the page before the link is logged, as every page's entry is written
+        // before its change is logged (at the guard's release): a saved map that misses the
+        // page was read before the link was logged, which an open re-reading the pages logged
+        // since then finds (see `heap::saved`).
+        self.fsm_write().set(g.page_id(), 0);
         self.pool.log_together(&mut [&mut g, &mut prev]);
         drop(prev);
         Ok(g)
@@ -812,39 +901,59 @@ impl HeapFile {
         if let Some(fault) = check.faults.into_iter().next() {
             return Err(fault.into_error());
         }
-        let corrupt = |page: PageId, reason: String| StorageError::Corruption { page, reason };
-        let fsm = self.fsm_read();
-        let claimed = self.claimed_pages();
-        for &p in &check.pages {
-            let free = hp::free_space(&self.heap_page_shared(p)?);
-            let recorded = fsm.free.get(&p);
-            // A claimed page's entry is refreshed when its thread moves on: until then it may
-            // say anything (0 when claimed, more after a delete there).
-            if recorded != Some(&free) && !(claimed.contains(&p) && recorded.is_some()) {
-                return Err(corrupt(
-                    p,
-                    format!(
-                        "free-space map says {:?}, page has {free}",
-                        fsm.free.get(&p)
-                    ),
-                ));
-            }
+        match self.free_space_faults(&check.pages)?.into_iter().next() {
+            Some(fault) => Err(fault.into_error()),
+            None => Ok(()),
         }
-        let pages = check.pages.len();
-        if fsm.free.len() != pages {
-            return Err(corrupt(
-                self.first,
-                format!(
-                    "free-space map knows {} pages, chain has {pages}",
+    }
+
+    /// Where the free-space map disagrees with `pages`, the chain's pages
+    /// ([`HeapCheck::pages`]): an entry that is not a page's free bytes, a page the map does
+    /// not know, entries of pages not in the chain. A page claimed for a thread's inserts may
+    /// say anything: its entry is refreshed when its thread moves on (0 when claimed, more
+    /// after a delete there). Meant for a quiescent file.
+    pub fn free_space_faults(&self, pages: &[PageId]) -> StorageResult<Vec<Fault>> {
+        let claimed = self.claimed_pages();
+        let mut faults = Vec::new();
+        let recorded: Vec<Option<usize>> = {
+            let fsm = self.fsm_read();
+            pages.iter().map(|p| fsm.free.get(p).copied()).collect()
+        };
+        for (&p, recorded) in pages.iter().zip(recorded) {
+            let free = hp::free_space(&self.heap_page_shared(p)?);
+            let detail = match recorded {
+                None => format!("the free-space map does not know the page ({free} bytes free)"),
+                Some(r) if r != free && !claimed.contains(&p) => {
+                    format!("the free-space map says {r} bytes free, the page has {free}")
+                }
+                Some(_) => continue,
+            };
+            faults.push(Fault { page: p, detail });
+        }
+        let chain: HashSet<PageId> = pages.iter().copied().collect();
+        let fsm = self.fsm_read();
+        let mut stray: Vec<PageId> = fsm
+            .free
+            .keys()
+            .filter(|p| !chain.contains(p))
+            .copied()
+            .collect();
+        stray.sort_unstable();
+        faults.extend(stray.into_iter().map(|page| Fault {
+            page,
+            detail: "the free-space map knows the page, which is not in the chain".into(),
+        }));
+        let total: usize = fsm.buckets.iter().map(|b| b.len()).sum();
+        if total != fsm.free.len() {
+            faults.push(Fault {
+                page: self.first,
+                detail: format!(
+                    "the free-space map's buckets hold {total} pages, its counts {}",
                     fsm.free.len()
                 ),
-            ));
+            });
         }
-        let total: usize = fsm.buckets.iter().map(|b| b.len()).sum();
-        if total != pages {
-            return Err(corrupt(self.first, "free-space buckets out of step".into()));
-        }
-        Ok(())
+        Ok(faults)
     }
 
     /// Checks the pages of the chain and goes on past each fault: every page's header and

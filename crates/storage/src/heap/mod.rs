@@ -2,14 +2,18 @@
 //!
 //! * [`page`]: the slotted page layout (offset/size tables there) and its operations.
 //! * [`file`](mod@file): [`HeapFile`], a chain of heap pages with an in-memory free-space map.
+//! * [`saved`]: the free-space maps a checkpoint saves, so that an open need not rebuild them
+//!   by reading every heap page.
 //!
 //! A record is named by a [`RecordId`] (page, slot) that stays valid for its lifetime: a record
 //! that outgrows its page moves, leaving a forwarding stub behind.
 
 pub mod file;
 pub(crate) mod page;
+pub mod saved;
 
 pub use file::{HeapCheck, HeapFile, RecordWriteGuard};
+pub use saved::{SavedFreeSpace, SavedHeap, FREE_SPACE_FILE};
 
 use crate::page::PageId;
 use std::fmt;
