@@ -17,6 +17,7 @@
 //! it, rather than opened with an empty one in its place; so is a log damaged in its middle,
 //! unless [`DbConfig::accept_log_loss`] accepts cutting it there.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -26,7 +27,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use storage::buffer::{BufferPool, FrameMemory, PoolConfig};
 use storage::file::{FilePageStore, MemPageStore, PageStore};
-use storage::heap::HeapFile;
+use storage::heap::{HeapFile, SavedFreeSpace, SavedHeap, FREE_SPACE_FILE};
 use storage::memstore::MemStore;
 use storage::{Lsn, PageId, PageLog, PageSize};
 use txn::lock::{LockConfig, LockManager};
@@ -639,8 +640,11 @@ impl Database {
                         doublewrite_torn = done.torn as u64;
                         home
                     } else {
-                        // A file left beside no page file is no batch of this database's.
+                        // A file left beside no page file is no batch of this database's, nor
+                        // a free-space map.
                         storage::doublewrite::forget(&dw)?;
+                        SavedFreeSpace::forget(&dir.join(FREE_SPACE_FILE))
+                            .map_err(io_err("remove an old free-space map"))?;
                         FilePageStore::create(&p, page_size)?
                     };
                     if config.doublewrite.on(config.durable) {
@@ -793,8 +797,21 @@ impl Database {
                 pool.adopt_free_pages(&free);
             }
         }
+        // Each heap's free-space map from the map saved at the checkpoint recovery started
+        // from, where there is one (see `storage::heap::saved`); not after a log cut short.
+        let saved = if existing && db.log_records && db.log_loss.is_none() {
+            db.saved_free_space(redone.checkpoint, page_size.bytes())
+        } else {
+            None
+        };
         for t in &catalog.tables {
-            db.install_table(t.schema.clone(), Some((t.first_page, t.primary_root)))?;
+            let heap = saved.as_ref().and_then(|s| s.heap(PageId(t.first_page)));
+            db.install_table(
+                t.schema.clone(),
+                Some((t.first_page, t.primary_root)),
+                heap.map(|h| (h, &redone.changed)),
+                &mut report,
+            )?;
         }
         for ix in &catalog.indexes {
             db.install_index(ix.schema.clone(), Some(ix.root))?;
@@ -934,7 +951,7 @@ impl Database {
         }
         self.refuse_creation("table", &schema.name)?;
         validate_table(&schema)?;
-        let id = self.install_table(schema.clone(), None)?;
+        let id = self.install_table(schema.clone(), None, None, &mut Default::default())?;
         let table = self.table_by_id(id)?;
         cat.tables.push(CatalogTable {
             schema: schema.clone(),
@@ -1264,6 +1281,46 @@ impl Database {
 
     // ---- internals -------------------------------------------------------------------------
 
+    /// Saves every heap file's free-space map, as of the checkpoint beginning at `checkpoint`,
+    /// for the next open (see `storage::heap::saved`). Called by a checkpoint after it has
+    /// read the dirty page table. Nothing for a database in memory.
+    pub(crate) fn save_free_space(&self, checkpoint: Lsn) -> TxResult<()> {
+        let (Some(dir), Some(pool)) = (&self.config.path, &self.pool) else {
+            return Ok(());
+        };
+        let mut saved = SavedFreeSpace {
+            checkpoint: checkpoint.0,
+            page_size: pool.page_size() as u32,
+            heaps: Vec::new(),
+        };
+        for t in self.tables.iter().filter_map(|t| t.get()) {
+            if let Records::Heap(h) = &t.records {
+                saved.heaps.push(h.free_space_to_save()?);
+            }
+        }
+        saved
+            .write(&dir.join(FREE_SPACE_FILE))
+            .map_err(io_err("write the free-space map"))
+    }
+
+    /// The free-space maps saved at the checkpoint beginning at `checkpoint` (the one recovery
+    /// started from), if the file holds that checkpoint's; `None` otherwise (the open then
+    /// reads every heap page, as it would without the file).
+    fn saved_free_space(
+        &self,
+        checkpoint: Option<Lsn>,
+        page_size: usize,
+    ) -> Option<SavedFreeSpace> {
+        let dir = self.config.path.as_ref()?;
+        let checkpoint = checkpoint?;
+        match SavedFreeSpace::read(&dir.join(FREE_SPACE_FILE)) {
+            Ok(Some(s)) if s.checkpoint == checkpoint.0 && s.page_size as usize == page_size => {
+                Some(s)
+            }
+            _ => None,
+        }
+    }
+
     /// With [`DbConfig::create`] off, the error for a table or index the catalog lacks.
     fn refuse_creation(&self, what: &str, name: &str) -> TxResult<()> {
         if self.config.create {
@@ -1301,7 +1358,17 @@ impl Database {
         u8::from(self.config.second_device_tables.iter().any(|t| t == name))
     }
 
-    fn install_table(&self, schema: TableSchema, existing: Option<(u64, u64)>) -> TxResult<u32> {
+    /// Installs a table: a new one (`existing` none), or one of the catalog's, its heap's
+    /// free-space map taken from `saved` (a checkpoint's saved map and the pages changed since)
+    /// where it can be, else rebuilt from the whole chain; `report` counts which, and the pages
+    /// read.
+    fn install_table(
+        &self,
+        schema: TableSchema,
+        existing: Option<(u64, u64)>,
+        saved: Option<(&SavedHeap, &HashSet<PageId>)>,
+        report: &mut crate::recovery::RecoveryReport,
+    ) -> TxResult<u32> {
         let id = self
             .tables
             .iter()
@@ -1330,7 +1397,7 @@ impl Database {
             ),
             (Some(pool), Some((first, root))) => (
                 Records::Heap(
-                    HeapFile::open(pool.clone(), PageId(first))?
+                    open_heap(pool, PageId(first), saved, report)?
                         .on_device(device)
                         .expecting_records_of(layout.record_size())
                         .sharing_insertion_pages(self.config.shared_insert_pages),
@@ -1914,6 +1981,35 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> TxResult<()> {
         Some(dir) => sync_directory(dir),
         None => Ok(()),
     }
+}
+
+/// Opens the heap file whose chain starts at `first`: with its saved free-space map and the
+/// pages changed since where given (and usable), else by reading every page of the chain.
+fn open_heap(
+    pool: &Arc<BufferPool>,
+    first: PageId,
+    saved: Option<(&SavedHeap, &HashSet<PageId>)>,
+    report: &mut crate::recovery::RecoveryReport,
+) -> TxResult<HeapFile> {
+    let began = Instant::now();
+    let opened = saved.and_then(|(heap, changed)| {
+        HeapFile::open_saved(pool.clone(), first, heap, |p| changed.contains(&p)).ok()
+    });
+    let heap = match opened {
+        Some((heap, read)) => {
+            report.heaps_saved += 1;
+            report.heap_pages_read += read;
+            heap
+        }
+        None => {
+            let heap = HeapFile::open(pool.clone(), first)?;
+            report.heaps_walked += 1;
+            report.heap_pages_read += heap.pages() as u64;
+            heap
+        }
+    };
+    report.free_space_us += began.elapsed().as_micros() as u64;
+    Ok(heap)
 }
 
 /// Makes the entries of `dir` (files created or renamed in it) durable.

@@ -169,7 +169,15 @@ impl Verifier<'_> {
             self.report.records += check.records;
             let place = format!("table {name}, heap");
             sound &= self.claim(&place, &check.pages);
+            let pages_sound = check.faults.is_empty();
             sound &= self.faults(&place, check.faults);
+            if pages_sound {
+                // The map the open built (or took as saved at the checkpoint) against the pages.
+                let faults = heap
+                    .free_space_faults(&check.pages)
+                    .unwrap_or_else(|e| vec![storage::Fault::from_error(heap.first_page(), &e)]);
+                sound &= self.faults(&format!("table {name}, heap's free-space map"), faults);
+            }
         }
         sound &= self.verify_index(&format!("table {name}, primary index"), &table.primary);
         for id in table.secondaries.read().iter() {
