@@ -418,6 +418,9 @@ fn main() {
         }
     }
     write(&out, "btree_tree", "tree", &small_tree());
+    // The free-space map its close saved (control byte 0: checksum as is).
+    let map = fs::read(big.path().join(storage::heap::FREE_SPACE_FILE)).expect("read the map");
+    write(&out, "free_space_map", "closed", &[&[0u8][..], &map].concat());
 
     // A doublewrite batch's header naming three pages (control byte 0: checksum as is).
     let mut header = vec![0u8; 8192];
@@ -542,6 +545,10 @@ fn check_reports(out: &Path) {
             analysis_us: 35_000,
             redo_us: 120_300,
             undo_us: 900,
+            heaps_saved: 9,
+            heaps_walked: 1,
+            heap_pages_read: 120,
+            free_space_us: 4_100,
         }),
         doublewrite: Some(storage::DoublewriteStats {
             batches: 2,
