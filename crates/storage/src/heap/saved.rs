@@ -23,8 +23,11 @@
 //! logged, so a page the map missed was linked by a record after the begin
 //! (`HeapFile::add_page`).
 //!
-//! The file is not synced: a file a crash cut or left behind fails its checksum or names
-//! another checkpoint than the master record's, and the open walks the chains instead.
+//! The file is written whole to a temporary file, synced, renamed over the last one, and the
+//! directory synced, before the master record names the checkpoint: so that the open after a
+//! power loss finds it too (two syncs a checkpoint, beside the page file's and the log's). A
+//! file a crash cut or left behind anyway fails its checksum or names another checkpoint than
+//! the master record's, and the open walks the chains instead.
 //!
 //! ```text
 //!   "GLASSFS1" | checkpoint u64 | page size u32 | files u32
@@ -158,14 +161,19 @@ impl SavedFreeSpace {
         })
     }
 
-    /// Writes the maps to `path` through a temporary file renamed over it, unsynced (see the
-    /// module docs).
+    /// Writes the maps to `path` durably: through a temporary file, synced, renamed over it,
+    /// and the directory synced (see the module docs).
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         let tmp = path.with_extension("tmp");
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&self.encode())?;
+        f.sync_data()?;
         drop(f);
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => crate::file::sync_directory(dir),
+            _ => Ok(()),
+        }
     }
 
     /// The maps saved in `path`: `Ok(None)` when there is no such file, an error naming what is
