@@ -169,15 +169,12 @@ impl Verifier<'_> {
             self.report.records += check.records;
             let place = format!("table {name}, heap");
             sound &= self.claim(&place, &check.pages);
-            let pages_sound = check.faults.is_empty();
-            sound &= self.faults(&place, check.faults);
-            if pages_sound {
+            if check.faults.is_empty() {
                 // The map the open built (or took as saved at the checkpoint) against the pages.
-                let faults = heap
-                    .free_space_faults(&check.pages)
-                    .unwrap_or_else(|e| vec![storage::Fault::from_error(heap.first_page(), &e)]);
+                let faults = heap.free_space_faults(&check.pages, &check.free);
                 sound &= self.faults(&format!("table {name}, heap's free-space map"), faults);
             }
+            sound &= self.faults(&place, check.faults);
         }
         sound &= self.verify_index(&format!("table {name}, primary index"), &table.primary);
         for id in table.secondaries.read().iter() {

@@ -901,26 +901,28 @@ impl HeapFile {
         if let Some(fault) = check.faults.into_iter().next() {
             return Err(fault.into_error());
         }
-        match self.free_space_faults(&check.pages)?.into_iter().next() {
+        match self
+            .free_space_faults(&check.pages, &check.free)
+            .into_iter()
+            .next()
+        {
             Some(fault) => Err(fault.into_error()),
             None => Ok(()),
         }
     }
 
-    /// Where the free-space map disagrees with `pages`, the chain's pages
-    /// ([`HeapCheck::pages`]): an entry that is not a page's free bytes, a page the map does
-    /// not know, entries of pages not in the chain. A page claimed for a thread's inserts may
-    /// say anything: its entry is refreshed when its thread moves on (0 when claimed, more
-    /// after a delete there). Meant for a quiescent file.
-    pub fn free_space_faults(&self, pages: &[PageId]) -> StorageResult<Vec<Fault>> {
+    /// Where the free-space map disagrees with the chain's pages and their free bytes, as
+    /// [`HeapFile::verify`] found them ([`HeapCheck::pages`], [`HeapCheck::free`]; pages past
+    /// the last free count are not compared): an entry that is not a page's free bytes, a
+    /// page the map does not know, entries of pages not in the chain. A page claimed for a
+    /// thread's inserts may say anything: its entry is refreshed when its thread moves on (0
+    /// when claimed, more after a delete there). Meant for a quiescent file.
+    pub fn free_space_faults(&self, pages: &[PageId], free: &[usize]) -> Vec<Fault> {
         let claimed = self.claimed_pages();
         let mut faults = Vec::new();
-        let recorded: Vec<Option<usize>> = {
-            let fsm = self.fsm_read();
-            pages.iter().map(|p| fsm.free.get(p).copied()).collect()
-        };
-        for (&p, recorded) in pages.iter().zip(recorded) {
-            let free = hp::free_space(&self.heap_page_shared(p)?);
+        let fsm = self.fsm_read();
+        for (&p, &free) in pages.iter().zip(free) {
+            let recorded = fsm.free.get(&p).copied();
             let detail = match recorded {
                 None => format!("the free-space map does not know the page ({free} bytes free)"),
                 Some(r) if r != free && !claimed.contains(&p) => {
@@ -931,7 +933,6 @@ impl HeapFile {
             faults.push(Fault { page: p, detail });
         }
         let chain: HashSet<PageId> = pages.iter().copied().collect();
-        let fsm = self.fsm_read();
         let mut stray: Vec<PageId> = fsm
             .free
             .keys()
@@ -953,7 +954,7 @@ impl HeapFile {
                 ),
             });
         }
-        Ok(faults)
+        faults
     }
 
     /// Checks the pages of the chain and goes on past each fault: every page's header and
@@ -987,6 +988,7 @@ impl HeapFile {
             };
             match hp::check(&g) {
                 Ok(slots) => {
+                    check.free.push(hp::free_space(&g));
                     for (slot, s) in slots {
                         let rid = RecordId {
                             page: p,
@@ -1046,6 +1048,9 @@ impl HeapFile {
 pub struct HeapCheck {
     /// The pages of the chain, in chain order, up to the first that could not be read.
     pub pages: Vec<PageId>,
+    /// The free bytes of each page of `pages` whose structure passed, in the same order: all
+    /// of them where there is no fault.
+    pub free: Vec<usize>,
     /// Records: live slots and forwarding stubs (a moved record counts once, at its home).
     pub records: usize,
     /// Every fault, in the order the walk met them.
