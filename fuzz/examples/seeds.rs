@@ -420,7 +420,12 @@ fn main() {
     write(&out, "btree_tree", "tree", &small_tree());
     // The free-space map its close saved (control byte 0: checksum as is).
     let map = fs::read(big.path().join(storage::heap::FREE_SPACE_FILE)).expect("read the map");
-    write(&out, "free_space_map", "closed", &[&[0u8][..], &map].concat());
+    write(
+        &out,
+        "free_space_map",
+        "closed",
+        &[&[0u8][..], &map].concat(),
+    );
 
     // A doublewrite batch's header naming three pages (control byte 0: checksum as is).
     let mut header = vec![0u8; 8192];
