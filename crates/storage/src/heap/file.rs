@@ -184,18 +184,24 @@ impl HeapFile {
         let mut visited = 0u64;
         let mut next = Some(first_page);
         while let Some(p) = next {
-            visited += 1;
-            if visited > file.pool.page_count() {
-                return Err(StorageError::Corruption {
-                    page: p,
-                    reason: "heap page chain has a cycle".into(),
-                });
-            }
-            let g = file.heap_page_shared(p)?;
-            file.fsm.write().set(p, hp::free_space(&g));
-            next = hp::next_page(&g);
+            next = file.note_page(p, &mut visited)?;
         }
         Ok(file)
+    }
+
+    /// Reads page `p` of the chain into the free-space map and returns its link, counting the
+    /// pages read in `read`: more than the pool's pages means the links go round in a cycle.
+    fn note_page(&self, p: PageId, read: &mut u64) -> StorageResult<Option<PageId>> {
+        *read += 1;
+        if *read > self.pool.page_count() {
+            return Err(StorageError::Corruption {
+                page: p,
+                reason: "heap page chain has a cycle".into(),
+            });
+        }
+        let g = self.heap_page_shared(p)?;
+        self.fsm.write().set(p, hp::free_space(&g));
+        Ok(hp::next_page(&g))
     }
 
     /// Opens the heap file whose chain starts at `first_page` with the free-space map a
@@ -229,17 +235,7 @@ impl HeapFile {
         for &(page, _) in saved.pages.iter().filter(|e| changed(e.0)) {
             let mut at = page;
             loop {
-                read += 1;
-                if read > file.pool.page_count() {
-                    return Err(StorageError::Corruption {
-                        page: at,
-                        reason: "heap page chain has a cycle".into(),
-                    });
-                }
-                let g = file.heap_page_shared(at)?;
-                let next = hp::next_page(&g);
-                file.fsm.write().set(at, hp::free_space(&g));
-                match next {
+                match file.note_page(at, &mut read)? {
                     // A page linked in since the checkpoint: the links from it lead to the
                     // next page the map knows.
                     Some(n) if !known(n) && added.insert(n) => at = n,
