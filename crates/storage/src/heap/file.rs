@@ -574,15 +574,15 @@ impl HeapFile {
         hp::init(&mut g);
         hp::set_next(&mut g, hp::next_page(&prev));
         hp::set_next(&mut prev, Some(g.page_id()));
-        // One redo record for both: the new page's creation and the link to it. Logged apart,
-        // the link came first (the old page's latch is released first), and a crash whose log
-        // ended between the two left a chain that recovery linked to a page it never created:
-        // the database could not be opened. (Found by the crash campaign.)
         // The map knows the page before the link is logged, as every page's entry is written
         // before its change is logged (at the guard's release): a saved map that misses the
         // page was read before the link was logged, which an open re-reading the pages logged
         // since then finds (see `heap::saved`).
         self.fsm_write().set(g.page_id(), 0);
+        // One redo record for both: the new page's creation and the link to it. Logged apart,
+        // the link came first (the old page's latch is released first), and a crash whose log
+        // ended between the two left a chain that recovery linked to a page it never created:
+        // the database could not be opened. (Found by the crash campaign.)
         self.pool.log_together(&mut [&mut g, &mut prev]);
         drop(prev);
         Ok(g)
