@@ -196,6 +196,14 @@ fn add_int(
     Ok(())
 }
 
+/// A copy of order line (1, 1, 5, 1) inserted into district `d_id` of warehouse 1.
+fn line_moved_to_district(tx: &mut dyn Tx, t: &Tables, d_id: i64) -> engine::TxResult<()> {
+    let key = [W1, D1, Value::Int(5), Value::Int(1)];
+    let mut line = tx.get(&t.order_line, &key, Fetch::All, false)?.unwrap();
+    line[order_line::OL_D_ID] = Value::Int(d_id);
+    tx.insert(&t.order_line, &line)
+}
+
 const W1: Value = Value::Int(1);
 const D1: Value = Value::Int(1);
 
@@ -223,6 +231,23 @@ fn breakages() -> Vec<(u32, &'static str, Breakage)> {
             )?);
             Ok(())
         }),
+        // The check reads the growing tables a district at a time in turns; rows of a
+        // district the DISTRICT table lacks, before the first or after the last, are read too.
+        (
+            5,
+            "a new-order row of district 12, which has no DISTRICT row",
+            |tx, t| tx.insert(&t.new_order, &[Value::Int(5), Value::Int(12), W1]),
+        ),
+        (
+            6,
+            "an order line of district 0, which has no DISTRICT row",
+            |tx, t| line_moved_to_district(tx, t, 0),
+        ),
+        (
+            6,
+            "an order line of district 12, which has no DISTRICT row",
+            |tx, t| line_moved_to_district(tx, t, 12),
+        ),
         (6, "o_ol_cnt + 1", |tx, t| {
             add_int(tx, &t.order, &[W1, D1, Value::Int(10)], order::O_OL_CNT, 1)
         }),

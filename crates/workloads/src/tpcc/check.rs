@@ -1,9 +1,10 @@
 //! The twelve consistency conditions of clause 3.3.2, checked on the database as it is.
 //!
 //! All tables are read in one transaction (columns the conditions need only), a page of rows
-//! at a time ([`crate::util::TableScan`]), and folded into per-warehouse, per-district,
-//! per-order and per-customer aggregates; each condition then compares two of them and, when
-//! violated, names the first offending rows and the count.
+//! at a time ([`crate::util::TableScan`]; the four that grow a page from each district in
+//! turn, in about the order their rows were written), and folded into per-warehouse,
+//! per-district, per-order and per-customer aggregates; each condition then compares two of
+//! them and, when violated, names the first offending rows and the count.
 //!
 //! | # | condition                                                                 |
 //! |---|---------------------------------------------------------------------------|
@@ -280,8 +281,13 @@ fn read(tx: &mut dyn Tx, scans: &Scans) -> TxResult<Snapshot> {
         b.warehouse(int(r, 0)?, float(r, 1)?);
         Ok(())
     })?;
+    // The tables that grow, keyed by district first, are read a page from each district in
+    // turn (`TableScan::for_each_interleaved`): in about the order their rows were written.
+    let mut districts = Vec::new();
     scans.district.for_each(tx, |r| {
-        b.district(int(r, 0)?, int(r, 1)?, float(r, 2)?, int(r, 3)?);
+        let (w_id, d_id) = (int(r, 0)?, int(r, 1)?);
+        districts.push(vec![w_id, d_id]);
+        b.district(w_id, d_id, float(r, 2)?, int(r, 3)?);
         Ok(())
     })?;
     scans.customer.for_each(tx, |r| {
@@ -289,21 +295,21 @@ fn read(tx: &mut dyn Tx, scans: &Scans) -> TxResult<Snapshot> {
         b.customer(key, float(r, 3)?, float(r, 4)?, int(r, 5)?);
         Ok(())
     })?;
-    scans.history.for_each(tx, |r| {
+    scans.history.for_each_interleaved(tx, &districts, |r| {
         let customer = (int(r, 2)?, int(r, 3)?, int(r, 4)?);
         b.history(int(r, 0)?, int(r, 1)?, customer, float(r, 5)?);
         Ok(())
     })?;
-    scans.order.for_each(tx, |r| {
+    scans.order.for_each_interleaved(tx, &districts, |r| {
         let key = (int(r, 0)?, int(r, 1)?, int(r, 2)?);
         b.order(key, int(r, 3)?, is_null(r, 4)?, int(r, 5)?);
         Ok(())
     })?;
-    scans.new_order.for_each(tx, |r| {
+    scans.new_order.for_each_interleaved(tx, &districts, |r| {
         b.new_order((int(r, 0)?, int(r, 1)?, int(r, 2)?));
         Ok(())
     })?;
-    scans.order_line.for_each(tx, |r| {
+    scans.order_line.for_each_interleaved(tx, &districts, |r| {
         let key = (int(r, 0)?, int(r, 1)?, int(r, 2)?);
         let delivered = !is_null(r, 3)?;
         // The amount is read only where it counts (a delivered line), as before.
