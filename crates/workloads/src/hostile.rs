@@ -27,7 +27,7 @@ use engine::{Connection, Fetch, TableRef, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{drawn, int, no_procedure, with_txn, Args, TableScan};
+use crate::util::{drawn, int, no_procedure, with_txn, Args, CheckProgress, TableScan};
 use crate::workload::{Condition, Interactions, Procedures, Terminal, Workload};
 
 /// The name [`crate::by_name`] knows it by; not among [`crate::WORKLOAD_NAMES`], which are
@@ -246,9 +246,13 @@ impl Workload for Hostile {
         }))
     }
 
-    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
+    fn check_with_progress(
+        &self,
+        db: &Arc<Database>,
+        progress: CheckProgress<'_>,
+    ) -> TxResult<Vec<Condition>> {
         let cell = db.table(CELL)?;
-        let scan = TableScan::new(db, &cell, &[1])?;
+        let scan = TableScan::new(db, &cell, &[1])?.reporting_to(progress);
         let (rows, negative) = with_txn(db, |tx| {
             let (mut rows, mut negative) = (0i64, 0i64);
             scan.for_each(tx, |r| {

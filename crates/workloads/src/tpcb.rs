@@ -27,7 +27,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::util::{
-    drawn, int, load_partitions, no_procedure, with_txn, Args, BatchLoader, TableScan,
+    drawn, int, load_partitions, no_procedure, with_txn, Args, BatchLoader, CheckProgress,
+    TableScan,
 };
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
@@ -425,12 +426,16 @@ impl Workload for Tpcb {
         }))
     }
 
-    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
+    fn check_with_progress(
+        &self,
+        db: &Arc<Database>,
+        progress: CheckProgress<'_>,
+    ) -> TxResult<Vec<Condition>> {
         let t = TpcbTables::resolve(db)?;
-        let accounts = TableScan::new(db, &t.account, &[A_BALANCE])?;
-        let tellers = TableScan::new(db, &t.teller, &[T_B_ID, T_BALANCE])?;
-        let branches = TableScan::new(db, &t.branch, &[0, B_BALANCE])?;
-        let history = TableScan::new(db, &t.history, &[H_DELTA])?;
+        let accounts = TableScan::new(db, &t.account, &[A_BALANCE])?.reporting_to(progress);
+        let tellers = TableScan::new(db, &t.teller, &[T_B_ID, T_BALANCE])?.reporting_to(progress);
+        let branches = TableScan::new(db, &t.branch, &[0, B_BALANCE])?.reporting_to(progress);
+        let history = TableScan::new(db, &t.history, &[H_DELTA])?.reporting_to(progress);
         // Per table: (rows, Σ balance or delta); per branch: (b_balance, Σ its t_balance).
         let (totals, per_branch) = with_txn(db, |tx| {
             let mut totals = [(0i64, 0i64); 4];

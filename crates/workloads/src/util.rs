@@ -70,17 +70,28 @@ pub const SCAN_PAGE_ROWS: usize = 256;
 ///
 /// The primary key's columns are fetched along with the caller's, so the caller need not
 /// know them; the caller's closure sees its own columns only, numbered as in `cols`.
-pub struct TableScan {
+///
+/// After each page the scan tells its [`CheckProgress`] (none unless
+/// [`TableScan::reporting_to`] gives one) how many rows of the table it has read.
+pub struct TableScan<'p> {
     table: TableRef,
     /// The primary key's columns, then the caller's.
     fetch: Vec<usize>,
     key_len: usize,
     page_rows: usize,
+    progress: CheckProgress<'p>,
 }
 
-impl TableScan {
+/// Where a consistency check reports how far it has read: `progress(table, rows)`, the rows
+/// of `table` read so far, after each page (see [`crate::Workload::check_with_progress`]).
+pub type CheckProgress<'p> = &'p dyn Fn(&str, u64);
+
+/// A [`CheckProgress`] that reports nowhere.
+pub const NO_PROGRESS: CheckProgress<'static> = &|_, _| {};
+
+impl TableScan<'static> {
     /// A scan of columns `cols` of `table`, whose primary key it looks up in `db`.
-    pub fn new(db: &Database, table: &TableRef, cols: &[usize]) -> TxResult<TableScan> {
+    pub fn new(db: &Database, table: &TableRef, cols: &[usize]) -> TxResult<TableScan<'static>> {
         let key = db.table_schema(table)?.primary_key;
         if key.is_empty() {
             return Err(TxError::Invalid(format!(
@@ -96,13 +107,27 @@ impl TableScan {
             fetch,
             key_len,
             page_rows: SCAN_PAGE_ROWS,
+            progress: NO_PROGRESS,
         })
     }
+}
 
+impl<'p> TableScan<'p> {
     /// The same scan, reading `rows` rows at a time (at least one).
-    pub fn page_rows(mut self, rows: usize) -> TableScan {
+    pub fn page_rows(mut self, rows: usize) -> TableScan<'p> {
         self.page_rows = rows.max(1);
         self
+    }
+
+    /// The same scan, reporting the rows it has read to `progress` after each page.
+    pub fn reporting_to<'q>(self, progress: CheckProgress<'q>) -> TableScan<'q> {
+        TableScan {
+            table: self.table,
+            fetch: self.fetch,
+            key_len: self.key_len,
+            page_rows: self.page_rows,
+            progress,
+        }
     }
 
     /// Calls `f` on every row, in primary-key order; the first error stops the scan.
@@ -111,8 +136,9 @@ impl TableScan {
         tx: &mut dyn Tx,
         mut f: impl FnMut(&[Value]) -> TxResult<()>,
     ) -> TxResult<()> {
-        let mut after = None;
-        while self.page(tx, (Bound::Unbounded, Bound::Unbounded), &mut after, &mut f)? {}
+        let (mut after, mut rows) = (None, 0);
+        let everything = (Bound::Unbounded, Bound::Unbounded);
+        while self.page(tx, everything, &mut after, &mut rows, &mut f)? {}
         Ok(())
     }
 
@@ -148,6 +174,7 @@ impl TableScan {
             .into_iter()
             .map(|p| p.into_iter().map(Value::Int).collect())
             .collect();
+        let mut rows = 0;
         // The rows before the first prefix, between two, and after the last.
         for i in 0..=prefixes.len() {
             let low = i.checked_sub(1).map_or(Bound::Unbounded, |j| {
@@ -157,7 +184,7 @@ impl TableScan {
                 .get(i)
                 .map_or(Bound::Unbounded, |p| Bound::Excluded(p.as_slice()));
             let mut after = None;
-            while self.page(tx, (low, high), &mut after, &mut f)? {}
+            while self.page(tx, (low, high), &mut after, &mut rows, &mut f)? {}
         }
         // Each prefix's rows, a page from each in turn (in key order) until every one is done.
         let mut cursors: Vec<(&[Value], Option<Row>)> =
@@ -166,7 +193,7 @@ impl TableScan {
             let mut unfinished = Vec::with_capacity(cursors.len());
             for (prefix, mut after) in cursors {
                 let range = (Bound::Included(prefix), Bound::Included(prefix));
-                if self.page(tx, range, &mut after, &mut f)? {
+                if self.page(tx, range, &mut after, &mut rows, &mut f)? {
                     unfinished.push((prefix, after));
                 }
             }
@@ -176,13 +203,15 @@ impl TableScan {
     }
 
     /// Reads the next page of rows in `range` (from just after `after`, the last key read,
-    /// if any) and hands each to `f`; whether the range may hold more rows. The rows are read
-    /// in place ([`Tx::scan_columns_with`]), each column copied into one row reused for all.
+    /// if any) and hands each to `f`, adds them to `rows` (the scan's count, reported to its
+    /// progress); whether the range may hold more rows. The rows are read in place
+    /// ([`Tx::scan_columns_with`]), each column copied into one row reused for all.
     fn page(
         &self,
         tx: &mut dyn Tx,
         (low, high): (Bound<&[Value]>, Bound<&[Value]>),
         after: &mut Option<Row>,
+        rows: &mut u64,
         f: &mut impl FnMut(&[Value]) -> TxResult<()>,
     ) -> TxResult<bool> {
         let range = KeyRange {
@@ -207,6 +236,8 @@ impl TableScan {
                 f(&row[self.key_len..])
             },
         )?;
+        *rows += read as u64;
+        (self.progress)(&self.table.name, *rows);
         if read < self.page_rows {
             return Ok(false);
         }

@@ -39,7 +39,9 @@ use engine::{Connection, TableRef, TableSchema, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{drawn, int, no_procedure, string, with_txn, Args, BatchLoader, TableScan};
+use crate::util::{
+    drawn, int, no_procedure, string, with_txn, Args, BatchLoader, CheckProgress, TableScan,
+};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 
 pub const CONTESTANTS: &str = "voter_contestants";
@@ -639,11 +641,16 @@ impl Workload for Voter {
         }))
     }
 
-    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
+    fn check_with_progress(
+        &self,
+        db: &Arc<Database>,
+        progress: CheckProgress<'_>,
+    ) -> TxResult<Vec<Condition>> {
         let t = VoterTables::resolve(db)?;
-        let votes = TableScan::new(db, &t.votes, &[0, 2, 3])?;
-        let by_phone = TableScan::new(db, &t.votes_by_phone, &[0, 1])?;
-        let tallies = TableScan::new(db, &t.votes_by_contestant_area, &[0, 2])?;
+        let votes = TableScan::new(db, &t.votes, &[0, 2, 3])?.reporting_to(progress);
+        let by_phone = TableScan::new(db, &t.votes_by_phone, &[0, 1])?.reporting_to(progress);
+        let tallies =
+            TableScan::new(db, &t.votes_by_contestant_area, &[0, 2])?.reporting_to(progress);
         let states: BTreeMap<i64, &str> = AREA_CODES.iter().copied().collect();
         // Per contestant: (votes, Σ tallies); per phone: (votes, its count).
         let (per_contestant, per_phone, bad_votes) = with_txn(db, |tx| {

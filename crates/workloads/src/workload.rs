@@ -54,7 +54,19 @@ pub trait Workload: Send + Sync {
         seed: u64,
     ) -> TxResult<Box<dyn Terminal>>;
     /// The workload's consistency conditions, checked against the database as it is now.
-    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>>;
+    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
+        self.check_with_progress(db, crate::util::NO_PROGRESS)
+    }
+    /// [`Workload::check`], telling `progress(table, rows)` after each page of rows how many
+    /// rows of `table` it has read so far: on a database of gigabytes the check reads for
+    /// tens of seconds, and a driver shows how far it has got. The tables are reported in the
+    /// order they are read, each up to its rows (from the start again if the check's
+    /// transaction is retried).
+    fn check_with_progress(
+        &self,
+        db: &Arc<Database>,
+        progress: crate::util::CheckProgress<'_>,
+    ) -> TxResult<Vec<Condition>>;
     /// The workload's transactions as stored procedures, for a server to run: procedure `i` is
     /// named `txn_names()[i]` and takes the arguments [`Terminal::args`] writes. The default
     /// refuses: a workload that runs only in process (a test's).

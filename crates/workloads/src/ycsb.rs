@@ -30,7 +30,9 @@ use engine::{Connection, Fetch, KeyRange, TableRef, TableSchema, Tx, TxError, Tx
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{drawn, fnv1a_64, int, no_procedure, with_txn, Args, BatchLoader, TableScan};
+use crate::util::{
+    drawn, fnv1a_64, int, no_procedure, with_txn, Args, BatchLoader, CheckProgress, TableScan,
+};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 use crate::Distribution;
 
@@ -567,10 +569,14 @@ impl Workload for Ycsb {
         }))
     }
 
-    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
+    fn check_with_progress(
+        &self,
+        db: &Arc<Database>,
+        progress: CheckProgress<'_>,
+    ) -> TxResult<Vec<Condition>> {
         let table = db.table(USERTABLE)?;
         let cols: Vec<usize> = (0..=self.config.field_count).collect();
-        let scan = TableScan::new(db, &table, &cols)?;
+        let scan = TableScan::new(db, &table, &cols)?.reporting_to(progress);
         let loaded = self.config.record_count as i64;
         // Keys handed out to inserts are known only to the process that ran them: a check in
         // a later one (`glass check` after a run, or after a crash) bounds them by nothing.

@@ -35,7 +35,7 @@ use engine::{Tx, TxResult};
 use super::schema::{customer as c, district as d, history as h, order as o};
 use super::schema::{new_order as no, order_line as ol, warehouse as w};
 use super::{Tables, TpccConfig};
-use crate::util::{float, int, is_null, money_eq, with_txn, TableScan};
+use crate::util::{float, int, is_null, money_eq, with_txn, CheckProgress, TableScan};
 use crate::workload::Condition;
 
 type District = (i64, i64);
@@ -202,27 +202,25 @@ impl SnapshotBuilder {
 }
 
 /// The scans [`read`] makes, one per table, resolved once.
-struct Scans {
-    warehouse: TableScan,
-    district: TableScan,
-    customer: TableScan,
-    history: TableScan,
-    order: TableScan,
-    new_order: TableScan,
-    order_line: TableScan,
+struct Scans<'p> {
+    warehouse: TableScan<'p>,
+    district: TableScan<'p>,
+    customer: TableScan<'p>,
+    history: TableScan<'p>,
+    order: TableScan<'p>,
+    new_order: TableScan<'p>,
+    order_line: TableScan<'p>,
 }
 
-impl Scans {
-    fn new(db: &Database, t: &Tables) -> TxResult<Scans> {
+impl<'p> Scans<'p> {
+    fn new(db: &Database, t: &Tables, progress: CheckProgress<'p>) -> TxResult<Scans<'p>> {
+        let scan = |table, cols: &[usize]| {
+            TableScan::new(db, table, cols).map(|s| s.reporting_to(progress))
+        };
         Ok(Scans {
-            warehouse: TableScan::new(db, &t.warehouse, &[w::W_ID, w::W_YTD])?,
-            district: TableScan::new(
-                db,
-                &t.district,
-                &[d::D_W_ID, d::D_ID, d::D_YTD, d::D_NEXT_O_ID],
-            )?,
-            customer: TableScan::new(
-                db,
+            warehouse: scan(&t.warehouse, &[w::W_ID, w::W_YTD])?,
+            district: scan(&t.district, &[d::D_W_ID, d::D_ID, d::D_YTD, d::D_NEXT_O_ID])?,
+            customer: scan(
                 &t.customer,
                 &[
                     c::C_W_ID,
@@ -233,8 +231,7 @@ impl Scans {
                     c::C_DELIVERY_CNT,
                 ],
             )?,
-            history: TableScan::new(
-                db,
+            history: scan(
                 &t.history,
                 &[
                     h::H_W_ID,
@@ -245,8 +242,7 @@ impl Scans {
                     h::H_AMOUNT,
                 ],
             )?,
-            order: TableScan::new(
-                db,
+            order: scan(
                 &t.order,
                 &[
                     o::O_W_ID,
@@ -257,9 +253,8 @@ impl Scans {
                     o::O_OL_CNT,
                 ],
             )?,
-            new_order: TableScan::new(db, &t.new_order, &[no::NO_W_ID, no::NO_D_ID, no::NO_O_ID])?,
-            order_line: TableScan::new(
-                db,
+            new_order: scan(&t.new_order, &[no::NO_W_ID, no::NO_D_ID, no::NO_O_ID])?,
+            order_line: scan(
                 &t.order_line,
                 &[
                     ol::OL_W_ID,
@@ -275,7 +270,7 @@ impl Scans {
 
 /// Folds every table into a [`Snapshot`], a page of rows at a time ([`TableScan`]): memory
 /// grows with the orders, not with their lines.
-fn read(tx: &mut dyn Tx, scans: &Scans) -> TxResult<Snapshot> {
+fn read(tx: &mut dyn Tx, scans: &Scans<'_>) -> TxResult<Snapshot> {
     let mut b = SnapshotBuilder::new();
     scans.warehouse.for_each(tx, |r| {
         b.warehouse(int(r, 0)?, float(r, 1)?);
@@ -517,8 +512,12 @@ pub fn conditions(s: &Snapshot, config: &TpccConfig) -> Vec<Condition> {
     out
 }
 
-pub fn check(db: &Arc<Database>, config: &TpccConfig) -> TxResult<Vec<Condition>> {
-    let scans = Scans::new(db, &Tables::resolve(db)?)?;
+pub fn check(
+    db: &Arc<Database>,
+    config: &TpccConfig,
+    progress: CheckProgress<'_>,
+) -> TxResult<Vec<Condition>> {
+    let scans = Scans::new(db, &Tables::resolve(db)?, progress)?;
     let snapshot = with_txn(db, |tx| read(tx, &scans))?;
     Ok(conditions(&snapshot, config))
 }

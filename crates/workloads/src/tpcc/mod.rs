@@ -38,7 +38,7 @@ use engine::{Connection, IndexRef, TableRef, Tx, TxError, TxResult, Value};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::util::{drawn, int};
+use crate::util::{drawn, int, CheckProgress};
 use crate::workload::{Condition, Interactions, Procedures, Receipt, Terminal, Workload};
 use crate::Mix;
 use input::{InputContext, TpccInput, TXN_NAMES};
@@ -263,8 +263,12 @@ impl Workload for Tpcc {
         }))
     }
 
-    fn check(&self, db: &Arc<Database>) -> TxResult<Vec<Condition>> {
-        check::check(db, &self.config)
+    fn check_with_progress(
+        &self,
+        db: &Arc<Database>,
+        progress: CheckProgress<'_>,
+    ) -> TxResult<Vec<Condition>> {
+        check::check(db, &self.config, progress)
     }
 
     fn procedures(&self, conn: &dyn Connection) -> TxResult<Box<dyn Procedures>> {
