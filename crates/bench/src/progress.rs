@@ -51,10 +51,23 @@ impl ProgressLine {
                 return;
             }
         }
+        self.draw(now, &text());
+    }
+
+    /// Replaces the line's text now, however recently it was drawn: for a step that is
+    /// reported once and then lasts (a table a verification walks), which a rate-limited
+    /// [`ProgressLine::update`] could drop, leaving the step before it on the line.
+    pub fn update_now(&mut self, text: impl FnOnce() -> String) {
+        if self.enabled {
+            self.draw(Instant::now(), &text());
+        }
+    }
+
+    fn draw(&mut self, now: Instant, text: &str) {
         self.last_draw = Some(now);
         let mut err = std::io::stderr().lock();
         // A failed write to the terminal only loses a progress line; the run goes on.
-        let _ = write!(err, "\r{}\x1b[K", text());
+        let _ = write!(err, "\r{text}\x1b[K");
         let _ = err.flush();
         self.drawn = true;
     }
@@ -100,6 +113,7 @@ mod tests {
     fn disabled_line_never_builds_its_text() {
         let mut p = ProgressLine::with_enabled(false);
         p.update(|| panic!("text built for a disabled line"));
+        p.update_now(|| panic!("text built for a disabled line"));
         p.finish();
     }
 }

@@ -577,9 +577,7 @@ pub fn run_serve(
             locks.timeouts
         ));
     }
-    let conditions = workload
-        .check(&db)
-        .with_context(|| format!("check {} consistency", bench.workload))?;
+    let conditions = crate::run::check_consistency(workload.as_ref(), &db, config.bench.quiet)?;
     db.close().context("close the database")?;
     Ok(ServeReport {
         stats,

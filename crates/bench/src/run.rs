@@ -32,7 +32,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 use engine::db::{Database, DbConfig};
-use engine::{IntegrityReport, Preset, Switches};
+use engine::{IntegrityReport, IntegrityStep, Preset, Switches};
 use parking_lot::Mutex;
 use workloads::{Condition, Distribution, Terminal, Workload, WorkloadOptions};
 
@@ -284,6 +284,88 @@ fn load(
     Ok(took)
 }
 
+/// Runs `workload`'s consistency check, drawing on the progress line (unless `quiet`) which
+/// table it is reading and how many of its rows it has read: on a database of gigabytes the
+/// check reads for tens of seconds, or minutes with a cold page cache.
+pub(crate) fn check_consistency(
+    workload: &dyn Workload,
+    db: &Arc<Database>,
+    quiet: bool,
+) -> anyhow::Result<Vec<Condition>> {
+    let line = ProgressDrawer::new(quiet);
+    let conditions = workload
+        .check_with_progress(db, &|table, rows| line.draw(&CheckStep { table, rows }))
+        .with_context(|| format!("check {} consistency", workload.name()));
+    line.finish();
+    conditions
+}
+
+/// A progress line for a step that reports itself as text (a check's, an integrity
+/// verification's), followed by the time since the step began; shared by reference with the
+/// code that reports.
+struct ProgressDrawer {
+    line: Mutex<ProgressLine>,
+    started: Instant,
+}
+
+impl ProgressDrawer {
+    /// Draws on stderr if it is a terminal, unless `quiet`.
+    fn new(quiet: bool) -> ProgressDrawer {
+        ProgressDrawer {
+            line: Mutex::new(if quiet {
+                ProgressLine::with_enabled(false)
+            } else {
+                ProgressLine::stderr()
+            }),
+            started: Instant::now(),
+        }
+    }
+
+    fn draw(&self, step: &dyn std::fmt::Display) {
+        let elapsed = self.started.elapsed();
+        self.line.lock().update(|| progress_text(step, elapsed));
+    }
+
+    /// Draws a step of an integrity verification: a step reported once for a whole table
+    /// (its heap and B+-trees walked) at once, the others as [`ProgressDrawer::draw`] does.
+    fn draw_integrity(&self, step: IntegrityStep<'_>) {
+        if let IntegrityStep::Structures { .. } = step {
+            let elapsed = self.started.elapsed();
+            self.line
+                .lock()
+                .update_now(|| progress_text(&step, elapsed));
+        } else {
+            self.draw(&step);
+        }
+    }
+
+    fn finish(&self) {
+        self.line.lock().finish();
+    }
+}
+
+/// A progress line's text: the step, then the time since it began.
+fn progress_text(step: &dyn std::fmt::Display, elapsed: Duration) -> String {
+    format!("{step}  {:.1} s", elapsed.as_secs_f64())
+}
+
+/// Where a consistency check has got: the table it is reading and its rows read so far.
+struct CheckStep<'a> {
+    table: &'a str,
+    rows: u64,
+}
+
+impl std::fmt::Display for CheckStep<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "checking consistency: {}, ", self.table)?;
+        if self.rows < 1_000_000 {
+            write!(f, "{} rows read", self.rows)
+        } else {
+            write!(f, "{:.1} M rows read", self.rows as f64 / 1e6)
+        }
+    }
+}
+
 /// Runs a benchmark: builds `config.workload` by name, then [`run_workload`].
 pub fn run_bench(config: &BenchConfig) -> anyhow::Result<BenchResult> {
     if let Some(path) = &config.json {
@@ -426,9 +508,7 @@ pub fn run_workload(
         .as_ref()
         .map(|s| crate::report::ExecutionSummary::of(s, db.pool().map_or(0, |p| p.page_size())));
     status.say(format_args!("checking consistency..."));
-    let conditions = workload
-        .check(&db)
-        .with_context(|| format!("check {} consistency", config.workload))?;
+    let conditions = check_consistency(workload.as_ref(), &db, status.quiet)?;
     drop(embedded);
     db.close().context("close the database")?;
     bench_result(
@@ -932,8 +1012,13 @@ pub fn run_check(
         // A damaged page on the path of every open (a heap chain): verify the page file
         // alone, so that every damaged page is reported, not only the first the open met.
         Err(e) if is_page_damage(&e) => {
-            let mut integrity = engine::integrity::verify_page_file(&dir, CHECK_FAULT_LIMIT)
-                .with_context(|| format!("verify the page file in {}", dir.display()))?;
+            let line = ProgressDrawer::new(false);
+            let integrity = engine::integrity::verify_page_file(&dir, CHECK_FAULT_LIMIT, &|step| {
+                line.draw_integrity(step)
+            });
+            line.finish();
+            let mut integrity =
+                integrity.with_context(|| format!("verify the page file in {}", dir.display()))?;
             integrity.add_first("database".into(), format!("cannot be opened: {e:#}"));
             return Ok(CheckOutcome {
                 integrity,
@@ -948,13 +1033,12 @@ pub fn run_check(
     workload
         .create_schema(&db)
         .with_context(|| format!("find the {workload_name} schema"))?;
-    let integrity = db.verify_integrity(CHECK_FAULT_LIMIT);
+    let line = ProgressDrawer::new(false);
+    let integrity =
+        db.verify_integrity_with_progress(CHECK_FAULT_LIMIT, &|step| line.draw_integrity(step));
+    line.finish();
     let conditions = if integrity.is_clean() {
-        Some(
-            workload
-                .check(&db)
-                .with_context(|| format!("check {workload_name} consistency"))?,
-        )
+        Some(check_consistency(workload.as_ref(), &db, false)?)
     } else {
         None
     };
@@ -975,4 +1059,29 @@ pub fn run_check(
         recovery,
         doublewrite: doublewrite.map(|c| c.stats()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_progress_names_the_table_its_rows_and_the_time() {
+        let step = CheckStep {
+            table: "order_line",
+            rows: 12_345_678,
+        };
+        assert_eq!(
+            progress_text(&step, Duration::from_millis(3_300)),
+            "checking consistency: order_line, 12.3 M rows read  3.3 s"
+        );
+        let step = CheckStep {
+            table: "warehouse",
+            rows: 256,
+        };
+        assert_eq!(
+            progress_text(&step, Duration::ZERO),
+            "checking consistency: warehouse, 256 rows read  0.0 s"
+        );
+    }
 }

@@ -98,9 +98,64 @@ impl IntegrityReport {
     }
 }
 
+/// How far a verification has got, as [`Database::verify_integrity_with_progress`] reports
+/// it now and then (each pass and table from its start to its end); its `Display` is a line
+/// for a user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntegrityStep<'a> {
+    /// Pass 1: `done` of the page file's `total` pages read and verified.
+    Pages { done: u64, total: u64 },
+    /// Pass 2: `table`'s heap and B+-trees, the `n`th of `tables` (from 1).
+    Structures {
+        table: &'a str,
+        n: usize,
+        tables: usize,
+    },
+    /// Pass 3: `table`'s records and index entries, the `n`th of `tables` (from 1); `done`
+    /// records and entries compared so far.
+    Agreement {
+        table: &'a str,
+        n: usize,
+        tables: usize,
+        done: u64,
+    },
+}
+
+impl fmt::Display for IntegrityStep<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            IntegrityStep::Pages { done, total } => write!(
+                f,
+                "verifying pages: {done} of {total} ({:.0}%)",
+                done as f64 * 100.0 / total.max(1) as f64
+            ),
+            IntegrityStep::Structures { table, n, tables } => {
+                write!(
+                    f,
+                    "verifying heaps and B+-trees: table {table} ({n} of {tables})"
+                )
+            }
+            IntegrityStep::Agreement {
+                table,
+                n,
+                tables,
+                done,
+            } => write!(
+                f,
+                "verifying indexes against records: table {table} ({n} of {tables}), \
+                 {done} compared"
+            ),
+        }
+    }
+}
+
+/// Pages read, and records or entries compared, between two reports of progress.
+const PROGRESS_EVERY: u64 = 4096;
+
 /// The state of one verification.
 struct Verifier<'a> {
     db: &'a Database,
+    progress: &'a dyn Fn(IntegrityStep<'_>),
     limit: usize,
     report: IntegrityReport,
     /// Pages that failed pass 1, with the index of their fault (if it was kept).
@@ -117,8 +172,20 @@ impl Database {
     ///
     /// Reads only; run it while no transaction runs.
     pub fn verify_integrity(&self, fault_limit: usize) -> IntegrityReport {
+        self.verify_integrity_with_progress(fault_limit, &|_| {})
+    }
+
+    /// [`Database::verify_integrity`], telling `progress` now and then how far it has got
+    /// (every few thousand pages, records or entries, and at each table): a database of
+    /// gigabytes takes tens of seconds to verify.
+    pub fn verify_integrity_with_progress(
+        &self,
+        fault_limit: usize,
+        progress: &dyn Fn(IntegrityStep<'_>),
+    ) -> IntegrityReport {
         let mut v = Verifier {
             db: self,
+            progress,
             limit: fault_limit,
             report: IntegrityReport::default(),
             bad_pages: HashMap::new(),
@@ -129,10 +196,19 @@ impl Database {
         }
         v.verify_pages();
         let tables: Vec<&Table> = self.tables.iter().filter_map(|t| t.get()).collect();
-        let sound: Vec<bool> = tables.iter().map(|t| v.verify_structures(t)).collect();
-        for (table, sound) in tables.into_iter().zip(sound) {
+        let count = tables.len();
+        let mut sound = Vec::with_capacity(count);
+        for (i, table) in tables.iter().enumerate() {
+            progress(IntegrityStep::Structures {
+                table: &table.schema.name,
+                n: i + 1,
+                tables: count,
+            });
+            sound.push(v.verify_structures(table));
+        }
+        for (i, (table, sound)) in tables.into_iter().zip(sound).enumerate() {
             if sound {
-                v.verify_agreement(table);
+                v.verify_agreement(table, (i + 1, count));
             }
         }
         let pages = v.report.pages;
@@ -153,7 +229,13 @@ impl Verifier<'_> {
     /// Pass 1: every page of the page file.
     fn verify_pages(&mut self) {
         if let Some(pool) = &self.db.pool {
-            verify_pages(pool, self.limit, &mut self.report, &mut self.bad_pages);
+            verify_pages(
+                pool,
+                self.limit,
+                &mut self.report,
+                &mut self.bad_pages,
+                self.progress,
+            );
         }
     }
 
@@ -238,9 +320,9 @@ impl Verifier<'_> {
         sound
     }
 
-    /// Pass 3 for one table whose structures are sound: records against index entries, both
-    /// ways.
-    fn verify_agreement(&mut self, table: &Table) {
+    /// Pass 3 for one table whose structures are sound (the `n`th of `tables`): records
+    /// against index entries, both ways.
+    fn verify_agreement(&mut self, table: &Table, (n, tables): (usize, usize)) {
         let Records::Heap(heap) = &table.records else {
             return;
         };
@@ -269,11 +351,25 @@ impl Verifier<'_> {
         // Every live record has its entry in every index.
         let limit = self.limit;
         let report = &mut self.report;
+        let mut compared = 0u64;
+        let tell = |compared: u64| {
+            (self.progress)(IntegrityStep::Agreement {
+                table: name,
+                n,
+                tables,
+                done: compared,
+            })
+        };
+        tell(0);
         let mut live = 0usize;
         let mut key = Vec::new();
         let mut probe = Vec::new();
         let scanned = heap.scan(|rid, rec| {
             live += 1;
+            compared += 1;
+            if compared.is_multiple_of(PROGRESS_EVERY) {
+                tell(compared);
+            }
             let loc = rid.to_u64();
             for (place, spec, store, unique) in &indexes {
                 let problem = match spec.encode_record(&table.layout, rec, &mut key) {
@@ -308,6 +404,10 @@ impl Verifier<'_> {
                 usize::MAX,
                 |stored, loc| {
                     entries += 1;
+                    compared += 1;
+                    if compared.is_multiple_of(PROGRESS_EVERY) {
+                        tell(compared);
+                    }
                     let expected = record_key(table, spec, loc, &mut key);
                     let problem = match expected {
                         Err(e) => Some(format!("reading record {}: {e}", RecordId::from_u64(loc))),
@@ -344,6 +444,7 @@ impl Verifier<'_> {
                 );
             }
         }
+        tell(compared);
     }
 }
 
@@ -354,9 +455,14 @@ fn verify_pages(
     limit: usize,
     report: &mut IntegrityReport,
     bad_pages: &mut HashMap<PageId, Option<usize>>,
+    progress: &dyn Fn(IntegrityStep<'_>),
 ) {
     report.pages = pool.page_count();
-    for p in 0..report.pages {
+    let total = report.pages;
+    for p in 0..total {
+        if p.is_multiple_of(PROGRESS_EVERY) {
+            progress(IntegrityStep::Pages { done: p, total });
+        }
         let page = PageId(p);
         if let Err(e) = pool.fix_shared(page) {
             let fault = Fault::from_error(page, &e);
@@ -365,13 +471,19 @@ fn verify_pages(
             bad_pages.insert(page, kept.then(|| report.faults.len() - 1));
         }
     }
+    progress(IntegrityStep::Pages { done: total, total });
 }
 
 /// Pass 1 alone, over the page file of the database in `dir`, for a database that cannot be
 /// opened (a damaged page on the path every open reads, such as a heap chain): every page's
 /// checksum and header, so that each damaged page is reported, not only the first the open
-/// met. The page size comes from `catalog.json`. Reads only.
-pub fn verify_page_file(dir: &Path, fault_limit: usize) -> TxResult<IntegrityReport> {
+/// met. The page size comes from `catalog.json`. Reads only; tells `progress` every few
+/// thousand pages how far it has got.
+pub fn verify_page_file(
+    dir: &Path,
+    fault_limit: usize,
+    progress: &dyn Fn(IntegrityStep<'_>),
+) -> TxResult<IntegrityReport> {
     let catalog = dir.join(CATALOG_FILE);
     let bytes = std::fs::read(&catalog)
         .map_err(|e| TxError::Storage(storage::StorageError::io("read catalog", e)))?;
@@ -396,7 +508,13 @@ pub fn verify_page_file(dir: &Path, fault_limit: usize) -> TxResult<IntegrityRep
         pages_only: true,
         ..IntegrityReport::default()
     };
-    verify_pages(&pool, fault_limit, &mut report, &mut HashMap::new());
+    verify_pages(
+        &pool,
+        fault_limit,
+        &mut report,
+        &mut HashMap::new(),
+        progress,
+    );
     Ok(report)
 }
 

@@ -25,7 +25,7 @@ pub use api::{
     TableRef, Tx, TxError, TxResult, UpdateFn,
 };
 pub use db::{Database, DbConfig, Doublewrite, FullPageImages, IMAGE_ALLOWANCE};
-pub use integrity::{IntegrityFault, IntegrityReport};
+pub use integrity::{IntegrityFault, IntegrityReport, IntegrityStep};
 pub use schema::{ColumnType, IndexSchema, TableSchema};
 pub use switches::{ConfigError, Preset, Switch, Switches};
 pub use txn::Transaction;
