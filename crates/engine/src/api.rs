@@ -849,6 +849,25 @@ pub trait Tx {
         Ok(())
     }
 
+    /// Every row of `table`, handed to `f` in the order the table stores them, not in key
+    /// order, for a reader of whole tables that needs no order (a consistency check): read so,
+    /// a table on heap pages is read a page after another, each page once. Embedded, a table
+    /// on heap pages is locked whole (shared, to the end of the transaction) and its heap
+    /// read page by page in place; the default, and a table in main memory, is
+    /// [`Tx::scan_columns_with`] over the whole table in key order. `f` reads only `columns`.
+    fn scan_table_with(
+        &mut self,
+        table: &TableRef,
+        columns: &[usize],
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<()> {
+        let everything = KeyRange {
+            low: Bound::Unbounded,
+            high: Bound::Unbounded,
+        };
+        self.scan_columns_with(table, everything, None, false, columns, false, f)
+    }
+
     /// Rows reached through secondary index `index` within `range` (on the index's columns),
     /// in index order, at most `limit`.
     fn scan_index(

@@ -40,7 +40,7 @@ use crate::api::{
 use crate::db::{ActiveTxn, Database};
 use crate::keys::key_hash;
 use crate::record::Layout;
-use crate::table::{Index, Table};
+use crate::table::{Index, Records, Table};
 use crate::undo::{
     push_piece, push_word_piece, UndoList, UndoOp, KIND_DELETE, KIND_INSERT, KIND_UPDATE,
     KIND_UPDATE_PIECES,
@@ -2201,6 +2201,38 @@ impl Tx for Transaction<'_> {
         self.scan_records(t, range, limit, reverse, for_update, |layout, rec, _| {
             f(RowRef::record(layout, rec))
         })
+    }
+
+    /// [`Tx::scan_table_with`]: a heap table under a shared lock on the whole table (no
+    /// writer holds its intention lock, so the heap holds committed rows only), its records
+    /// read in place a page after another; a main-memory table in key order.
+    fn scan_table_with(
+        &mut self,
+        t: &TableRef,
+        columns: &[usize],
+        f: &mut ReadFn<'_>,
+    ) -> TxResult<()> {
+        let table = self.table(t)?;
+        let Records::Heap(heap) = &table.records else {
+            let everything = KeyRange {
+                low: Bound::Unbounded,
+                high: Bound::Unbounded,
+            };
+            return self.scan_columns_with(t, everything, None, false, columns, false, f);
+        };
+        if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
+            lm.lock_table(locks, table.id, LockMode::S)
+                .map_err(|e| TxError::Retry(e.to_string()))?;
+        }
+        let mut failed = None;
+        heap.scan(|_, rec| match f(RowRef::record(&table.layout, rec)) {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        })?;
+        failed.map_or(Ok(()), Err)
     }
 
     fn scan_index(

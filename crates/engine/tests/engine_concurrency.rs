@@ -245,6 +245,56 @@ fn a_scan_blocks_phantom_inserts_until_it_commits() {
     assert!(inserted.load(Ordering::SeqCst));
 }
 
+/// A read of a whole heap table in storage order (`Tx::scan_table_with`) locks the table: no
+/// row of it is inserted, updated or deleted until the reader commits, and it reads the
+/// rows there are, each once.
+#[test]
+fn a_scan_in_storage_order_holds_writers_off_the_table_until_it_commits() {
+    let db = open(Preset::Full, 2);
+    let t = load_accounts(&db, 300);
+    db.run(|tx| tx.delete(&t, &[Value::Int(7)]).map(drop))
+        .unwrap();
+    let mut reader = db.begin().unwrap();
+    let mut ids = Vec::new();
+    reader
+        .scan_table_with(&t, &[0], &mut |r| {
+            ids.push(r.int(0)?);
+            Ok(())
+        })
+        .unwrap();
+    ids.sort_unstable();
+    let expected: Vec<i64> = (0..300).filter(|&id| id != 7).collect();
+    assert_eq!(ids, expected, "every row there is, once");
+
+    let written = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, t, written) = (db.clone(), t.clone(), written.clone());
+        std::thread::spawn(move || {
+            // A lock wait that times out is retried until the reader lets go.
+            loop {
+                let r = db.run(|tx| {
+                    tx.update(&t, &[Value::Int(299)], &[(2, Value::Int(0))])
+                        .map(drop)
+                });
+                match r {
+                    Ok(()) => break,
+                    Err(TxError::Retry(_)) => continue,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            written.store(true, Ordering::SeqCst);
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        !written.load(Ordering::SeqCst),
+        "a row changed in a table a running scan in storage order read"
+    );
+    reader.commit().unwrap();
+    writer.join().unwrap();
+    assert!(written.load(Ordering::SeqCst));
+}
+
 #[test]
 fn bank_transfers_conserve_money_with_page_locking() {
     let db = Database::open(DbConfig {

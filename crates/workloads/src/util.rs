@@ -62,7 +62,7 @@ pub const SCAN_PAGE_ROWS: usize = 256;
 ///
 /// It scans up to [`SCAN_PAGE_ROWS`] rows in primary-key order, hands each to the caller, and
 /// scans on from just after the last key it saw, within the same transaction (or, with
-/// [`TableScan::for_each_interleaved`], a page under each of several key prefixes in turn).
+/// [`TableScan::for_each_stored`], reads the table in the order it is stored).
 /// A consistency check after a long run reads tables of tens of millions of rows (TPC-C's
 /// ORDER-LINE grows by ten rows per New-Order); read at once they took gigabytes, and a
 /// minute's run of the stripped engine more memory than this machine has. Paged, the check
@@ -142,63 +142,29 @@ impl<'p> TableScan<'p> {
         Ok(())
     }
 
-    /// Calls `f` on every row, reading the rows under each key prefix of `prefixes` a page at
-    /// a time and in turn — a page from the first prefix, a page from the second, …, then the
-    /// next page from the first — and the rows under no prefix (if any) before them; the
-    /// first error stops the scan. Every row is seen once (`prefixes` are sorted and
-    /// duplicates dropped here; prefixes of different lengths, which could nest, are refused).
-    ///
-    /// This is for a table whose rows are appended under many prefixes at once at about the
-    /// same rate, such as TPC-C's ORDER-LINE: its rows of one moment, from every district, lie
-    /// on the same heap pages, so a scan in key order, one district after another, reads each
-    /// page once per district when the pool is smaller than the table. In turns the scan
-    /// moves through every district's rows together, in about the order they were written,
-    /// and reads each page about once.
-    pub fn for_each_interleaved(
+    /// Calls `f` on every row, in the order the table stores them ([`Tx::scan_table_with`]:
+    /// embedded, a table on heap pages is locked whole and read a page after another, each
+    /// page once; elsewhere, key order); the first error stops the scan. Its progress is told
+    /// every page of rows, as [`TableScan::for_each`]'s.
+    pub fn for_each_stored(
         &self,
         tx: &mut dyn Tx,
-        prefixes: &[Vec<i64>],
         mut f: impl FnMut(&[Value]) -> TxResult<()>,
     ) -> TxResult<()> {
-        if prefixes.windows(2).any(|w| w[0].len() != w[1].len()) {
-            return Err(TxError::Invalid(format!(
-                "a scan of {} in turns by key prefix needs prefixes of one length, \
-                 got {prefixes:?}",
-                self.table.name
-            )));
-        }
-        let mut prefixes = prefixes.to_vec();
-        prefixes.sort_unstable();
-        prefixes.dedup();
-        let prefixes: Vec<Row> = prefixes
-            .into_iter()
-            .map(|p| p.into_iter().map(Value::Int).collect())
-            .collect();
-        let mut rows = 0;
-        // The rows before the first prefix, between two, and after the last.
-        for i in 0..=prefixes.len() {
-            let low = i.checked_sub(1).map_or(Bound::Unbounded, |j| {
-                Bound::Excluded(prefixes[j].as_slice())
-            });
-            let high = prefixes
-                .get(i)
-                .map_or(Bound::Unbounded, |p| Bound::Excluded(p.as_slice()));
-            let mut after = None;
-            while self.page(tx, (low, high), &mut after, &mut rows, &mut f)? {}
-        }
-        // Each prefix's rows, a page from each in turn (in key order) until every one is done.
-        let mut cursors: Vec<(&[Value], Option<Row>)> =
-            prefixes.iter().map(|p| (p.as_slice(), None)).collect();
-        while !cursors.is_empty() {
-            let mut unfinished = Vec::with_capacity(cursors.len());
-            for (prefix, mut after) in cursors {
-                let range = (Bound::Included(prefix), Bound::Included(prefix));
-                if self.page(tx, range, &mut after, &mut rows, &mut f)? {
-                    unfinished.push((prefix, after));
-                }
+        let mut row = Vec::with_capacity(self.fetch.len());
+        let mut rows = 0u64;
+        tx.scan_table_with(&self.table, &self.fetch, &mut |r| {
+            row.clear();
+            for &c in &self.fetch {
+                row.push(r.value(c)?);
             }
-            cursors = unfinished;
-        }
+            rows += 1;
+            if rows.is_multiple_of(self.page_rows as u64) {
+                (self.progress)(&self.table.name, rows);
+            }
+            f(&row[self.key_len..])
+        })?;
+        (self.progress)(&self.table.name, rows);
         Ok(())
     }
 
