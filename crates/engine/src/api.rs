@@ -44,6 +44,14 @@ pub struct KeyRange<'a> {
 }
 
 impl<'a> KeyRange<'a> {
+    /// Every entry.
+    pub fn all() -> Self {
+        KeyRange {
+            low: Bound::Unbounded,
+            high: Bound::Unbounded,
+        }
+    }
+
     /// Every entry whose key starts with `prefix`.
     pub fn prefix(prefix: &'a [Value]) -> Self {
         KeyRange {
@@ -861,11 +869,7 @@ pub trait Tx {
         columns: &[usize],
         f: &mut ReadFn<'_>,
     ) -> TxResult<()> {
-        let everything = KeyRange {
-            low: Bound::Unbounded,
-            high: Bound::Unbounded,
-        };
-        self.scan_columns_with(table, everything, None, false, columns, false, f)
+        self.scan_columns_with(table, KeyRange::all(), None, false, columns, false, f)
     }
 
     /// Rows reached through secondary index `index` within `range` (on the index's columns),

@@ -713,6 +713,24 @@ mod tests {
         db.tables.iter().find_map(|t| t.get()).unwrap()
     }
 
+    /// The first `N` entries of `t`'s primary index: (key, record location).
+    fn first_entries<const N: usize>(t: &Table) -> [(Vec<u8>, u64); N] {
+        let mut first = Vec::new();
+        t.primary
+            .scan(
+                Bound::Unbounded,
+                Bound::Unbounded,
+                false,
+                usize::MAX,
+                |k, v| {
+                    first.push((k.to_vec(), v));
+                    first.len() < N
+                },
+            )
+            .unwrap();
+        first.try_into().expect("enough entries")
+    }
+
     /// The place and detail of every fault, one line each, for messages.
     fn listing(report: &IntegrityReport) -> String {
         let lines: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
@@ -766,33 +784,15 @@ mod tests {
         let t = table(&db);
         // The primary entry of the first record gone; a secondary entry naming a record that does not
         // exist added.
-        let mut key = Vec::new();
-        let mut loc = None;
-        t.primary
-            .scan(
-                Bound::Unbounded,
-                Bound::Unbounded,
-                false,
-                usize::MAX,
-                |k, v| {
-                    key = k.to_vec();
-                    loc = Some(v);
-                    false
-                },
-            )
-            .unwrap();
-        assert!(t.primary.delete(&key, loc.unwrap()).unwrap());
+        let [(key, loc)] = first_entries(t);
+        assert!(t.primary.delete(&key, loc).unwrap());
         let index = db.indexes.iter().find_map(|i| i.get()).unwrap();
         let ghost = RecordId {
             page: PageId(1),
             slot: 4000,
         };
         let mut entry = Vec::new();
-        let rec = t
-            .records
-            .with(loc.unwrap(), |rec| rec.to_vec())
-            .unwrap()
-            .unwrap();
+        let rec = t.records.with(loc, |rec| rec.to_vec()).unwrap().unwrap();
         index
             .key
             .encode_record(&t.layout, &rec, &mut entry)
@@ -801,7 +801,7 @@ mod tests {
 
         let report = db.verify_integrity(100);
         let listing = listing(&report);
-        let rid = RecordId::from_u64(loc.unwrap());
+        let rid = RecordId::from_u64(loc);
         assert!(
             listing.contains(&format!(
                 "table accounts, record {rid}: no entry for it in table accounts, primary index"
@@ -827,20 +827,7 @@ mod tests {
     fn entries_that_swapped_their_records_are_reported() {
         let db = loaded();
         let t = table(&db);
-        let mut first = Vec::new();
-        t.primary
-            .scan(
-                Bound::Unbounded,
-                Bound::Unbounded,
-                false,
-                usize::MAX,
-                |k, v| {
-                    first.push((k.to_vec(), v));
-                    first.len() < 2
-                },
-            )
-            .unwrap();
-        let [(k1, l1), (k2, l2)] = [first[0].clone(), first[1].clone()];
+        let [(k1, l1), (k2, l2)] = first_entries(t);
         for (k, l) in [(&k1, l1), (&k2, l2)] {
             assert!(t.primary.delete(k, l).unwrap());
         }

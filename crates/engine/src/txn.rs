@@ -2214,11 +2214,7 @@ impl Tx for Transaction<'_> {
     ) -> TxResult<()> {
         let table = self.table(t)?;
         let Records::Heap(heap) = &table.records else {
-            let everything = KeyRange {
-                low: Bound::Unbounded,
-                high: Bound::Unbounded,
-            };
-            return self.scan_columns_with(t, everything, None, false, columns, false, f);
+            return self.scan_columns_with(t, KeyRange::all(), None, false, columns, false, f);
         };
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
             lm.lock_table(locks, table.id, LockMode::S)
