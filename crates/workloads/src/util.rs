@@ -5,7 +5,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use engine::db::Database;
-use engine::{Connection, Fetch, KeyRange, Row, TableRef, Tx, TxError, TxResult, Value};
+use engine::{Connection, Fetch, KeyRange, Row, RowRef, TableRef, Tx, TxError, TxResult, Value};
 
 /// The integer in column `i` of `row`.
 pub fn int(row: &[Value], i: usize) -> TxResult<i64> {
@@ -151,18 +151,17 @@ impl<'p> TableScan<'p> {
         tx: &mut dyn Tx,
         mut f: impl FnMut(&[Value]) -> TxResult<()>,
     ) -> TxResult<()> {
-        let mut row = Vec::with_capacity(self.fetch.len());
+        // No page to continue after: the key's columns are not read.
+        let cols = &self.fetch[self.key_len..];
+        let mut row = Vec::with_capacity(cols.len());
         let mut rows = 0u64;
-        tx.scan_table_with(&self.table, &self.fetch, &mut |r| {
-            row.clear();
-            for &c in &self.fetch {
-                row.push(r.value(c)?);
-            }
+        tx.scan_table_with(&self.table, cols, &mut |r| {
+            read_into(&mut row, cols, r)?;
             rows += 1;
             if rows.is_multiple_of(self.page_rows as u64) {
                 (self.progress)(&self.table.name, rows);
             }
-            f(&row[self.key_len..])
+            f(&row)
         })?;
         (self.progress)(&self.table.name, rows);
         Ok(())
@@ -194,10 +193,7 @@ impl<'p> TableScan<'p> {
             &self.fetch,
             false,
             &mut |r| {
-                row.clear();
-                for &c in &self.fetch {
-                    row.push(r.value(c)?);
-                }
+                read_into(&mut row, &self.fetch, r)?;
                 read += 1;
                 f(&row[self.key_len..])
             },
@@ -212,6 +208,15 @@ impl<'p> TableScan<'p> {
         *after = Some(row);
         Ok(true)
     }
+}
+
+/// Replaces `row` with columns `cols` of the row `r`, in that order.
+fn read_into(row: &mut Row, cols: &[usize], r: RowRef<'_>) -> TxResult<()> {
+    row.clear();
+    for &c in cols {
+        row.push(r.value(c)?);
+    }
+    Ok(())
 }
 
 /// Money is compared to the cent, with a relative slack for the rounding of long float sums.
