@@ -355,8 +355,13 @@ fn recovery_reports_what_it_redid_and_undid() {
     let db = open_durable(dir.path());
     let clean = db.recovery().expect("an existing database is recovered");
     assert_eq!(
-        (clean.redone, clean.losers, clean.undone),
-        (0, 0, 0),
+        (
+            clean.redone,
+            clean.losers,
+            clean.undone,
+            clean.checkpoint_pages
+        ),
+        (0, 0, 0, 0),
         "{clean}"
     );
     crash_after_transfers_with_one_left_open(db, &t);
@@ -369,6 +374,14 @@ fn recovery_reports_what_it_redid_and_undid() {
     // written: every logged page change is one or the other.
     assert!(crashed.analysed > 100 + ACCOUNTS as u64, "{crashed}");
     assert!(crashed.redone + crashed.on_disk > 0, "{crashed}");
+    // The undo rewrote every balance, so the checkpoint that ends the open wrote back every
+    // page of the table, and its time is in recovery's.
+    let heap_pages = db.verify_integrity(10).heap_pages as u64;
+    assert!(
+        crashed.checkpoint_pages >= heap_pages,
+        "{crashed}: {heap_pages} heap pages"
+    );
+    assert!(crashed.total_us() >= crashed.checkpoint_us && crashed.checkpoint_us > 0);
     let t = db.table("accounts").unwrap();
     assert_eq!(total(&db, &t), ACCOUNTS * 100);
     db.close().unwrap();
