@@ -326,10 +326,11 @@ impl ProgressDrawer {
         self.line.lock().update(|| progress_text(step, elapsed));
     }
 
-    /// Draws a step of an integrity verification: a step reported once for a whole table
-    /// (its heap and B+-trees walked) at once, the others as [`ProgressDrawer::draw`] does.
+    /// Draws a step of an integrity verification: the start of a table's walk (its heap and
+    /// B+-trees) at once, so that every table's name is shown however soon the last report
+    /// was drawn, the others as [`ProgressDrawer::draw`] does.
     fn draw_integrity(&self, step: IntegrityStep<'_>) {
-        if let IntegrityStep::Structures { .. } = step {
+        if let IntegrityStep::Structures { pages: 0, .. } = step {
             let elapsed = self.started.elapsed();
             self.line
                 .lock()

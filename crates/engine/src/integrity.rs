@@ -107,11 +107,13 @@ impl IntegrityReport {
 pub enum IntegrityStep<'a> {
     /// Pass 1: `done` of the page file's `total` pages read and verified.
     Pages { done: u64, total: u64 },
-    /// Pass 2: `table`'s heap and B+-trees, the `n`th of `tables` (from 1).
+    /// Pass 2: `table`'s heap and B+-trees, the `n`th of `tables` (from 1); `pages` of them
+    /// walked so far.
     Structures {
         table: &'a str,
         n: usize,
         tables: usize,
+        pages: u64,
     },
     /// Pass 3: `table`'s records and index entries, the `n`th of `tables` (from 1); `done`
     /// records and entries compared so far.
@@ -131,12 +133,16 @@ impl fmt::Display for IntegrityStep<'_> {
                 "verifying pages: {done} of {total} ({:.0}%)",
                 done as f64 * 100.0 / total.max(1) as f64
             ),
-            IntegrityStep::Structures { table, n, tables } => {
-                write!(
-                    f,
-                    "verifying heaps and B+-trees: table {table} ({n} of {tables})"
-                )
-            }
+            IntegrityStep::Structures {
+                table,
+                n,
+                tables,
+                pages,
+            } => write!(
+                f,
+                "verifying heaps and B+-trees: table {table} ({n} of {tables}), {pages} pages \
+                 walked"
+            ),
             IntegrityStep::Agreement {
                 table,
                 n,
@@ -153,6 +159,9 @@ impl fmt::Display for IntegrityStep<'_> {
 
 /// Pages read, and records or entries compared, between two reports of progress.
 const PROGRESS_EVERY: u64 = 4096;
+
+/// Pass 2 reports every this many pages walked: a page there costs more than a comparison.
+pub const PROGRESS_PAGES_WALKED: u64 = 256;
 
 /// The state of one verification.
 struct Verifier<'a> {
@@ -201,12 +210,7 @@ impl Database {
         let count = tables.len();
         let mut sound = Vec::with_capacity(count);
         for (i, table) in tables.iter().enumerate() {
-            progress(IntegrityStep::Structures {
-                table: &table.schema.name,
-                n: i + 1,
-                tables: count,
-            });
-            sound.push(v.verify_structures(table));
+            sound.push(v.verify_structures(table, (i + 1, count)));
         }
         for (i, (table, sound)) in tables.into_iter().zip(sound).enumerate() {
             if sound {
@@ -241,13 +245,28 @@ impl Verifier<'_> {
         }
     }
 
-    /// Pass 2 for one table: its heap, its primary index and its secondary indexes. Whether
-    /// all of them are free of faults.
-    fn verify_structures(&mut self, table: &Table) -> bool {
+    /// Pass 2 for one table, the `n`th of `tables`: its heap, its primary index and its
+    /// secondary indexes. Whether all of them are free of faults.
+    fn verify_structures(&mut self, table: &Table, (n, tables): (usize, usize)) -> bool {
         let name = &table.schema.name;
+        let progress = self.progress;
+        let step = |pages| IntegrityStep::Structures {
+            table: name,
+            n,
+            tables,
+            pages,
+        };
+        progress(step(0));
+        let mut walked: u64 = 0;
+        let mut tick = || {
+            walked += 1;
+            if walked.is_multiple_of(PROGRESS_PAGES_WALKED) {
+                progress(step(walked));
+            }
+        };
         let mut sound = true;
         if let Records::Heap(heap) = &table.records {
-            let check = heap.verify();
+            let check = heap.verify_with_progress(&mut tick);
             self.report.heaps += 1;
             self.report.heap_pages += check.pages.len();
             self.report.records += check.records;
@@ -260,20 +279,24 @@ impl Verifier<'_> {
             }
             sound &= self.faults(&place, check.faults);
         }
-        sound &= self.verify_index(&format!("table {name}, primary index"), &table.primary);
+        let primary = format!("table {name}, primary index");
+        sound &= self.verify_index(&primary, &table.primary, &mut tick);
         for id in table.secondaries.read().iter() {
             if let Ok(index) = self.db.index_by_id(*id) {
-                sound &= self.verify_index(&format!("index {}", index.schema.name), &index.store);
+                let place = format!("index {}", index.schema.name);
+                sound &= self.verify_index(&place, &index.store, &mut tick);
             }
         }
+        progress(step(walked));
         sound
     }
 
-    /// Walks one index store if it is a B+-tree; whether it is free of faults.
-    fn verify_index(&mut self, place: &str, store: &IndexStore) -> bool {
+    /// Walks one index store if it is a B+-tree, calling `walked` for each page; whether it
+    /// is free of faults.
+    fn verify_index(&mut self, place: &str, store: &IndexStore, walked: &mut dyn FnMut()) -> bool {
         let check = match store {
-            IndexStore::Generic(tree) => tree.verify(),
-            IndexStore::Int(tree) => tree.verify(),
+            IndexStore::Generic(tree) => tree.verify_with_progress(walked),
+            IndexStore::Int(tree) => tree.verify_with_progress(walked),
             _ => return true,
         };
         self.report.trees += 1;

@@ -5,14 +5,14 @@ mod common;
 
 use std::cell::RefCell;
 
-use engine::integrity::IntegrityStep;
+use engine::integrity::{IntegrityStep, PROGRESS_PAGES_WALKED};
 use engine::{Preset, Tx, Value};
 
 /// A step as reported, owned.
 #[derive(Clone, Debug, PartialEq)]
 enum Seen {
     Pages(u64, u64),
-    Structures(String, usize, usize),
+    Structures(String, usize, usize, u64),
     Agreement(String, usize, usize, u64),
 }
 
@@ -32,9 +32,12 @@ fn verification_reports_every_pass_and_table_from_start_to_end() {
     let report = db.verify_integrity_with_progress(10, &|step| {
         seen.borrow_mut().push(match step {
             IntegrityStep::Pages { done, total } => Seen::Pages(done, total),
-            IntegrityStep::Structures { table, n, tables } => {
-                Seen::Structures(table.to_string(), n, tables)
-            }
+            IntegrityStep::Structures {
+                table,
+                n,
+                tables,
+                pages,
+            } => Seen::Structures(table.to_string(), n, tables, pages),
             IntegrityStep::Agreement {
                 table,
                 n,
@@ -77,14 +80,49 @@ fn verification_reports_every_pass_and_table_from_start_to_end() {
         .windows(2)
         .all(|w| w[0].0 <= w[1].0 && w[1].1 == report.pages));
 
-    // Pass 2: each table once, in turn.
-    let structures: Vec<&Seen> = seen.iter().filter(|s| pass(s) == 2).collect();
+    // Pass 2: each table in turn, in one stretch, from no page walked to all of its heap's
+    // and B+-trees' pages, never back; together, every page the report counts.
+    let structures: Vec<(&str, usize, usize, u64)> = seen
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Structures(t, n, tables, pages) => Some((t.as_str(), *n, *tables, *pages)),
+            _ => None,
+        })
+        .collect();
+    let mut walked = 0;
+    for (n, table) in [(1, "accounts"), (2, "receipts")] {
+        let reports: Vec<u64> = structures
+            .iter()
+            .skip_while(|s| s.0 != table)
+            .take_while(|s| s.0 == table)
+            .map(|s| {
+                assert_eq!((s.1, s.2), (n, 2), "{s:?}");
+                s.3
+            })
+            .collect();
+        assert_eq!(
+            reports.len(),
+            structures.iter().filter(|s| s.0 == table).count(),
+            "{table}'s walk reported in more than one stretch: {structures:?}"
+        );
+        assert_eq!(reports.first(), Some(&0), "{table}: {reports:?}");
+        assert!(reports.windows(2).all(|w| w[0] <= w[1]), "{reports:?}");
+        walked += reports.last().unwrap();
+    }
+    assert_eq!(structures.first().map(|s| s.0), Some("accounts"));
+    assert_eq!(walked, (report.heap_pages + report.tree_pages) as u64);
+    // At its start, every `PROGRESS_PAGES_WALKED` pages and at its end.
+    let accounts: Vec<u64> = structures
+        .iter()
+        .filter(|s| s.0 == "accounts")
+        .map(|s| s.3)
+        .collect();
+    let pages = *accounts.last().unwrap();
+    assert!(pages > PROGRESS_PAGES_WALKED, "{pages} pages");
     assert_eq!(
-        structures,
-        [
-            &Seen::Structures("accounts".into(), 1, 2),
-            &Seen::Structures("receipts".into(), 2, 2),
-        ]
+        accounts.len() as u64,
+        2 + pages / PROGRESS_PAGES_WALKED,
+        "{accounts:?}"
     );
 
     // Pass 3: each table from nothing compared to its records and every index's entries.
@@ -121,10 +159,11 @@ fn steps_read_as_lines_for_a_user() {
         table: "stock",
         n: 9,
         tables: 9,
+        pages: 8192,
     };
     assert_eq!(
         structures.to_string(),
-        "verifying heaps and B+-trees: table stock (9 of 9)"
+        "verifying heaps and B+-trees: table stock (9 of 9), 8192 pages walked"
     );
     let agreement = IntegrityStep::Agreement {
         table: "order_line",

@@ -1976,11 +1976,17 @@ impl<K: KeyOrder> BTree<K> {
     ///
     /// Fixes one node at a time: run it while no thread writes to the tree.
     pub fn verify(&self) -> TreeCheck {
+        self.verify_with_progress(&mut || {})
+    }
+
+    /// [`BTree::verify`], calling `walked` once for each page of the tree it reaches.
+    pub fn verify_with_progress(&self, walked: &mut dyn FnMut()) -> TreeCheck {
         let mut walk = TreeWalk {
             check: TreeCheck::default(),
             seen: std::collections::HashSet::new(),
             unreadable: std::collections::HashSet::new(),
             leaves: Vec::new(),
+            walked,
         };
         self.verify_subtree(self.root, None, None, None, &mut walk);
         let TreeWalk {
@@ -2062,7 +2068,7 @@ impl<K: KeyOrder> BTree<K> {
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
         level: Option<usize>,
-        walk: &mut TreeWalk,
+        walk: &mut TreeWalk<'_>,
     ) {
         let fault = |detail: String| Fault {
             page: id,
@@ -2075,6 +2081,7 @@ impl<K: KeyOrder> BTree<K> {
             return;
         }
         walk.check.pages.push(id);
+        (walk.walked)();
         let read = || -> StorageResult<(usize, Vec<Vec<u8>>, Vec<PageId>)> {
             let guard = self.pool.fix_shared(id)?;
             let node = Node::new(&guard)?;
@@ -2175,13 +2182,15 @@ pub struct TreeCheck {
 }
 
 /// The state of one [`BTree::verify`] walk.
-struct TreeWalk {
+struct TreeWalk<'a> {
     check: TreeCheck,
     seen: std::collections::HashSet<PageId>,
     /// Pages reached but not readable as nodes (reported once, when reached).
     unreadable: std::collections::HashSet<PageId>,
     /// The leaves in key order, unreadable pages where a leaf was expected included.
     leaves: Vec<PageId>,
+    /// Called once for each page reached ([`BTree::verify_with_progress`]).
+    walked: &'a mut dyn FnMut(),
 }
 
 /// A split whose halves do not fit their pages: the node's cells overlap (a corrupt node).

@@ -961,6 +961,11 @@ impl HeapFile {
     /// met a second time (a cycle) too. Reads only the pages, not the free-space map, so it
     /// also serves a file that [`HeapFile::open`] could not open.
     pub fn verify(&self) -> HeapCheck {
+        self.verify_with_progress(&mut || {})
+    }
+
+    /// [`HeapFile::verify`], calling `walked` once for each page of the chain it reaches.
+    pub fn verify_with_progress(&self, walked: &mut dyn FnMut()) -> HeapCheck {
         let mut check = HeapCheck::default();
         let mut seen = HashSet::new();
         let mut stubs: Vec<(RecordId, RecordId)> = Vec::new();
@@ -975,6 +980,7 @@ impl HeapFile {
                 break;
             }
             check.pages.push(p);
+            walked();
             let g = match self.heap_page_shared(p) {
                 Ok(g) => g,
                 Err(e) => {
