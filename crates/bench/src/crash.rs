@@ -495,6 +495,10 @@ fn run_lane(
     };
     if !db.join(crate::manifest::MANIFEST_FILE).exists() {
         let _ = fs::remove_dir_all(&db);
+        // A new database: receipts an earlier campaign left in this lane name commits of the
+        // one it replaces (a power-cut lane's lives in memory, so every campaign loads it
+        // again), and looked up in this one they would count as lost.
+        fs::File::create(&acks).with_context(|| format!("empty the ack log {}", acks.display()))?;
         let out = Command::new(&config.exe)
             .args(["load", &lane.workload, "--db"])
             .arg(&db)

@@ -81,6 +81,46 @@ fn a_power_loss_campaign_loses_no_database_and_no_acknowledged_durable_commit() 
     assert!(text.contains("| power cuts |"), "{text}");
 }
 
+/// A second power-loss campaign in the same directory loads its databases again (the first
+/// one's lived in memory); the receipts the first left in a durable lane's ack log are not
+/// looked up in the new database as commits it lost.
+#[test]
+fn a_power_loss_campaign_in_the_directory_of_an_earlier_one_finds_no_commit_missing() {
+    let probe = tempfile::tempdir().unwrap();
+    if powercut::Mounted::mount_or_skip(probe.path()).is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The same draws, the second run's kill sooner: its database holds fewer commits than the
+    // first's receipts name.
+    for (run, max_run) in [(1, "3"), (2, "0.5")] {
+        let json = dir.path().join(format!("campaign-{run}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_glass"))
+            .args([
+                "crash",
+                "--power-loss",
+                "--workloads",
+                "tpcb",
+                "--kills",
+                "2",
+            ])
+            .args(["--max-run", max_run, "--dir"])
+            .arg(dir.path().join("lanes"))
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        let text = output_text(&out);
+        assert!(out.status.success(), "campaign {run}: {text}");
+        let lanes = read_json(&json)["lanes"].as_array().unwrap().clone();
+        assert_eq!(sum(&lanes, "checks_passed"), 2, "campaign {run}: {text}");
+        assert_eq!(sum(&lanes, "durable_missing"), 0, "campaign {run}: {text}");
+        if run == 1 {
+            assert!(sum(&lanes, "durable_receipts") > 0, "{text}");
+        }
+    }
+}
+
 /// The same with a buffer pool far smaller than the data: the benches evict pages their
 /// running transactions dirtied (steal), so each recovery must undo changes that reached the
 /// page file, not only redo the ones that did not.
