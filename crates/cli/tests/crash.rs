@@ -3,6 +3,7 @@
 //! every acknowledged durable commit in it. (`glass crash --kills 1000` is the long campaign;
 //! its figures are in docs/performance.md.)
 
+use std::path::Path;
 use std::process::Command;
 
 mod common;
@@ -11,13 +12,17 @@ use common::{glass, output_text, path, read_json};
 /// Runs `glass crash ARGS --dir … --json …`; returns what it printed and its lanes, once it
 /// has exited 0.
 fn campaign(args: &[&str]) -> (String, Vec<serde_json::Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("campaign.json");
+    campaign_in(tempfile::tempdir().unwrap().path(), args)
+}
+
+/// [`campaign`] with its lanes under `dir/lanes`.
+fn campaign_in(dir: &Path, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let json = dir.join("campaign.json");
     let out = Command::new(env!("CARGO_BIN_EXE_glass"))
         .arg("crash")
         .args(args)
         .arg("--dir")
-        .arg(dir.path().join("lanes"))
+        .arg(dir.join("lanes"))
         .arg("--json")
         .arg(&json)
         .output()
@@ -94,25 +99,18 @@ fn a_power_loss_campaign_in_the_directory_of_an_earlier_one_finds_no_commit_miss
     // The same draws, the second run's kill sooner: its database holds fewer commits than the
     // first's receipts name.
     for (run, max_run) in [(1, "3"), (2, "0.5")] {
-        let json = dir.path().join(format!("campaign-{run}.json"));
-        let out = Command::new(env!("CARGO_BIN_EXE_glass"))
-            .args([
-                "crash",
+        let (text, lanes) = campaign_in(
+            dir.path(),
+            &[
                 "--power-loss",
                 "--workloads",
                 "tpcb",
                 "--kills",
                 "2",
-            ])
-            .args(["--max-run", max_run, "--dir"])
-            .arg(dir.path().join("lanes"))
-            .arg("--json")
-            .arg(&json)
-            .output()
-            .unwrap();
-        let text = output_text(&out);
-        assert!(out.status.success(), "campaign {run}: {text}");
-        let lanes = read_json(&json)["lanes"].as_array().unwrap().clone();
+                "--max-run",
+                max_run,
+            ],
+        );
         assert_eq!(sum(&lanes, "checks_passed"), 2, "campaign {run}: {text}");
         assert_eq!(sum(&lanes, "durable_missing"), 0, "campaign {run}: {text}");
         if run == 1 {
