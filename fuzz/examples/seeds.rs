@@ -550,6 +550,8 @@ fn check_reports(out: &Path) {
             analysis_us: 35_000,
             redo_us: 120_300,
             undo_us: 900,
+            checkpoint_pages: 210,
+            checkpoint_us: 52_000,
             heaps_saved: 9,
             heaps_walked: 1,
             heap_pages_read: 120,
