@@ -609,10 +609,9 @@ fn run_lane(
             tick(false);
         } else {
             let what = format!("the check failed ({}): {}", out.status, tail(&text));
-            fs::write(dir.join(format!("check-{round}.txt")), &text)?;
-            result
-                .failures
-                .push(keep_evidence(&dir, &db, round, &what)?);
+            let failure = keep_evidence(&dir, &db, round, &what)?;
+            fs::write(Path::new(&failure.evidence).join("check.txt"), &text)?;
+            result.failures.push(failure);
             tick(true);
             break;
         }
@@ -857,29 +856,58 @@ fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(3)..].join(" / ")
 }
 
-/// Copies the database aside for a post-mortem.
+/// Keeps what a post-mortem needs in a folder of its own: `failed-round-N` in the lane's
+/// directory, or `failed-round-N-2`, `-3`, … where an earlier campaign in the same directory
+/// kept its own round N's (which is then neither overwritten nor mixed with this one's). In
+/// it: `WHAT.txt` (why the round failed), a copy of the database in `db/`, and the round's
+/// outputs and ack log as the lane left them (`bench.log`, `serve.log`, `check.json`,
+/// `acks`, those that exist).
 fn keep_evidence(dir: &Path, db: &Path, round: u64, what: &str) -> anyhow::Result<Failure> {
-    let copy = dir.join(format!("failed-round-{round}"));
-    fs::create_dir_all(&copy)?;
+    let copy = new_evidence_dir(dir, round)?;
     let mut note = fs::File::create(copy.join("WHAT.txt"))?;
     writeln!(note, "{what}")?;
     // A power cut can take the database's directory itself: that is said, not copied.
     match fs::read_dir(db) {
         Ok(entries) => {
+            fs::create_dir(copy.join("db"))?;
             for entry in entries {
                 let entry = entry?;
                 if entry.file_type()?.is_file() {
-                    fs::copy(entry.path(), copy.join(entry.file_name()))?;
+                    fs::copy(entry.path(), copy.join("db").join(entry.file_name()))?;
                 }
             }
         }
         Err(e) => writeln!(note, "(no copy of {}: {e})", db.display())?,
+    }
+    for name in ["bench.log", "serve.log", "check.json", "acks"] {
+        let from = dir.join(name);
+        if from.is_file() {
+            fs::copy(&from, copy.join(name))
+                .with_context(|| format!("copy {} aside", from.display()))?;
+        }
     }
     Ok(Failure {
         round,
         what: what.to_string(),
         evidence: copy.display().to_string(),
     })
+}
+
+/// Creates the first of `failed-round-N`, `failed-round-N-2`, … that does not exist yet.
+fn new_evidence_dir(dir: &Path, round: u64) -> anyhow::Result<PathBuf> {
+    for n in 1u64.. {
+        let name = match n {
+            1 => format!("failed-round-{round}"),
+            n => format!("failed-round-{round}-{n}"),
+        };
+        let path = dir.join(name);
+        match fs::create_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("create {}", path.display())),
+        }
+    }
+    unreachable!("some name is free")
 }
 
 #[cfg(test)]
@@ -903,6 +931,49 @@ mod tests {
         );
         prepare_ack_log(&acks, false).unwrap();
         assert_eq!(fs::read(&acks).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_failed_round_keeps_its_evidence_beside_an_earlier_campaigns_of_the_same_round() {
+        let lane = tempfile::tempdir().unwrap();
+        let db = lane.path().join("db");
+        fs::create_dir(&db).unwrap();
+        fs::write(db.join("glass.db"), "pages of the first").unwrap();
+        fs::write(db.join("wal-000001.log"), "a segment only the first has").unwrap();
+        fs::write(lane.path().join("bench.log"), "the first bench").unwrap();
+        fs::write(lane.path().join("acks"), "receipts of the first").unwrap();
+        let first = keep_evidence(lane.path(), &db, 3, "first").unwrap();
+        // A later campaign in the same directory, its database another one, fails its round 3.
+        fs::remove_dir_all(&db).unwrap();
+        fs::create_dir(&db).unwrap();
+        fs::write(db.join("glass.db"), "pages of the second").unwrap();
+        fs::write(lane.path().join("bench.log"), "the second bench").unwrap();
+        fs::remove_file(lane.path().join("acks")).unwrap();
+        let second = keep_evidence(lane.path(), &db, 3, "second").unwrap();
+        assert_eq!(
+            first.evidence,
+            lane.path().join("failed-round-3").display().to_string()
+        );
+        assert_eq!(
+            second.evidence,
+            lane.path().join("failed-round-3-2").display().to_string()
+        );
+        let read = |f: &Failure, name: &str| fs::read_to_string(Path::new(&f.evidence).join(name));
+        assert_eq!(read(&first, "WHAT.txt").unwrap(), "first\n");
+        assert_eq!(read(&first, "db/glass.db").unwrap(), "pages of the first");
+        assert_eq!(read(&first, "bench.log").unwrap(), "the first bench");
+        assert_eq!(read(&first, "acks").unwrap(), "receipts of the first");
+        assert_eq!(read(&second, "WHAT.txt").unwrap(), "second\n");
+        assert_eq!(read(&second, "db/glass.db").unwrap(), "pages of the second");
+        assert_eq!(read(&second, "bench.log").unwrap(), "the second bench");
+        // Nothing of the first campaign's in the second's folder.
+        assert!(read(&second, "db/wal-000001.log").is_err());
+        assert!(read(&second, "acks").is_err());
+        // A database a power cut took away entirely is said to be gone, not copied.
+        fs::remove_dir_all(&db).unwrap();
+        let third = keep_evidence(lane.path(), &db, 3, "third").unwrap();
+        assert!(third.evidence.ends_with("failed-round-3-3"));
+        assert!(read(&third, "WHAT.txt").unwrap().contains("(no copy of"));
     }
 
     #[test]
