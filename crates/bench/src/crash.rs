@@ -53,7 +53,8 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -155,6 +156,11 @@ pub struct CampaignConfig {
     /// Whether stderr is a terminal: a live progress line there if so, else a plain line as
     /// each lane ends.
     pub progress: bool,
+    /// Set to end the campaign early (`glass crash` sets it on SIGINT or SIGTERM): each lane's
+    /// running bench or server is killed at once and its round left unchecked, a load or a
+    /// check that is running ends first, no round starts after, and the lanes' power-cut file
+    /// systems are unmounted. The result says it was interrupted.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// Why a round of a lane failed.
@@ -204,6 +210,32 @@ pub struct LaneResult {
 }
 
 impl LaneResult {
+    /// A lane that has run no round yet.
+    fn new(lane: &Lane) -> LaneResult {
+        LaneResult {
+            workload: lane.workload.clone(),
+            durable: lane.durable,
+            via: lane.via,
+            kills: 0,
+            doublewrite_kills: 0,
+            checks_passed: 0,
+            durable_receipts: 0,
+            durable_missing: 0,
+            not_durable_receipts: 0,
+            not_durable_missing: 0,
+            rolled_back: 0,
+            undone: 0,
+            found_on_disk: 0,
+            torn_rebuilt: 0,
+            torn_put_back: 0,
+            power_cuts: 0,
+            cut_blocks_lost: 0,
+            cut_blocks_kept: 0,
+            cut_files_lost: 0,
+            failures: Vec::new(),
+        }
+    }
+
     fn count_cut(&mut self, cut: powercut::Cut) {
         self.power_cuts += 1;
         self.cut_blocks_lost += cut.blocks_lost;
@@ -217,6 +249,9 @@ impl LaneResult {
 pub struct CampaignResult {
     pub lanes: Vec<LaneResult>,
     pub wall_s: f64,
+    /// Ended early by [`CampaignConfig::stop`]: fewer kills than asked, and the rounds it
+    /// cut short were not checked.
+    pub interrupted: bool,
 }
 
 impl CampaignResult {
@@ -280,6 +315,9 @@ impl CampaignResult {
                     l.cut_files_lost
                 ));
             }
+        }
+        if self.interrupted {
+            out.push_str("\ninterrupted: the rounds running then were killed and not checked\n");
         }
         out.push_str(&format!(
             "\n{} kills in {:.0} s: {} database{} failed {} check, {} acknowledged durable commit{} missing\n",
@@ -435,6 +473,7 @@ pub fn run_campaign(config: &CampaignConfig) -> anyhow::Result<CampaignResult> {
     Ok(CampaignResult {
         lanes,
         wall_s: started.elapsed().as_secs_f64(),
+        interrupted: config.stop.load(Ordering::Relaxed),
     })
 }
 
@@ -454,6 +493,9 @@ fn run_lane(
 ) -> anyhow::Result<LaneResult> {
     let dir = config.dir.join(lane.name());
     let acks = dir.join("acks");
+    if config.stop.load(Ordering::Relaxed) {
+        return Ok(LaneResult::new(lane));
+    }
     fs::create_dir_all(&dir).with_context(|| format!("create directory {}", dir.display()))?;
     // With power cuts, the database lives in memory, on a file system mounted for the lane
     // (its ack log, outputs and evidence stay on the disk).
@@ -471,35 +513,14 @@ fn run_lane(
     };
     // The cuts draw from a generator of their own, so that the rounds' draws stay the same.
     let mut cut_rng = SmallRng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let mut result = LaneResult {
-        workload: lane.workload.clone(),
-        durable: lane.durable,
-        via: lane.via,
-        kills: 0,
-        doublewrite_kills: 0,
-        checks_passed: 0,
-        durable_receipts: 0,
-        durable_missing: 0,
-        not_durable_receipts: 0,
-        not_durable_missing: 0,
-        rolled_back: 0,
-        undone: 0,
-        found_on_disk: 0,
-        torn_rebuilt: 0,
-        torn_put_back: 0,
-        power_cuts: 0,
-        cut_blocks_lost: 0,
-        cut_blocks_kept: 0,
-        cut_files_lost: 0,
-        failures: Vec::new(),
-    };
+    let mut result = LaneResult::new(lane);
     if !db.join(crate::manifest::MANIFEST_FILE).exists() {
         let _ = fs::remove_dir_all(&db);
         // A new database: receipts an earlier campaign left in this lane name commits of the
         // one it replaces (a power-cut lane's lives in memory, so every campaign loads it
         // again), and looked up in this one they would count as lost.
         fs::File::create(&acks).with_context(|| format!("empty the ack log {}", acks.display()))?;
-        let out = Command::new(&config.exe)
+        let out = owned(&mut Command::new(&config.exe))
             .args(["load", &lane.workload, "--db"])
             .arg(&db)
             .args(workload_args(&lane.workload))
@@ -521,7 +542,7 @@ fn run_lane(
     }
     let mut rng = SmallRng::seed_from_u64(seed);
     for round in 1..=kills {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if deadline.is_some_and(|d| Instant::now() >= d) || config.stop.load(Ordering::Relaxed) {
             break;
         }
         prepare_ack_log(&acks, lane.durable)?;
@@ -539,6 +560,11 @@ fn run_lane(
         let died = match lane.via {
             Via::Embedded => round_run.bench_and_kill()?,
             Via::Sp | Via::Interactive => round_run.serve_and_kill()?,
+        };
+        let died = match died {
+            RoundEnd::Stopped => break,
+            RoundEnd::Killed => None,
+            RoundEnd::Died(what) => Some(what),
         };
         result.kills += 1;
         if round_run.doublewrite() {
@@ -559,7 +585,7 @@ fn run_lane(
         }
         let json = dir.join("check.json");
         let _ = fs::remove_file(&json);
-        let out = Command::new(&config.exe)
+        let out = owned(&mut Command::new(&config.exe))
             .args(["check", &lane.workload, "--db"])
             .arg(&db)
             .arg("--ack-log")
@@ -617,6 +643,42 @@ fn run_lane(
         }
     }
     Ok(result)
+}
+
+/// How a round's run ended.
+enum RoundEnd {
+    /// Killed at its drawn moment.
+    Killed,
+    /// Exited by itself before that: why the round failed.
+    Died(String),
+    /// Killed early because the campaign was stopped: not to be checked.
+    Stopped,
+}
+
+/// Puts a process the campaign starts in a process group of its own, so that a Ctrl-C at the
+/// terminal (SIGINT to the foreground group) reaches the campaign alone, which then kills its
+/// round's processes and ends in order; and has the kernel kill the process should the
+/// campaign die first (a campaign killed with SIGKILL leaves no bench running for its
+/// 100,000 s).
+fn owned(command: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    let campaign = std::process::id();
+    command.process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
+    // getppid and _exit, which are async-signal-safe, on no memory shared with the parent.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The campaign died before the prctl: nobody would kill this process.
+            if libc::getppid() as u32 != campaign {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    command
 }
 
 /// One round of a lane: its run, killed `kill_after` it started.
@@ -706,14 +768,14 @@ impl Round<'_> {
         }
     }
 
-    /// Runs the bench on the database and kills it; returns why the round failed if the bench
+    /// Runs the bench on the database and kills it; says why the round failed if the bench
     /// exited by itself first.
-    fn bench_and_kill(&self) -> anyhow::Result<Option<String>> {
+    fn bench_and_kill(&self) -> anyhow::Result<RoundEnd> {
         let (log, log_file) = self.log("bench.log")?;
         let exe = &self.config.exe;
         let mut child = Command::new(exe);
         self.tearing(&mut child);
-        let mut child = child
+        let mut child = owned(&mut child)
             .args(["bench", &self.lane.workload])
             .args(self.db_args())
             .args(["--duration", "100000", "--warmup", "0", "--quiet"])
@@ -728,24 +790,29 @@ impl Round<'_> {
             .spawn()
             .with_context(|| format!("run {} bench", exe.display()))?;
         let kill_at = Instant::now() + self.kill_after;
+        let mut end = RoundEnd::Killed;
         while Instant::now() < kill_at {
             if let Some(status) = child.try_wait()? {
-                return Ok(Some(format!(
+                return Ok(RoundEnd::Died(format!(
                     "the bench exited before its kill ({status}): {}",
                     tail(&fs::read_to_string(&log).unwrap_or_default())
                 )));
+            }
+            if self.config.stop.load(Ordering::Relaxed) {
+                end = RoundEnd::Stopped;
+                break;
             }
             std::thread::sleep(Duration::from_millis(2).min(kill_at - Instant::now()));
         }
         child.kill().context("kill the bench")?; // SIGKILL
         child.wait()?;
-        Ok(None)
+        Ok(end)
     }
 
     /// Serves the database, starts the clients once it listens, and kills the server; the
-    /// clients, their server gone, fail and exit (or are killed after a while). Returns why
-    /// the round failed if the server or the clients exited by themselves before the kill.
-    fn serve_and_kill(&self) -> anyhow::Result<Option<String>> {
+    /// clients, their server gone, fail and exit (or are killed after a while). Says why the
+    /// round failed if the server or the clients exited by themselves before the kill.
+    fn serve_and_kill(&self) -> anyhow::Result<RoundEnd> {
         let (server_log, server_file) = self.log("serve.log")?;
         let (client_log, client_file) = self.log("bench.log")?;
         let exe = &self.config.exe;
@@ -754,7 +821,7 @@ impl Round<'_> {
         let threads = self.config.threads.to_string();
         let mut server = Command::new(exe);
         self.tearing(&mut server);
-        let mut server = server
+        let mut server = owned(&mut server)
             .args(["serve", &self.lane.workload])
             .args(self.db_args())
             .arg("--unix")
@@ -768,10 +835,10 @@ impl Round<'_> {
         let mut client_file = Some(client_file);
         let mut clients: Option<std::process::Child> = None;
         let kill_at = Instant::now() + self.kill_after;
-        let mut died = None;
+        let mut end = RoundEnd::Killed;
         while Instant::now() < kill_at {
             if let Some(status) = server.try_wait()? {
-                died = Some(format!(
+                end = RoundEnd::Died(format!(
                     "the server exited before its kill ({status}): {}",
                     tail(&fs::read_to_string(&server_log).unwrap_or_default())
                 ));
@@ -780,7 +847,7 @@ impl Round<'_> {
             // The socket is bound once the database is open (recovered) and served.
             if let (None, true) = (&clients, socket.exists()) {
                 let mut bench = Command::new(exe);
-                bench
+                owned(&mut bench)
                     .args(["bench", &self.lane.workload])
                     .args(workload_args(&self.lane.workload))
                     .args(run_args(&self.lane.workload))
@@ -811,10 +878,14 @@ impl Round<'_> {
                 .transpose()?
                 .flatten()
             {
-                died = Some(format!(
+                end = RoundEnd::Died(format!(
                     "the clients exited before the server's kill ({status}): {}",
                     tail(&fs::read_to_string(&client_log).unwrap_or_default())
                 ));
+                break;
+            }
+            if self.config.stop.load(Ordering::Relaxed) {
+                end = RoundEnd::Stopped;
                 break;
             }
             std::thread::sleep(Duration::from_millis(2).min(kill_at - Instant::now()));
@@ -830,7 +901,7 @@ impl Round<'_> {
             let _ = clients.kill();
             clients.wait()?;
         }
-        Ok(died)
+        Ok(end)
     }
 }
 

@@ -2216,7 +2216,14 @@ fn crash(args: CrashArgs) -> anyhow::Result<ExitCode> {
         power_loss: args.power_loss,
         time_limit: args.time_limit.map(Duration::from_secs_f64),
         progress: std::io::stderr().is_terminal(),
+        stop: Arc::new(AtomicBool::new(false)),
     };
+    // Ctrl-C or SIGTERM ends the campaign in order: its running rounds killed and left
+    // unchecked, its file systems unmounted, the table printed for the rounds it checked.
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&config.stop))
+            .context("install a signal handler")?;
+    }
     if let Some(path) = &args.json {
         // Before the campaign: a path that cannot be written fails now.
         std::fs::write(path, "")
@@ -2228,10 +2235,13 @@ fn crash(args: CrashArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(path, serde_json::to_string_pretty(&result)? + "\n")
             .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
     }
-    Ok(if result.holds() {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if !result.holds() {
         ExitCode::from(1)
+    } else if result.interrupted {
+        // As a shell reports a command SIGINT ended.
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -284,3 +284,96 @@ fn a_checks_recovery_writes_its_pages_through_the_doublewrite_file() {
         "{text}"
     );
 }
+
+/// Ctrl-C at the terminal (SIGINT to the foreground process group) ends a campaign in order:
+/// it exits 130 with its table, saying it was interrupted, and leaves no bench running and,
+/// with power cuts, no file system mounted (it once died at once, its benches with it, and
+/// left each lane's FUSE mount behind).
+#[test]
+fn ctrl_c_ends_a_campaign_in_order() {
+    use std::os::unix::process::CommandExt;
+    let probe = tempfile::tempdir().unwrap();
+    let power_loss = powercut::Mounted::mount_or_skip(probe.path()).is_some();
+    let dir = tempfile::tempdir().unwrap();
+    let lanes = dir.path().join("lanes");
+    let json = dir.path().join("campaign.json");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_glass"));
+    // Kills drawn up to 10 minutes after each bench starts (with this seed, none within the
+    // seconds this test waits), so the signal falls while both lanes' benches run.
+    command
+        .args([
+            "crash",
+            "--workloads",
+            "tpcb",
+            "--kills",
+            "2",
+            "--jobs",
+            "2",
+        ])
+        .args(["--max-run", "600", "--seed", "7", "--dir", path(&lanes)])
+        .args(["--json", path(&json)]);
+    if power_loss {
+        command.arg("--power-loss");
+    }
+    let out = dir.path().join("out.txt");
+    let mut campaign = command
+        .process_group(0)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("err.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let running = |lane: &str| lanes.join(lane).join("bench.log").exists();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !(running("tpcb-durable") && running("tpcb-not-durable")) {
+        assert!(
+            campaign.try_wait().unwrap().is_none(),
+            "the campaign ended before its benches ran"
+        );
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the benches never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // SAFETY: a plain kill(2) of the process group the test created.
+    assert_eq!(
+        unsafe { libc::kill(-(campaign.id() as i32), libc::SIGINT) },
+        0
+    );
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = campaign.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > give_up {
+            // SAFETY: as above.
+            unsafe { libc::kill(-(campaign.id() as i32), libc::SIGKILL) };
+            panic!("the campaign did not end within 60 s of Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let printed = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(status.code(), Some(130), "{status}: {printed}");
+    assert!(printed.contains("interrupted"), "{printed}");
+    assert!(printed.contains("0 kills in"), "{printed}");
+    let result = read_json(&json);
+    assert_eq!(result["interrupted"], true);
+    assert_eq!(result["lanes"].as_array().unwrap().len(), 2);
+    // No process of the campaign's left: none names the lanes' directory.
+    let lanes_text = lanes.display().to_string();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            assert!(
+                !cmdline.contains(&lanes_text),
+                "still running after the campaign: {cmdline}"
+            );
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&lanes_text),
+        "a lane's file system is still mounted: {mounts}"
+    );
+}
