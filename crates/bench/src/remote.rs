@@ -118,6 +118,16 @@ pub struct RoundTrips {
 }
 
 impl RoundTrips {
+    /// `{"mode": …, "per_txn": {type: round trips per transaction, or null}}`.
+    pub fn json(&self) -> serde_json::Value {
+        let per_txn: serde_json::Map<String, serde_json::Value> = self
+            .rows
+            .iter()
+            .map(|(name, measured, _)| (name.clone(), serde_json::json!(measured)))
+            .collect();
+        serde_json::json!({ "mode": self.mode.name(), "per_txn": per_txn })
+    }
+
     pub fn render(&self) -> String {
         let mut out = format!(
             "round trips per transaction ({} mode; the paper's interactive counts, Table 2):\n",
@@ -334,6 +344,11 @@ pub fn run_remote_bench(
     let workload = workload.as_ref();
     // Before any work: a file that cannot be written fails the run now. `--durable` on the
     // client says the server forces its commits, so the receipts are durable ones.
+    if let Some(path) = &config.json {
+        crate::run::check_writable(path).map_err(|e| {
+            crate::UsageError(format!("--json {}: cannot write it: {e}", path.display()))
+        })?;
+    }
     let ack_log = match &config.ack_log {
         Some(path) => Some(AckLog::open(path, &config.workload, config.db.durable)?),
         None => None,
@@ -449,6 +464,12 @@ pub fn run_remote_bench(
     let mut result = server_result(config, timestamp, txn_names, &outcome)?;
     if mode == Mode::Autocommit {
         result.consistency = crate::report::NOT_ATOMIC.to_string();
+    }
+    if let Some(path) = &config.json {
+        let mut json = serde_json::to_value(&result)?;
+        json["round_trips"] = trips.json();
+        std::fs::write(path, format!("{json:#}\n"))
+            .with_context(|| format!("write results to {}", path.display()))?;
     }
     Ok((result, trips))
 }

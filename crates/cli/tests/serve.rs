@@ -9,6 +9,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+mod common;
+use common::read_json;
+
 fn glass(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_glass"))
         .args(args)
@@ -99,9 +102,20 @@ fn serve_answers_every_mode_and_stops_cleanly_on_sigterm() {
         (unix.as_str(), "interactive"),
         (addr.as_str(), "autocommit"),
     ] {
-        let out = bench(server, mode, &[]);
+        let json = dir.path().join(format!("{mode}.json"));
+        let out = bench(server, mode, &["--json", json.to_str().unwrap()]);
         let t = text(&out);
         assert!(out.status.success(), "{mode}: {t}");
+        // The client's result as JSON too (it once wrote none), with its round trips.
+        let result = read_json(&json);
+        assert!(result["txn_count"].as_u64().unwrap() > 0, "{result}");
+        assert_eq!(result["round_trips"]["mode"], mode);
+        assert!(
+            result["round_trips"]["per_txn"]["account_update"]
+                .as_f64()
+                .unwrap()
+                >= 1.0
+        );
         assert!(
             t.contains("consistency: checked by the server when it stops"),
             "{t}"
