@@ -16,7 +16,8 @@
 //!   }
 //!
 //!   coordinator:  Warmup --(warm-up elapsed)--> Measure --(duration elapsed | budget spent
-//!                                                           | a worker failed)--> Stop
+//!                                                           | a worker failed
+//!                                                           | interrupted)--> Stop
 //! ```
 //!
 //! A transaction is recorded if the phase was `Measure` when it was drawn; transactions drawn
@@ -30,6 +31,7 @@
 //! executors (a server connection, two-stage execution) plug in at the same seam.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam::utils::CachePadded;
@@ -68,6 +70,21 @@ pub struct Attempt {
     pub worker: usize,
     pub txn: usize,
     pub measured: bool,
+}
+
+/// Set to end the runs of this process early: `glass bench` sets it on SIGINT or SIGTERM.
+static INTERRUPT: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// The flag that ends a run early, for a signal handler to set: the measured phase ends where
+/// it is ([`DriverOutcome::interrupted`], its figures over the time measured), no further
+/// round starts, and a run still warming up ends with [`DriverError::Interrupted`].
+pub fn interrupt_flag() -> Arc<AtomicBool> {
+    Arc::clone(INTERRUPT.get_or_init(Default::default))
+}
+
+/// Whether [`interrupt_flag`] has been set.
+pub fn interrupted() -> bool {
+    INTERRUPT.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
 /// When the measured phase ends.
@@ -141,6 +158,9 @@ pub enum DriverError {
     Panicked { terminal: usize, message: String },
     #[error("a run needs at least one terminal")]
     NoTerminals,
+    /// [`interrupt_flag`] was set before the measured phase began.
+    #[error("interrupted during the warm-up: nothing was measured")]
+    Interrupted,
 }
 
 /// What a run measured.
@@ -150,6 +170,8 @@ pub struct DriverOutcome {
     pub stats: RunStats,
     /// Wall-clock length of the measured phase.
     pub elapsed: Duration,
+    /// The measured phase was ended early by [`interrupt_flag`].
+    pub interrupted: bool,
 }
 
 const PHASE_WARMUP: u8 = 0;
@@ -236,6 +258,7 @@ pub fn drive(
     };
 
     let mut merged = RunStats::new(txn_names.len());
+    let mut cut_short = false;
     let elapsed = std::thread::scope(|scope| {
         let handles: Vec<_> = terminals
             .into_iter()
@@ -258,6 +281,14 @@ pub fn drive(
             let now = Instant::now();
             if shared.running.load(Ordering::Acquire) == 0 {
                 break;
+            }
+            if interrupted() && shared.phase.load(Ordering::Acquire) != PHASE_STOP {
+                shared.phase.store(PHASE_STOP, Ordering::Release);
+                cut_short = true;
+            }
+            if cut_short {
+                // The workers finish their transactions; no phase follows.
+                continue;
             }
             match measure_start {
                 None => {
@@ -318,10 +349,14 @@ pub fn drive(
     if let Some(e) = shared.error.into_inner() {
         return Err(e);
     }
+    if cut_short && measure_start.is_none() {
+        return Err(DriverError::Interrupted);
+    }
     merged.check_invariants();
     Ok(DriverOutcome {
         stats: merged,
         elapsed,
+        interrupted: cut_short,
     })
 }
 

@@ -762,8 +762,14 @@ impl Mux<'_> {
         let mut backlog: VecDeque<Instant> = VecDeque::new();
         let mut last_progress = Instant::now();
         let mut started_measured = 0u64;
+        // When `driver::interrupt_flag` ended the run early.
+        let mut cut_at: Option<Instant> = None;
         loop {
             let now = Instant::now();
+            if cut_at.is_none() && crate::driver::interrupted() {
+                cut_at = Some(now);
+                measure_end = Some(measure_end.map_or(now, |end| end.min(now)));
+            }
             let stopping = measure_end.is_some_and(|end| now >= end)
                 || budget.is_some_and(|n| started_measured >= n);
             // Retries whose back-off is over.
@@ -833,8 +839,13 @@ impl Mux<'_> {
             // for one, the loop spins, looking at each; otherwise it sleeps in epoll until
             // the alarm (or a socket) wakes it.
             if !(self.spin && self.look_all()?) {
-                poll.poll(&mut events, Some(Duration::from_millis(10)))
-                    .map_err(poll_failed)?;
+                match poll.poll(&mut events, Some(Duration::from_millis(10))) {
+                    Ok(()) => {}
+                    // A signal (Ctrl-C, which the next turn of the loop sees as the interrupt
+                    // flag): no events this time.
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => events.clear(),
+                    Err(e) => return Err(poll_failed(e)),
+                }
                 for event in events.iter() {
                     let id = event.token().0;
                     let Some(c) = self.conns.get_mut(id) else {
@@ -865,10 +876,14 @@ impl Mux<'_> {
                 measure_end = Some(Instant::now());
             }
         }
+        if cut_at.is_some_and(|at| at < measure_from) {
+            return Err(DriverError::Interrupted);
+        }
         let end = measure_end.unwrap_or_else(Instant::now);
         Ok(DriverOutcome {
             stats: std::mem::replace(&mut self.stats, RunStats::new(0)),
             elapsed: end.saturating_duration_since(measure_from),
+            interrupted: cut_at.is_some_and(|at| Some(at) == measure_end),
         })
     }
 

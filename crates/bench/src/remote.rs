@@ -442,7 +442,11 @@ pub fn run_remote_bench(
             &outcome.stats.overall(),
             outcome.elapsed,
         ));
+        let interrupted = outcome.interrupted;
         crate::run::merge_round(&mut merged, outcome);
+        if interrupted {
+            break;
+        }
     }
     let merged = merged.expect("at least one round ran");
     let outcome = crate::run::Rounds { merged, each };

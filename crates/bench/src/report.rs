@@ -253,6 +253,9 @@ pub struct BenchResult {
     /// Page-latch handoffs between threads, when asked for (`--handoffs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handoffs: Option<HandoffSummary>,
+    /// Ended early by Ctrl-C (SIGINT) or SIGTERM: the figures cover `duration_s` measured,
+    /// less than asked (and the rounds measured, fewer than asked).
+    pub interrupted: bool,
 }
 
 /// Page-latch handoffs (`storage::buffer::handoff`) from the first measured phase to the end
@@ -771,7 +774,14 @@ impl BenchResult {
             new_order_tpm,
             execution: None,
             handoffs: None,
+            interrupted: false,
         }
+    }
+
+    /// The same result, marked as ended early if `interrupted`.
+    pub fn with_interrupted(mut self, interrupted: bool) -> BenchResult {
+        self.interrupted = interrupted;
+        self
     }
 
     /// The same result with the lock manager's waits over the run.
@@ -891,6 +901,14 @@ impl BenchResult {
             "{} transactions in {:.2} s: {:.1} txn/s ({} committed, {} rolled back, {} retried aborts)",
             self.txn_count, self.duration_s, self.tps, self.commits, self.rollbacks, self.aborts
         );
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "interrupted: the figures cover the {:.2} s measured before Ctrl-C (or SIGTERM) \
+                 ended the run",
+                self.duration_s
+            );
+        }
         if let Some(log) = self.log.filter(|l| l.forces > 0) {
             // Without `--durable` no commit asks for a force: the syncs are those that put the
             // log ahead of a page written back, and checkpoints'. Counted as groups, they

@@ -590,7 +590,12 @@ pub(crate) fn run_rounds(
             ));
         }
         each.push(result);
+        let interrupted = outcome.interrupted;
         merge_round(&mut merged, outcome);
+        if interrupted {
+            // Ended early: the rounds measured so far are the run's.
+            break;
+        }
     }
     let merged = merged.expect("at least one round ran");
     Ok(Rounds { merged, each })
@@ -603,6 +608,7 @@ pub(crate) fn merge_round(merged: &mut Option<DriverOutcome>, outcome: DriverOut
         Some(m) => {
             m.stats.merge(&outcome.stats);
             m.elapsed += outcome.elapsed;
+            m.interrupted |= outcome.interrupted;
         }
     }
 }
@@ -724,7 +730,8 @@ pub(crate) fn bench_result(
         outcome.merged.elapsed,
         conditions,
     )
-    .with_rounds(outcome.each.clone());
+    .with_rounds(outcome.each.clone())
+    .with_interrupted(outcome.merged.interrupted);
     Ok(result)
 }
 

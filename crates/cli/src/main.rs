@@ -1398,6 +1398,21 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.quiet = args.quiet;
     config.adopt_loaded_scale = args.data.scale.is_none();
     config.rate = args.rate;
+    // Ctrl-C or SIGTERM ends the measured phase where it is; the run then finishes as it
+    // would have (its check, the database closed, the table over the time measured). A
+    // second one ends the process at once, as without the handler.
+    let interrupt = bench::driver::interrupt_flag();
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_default(signal, Arc::clone(&interrupt))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&interrupt)))
+            .context("install a signal handler")?;
+    }
+    // Ended early, the run exits 130, as a shell reports a command SIGINT ended.
+    let status = |result: &bench::report::BenchResult, ok: bool| match (ok, result.interrupted) {
+        (false, _) => ExitCode::from(1),
+        (true, true) => ExitCode::from(130),
+        (true, false) => ExitCode::SUCCESS,
+    };
     if let Some(endpoint) = &args.server {
         if let Some(n) = args.connections {
             config.threads = n as usize;
@@ -1410,15 +1425,11 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let (result, trips) = bench::remote::run_remote_bench(&config, endpoint, mode)?;
         println!("{}", result.render().trim_end());
         println!("{}", trips.render().trim_end());
-        return Ok(ExitCode::SUCCESS);
+        return Ok(status(&result, true));
     }
     let result = run_bench(&config)?;
     println!("{}", result.render().trim_end());
-    Ok(if result.consistency == "ok" {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(status(&result, result.consistency == "ok"))
 }
 
 /// How `glass serve` starts its procedure processes: this binary's hidden `guest` command,

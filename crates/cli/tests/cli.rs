@@ -710,3 +710,103 @@ fn an_in_memory_run_that_outgrows_its_pool_says_so() {
     assert_eq!(result["pool"]["reads"], 0, "{result}");
     assert_eq!(result["pool"]["writes"], 0, "{result}");
 }
+
+/// Starts `glass bench ARGS` with its outputs in `dir`, waits until it has begun to run
+/// transactions and a second more, sends it SIGINT (as Ctrl-C does), and returns its exit
+/// status, stdout and stderr.
+fn bench_interrupted(dir: &Path, args: &[&str]) -> (std::process::ExitStatus, String, String) {
+    let out = dir.join("out.txt");
+    let err = dir.join("err.txt");
+    let mut bench = std::process::Command::new(env!("CARGO_BIN_EXE_glass"))
+        .arg("bench")
+        .args(args)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(&err).unwrap().contains("running ") {
+        assert!(bench.try_wait().unwrap().is_none(), "the bench ended first");
+        assert!(std::time::Instant::now() < give_up, "the bench never ran");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    // SAFETY: a plain kill(2) of the child this test started.
+    assert_eq!(unsafe { libc::kill(bench.id() as i32, libc::SIGINT) }, 0);
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = bench.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > give_up {
+            let _ = bench.kill();
+            panic!("the bench did not end within 60 s of Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    (status, read(&out), read(&err))
+}
+
+/// Ctrl-C ends a long run where it is and the run finishes as it would have: its table over
+/// the time measured, saying so, its check, its database closed (the next open recovers
+/// nothing), exit status 130. Without a handler it died at once and printed nothing.
+#[test]
+fn ctrl_c_ends_a_bench_with_its_figures_so_far() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let json = dir.path().join("run.json");
+    let (status, out, err) = bench_interrupted(
+        dir.path(),
+        &[
+            "tpcb",
+            "--db",
+            db.to_str().unwrap(),
+            "--duration",
+            "600",
+            "--warmup",
+            "0",
+            "--rounds",
+            "3",
+            "--threads",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(status.code(), Some(130), "{status}: {out}{err}");
+    assert!(out.contains("interrupted: the figures cover the"), "{out}");
+    assert!(out.contains("consistency: ok"), "{out}");
+    let result = read_json(&json);
+    assert_eq!(result["interrupted"], true);
+    assert_eq!(
+        result["rounds"].as_array().unwrap().len(),
+        1,
+        "no round after"
+    );
+    let measured = result["duration_s"].as_f64().unwrap();
+    assert!(measured > 0.5 && measured < 120.0, "{measured}");
+    assert!(result["txn_count"].as_u64().unwrap() > 0);
+    // Closed cleanly: the next open had nothing to redo or undo.
+    let check = glass(&["check", "tpcb", "--db", db.to_str().unwrap()]);
+    assert_success(&check);
+    let checked = stdout(&check);
+    assert!(
+        checked.contains(" 0 page changes redone")
+            && checked.contains(" 0 unfinished transactions rolled back"),
+        "{checked}"
+    );
+}
+
+/// Ctrl-C during the warm-up: nothing was measured, and it says so.
+#[test]
+fn ctrl_c_in_a_benchs_warm_up_says_nothing_was_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let (status, out, err) =
+        bench_interrupted(dir.path(), &["tpcb", "--duration", "10", "--warmup", "600"]);
+    assert_eq!(status.code(), Some(1), "{status}: {out}{err}");
+    assert!(
+        err.contains("interrupted during the warm-up: nothing was measured"),
+        "{err}"
+    );
+}

@@ -109,6 +109,7 @@ fn serve_answers_every_mode_and_stops_cleanly_on_sigterm() {
         // The client's result as JSON too (it once wrote none), with its round trips.
         let result = read_json(&json);
         assert!(result["txn_count"].as_u64().unwrap() > 0, "{result}");
+        assert_eq!(result["interrupted"], false);
         assert_eq!(result["round_trips"]["mode"], mode);
         assert!(
             result["round_trips"]["per_txn"]["account_update"]
@@ -523,4 +524,62 @@ fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
     }
     let glass_out = glass(&["section3", "--workloads", "voter"]);
     assert_eq!(glass_out.status.code(), Some(2), "{}", text(&glass_out));
+}
+
+/// Ctrl-C ends a client's run where it is, as it ends an embedded one: the table over the time
+/// measured, exit status 130. (The signal may land on the client thread's wait in epoll,
+/// which must not pass for a failed connection; which thread takes it is the kernel's choice,
+/// so a run of this test does not always go that way.)
+#[test]
+fn ctrl_c_ends_a_clients_run_with_its_figures_so_far() {
+    let (mut server, _stdout, addr) = serve(&[
+        "tpcb",
+        "--scale",
+        "2",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--quiet",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = dir.path().join("out.txt");
+    let mut client = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["bench", "tpcb", "--scale", "2", "--server", &addr])
+        .args(["--threads", "4", "--duration", "600", "--warmup", "0"])
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "the client ended first"
+    );
+    signal(&client, libc::SIGINT);
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = client.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > give_up {
+            let _ = client.kill();
+            panic!("the client did not end within 60 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let printed = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(status.code(), Some(130), "{status}: {printed}");
+    assert!(
+        printed.contains("interrupted: the figures cover the"),
+        "{printed}"
+    );
+    let result = read_json(&json);
+    assert_eq!(result["interrupted"], true);
+    assert!(result["txn_count"].as_u64().unwrap() > 0, "{result}");
+    signal(&server, libc::SIGTERM);
+    assert!(server.wait().unwrap().success());
 }
