@@ -520,7 +520,7 @@ fn run_lane(
         // one it replaces (a power-cut lane's lives in memory, so every campaign loads it
         // again), and looked up in this one they would count as lost.
         fs::File::create(&acks).with_context(|| format!("empty the ack log {}", acks.display()))?;
-        let out = owned(&mut Command::new(&config.exe))
+        let out = owned_by_campaign(&mut Command::new(&config.exe))
             .args(["load", &lane.workload, "--db"])
             .arg(&db)
             .args(workload_args(&lane.workload))
@@ -585,7 +585,7 @@ fn run_lane(
         }
         let json = dir.join("check.json");
         let _ = fs::remove_file(&json);
-        let out = owned(&mut Command::new(&config.exe))
+        let out = owned_by_campaign(&mut Command::new(&config.exe))
             .args(["check", &lane.workload, "--db"])
             .arg(&db)
             .arg("--ack-log")
@@ -655,30 +655,12 @@ enum RoundEnd {
     Stopped,
 }
 
-/// Puts a process the campaign starts in a process group of its own, so that a Ctrl-C at the
-/// terminal (SIGINT to the foreground group) reaches the campaign alone, which then kills its
-/// round's processes and ends in order; and has the kernel kill the process should the
+/// A process the campaign starts: Ctrl-C at the terminal reaches the campaign alone, which then
+/// kills its round's processes and ends in order, and the kernel kills the process should the
 /// campaign die first (a campaign killed with SIGKILL leaves no bench running for its
-/// 100,000 s).
-fn owned(command: &mut Command) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    let campaign = std::process::id();
-    command.process_group(0);
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-    // getppid and _exit, which are async-signal-safe, on no memory shared with the parent.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The campaign died before the prctl: nobody would kill this process.
-            if libc::getppid() as u32 != campaign {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-    command
+/// 100,000 s). See [`crate::child`].
+fn owned_by_campaign(command: &mut Command) -> &mut Command {
+    crate::child::owned(command, libc::SIGKILL)
 }
 
 /// One round of a lane: its run, killed `kill_after` it started.
@@ -775,7 +757,7 @@ impl Round<'_> {
         let exe = &self.config.exe;
         let mut child = Command::new(exe);
         self.tearing(&mut child);
-        let mut child = owned(&mut child)
+        let mut child = owned_by_campaign(&mut child)
             .args(["bench", &self.lane.workload])
             .args(self.db_args())
             .args(["--duration", "100000", "--warmup", "0", "--quiet"])
@@ -821,7 +803,7 @@ impl Round<'_> {
         let threads = self.config.threads.to_string();
         let mut server = Command::new(exe);
         self.tearing(&mut server);
-        let mut server = owned(&mut server)
+        let mut server = owned_by_campaign(&mut server)
             .args(["serve", &self.lane.workload])
             .args(self.db_args())
             .arg("--unix")
@@ -847,7 +829,7 @@ impl Round<'_> {
             // The socket is bound once the database is open (recovered) and served.
             if let (None, true) = (&clients, socket.exists()) {
                 let mut bench = Command::new(exe);
-                owned(&mut bench)
+                owned_by_campaign(&mut bench)
                     .args(["bench", &self.lane.workload])
                     .args(workload_args(&self.lane.workload))
                     .args(run_args(&self.lane.workload))

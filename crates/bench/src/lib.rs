@@ -24,6 +24,7 @@ pub mod callgrind;
 pub mod capacity;
 pub mod charm;
 pub mod check_report;
+pub mod child;
 pub mod cpu_idle;
 pub mod crash;
 pub mod driver;

@@ -186,7 +186,9 @@ impl ServerProc {
                 cmd.pre_exec(move || pin_to(core));
             }
         }
-        let mut child = cmd
+        // Its own process group and SIGTERM should this command die (see `crate::child`):
+        // a Ctrl-C or a kill of the figure command leaves no server listening.
+        let mut child = crate::child::owned(&mut cmd, libc::SIGTERM)
             .spawn()
             .with_context(|| format!("start {} serve", config.exe.display()))?;
         let mut stdout = BufReader::new(child.stdout.take().context("the server's stdout")?);
@@ -228,8 +230,7 @@ impl ServerProc {
 
     /// Stops the server (SIGTERM) and returns its trace.
     pub(crate) fn stop(mut self) -> anyhow::Result<Json> {
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        crate::child::signal(self.child.id(), libc::SIGTERM);
         let mut rest = String::new();
         let _ = std::io::Read::read_to_string(&mut self.stdout, &mut rest);
         let status = self.child.wait().context("wait for the server")?;

@@ -731,19 +731,12 @@ fn bench_interrupted(dir: &Path, args: &[&str]) -> (std::process::ExitStatus, St
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::thread::sleep(std::time::Duration::from_secs(1));
-    // SAFETY: a plain kill(2) of the child this test started.
-    assert_eq!(unsafe { libc::kill(bench.id() as i32, libc::SIGINT) }, 0);
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = bench.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > give_up {
-            let _ = bench.kill();
-            panic!("the bench did not end within 60 s of Ctrl-C");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    common::signal(&bench, libc::SIGINT);
+    let status = common::wait_or_kill(
+        &mut bench,
+        std::time::Duration::from_secs(60),
+        "the bench, after Ctrl-C,",
+    );
     let read = |p: &Path| std::fs::read_to_string(p).unwrap();
     (status, read(&out), read(&err))
 }

@@ -341,18 +341,11 @@ fn ctrl_c_ends_a_campaign_in_order() {
         unsafe { libc::kill(-(campaign.id() as i32), libc::SIGINT) },
         0
     );
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = campaign.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > give_up {
-            // SAFETY: as above.
-            unsafe { libc::kill(-(campaign.id() as i32), libc::SIGKILL) };
-            panic!("the campaign did not end within 60 s of Ctrl-C");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = common::wait_or_kill(
+        &mut campaign,
+        std::time::Duration::from_secs(60),
+        "the campaign, after Ctrl-C,",
+    );
     let printed = std::fs::read_to_string(&out).unwrap();
     assert_eq!(status.code(), Some(130), "{status}: {printed}");
     assert!(printed.contains("interrupted"), "{printed}");

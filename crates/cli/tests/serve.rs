@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::read_json;
+use common::{read_json, signal, wait_or_kill};
 
 fn glass(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_glass"))
@@ -47,12 +47,6 @@ fn serve(args: &[&str]) -> (Child, BufReader<std::process::ChildStdout>, String)
         .unwrap_or_else(|| panic!("serve printed {line:?} first"))
         .to_string();
     (child, stdout, addr)
-}
-
-fn signal(child: &Child, signal: i32) {
-    // SAFETY: kill(2) on a child process we started and have not reaped.
-    let rc = unsafe { libc::kill(child.id() as i32, signal) };
-    assert_eq!(rc, 0);
 }
 
 fn bench(server: &str, mode: &str, extra: &[&str]) -> Output {
@@ -526,6 +520,46 @@ fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
     assert_eq!(glass_out.status.code(), Some(2), "{}", text(&glass_out));
 }
 
+/// A figure command killed outright (SIGKILL runs no cleanup of its own) leaves no `glass
+/// serve` of its own running: the kernel ends each server it started. Before, a `kill` of
+/// `glass section3` left its server listening for good.
+#[test]
+fn a_figure_command_killed_leaves_no_server_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut section3 = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["section3", "--workloads", "ycsb", "--ycsb-records", "2000"])
+        .args(["--duration", "600", "--warmup", "0", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let needle = dir.path().to_str().unwrap();
+    // Its first server, started with `--trace-json` into the output directory, runs.
+    let give_up = std::time::Instant::now() + Duration::from_secs(120);
+    while !common::running_with(&format!("{needle}/trace-")) {
+        assert!(
+            section3.try_wait().unwrap().is_none(),
+            "section3 ended first"
+        );
+        assert!(std::time::Instant::now() < give_up, "no server started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Past its start: it has told section3 where it listens (a server killed before that dies
+    // of the closed pipe anyway) and serves section3's client.
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&section3, libc::SIGKILL);
+    section3.wait().unwrap();
+    let started = std::time::Instant::now();
+    while common::running_with(needle) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "a server of the killed section3 runs on"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Ctrl-C ends a client's run where it is, as it ends an embedded one: the table over the time
 /// measured, exit status 130. (The signal may land on the client thread's wait in epoll,
 /// which must not pass for a failed connection; which thread takes it is the kernel's choice,
@@ -560,17 +594,11 @@ fn ctrl_c_ends_a_clients_run_with_its_figures_so_far() {
         "the client ended first"
     );
     signal(&client, libc::SIGINT);
-    let give_up = std::time::Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = client.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > give_up {
-            let _ = client.kill();
-            panic!("the client did not end within 60 s of Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_or_kill(
+        &mut client,
+        Duration::from_secs(60),
+        "the client, after Ctrl-C,",
+    );
     let printed = std::fs::read_to_string(&out).unwrap();
     assert_eq!(status.code(), Some(130), "{status}: {printed}");
     assert!(

@@ -32,3 +32,46 @@ pub fn path(p: &Path) -> &str {
 pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
+
+/// Waits up to `within` for `child` to exit and returns its status; past that, kills it (with
+/// its process group, where it leads one) and panics, naming `what`.
+pub fn wait_or_kill(
+    child: &mut std::process::Child,
+    within: std::time::Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let give_up = std::time::Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > give_up {
+            // SAFETY: kill(2) of the process group of a child this test started (refused
+            // harmlessly where it leads none), then of the child itself.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not end within {within:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Sends `signal` to `child` (SIGINT is what Ctrl-C sends).
+pub fn signal(child: &std::process::Child, signal: i32) {
+    // SAFETY: a plain kill(2) of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+}
+
+/// Whether a process still runs whose command line holds `needle` (a test's temporary path:
+/// what it started and should have ended).
+pub fn running_with(needle: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(needle))
+            .unwrap_or(false)
+    })
+}
