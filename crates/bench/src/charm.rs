@@ -17,6 +17,13 @@
 //!   report     charm.md, charm.json, the figures (SVG and PNG)
 //! ```
 //!
+//! Ctrl-C or SIGTERM (with the handler `glass charm` installs: [`crate::driver::interrupt_flag`])
+//! ends the run then measuring where it is and starts no other: that run is checked and left
+//! out, and the report, its JSON and figures cover the runs made before it, saying so at the
+//! top (each table shows "–" for what was not run). Interrupted while loading or calibrating,
+//! the command finishes that step (a load is never left half made) and ends with
+//! [`InterruptedBeforeARun`], writing nothing.
+//!
 //! The emulated device (page reads and writes L each, one queue per data device, TPC-C's order
 //! lines on the second; the log's writes L on a device of its own) delays the measured runs
 //! only ([`Database::set_device`]): opening, filling the pool and checking run at the
@@ -63,8 +70,8 @@ use crate::driver::Stop;
 use crate::embedded::EmbeddedExecutor;
 use crate::plot::{line_figure, Line, Lines};
 use crate::report::{
-    consistency_summary, rfc3339_utc, BenchResult, ConditionResult, ExecutionSummary, LockSummary,
-    RoundResult,
+    consistency_summary, plural, rfc3339_utc, BenchResult, ConditionResult, ExecutionSummary,
+    LockSummary, RoundResult,
 };
 use crate::run::{BenchConfig, Rounds, Status, UsageError};
 
@@ -1358,11 +1365,18 @@ fn execute(
     dirs: &Dirs,
     cal: &Calibration,
     plan: &[Planned],
-) -> anyhow::Result<Runs> {
+) -> anyhow::Result<(Runs, Option<Interruption>)> {
     let mut runs = Vec::new();
     let total = plan.len() * config.rounds;
     let rounds = (0..config.rounds).flat_map(|round| plan.iter().map(move |p| (round, p)));
     for (i, (round, p)) in rounds.enumerate() {
+        let interruption = Interruption {
+            during: i + 1,
+            of: total,
+        };
+        if crate::driver::interrupted() {
+            return Ok((Runs(runs), Some(interruption)));
+        }
         let spec = &p.spec;
         let seed = config
             .seed
@@ -1390,19 +1404,32 @@ fn execute(
         let mut session =
             Session::open(&dirs.base(w), &dirs.copy(w), setup).context(what.clone())?;
         session.warm(seed).context(what.clone())?;
-        let m = session
-            .measure(
-                spec.threads,
-                config.warmup,
-                config.duration,
-                seed,
-                spec.execution(),
-            )
-            .context(what.clone())?;
+        let measured = session.measure(
+            spec.threads,
+            config.warmup,
+            config.duration,
+            seed,
+            spec.execution(),
+        );
+        let m = match measured {
+            Err(e) if is_interruption(&e) => None,
+            Err(e) => return Err(e.context(what)),
+            Ok(m) => Some(m),
+        };
         let (consistency, conditions) = session.check().context(what.clone())?;
         if consistency != "ok" {
             bail!("{what}: TPC-C consistency {consistency}");
         }
+        // Interrupted: checked above, and left out, measured for part of its time or none.
+        let Some(m) = m.filter(|m| !m.result.interrupted) else {
+            session.close().context(what.clone())?;
+            say(format_args!(
+                "{n}: interrupted (Ctrl-C or SIGTERM): left out; {} run{} made",
+                runs.len(),
+                plural(runs.len())
+            ));
+            return Ok((Runs(runs), Some(interruption)));
+        };
         let (open_s, refill_s, refill_reads) = (session.open_s, session.warm_s, session.warm_reads);
         session.close().context(what.clone())?;
         let mut result = m.result;
@@ -1427,7 +1454,30 @@ fn execute(
         ));
         runs.push(run);
     }
-    Ok(Runs(runs))
+    Ok((Runs(runs), None))
+}
+
+/// A plan stopped by Ctrl-C or SIGTERM: during which run (from 1) of how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Interruption {
+    during: usize,
+    of: usize,
+}
+
+/// `glass charm` interrupted (Ctrl-C or SIGTERM) before its first run ended: nothing was
+/// measured and nothing written.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted {0}: nothing was measured, nothing written")]
+pub struct InterruptedBeforeARun(&'static str);
+
+/// Whether `e` is a run's warm-up ended by Ctrl-C or SIGTERM.
+fn is_interruption(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::driver::DriverError>(),
+            Some(crate::driver::DriverError::Interrupted)
+        )
+    })
 }
 
 /// A part of the report: its Markdown and its JSON.
@@ -2486,6 +2536,7 @@ fn report(
     config: &CharmConfig,
     cal: &Calibration,
     runs: &Runs,
+    interrupted: Option<Interruption>,
     out: &Path,
     elapsed: Duration,
 ) -> anyhow::Result<(String, Json)> {
@@ -2493,7 +2544,7 @@ fn report(
         "# Charm: two-stage transaction execution (paper 001)\n\n\
          TPC-C, the paper's mix (43/43/4.7/4.7/4.6), w = {}, page-level locking{}, asynchronous \
          log; every page read and write and every log write on an emulated device of latency \
-         L (one queue per device). Runs of {} s after {} s of warm-up; {} runs in {:.0} s.\n\n",
+         L (one queue per device). Runs of {} s after {} s of warm-up; {} run{} in {:.0} s.\n\n",
         config.warehouses,
         if config.shared_insert_pages {
             ", one insertion page per table shared by every thread (--shared-insert-pages)"
@@ -2503,8 +2554,22 @@ fn report(
         config.duration.as_secs_f64(),
         config.warmup.as_secs_f64(),
         runs.0.len(),
+        plural(runs.0.len()),
         elapsed.as_secs_f64()
     );
+    if let Some(i) = interrupted {
+        let _ = writeln!(
+            md,
+            "**Interrupted** (Ctrl-C or SIGTERM) during run {} of {}: the tables hold the {} \
+             run{} made before it; that run, measured for part of its time, and the {} \
+             planned after it are not in them (\"–\").\n",
+            i.during,
+            i.of,
+            runs.0.len(),
+            plural(runs.0.len()),
+            i.of - i.during
+        );
+    }
     let goals = goals(config, cal, runs);
     md.push_str("## Goals\n\n");
     for g in &goals {
@@ -2599,6 +2664,7 @@ fn report(
             "shared_insert_pages": config.shared_insert_pages,
         },
         "elapsed_s": elapsed.as_secs_f64(),
+        "interrupted": interrupted.map(|i| json!({"during_run": i.during, "of": i.of})),
         "calibration": cal,
         "spin_ms": ms(cal.spin()),
         "goals": goals.iter().map(|g| json!({"goal": g.what, "met": g.met})).collect::<Vec<_>>(),
@@ -2618,9 +2684,17 @@ fn report(
     Ok((md, json))
 }
 
+/// What [`run_charm`] wrote: the report (charm.md), and whether Ctrl-C or SIGTERM ended the
+/// runs early (the report then covers the runs made before it).
+#[derive(Clone, Debug)]
+pub struct CharmReport {
+    pub markdown: String,
+    pub interrupted: bool,
+}
+
 /// Runs the experiments; writes charm.md, charm.json and the figures into `config.out`, and
 /// returns the report.
-pub fn run_charm(config: &CharmConfig) -> anyhow::Result<String> {
+pub fn run_charm(config: &CharmConfig) -> anyhow::Result<CharmReport> {
     config.validate()?;
     let started = *STARTED.get_or_init(Instant::now);
     std::fs::create_dir_all(&config.out)
@@ -2647,23 +2721,55 @@ pub fn run_charm(config: &CharmConfig) -> anyhow::Result<String> {
         std::fs::remove_dir_all(&dirs.work)
             .with_context(|| format!("remove {}", dirs.work.display()))?;
     }
+    let stop_if_interrupted = |during: &'static str| {
+        if crate::driver::interrupted() {
+            return Err(InterruptedBeforeARun(during));
+        }
+        Ok(())
+    };
     ensure_loaded(&dirs.base(config.warehouses), config.warehouses)?;
     if config.needs_w1() {
         ensure_loaded(&dirs.base(1), 1)?;
     }
-    let cal = calibrate(config, &dirs)?;
+    stop_if_interrupted("while loading")?;
+    let cal = match calibrate(config, &dirs) {
+        Err(e) if is_interruption(&e) => Err(InterruptedBeforeARun("while calibrating").into()),
+        other => other,
+    }
+    .and_then(|cal| Ok(stop_if_interrupted("while calibrating").map(|()| cal)?));
+    let cal = match cal {
+        Ok(cal) => cal,
+        Err(e) => {
+            // The calibration's copies of the load go; the load (in --db) stays.
+            let _ = std::fs::remove_dir_all(&dirs.work);
+            return Err(e);
+        }
+    };
     let plan = plan(config, &cal);
-    let runs = execute(config, &dirs, &cal, &plan)?;
+    let (runs, interrupted) = execute(config, &dirs, &cal, &plan)?;
     std::fs::remove_dir_all(&dirs.work)
         .with_context(|| format!("remove {}", dirs.work.display()))?;
-    let (md, json) = report(config, &cal, &runs, &config.out, started.elapsed())?;
+    if runs.0.is_empty() && interrupted.is_some() {
+        return Err(InterruptedBeforeARun("during the first run").into());
+    }
+    let (md, json) = report(
+        config,
+        &cal,
+        &runs,
+        interrupted,
+        &config.out,
+        started.elapsed(),
+    )?;
     let write = |name: &str, text: String| {
         let path = config.out.join(name);
         std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))
     };
     write("charm.md", md.clone())?;
     write("charm.json", serde_json::to_string_pretty(&json)? + "\n")?;
-    Ok(md)
+    Ok(CharmReport {
+        markdown: md,
+        interrupted: interrupted.is_some(),
+    })
 }
 
 #[cfg(test)]

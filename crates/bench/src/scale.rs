@@ -18,6 +18,12 @@
 //!   ─► a table per configuration (stdout), JSON (--json), scale-W.svg and .png (--out)
 //! ```
 //!
+//! Ctrl-C or SIGTERM (with the handler `glass scale` installs: [`crate::driver::interrupt_flag`])
+//! ends the point then running where it is and starts no other: that point, measured for only
+//! part of its time, is left out, and the tables, JSON and figure cover the points run before
+//! it, saying the sweep was interrupted ([`ScaleResult::interrupted`]). A `processes` point's
+//! processes are sent SIGTERM and end their runs the same way.
+//!
 //! Configurations, one line of the figure each:
 //!
 //! | name          | workloads   | scale                                      | database |
@@ -66,7 +72,7 @@ use serde::{Deserialize, Serialize};
 use crate::driver::Stop;
 use crate::manifest::mix_name;
 use crate::plot::{line_figure, Line, Lines};
-use crate::report::{median, rfc3339_utc, BenchResult};
+use crate::report::{median, plural, rfc3339_utc, BenchResult};
 use crate::run::{
     check_writable, describe_scale, run_bench, validate_switches, BenchConfig, Status, UsageError,
 };
@@ -381,6 +387,8 @@ pub struct Point {
     pub gather_us_per_force: Option<f64>,
     /// `"ok"`, or the first round's failed conditions.
     pub consistency: String,
+    /// Rounds measured: the sweep's rounds, or fewer where Ctrl-C ended it first.
+    pub rounds: usize,
     /// Each round's whole result (none for `processes`, whose rounds are in `processes`).
     pub runs: Vec<BenchResult>,
     /// `processes`: each round's processes, each one's own figures.
@@ -508,6 +516,11 @@ pub struct ScaleResult {
     /// The figures written (SVG and PNG); empty when they were skipped.
     pub figures: Vec<String>,
     pub wall_s: f64,
+    /// Ended early by Ctrl-C or SIGTERM: the points above are those run before it.
+    pub interrupted: bool,
+    /// Points run to their end, of the points planned (configurations × threads × rounds).
+    pub points_run: usize,
+    pub points_planned: usize,
 }
 
 /// One run of the sweep, in the order they run.
@@ -761,7 +774,12 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
     ));
 
     let mut runs: Vec<((Configuration, usize), Run)> = Vec::with_capacity(steps.len());
+    let mut interrupted = false;
     for (i, &step) in steps.iter().enumerate() {
+        if crate::driver::interrupted() {
+            interrupted = true;
+            break;
+        }
         let bench = config.bench_config(step, &durable_path);
         let point_started = Instant::now();
         let what = || {
@@ -773,17 +791,39 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
                 step.round + 1
             )
         };
-        let (run, load_s) = match step.configuration {
+        let ran = match step.configuration {
             Configuration::Processes => {
-                let each = run_processes(config, step).with_context(what)?;
-                let slowest = each.iter().filter_map(|p| p.load_s).reduce(f64::max);
-                (Run::Processes(each), slowest)
+                run_processes(config, step).with_context(what)?.map(|each| {
+                    let slowest = each.iter().filter_map(|p| p.load_s).reduce(f64::max);
+                    (Run::Processes(each), slowest)
+                })
             }
-            _ => {
-                let result = run_bench(&bench).with_context(what)?;
-                let load_s = result.config.load_s;
-                (Run::Bench(Box::new(result)), load_s)
-            }
+            _ => match run_bench(&bench) {
+                Ok(result) if result.interrupted => None,
+                Ok(result) => {
+                    let load_s = result.config.load_s;
+                    Some((Run::Bench(Box::new(result)), load_s))
+                }
+                Err(e) if is_interruption(&e) => None,
+                Err(e) => return Err(e.context(what())),
+            },
+        };
+        // Interrupted: this point ran for part of its time and is left out; the durable
+        // directory, removed below, takes its database with it.
+        let Some((run, load_s)) = ran else {
+            status.say(format_args!(
+                "[{}/{}] interrupted: {} at {} thread{}, round {}, left out; {} point{} measured",
+                i + 1,
+                steps.len(),
+                step.configuration.name(),
+                step.threads,
+                plural(step.threads),
+                step.round + 1,
+                runs.len(),
+                plural(runs.len())
+            ));
+            interrupted = true;
+            break;
         };
         let figures = run.figures();
         let loaded = load_s
@@ -825,6 +865,7 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
     }
     drop(durable_dir);
 
+    let points_run = runs.len();
     let points = summarize(config, runs);
     let mut result = ScaleResult {
         command: config.command_line.clone(),
@@ -868,9 +909,13 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
         points,
         figures: Vec::new(),
         wall_s: 0.0,
+        interrupted,
+        points_run,
+        points_planned: steps.len(),
     };
     let name = format!("scale-{}", config.base.workload);
-    if line_figure(&result.figure(), &config.out, &name)? {
+    // Interrupted before its first point ended, a sweep has no line to draw.
+    if !result.points.is_empty() && line_figure(&result.figure(), &config.out, &name)? {
         result.figures = ["svg", "png"]
             .iter()
             .map(|ext| {
@@ -891,11 +936,28 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
     Ok(result)
 }
 
+/// Whether `e` is a run's warm-up ended by Ctrl-C or SIGTERM ([`DriverError::Interrupted`]).
+///
+/// [`DriverError::Interrupted`]: crate::driver::DriverError::Interrupted
+fn is_interruption(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::driver::DriverError>(),
+            Some(crate::driver::DriverError::Interrupted)
+        )
+    })
+}
+
 /// Runs the processes of a `processes` point: `step.threads` copies of this program, started
 /// together, each given the sweep's own arguments and its terminal's seed (as thread *i* of a
 /// `partitioned` point draws from), each writing its figures to a file of a temporary
 /// directory. Fails naming the first process that failed, with the end of what it printed.
-fn run_processes(config: &ScaleConfig, step: Step) -> anyhow::Result<Vec<ProcessFigures>> {
+///
+/// Each is owned by the sweep ([`crate::child::owned`]): in a process group of its own, and
+/// killed should the sweep die. Interrupted ([`crate::driver::interrupted`]), the sweep sends
+/// each SIGTERM, which ends its run as Ctrl-C ends a bench's, waits for all, and returns
+/// `None`: the point is not measured.
+fn run_processes(config: &ScaleConfig, step: Step) -> anyhow::Result<Option<Vec<ProcessFigures>>> {
     let exe = std::env::current_exe().context("find this program, to start its processes")?;
     let dir = tempfile::Builder::new()
         .prefix("glass-processes-")
@@ -912,7 +974,7 @@ fn run_processes(config: &ScaleConfig, step: Step) -> anyhow::Result<Vec<Process
             .wrapping_add(i as u64);
         let stderr =
             std::fs::File::create(&err).with_context(|| format!("create {}", err.display()))?;
-        let child = std::process::Command::new(&exe)
+        let child = crate::child::owned(&mut std::process::Command::new(&exe), libc::SIGKILL)
             .args(&config.process_args)
             .arg("--process-seed")
             .arg(seed.to_string())
@@ -925,11 +987,34 @@ fn run_processes(config: &ScaleConfig, step: Step) -> anyhow::Result<Vec<Process
             .with_context(|| format!("start process {} of {}", i + 1, step.threads))?;
         children.push((child, out, err));
     }
+    // Every child is waited for, failed or not, so that none outlives the sweep; an
+    // interruption is passed on to those still running.
+    let mut finished: Vec<Option<std::io::Result<std::process::ExitStatus>>> =
+        (0..children.len()).map(|_| None).collect();
+    let mut passed_on = false;
+    while finished.iter().any(Option::is_none) {
+        if crate::driver::interrupted() && !passed_on {
+            for ((child, _, _), done) in children.iter().zip(&finished) {
+                if done.is_none() {
+                    crate::child::signal(child.id(), libc::SIGTERM);
+                }
+            }
+            passed_on = true;
+        }
+        for ((child, _, _), done) in children.iter_mut().zip(finished.iter_mut()) {
+            if done.is_none() {
+                *done = child.try_wait().transpose();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if passed_on {
+        return Ok(None);
+    }
     let mut figures = Vec::with_capacity(children.len());
     let mut failed = None;
-    // Every child is waited for, failed or not, so that none outlives the sweep.
-    for (i, (mut child, out, err)) in children.into_iter().enumerate() {
-        let finished = child.wait();
+    for (i, ((_, out, err), finished)) in children.into_iter().zip(finished).enumerate() {
+        let finished = finished.expect("every child was waited for");
         if failed.is_some() {
             continue;
         }
@@ -955,7 +1040,7 @@ fn run_processes(config: &ScaleConfig, step: Step) -> anyhow::Result<Vec<Process
     }
     match failed {
         Some(why) => Err(anyhow::anyhow!(why)),
-        None => Ok(figures),
+        None => Ok(Some(figures)),
     }
 }
 
@@ -976,14 +1061,6 @@ pub fn run_process_point(config: &ScaleConfig, seed: u64, out: &Path) -> anyhow:
     std::fs::write(out, text).with_context(|| format!("write {}", out.display()))
 }
 
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
 /// Gathers each (configuration, threads)'s rounds into a [`Point`].
 fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), Run)>) -> Vec<Point> {
     let mut points = Vec::new();
@@ -995,6 +1072,10 @@ fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), Run)>) -> 
                 .filter(|(key, _)| *key == (configuration, threads))
                 .map(|(_, r)| r)
                 .collect();
+            // Not reached before an interruption.
+            if rounds.is_empty() {
+                continue;
+            }
             let figures: Vec<RoundFigures<'_>> = rounds.iter().map(|r| r.figures()).collect();
             let of = |f: &dyn Fn(&RoundFigures<'_>) -> f64| {
                 Spread::of(&figures.iter().map(f).collect::<Vec<_>>())
@@ -1037,6 +1118,7 @@ fn summarize(config: &ScaleConfig, runs: Vec<((Configuration, usize), Run)>) -> 
                 commits_per_batch: log_median(&|l| l.commits_per_batch.unwrap_or_default()),
                 gather_us_per_force: log_median(&|l| l.gather_us_per_force),
                 consistency,
+                rounds: rounds.len(),
                 runs: rounds
                     .iter()
                     .filter_map(|r| match r {
@@ -1219,6 +1301,9 @@ impl ScaleResult {
                 if p.consistency != "ok" {
                     let _ = write!(row, "  consistency {}", p.consistency);
                 }
+                if p.rounds < self.rounds as usize {
+                    let _ = write!(row, "  ({} of {} rounds)", p.rounds, self.rounds);
+                }
                 let _ = writeln!(out, "{row}");
             }
             if log {
@@ -1246,6 +1331,14 @@ impl ScaleResult {
         );
         if let Some(line) = self.cpu_idle.note(true) {
             let _ = writeln!(out, "{line}");
+        }
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "interrupted (Ctrl-C or SIGTERM): {} of {} points run; the point then running \
+                 is left out",
+                self.points_run, self.points_planned
+            );
         }
         out
     }
@@ -1559,6 +1652,7 @@ mod tests {
             commits_per_batch: log.map(|l| 1.0 / l),
             gather_us_per_force: log.map(|_| 0.0),
             consistency: "ok".into(),
+            rounds: 1,
             runs: Vec::new(),
             processes: Vec::new(),
         }
@@ -1588,9 +1682,18 @@ mod tests {
                 point("partitioned", 2, 1800.0, None),
                 point("durable", 1, 100.0, Some(1.0)),
                 point("durable", 2, 150.0, Some(0.5)),
-            ],
+            ]
+            .into_iter()
+            .map(|p| Point {
+                rounds: rounds as usize,
+                ..p
+            })
+            .collect(),
             figures: Vec::new(),
             wall_s: 12.0,
+            interrupted: false,
+            points_run: 4 * rounds as usize,
+            points_planned: 4 * rounds as usize,
         }
     }
 
@@ -1611,6 +1714,33 @@ mod tests {
             "{three}"
         );
         assert!(three.contains("medians of 3 rounds"), "{three}");
+    }
+
+    #[test]
+    fn an_interrupted_sweep_says_so_and_marks_the_points_short_of_rounds() {
+        let whole = result(3).render();
+        // No row says it has fewer rounds ("  (2 of 3 rounds)"), and no line says "interrupted".
+        assert!(
+            !whole.contains("interrupted") && !whole.contains("  ("),
+            "{whole}"
+        );
+        let mut cut = result(3);
+        cut.interrupted = true;
+        cut.points_run = 9;
+        cut.points[3].rounds = 2;
+        let text = cut.render();
+        let short: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("(2 of 3 rounds)"))
+            .collect();
+        assert_eq!(short.len(), 1, "{text}");
+        assert!(short[0].trim_start().starts_with("2 "), "{text}");
+        assert!(
+            text.lines().last().is_some_and(|l| l
+                == "interrupted (Ctrl-C or SIGTERM): 9 of 12 points run; the point then running \
+                    is left out"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1399,14 +1399,8 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     config.adopt_loaded_scale = args.data.scale.is_none();
     config.rate = args.rate;
     // Ctrl-C or SIGTERM ends the measured phase where it is; the run then finishes as it
-    // would have (its check, the database closed, the table over the time measured). A
-    // second one ends the process at once, as without the handler.
-    let interrupt = bench::driver::interrupt_flag();
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_default(signal, Arc::clone(&interrupt))
-            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&interrupt)))
-            .context("install a signal handler")?;
-    }
+    // would have (its check, the database closed, the table over the time measured).
+    end_runs_on_interrupt()?;
     // Ended early, the run exits 130, as a shell reports a command SIGINT ended.
     let status = |result: &bench::report::BenchResult, ok: bool| match (ok, result.interrupted) {
         (false, _) => ExitCode::from(1),
@@ -1430,6 +1424,20 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let result = run_bench(&config)?;
     println!("{}", result.render().trim_end());
     Ok(status(&result, result.consistency == "ok"))
+}
+
+/// Has the first Ctrl-C or SIGTERM set [`bench::driver::interrupt_flag`], which ends the run
+/// then measuring where it is and lets the command finish in order (its check, its database
+/// closed, what it measured written); a second ends the process at once, as without the
+/// handler.
+fn end_runs_on_interrupt() -> anyhow::Result<()> {
+    let interrupt = bench::driver::interrupt_flag();
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_default(signal, Arc::clone(&interrupt))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&interrupt)))
+            .context("install a signal handler")?;
+    }
+    Ok(())
 }
 
 /// How `glass serve` starts its procedure processes: this binary's hidden `guest` command,
@@ -1786,10 +1794,23 @@ fn charm(args: CharmArgs) -> anyhow::Result<ExitCode> {
     }
     config.shared_insert_pages = args.shared_insert_pages;
     config.rounds = args.rounds as usize;
-    let report = bench::charm::run_charm(&config)?;
-    println!("{}", report.trim_end());
+    // Ctrl-C or SIGTERM ends the run measuring and the plan; the report covers the runs made
+    // before it. Before the first run ends, the command finishes its load and writes nothing.
+    end_runs_on_interrupt()?;
+    let report = match bench::charm::run_charm(&config) {
+        Err(e) if e.is::<bench::charm::InterruptedBeforeARun>() => {
+            eprintln!("glass charm: {e}");
+            return Ok(ExitCode::from(130));
+        }
+        other => other?,
+    };
+    println!("{}", report.markdown.trim_end());
     println!("(written to {})", config.out.join("charm.md").display());
-    Ok(ExitCode::SUCCESS)
+    Ok(if report.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
@@ -1869,6 +1890,9 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
         // runs with exactly its engine and workload options.
         process_args: std::env::args_os().skip(1).collect(),
     };
+    // Ctrl-C or SIGTERM ends the point running and the sweep, which reports the points run
+    // before it; a `processes` point's processes end their runs the same way.
+    end_runs_on_interrupt()?;
     if let (Some(seed), Some(out)) = (args.process_seed, &args.process_out) {
         bench::scale::run_process_point(&config, seed, out)?;
         return Ok(ExitCode::SUCCESS);
@@ -1878,10 +1902,10 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
     for figure in &result.figures {
         eprintln!("wrote {figure}");
     }
-    Ok(if result.consistent() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    Ok(match (result.consistent(), result.interrupted) {
+        (false, _) => ExitCode::from(1),
+        (true, true) => ExitCode::from(130),
+        (true, false) => ExitCode::SUCCESS,
     })
 }
 

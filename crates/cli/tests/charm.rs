@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{glass, path, text};
+use common::{glass, path, signal, text, wait_or_kill};
 
 #[test]
 fn a_quick_run_writes_every_table_and_figure() {
@@ -189,6 +189,72 @@ fn rounds_run_the_plan_again_and_report_every_round() {
         "{md}"
     );
     assert!(md.contains("the median of the rounds' ×"), "{md}");
+}
+
+/// Ctrl-C ends the plan in order: the run then measuring is checked and left out, the report
+/// and its JSON cover the run made before it and say so, the command exits 130. Without a
+/// handler it died at once and wrote no report.
+#[test]
+fn ctrl_c_ends_the_plan_with_a_report_of_the_runs_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let err = tmp.path().join("err.txt");
+    let mut charm = std::process::Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args([
+            "charm",
+            "--quick",
+            "--warehouses",
+            "1",
+            "--threads-list",
+            "4",
+        ])
+        .args(["--duration", "3", "--warmup", "0.1", "--read-us", "200"])
+        .args(["--skip", "buffer,table6,table7,table8", "--out", path(&out)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    // The second of the plan's two runs has begun.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !std::fs::read_to_string(&err)
+        .unwrap()
+        .contains("run 2 of 2: ")
+    {
+        assert!(charm.try_wait().unwrap().is_none(), "charm ended first");
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the second run never began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    signal(&charm, libc::SIGINT);
+    let status = wait_or_kill(
+        &mut charm,
+        std::time::Duration::from_secs(60),
+        "charm, after Ctrl-C,",
+    );
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(130), "{status}: {stderr}");
+    assert!(
+        stderr.contains("run 2 of 2: interrupted (Ctrl-C or SIGTERM): left out; 1 run made"),
+        "{stderr}"
+    );
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("charm.json")).unwrap()).unwrap();
+    assert_eq!(
+        json["interrupted"],
+        serde_json::json!({"during_run": 2, "of": 2}),
+        "{json}"
+    );
+    let runs = json["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{json}");
+    assert!(runs[0]["tpmc"].as_f64().unwrap() > 0.0, "{json}");
+    let md = std::fs::read_to_string(out.join("charm.md")).unwrap();
+    assert!(
+        md.contains("**Interrupted** (Ctrl-C or SIGTERM) during run 2 of 2"),
+        "{md}"
+    );
 }
 
 #[test]

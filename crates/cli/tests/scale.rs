@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{glass, path, text};
+use common::{glass, path, read_json, running_with, signal, text, wait_or_kill};
 
 #[test]
 fn a_sweep_measures_every_configuration_at_every_thread_count() {
@@ -180,6 +180,78 @@ fn processes_run_beside_the_threads_of_one_process() {
         "{stdout}"
     );
     assert!(stderr.contains("tpcb processes at 2 threads"), "{stderr}");
+}
+
+/// Ctrl-C ends a sweep in order: the point then running (here two processes of a `processes`
+/// point, which the sweep passes the signal on to) is left out, the points before it are
+/// reported, the JSON says it was interrupted, nothing it started runs on, and it exits 130.
+/// Without a handler it died at once, reported nothing and left its processes running.
+#[test]
+fn ctrl_c_ends_a_sweep_with_the_points_run_before_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("scale.json");
+    let dir = tmp.path().join("databases");
+    let err = tmp.path().join("err.txt");
+    let out = tmp.path().join("out.txt");
+    let mut sweep = std::process::Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["scale", "tpcb", "--configs", "partitioned,processes"])
+        .args(["--threads", "2", "--duration", "2", "--warmup", "0"])
+        .args(["--rounds", "2", "--json", path(&json)])
+        .args([
+            "--out",
+            path(&tmp.path().join("figures")),
+            "--dir",
+            path(&dir),
+        ])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    // The first point (partitioned) ended: the second, two processes, starts.
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(&err).unwrap().contains("[1/4]") {
+        assert!(sweep.try_wait().unwrap().is_none(), "the sweep ended first");
+        assert!(Instant::now() < give_up, "the first point never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&sweep, libc::SIGINT);
+    let status = wait_or_kill(
+        &mut sweep,
+        Duration::from_secs(60),
+        "the sweep, after Ctrl-C,",
+    );
+    let (stdout, stderr) = (
+        std::fs::read_to_string(&out).unwrap(),
+        std::fs::read_to_string(&err).unwrap(),
+    );
+    assert_eq!(status.code(), Some(130), "{status}: {stdout}\n{stderr}");
+    assert!(
+        stderr.contains("[2/4] interrupted: processes at 2 threads, round 1, left out"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("interrupted (Ctrl-C or SIGTERM): 1 of 4 points run"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(1 of 2 rounds)"), "{stdout}");
+    let result = read_json(&json);
+    assert_eq!(result["interrupted"], true, "{result}");
+    assert_eq!(result["points_run"], 1, "{result}");
+    assert_eq!(result["points_planned"], 4, "{result}");
+    let points = result["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{result}");
+    assert_eq!(points[0]["config"], "partitioned", "{result}");
+    assert!(points[0]["tps"].as_f64().unwrap() > 0.0, "{result}");
+    // The processes (started with the sweep's own arguments, --dir among them) ended too.
+    let started = Instant::now();
+    while running_with(path(&dir)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a process of the sweep runs on"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Asserts a usage error: exit code 2 at once, one line on stderr containing every `needle`.
