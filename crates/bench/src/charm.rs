@@ -1412,7 +1412,7 @@ fn execute(
             spec.execution(),
         );
         let m = match measured {
-            Err(e) if is_interruption(&e) => None,
+            Err(e) if crate::driver::is_interruption(&e) => None,
             Err(e) => return Err(e.context(what)),
             Ok(m) => Some(m),
         };
@@ -1469,16 +1469,6 @@ struct Interruption {
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted {0}: nothing was measured, nothing written")]
 pub struct InterruptedBeforeARun(&'static str);
-
-/// Whether `e` is a run's warm-up ended by Ctrl-C or SIGTERM.
-fn is_interruption(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        matches!(
-            cause.downcast_ref::<crate::driver::DriverError>(),
-            Some(crate::driver::DriverError::Interrupted)
-        )
-    })
-}
 
 /// A part of the report: its Markdown and its JSON.
 struct Section {
@@ -2733,7 +2723,9 @@ pub fn run_charm(config: &CharmConfig) -> anyhow::Result<CharmReport> {
     }
     stop_if_interrupted("while loading")?;
     let cal = match calibrate(config, &dirs) {
-        Err(e) if is_interruption(&e) => Err(InterruptedBeforeARun("while calibrating").into()),
+        Err(e) if crate::driver::is_interruption(&e) => {
+            Err(InterruptedBeforeARun("while calibrating").into())
+        }
         other => other,
     }
     .and_then(|cal| Ok(stop_if_interrupted("while calibrating").map(|()| cal)?));

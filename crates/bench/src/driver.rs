@@ -87,6 +87,14 @@ pub fn interrupted() -> bool {
     INTERRUPT.get().is_some_and(|f| f.load(Ordering::Relaxed))
 }
 
+/// Whether `e` (with its causes) is a run's warm-up ended by [`interrupt_flag`]
+/// ([`DriverError::Interrupted`]): a sweep then stops as it does for a measured phase cut
+/// short, rather than failing.
+pub fn is_interruption(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|cause| matches!(cause.downcast_ref(), Some(DriverError::Interrupted)))
+}
+
 /// When the measured phase ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stop {

@@ -12,6 +12,11 @@
 //! ```
 //!
 //! Steps alternate between the modes, so that a slow spell of the machine falls on both.
+//!
+//! Ctrl-C or SIGTERM (with the handler `glass latency` installs:
+//! [`crate::driver::interrupt_flag`]) ends the run then measuring, which is left out, and the
+//! sweep: the table, JSON and figure hold the points measured before it
+//! ([`LatencyResult::interrupted`]).
 
 use std::path::{Path, PathBuf};
 
@@ -74,6 +79,9 @@ pub struct LatencyResult {
     pub connections: usize,
     pub duration_s: f64,
     pub curves: Vec<Curve>,
+    /// Ended early by Ctrl-C or SIGTERM: the curves hold the points measured before it (a
+    /// mode whose peak was not measured has no curve).
+    pub interrupted: bool,
 }
 
 impl LatencyResult {
@@ -97,6 +105,12 @@ impl LatencyResult {
                 "{:<12} {:>12} {:>12.0} {:>10} {:>10}   (closed loop: the peak)\n",
                 c.mode, "-", c.peak_tps, c.closed_p50_us, c.closed_p99_us
             ));
+        }
+        if self.interrupted {
+            out.push_str(
+                "interrupted (Ctrl-C or SIGTERM): the run then measuring is left out, and the \
+                 steps after it were not run\n",
+            );
         }
         out
     }
@@ -161,13 +175,25 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
             ..c
         }
     };
+    // A run's result, or `None` where Ctrl-C or SIGTERM cut it short: it is left out.
+    let measure = |c: &BenchConfig, mode: Mode| match run_remote_bench(c, &config.endpoint, mode) {
+        Ok((r, _)) if r.interrupted => Ok(None),
+        Ok((r, _)) => Ok(Some(r)),
+        Err(e) if crate::driver::is_interruption(&e) => Ok(None),
+        Err(e) => Err(e),
+    };
     let mut curves = Vec::new();
+    let mut interrupted = false;
     for &mode in &config.modes {
         status.say(format_args!(
             "{}: closed loop, for the peak...",
             mode.name()
         ));
-        let (r, _) = run_remote_bench(&next_run(quiet.clone()), &config.endpoint, mode)?;
+        let Some(r) = measure(&next_run(quiet.clone()), mode)? else {
+            status.say(format_args!("{}: interrupted; left out", mode.name()));
+            interrupted = true;
+            break;
+        };
         curves.push(Curve {
             mode: mode.name(),
             peak_tps: r.tps,
@@ -177,32 +203,41 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
         });
     }
     let mut saturated = vec![false; curves.len()];
-    for &step in &config.steps {
-        for (i, &mode) in config.modes.iter().enumerate() {
-            if saturated[i] {
-                continue;
+    if !interrupted {
+        'steps: for &step in &config.steps {
+            for (i, &mode) in config.modes.iter().enumerate() {
+                if saturated[i] {
+                    continue;
+                }
+                let rate = step * curves[i].peak_tps;
+                let open = next_run(BenchConfig {
+                    rate: Some(rate.max(1.0)),
+                    ..quiet.clone()
+                });
+                let Some(r) = measure(&open, mode)? else {
+                    status.say(format_args!(
+                        "{}: offered {rate:.0}/s: interrupted; left out",
+                        mode.name()
+                    ));
+                    interrupted = true;
+                    break 'steps;
+                };
+                status.say(format_args!(
+                    "{}: offered {:.0}/s, achieved {:.0}/s, p50 {} µs, p99 {} µs",
+                    mode.name(),
+                    rate,
+                    r.tps,
+                    r.p50_us,
+                    r.p99_us
+                ));
+                curves[i].points.push(Point {
+                    offered_tps: rate,
+                    achieved_tps: r.tps,
+                    p50_us: r.p50_us,
+                    p99_us: r.p99_us,
+                });
+                saturated[i] = r.tps < SATURATED * rate;
             }
-            let rate = step * curves[i].peak_tps;
-            let open = next_run(BenchConfig {
-                rate: Some(rate.max(1.0)),
-                ..quiet.clone()
-            });
-            let (r, _) = run_remote_bench(&open, &config.endpoint, mode)?;
-            status.say(format_args!(
-                "{}: offered {:.0}/s, achieved {:.0}/s, p50 {} µs, p99 {} µs",
-                mode.name(),
-                rate,
-                r.tps,
-                r.p50_us,
-                r.p99_us
-            ));
-            curves[i].points.push(Point {
-                offered_tps: rate,
-                achieved_tps: r.tps,
-                p50_us: r.p50_us,
-                p99_us: r.p99_us,
-            });
-            saturated[i] = r.tps < SATURATED * rate;
         }
     }
     let result = LatencyResult {
@@ -214,6 +249,7 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
             crate::driver::Stop::Txns(_) => 0.0,
         },
         curves,
+        interrupted,
     };
     write_outputs(config, &result)?;
     Ok(result)
@@ -228,7 +264,9 @@ fn write_outputs(config: &LatencyConfig, result: &LatencyResult) -> anyhow::Resu
     std::fs::create_dir_all(&config.out)
         .map_err(|e| anyhow::anyhow!("create {}: {e}", config.out.display()))?;
     let name = format!("latency-{}", result.workload);
-    if line_figure(&result.figure(), &config.out, &name)? {
+    // Interrupted before its first open-loop point, it has no line to draw.
+    let drawn = result.curves.iter().any(|c| !c.points.is_empty());
+    if drawn && line_figure(&result.figure(), &config.out, &name)? {
         let path: &Path = &config.out;
         eprintln!("wrote {}/{name}.svg and .png", path.display());
     }

@@ -804,7 +804,7 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
                     let load_s = result.config.load_s;
                     Some((Run::Bench(Box::new(result)), load_s))
                 }
-                Err(e) if is_interruption(&e) => None,
+                Err(e) if crate::driver::is_interruption(&e) => None,
                 Err(e) => return Err(e.context(what())),
             },
         };
@@ -934,18 +934,6 @@ pub fn run_scale(config: &ScaleConfig) -> anyhow::Result<ScaleResult> {
             .with_context(|| format!("write results to {}", path.display()))?;
     }
     Ok(result)
-}
-
-/// Whether `e` is a run's warm-up ended by Ctrl-C or SIGTERM ([`DriverError::Interrupted`]).
-///
-/// [`DriverError::Interrupted`]: crate::driver::DriverError::Interrupted
-fn is_interruption(e: &anyhow::Error) -> bool {
-    e.chain().any(|cause| {
-        matches!(
-            cause.downcast_ref::<crate::driver::DriverError>(),
-            Some(crate::driver::DriverError::Interrupted)
-        )
-    })
 }
 
 /// Runs the processes of a `processes` point: `step.threads` copies of this program, started

@@ -1680,9 +1680,16 @@ fn latency(args: LatencyArgs) -> anyhow::Result<ExitCode> {
         out: args.out,
         json: args.json,
     };
+    // Ctrl-C or SIGTERM ends the run measuring (left out) and the sweep, which writes the
+    // points measured before it.
+    end_runs_on_interrupt()?;
     let result = bench::latency::run_latency(&config)?;
     println!("{}", result.render().trim_end());
-    Ok(ExitCode::SUCCESS)
+    Ok(if result.interrupted {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// How `glass section3` and `glass isolation` run the paper's servers and clients: `workloads`

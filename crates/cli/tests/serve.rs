@@ -471,6 +471,76 @@ fn latency_ramps_each_mode_and_writes_its_curves() {
     assert!(t.contains("latency against load: ycsb"), "{t}");
 }
 
+/// Ctrl-C ends a latency sweep in order: the run measuring is left out, the points measured
+/// before it are printed and written, saying it was interrupted, and it exits 130.
+#[test]
+fn ctrl_c_ends_a_latency_sweep_with_the_points_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, _stdout, addr) = serve(&[
+        "ycsb",
+        "--scale",
+        "2000",
+        "--ycsb-workload",
+        "C",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--quiet",
+    ]);
+    let json = dir.path().join("latency.json");
+    let (out, err) = (dir.path().join("out.txt"), dir.path().join("err.txt"));
+    // Steps of 1 s: the signal falls in the second step's run of the first mode.
+    let mut latency = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args(["latency", "ycsb", "--scale", "2000", "--ycsb-workload", "C"])
+        .args(["--server", &addr, "--connections", "2", "--modes", "sp"])
+        .args(["--steps", "0.2,0.4,0.6", "--duration", "1", "--warmup", "0"])
+        .arg("--out")
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let give_up = std::time::Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(&err)
+        .unwrap()
+        .contains("sp: offered ")
+    {
+        assert!(latency.try_wait().unwrap().is_none(), "latency ended first");
+        assert!(std::time::Instant::now() < give_up, "no step ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&latency, libc::SIGINT);
+    let status = wait_or_kill(
+        &mut latency,
+        Duration::from_secs(60),
+        "latency, after Ctrl-C,",
+    );
+    signal(&server, libc::SIGTERM);
+    assert!(server.wait().unwrap().success());
+    let (printed, said) = (
+        std::fs::read_to_string(&out).unwrap(),
+        std::fs::read_to_string(&err).unwrap(),
+    );
+    assert_eq!(status.code(), Some(130), "{status}: {printed}{said}");
+    assert!(said.contains("interrupted; left out"), "{said}");
+    assert!(
+        printed.contains("interrupted (Ctrl-C or SIGTERM)"),
+        "{printed}"
+    );
+    let result = read_json(&json);
+    assert_eq!(result["interrupted"], true, "{result}");
+    let points = result["curves"][0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "the first step only: {result}");
+    assert!(
+        points[0]["achieved_tps"].as_f64().unwrap() > 0.0,
+        "{result}"
+    );
+}
+
 #[test]
 fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
     let dir = tempfile::tempdir().unwrap();
