@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 mod common;
-use common::{glass, path, signal, text, wait_or_kill};
+use common::{glass, path, text, Running};
 
 #[test]
 fn a_quick_run_writes_every_table_and_figure() {
@@ -198,43 +198,30 @@ fn rounds_run_the_plan_again_and_report_every_round() {
 fn ctrl_c_ends_the_plan_with_a_report_of_the_runs_made() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("results");
-    let err = tmp.path().join("err.txt");
-    let mut charm = std::process::Command::new(env!("CARGO_BIN_EXE_glass"))
-        .args([
+    let mut charm = Running::start(
+        tmp.path(),
+        &[
             "charm",
             "--quick",
             "--warehouses",
             "1",
             "--threads-list",
             "4",
-        ])
-        .args(["--duration", "3", "--warmup", "0.1", "--read-us", "200"])
-        .args(["--skip", "buffer,table6,table7,table8", "--out", path(&out)])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    // The second of the plan's two runs has begun.
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    while !std::fs::read_to_string(&err)
-        .unwrap()
-        .contains("run 2 of 2: ")
-    {
-        assert!(charm.try_wait().unwrap().is_none(), "charm ended first");
-        assert!(
-            std::time::Instant::now() < give_up,
-            "the second run never began"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    signal(&charm, libc::SIGINT);
-    let status = wait_or_kill(
-        &mut charm,
-        std::time::Duration::from_secs(60),
-        "charm, after Ctrl-C,",
+            "--duration",
+            "3",
+            "--warmup",
+            "0.1",
+            "--read-us",
+            "200",
+            "--skip",
+            "buffer,table6,table7,table8",
+            "--out",
+            path(&out),
+        ],
     );
-    let stderr = std::fs::read_to_string(&err).unwrap();
+    // The second of the plan's two runs has begun.
+    charm.wait_for("run 2 of 2: ");
+    let (status, _, stderr) = charm.interrupt(std::time::Duration::from_millis(500));
     assert_eq!(status.code(), Some(130), "{status}: {stderr}");
     assert!(
         stderr.contains("run 2 of 2: interrupted (Ctrl-C or SIGTERM): left out; 1 run made"),

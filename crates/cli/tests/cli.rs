@@ -715,30 +715,9 @@ fn an_in_memory_run_that_outgrows_its_pool_says_so() {
 /// transactions and a second more, sends it SIGINT (as Ctrl-C does), and returns its exit
 /// status, stdout and stderr.
 fn bench_interrupted(dir: &Path, args: &[&str]) -> (std::process::ExitStatus, String, String) {
-    let out = dir.join("out.txt");
-    let err = dir.join("err.txt");
-    let mut bench = std::process::Command::new(env!("CARGO_BIN_EXE_glass"))
-        .arg("bench")
-        .args(args)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !std::fs::read_to_string(&err).unwrap().contains("running ") {
-        assert!(bench.try_wait().unwrap().is_none(), "the bench ended first");
-        assert!(std::time::Instant::now() < give_up, "the bench never ran");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    common::signal(&bench, libc::SIGINT);
-    let status = common::wait_or_kill(
-        &mut bench,
-        std::time::Duration::from_secs(60),
-        "the bench, after Ctrl-C,",
-    );
-    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
-    (status, read(&out), read(&err))
+    let mut bench = common::Running::start(dir, &[&["bench"], args].concat());
+    bench.wait_for("running ");
+    bench.interrupt(std::time::Duration::from_secs(1))
 }
 
 /// Ctrl-C ends a long run where it is and the run finishes as it would have: its table over

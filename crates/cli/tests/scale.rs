@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{glass, path, read_json, running_with, signal, text, wait_or_kill};
+use common::{glass, path, read_json, running_with, text, Running};
 
 #[test]
 fn a_sweep_measures_every_configuration_at_every_thread_count() {
@@ -191,40 +191,33 @@ fn ctrl_c_ends_a_sweep_with_the_points_run_before_it() {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("scale.json");
     let dir = tmp.path().join("databases");
-    let err = tmp.path().join("err.txt");
-    let out = tmp.path().join("out.txt");
-    let mut sweep = std::process::Command::new(env!("CARGO_BIN_EXE_glass"))
-        .args(["scale", "tpcb", "--configs", "partitioned,processes"])
-        .args(["--threads", "2", "--duration", "2", "--warmup", "0"])
-        .args(["--rounds", "2", "--json", path(&json)])
-        .args([
+    let figures = tmp.path().join("figures");
+    let mut sweep = Running::start(
+        tmp.path(),
+        &[
+            "scale",
+            "tpcb",
+            "--configs",
+            "partitioned,processes",
+            "--threads",
+            "2",
+            "--duration",
+            "2",
+            "--warmup",
+            "0",
+            "--rounds",
+            "2",
+            "--json",
+            path(&json),
             "--out",
-            path(&tmp.path().join("figures")),
+            path(&figures),
             "--dir",
             path(&dir),
-        ])
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
+        ],
+    );
     // The first point (partitioned) ended: the second, two processes, starts.
-    let give_up = Instant::now() + Duration::from_secs(120);
-    while !std::fs::read_to_string(&err).unwrap().contains("[1/4]") {
-        assert!(sweep.try_wait().unwrap().is_none(), "the sweep ended first");
-        assert!(Instant::now() < give_up, "the first point never ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    signal(&sweep, libc::SIGINT);
-    let status = wait_or_kill(
-        &mut sweep,
-        Duration::from_secs(60),
-        "the sweep, after Ctrl-C,",
-    );
-    let (stdout, stderr) = (
-        std::fs::read_to_string(&out).unwrap(),
-        std::fs::read_to_string(&err).unwrap(),
-    );
+    sweep.wait_for("[1/4]");
+    let (status, stdout, stderr) = sweep.interrupt(Duration::from_millis(500));
     assert_eq!(status.code(), Some(130), "{status}: {stdout}\n{stderr}");
     assert!(
         stderr.contains("[2/4] interrupted: processes at 2 threads, round 1, left out"),

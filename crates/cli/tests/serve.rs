@@ -405,10 +405,10 @@ fn wait_for_acks(path: &Path, lines: usize) {
     panic!("the client acknowledged fewer than {lines} commits in 60 s");
 }
 
-#[test]
-fn latency_ramps_each_mode_and_writes_its_curves() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut child, _stdout, addr) = serve(&[
+/// A server of YCSB-C over 2,000 records with two workers on a free loopback port, and `extra`
+/// flags: what the latency sweeps below drive.
+fn ycsb_c_server(extra: &[&str]) -> (Child, BufReader<std::process::ChildStdout>, String) {
+    let base = [
         "ycsb",
         "--scale",
         "2000",
@@ -418,12 +418,14 @@ fn latency_ramps_each_mode_and_writes_its_curves() {
         "127.0.0.1:0",
         "--workers",
         "2",
-        "--arch",
-        "unified",
         "--quiet",
-    ]);
-    let json = dir.path().join("latency.json");
-    let out = glass(&[
+    ];
+    serve(&[&base[..], extra].concat())
+}
+
+/// `glass latency` of YCSB-C (2,000 records) against `addr` over two connections, then `rest`.
+fn latency_of_ycsb_c<'a>(addr: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
+    let base = [
         "latency",
         "ycsb",
         "--scale",
@@ -431,21 +433,34 @@ fn latency_ramps_each_mode_and_writes_its_curves() {
         "--ycsb-workload",
         "C",
         "--server",
-        &addr,
+        addr,
         "--connections",
         "2",
-        "--steps",
-        "0.2,0.5",
-        "--duration",
-        "0.5",
-        "--warmup",
-        "0.2",
-        "--out",
-        dir.path().to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-        "--quiet",
-    ]);
+    ];
+    [&base[..], rest].concat()
+}
+
+#[test]
+fn latency_ramps_each_mode_and_writes_its_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _stdout, addr) = ycsb_c_server(&["--arch", "unified"]);
+    let json = dir.path().join("latency.json");
+    let out = glass(&latency_of_ycsb_c(
+        &addr,
+        &[
+            "--steps",
+            "0.2,0.5",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--quiet",
+        ],
+    ));
     signal(&child, libc::SIGTERM);
     child.wait().unwrap();
     let t = text(&out);
@@ -476,55 +491,33 @@ fn latency_ramps_each_mode_and_writes_its_curves() {
 #[test]
 fn ctrl_c_ends_a_latency_sweep_with_the_points_measured() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut server, _stdout, addr) = serve(&[
-        "ycsb",
-        "--scale",
-        "2000",
-        "--ycsb-workload",
-        "C",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "2",
-        "--quiet",
-    ]);
+    let (mut server, _stdout, addr) = ycsb_c_server(&[]);
     let json = dir.path().join("latency.json");
-    let (out, err) = (dir.path().join("out.txt"), dir.path().join("err.txt"));
     // Steps of 1 s: the signal falls in the second step's run of the first mode.
-    let mut latency = Command::new(env!("CARGO_BIN_EXE_glass"))
-        .args(["latency", "ycsb", "--scale", "2000", "--ycsb-workload", "C"])
-        .args(["--server", &addr, "--connections", "2", "--modes", "sp"])
-        .args(["--steps", "0.2,0.4,0.6", "--duration", "1", "--warmup", "0"])
-        .arg("--out")
-        .arg(dir.path())
-        .arg("--json")
-        .arg(&json)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let give_up = std::time::Instant::now() + Duration::from_secs(120);
-    while !std::fs::read_to_string(&err)
-        .unwrap()
-        .contains("sp: offered ")
-    {
-        assert!(latency.try_wait().unwrap().is_none(), "latency ended first");
-        assert!(std::time::Instant::now() < give_up, "no step ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    signal(&latency, libc::SIGINT);
-    let status = wait_or_kill(
-        &mut latency,
-        Duration::from_secs(60),
-        "latency, after Ctrl-C,",
+    let mut latency = common::Running::start(
+        dir.path(),
+        &latency_of_ycsb_c(
+            &addr,
+            &[
+                "--modes",
+                "sp",
+                "--steps",
+                "0.2,0.4,0.6",
+                "--duration",
+                "1",
+                "--warmup",
+                "0",
+                "--out",
+                dir.path().to_str().unwrap(),
+                "--json",
+                json.to_str().unwrap(),
+            ],
+        ),
     );
+    latency.wait_for("sp: offered ");
+    let (status, printed, said) = latency.interrupt(Duration::from_millis(300));
     signal(&server, libc::SIGTERM);
     assert!(server.wait().unwrap().success());
-    let (printed, said) = (
-        std::fs::read_to_string(&out).unwrap(),
-        std::fs::read_to_string(&err).unwrap(),
-    );
     assert_eq!(status.code(), Some(130), "{status}: {printed}{said}");
     assert!(said.contains("interrupted; left out"), "{said}");
     assert!(

@@ -75,3 +75,67 @@ pub fn running_with(needle: &str) -> bool {
             .unwrap_or(false)
     })
 }
+
+/// A `glass` command running in the background, its stdout and stderr going to files: for
+/// tests that watch what it says and then signal it.
+pub struct Running {
+    pub child: std::process::Child,
+    stdout: std::path::PathBuf,
+    stderr: std::path::PathBuf,
+}
+
+impl Running {
+    /// Starts `glass ARGS`, its outputs in files of `dir`.
+    pub fn start(dir: &Path, args: &[&str]) -> Running {
+        let (stdout, stderr) = (dir.join("stdout.txt"), dir.join("stderr.txt"));
+        let child = Command::new(env!("CARGO_BIN_EXE_glass"))
+            .args(args)
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .expect("start the glass binary");
+        Running {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Waits until its stderr holds `needle`; panics if it ends first or 300 s pass.
+    pub fn wait_for(&mut self, needle: &str) {
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while !std::fs::read_to_string(&self.stderr)
+            .unwrap()
+            .contains(needle)
+        {
+            let ended = self.child.try_wait().unwrap();
+            assert!(
+                ended.is_none(),
+                "it ended ({ended:?}) before saying {needle:?}: {}",
+                std::fs::read_to_string(&self.stderr).unwrap()
+            );
+            assert!(
+                std::time::Instant::now() < give_up,
+                "it never said {needle:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Sends it SIGINT (as Ctrl-C does) `after` from now and waits (at most 60 s) for it to
+    /// end: its exit status, stdout and stderr.
+    pub fn interrupt(
+        mut self,
+        after: std::time::Duration,
+    ) -> (std::process::ExitStatus, String, String) {
+        std::thread::sleep(after);
+        signal(&self.child, libc::SIGINT);
+        let status = wait_or_kill(
+            &mut self.child,
+            std::time::Duration::from_secs(60),
+            "it, after Ctrl-C,",
+        );
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+        (status, read(&self.stdout), read(&self.stderr))
+    }
+}
