@@ -1277,7 +1277,7 @@ fn specs(
             .iter()
             .flat_map(|&t| {
                 SWEPT.map(|s| {
-                    let label = format!("concurrency sweep: {s}, {t} threads");
+                    let label = format!("concurrency sweep: {s}, {t} thread{}", plural(t));
                     (RunSpec::new(w, main, t, s), label)
                 })
             })
@@ -2397,7 +2397,8 @@ fn goals(config: &CharmConfig, cal: &Calibration, runs: &Runs) -> Vec<Goal> {
         Some(&(w, c, largest)) => Goal {
             what: format!(
                 "OTSTE mis-prefetch under {GOAL_MIS_PREFETCH_PERCENT} % at every concurrency \
-                 measured: the largest {largest:.1} % (w = {w}, {c} threads)"
+                 measured: the largest {largest:.1} % (w = {w}, {c} thread{})",
+                plural(c)
             ),
             met: Some(largest < GOAL_MIS_PREFETCH_PERCENT),
         },

@@ -658,8 +658,9 @@ impl ScaleConfig {
                 crate::capacity::check_machine(&config.workload, &config.options, &config.db, true)
                     .map_err(|e| {
                         UsageError(format!(
-                            "{} at {threads} threads: {e}",
-                            configuration.name()
+                            "{} at {threads} thread{}: {e}",
+                            configuration.name(),
+                            plural(threads)
                         ))
                     })?;
                 if configuration.durable() {
