@@ -3,10 +3,11 @@
 # synchronous_commit on), same scale, same disk, interleaved. See bench/peers/README.md.
 #
 #   bench/peers/durable-tpcb.sh [--glass PATH] [--rounds R] [--secs N] [--scale N] [--dir DIR]
-#                               [--commit-gather]
+#                               [--commit-gather | --no-commit-gather]
 #
-# --commit-gather passes Glass's flag of that name (group commit that gathers; off by default).
-# Env equivalents: GLASS (target/release/glass), ROUNDS (3), SECS (10), SCALE (16), GATHER=1,
+# Glass's group commit gathers by default (--commit-gather on); --no-commit-gather runs it with
+# --commit-gather off (a leader forces at once).
+# Env equivalents: GLASS (target/release/glass), ROUNDS (3), SECS (10), SCALE (16), GATHER=0,
 # WORK_PARENT (/var/tmp; both databases go in one new directory under it), KEEP_WORK=1.
 # Each round runs, in this order: Glass 1 thread, pgbench -c 1, Glass 8 threads,
 # pgbench -c 8 -j 2 (all pgbench runs -M prepared). Glass runs
@@ -25,7 +26,7 @@ SCALE=${SCALE:-16}
 WORK_PARENT=${WORK_PARENT:-/var/tmp}
 LOW=1
 HIGH=8
-GATHER=${GATHER:-0}
+GATHER=${GATHER:-1}
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,6 +36,7 @@ while [ $# -gt 0 ]; do
     --scale) SCALE=${2:?}; shift 2 ;;
     --dir) WORK_PARENT=${2:?}; shift 2 ;;
     --commit-gather) GATHER=1; shift ;;
+    --no-commit-gather) GATHER=0; shift ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument: $1" ;;
   esac
@@ -43,7 +45,7 @@ positive SCALE SECS ROUNDS
 
 glass_check
 GATHER_FLAG=()
-[ "$GATHER" = 1 ] && GATHER_FLAG=(--commit-gather)
+[ "$GATHER" = 0 ] && GATHER_FLAG=(--commit-gather off)
 pg_ensure_installed
 [ -d "$WORK_PARENT" ] || die "work parent $WORK_PARENT does not exist"
 require_disk "$WORK_PARENT"

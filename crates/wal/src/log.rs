@@ -89,10 +89,12 @@
 //! buffer's commit count with the target and wakes the leader once it is reached. Measured
 //! (`glass scale tpcb|tpcc --configs durable --threads 1,8`, interleaved): durable TPC-B at 8
 //! threads, 8 commits per force and 28,800–30,200 txn/s, against 4.4 and 27,000–27,300
-//! without. Durable TPC-C loses by it, 12,000–12,900 txn/s against 13,000–13,600, p99 up by
-//! a fifth or more: its transactions hold their locks through the gather, and committers
-//! blocked on them arrive late. So it is off by default, and [`LogConfig::gather_commits`]
-//! (`--commit-gather`) turns it on.
+//! without. Durable TPC-C lost by it (12,000–12,900 txn/s against 13,000–13,600, p99 up by a
+//! fifth or more) while its transactions held their locks through the gather, so that
+//! committers blocked on them arrived late; with early lock release (the engine's default)
+//! they hold none, and durable TPC-C runs as fast either way. [`LogConfig::gather_commits`]
+//! is off in this crate's default; the engine's `DbConfig` turns it on (`--commit-gather
+//! off` turns it off).
 //!
 //! Before, followers queued on the writer latch itself, and the engine held the active
 //! table's latch shared across the whole force, so a transaction beginning meanwhile (which
