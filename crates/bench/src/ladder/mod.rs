@@ -206,7 +206,9 @@ fn run_child(exe: &Path, args: &[String], valgrind: Option<&Path>) -> anyhow::Re
         None => Command::new(exe),
     };
     command.args(args);
-    let output = command
+    // Killed with this process (`crate::child`): a rung under valgrind runs for minutes, and
+    // a ladder killed outright would leave it running to its end.
+    let output = crate::child::owned(&mut command, libc::SIGKILL)
         .output()
         .with_context(|| format!("start {}", exe.display()))?;
     if !output.status.success() {

@@ -114,7 +114,8 @@ pub fn run_parent(exe: &Path, args: &[String], out: Option<&Path>) -> anyhow::Re
         .or(out)
         .context("no directory for the callgrind files")?;
     let file = out.join("profile.callgrind");
-    let output = Command::new("valgrind")
+    // Killed with this process (`crate::child`): a profile under valgrind runs for minutes.
+    let output = crate::child::owned(&mut Command::new("valgrind"), libc::SIGKILL)
         .args(super::callgrind_args(&file))
         .arg(exe)
         .args(args)
