@@ -2552,8 +2552,8 @@ fn report(
         let _ = writeln!(
             md,
             "**Interrupted** (Ctrl-C or SIGTERM) during run {} of {}: the tables hold the {} \
-             run{} made before it; that run, measured for part of its time, and the {} \
-             planned after it are not in them (\"–\").\n",
+             run{} made before it; that run (cut short, or not begun) and the {} planned \
+             after it are not in them (\"–\").\n",
             i.during,
             i.of,
             runs.0.len(),

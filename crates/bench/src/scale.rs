@@ -1324,8 +1324,8 @@ impl ScaleResult {
         if self.interrupted {
             let _ = writeln!(
                 out,
-                "interrupted (Ctrl-C or SIGTERM): {} of {} points run; the point then running \
-                 is left out",
+                "interrupted (Ctrl-C or SIGTERM): {} of {} points run; a point it cut short is \
+                 left out",
                 self.points_run, self.points_planned
             );
         }
@@ -1726,8 +1726,8 @@ mod tests {
         assert!(short[0].trim_start().starts_with("2 "), "{text}");
         assert!(
             text.lines().last().is_some_and(|l| l
-                == "interrupted (Ctrl-C or SIGTERM): 9 of 12 points run; the point then running \
-                    is left out"),
+                == "interrupted (Ctrl-C or SIGTERM): 9 of 12 points run; a point it cut short is \
+                    left out"),
             "{text}"
         );
     }
