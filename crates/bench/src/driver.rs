@@ -72,7 +72,8 @@ pub struct Attempt {
     pub measured: bool,
 }
 
-/// Set to end the runs of this process early: `glass bench` sets it on SIGINT or SIGTERM.
+/// Set to end the runs of this process early: `glass bench`, `scale`, `charm` and `latency`
+/// set it on SIGINT or SIGTERM.
 static INTERRUPT: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
 /// The flag that ends a run early, for a signal handler to set: the measured phase ends where

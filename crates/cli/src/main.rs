@@ -1416,12 +1416,6 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     // Ctrl-C or SIGTERM ends the measured phase where it is; the run then finishes as it
     // would have (its check, the database closed, the table over the time measured).
     end_runs_on_interrupt()?;
-    // Ended early, the run exits 130, as a shell reports a command SIGINT ended.
-    let status = |result: &bench::report::BenchResult, ok: bool| match (ok, result.interrupted) {
-        (false, _) => ExitCode::from(1),
-        (true, true) => ExitCode::from(130),
-        (true, false) => ExitCode::SUCCESS,
-    };
     if let Some(endpoint) = &args.server {
         if let Some(n) = args.connections {
             config.threads = n as usize;
@@ -1434,11 +1428,21 @@ fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let (result, trips) = bench::remote::run_remote_bench(&config, endpoint, mode)?;
         println!("{}", result.render().trim_end());
         println!("{}", trips.render().trim_end());
-        return Ok(status(&result, true));
+        return Ok(exit_status(true, result.interrupted));
     }
     let result = run_bench(&config)?;
     println!("{}", result.render().trim_end());
-    Ok(status(&result, result.consistency == "ok"))
+    Ok(exit_status(result.consistency == "ok", result.interrupted))
+}
+
+/// A run's exit status: 1 if it failed (a check, a consistency condition), else 130 if Ctrl-C
+/// or SIGTERM ended it early (as a shell reports a command SIGINT ended), else 0.
+fn exit_status(ok: bool, interrupted: bool) -> ExitCode {
+    match (ok, interrupted) {
+        (false, _) => ExitCode::from(1),
+        (true, true) => ExitCode::from(130),
+        (true, false) => ExitCode::SUCCESS,
+    }
 }
 
 /// Has the first Ctrl-C or SIGTERM set [`bench::driver::interrupt_flag`], which ends the run
@@ -1700,11 +1704,7 @@ fn latency(args: LatencyArgs) -> anyhow::Result<ExitCode> {
     end_runs_on_interrupt()?;
     let result = bench::latency::run_latency(&config)?;
     println!("{}", result.render().trim_end());
-    Ok(if result.interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_status(true, result.interrupted))
 }
 
 /// How `glass section3` and `glass isolation` run the paper's servers and clients: `workloads`
@@ -1828,11 +1828,7 @@ fn charm(args: CharmArgs) -> anyhow::Result<ExitCode> {
     };
     println!("{}", report.markdown.trim_end());
     println!("(written to {})", config.out.join("charm.md").display());
-    Ok(if report.interrupted {
-        ExitCode::from(130)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(exit_status(true, report.interrupted))
 }
 
 fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
@@ -1924,11 +1920,7 @@ fn scale(args: ScaleArgs) -> anyhow::Result<ExitCode> {
     for figure in &result.figures {
         eprintln!("wrote {figure}");
     }
-    Ok(match (result.consistent(), result.interrupted) {
-        (false, _) => ExitCode::from(1),
-        (true, true) => ExitCode::from(130),
-        (true, false) => ExitCode::SUCCESS,
-    })
+    Ok(exit_status(result.consistent(), result.interrupted))
 }
 
 fn load(args: LoadArgs) -> anyhow::Result<ExitCode> {
