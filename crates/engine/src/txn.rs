@@ -1519,9 +1519,15 @@ impl<'db> Transaction<'db> {
         }
         // The second collection goes into the session's other buffer, given back after.
         let mut fresh = std::mem::take(&mut self.s.hits_again);
+        // The next key's lock this scan took last time round (see `lock_next_key`), unless it
+        // has become one of the entries, whose locks stay.
+        let mut taken = None;
         let r = (|| loop {
             for (key, loc) in hits.iter() {
                 lock_entry(self, key, loc, false, floor)?;
+                if taken.is_some() && taken == Some(key_hash(next.0, key)) {
+                    taken = None;
+                }
             }
             // The gaps between entries are guarded by the entries' own locks (an insert
             // locks the key after it). What is left is the gap above the highest entry: a
@@ -1531,10 +1537,26 @@ impl<'db> Transaction<'db> {
             // the limit.
             let high = hi.1.map(|_| hi.0);
             if reverse {
-                self.lock_next_key((next.0, next.1), store, None, high, next.2, floor)?;
+                self.lock_next_key(
+                    (next.0, next.1),
+                    store,
+                    None,
+                    high,
+                    next.2,
+                    floor,
+                    &mut taken,
+                )?;
             } else if hits.len() < limit {
                 let last = hits.last_key();
-                self.lock_next_key((next.0, next.1), store, last, high, next.2, floor)?;
+                self.lock_next_key(
+                    (next.0, next.1),
+                    store,
+                    last,
+                    high,
+                    next.2,
+                    floor,
+                    &mut taken,
+                )?;
             }
             Self::collect(store, lo, hi, reverse, limit, &mut fresh, what)?;
             if fresh == *hits {
@@ -1693,6 +1715,7 @@ impl<'db> Transaction<'db> {
             Bound::Unbounded,
             true,
             rank,
+            &mut None,
         )?;
         Ok(store.insert(k, loc)?)
     }
@@ -1825,6 +1848,7 @@ impl<'db> Transaction<'db> {
                 Bound::Unbounded,
                 true,
                 floor,
+                &mut None,
             )
         });
         self.s.key2 = entry;
@@ -1834,6 +1858,15 @@ impl<'db> Transaction<'db> {
     /// Locks the key that follows `after` (an entry), or without one the key that follows a
     /// range ending at `hi`, or the end of the index; so no insert of a key from `floor` up
     /// can slip a phantom into the gap before it until this transaction ends.
+    ///
+    /// `taken` carries a lock on a next key that an earlier call for the same statement took
+    /// (one the transaction did not hold before: the call added it to the held locks), and
+    /// comes back naming the one this call took that way. A next key that stops being next, because a key arrived in the gap
+    /// while this waited for its lock, guards nothing any more: the new one guards the gap up
+    /// to it. That lock is let go before this waits for the new one. Kept, it deadlocked: a
+    /// TPC-C Stock-Level's scan, granted the next district's first order line after a
+    /// New-Order's first line had gone in before it, waited for that line still holding the
+    /// first one, which the New-Order's second line needed as its next key.
     #[allow(clippy::too_many_arguments)]
     fn lock_next_key(
         &mut self,
@@ -1843,6 +1876,7 @@ impl<'db> Transaction<'db> {
         hi: Bound<&[u8]>,
         exclusive: bool,
         floor: KeyRank,
+        taken: &mut Option<u64>,
     ) -> TxResult<()> {
         if self.db.locks.is_none() {
             return Ok(());
@@ -1853,14 +1887,14 @@ impl<'db> Transaction<'db> {
             (None, Bound::Included(h)) => Bound::Excluded(h),
             (None, Bound::Excluded(h)) => Bound::Included(h),
             (None, Bound::Unbounded) => {
-                return self.lock_key(lock_table, END_OF_INDEX, exclusive, floor)
+                return self.lock_next_key_named(lock_table, END_OF_INDEX, exclusive, floor, taken)
             }
         };
         // Record locking: the next key is locked conditionally while its leaf is latched
         // (as an insert asks for its next key's, `insert_entry_locked`). Granted there, it is the
         // next key for good: an insert into the gap needs it exclusively, a delete of it
         // needs it at all. Refused, or page locking, or no key after: the loop below.
-        let mut granted = false;
+        let mut granted = None;
         let mut conditional = match (&self.db.locks, self.locks.as_mut()) {
             (Some(lm), Some(locks)) if !self.db.page_locking => Some((lm, locks)),
             _ => None,
@@ -1869,16 +1903,24 @@ impl<'db> Transaction<'db> {
         store.scan(lo, Bound::Unbounded, false, 1, |k, loc| {
             if let Some((lm, locks)) = conditional.as_mut() {
                 let name = key_hash(lock_table, k);
-                granted = lm
+                let held = locks.held().len();
+                if lm
                     .try_lock_record(locks, lock_table, name, mode, floor)
-                    .unwrap_or(false);
+                    .unwrap_or(false)
+                {
+                    granted = Some((name, locks.held().len() > held));
+                }
             }
-            if !granted {
+            if granted.is_none() {
                 next = Some((k.to_vec(), loc));
             }
             false
         })?;
-        if granted {
+        if let Some((name, new)) = granted {
+            self.let_go_of_stale_next_key(lock_table, taken, name);
+            if new {
+                *taken = Some(name);
+            }
             return Ok(());
         }
         // The key is read under latches and locked after: a key that arrived in between is
@@ -1886,7 +1928,7 @@ impl<'db> Transaction<'db> {
         loop {
             match &next {
                 Some((k, loc)) => {
-                    self.lock_key(lock_table, k, exclusive, floor)?;
+                    self.lock_next_key_named(lock_table, k, exclusive, floor, taken)?;
                     // Page locking: scans lock their entries' heap pages, not their keys, so
                     // the next key's guard is its record's page too. (Without it an insert
                     // between two scanned entries locked only the later one's name, and went
@@ -1895,7 +1937,9 @@ impl<'db> Transaction<'db> {
                         self.lock_page_of(heap_table, *loc, exclusive)?;
                     }
                 }
-                None => self.lock_key(lock_table, END_OF_INDEX, exclusive, floor)?,
+                None => {
+                    self.lock_next_key_named(lock_table, END_OF_INDEX, exclusive, floor, taken)?
+                }
             }
             let mut now: Option<(Vec<u8>, u64)> = None;
             store.scan(lo, Bound::Unbounded, false, 1, |k, loc| {
@@ -1906,6 +1950,43 @@ impl<'db> Transaction<'db> {
                 return Ok(());
             }
             next = now;
+        }
+    }
+
+    /// [`Self::lock_next_key`]'s unconditional request for the key `k` of lock space `space`:
+    /// first lets go of the stale next key in `taken` (if it is another), then records `k`'s
+    /// lock there if the transaction did not hold it before.
+    fn lock_next_key_named(
+        &mut self,
+        space: u32,
+        k: &[u8],
+        exclusive: bool,
+        floor: KeyRank,
+        taken: &mut Option<u64>,
+    ) -> TxResult<()> {
+        let name = key_hash(space, k);
+        self.let_go_of_stale_next_key(space, taken, name);
+        let held = |this: &Self| this.locks.as_ref().map_or(0, |l| l.held().len());
+        let before = held(self);
+        self.lock_key(space, k, exclusive, floor)?;
+        // A lock held before (or an upgrade of one) adds no entry.
+        if held(self) > before {
+            *taken = Some(name);
+        }
+        Ok(())
+    }
+
+    /// Lets go of the next-key lock named in `taken` unless it is `next`, the key now next
+    /// (see [`Self::lock_next_key`]). Not under page locking, whose next key's page lock
+    /// stays with it.
+    fn let_go_of_stale_next_key(&mut self, space: u32, taken: &mut Option<u64>, next: u64) {
+        if *taken == Some(next) || self.db.page_locking {
+            return;
+        }
+        if let (Some(stale), Some(lm), Some(locks)) =
+            (taken.take(), &self.db.locks, self.locks.as_mut())
+        {
+            lm.release_record(locks, space, stale);
         }
     }
 }
@@ -2129,6 +2210,7 @@ impl Tx for Transaction<'_> {
                     Bound::Unbounded,
                     true,
                     floor,
+                    &mut None,
                 )?;
                 self.lock_secondary_entries(table, &rec)?;
             }

@@ -343,6 +343,71 @@ fn an_insert_whose_next_key_changed_while_it_waited_locks_the_new_one() {
 }
 
 #[test]
+fn a_scan_whose_next_key_changed_while_it_waited_lets_the_old_one_go() {
+    // TPC-C on one warehouse: a Stock-Level's scan of a district's last order lines waited
+    // for the next district's first line (a New-Order into that district had queued for it
+    // first), and when it was granted, the New-Order's first line had gone in between: the
+    // scan waited for that line's lock, still holding the next district's first, which the
+    // New-Order's second line needed as its next key. A deadlock, one of them its victim.
+    let db = open(Preset::Full, 3);
+    let t = spaced(&db);
+    // The holder's lock on 30 (from 0 up) refuses the writer's check of its next key.
+    let holder = holding_30(&db, &t);
+    let (first_in, commit) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let writer = {
+        let (db, t, first_in, commit) = (db.clone(), t.clone(), first_in.clone(), commit.clone());
+        std::thread::spawn(move || -> engine::TxResult<()> {
+            let mut tx = db.begin()?;
+            tx.insert(&t, &row(24))?;
+            first_in.store(true, Ordering::SeqCst);
+            tx.insert(&t, &row(26))?;
+            while !commit.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            tx.commit()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!first_in.load(Ordering::SeqCst), "24 did not wait for 30");
+    // The scanner comes to 30 after the writer: it queues behind the writer's request.
+    let scanned = Arc::new(AtomicBool::new(false));
+    let scanner = {
+        let (db, t, scanned) = (db.clone(), t.clone(), scanned.clone());
+        std::thread::spawn(move || -> engine::TxResult<Vec<i64>> {
+            let mut tx = db.begin()?;
+            let ids = scan_ids(&mut tx, &t, 0, 25)?;
+            scanned.store(true, Ordering::SeqCst);
+            tx.commit()?;
+            Ok(ids)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !scanned.load(Ordering::SeqCst),
+        "the scan did not wait for 30"
+    );
+    // The holder ends: the writer gets 30, puts 24 in and lets 30 go; the scanner gets 30,
+    // finds 24 next and waits for the writer; the writer puts 26 in (next key 30 again).
+    holder.commit().unwrap();
+    assert!(turns_true(&first_in));
+    std::thread::sleep(Duration::from_millis(200));
+    commit.store(true, Ordering::SeqCst);
+    let wrote = writer.join().unwrap();
+    let read = scanner.join().unwrap();
+    assert_eq!(db.lock_manager().unwrap().stats().deadlocks, 0);
+    wrote.expect("the writer commits");
+    assert_eq!(read.expect("the scan ends"), vec![0, 10, 20, 24]);
+    assert_eq!(
+        ids(&db, &t),
+        vec![0, 10, 20, 24, 26, 30, 40, 50, 60, 70, 80, 90]
+    );
+    db.check_invariants().unwrap();
+}
+
+#[test]
 fn duplicate_insert_in_a_committed_transaction_leaves_the_table_as_it_was() {
     let page_locking = || {
         engine::Database::open(engine::DbConfig {
