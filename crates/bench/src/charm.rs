@@ -927,7 +927,7 @@ impl Session {
             &rounds,
             &[],
         )?
-        .with_locks(locks)
+        .with_locks(locks, self.db.last_deadlock())
         .with_execution(execution);
         Ok(Measured {
             result,

@@ -243,6 +243,10 @@ pub struct BenchResult {
     /// engine locks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locks: Option<LockSummary>,
+    /// The last deadlock the lock manager broke, told with table and index names
+    /// (`engine::Database::last_deadlock`), when the run had any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_deadlock: Option<String>,
     /// TPC-C: committed New-Order transactions per minute of the measured time (tpmC; deadlock
     /// aborts and rollbacks excluded), the metric of the 1992 TPC-C and of the Charm paper.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -771,6 +775,7 @@ impl BenchResult {
             checkpoints: None,
             pool: None,
             locks: None,
+            last_deadlock: None,
             new_order_tpm,
             execution: None,
             handoffs: None,
@@ -784,8 +789,14 @@ impl BenchResult {
         self
     }
 
-    /// The same result with the lock manager's waits over the run.
-    pub fn with_locks(mut self, locks: Option<LockSummary>) -> BenchResult {
+    /// The same result with the lock manager's waits over the run, and the last deadlock
+    /// broken where the run broke any.
+    pub fn with_locks(
+        mut self,
+        locks: Option<LockSummary>,
+        last_deadlock: Option<String>,
+    ) -> BenchResult {
+        self.last_deadlock = last_deadlock.filter(|_| locks.is_some_and(|l| l.deadlocks > 0));
         self.locks = locks;
         self
     }
@@ -959,6 +970,9 @@ impl BenchResult {
                 l.waits, l.requests, l.wait_us_mean, l.waits_ended_spinning, l.waits_ended_sleeping,
                 l.wake_us_mean, l.wake_us_p50, l.wake_us_p99, l.wake_us_max, l.deadlocks, l.timeouts
             );
+        }
+        if let Some(cycle) = &self.last_deadlock {
+            let _ = writeln!(out, "last deadlock: {cycle}");
         }
         if let Some(line) = c.cpu_idle.note(c.durable || c.threads > 1) {
             let _ = writeln!(out, "{line}");
@@ -1337,6 +1351,32 @@ mod tests {
         assert!(!says(&with(8, true, &polling)));
         let json = with(1, false, &halting).to_json();
         assert!(json.contains("\"halt_poll_ns\": 0"), "{json}");
+    }
+
+    #[test]
+    fn a_run_with_deadlocks_tells_the_last_cycle() {
+        let cycle = "T7 (the victim) waits for S on a record of stock (0x81) → T9 waits for X \
+                     on a record of stock (0x82) → T7";
+        let with = |deadlocks: u64| {
+            let locks = LockSummary {
+                waits: 10,
+                deadlocks,
+                ..LockSummary::default()
+            };
+            result(&[]).with_locks(Some(locks), Some(cycle.to_string()))
+        };
+        let told = with(2);
+        assert!(
+            told.render().contains(&format!("last deadlock: {cycle}")),
+            "{}",
+            told.render()
+        );
+        let json: serde_json::Value = serde_json::from_str(&told.to_json()).unwrap();
+        assert_eq!(json["last_deadlock"], cycle);
+        // One from before the run (a load's, another run's) is not this run's to tell.
+        let none = with(0);
+        assert!(!none.render().contains("last deadlock"));
+        assert!(!none.to_json().contains("last_deadlock"));
     }
 
     #[test]

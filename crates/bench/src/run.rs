@@ -501,6 +501,7 @@ pub fn run_workload(
         .lock_manager()
         .zip(locks_before)
         .map(|(m, before)| LockSummary::between(&before, &m.stats()));
+    let last_deadlock = db.last_deadlock();
 
     db.set_device(false);
     let handoffs = embedded.handoffs_measured();
@@ -525,7 +526,7 @@ pub fn run_workload(
         r.with_log(log)
             .with_checkpoints(checkpoints)
             .with_pool(pool)
-            .with_locks(locks)
+            .with_locks(locks, last_deadlock)
             .with_execution(execution)
             .with_handoffs(
                 handoffs.map(|h| HandoffSummary::of(h, outcome.merged.stats.txn_count())),

@@ -30,7 +30,7 @@ use storage::file::{FilePageStore, MemPageStore, PageStore};
 use storage::heap::{HeapFile, SavedFreeSpace, SavedHeap, FREE_SPACE_FILE};
 use storage::memstore::MemStore;
 use storage::{Lsn, PageId, PageLog, PageSize};
-use txn::lock::{LockConfig, LockManager};
+use txn::lock::{LockConfig, LockManager, LockName};
 use wal::storage::FileLogOptions;
 pub use wal::storage::LogSync;
 use wal::{LogConfig, LogManager, LogMode, TxnId};
@@ -922,6 +922,51 @@ impl Database {
     /// The lock manager (absent with `locking=off`).
     pub fn lock_manager(&self) -> Option<&LockManager> {
         self.locks.as_ref()
+    }
+
+    /// The last deadlock the lock manager broke, told with the names of the tables and
+    /// indexes whose locks its transactions waited for (a record lock is named by a hash of
+    /// its key, which the manager cannot turn back into the key), e.g. `T7 (the victim) waits
+    /// for S on a record of order_line (0x81…) → T9 waits for X on a record of stock (0x80…)
+    /// → T7`. `None` without locking or before any deadlock.
+    pub fn last_deadlock(&self) -> Option<String> {
+        let report = self.locks.as_ref()?.last_deadlock()?;
+        let space = |id: u32| -> String {
+            let index = (id as usize).checked_sub(MAX_TABLES);
+            let named = match index {
+                Some(ix) => self
+                    .index_by_id(ix as u32)
+                    .ok()
+                    .map(|i| format!("index {}", i.schema.name)),
+                None => self.table_by_id(id).ok().map(|t| t.schema.name.clone()),
+            };
+            named.unwrap_or_else(|| format!("lock space {id}"))
+        };
+        let mut out = String::new();
+        for (i, m) in report.cycle.iter().enumerate() {
+            let victim = if i == 0 { " (the victim)" } else { "" };
+            let what = match m.wants {
+                Some((name, mode)) => {
+                    let on = match name {
+                        LockName::Record { table, key } => {
+                            format!("a record of {} ({key:#x})", space(table))
+                        }
+                        LockName::Page { table, page } => {
+                            format!("page {page} of {}", space(table))
+                        }
+                        LockName::Table(table) | LockName::TablePart { table, .. } => {
+                            format!("table {}", space(table))
+                        }
+                        LockName::Database | LockName::DatabasePart(_) => "the database".into(),
+                    };
+                    format!("waits for {mode} on {on}")
+                }
+                None => "waits for its thread".into(),
+            };
+            out += &format!("{}{victim} {what} → ", m.txn);
+        }
+        out += &report.victim().to_string();
+        Some(out)
     }
 
     /// Begins a transaction.

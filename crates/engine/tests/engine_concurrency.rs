@@ -202,6 +202,28 @@ fn deadlock_victim_is_chosen_and_the_other_finishes() {
         1,
         "exactly one victim: {outcomes:?}"
     );
+    // The database tells the cycle with the table's name: each waited for X on a record of
+    // the other.
+    let told = db.last_deadlock().expect("the deadlock is told");
+    assert_eq!(
+        told.matches(" waits for X on a record of accounts (0x")
+            .count(),
+        2,
+        "{told}"
+    );
+    assert_eq!(told.matches(" (the victim) ").count(), 1, "{told}");
+}
+
+#[test]
+fn no_deadlock_is_told_before_one_happens() {
+    let db = open(Preset::Full, 2);
+    let t = load_accounts(&db, 2);
+    db.run(|tx| {
+        tx.update(&t, &[Value::Int(0)], &[(2, Value::Int(1))])
+            .map(drop)
+    })
+    .unwrap();
+    assert_eq!(db.last_deadlock(), None);
 }
 
 #[test]

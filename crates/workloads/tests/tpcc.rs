@@ -77,7 +77,8 @@ fn assert_no_deadlock_among(
     assert_eq!(
         deadlocks() - before,
         0,
-        "deadlock victims among the {threads} threads"
+        "deadlock victims among the {threads} threads; the last: {}",
+        db.last_deadlock().unwrap_or_default()
     );
 }
 

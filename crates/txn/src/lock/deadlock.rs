@@ -51,18 +51,21 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::name::BuildNameHasher;
+use super::mode::LockMode;
+use super::name::{BuildNameHasher, LockName};
 use super::table::UNBOUND;
 use super::TxnId;
 
 /// An out-edge: the transaction waited for, and its thread (`UNBOUND` if none).
 type Edge = (TxnId, u32);
 
-/// A registered waiter: its thread, and whom it waits for, each with its thread.
+/// A registered waiter: its thread, whom it waits for, each with its thread, and the lock
+/// it asked for (set as it registers; kept for [`DeadlockReport`]).
 #[derive(Default)]
 struct Node {
     home: u32,
     blockers: Vec<Edge>,
+    wants: Option<(LockName, LockMode)>,
 }
 
 /// Who waits for whom. Protected by the lock manager's graph mutex.
@@ -71,6 +74,47 @@ pub struct WaitForGraph {
     edges: HashMap<TxnId, Node, BuildNameHasher>,
     /// The registered waiter of each thread with thread-bound transactions.
     thread_waiter: HashMap<u32, TxnId>,
+    /// The last cycle broken (see [`WaitForGraph::note_deadlock`]).
+    last: Option<DeadlockReport>,
+}
+
+/// One transaction on a deadlock's cycle, and the lock it waited for: `None` for one that was
+/// not waiting in the lock manager but for its thread (a thread-bound transaction, idle while
+/// another transaction of its thread waits; see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CycleMember {
+    pub txn: TxnId,
+    pub wants: Option<(LockName, LockMode)>,
+}
+
+/// A deadlock the manager broke: the cycle of the wait-for graph, each member waiting for the
+/// next and the last for the first, beginning with the victim. Only its victim's request was
+/// refused; the others went on waiting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadlockReport {
+    pub cycle: Vec<CycleMember>,
+}
+
+impl DeadlockReport {
+    /// The transaction whose request was refused.
+    pub fn victim(&self) -> TxnId {
+        self.cycle[0].txn
+    }
+}
+
+impl std::fmt::Display for DeadlockReport {
+    /// `T7 (the victim) waits for S on table 8 record 0x… → T9 waits for X on … → T7`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, m) in self.cycle.iter().enumerate() {
+            let victim = if i == 0 { " (the victim)" } else { "" };
+            match m.wants {
+                Some((name, mode)) => write!(f, "{}{victim} waits for {mode} on {name}", m.txn)?,
+                None => write!(f, "{}{victim} waits for its thread", m.txn)?,
+            }
+            f.write_str(" → ")?;
+        }
+        write!(f, "{}", self.victim())
+    }
 }
 
 impl WaitForGraph {
@@ -96,6 +140,31 @@ impl WaitForGraph {
         if home != UNBOUND {
             self.thread_waiter.insert(home, waiter);
         }
+    }
+
+    /// Records the lock the registered waiter `waiter` asked for.
+    pub fn note_wants(&mut self, waiter: TxnId, name: LockName, mode: LockMode) {
+        if let Some(node) = self.edges.get_mut(&waiter) {
+            node.wants = Some((name, mode));
+        }
+    }
+
+    /// Keeps `cycle` (from [`Self::cycle_through`], its victim first) as the last deadlock
+    /// broken, with the lock each member waited for.
+    pub fn note_deadlock(&mut self, cycle: &[TxnId]) {
+        let cycle = cycle
+            .iter()
+            .map(|&txn| CycleMember {
+                txn,
+                wants: self.edges.get(&txn).and_then(|n| n.wants),
+            })
+            .collect();
+        self.last = Some(DeadlockReport { cycle });
+    }
+
+    /// The last deadlock broken, if any.
+    pub fn last_deadlock(&self) -> Option<&DeadlockReport> {
+        self.last.as_ref()
     }
 
     /// Forgets `txn` as a waiter (it was granted, timed out, or chosen as victim).

@@ -117,7 +117,7 @@ use parking_lot::Mutex;
 use storage::latch::{SpinGuard, SpinLatch};
 use storage::shared::{self, Place};
 
-use super::deadlock::WaitForGraph;
+use super::deadlock::{DeadlockReport, WaitForGraph};
 use super::mode::LockMode;
 use super::name::LockName;
 use super::table::{
@@ -1012,6 +1012,12 @@ impl LockManager {
         }
     }
 
+    /// The last deadlock broken (its cycle, each member with the lock it waited for), if
+    /// any since the manager began: what a count of deadlocks does not say.
+    pub fn last_deadlock(&self) -> Option<DeadlockReport> {
+        self.graph.lock().last_deadlock().cloned()
+    }
+
     /// Lock names with a head in the table (granted or waited for).
     pub fn lock_name_count(&self) -> usize {
         self.table.buckets().map(|b| b.lock().heads().len()).sum()
@@ -1466,7 +1472,14 @@ impl LockManager {
             // wait for it too.
             let mut graph = self.graph();
             refresh_edges(head, &mut graph);
-            if !spins && graph.cycle_through(txn).is_some() {
+            graph.note_wants(txn, name, want);
+            let cycle = if spins {
+                None
+            } else {
+                graph.cycle_through(txn)
+            };
+            if let Some(cycle) = cycle {
+                graph.note_deadlock(&cycle);
                 let wakes = self.withdraw(head, txn, &mut graph);
                 drop(graph);
                 guard.retire_if_unused(index);
@@ -1735,7 +1748,15 @@ impl LockManager {
             };
             let head = guard.head_at(index);
             let mut graph = self.graph();
-            let victim = !timed_out && graph.cycle_through(txn).is_some();
+            let cycle = if timed_out {
+                None
+            } else {
+                graph.cycle_through(txn)
+            };
+            if let Some(cycle) = &cycle {
+                graph.note_deadlock(cycle);
+            }
+            let victim = cycle.is_some();
             if timed_out || victim {
                 let wakes = self.withdraw(head, txn, &mut graph);
                 drop(graph);
@@ -1845,9 +1866,11 @@ impl LockManager {
         head.queue[at].registered = true;
         let mut graph = self.graph();
         graph.set_edges(txn, head.queue[at].home, head.blockers_of(at));
-        if graph.cycle_through(txn).is_none() {
+        graph.note_wants(txn, name, head.queue[at].mode);
+        let Some(cycle) = graph.cycle_through(txn) else {
             return Ok(false);
-        }
+        };
+        graph.note_deadlock(&cycle);
         let wakes = self.withdraw(head, txn, &mut graph);
         drop(graph);
         guard.retire_if_unused(index);

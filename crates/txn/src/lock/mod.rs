@@ -20,6 +20,7 @@ pub(crate) mod table;
 #[cfg(test)]
 mod tests;
 
+pub use deadlock::{CycleMember, DeadlockReport};
 pub use manager::{IoProbe, LockConfig, LockManager, LockStats, TxnLocks};
 pub use mode::LockMode;
 pub use name::LockName;

@@ -1264,8 +1264,41 @@ fn spinning_waiters_find_a_deadlock_once_they_stop_spinning() {
     let s = m.stats();
     assert_eq!((s.deadlocks, s.timeouts), (1, 0));
     assert_eq!(s.waits_granted(), 1, "the survivor is granted");
+    // The cycle is kept, the victim first, each member with the record it waited for.
+    let LockError::Deadlock { victim } = errors[0] else {
+        unreachable!()
+    };
+    let report = m.last_deadlock().expect("the deadlock is reported");
+    assert_eq!(report.victim(), victim);
+    let mut members: Vec<_> = report.cycle.iter().map(|c| (c.txn, c.wants)).collect();
+    members.sort_by_key(|m| m.0);
+    assert_eq!(
+        members,
+        [
+            (TxnId(1), Some((rec(1, 2), X))),
+            (TxnId(2), Some((rec(1, 1), X)))
+        ]
+    );
+    let other = if victim == TxnId(1) { 2 } else { 1 };
+    assert_eq!(
+        report.to_string(),
+        format!(
+            "T{} (the victim) waits for X on table 1 record {:#x} → T{other} waits for X on \
+             table 1 record {:#x} → T{}",
+            victim.0, other, victim.0, victim.0
+        )
+    );
     m.check_invariants();
     assert_eq!(m.lock_name_count(), 0);
+}
+
+#[test]
+fn no_deadlock_is_reported_before_one_is_broken() {
+    let m = manager(config());
+    let mut t = m.begin(TxnId(1));
+    m.lock_record(&mut t, 1, 1, X, WHOLE_GAP).unwrap();
+    m.release_all(&mut t);
+    assert_eq!(m.last_deadlock(), None);
 }
 
 #[test]
