@@ -942,31 +942,14 @@ impl Database {
             };
             named.unwrap_or_else(|| format!("lock space {id}"))
         };
-        let mut out = String::new();
-        for (i, m) in report.cycle.iter().enumerate() {
-            let victim = if i == 0 { " (the victim)" } else { "" };
-            let what = match m.wants {
-                Some((name, mode)) => {
-                    let on = match name {
-                        LockName::Record { table, key } => {
-                            format!("a record of {} ({key:#x})", space(table))
-                        }
-                        LockName::Page { table, page } => {
-                            format!("page {page} of {}", space(table))
-                        }
-                        LockName::Table(table) | LockName::TablePart { table, .. } => {
-                            format!("table {}", space(table))
-                        }
-                        LockName::Database | LockName::DatabasePart(_) => "the database".into(),
-                    };
-                    format!("waits for {mode} on {on}")
-                }
-                None => "waits for its thread".into(),
-            };
-            out += &format!("{}{victim} {what} → ", m.txn);
-        }
-        out += &report.victim().to_string();
-        Some(out)
+        Some(report.describe(|lock| match lock {
+            LockName::Record { table, key } => format!("a record of {} ({key:#x})", space(table)),
+            LockName::Page { table, page } => format!("page {page} of {}", space(table)),
+            LockName::Table(table) | LockName::TablePart { table, .. } => {
+                format!("table {}", space(table))
+            }
+            LockName::Database | LockName::DatabasePart(_) => "the database".into(),
+        }))
     }
 
     /// Begins a transaction.

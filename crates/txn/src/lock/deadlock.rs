@@ -102,18 +102,27 @@ impl DeadlockReport {
     }
 }
 
-impl std::fmt::Display for DeadlockReport {
-    /// `T7 (the victim) waits for S on table 8 record 0x… → T9 waits for X on … → T7`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl DeadlockReport {
+    /// The cycle in words, each lock named by `name`: `T7 (the victim) waits for S on … → T9
+    /// waits for X on … → T7`.
+    pub fn describe(&self, name: impl Fn(LockName) -> String) -> String {
+        let mut out = String::new();
         for (i, m) in self.cycle.iter().enumerate() {
             let victim = if i == 0 { " (the victim)" } else { "" };
-            match m.wants {
-                Some((name, mode)) => write!(f, "{}{victim} waits for {mode} on {name}", m.txn)?,
-                None => write!(f, "{}{victim} waits for its thread", m.txn)?,
-            }
-            f.write_str(" → ")?;
+            let what = match m.wants {
+                Some((lock, mode)) => format!("waits for {mode} on {}", name(lock)),
+                None => "waits for its thread".to_string(),
+            };
+            out += &format!("{}{victim} {what} → ", m.txn);
         }
-        write!(f, "{}", self.victim())
+        out + &self.victim().to_string()
+    }
+}
+
+impl std::fmt::Display for DeadlockReport {
+    /// [`DeadlockReport::describe`] with the locks' own names (`table 8 record 0x…`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe(|lock| lock.to_string()))
     }
 }
 
