@@ -100,9 +100,7 @@ impl DeadlockReport {
     pub fn victim(&self) -> TxnId {
         self.cycle[0].txn
     }
-}
 
-impl DeadlockReport {
     /// The cycle in words, each lock named by `name`: `T7 (the victim) waits for S on … → T9
     /// waits for X on … → T7`.
     pub fn describe(&self, name: impl Fn(LockName) -> String) -> String {
