@@ -194,9 +194,10 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
             interrupted = true;
             break;
         };
+        let peak_tps = peak_to_scale(mode, r.tps)?;
         curves.push(Curve {
             mode: mode.name(),
-            peak_tps: r.tps,
+            peak_tps,
             closed_p50_us: r.p50_us,
             closed_p99_us: r.p99_us,
             points: Vec::new(),
@@ -271,4 +272,39 @@ fn write_outputs(config: &LatencyConfig, result: &LatencyResult) -> anyhow::Resu
         eprintln!("wrote {}/{name}.svg and .png", path.display());
     }
     Ok(())
+}
+
+/// A closed loop's peak, which every step is a fraction of: one that completed nothing (a
+/// stalled server, a measured time too short for a busy machine) leaves no load to offer.
+fn peak_to_scale(mode: Mode, tps: f64) -> anyhow::Result<f64> {
+    if tps > 0.0 {
+        return Ok(tps);
+    }
+    anyhow::bail!(
+        "{}: the closed loop for the peak completed no transaction in its measured time, so \
+         no step has a load to offer (lengthen --duration, or look at the server)",
+        mode.name()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peak_of_nothing_is_an_error_naming_the_mode_not_a_curve_of_zeros() {
+        assert_eq!(
+            peak_to_scale(Mode::StoredProcedure, 1234.0).unwrap(),
+            1234.0
+        );
+        for nothing in [0.0, f64::NAN] {
+            let e = peak_to_scale(Mode::Interactive, nothing)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("interactive: ") && e.contains("--duration"),
+                "{e}"
+            );
+        }
+    }
 }

@@ -473,15 +473,19 @@ fn latency_ramps_each_mode_and_writes_its_curves() {
         let peak = c["peak_tps"].as_f64().unwrap();
         assert!(peak > 0.0, "{c}");
         let points = c["points"].as_array().unwrap();
-        assert_eq!(points.len(), 2, "{c}");
-        // Well below the peak, the load offered is the load achieved.
-        let first = &points[0];
-        let (offered, achieved) = (
-            first["offered_tps"].as_f64().unwrap(),
-            first["achieved_tps"].as_f64().unwrap(),
-        );
-        assert!((offered - 0.2 * peak).abs() < 1.0, "{c}");
-        assert!(achieved > 0.6 * offered && achieved < 1.4 * offered, "{c}");
+        let point = |i: usize, what: &str| points[i][what].as_f64().unwrap();
+        // Each point offers its step of the peak, and an open loop never achieves more than
+        // it offers (the slots that fell in the measured time, give or take one).
+        for (i, step) in [0.2, 0.5].iter().enumerate().take(points.len()) {
+            let offered = point(i, "offered_tps");
+            assert!((offered - step * peak).abs() < 1.0, "{c}");
+            assert!(point(i, "achieved_tps") <= offered + 2.0 / 0.5, "{c}");
+        }
+        // The sweep goes on up the steps until one saturates (achieves under 90% of what it
+        // offered). How far a fifth of the peak gets depends on how busy the machine is: on
+        // a loaded one the first step has saturated, so either is right, never both.
+        let first_saturated = point(0, "achieved_tps") < 0.9 * point(0, "offered_tps");
+        assert_eq!(points.len(), if first_saturated { 1 } else { 2 }, "{c}");
     }
     assert!(t.contains("latency against load: ycsb"), "{t}");
 }
@@ -493,18 +497,20 @@ fn ctrl_c_ends_a_latency_sweep_with_the_points_measured() {
     let dir = tempfile::tempdir().unwrap();
     let (mut server, _stdout, addr) = ycsb_c_server(&[]);
     let json = dir.path().join("latency.json");
-    // Steps of 1 s: the signal falls in the second step's run of the first mode.
+    // Runs of 2 s: the peak of each mode, then the first step of each. Every mode's first
+    // step is run (a step that saturates ends only its own mode's sweep), so a signal sent as
+    // soon as sp's is printed falls in interactive's, however busy the machine.
     let mut latency = common::Running::start(
         dir.path(),
         &latency_of_ycsb_c(
             &addr,
             &[
                 "--modes",
-                "sp",
+                "sp,interactive",
                 "--steps",
                 "0.2,0.4,0.6",
                 "--duration",
-                "1",
+                "2",
                 "--warmup",
                 "0",
                 "--out",
@@ -515,7 +521,7 @@ fn ctrl_c_ends_a_latency_sweep_with_the_points_measured() {
         ),
     );
     latency.wait_for("sp: offered ");
-    let (status, printed, said) = latency.interrupt(Duration::from_millis(300));
+    let (status, printed, said) = latency.interrupt(Duration::ZERO);
     signal(&server, libc::SIGTERM);
     assert!(server.wait().unwrap().success());
     assert_eq!(status.code(), Some(130), "{status}: {printed}{said}");
@@ -526,11 +532,13 @@ fn ctrl_c_ends_a_latency_sweep_with_the_points_measured() {
     );
     let result = read_json(&json);
     assert_eq!(result["interrupted"], true, "{result}");
-    let points = result["curves"][0]["points"].as_array().unwrap();
-    assert_eq!(points.len(), 1, "the first step only: {result}");
+    let points = |mode: usize| result["curves"][mode]["points"].as_array().unwrap().clone();
+    let sp = points(0);
+    assert_eq!(sp.len(), 1, "sp's first step only: {result}");
+    assert!(sp[0]["achieved_tps"].as_f64().unwrap() > 0.0, "{result}");
     assert!(
-        points[0]["achieved_tps"].as_f64().unwrap() > 0.0,
-        "{result}"
+        points(1).is_empty(),
+        "interactive's step left out: {result}"
     );
 }
 
