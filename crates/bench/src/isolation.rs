@@ -20,6 +20,10 @@
 //! core (the child inherits its affinity), as a worker and its paired process would when
 //! every core has a worker; `shm-poll` therefore spins only briefly before it yields (see
 //! `server::isolation`).
+//!
+//! Ctrl-C or SIGTERM ([`crate::driver::interrupt_flag`]) ends it in order: the workload then
+//! measuring is left out (its figures need every level), no workload after it runs, and the
+//! report and JSON hold the workloads measured before it, saying so.
 
 use std::path::{Path, PathBuf};
 
@@ -27,9 +31,9 @@ use anyhow::Context;
 use serde_json::{json, Value as Json};
 
 use crate::plot::{line_figure, stacked_bars, Line, Lines};
-use crate::remote::{run_remote_bench, Mode};
+use crate::remote::{run_remote_uncut, Mode};
 use crate::run::BenchConfig;
-use crate::section3::{self, Section3Config, ServerProc, Spec};
+use crate::section3::{self, PaperReport, Section3Config, ServerProc, Spec};
 
 /// How the experiment runs.
 #[derive(Clone, Debug)]
@@ -113,9 +117,11 @@ struct Cell {
     p50_us: u64,
     p99_us: u64,
     trace: Json,
-    /// (offered, achieved, p50, p99) at each step.
-    points: Vec<(f64, f64, u64, u64)>,
+    points: Vec<Step>,
 }
+
+/// One step of Figure 6: (offered, achieved, p50, p99).
+type Step = (f64, f64, u64, u64);
 
 fn us(trace: &Json, phase: &str) -> f64 {
     trace["us_per_txn"][phase].as_f64().unwrap_or(0.0)
@@ -145,7 +151,7 @@ fn shm_poll_note(server_core: usize, procedure_core: Option<usize>) -> String {
 
 /// Runs the experiment; writes isolation.md, isolation.json and the figures into `out`, and
 /// returns the report.
-pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
+pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<PaperReport> {
     let run = &config.run;
     std::fs::create_dir_all(&run.out).with_context(|| format!("create {}", run.out.display()))?;
     if config.levels.is_empty() {
@@ -201,13 +207,19 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
         report.push_str(&format!("{line}.\n\n"));
     }
     let mut all = Vec::new();
-    for spec in &specs {
+    // The workload Ctrl-C or SIGTERM ended, if it did.
+    let mut cut = None;
+    'workloads: for spec in &specs {
         // Round by round, every level once a round, so that a slow minute of a shared
         // machine does not fall on one level alone.
         let mut peaks: Vec<Vec<Peak>> = config.levels.iter().map(|_| Vec::new()).collect();
         for round in 0..config.rounds.max(1) {
             for (i, level) in config.levels.iter().enumerate() {
-                peaks[i].push(peak(config, spec, level, round)?);
+                let Some(p) = peak(config, spec, level, round)? else {
+                    cut = Some(spec.name);
+                    break 'workloads;
+                };
+                peaks[i].push(p);
             }
         }
         let mut cells = Vec::new();
@@ -215,7 +227,10 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
             let tps_rounds: Vec<f64> = runs.iter().map(|p| p.tps).collect();
             runs.sort_by(|a, b| a.tps.total_cmp(&b.tps));
             let median = runs.swap_remove(runs.len() / 2);
-            let points = steps(config, spec, level, median.tps)?;
+            let Some(points) = steps(config, spec, level, median.tps)? else {
+                cut = Some(spec.name);
+                break 'workloads;
+            };
             // An emulated VM says so wherever its numbers appear.
             let emulated = level.0 == "vm" && config.vm_args.iter().any(|a| a == "tcg");
             cells.push(Cell {
@@ -249,6 +264,13 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
             })).collect::<Vec<_>>(),
         }));
     }
+    if let Some(workload) = cut {
+        eprintln!("isolation: interrupted during {workload}; left out, nothing after it ran");
+        report.push_str(&format!(
+            "**Interrupted (Ctrl-C or SIGTERM) during {workload}**: it is left out (its \
+             figures need every level), and nothing after it ran.\n\n"
+        ));
+    }
     report.push_str(&format!("The paper (Figure 7): {PAPER_FIG7}.\n"));
     write(&run.out.join("isolation.md"), &report)?;
     write(
@@ -260,9 +282,13 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<String> {
             "client_core": run.client_core,
             "cpu_idle": idle,
             "workloads": all,
+            "interrupted": cut.map_or(json!(false), |w| json!({ "during": w })),
         }))?,
     )?;
-    Ok(report)
+    Ok(PaperReport {
+        text: report,
+        interrupted: cut.map(str::to_string),
+    })
 }
 
 /// One closed-loop run at a level: its throughput, latency and the server's trace.
@@ -301,13 +327,14 @@ fn server_args<'a>(
     args
 }
 
-/// A server at `level` and its closed-loop peak, traced.
+/// A server at `level` and its closed-loop peak, traced; `None` where Ctrl-C or SIGTERM cut
+/// the run short.
 fn peak(
     config: &IsolationConfig,
     spec: &Spec,
     level: &(String, String),
     round: u32,
-) -> anyhow::Result<Peak> {
+) -> anyhow::Result<Option<Peak>> {
     let run = &config.run;
     let tag = format!("{}-{round}", label(level).replace(' ', "-"));
     eprintln!(
@@ -320,23 +347,25 @@ fn peak(
     let args = server_args(config, level, &core);
     let server = ServerProc::start(run, spec, &args, &tag)?;
     let bench = section3::bench_config(run, spec, run.connections);
-    let (r, _) = run_remote_bench(&bench, &server.endpoint, Mode::StoredProcedure)?;
-    Ok(Peak {
+    let Some(r) = run_remote_uncut(&bench, &server.endpoint, Mode::StoredProcedure)? else {
+        return Ok(None);
+    };
+    Ok(Some(Peak {
         tps: r.tps,
         p50_us: r.p50_us,
         p99_us: r.p99_us,
         trace: server.stop()?,
-    })
+    }))
 }
 
 /// Figure 6's points at `level`: open-loop loads at fractions of `peak_tps`, on a server of
-/// their own, until one is not achieved.
+/// their own, until one is not achieved; `None` where Ctrl-C or SIGTERM cut one short.
 fn steps(
     config: &IsolationConfig,
     spec: &Spec,
     level: &(String, String),
     peak_tps: f64,
-) -> anyhow::Result<Vec<(f64, f64, u64, u64)>> {
+) -> anyhow::Result<Option<Vec<Step>>> {
     let run = &config.run;
     let core = config.procedure_core.map(|c| c.to_string());
     let args = server_args(config, level, &core);
@@ -350,13 +379,15 @@ fn steps(
             rate: Some(rate),
             ..bench.clone()
         };
-        let (r, _) = run_remote_bench(&open, &server.endpoint, Mode::StoredProcedure)?;
+        let Some(r) = run_remote_uncut(&open, &server.endpoint, Mode::StoredProcedure)? else {
+            return Ok(None);
+        };
         points.push((rate, r.tps, r.p50_us, r.p99_us));
         if r.tps < 0.9 * rate {
             break;
         }
     }
-    Ok(points)
+    Ok(Some(points))
 }
 
 /// Figure 7's table and stacked bars for one workload.

@@ -24,7 +24,7 @@ use protocol::Endpoint;
 use serde::Serialize;
 
 use crate::plot::{line_figure, Line, Lines};
-use crate::remote::{run_remote_bench, Mode};
+use crate::remote::{run_remote_uncut, Mode};
 use crate::run::{BenchConfig, Status};
 
 /// Fractions of a mode's closed-loop peak offered, in order.
@@ -175,13 +175,7 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
             ..c
         }
     };
-    // A run's result, or `None` where Ctrl-C or SIGTERM cut it short: it is left out.
-    let measure = |c: &BenchConfig, mode: Mode| match run_remote_bench(c, &config.endpoint, mode) {
-        Ok((r, _)) if r.interrupted => Ok(None),
-        Ok((r, _)) => Ok(Some(r)),
-        Err(e) if crate::driver::is_interruption(&e) => Ok(None),
-        Err(e) => Err(e),
-    };
+    let measure = |c: &BenchConfig, mode: Mode| run_remote_uncut(c, &config.endpoint, mode);
     let mut curves = Vec::new();
     let mut interrupted = false;
     for &mode in &config.modes {

@@ -331,6 +331,22 @@ impl PhaseReport {
     }
 }
 
+/// [`run_remote_bench`] for a sweep of runs: its result, or `None` where Ctrl-C or SIGTERM
+/// ([`crate::driver::interrupt_flag`]) cut it short, in its measured phase or before it. A
+/// run cut short is left out, and the sweep ends with what it measured before.
+pub fn run_remote_uncut(
+    config: &BenchConfig,
+    endpoint: &Endpoint,
+    mode: Mode,
+) -> anyhow::Result<Option<crate::report::BenchResult>> {
+    match run_remote_bench(config, endpoint, mode) {
+        Ok((r, _)) if r.interrupted => Ok(None),
+        Ok((r, _)) => Ok(Some(r)),
+        Err(e) if crate::driver::is_interruption(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Runs `config`'s workload on the server at `endpoint`, every connection multiplexed on one
 /// client thread ([`crate::multiplex`]): stored-procedure calls as frames, interactive and
 /// autocommit transactions (and every mode through shared memory) on a coroutine each.

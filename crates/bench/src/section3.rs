@@ -21,6 +21,11 @@
 //!
 //! The server is a child process of this one, started as `glass serve` with the same binary
 //! (`std::env::current_exe`); its trace comes back as the JSON of `--trace-json`.
+//!
+//! Ctrl-C or SIGTERM ([`crate::driver::interrupt_flag`]) ends it in order: the run then
+//! measuring is left out, a figure it cut short with it (Figure 4's sweep keeps the points
+//! measured before it, as `glass latency` does), nothing after it runs, and the report and
+//! JSON hold what was measured, saying where it stopped ([`PaperReport::interrupted`]).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -34,8 +39,17 @@ use workloads::{Distribution, Mix, WorkloadOptions};
 
 use crate::driver::Stop;
 use crate::latency::{run_latency, LatencyConfig, LatencyResult};
-use crate::remote::{run_remote_bench, Mode};
+use crate::remote::{run_remote_uncut, Mode};
 use crate::run::BenchConfig;
+
+/// What a paper command (`glass section3`, `glass isolation`) measured and wrote.
+#[derive(Clone, Debug)]
+pub struct PaperReport {
+    /// The report, as written to its Markdown file.
+    pub text: String,
+    /// Where Ctrl-C or SIGTERM ended it, if it did ("Figure 5"): what came after was not run.
+    pub interrupted: Option<String>,
+}
 
 /// How the section runs.
 #[derive(Clone, Debug)]
@@ -264,7 +278,9 @@ pub(crate) fn bench_config(
     b
 }
 
-/// One traced run: a server, a closed-loop client, the server's trace and the client's rate.
+/// One traced run: a server, a closed-loop client, the server's trace and the client's rate;
+/// `None` where Ctrl-C or SIGTERM cut the run short (the server is then killed, its trace
+/// unread).
 fn traced(
     config: &Section3Config,
     spec: &Spec,
@@ -272,16 +288,19 @@ fn traced(
     mode: Mode,
     connections: usize,
     tag: &str,
-) -> anyhow::Result<(Json, f64)> {
+) -> anyhow::Result<Option<(Json, f64)>> {
     eprintln!("section 3: {} {tag}...", spec.name);
     let server = ServerProc::start(config, spec, server_args, tag)?;
-    let (result, _) = run_remote_bench(
+    let Some(result) = run_remote_uncut(
         &bench_config(config, spec, connections),
         &server.endpoint,
         mode,
-    )?;
+    )?
+    else {
+        return Ok(None);
+    };
     let trace = server.stop()?;
-    Ok((trace, result.tps))
+    Ok(Some((trace, result.tps)))
 }
 
 fn f(v: &Json) -> f64 {
@@ -325,13 +344,11 @@ fn knee(latency: &LatencyResult, mode: &str) -> Option<(f64, u64)> {
 }
 
 /// Runs the section; writes `section3.md`, `section3.json` and the figures into `out`.
-pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
+pub fn run_section3(config: &Section3Config) -> anyhow::Result<PaperReport> {
     std::fs::create_dir_all(&config.out)
         .with_context(|| format!("create {}", config.out.display()))?;
     pin_clients(config)?;
     let c = config.connections;
-    let per_connection = c.to_string();
-    let workers = config.workers.max(1).to_string();
     let specs: Vec<Spec> = specs(config)
         .into_iter()
         .filter(|s| config.workloads.iter().any(|w| w == s.name))
@@ -350,13 +367,87 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
         "client_core": config.client_core,
     });
 
+    let shm_path = std::env::temp_dir().join(format!("glass-section3-{}", std::process::id()));
+    // Where Ctrl-C or SIGTERM ended the measuring, if it did.
+    let cut = measure(config, &specs, &shm_path, &mut report, &mut all)?;
+    match &cut {
+        Some(cut) => {
+            eprintln!(
+                "section 3: interrupted during {}; nothing after it ran",
+                cut.during
+            );
+            report.push_str(&format!(
+                "**Interrupted (Ctrl-C or SIGTERM) during {}**: the run then measuring is left \
+                 out{}, and nothing after it ran.\n",
+                cut.during, cut.kept
+            ));
+            all["interrupted"] = json!({ "during": cut.during });
+        }
+        None => all["interrupted"] = json!(false),
+    }
+    report.push_str(&format!(
+        "\nThis machine: server pinned to core {}, clients to core {}; TCP over loopback (the \
+         paper: two 16-vCPU machines, 60 µs between them, 512 connections, VoltDB's Java \
+         procedures over SQL). Over loopback the receiving side's kernel path runs inside the \
+         sender's write, so the server's \"network send\" carries part of the client's \
+         receive. Shared memory stands in for DPDK and F-Stack.\n",
+        config.server_core, config.client_core
+    ));
+    let idle = crate::cpu_idle::CpuIdle::probe();
+    if let Some(line) = idle.note(true) {
+        report.push_str(&format!("\n{line}.\n"));
+    }
+    all["cpu_idle"] = serde_json::to_value(&idle)?;
+    write(&config.out.join("section3.md"), &report)?;
+    write(
+        &config.out.join("section3.json"),
+        &(serde_json::to_string_pretty(&all)? + "\n"),
+    )?;
+    let _ = std::fs::remove_file(&shm_path);
+    Ok(PaperReport {
+        text: report,
+        interrupted: cut.map(|c| c.during),
+    })
+}
+
+/// Where Ctrl-C or SIGTERM ended the section's measuring, and what it kept of that part.
+struct Cut {
+    during: String,
+    kept: &'static str,
+}
+
+impl Cut {
+    /// A figure of closed-loop runs, which needs every run: it is left out whole.
+    fn figure(name: &str) -> Cut {
+        Cut {
+            during: name.to_string(),
+            kept: ", with the rest of the figure",
+        }
+    }
+}
+
+/// Measures Figures 3, 5 and 4 and the end-to-end table into `report` and `all`; returns the
+/// part Ctrl-C or SIGTERM ended, if it did.
+fn measure(
+    config: &Section3Config,
+    specs: &[Spec],
+    shm_path: &Path,
+    report: &mut String,
+    all: &mut Json,
+) -> anyhow::Result<Option<Cut>> {
+    let c = config.connections;
+    let per_connection = c.to_string();
+    let workers = config.workers.max(1).to_string();
     // Figure 3: YCSB-C stored procedures under each architecture.
     let ycsb = &specs[0];
     let tcp = ["--listen", "127.0.0.1:0"];
     let mut fig3 = Vec::new();
     for (arch, w) in [("dedicated", "1"), ("unified", per_connection.as_str())] {
         let args = [&tcp[..], &["--arch", arch, "--workers", w]].concat();
-        let (trace, tps) = traced(config, ycsb, &args, Mode::StoredProcedure, c, arch)?;
+        let Some((trace, tps)) = traced(config, ycsb, &args, Mode::StoredProcedure, c, arch)?
+        else {
+            return Ok(Some(Cut::figure("Figure 3")));
+        };
         let s = &trace["split_us_per_txn"];
         let parts = [
             f(&s["transaction processing"]),
@@ -412,13 +503,12 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
         &["--arch", "dedicated", "--workers", workers.as_str()],
     ]
     .concat();
-    let shm_path = std::env::temp_dir().join(format!("glass-section3-{}", std::process::id()));
     let shm_arg = shm_path.to_string_lossy().to_string();
     let shm = ["--shm", shm_arg.as_str(), "--workers", "1"];
     let mut fig5: Vec<(String, Json, f64)> = Vec::new();
     // The figure's labels: "ycsb int", "ycsb sp", "ycsb shm" (the table's are spelled out).
     let mut fig5_short: Vec<String> = Vec::new();
-    for spec in &specs {
+    for spec in specs {
         for (label, tag, args, mode, conns) in [
             ("interactive", "int", &dedicated[..], Mode::Interactive, c),
             (
@@ -436,7 +526,9 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
                 1,
             ),
         ] {
-            let (trace, tps) = traced(config, spec, args, mode, conns, tag)?;
+            let Some((trace, tps)) = traced(config, spec, args, mode, conns, tag)? else {
+                return Ok(Some(Cut::figure("Figure 5")));
+            };
             fig5.push((format!("{} {label}", spec.name), trace, tps));
             fig5_short.push(format!("{} {tag}", spec.name));
         }
@@ -515,7 +607,8 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
     ));
     let mut e2e = Vec::new();
     let mut curves = Vec::new();
-    for spec in &specs {
+    let mut cut = None;
+    for spec in specs {
         eprintln!("section 3: {} latency against load...", spec.name);
         let server = ServerProc::start(config, spec, &dedicated, "latency")?;
         let latency = run_latency(&LatencyConfig {
@@ -552,6 +645,13 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
             }
         }
         curves.push(serde_json::to_value(&latency)?);
+        if latency.interrupted {
+            cut = Some(Cut {
+                during: format!("Figure 4 ({})", spec.name),
+                kept: "; its curves hold the points measured before it",
+            });
+            break;
+        }
     }
     all["figure4"] = Json::Array(curves);
     report.push_str(
@@ -587,26 +687,7 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<String> {
             })
             .collect(),
     );
-    report.push_str(&format!(
-        "\nThis machine: server pinned to core {}, clients to core {}; TCP over loopback (the \
-         paper: two 16-vCPU machines, 60 µs between them, 512 connections, VoltDB's Java \
-         procedures over SQL). Over loopback the receiving side's kernel path runs inside the \
-         sender's write, so the server's \"network send\" carries part of the client's \
-         receive. Shared memory stands in for DPDK and F-Stack.\n",
-        config.server_core, config.client_core
-    ));
-    let idle = crate::cpu_idle::CpuIdle::probe();
-    if let Some(line) = idle.note(true) {
-        report.push_str(&format!("\n{line}.\n"));
-    }
-    all["cpu_idle"] = serde_json::to_value(&idle)?;
-    write(&config.out.join("section3.md"), &report)?;
-    write(
-        &config.out.join("section3.json"),
-        &(serde_json::to_string_pretty(&all)? + "\n"),
-    )?;
-    let _ = std::fs::remove_file(&shm_path);
-    Ok(report)
+    Ok(cut)
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {

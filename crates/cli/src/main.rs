@@ -1784,13 +1784,14 @@ fn isolation(args: IsolationArgs) -> anyhow::Result<ExitCode> {
         rounds: args.rounds,
         vm_args: vm_args(args.vm_accel, args.vm_guest.as_deref()),
     };
+    end_runs_on_interrupt()?;
     let report = bench::isolation::run_isolation(&config)?;
-    println!("{}", report.trim_end());
+    println!("{}", report.text.trim_end());
     println!(
         "(written to {})",
         config.run.out.join("isolation.md").display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(exit_status(true, report.interrupted.is_some()))
 }
 
 fn charm(args: CharmArgs) -> anyhow::Result<ExitCode> {
@@ -1842,10 +1843,11 @@ fn section3(args: Section3Args) -> anyhow::Result<ExitCode> {
         &args.workloads,
     )?;
     config.workers = args.workers as usize;
+    end_runs_on_interrupt()?;
     let report = bench::section3::run_section3(&config)?;
-    println!("{}", report.trim_end());
+    println!("{}", report.text.trim_end());
     println!("(written to {})", config.out.join("section3.md").display());
-    Ok(ExitCode::SUCCESS)
+    Ok(exit_status(true, report.interrupted.is_some()))
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {

@@ -417,6 +417,72 @@ fn a_vm_is_refused_with_what_it_lacks_and_takes_only_its_own_channel() {
     assert!(err.contains("only in a virtual machine"), "{err}");
 }
 
+/// Ctrl-C ends `glass isolation` in order: the workload then measuring is left out, none
+/// after it runs, and the workloads measured before it are written, saying so; it exits 130.
+#[test]
+fn ctrl_c_ends_the_isolation_command_with_the_workloads_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, stderr) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args([
+            "isolation",
+            "--workloads",
+            "ycsb,voter,tpcc",
+            "--levels",
+            "rust",
+            "--ycsb-records",
+            "2000",
+            "--connections",
+            "2",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.1",
+            "--steps",
+            "0.5",
+            "--rounds",
+            "1",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    // YCSB is done; the signal falls in Voter's runs.
+    let give_up = Instant::now() + Duration::from_secs(300);
+    while !read(&stderr).contains("isolation: voter") {
+        assert!(child.try_wait().unwrap().is_none(), "{}", read(&stderr));
+        assert!(Instant::now() < give_up, "{}", read(&stderr));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGINT, as Ctrl-C sends it.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    let (printed, said) = (read(&stdout), read(&stderr));
+    assert_eq!(status.code(), Some(130), "{status}: {printed}{said}");
+    assert!(
+        said.contains("isolation: interrupted during voter; left out, nothing after it ran"),
+        "{said}"
+    );
+    assert!(!said.contains("isolation: tpcc"), "{said}");
+    let md = read(&dir.path().join("isolation.md"));
+    assert!(md.contains("## ycsb:"), "{md}");
+    assert!(!md.contains("## voter:"), "{md}");
+    assert!(
+        md.contains("Interrupted (Ctrl-C or SIGTERM) during voter"),
+        "{md}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&dir.path().join("isolation.json"))).unwrap();
+    assert_eq!(json["interrupted"]["during"], "voter", "{json}");
+    let workloads = json["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 1, "{json}");
+    assert_eq!(workloads[0]["workload"], "ycsb", "{json}");
+}
+
 #[test]
 fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
     let dir = tempfile::tempdir().unwrap();
@@ -462,6 +528,7 @@ fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
             .unwrap();
     // How the machine's idle CPUs wait, which every crossing's wake-ups pay for, is recorded.
     assert!(json["cpu_idle"].is_object(), "{}", json["cpu_idle"]);
+    assert_eq!(json["interrupted"], false, "{json}");
     let levels = json["workloads"][0]["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
     let phase = |i: usize, name: &str| levels[i]["trace"]["us_per_txn"][name].as_f64().unwrap();

@@ -542,6 +542,107 @@ fn ctrl_c_ends_a_latency_sweep_with_the_points_measured() {
     );
 }
 
+/// `glass section3` of YCSB alone, short runs, into `dir/out`, interrupted (as Ctrl-C does)
+/// once its stderr says `at`: its exit status, stdout, stderr, report and JSON.
+fn section3_interrupted_at(
+    dir: &Path,
+    at: &str,
+) -> (
+    std::process::ExitStatus,
+    String,
+    String,
+    String,
+    serde_json::Value,
+) {
+    let out = dir.join("out");
+    let mut section = common::Running::start(
+        dir,
+        &[
+            "section3",
+            "--workloads",
+            "ycsb",
+            "--ycsb-records",
+            "2000",
+            "--connections",
+            "2",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    section.wait_for(at);
+    let (status, printed, said) = section.interrupt(Duration::ZERO);
+    let md = std::fs::read_to_string(out.join("section3.md")).unwrap();
+    assert_eq!(
+        printed.trim_end().lines().next(),
+        md.lines().next(),
+        "{printed}"
+    );
+    (
+        status,
+        printed,
+        said,
+        md,
+        read_json(&out.join("section3.json")),
+    )
+}
+
+/// Ctrl-C ends `glass section3` in order: a figure of closed-loop runs it cut short is left
+/// out, Figure 4's sweep keeps the points measured before it (as `glass latency`'s), nothing
+/// after either runs, and what was measured is written, saying so; it exits 130.
+#[test]
+fn ctrl_c_ends_section3_with_the_figures_measured() {
+    // Figure 3's two runs are done; the signal falls in one of Figure 5's three.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, printed, said, md, json) =
+        section3_interrupted_at(dir.path(), "section 3: ycsb int...");
+    assert_eq!(status.code(), Some(130), "{status}: {printed}{said}");
+    assert!(
+        said.contains("section 3: interrupted during Figure 5; nothing after it ran"),
+        "{said}"
+    );
+    assert!(
+        md.contains("## Figure 3")
+            && md.contains(
+                "Interrupted (Ctrl-C or SIGTERM) during Figure 5**: the run then \
+                            measuring is left out, with the rest of the figure"
+            ),
+        "{md}"
+    );
+    assert!(
+        !md.contains("## Figure 5") && !md.contains("## Figure 4"),
+        "{md}"
+    );
+    assert_eq!(json["interrupted"]["during"], "Figure 5", "{json}");
+    assert_eq!(json["figure3"].as_array().unwrap().len(), 2, "{json}");
+    assert!(
+        json["figure5"].is_null() && json["figure4"].is_null(),
+        "{json}"
+    );
+
+    // Figures 3 and 5 are done; the signal falls in YCSB's latency sweep.
+    let dir = tempfile::tempdir().unwrap();
+    let (status, printed, said, md, json) =
+        section3_interrupted_at(dir.path(), "section 3: ycsb latency against load...");
+    assert_eq!(status.code(), Some(130), "{status}: {printed}{said}");
+    assert!(
+        md.contains("## Figure 5") && md.contains("## Figure 4"),
+        "{md}"
+    );
+    assert!(
+        md.contains("during Figure 4 (ycsb)**: the run then measuring is left out; its curves"),
+        "{md}"
+    );
+    assert_eq!(json["interrupted"]["during"], "Figure 4 (ycsb)", "{json}");
+    assert_eq!(json["figure5"].as_array().unwrap().len(), 3, "{json}");
+    let sweeps = json["figure4"].as_array().unwrap();
+    assert_eq!(sweeps.len(), 1, "{json}");
+    assert_eq!(sweeps[0]["interrupted"], true, "{json}");
+}
+
 #[test]
 fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
     let dir = tempfile::tempdir().unwrap();
@@ -577,6 +678,7 @@ fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
         "two architectures"
     );
     assert!(json["cpu_idle"].is_object(), "{}", json["cpu_idle"]);
+    assert_eq!(json["interrupted"], false, "{json}");
     // Three bars for the one workload, each with a positive throughput and traced work.
     let bars = json["figure5"].as_array().unwrap();
     assert_eq!(bars.len(), 3);
