@@ -7,7 +7,10 @@
 //! should the command die first (killed with SIGKILL, it runs no cleanup of its own), so that
 //! no server listens and no bench runs on with nobody to stop it.
 
-use std::process::Command;
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// Ties the process `command` starts to this one, as the module says: its own process group,
 /// and `on_our_death` (a signal number: `libc::SIGKILL`, or `libc::SIGTERM` for a child that
@@ -42,9 +45,95 @@ pub fn signal(pid: u32, signal: i32) {
     unsafe { libc::kill(pid as libc::pid_t, signal) };
 }
 
+/// Runs `command` to its end, as [`Command::output`] does, unless `stop` is set first: the
+/// child is then killed (SIGKILL) and reaped, and the answer is `None`. So a Ctrl-C that sets
+/// `stop` does not wait out a load or a check that may take minutes.
+pub fn output_unless_stopped(
+    command: &mut Command,
+    stop: &AtomicBool,
+) -> std::io::Result<Option<Output>> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    // Both pipes drained as the child writes, so that neither fills and blocks it.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if stop.load(Ordering::Relaxed) {
+            let _ = child.kill();
+            child.wait()?;
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The pipes close with the child (unless it left a process of its own holding them).
+    let (stdout, stderr) = (stdout.join(), stderr.join());
+    Ok(status.map(|status| Output {
+        status,
+        stdout: stdout.unwrap_or_default(),
+        stderr: stderr.unwrap_or_default(),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_run_to_its_end_gives_what_it_wrote_and_its_status() {
+        let stop = AtomicBool::new(false);
+        let out = output_unless_stopped(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            &stop,
+        )
+        .unwrap()
+        .expect("not stopped");
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "err\n");
+    }
+
+    #[test]
+    fn a_stop_kills_the_child_at_once() {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let setter = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            setter.store(true, Ordering::Relaxed);
+        });
+        let started = std::time::Instant::now();
+        let out = output_unless_stopped(Command::new("sleep").arg("600"), &stop).unwrap();
+        assert!(out.is_none());
+        // Killed, not waited out (a generous bound: the sleep is ten minutes).
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 
     /// An owned child is in a group of its own (Ctrl-C at the terminal does not reach it), and
     /// dies with the thread that started it.

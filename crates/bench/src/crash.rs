@@ -317,7 +317,10 @@ impl CampaignResult {
             }
         }
         if self.interrupted {
-            out.push_str("\ninterrupted: the rounds running then were killed and not checked\n");
+            out.push_str(
+                "\ninterrupted: the rounds running then were killed and not checked (a check \
+                 or load running then was cut short)\n",
+            );
         }
         out.push_str(&format!(
             "\n{} kills in {:.0} s: {} database{} failed {} check, {} acknowledged durable commit{} missing\n",
@@ -520,13 +523,20 @@ fn run_lane(
         // one it replaces (a power-cut lane's lives in memory, so every campaign loads it
         // again), and looked up in this one they would count as lost.
         fs::File::create(&acks).with_context(|| format!("empty the ack log {}", acks.display()))?;
-        let out = owned_by_campaign(&mut Command::new(&config.exe))
-            .args(["load", &lane.workload, "--db"])
-            .arg(&db)
-            .args(workload_args(&lane.workload))
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("run {} load", config.exe.display()))?;
+        let Some(out) = crate::child::output_unless_stopped(
+            owned_by_campaign(&mut Command::new(&config.exe))
+                .args(["load", &lane.workload, "--db"])
+                .arg(&db)
+                .args(workload_args(&lane.workload))
+                .stdin(Stdio::null()),
+            &config.stop,
+        )
+        .with_context(|| format!("run {} load", config.exe.display()))?
+        else {
+            // Stopped: a load cut short is no database; the next campaign loads it again.
+            let _ = fs::remove_dir_all(&db);
+            return Ok(result);
+        };
         if !out.status.success() {
             bail!(
                 "loading {} into {} failed: {}",
@@ -585,17 +595,24 @@ fn run_lane(
         }
         let json = dir.join("check.json");
         let _ = fs::remove_file(&json);
-        let out = owned_by_campaign(&mut Command::new(&config.exe))
-            .args(["check", &lane.workload, "--db"])
-            .arg(&db)
-            .arg("--ack-log")
-            .arg(&acks)
-            .arg("--json")
-            .arg(&json)
-            .args(pool_args(config.pool_mib))
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("run {} check", config.exe.display()))?;
+        let Some(out) = crate::child::output_unless_stopped(
+            owned_by_campaign(&mut Command::new(&config.exe))
+                .args(["check", &lane.workload, "--db"])
+                .arg(&db)
+                .arg("--ack-log")
+                .arg(&acks)
+                .arg("--json")
+                .arg(&json)
+                .args(pool_args(config.pool_mib))
+                .stdin(Stdio::null()),
+            &config.stop,
+        )
+        .with_context(|| format!("run {} check", config.exe.display()))?
+        else {
+            // Stopped: the round stays unchecked (its kill was one more crash, which the next
+            // open recovers from, as it recovers from a check cut short).
+            break;
+        };
         let mut text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),

@@ -285,6 +285,63 @@ fn a_checks_recovery_writes_its_pages_through_the_doublewrite_file() {
     );
 }
 
+/// Ctrl-C during a lane's load cuts the load short (it once ran to its end first) and leaves
+/// no half-loaded database behind (the next campaign, finding no manifest, loads it again).
+#[test]
+fn ctrl_c_during_a_load_cuts_it_and_leaves_no_half_database() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let lanes = dir.path().join("lanes");
+    let mut campaign = Command::new(env!("CARGO_BIN_EXE_glass"))
+        .args([
+            "crash",
+            "--workloads",
+            "tpcc",
+            "--kills",
+            "2",
+            "--jobs",
+            "1",
+        ])
+        .args(["--max-run", "600", "--seed", "7", "--dir", path(&lanes)])
+        .process_group(0)
+        .stdout(std::fs::File::create(dir.path().join("out.txt")).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("err.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    // The first lane's load has begun (it creates the database; it takes seconds).
+    let db = lanes.join("tpcc-durable").join("db");
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !db.exists() {
+        assert!(
+            campaign.try_wait().unwrap().is_none(),
+            "ended before loading"
+        );
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the load never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: a plain kill(2) of the process group the test created.
+    assert_eq!(
+        unsafe { libc::kill(-(campaign.id() as i32), libc::SIGINT) },
+        0
+    );
+    let status = common::wait_or_kill(
+        &mut campaign,
+        std::time::Duration::from_secs(60),
+        "the campaign, after Ctrl-C during a load,",
+    );
+    let printed = std::fs::read_to_string(dir.path().join("out.txt")).unwrap();
+    assert_eq!(status.code(), Some(130), "{status}: {printed}");
+    assert!(printed.contains("interrupted"), "{printed}");
+    assert!(!db.exists(), "a half-loaded database was left behind");
+    assert!(
+        !lanes.join("tpcc-durable").join("bench.log").exists(),
+        "a round ran: the load was not cut"
+    );
+}
+
 /// Ctrl-C at the terminal (SIGINT to the foreground process group) ends a campaign in order:
 /// it exits 130 with its table, saying it was interrupted, and leaves no bench running and,
 /// with power cuts, no file system mounted (it once died at once, its benches with it, and
