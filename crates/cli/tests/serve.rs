@@ -542,6 +542,26 @@ fn ctrl_c_ends_a_latency_sweep_with_the_points_measured() {
     );
 }
 
+/// `glass section3` of YCSB alone (2,000 records, two connections) into `out`, each run
+/// `duration` seconds after a warm-up of 0.1.
+fn section3_of_ycsb<'a>(out: &'a str, duration: &'a str) -> Vec<&'a str> {
+    vec![
+        "section3",
+        "--workloads",
+        "ycsb",
+        "--ycsb-records",
+        "2000",
+        "--connections",
+        "2",
+        "--duration",
+        duration,
+        "--warmup",
+        "0.1",
+        "--out",
+        out,
+    ]
+}
+
 /// `glass section3` of YCSB alone, short runs, into `dir/out`, interrupted (as Ctrl-C does)
 /// once its stderr says `at`: its exit status, stdout, stderr, report and JSON.
 fn section3_interrupted_at(
@@ -555,24 +575,7 @@ fn section3_interrupted_at(
     serde_json::Value,
 ) {
     let out = dir.join("out");
-    let mut section = common::Running::start(
-        dir,
-        &[
-            "section3",
-            "--workloads",
-            "ycsb",
-            "--ycsb-records",
-            "2000",
-            "--connections",
-            "2",
-            "--duration",
-            "1",
-            "--warmup",
-            "0.1",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let mut section = common::Running::start(dir, &section3_of_ycsb(out.to_str().unwrap(), "1"));
     section.wait_for(at);
     let (status, printed, said) = section.interrupt(Duration::ZERO);
     let md = std::fs::read_to_string(out.join("section3.md")).unwrap();
@@ -646,21 +649,7 @@ fn ctrl_c_ends_section3_with_the_figures_measured() {
 #[test]
 fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
     let dir = tempfile::tempdir().unwrap();
-    let out = glass(&[
-        "section3",
-        "--workloads",
-        "ycsb",
-        "--ycsb-records",
-        "2000",
-        "--connections",
-        "2",
-        "--duration",
-        "0.3",
-        "--warmup",
-        "0.1",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ]);
+    let out = glass(&section3_of_ycsb(dir.path().to_str().unwrap(), "0.3"));
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     let md = std::fs::read_to_string(dir.path().join("section3.md")).unwrap();
