@@ -57,27 +57,8 @@ pub fn output_unless_stopped(
         .stderr(Stdio::piped())
         .spawn()?;
     // Both pipes drained as the child writes, so that neither fills and blocks it.
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break Some(status);
@@ -96,6 +77,17 @@ pub fn output_unless_stopped(
         stdout: stdout.unwrap_or_default(),
         stderr: stderr.unwrap_or_default(),
     }))
+}
+
+/// Reads `pipe` to its end on a thread of its own: what it read, once joined.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    })
 }
 
 #[cfg(test)]
