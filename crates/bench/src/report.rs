@@ -257,6 +257,11 @@ pub struct BenchResult {
     /// Page-latch handoffs between threads, when asked for (`--handoffs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub handoffs: Option<HandoffSummary>,
+    /// The share of the machine's CPU time that other processes and the hypervisor took
+    /// while the run ran, warm-up included ([`crate::machine_cpu`]); an embedded run's only
+    /// (over the network the server is another process).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub others_cpu_share: Option<f64>,
     /// Ended early by Ctrl-C (SIGINT) or SIGTERM: the figures cover `duration_s` measured,
     /// less than asked (and the rounds measured, fewer than asked).
     pub interrupted: bool,
@@ -779,8 +784,15 @@ impl BenchResult {
             new_order_tpm,
             execution: None,
             handoffs: None,
+            others_cpu_share: None,
             interrupted: false,
         }
+    }
+
+    /// The same result with the share of the CPU time others took while it ran.
+    pub fn with_others_cpu(mut self, share: Option<f64>) -> BenchResult {
+        self.others_cpu_share = share;
+        self
     }
 
     /// The same result, marked as ended early if `interrupted`.
@@ -975,6 +987,9 @@ impl BenchResult {
             let _ = writeln!(out, "last deadlock: {cycle}");
         }
         if let Some(line) = c.cpu_idle.note(c.durable || c.threads > 1) {
+            let _ = writeln!(out, "{line}");
+        }
+        if let Some(line) = self.others_cpu_share.and_then(crate::machine_cpu::note) {
             let _ = writeln!(out, "{line}");
         }
         if let Some(h) = &self.handoffs {
@@ -1377,6 +1392,22 @@ mod tests {
         let none = with(0);
         assert!(!none.render().contains("last deadlock"));
         assert!(!none.to_json().contains("last_deadlock"));
+    }
+
+    #[test]
+    fn a_run_that_shared_a_busy_machine_says_so() {
+        let busy = result(&[]).with_others_cpu(Some(0.42));
+        assert!(
+            busy.render()
+                .contains("took 42% of the CPU time while this ran"),
+            "{}",
+            busy.render()
+        );
+        let json: serde_json::Value = serde_json::from_str(&busy.to_json()).unwrap();
+        assert_eq!(json["others_cpu_share"], 0.42);
+        let quiet = result(&[]).with_others_cpu(Some(0.03));
+        assert!(!quiet.render().contains("machine: other processes"));
+        assert!(!result(&[]).to_json().contains("others_cpu_share"));
     }
 
     #[test]

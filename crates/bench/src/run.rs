@@ -483,7 +483,11 @@ pub fn run_workload(
         db.checkpoints_in_commits(),
         db.checkpoint_waits(),
     );
+    let cpu_before = crate::machine_cpu::CpuSample::now();
     let outcome = run_rounds(config, terminals, executor, txn_names, &status)?;
+    let others_cpu = cpu_before
+        .zip(crate::machine_cpu::CpuSample::now())
+        .and_then(|(before, after)| before.others_share(&after));
     let checkpoints = db_config
         .path
         .is_some()
@@ -531,6 +535,7 @@ pub fn run_workload(
             .with_handoffs(
                 handoffs.map(|h| HandoffSummary::of(h, outcome.merged.stats.txn_count())),
             )
+            .with_others_cpu(others_cpu)
     })
     .and_then(|r| write_json(config, r))
 }

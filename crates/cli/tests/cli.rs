@@ -425,6 +425,9 @@ fn assert_result_json(path: &Path, workload: &str, txns: u64) {
     assert_eq!(json["workload"], workload);
     assert_eq!(json["txn_count"], txns);
     assert_eq!(json["consistency"], "ok", "{json}");
+    // What the rest of the machine took of the CPUs meanwhile, a share.
+    let others = json["others_cpu_share"].as_f64().expect("others_cpu_share");
+    assert!((0.0..=1.0).contains(&others), "{json}");
     let by_type = json["by_type"].as_object().expect("by_type is an object");
     assert!(!by_type.is_empty());
     let sum: u64 = by_type.values().map(|t| t["count"].as_u64().unwrap()).sum();
