@@ -458,7 +458,7 @@ fn ctrl_c_ends_the_isolation_command_with_the_workloads_measured() {
         assert!(Instant::now() < give_up, "{}", read(&stderr));
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SIGINT, as Ctrl-C sends it.
+    // SIGINT, as Ctrl-C sends it. SAFETY: a plain kill(2) of the child this test started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let status = child.wait().unwrap();
     let (printed, said) = (read(&stdout), read(&stderr));
