@@ -74,13 +74,21 @@ impl CpuSample {
 /// From this share of the machine's CPU time taken by others up, a run says so.
 pub const NOTE_FROM: f64 = 0.10;
 
-/// The line under a run where others took `share` of the CPUs, if it is worth saying.
-pub fn note(share: f64) -> Option<String> {
+/// The line under a run where others took `share` of the CPUs, if it is worth saying. A
+/// `durable` run's committers sleep through every force and then wait for a CPU, so it is
+/// hit hardest (docs/performance.md, "Other work on the machine": one thread of durable TPC-B
+/// ran a twentieth of its quiet rate beside a build), and the line says so.
+pub fn note(share: f64, durable: bool) -> Option<String> {
     (share >= NOTE_FROM).then(|| {
         format!(
             "machine: other processes (and the hypervisor) took {:.0}% of the CPU time while \
-             this ran, warm-up included: its figures include waiting for the CPUs they held",
-            100.0 * share
+             this ran, warm-up included: its figures include waiting for the CPUs they held{}",
+            100.0 * share,
+            if durable {
+                ", after every force of the log (a durable run's commits are slowed most)"
+            } else {
+                ""
+            }
         )
     })
 }
@@ -128,9 +136,17 @@ mod tests {
 
     #[test]
     fn a_busy_machine_is_told_an_idle_one_is_not() {
-        assert_eq!(note(0.05), None);
-        let line = note(0.34).unwrap();
+        assert_eq!(note(0.05, false), None);
+        assert_eq!(note(0.05, true), None);
+        let line = note(0.34, false).unwrap();
         assert!(line.contains("took 34% of the CPU time"), "{line}");
+        assert!(!line.contains("force"), "{line}");
+        let durable = note(0.34, true).unwrap();
+        assert!(durable.starts_with(&line), "{durable}");
+        assert!(
+            durable.contains("after every force of the log"),
+            "{durable}"
+        );
     }
 
     #[test]

@@ -989,7 +989,10 @@ impl BenchResult {
         if let Some(line) = c.cpu_idle.note(c.durable || c.threads > 1) {
             let _ = writeln!(out, "{line}");
         }
-        if let Some(line) = self.others_cpu_share.and_then(crate::machine_cpu::note) {
+        if let Some(line) = self
+            .others_cpu_share
+            .and_then(|share| crate::machine_cpu::note(share, c.durable))
+        {
             let _ = writeln!(out, "{line}");
         }
         if let Some(h) = &self.handoffs {
