@@ -2545,6 +2545,7 @@ fn report(
     interrupted: Option<Interruption>,
     out: &Path,
     elapsed: Duration,
+    others_cpu_share: Option<f64>,
 ) -> anyhow::Result<(String, Json)> {
     let mut md = format!(
         "# Charm: two-stage transaction execution (paper 001)\n\n\
@@ -2575,6 +2576,9 @@ fn report(
             plural(runs.0.len()),
             i.of - i.during
         );
+    }
+    if let Some(line) = others_cpu_share.and_then(crate::machine_cpu::report_note) {
+        let _ = writeln!(md, "**Machine**: {line}.\n");
     }
     let goals = goals(config, cal, runs);
     md.push_str("## Goals\n\n");
@@ -2670,6 +2674,7 @@ fn report(
             "shared_insert_pages": config.shared_insert_pages,
         },
         "elapsed_s": elapsed.as_secs_f64(),
+        "others_cpu_share": others_cpu_share,
         "interrupted": interrupted.map(|i| json!({"during_run": i.during, "of": i.of})),
         "calibration": cal,
         "spin_ms": ms(cal.spin()),
@@ -2703,6 +2708,7 @@ pub struct CharmReport {
 pub fn run_charm(config: &CharmConfig) -> anyhow::Result<CharmReport> {
     config.validate()?;
     let started = *STARTED.get_or_init(Instant::now);
+    let watch = crate::machine_cpu::Watch::start();
     std::fs::create_dir_all(&config.out)
         .with_context(|| format!("create {}", config.out.display()))?;
     let temporary = match &config.db {
@@ -2767,6 +2773,7 @@ pub fn run_charm(config: &CharmConfig) -> anyhow::Result<CharmReport> {
         interrupted,
         &config.out,
         started.elapsed(),
+        watch.share(),
     )?;
     let write = |name: &str, text: String| {
         let path = config.out.join(name);

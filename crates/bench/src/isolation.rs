@@ -165,6 +165,7 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<PaperReport> {
         )));
     }
     section3::pin_clients(run)?;
+    let watch = crate::machine_cpu::Watch::start();
     let specs: Vec<Spec> = section3::specs(run)
         .into_iter()
         .filter(|s| run.workloads.iter().any(|w| w == s.name))
@@ -271,6 +272,10 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<PaperReport> {
              figures need every level), and nothing after it ran.\n\n"
         ));
     }
+    let others = watch.share();
+    if let Some(line) = others.and_then(crate::machine_cpu::report_note) {
+        report.push_str(&format!("{line}.\n\n"));
+    }
     report.push_str(&format!("The paper (Figure 7): {PAPER_FIG7}.\n"));
     write(&run.out.join("isolation.md"), &report)?;
     write(
@@ -281,6 +286,7 @@ pub fn run_isolation(config: &IsolationConfig) -> anyhow::Result<PaperReport> {
             "server_core": run.server_core,
             "client_core": run.client_core,
             "cpu_idle": idle,
+            "others_cpu_share": others,
             "workloads": all,
             "interrupted": cut.map_or(json!(false), |w| json!({ "during": w })),
         }))?,

@@ -1,16 +1,23 @@
 //! How much of the machine's CPU time the rest of it took while a run ran: other processes,
 //! and the hypervisor's steal. On a shared machine (CI, a laptop with a browser open, a cloud
 //! VM) a run's threads wait for CPUs others hold, and its figures are then the load's as much
-//! as the engine's; `glass bench` says so under a run where others took a tenth or more.
+//! as the engine's; `glass bench` says so under a run where others took a tenth or more, and
+//! `glass section3`, `glass isolation` and `glass charm` in their reports.
 //!
 //! ```text
 //!   /proc/stat "cpu" line     every CPU's time, by kind ─► busy (user … steal), total
-//!   /proc/self/stat           this process's user + system time, all its threads
+//!   /proc/<pid>/stat          user + system time of this process, of the children it reaped
+//!                             and of every live descendant (the servers and procedure
+//!                             processes a command starts are its own work, not others')
 //!   others' share = (Δbusy − Δours) / Δtotal      over the run, warm-up included
 //! ```
 //!
 //! Both files count in the kernel's `USER_HZ` ticks (100 a second), so a run of a second on
-//! two CPUs has about 200 ticks to share out; a short run's share is coarse.
+//! two CPUs has about 200 ticks to share out; a short run's share is coarse. A descendant's
+//! time moves into its parent's reaped-children time when it is waited for, so one that ends
+//! between two samples stays counted as ours; one that ends unreaped is lost to "others".
+
+use std::collections::{HashMap, HashSet};
 
 /// The counters at one moment, in `USER_HZ` ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,20 +26,88 @@ pub struct CpuSample {
     busy: u64,
     /// Every CPU's time, idle and I/O wait included.
     total: u64,
-    /// This process's user and system time.
+    /// The CPU time of this process and its descendants ([`ProcStat::ticks`]).
     ours: u64,
 }
 
+/// What one `/proc/<pid>/stat` says that a sample needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ProcStat {
+    pid: u32,
+    ppid: u32,
+    /// User and system time, its own and its reaped children's.
+    ticks: u64,
+}
+
+impl ProcStat {
+    /// From the text of `/proc/<pid>/stat`; `None` where it does not parse.
+    fn parse(text: &str) -> Option<ProcStat> {
+        let pid = text.split_whitespace().next()?.parse().ok()?;
+        // After the command's name, which is in parentheses and may hold spaces and
+        // parentheses of its own: state is field 3, ppid 4, utime 14, stime 15, cutime 16 and
+        // cstime 17.
+        let after_name = &text[text.rfind(')')? + 1..];
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let field = |i: usize| -> Option<u64> { fields.get(i)?.parse().ok() };
+        Some(ProcStat {
+            pid,
+            ppid: u32::try_from(field(1)?).ok()?,
+            ticks: field(11)? + field(12)? + field(13)? + field(14)?,
+        })
+    }
+}
+
+/// The ticks of `root` and of every process under it in `procs`.
+fn tree_ticks(root: u32, procs: &[ProcStat]) -> u64 {
+    let mut children: HashMap<u32, Vec<&ProcStat>> = HashMap::new();
+    for p in procs {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let mut ticks = procs.iter().find(|p| p.pid == root).map_or(0, |p| p.ticks);
+    // Each process once: the kernel's tree has no cycle, a malformed listing might.
+    let mut seen = HashSet::from([root]);
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        for child in children.get(&pid).into_iter().flatten() {
+            if seen.insert(child.pid) {
+                ticks += child.ticks;
+                todo.push(child.pid);
+            }
+        }
+    }
+    ticks
+}
+
+/// Every process `/proc` lists now (those that end while it is read are skipped).
+fn processes() -> Vec<ProcStat> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let name = entry.ok()?.file_name();
+        let pid: u32 = name.to_str()?.parse().ok()?;
+        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    })
+    .collect()
+}
+
 impl CpuSample {
-    /// Reads the machine's and this process's counters; `None` where `/proc` cannot say.
+    /// Reads the machine's counters and those of this process and its descendants; `None`
+    /// where `/proc` cannot say.
     pub fn now() -> Option<CpuSample> {
+        let own = ProcStat::parse(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+        let procs = processes();
+        let ours = if procs.iter().any(|p| p.pid == own.pid) {
+            tree_ticks(own.pid, &procs)
+        } else {
+            own.ticks
+        };
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
-        CpuSample::parse(&stat, &own)
+        CpuSample::parse(&stat, ours)
     }
 
-    /// A sample from the text of `/proc/stat` and of `/proc/self/stat`.
-    fn parse(stat: &str, own: &str) -> Option<CpuSample> {
+    /// A sample from the text of `/proc/stat` and the ticks counted as ours.
+    fn parse(stat: &str, ours: u64) -> Option<CpuSample> {
         let line = stat.lines().find(|l| l.starts_with("cpu "))?;
         let ticks: Vec<u64> = line
             .split_whitespace()
@@ -48,17 +123,7 @@ impl CpuSample {
         }
         let busy = field(0) + field(1) + field(2) + field(5) + field(6) + field(7);
         let total = busy + field(3) + field(4);
-        // After the command's name, which is in parentheses and may hold spaces and
-        // parentheses of its own: state is field 3, utime 14 and stime 15.
-        let after_name = &own[own.rfind(')')? + 1..];
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let utime: u64 = fields.get(11)?.parse().ok()?;
-        let stime: u64 = fields.get(12)?.parse().ok()?;
-        Some(CpuSample {
-            busy,
-            total,
-            ours: utime + stime,
-        })
+        Some(CpuSample { busy, total, ours })
     }
 
     /// The share of the machine's CPU time between `self` and `later` that others took:
@@ -69,6 +134,37 @@ impl CpuSample {
         let ours = later.ours.saturating_sub(self.ours);
         Some((busy.saturating_sub(ours) as f64 / total as f64).clamp(0.0, 1.0))
     }
+}
+
+/// The share others took between its start and [`Watch::share`]: what a report made of many
+/// runs (`glass section3`, `glass isolation`, `glass charm`) says of the whole command.
+pub struct Watch(Option<CpuSample>);
+
+impl Watch {
+    pub fn start() -> Watch {
+        Watch(CpuSample::now())
+    }
+
+    /// Others' share since the start; `None` where `/proc` could not say.
+    pub fn share(&self) -> Option<f64> {
+        self.0
+            .zip(CpuSample::now())
+            .and_then(|(a, b)| a.others_share(&b))
+    }
+}
+
+/// The sentence a report prints where others took `share` of the CPUs while it was measured,
+/// if it is worth saying.
+pub fn report_note(share: f64) -> Option<String> {
+    (share >= NOTE_FROM).then(|| {
+        format!(
+            "Other processes (and the hypervisor) took {:.0}% of the machine's CPU time while \
+             this was measured (this command's own servers and procedure processes not \
+             counted): its figures include waiting for the CPUs they held, and are not to be \
+             compared with a quiet machine's",
+            100.0 * share
+        )
+    })
 }
 
 /// From this share of the machine's CPU time taken by others up, a run says so.
@@ -102,15 +198,81 @@ mod tests {
                         intr 12345\n";
 
     #[test]
-    fn a_sample_reads_the_machine_and_this_process() {
-        // The name holds a space and a parenthesis, as a process may call itself.
-        let own = "4242 (glass (w) 1) S 1 4242 4242 0 -1 4194560 100 0 0 0 70 20 0 0 20 0 9 0";
-        let s = CpuSample::parse(STAT, own).unwrap();
+    fn a_sample_reads_the_machine() {
+        let s = CpuSample::parse(STAT, 90).unwrap();
         assert_eq!(s.busy, 1000 + 10 + 300 + 5 + 5 + 30);
         assert_eq!(s.total, s.busy + 5000 + 50);
-        assert_eq!(s.ours, 70 + 20);
-        assert_eq!(CpuSample::parse("intr 1\n", own), None);
-        assert_eq!(CpuSample::parse(STAT, "4242 (glass) S 1"), None);
+        assert_eq!(s.ours, 90);
+        assert_eq!(CpuSample::parse("intr 1\n", 90), None);
+    }
+
+    #[test]
+    fn a_process_stat_gives_its_parent_and_its_time_with_its_reaped_childrens() {
+        // The name holds a space and a parenthesis, as a process may call itself.
+        let own = "4242 (glass (w) 1) S 1 4242 4242 0 -1 4194560 100 0 0 0 70 20 5 3 20 0 9 0";
+        let p = ProcStat::parse(own).unwrap();
+        assert_eq!((p.pid, p.ppid, p.ticks), (4242, 1, 70 + 20 + 5 + 3));
+        assert_eq!(ProcStat::parse("4242 (glass) S 1"), None);
+        assert_eq!(
+            ProcStat::parse("x (glass) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_tree_counts_its_descendants_at_any_depth_and_nothing_else() {
+        let p = |pid, ppid, ticks| ProcStat { pid, ppid, ticks };
+        let procs = [
+            p(1, 0, 1_000),
+            p(10, 1, 100), // this command
+            p(11, 10, 40), // a server it started
+            p(12, 11, 7),  // that server's procedure process
+            p(13, 10, 2),  // another child
+            p(20, 1, 500), // a neighbour
+            p(21, 20, 50), // the neighbour's child
+        ];
+        assert_eq!(tree_ticks(10, &procs), 100 + 40 + 7 + 2);
+        assert_eq!(tree_ticks(20, &procs), 550);
+        assert_eq!(tree_ticks(12, &procs), 7);
+        // A process listed as its own parent, or two as each other's, do not loop.
+        assert_eq!(tree_ticks(5, &[p(5, 5, 3)]), 3);
+        assert_eq!(tree_ticks(5, &[p(5, 6, 3), p(6, 5, 4)]), 7);
+    }
+
+    #[test]
+    fn a_child_process_s_time_is_ours_not_others() {
+        let before = CpuSample::now().expect("/proc");
+        // A child that does some work, then ends; left unreaped it stays listed (a zombie)
+        // with its time.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .spawn()
+            .expect("sh");
+        let stat = format!("/proc/{}/stat", child.id());
+        let child_ticks = loop {
+            let text = std::fs::read_to_string(&stat).unwrap();
+            if text[text.rfind(')').unwrap() + 1..]
+                .trim_start()
+                .starts_with('Z')
+            {
+                break ProcStat::parse(&text).unwrap().ticks;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert!(child_ticks > 0, "the child did no work");
+        // Ended but not reaped: counted as a live descendant.
+        let ended = CpuSample::now().unwrap();
+        assert!(
+            ended.ours - before.ours >= child_ticks,
+            "{before:?} {ended:?} {child_ticks}"
+        );
+        // Reaped: counted in this process's children's time.
+        assert!(child.wait().unwrap().success());
+        let reaped = CpuSample::now().unwrap();
+        assert!(
+            reaped.ours - before.ours >= child_ticks,
+            "{before:?} {reaped:?} {child_ticks}"
+        );
     }
 
     #[test]
@@ -147,6 +309,20 @@ mod tests {
             durable.contains("after every force of the log"),
             "{durable}"
         );
+    }
+
+    #[test]
+    fn a_report_says_a_busy_machine_and_not_an_idle_one() {
+        assert_eq!(report_note(0.05), None);
+        let line = report_note(0.5).unwrap();
+        assert!(
+            line.contains("took 50% of the machine's CPU time"),
+            "{line}"
+        );
+        let watch = Watch::start();
+        if let Some(share) = watch.share() {
+            assert!((0.0..=1.0).contains(&share), "{share}");
+        }
     }
 
     #[test]

@@ -348,6 +348,7 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<PaperReport> {
     std::fs::create_dir_all(&config.out)
         .with_context(|| format!("create {}", config.out.display()))?;
     pin_clients(config)?;
+    let watch = crate::machine_cpu::Watch::start();
     let c = config.connections;
     let specs: Vec<Spec> = specs(config)
         .into_iter()
@@ -398,6 +399,11 @@ pub fn run_section3(config: &Section3Config) -> anyhow::Result<PaperReport> {
         report.push_str(&format!("\n{line}.\n"));
     }
     all["cpu_idle"] = serde_json::to_value(&idle)?;
+    let others = watch.share();
+    if let Some(line) = others.and_then(crate::machine_cpu::report_note) {
+        report.push_str(&format!("\n{line}.\n"));
+    }
+    all["others_cpu_share"] = json!(others);
     write(&config.out.join("section3.md"), &report)?;
     write(
         &config.out.join("section3.json"),

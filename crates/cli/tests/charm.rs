@@ -62,6 +62,10 @@ fn a_quick_run_writes_every_table_and_figure() {
 
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("charm.json")).unwrap()).unwrap();
+    // The share of the machine's CPU others took while it measured: a fraction, whatever else
+    // this machine runs.
+    let others = json["others_cpu_share"].as_f64().expect("others_cpu_share");
+    assert!((0.0..=1.0).contains(&others), "{others}");
     let calibration = &json["calibration"];
     assert_eq!(calibration["read_us"], 200, "{calibration}");
     assert!(

@@ -529,6 +529,10 @@ fn the_isolation_command_writes_figures_6_and_7_with_the_papers_numbers() {
     // How the machine's idle CPUs wait, which every crossing's wake-ups pay for, is recorded.
     assert!(json["cpu_idle"].is_object(), "{}", json["cpu_idle"]);
     assert_eq!(json["interrupted"], false, "{json}");
+    // The share of the machine's CPU others took while it measured (its servers and their
+    // procedure processes are its own): a fraction, whatever else this machine runs.
+    let others = json["others_cpu_share"].as_f64().expect("others_cpu_share");
+    assert!((0.0..=1.0).contains(&others), "{others}");
     let levels = json["workloads"][0]["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
     let phase = |i: usize, name: &str| levels[i]["trace"]["us_per_txn"][name].as_f64().unwrap();

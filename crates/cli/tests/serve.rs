@@ -668,6 +668,10 @@ fn section3_writes_each_figure_and_table_with_the_papers_numbers() {
     );
     assert!(json["cpu_idle"].is_object(), "{}", json["cpu_idle"]);
     assert_eq!(json["interrupted"], false, "{json}");
+    // The share of the machine's CPU others took while it measured (its servers and their
+    // procedure processes are its own): a fraction, whatever else this machine runs.
+    let others = json["others_cpu_share"].as_f64().expect("others_cpu_share");
+    assert!((0.0..=1.0).contains(&others), "{others}");
     // Three bars for the one workload, each with a positive throughput and traced work.
     let bars = json["figure5"].as_array().unwrap();
     assert_eq!(bars.len(), 3);
