@@ -26,7 +26,7 @@ pub struct CpuSample {
     busy: u64,
     /// Every CPU's time, idle and I/O wait included.
     total: u64,
-    /// The CPU time of this process and its descendants ([`ProcStat::ticks`]).
+    /// The CPU time of this process and its descendants ([`ProcStat::ticks`] of each).
     ours: u64,
 }
 
@@ -57,13 +57,13 @@ impl ProcStat {
     }
 }
 
-/// The ticks of `root` and of every process under it in `procs`.
-fn tree_ticks(root: u32, procs: &[ProcStat]) -> u64 {
+/// The ticks of every process under `root` in `procs`, at any depth (not `root`'s own).
+fn descendants_ticks(root: u32, procs: &[ProcStat]) -> u64 {
     let mut children: HashMap<u32, Vec<&ProcStat>> = HashMap::new();
     for p in procs {
         children.entry(p.ppid).or_default().push(p);
     }
-    let mut ticks = procs.iter().find(|p| p.pid == root).map_or(0, |p| p.ticks);
+    let mut ticks = 0;
     // Each process once: the kernel's tree has no cycle, a malformed listing might.
     let mut seen = HashSet::from([root]);
     let mut todo = vec![root];
@@ -96,12 +96,7 @@ impl CpuSample {
     /// where `/proc` cannot say.
     pub fn now() -> Option<CpuSample> {
         let own = ProcStat::parse(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
-        let procs = processes();
-        let ours = if procs.iter().any(|p| p.pid == own.pid) {
-            tree_ticks(own.pid, &procs)
-        } else {
-            own.ticks
-        };
+        let ours = own.ticks + descendants_ticks(own.pid, &processes());
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
         CpuSample::parse(&stat, ours)
     }
@@ -231,12 +226,12 @@ mod tests {
             p(20, 1, 500), // a neighbour
             p(21, 20, 50), // the neighbour's child
         ];
-        assert_eq!(tree_ticks(10, &procs), 100 + 40 + 7 + 2);
-        assert_eq!(tree_ticks(20, &procs), 550);
-        assert_eq!(tree_ticks(12, &procs), 7);
+        assert_eq!(descendants_ticks(10, &procs), 40 + 7 + 2);
+        assert_eq!(descendants_ticks(20, &procs), 50);
+        assert_eq!(descendants_ticks(12, &procs), 0);
         // A process listed as its own parent, or two as each other's, do not loop.
-        assert_eq!(tree_ticks(5, &[p(5, 5, 3)]), 3);
-        assert_eq!(tree_ticks(5, &[p(5, 6, 3), p(6, 5, 4)]), 7);
+        assert_eq!(descendants_ticks(5, &[p(5, 5, 3)]), 0);
+        assert_eq!(descendants_ticks(5, &[p(5, 6, 3), p(6, 5, 4)]), 4);
     }
 
     #[test]

@@ -483,11 +483,9 @@ pub fn run_workload(
         db.checkpoints_in_commits(),
         db.checkpoint_waits(),
     );
-    let cpu_before = crate::machine_cpu::CpuSample::now();
+    let cpu = crate::machine_cpu::Watch::start();
     let outcome = run_rounds(config, terminals, executor, txn_names, &status)?;
-    let others_cpu = cpu_before
-        .zip(crate::machine_cpu::CpuSample::now())
-        .and_then(|(before, after)| before.others_share(&after));
+    let others_cpu = cpu.share();
     let checkpoints = db_config
         .path
         .is_some()
