@@ -889,8 +889,9 @@ pub trait Tx {
     /// twice may have changed and a range read twice may hold new rows, because a read's
     /// shared locks may be let go as the read ends instead of at commit. Writes, and reads
     /// for update, keep their locks to the end. This default keeps every lock: serializable,
-    /// which is stronger and so also correct; the embedded engine lets them go, and a client
-    /// and a sandbox's boundary pass the request on to it.
+    /// which is stronger and so also correct; the embedded engine lets them go (where its
+    /// `DbConfig::read_committed` is on, the default), and a client and a sandbox's boundary
+    /// pass the request on to it.
     fn read_committed(&mut self) {}
 }
 

@@ -128,6 +128,11 @@ pub struct DbConfig {
     /// with page locking, inserters queue on that page as on Berkeley DB's right-hand leaves.
     /// For the Charm experiments; off by default.
     pub shared_insert_pages: bool,
+    /// Honour [`crate::Tx::read_committed`]: a transaction that asks for isolation level 1
+    /// (TPC-C's Stock-Level) lets each read's shared record or page locks go as the read
+    /// ends. On by default. Off, every read keeps its locks to commit whatever it asks for
+    /// (degree 3 only, as Berkeley DB 2.4 had: the Charm experiments run so).
+    pub read_committed: bool,
     /// Act on [`crate::Tx::prefetch`] hints (main-memory records and indexes only, that is
     /// with `page-access` off). Off, the hints are ignored: for measuring what they buy.
     pub prefetch: bool,
@@ -279,6 +284,7 @@ impl Default for DbConfig {
             doublewrite_ring_bytes: None,
             page_locking: false,
             shared_insert_pages: false,
+            read_committed: true,
             prefetch: true,
             accept_log_loss: false,
             create: true,
@@ -387,6 +393,8 @@ pub struct Database {
     pub(crate) locks: Option<LockManager>,
     pub(crate) xactions: bool,
     pub(crate) page_locking: bool,
+    /// Whether [`crate::Tx::read_committed`] is honoured ([`DbConfig::read_committed`]).
+    pub(crate) read_committed: bool,
     /// Whether [`crate::Tx::prefetch`] hints are acted on (see [`DbConfig::prefetch`]).
     pub(crate) prefetch: bool,
     dir_lookup: bool,
@@ -741,6 +749,7 @@ impl Database {
             locks,
             xactions: sw.is_on(Switch::Xactions),
             page_locking: config.page_locking,
+            read_committed: config.read_committed,
             prefetch: config.prefetch && !sw.is_on(Switch::PageAccess),
             dir_lookup: sw.is_on(Switch::DirLookup),
             packed_keys: catalog.packed_keys,

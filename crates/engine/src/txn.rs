@@ -516,7 +516,8 @@ pub struct Transaction<'db> {
     /// The active-transaction table's shard `active` is in.
     active_shard: usize,
     finished: bool,
-    /// Reads let go of their shared record locks as they end ([`Tx::read_committed`]).
+    /// Reads let go of their shared record (or page) locks as they end
+    /// ([`Tx::read_committed`], where [`crate::DbConfig::read_committed`] honours it).
     read_committed: bool,
     /// This transaction counted as a reader of the trees' pages while it runs (leaf hints,
     /// backward scans and optimistic descents hold page ids), so no page unlinked meanwhile
@@ -662,7 +663,8 @@ impl<'db> Transaction<'db> {
         self.locks.as_ref().map(|l| l.held().len())
     }
 
-    /// Ends a read begun at `mark` (from `short_read_mark`): its shared record locks go.
+    /// Ends a read begun at `mark` (from `short_read_mark`): its shared record (or, under
+    /// page-level locking, page) locks go.
     /// Inline, so that a serializable read pays one test of `None`.
     #[inline(always)]
     fn end_short_read(&mut self, mark: Option<usize>) {
@@ -677,7 +679,7 @@ impl<'db> Transaction<'db> {
     #[inline(never)]
     fn release_short_read(&mut self, mark: usize) {
         if let (Some(lm), Some(locks)) = (&self.db.locks, self.locks.as_mut()) {
-            lm.release_shared_records_from(locks, mark);
+            lm.release_shared_leaves_from(locks, mark);
             self.s.found.forget();
         }
     }
@@ -2395,7 +2397,7 @@ impl Tx for Transaction<'_> {
     }
 
     fn read_committed(&mut self) {
-        self.read_committed = true;
+        self.read_committed = self.db.read_committed;
     }
 }
 

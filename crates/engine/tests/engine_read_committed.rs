@@ -84,9 +84,63 @@ fn writer(
     })
 }
 
+/// The full preset with page-level locking: a read locks its record's heap page, and the
+/// ten accounts share one page.
+fn open_page_locking() -> Arc<engine::Database> {
+    open_page_locking_with(true)
+}
+
+/// As [`open_page_locking`], honouring read committed or not (`DbConfig::read_committed`).
+fn open_page_locking_with(read_committed: bool) -> Arc<engine::Database> {
+    engine::Database::open(engine::DbConfig {
+        threads: 3,
+        pool_mib: 16,
+        page_locking: true,
+        read_committed,
+        ..engine::DbConfig::default()
+    })
+    .unwrap()
+}
+
+/// Berkeley DB style (`glass charm`, `--no-read-committed`): a transaction that asks for read
+/// committed is serializable all the same, its page locks kept to commit.
+#[test]
+fn with_read_committed_off_a_reader_that_asks_for_it_keeps_its_locks() {
+    let db = open_page_locking_with(false);
+    let t = spaced(&db);
+    let mut reader = db.begin().unwrap();
+    reader.read_committed();
+    assert_eq!(balance(&mut reader, &t, 10), 1);
+    let (handle, done) = writer(&db, &t);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        !done.load(Ordering::SeqCst),
+        "a writer passed a reader whose database does not honour read committed"
+    );
+    reader.commit().unwrap();
+    handle.join().unwrap();
+    assert!(done.load(Ordering::SeqCst));
+    db.check_invariants().unwrap();
+}
+
 #[test]
 fn a_read_committed_reader_lets_writers_in_before_it_ends() {
-    let db = open(Preset::Full, 3);
+    lets_writers_in(open(Preset::Full, 3));
+}
+
+#[test]
+fn a_read_committed_reader_lets_writers_in_under_page_locking_too() {
+    lets_writers_in(open_page_locking());
+}
+
+#[test]
+fn a_read_committed_reader_never_sees_an_uncommitted_write_under_page_locking() {
+    never_sees_an_uncommitted_write(open_page_locking());
+}
+
+/// A serializable reader's locks keep a writer out until it ends; a read-committed
+/// reader's are gone as each read ends.
+fn lets_writers_in(db: Arc<engine::Database>) {
     let t = spaced(&db);
     // Serializable, the reader's locks on 10 and on the range [0, 25) keep the writer out
     // until it ends.
@@ -126,7 +180,10 @@ fn a_read_committed_reader_lets_writers_in_before_it_ends() {
 
 #[test]
 fn a_read_committed_reader_never_sees_an_uncommitted_write() {
-    let db = open(Preset::Full, 3);
+    never_sees_an_uncommitted_write(open(Preset::Full, 3));
+}
+
+fn never_sees_an_uncommitted_write(db: Arc<engine::Database>) {
     let t = spaced(&db);
     let mut writer = db.begin().unwrap();
     writer

@@ -912,30 +912,30 @@ impl LockManager {
         Some(head.granted[g].floor)
     }
 
-    /// Releases `t.held[i]`, a record lock, before the transaction's end: out of the list
+    /// Releases `t.held[i]`, a record or page lock, before the transaction's end: out of the list
     /// (whose order means nothing: `held` names each lock once, so the last entry takes its
     /// place), one leaf lock fewer in its table, its waiters granted.
     fn release_held(&self, t: &mut TxnLocks, i: usize, timer: &mut Timer) {
         let (name, _) = t.held.swap_remove(i);
         let bucket = t.held_buckets.swap_remove(i);
         t.released_early += 1;
-        if let LockName::Record { table, .. } = name {
+        if let LockName::Record { table, .. } | LockName::Page { table, .. } = name {
             let ti = t.table_index(table);
             t.tables[ti].leaf_count = t.tables[ti].leaf_count.saturating_sub(1);
         }
         self.release(t.txn, name, bucket, timer);
     }
 
-    /// Releases the shared record locks `t` took since it held `mark` locks (a
+    /// Releases the shared record and page locks `t` took since it held `mark` locks (a
     /// `held().len()` read before): a read at isolation level 1 (read committed) lets go of
-    /// its read locks as the read ends. Locks held before the mark stay, and so do the
+    /// its read locks as the read ends, under record- or page-level locking. Locks held before the mark stay, and so do the
     /// exclusive ones and the intention locks above; returns how many went.
-    pub fn release_shared_records_from(&self, t: &mut TxnLocks, mark: usize) -> usize {
+    pub fn release_shared_leaves_from(&self, t: &mut TxnLocks, mark: usize) -> usize {
         let mut released = 0;
         let mut timer = self.timer();
         // Downward, so that each `swap_remove` brings in an entry already looked at.
         for i in (mark..t.held.len()).rev() {
-            if let (LockName::Record { .. }, LockMode::S) = t.held[i] {
+            if let (LockName::Record { .. } | LockName::Page { .. }, LockMode::S) = t.held[i] {
                 self.release_held(t, i, &mut timer);
                 released += 1;
             }

@@ -984,7 +984,7 @@ fn releasing_one_record_grants_its_waiter_and_keeps_the_rest() {
 }
 
 #[test]
-fn releasing_the_shared_records_since_a_mark_keeps_older_and_exclusive_locks() {
+fn releasing_the_shared_leaves_since_a_mark_keeps_older_and_exclusive_locks() {
     let m = manager(config());
     let (mut reader, mut writer) = (m.begin(TxnId(1)), m.begin(TxnId(2)));
     m.lock_record(&mut reader, 4, 1, S, WHOLE_GAP).unwrap();
@@ -992,20 +992,32 @@ fn releasing_the_shared_records_since_a_mark_keeps_older_and_exclusive_locks() {
     m.lock_record(&mut reader, 4, 2, S, WHOLE_GAP).unwrap();
     m.lock_record(&mut reader, 4, 3, X, WHOLE_GAP).unwrap();
     m.lock_record(&mut reader, 6, 1, S, WHOLE_GAP).unwrap();
+    // A page lock (page-level locking, on a table of its own) is a leaf as a record's is.
+    m.lock_page(&mut reader, 8, 5, S).unwrap();
     // Re-asked after the mark, a lock held before it is not new.
     m.lock_record(&mut reader, 4, 1, S, WHOLE_GAP).unwrap();
-    assert_eq!(m.release_shared_records_from(&mut reader, mark), 2);
+    assert_eq!(reader.leaf_locks_in(8), 1);
+    assert_eq!(m.release_shared_leaves_from(&mut reader, mark), 3);
     assert_eq!(reader.mode_of(rec(4, 1)), Some(S));
     assert_eq!(reader.mode_of(rec(4, 2)), None);
     assert_eq!(reader.mode_of(rec(4, 3)), Some(X));
     assert_eq!(reader.mode_of(rec(6, 1)), None);
     assert_eq!(reader.mode_of(LockName::Table(6)), Some(IS));
-    assert_eq!((reader.leaf_locks_in(4), reader.leaf_locks_in(6)), (2, 0));
+    assert_eq!(reader.mode_of(LockName::Page { table: 8, page: 5 }), None);
+    assert_eq!(
+        (
+            reader.leaf_locks_in(4),
+            reader.leaf_locks_in(6),
+            reader.leaf_locks_in(8)
+        ),
+        (2, 0, 0)
+    );
     // What went is free for a writer at once; what stayed is not.
     assert!(m.try_lock_record(&mut writer, 4, 2, X, WHOLE_GAP).unwrap());
     assert!(m.try_lock_record(&mut writer, 6, 1, X, WHOLE_GAP).unwrap());
+    m.lock_page(&mut writer, 8, 5, X).unwrap();
     assert!(!m.try_lock_record(&mut writer, 4, 1, X, WHOLE_GAP).unwrap());
-    assert_eq!(m.release_shared_records_from(&mut reader, mark), 0);
+    assert_eq!(m.release_shared_leaves_from(&mut reader, mark), 0);
     m.check_invariants();
     m.release_all(&mut reader);
     m.release_all(&mut writer);
