@@ -157,8 +157,9 @@ pub struct CampaignConfig {
     /// each lane ends.
     pub progress: bool,
     /// Set to end the campaign early (`glass crash` sets it on SIGINT or SIGTERM): each lane's
-    /// running bench or server is killed at once and its round left unchecked, a load or a
-    /// check that is running ends first, no round starts after, and the lanes' power-cut file
+    /// running bench or server is killed at once and its round left uncounted, a load or a
+    /// check that is running is cut short (a kill whose check was cut is counted as
+    /// [`LaneResult::unchecked`]), no round starts after, and the lanes' power-cut file
     /// systems are unmounted. The result says it was interrupted.
     pub stop: Arc<AtomicBool>,
 }
@@ -182,6 +183,10 @@ pub struct LaneResult {
     /// Kills of rounds that wrote pages back through a doublewrite file (every third).
     pub doublewrite_kills: u64,
     pub checks_passed: u64,
+    /// Kills whose check the campaign's stop cut short (at most one a lane): counted in
+    /// `kills`, neither passed nor failed. The database recovers from the kill at its next
+    /// open, as from any other.
+    pub unchecked: u64,
     /// Receipts of durable commits looked up after the last check, and how many were missing
     /// over all checks (must be 0).
     pub durable_receipts: u64,
@@ -219,6 +224,7 @@ impl LaneResult {
             kills: 0,
             doublewrite_kills: 0,
             checks_passed: 0,
+            unchecked: 0,
             durable_receipts: 0,
             durable_missing: 0,
             not_durable_receipts: 0,
@@ -262,6 +268,11 @@ impl CampaignResult {
     /// Databases that failed their check after a kill.
     pub fn lost(&self) -> usize {
         self.lanes.iter().map(|l| l.failures.len()).sum()
+    }
+
+    /// Kills whose check the stop cut short.
+    pub fn unchecked(&self) -> u64 {
+        self.lanes.iter().map(|l| l.unchecked).sum()
     }
 
     pub fn missing(&self) -> u64 {
@@ -319,8 +330,16 @@ impl CampaignResult {
         if self.interrupted {
             out.push_str(
                 "\ninterrupted: the rounds running then were killed and not checked (a check \
-                 or load running then was cut short)\n",
+                 or load running then was cut short)",
             );
+            match self.unchecked() {
+                0 => out.push('\n'),
+                n => out.push_str(&format!(
+                    "; {n} of the kills counted below {} not checked, {} check cut short\n",
+                    if n == 1 { "was" } else { "were" },
+                    if n == 1 { "its" } else { "their" },
+                )),
+            }
         }
         out.push_str(&format!(
             "\n{} kills in {:.0} s: {} database{} failed {} check, {} acknowledged durable commit{} missing\n",
@@ -610,7 +629,8 @@ fn run_lane(
         .with_context(|| format!("run {} check", config.exe.display()))?
         else {
             // Stopped: the round stays unchecked (its kill was one more crash, which the next
-            // open recovers from, as it recovers from a check cut short).
+            // open recovers from, as it recovers from a check cut short), and says so.
+            result.unchecked += 1;
             break;
         };
         let mut text = format!(
@@ -1067,6 +1087,34 @@ mod tests {
             assert_eq!(Via::parse(via.name()), Some(via));
         }
         assert_eq!(Via::parse("server"), None);
+    }
+
+    /// A kill whose check a stop cut short is said to be unchecked, not left to be inferred
+    /// from kills that outnumber checks.
+    #[test]
+    fn an_interrupted_campaign_names_the_kills_it_did_not_check() {
+        let lanes = lanes_of(&["tpcb".to_string()], &[Via::Embedded]);
+        let mut result = CampaignResult {
+            lanes: lanes.iter().map(LaneResult::new).collect(),
+            wall_s: 3.0,
+            interrupted: true,
+        };
+        result.lanes[0].kills = 3;
+        result.lanes[0].checks_passed = 3;
+        result.lanes[1].kills = 2;
+        result.lanes[1].checks_passed = 1;
+        let text = result.render();
+        assert!(text.contains("interrupted: the rounds running"), "{text}");
+        assert!(!text.contains("not checked,"), "{text}");
+        result.lanes[1].unchecked = 1;
+        assert_eq!(result.unchecked(), 1);
+        let text = result.render();
+        assert!(
+            text.contains("; 1 of the kills counted below was not checked, its check cut short"),
+            "{text}"
+        );
+        assert!(result.holds(), "an unchecked kill is no failure");
+        assert!(text.contains("5 kills in 3 s"), "{text}");
     }
 
     #[test]
