@@ -82,6 +82,11 @@ pub struct LatencyResult {
     /// Ended early by Ctrl-C or SIGTERM: the curves hold the points measured before it (a
     /// mode whose peak was not measured has no curve).
     pub interrupted: bool,
+    /// The share of the machine's CPU time other processes took over the whole sweep
+    /// ([`crate::machine_cpu`]), the server's counted as the sweep's own; `None` where the
+    /// server is not on this machine (or `/proc` cannot say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub others_cpu_share: Option<f64>,
 }
 
 impl LatencyResult {
@@ -111,6 +116,13 @@ impl LatencyResult {
                 "interrupted (Ctrl-C or SIGTERM): the run then measuring is left out, and the \
                  steps after it were not run\n",
             );
+        }
+        if let Some(line) = self
+            .others_cpu_share
+            .and_then(crate::machine_cpu::report_note)
+        {
+            out.push_str(&line);
+            out.push('\n');
         }
         out
     }
@@ -176,6 +188,8 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
         }
     };
     let measure = |c: &BenchConfig, mode: Mode| run_remote_uncut(c, &config.endpoint, mode);
+    let server_pids = crate::local_server::pids(&config.endpoint);
+    let cpu = (!server_pids.is_empty()).then(|| crate::machine_cpu::Watch::start_with(server_pids));
     let mut curves = Vec::new();
     let mut interrupted = false;
     for &mode in &config.modes {
@@ -245,6 +259,7 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
         },
         curves,
         interrupted,
+        others_cpu_share: cpu.and_then(|w| w.share()),
     };
     write_outputs(config, &result)?;
     Ok(result)

@@ -32,6 +32,7 @@ pub mod embedded;
 pub mod isolation;
 pub mod ladder;
 pub mod latency;
+pub mod local_server;
 pub mod machine_cpu;
 pub mod manifest;
 pub mod multiplex;

@@ -8,7 +8,9 @@
 //!   /proc/stat "cpu" line     every CPU's time, by kind ─► busy (user … steal), total
 //!   /proc/<pid>/stat          user + system time of this process, of the children it reaped
 //!                             and of every live descendant (the servers and procedure
-//!                             processes a command starts are its own work, not others')
+//!                             processes a command starts are its own work, not others'),
+//!                             and of a server here that a run drives and its descendants
+//!                             ([`Watch::start_with`], [`crate::local_server`])
 //!   others' share = (Δbusy − Δours) / Δtotal      over the run, warm-up included
 //! ```
 //!
@@ -57,16 +59,23 @@ impl ProcStat {
     }
 }
 
-/// The ticks of every process under `root` in `procs`, at any depth (not `root`'s own).
-fn descendants_ticks(root: u32, procs: &[ProcStat]) -> u64 {
+/// The ticks of `roots` and of every process under them in `procs`, at any depth, each
+/// process once (a root under another root too).
+fn tree_ticks(roots: &[u32], procs: &[ProcStat]) -> u64 {
     let mut children: HashMap<u32, Vec<&ProcStat>> = HashMap::new();
     for p in procs {
         children.entry(p.ppid).or_default().push(p);
     }
-    let mut ticks = 0;
     // Each process once: the kernel's tree has no cycle, a malformed listing might.
-    let mut seen = HashSet::from([root]);
-    let mut todo = vec![root];
+    let mut seen = HashSet::new();
+    let mut ticks = 0;
+    for p in procs.iter().filter(|p| roots.contains(&p.pid)) {
+        if seen.insert(p.pid) {
+            ticks += p.ticks;
+        }
+    }
+    let mut todo: Vec<u32> = roots.to_vec();
+    seen.extend(roots);
     while let Some(pid) = todo.pop() {
         for child in children.get(&pid).into_iter().flatten() {
             if seen.insert(child.pid) {
@@ -95,8 +104,19 @@ impl CpuSample {
     /// Reads the machine's counters and those of this process and its descendants; `None`
     /// where `/proc` cannot say.
     pub fn now() -> Option<CpuSample> {
+        CpuSample::now_with(&[])
+    }
+
+    /// As [`CpuSample::now`], counting the processes `also` and their descendants as ours too.
+    fn now_with(also: &[u32]) -> Option<CpuSample> {
         let own = ProcStat::parse(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
-        let ours = own.ticks + descendants_ticks(own.pid, &processes());
+        let mut procs = processes();
+        if !procs.iter().any(|p| p.pid == own.pid) {
+            procs.push(own);
+        }
+        let mut roots = vec![own.pid];
+        roots.extend(also);
+        let ours = tree_ticks(&roots, &procs);
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
         CpuSample::parse(&stat, ours)
     }
@@ -131,19 +151,33 @@ impl CpuSample {
     }
 }
 
-/// The share others took between its start and [`Watch::share`]: what a report made of many
-/// runs (`glass section3`, `glass isolation`, `glass charm`) says of the whole command.
-pub struct Watch(Option<CpuSample>);
+/// The share others took between its start and [`Watch::share`]: what a run says of itself,
+/// and a report made of many runs (`glass section3`, `glass isolation`, `glass charm`) of the
+/// whole command.
+pub struct Watch {
+    start: Option<CpuSample>,
+    /// Processes counted as ours besides this one's tree: a server here that a run drives.
+    also: Vec<u32>,
+}
 
 impl Watch {
     pub fn start() -> Watch {
-        Watch(CpuSample::now())
+        Watch::start_with(Vec::new())
+    }
+
+    /// A watch that counts the processes `also`, and their descendants, as this command's
+    /// own work: a server on this machine that a run drives ([`crate::local_server::pids`]).
+    pub fn start_with(also: Vec<u32>) -> Watch {
+        Watch {
+            start: CpuSample::now_with(&also),
+            also,
+        }
     }
 
     /// Others' share since the start; `None` where `/proc` could not say.
     pub fn share(&self) -> Option<f64> {
-        self.0
-            .zip(CpuSample::now())
+        self.start
+            .zip(CpuSample::now_with(&self.also))
             .and_then(|(a, b)| a.others_share(&b))
     }
 }
@@ -154,8 +188,8 @@ pub fn report_note(share: f64) -> Option<String> {
     (share >= NOTE_FROM).then(|| {
         format!(
             "Other processes (and the hypervisor) took {:.0}% of the machine's CPU time while \
-             this was measured (this command's own servers and procedure processes not \
-             counted): its figures include waiting for the CPUs they held, and are not to be \
+             this was measured (the servers and procedure processes this command started or \
+             drove not counted): its figures include waiting for the CPUs they held, and are not to be \
              compared with a quiet machine's",
             100.0 * share
         )
@@ -226,12 +260,17 @@ mod tests {
             p(20, 1, 500), // a neighbour
             p(21, 20, 50), // the neighbour's child
         ];
-        assert_eq!(descendants_ticks(10, &procs), 40 + 7 + 2);
-        assert_eq!(descendants_ticks(20, &procs), 50);
-        assert_eq!(descendants_ticks(12, &procs), 0);
+        assert_eq!(tree_ticks(&[10], &procs), 100 + 40 + 7 + 2);
+        assert_eq!(tree_ticks(&[20], &procs), 500 + 50);
+        assert_eq!(tree_ticks(&[12], &procs), 7);
+        // A server of the neighbour's that this command drives counts, once, and a root under
+        // another root is not counted twice.
+        assert_eq!(tree_ticks(&[10, 21], &procs), 149 + 50);
+        assert_eq!(tree_ticks(&[10, 11], &procs), 149);
+        assert_eq!(tree_ticks(&[99], &procs), 0);
         // A process listed as its own parent, or two as each other's, do not loop.
-        assert_eq!(descendants_ticks(5, &[p(5, 5, 3)]), 0);
-        assert_eq!(descendants_ticks(5, &[p(5, 6, 3), p(6, 5, 4)]), 4);
+        assert_eq!(tree_ticks(&[5], &[p(5, 5, 3)]), 3);
+        assert_eq!(tree_ticks(&[5], &[p(5, 6, 3), p(6, 5, 4)]), 3 + 4);
     }
 
     #[test]
@@ -267,6 +306,42 @@ mod tests {
         assert!(
             reaped.ours - before.ours >= child_ticks,
             "{before:?} {reaped:?} {child_ticks}"
+        );
+    }
+
+    /// A server here that a run drives is not the run's descendant: its time is counted as
+    /// ours only when named.
+    #[test]
+    fn a_named_process_outside_our_tree_counts_as_ours() {
+        // An orphan (its parent shell exits at once) that works, then waits to be killed.
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; exec sleep 30' \
+                 >/dev/null 2>&1 & echo $!",
+            ])
+            .output()
+            .expect("sh");
+        let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let stat = format!("/proc/{pid}/stat");
+        // Until it sleeps, its work done.
+        let ticks = loop {
+            let text = std::fs::read_to_string(&stat).unwrap();
+            if std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with("sleep"))
+            {
+                break ProcStat::parse(&text).unwrap().ticks;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let plain = CpuSample::now().unwrap();
+        let with = CpuSample::now_with(&[pid]).unwrap();
+        // SAFETY: a plain kill(2) of the process this test started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        assert!(ticks > 0, "the orphan did no work");
+        assert!(
+            with.ours >= plain.ours + ticks,
+            "{plain:?} {with:?} {ticks}"
         );
     }
 

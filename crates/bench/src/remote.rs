@@ -403,6 +403,10 @@ pub fn run_remote_bench(
         read_ahead: config.db.prefetch,
         ack_log,
     };
+    // Others' share of the CPUs, where the server runs here: its work is this run's. A
+    // server elsewhere (or one `/proc` does not show) gives no share.
+    let server_pids = crate::local_server::pids(endpoint);
+    let cpu = (!server_pids.is_empty()).then(|| crate::machine_cpu::Watch::start_with(server_pids));
     let mut merged: Option<crate::driver::DriverOutcome> = None;
     let mut each = Vec::new();
     let mut trips = vec![(0u64, 0u64); txn_names.len()];
@@ -464,6 +468,7 @@ pub fn run_remote_bench(
             break;
         }
     }
+    let others_cpu = cpu.and_then(|w| w.share());
     let merged = merged.expect("at least one round ran");
     let outcome = crate::run::Rounds { merged, each };
     let trips = RoundTrips {
@@ -481,7 +486,8 @@ pub fn run_remote_bench(
             })
             .collect(),
     };
-    let mut result = server_result(config, timestamp, txn_names, &outcome)?;
+    let mut result =
+        server_result(config, timestamp, txn_names, &outcome)?.with_others_cpu(others_cpu);
     if mode == Mode::Autocommit {
         result.consistency = crate::report::NOT_ATOMIC.to_string();
     }

@@ -105,6 +105,12 @@ fn serve_answers_every_mode_and_stops_cleanly_on_sigterm() {
         assert!(result["txn_count"].as_u64().unwrap() > 0, "{result}");
         assert_eq!(result["interrupted"], false);
         assert_eq!(result["round_trips"]["mode"], mode);
+        // The server runs here, so the share of the CPUs others took is known (the server's
+        // work counted as the run's own): a fraction, whatever else this machine runs.
+        let others = result["others_cpu_share"]
+            .as_f64()
+            .expect("others_cpu_share");
+        assert!((0.0..=1.0).contains(&others), "{others}");
         assert!(
             result["round_trips"]["per_txn"]["account_update"]
                 .as_f64()
@@ -488,6 +494,11 @@ fn latency_ramps_each_mode_and_writes_its_curves() {
         assert_eq!(points.len(), if first_saturated { 1 } else { 2 }, "{c}");
     }
     assert!(t.contains("latency against load: ycsb"), "{t}");
+    // The server runs here: the share of the CPUs others took over the sweep is known.
+    let others = result["others_cpu_share"]
+        .as_f64()
+        .expect("others_cpu_share");
+    assert!((0.0..=1.0).contains(&others), "{others}");
 }
 
 /// Ctrl-C ends a latency sweep in order: the run measuring is left out, the points measured
