@@ -439,7 +439,7 @@ pub fn run_campaign(config: &CampaignConfig) -> anyhow::Result<CampaignResult> {
     let report = || {
         progress.lock().update(|| {
             format!(
-                "crash campaign: {}/{} kills, {} failed, {:.0} s",
+                "crash campaign: {}/{} kills checked, {} failed, {:.0} s",
                 done.load(Ordering::Relaxed),
                 config.kills,
                 lost.load(Ordering::Relaxed),
@@ -466,14 +466,19 @@ pub fn run_campaign(config: &CampaignConfig) -> anyhow::Result<CampaignResult> {
                     // Redirected, a long campaign still says how far it got, a line a lane.
                     let finished = lanes_done.fetch_add(1, Ordering::Relaxed) + 1;
                     eprintln!(
-                        "[{finished}/{lanes}] {}: {}; {}/{} kills so far, {:.0} s",
+                        "[{finished}/{lanes}] {}: {}; {}/{} kills checked so far, {:.0} s",
                         lane.name(),
                         match &r {
                             Ok(l) => format!(
-                                "{} kills, {} checks passed, {} failed",
+                                "{} kills, {} checks passed, {} failed{}",
                                 l.kills,
                                 l.checks_passed,
-                                l.failures.len()
+                                l.failures.len(),
+                                if l.unchecked > 0 {
+                                    format!(", {} unchecked (stopped)", l.unchecked)
+                                } else {
+                                    String::new()
+                                }
                             ),
                             Err(e) => format!("stopped: {e:#}"),
                         },
