@@ -111,16 +111,24 @@ fn with_read_committed_off_a_reader_that_asks_for_it_keeps_its_locks() {
     let mut reader = db.begin().unwrap();
     reader.read_committed();
     assert_eq!(balance(&mut reader, &t, 10), 1);
-    let (handle, done) = writer(&db, &t);
-    std::thread::sleep(Duration::from_millis(150));
-    assert!(
-        !done.load(Ordering::SeqCst),
-        "a writer passed a reader whose database does not honour read committed"
+    waits_for(
+        reader,
+        &db,
+        &t,
+        "a reader whose database does not honour read committed",
     );
+    db.check_invariants().unwrap();
+}
+
+/// Starts [`writer`] beside the open `reader` and checks that it waits until the reader
+/// commits (`who` names the reader in the failure).
+fn waits_for(reader: engine::Transaction<'_>, db: &Arc<engine::Database>, t: &TableRef, who: &str) {
+    let (handle, done) = writer(db, t);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(!done.load(Ordering::SeqCst), "a writer passed {who}");
     reader.commit().unwrap();
     handle.join().unwrap();
     assert!(done.load(Ordering::SeqCst));
-    db.check_invariants().unwrap();
 }
 
 #[test]
@@ -147,14 +155,7 @@ fn lets_writers_in(db: Arc<engine::Database>) {
     let mut reader = db.begin().unwrap();
     assert_eq!(balance(&mut reader, &t, 10), 1);
     assert_eq!(scan_ids(&mut reader, &t, 0, 25), vec![0, 10, 20]);
-    let (handle, done) = writer(&db, &t);
-    std::thread::sleep(Duration::from_millis(150));
-    assert!(
-        !done.load(Ordering::SeqCst),
-        "a writer passed a serializable reader"
-    );
-    reader.commit().unwrap();
-    handle.join().unwrap();
+    waits_for(reader, &db, &t, "a serializable reader");
     db.run(|tx| tx.delete(&t, &[Value::Int(24)]).map(drop))
         .unwrap();
 
