@@ -188,8 +188,7 @@ pub fn run_latency(config: &LatencyConfig) -> anyhow::Result<LatencyResult> {
         }
     };
     let measure = |c: &BenchConfig, mode: Mode| run_remote_uncut(c, &config.endpoint, mode);
-    let server_pids = crate::local_server::pids(&config.endpoint);
-    let cpu = (!server_pids.is_empty()).then(|| crate::machine_cpu::Watch::start_with(server_pids));
+    let cpu = crate::local_server::watch(&config.endpoint);
     let mut curves = Vec::new();
     let mut interrupted = false;
     for &mode in &config.modes {

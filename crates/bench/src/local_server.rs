@@ -19,6 +19,14 @@ use std::path::{Path, PathBuf};
 
 use protocol::Endpoint;
 
+/// A watch of others' share of the CPUs ([`crate::machine_cpu::Watch`]) that counts the
+/// server at `endpoint` as this run's own work; `None` where no server here is found (a run
+/// against it then gives no share).
+pub fn watch(endpoint: &Endpoint) -> Option<crate::machine_cpu::Watch> {
+    let pids = pids(endpoint);
+    (!pids.is_empty()).then(|| crate::machine_cpu::Watch::start_with(pids))
+}
+
 /// The processes on this machine serving `endpoint` (none where no server here is found, or
 /// `/proc` cannot say), this process never among them.
 pub fn pids(endpoint: &Endpoint) -> Vec<u32> {

@@ -405,8 +405,7 @@ pub fn run_remote_bench(
     };
     // Others' share of the CPUs, where the server runs here: its work is this run's. A
     // server elsewhere (or one `/proc` does not show) gives no share.
-    let server_pids = crate::local_server::pids(endpoint);
-    let cpu = (!server_pids.is_empty()).then(|| crate::machine_cpu::Watch::start_with(server_pids));
+    let cpu = crate::local_server::watch(endpoint);
     let mut merged: Option<crate::driver::DriverOutcome> = None;
     let mut each = Vec::new();
     let mut trips = vec![(0u64, 0u64); txn_names.len()];
