@@ -42,13 +42,13 @@ fn serving(endpoint: &Endpoint, leave_out: Option<u32>) -> Vec<u32> {
                 .filter_map(|f| std::fs::read_to_string(f).ok())
                 .flat_map(|text| listening_tcp(&text, *addr))
                 .collect();
-            holding(|link| inodes.iter().any(|i| link == format!("socket:[{i}]")))
+            holding_sockets(&inodes)
         }
         Endpoint::Unix(path) => {
             let inodes = std::fs::read_to_string("/proc/net/unix")
                 .map(|text| listening_unix(&text, path))
                 .unwrap_or_default();
-            holding(|link| inodes.iter().any(|i| link == format!("socket:[{i}]")))
+            holding_sockets(&inodes)
         }
         Endpoint::Shm(path) => {
             let region = canonical(path);
@@ -119,15 +119,27 @@ fn listening_unix(text: &str, path: &Path) -> Vec<u64> {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let (flags, inode, bound) = (fields.get(3)?, fields.get(6)?, fields.get(7)?);
             let listening = u32::from_str_radix(flags, 16).ok()? & ACCEPTING != 0;
-            let at = Path::new(bound) == path || canonical(Path::new(bound)) == wanted;
+            // Resolved only where the names match: a machine has many sockets.
+            let bound = Path::new(bound);
+            let at = bound == path
+                || (bound.file_name() == path.file_name() && canonical(bound) == wanted);
             (listening && at).then(|| inode.parse().ok())?
         })
         .collect()
 }
 
+/// The processes holding one of the sockets `inodes`.
+fn holding_sockets(inodes: &[u64]) -> Vec<u32> {
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let links: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    holding(|link| links.iter().any(|l| l == link))
+}
+
 /// The processes with a file descriptor whose link `wanted` accepts.
 fn holding(wanted: impl Fn(&str) -> bool) -> Vec<u32> {
-    every_pid()
+    crate::machine_cpu::listed_pids()
         .filter(|pid| {
             std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
                 fds.flatten().any(|fd| {
@@ -144,20 +156,12 @@ fn mapping(file: &Path) -> Vec<u32> {
     let Some(name) = file.to_str() else {
         return Vec::new();
     };
-    every_pid()
+    crate::machine_cpu::listed_pids()
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/maps"))
                 .is_ok_and(|maps| maps.lines().any(|l| l.ends_with(name)))
         })
         .collect()
-}
-
-fn every_pid() -> impl Iterator<Item = u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
 }
 
 #[cfg(test)]

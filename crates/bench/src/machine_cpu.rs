@@ -87,17 +87,22 @@ fn tree_ticks(roots: &[u32], procs: &[ProcStat]) -> u64 {
     ticks
 }
 
+/// The ids of every process `/proc` lists now (none where it cannot be read).
+pub(crate) fn listed_pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+}
+
 /// Every process `/proc` lists now (those that end while it is read are skipped).
 fn processes() -> Vec<ProcStat> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|entry| {
-        let name = entry.ok()?.file_name();
-        let pid: u32 = name.to_str()?.parse().ok()?;
-        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-    })
-    .collect()
+    listed_pids()
+        .filter_map(|pid| {
+            ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+        })
+        .collect()
 }
 
 impl CpuSample {
