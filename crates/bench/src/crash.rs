@@ -457,9 +457,10 @@ pub fn run_campaign(config: &CampaignConfig) -> anyhow::Result<CampaignResult> {
                 let kills = kills_of_lane(config.kills, lanes, i as u64);
                 let seed = config.seed.wrapping_add(i as u64 * 1_000_003);
                 let deadline = config.time_limit.map(|t| started + t);
-                let r = run_lane(config, lane, kills, seed, deadline, &|failed| {
-                    done.fetch_add(1, Ordering::Relaxed);
-                    lost.fetch_add(u64::from(failed), Ordering::Relaxed);
+                let r = run_lane(config, lane, kills, seed, deadline, &|round| {
+                    // A round whose run died before its kill failed without a check.
+                    done.fetch_add(u64::from(round != RoundOutcome::Died), Ordering::Relaxed);
+                    lost.fetch_add(u64::from(round != RoundOutcome::Passed), Ordering::Relaxed);
                     report();
                 });
                 if !config.progress {
@@ -516,7 +517,7 @@ fn run_lane(
     kills: u64,
     seed: u64,
     deadline: Option<Instant>,
-    tick: &(dyn Fn(bool) + Sync),
+    tick: &(dyn Fn(RoundOutcome) + Sync),
 ) -> anyhow::Result<LaneResult> {
     let dir = config.dir.join(lane.name());
     let acks = dir.join("acks");
@@ -614,7 +615,7 @@ fn run_lane(
             result
                 .failures
                 .push(keep_evidence(&dir, &db, round, &what)?);
-            tick(true);
+            tick(RoundOutcome::Died);
             break;
         }
         let json = dir.join("check.json");
@@ -674,17 +675,26 @@ fn run_lane(
         }
         if out.status.success() && numbers.is_some_and(|n| n.passed) && acked.is_some() {
             result.checks_passed += 1;
-            tick(false);
+            tick(RoundOutcome::Passed);
         } else {
             let what = format!("the check failed ({}): {}", out.status, tail(&text));
             let failure = keep_evidence(&dir, &db, round, &what)?;
             fs::write(Path::new(&failure.evidence).join("check.txt"), &text)?;
             result.failures.push(failure);
-            tick(true);
+            tick(RoundOutcome::CheckFailed);
             break;
         }
     }
     Ok(result)
+}
+
+/// How a round ended, for the progress line: its kill checked (and passed or failed), or its
+/// run dead before the kill (a failure, with no check).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum RoundOutcome {
+    Passed,
+    CheckFailed,
+    Died,
 }
 
 /// How a round's run ended.
