@@ -614,13 +614,15 @@ pub fn run_serve(
     ));
     if let Some(locks) = db.lock_manager().map(|m| m.stats()) {
         status.say(format_args!(
-            "locks: {} waits (mean {:.1} µs), {} deadlocks, {} waits refused for a \
-             transaction of the same worker, {} timeouts",
+            "locks: {} waits (mean {:.1} µs), {} deadlock{}, {} waits refused for a \
+             transaction of the same worker, {} timeout{}",
             locks.waits,
             locks.wait_ns as f64 / locks.waits.max(1) as f64 / 1e3,
             locks.deadlocks,
+            crate::report::plural(locks.deadlocks as usize),
             locks.same_thread,
-            locks.timeouts
+            locks.timeouts,
+            crate::report::plural(locks.timeouts as usize)
         ));
     }
     let conditions = crate::run::check_consistency(workload.as_ref(), &db, config.bench.quiet)?;

@@ -921,8 +921,14 @@ impl BenchResult {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "{} transactions in {:.2} s: {:.1} txn/s ({} committed, {} rolled back, {} retried aborts)",
-            self.txn_count, self.duration_s, self.tps, self.commits, self.rollbacks, self.aborts
+            "{} transactions in {:.2} s: {:.1} txn/s ({} committed, {} rolled back, {} retried abort{})",
+            self.txn_count,
+            self.duration_s,
+            self.tps,
+            self.commits,
+            self.rollbacks,
+            self.aborts,
+            plural(self.aborts as usize)
         );
         if self.interrupted {
             let _ = writeln!(
@@ -978,9 +984,10 @@ impl BenchResult {
         if let Some(l) = self.locks.filter(|l| l.waits > 0) {
             let _ = writeln!(
                 out,
-                "locks: {} waits in {} requests (warm-up included), {:.1} µs each; {} ended spinning, {} sleeping; wake-up µs mean {:.1}, p50 ≤{:.1}, p99 ≤{:.1}, max {:.1}; {} deadlocks, {} timeouts",
+                "locks: {} waits in {} requests (warm-up included), {:.1} µs each; {} ended spinning, {} sleeping; wake-up µs mean {:.1}, p50 ≤{:.1}, p99 ≤{:.1}, max {:.1}; {} deadlock{}, {} timeout{}",
                 l.waits, l.requests, l.wait_us_mean, l.waits_ended_spinning, l.waits_ended_sleeping,
-                l.wake_us_mean, l.wake_us_p50, l.wake_us_p99, l.wake_us_max, l.deadlocks, l.timeouts
+                l.wake_us_mean, l.wake_us_p50, l.wake_us_p99, l.wake_us_max,
+                l.deadlocks, plural(l.deadlocks as usize), l.timeouts, plural(l.timeouts as usize)
             );
         }
         if let Some(cycle) = &self.last_deadlock {
@@ -1389,6 +1396,8 @@ mod tests {
             "{}",
             told.render()
         );
+        assert!(told.render().contains("; 2 deadlocks, 0 timeouts"));
+        assert!(with(1).render().contains("; 1 deadlock, 0 timeouts"));
         let json: serde_json::Value = serde_json::from_str(&told.to_json()).unwrap();
         assert_eq!(json["last_deadlock"], cycle);
         // One from before the run (a load's, another run's) is not this run's to tell.
@@ -1462,6 +1471,10 @@ mod tests {
         let t = table.find("total").unwrap();
         assert!(a < o && o < t, "{table}");
         assert!(table.contains("consistency: ok (0 of 0 conditions hold)"));
+        assert!(table.contains(" rolled back, 3 retried aborts)"), "{table}");
+        let mut one = result(&[]);
+        one.aborts = 1;
+        assert!(one.render().contains(" rolled back, 1 retried abort)"));
         assert!(
             table.contains(
                 "config: workload=tpcb scale=2 threads=1 preset=custom switches-off=locking"
