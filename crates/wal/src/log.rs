@@ -556,7 +556,8 @@ impl Drop for WriterGuard<'_> {
     }
 }
 
-/// What committers waiting for a force share (under [`LogManager::forced`]).
+/// What a gathering leader and the committers arriving behind it share (under
+/// [`LogManager::forced`]).
 #[derive(Default)]
 struct Forced {
     /// While a leader gathers: the commits it waits for, its own included (else 0).
