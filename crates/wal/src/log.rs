@@ -1429,7 +1429,7 @@ impl LogManager {
     /// Group commit. A caller whose record is not yet written (and synced) becomes the leader
     /// if the writer latch is free: it writes and syncs everything buffered, its own record
     /// and every record appended before it took the buffer. If a leader is already at work,
-    /// the caller sleeps on `forced_cv`, holding nothing, until that leader is done; then it
+    /// the caller sleeps on `force_epoch`, holding nothing, until that leader is done; then it
     /// finds its record durable, or leads the next force (its record came after the last
     /// leader's take) with everything appended meanwhile. A leader forcing for a `commit`
     /// first gathers ([`LogManager::gather`]).
