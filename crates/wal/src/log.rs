@@ -528,6 +528,28 @@ pub(crate) struct Master {
     pub(crate) start: Lsn,
 }
 
+/// Waiting on a 32-bit word until it changes, and waking every waiter: the operating
+/// system's futexes (`atomic-wait`).
+#[cfg(not(target_family = "wasm"))]
+mod futex {
+    pub(super) use atomic_wait::{wait, wake_all};
+}
+
+/// A WebAssembly build (the procedures' module) runs one thread, so no committer ever sleeps
+/// behind another thread's force; should a threaded one come, a wait yields and looks again.
+#[cfg(target_family = "wasm")]
+mod futex {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    pub(super) fn wait(word: &AtomicU32, value: u32) {
+        if word.load(Ordering::Acquire) == value {
+            std::thread::yield_now();
+        }
+    }
+
+    pub(super) fn wake_all(_word: &AtomicU32) {}
+}
+
 /// The writer latch's state: bytes taken from the buffer until their write completes.
 struct Writer {
     /// Taken bytes being written; empty between writes (kept only if a write failed).
@@ -551,7 +573,7 @@ impl Drop for WriterGuard<'_> {
         // (or taken again by a later leader, whose release bumps it again).
         self.log.force_epoch.fetch_add(1, Ordering::SeqCst);
         if self.log.sleepers.load(Ordering::SeqCst) > 0 {
-            atomic_wait::wake_all(&self.log.force_epoch);
+            futex::wake_all(&self.log.force_epoch);
         }
     }
 }
@@ -1502,7 +1524,7 @@ impl LogManager {
             {
                 break;
             }
-            atomic_wait::wait(&self.force_epoch, epoch);
+            futex::wait(&self.force_epoch, epoch);
         }
         self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
