@@ -1497,8 +1497,9 @@ impl LogManager {
                 return Ok(());
             }
             // Another thread holds the writer latch: wake it if it gathers for a group this
-            // commit completes, then sleep until it is done.
-            {
+            // commit completes, then sleep until it is done. Without gathering there is no
+            // one to wake, and `forced` is not taken.
+            if self.gather {
                 let forced = self.forced.lock();
                 if forced.gathering != 0
                     && self.commits_buffered.load(Ordering::Relaxed) >= forced.gathering
