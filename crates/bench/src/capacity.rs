@@ -18,7 +18,7 @@
 //! The estimates per scale unit are measured loads (see [`Footprint::of`]); they are meant to
 //! catch impossible requests, not to predict to the byte.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use engine::db::DbConfig;
 use workloads::WorkloadOptions;
@@ -95,9 +95,20 @@ pub struct Machine {
     /// Memory that can be used without swapping, and where the figure came from.
     pub memory_bytes: u64,
     pub memory_source: &'static str,
-    /// Free disk space (for an unprivileged user) where the database would be written; `None`
-    /// in memory.
-    pub disk_free_bytes: Option<u64>,
+    /// The file system where the database would be written; `None` in memory (or where it
+    /// could not be read).
+    pub disk: Option<Disk>,
+}
+
+/// The file system that would hold a database, as `statvfs` sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Disk {
+    /// Free space for an unprivileged user.
+    pub free_bytes: u64,
+    /// The file system's whole size: 0 for one that stores nothing (`/proc`, `/sys`).
+    pub size_bytes: u64,
+    /// The existing directory that was asked (the database's, or its nearest ancestor).
+    pub probed: PathBuf,
 }
 
 impl Machine {
@@ -112,7 +123,7 @@ impl Machine {
         Machine {
             memory_bytes,
             memory_source,
-            disk_free_bytes: db_dir.and_then(disk_free),
+            disk: db_dir.and_then(disk_of),
         }
     }
 }
@@ -136,7 +147,7 @@ fn sysinfo_free() -> Option<u64> {
         .checked_mul(unit)
 }
 
-fn disk_free(dir: &Path) -> Option<u64> {
+fn disk_of(dir: &Path) -> Option<Disk> {
     use std::os::unix::ffi::OsStrExt;
     let existing = dir
         .ancestors()
@@ -153,7 +164,12 @@ fn disk_free(dir: &Path) -> Option<u64> {
     if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
         return None;
     }
-    (stat.f_bavail as u64).checked_mul(stat.f_frsize as u64)
+    let unit = stat.f_frsize as u64;
+    Some(Disk {
+        free_bytes: (stat.f_bavail as u64).saturating_mul(unit),
+        size_bytes: (stat.f_blocks as u64).saturating_mul(unit),
+        probed: existing.to_path_buf(),
+    })
 }
 
 /// What a command asks of the machine.
@@ -231,7 +247,17 @@ pub fn check(
         }
         Some(dir) if request.loading => {
             let need = footprint.disk_bytes.saturating_mul(request.scale);
-            if let Some(free) = machine.disk_free_bytes {
+            if let Some(disk) = &machine.disk {
+                if disk.size_bytes == 0 {
+                    return Err(UsageError(format!(
+                        "--db {}: {} is on a file system that stores nothing (its size is 0, \
+                         as /proc's and /sys's are), so no database can be written there; use \
+                         a directory on a disk (or a tmpfs) for --db",
+                        dir.display(),
+                        disk.probed.display()
+                    )));
+                }
+                let free = disk.free_bytes;
                 if need > free {
                     return Err(UsageError(format!(
                         "--scale {}: loading {name} into {} needs about {} of disk (about {} \
@@ -425,7 +451,11 @@ mod tests {
         Machine {
             memory_bytes: memory_gib << 30,
             memory_source: "MemAvailable in /proc/meminfo",
-            disk_free_bytes: disk_gib.map(|g| g << 30),
+            disk: disk_gib.map(|g| Disk {
+                free_bytes: g << 30,
+                size_bytes: 100 << 30,
+                probed: PathBuf::from("."),
+            }),
         }
     }
 
@@ -507,6 +537,31 @@ mod tests {
         let mut open = request("tpcc", 40, 256, Some(Path::new("big-db")));
         open.loading = false;
         check(&open, &options, &m).unwrap();
+    }
+
+    #[test]
+    fn a_load_onto_a_file_system_that_stores_nothing_is_refused_as_such() {
+        let options = WorkloadOptions::default();
+        let mut m = machine(16, Some(0));
+        m.disk.as_mut().unwrap().size_bytes = 0;
+        m.disk.as_mut().unwrap().probed = PathBuf::from("/proc");
+        let err = check(
+            &request("tpcb", 1, 256, Some(Path::new("/proc/db"))),
+            &options,
+            &m,
+        )
+        .unwrap_err();
+        assert!(
+            err.0
+                .starts_with("--db /proc/db: /proc is on a file system"),
+            "{err}"
+        );
+        assert!(!err.0.contains("free"), "{err}");
+        #[cfg(target_os = "linux")]
+        if Path::new("/proc/self").exists() {
+            let probed = Machine::probe(Some(Path::new("/proc/no-such-db")));
+            assert_eq!(probed.disk.map(|d| d.size_bytes), Some(0));
+        }
     }
 
     #[test]
@@ -612,7 +667,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let m = Machine::probe(Some(&dir.path().join("not/yet")));
         assert!(m.memory_bytes > 0 && m.memory_bytes < u64::MAX);
-        assert!(m.disk_free_bytes.is_some());
-        assert_eq!(Machine::probe(None).disk_free_bytes, None);
+        let disk = m.disk.expect("a temporary directory's file system");
+        assert!(disk.size_bytes > 0 && disk.free_bytes <= disk.size_bytes);
+        assert_eq!(disk.probed, dir.path());
+        assert_eq!(Machine::probe(None).disk, None);
     }
 }
