@@ -26,7 +26,7 @@
 //! | `rounds`                      | each measured round (`--rounds`): `{txn_count, duration_s, tps, p50_us, p99_us}` |
 //! | `tps_median`                  | the median of the rounds' `tps` (with one round, `tps`)  |
 //! | `p50_us` `p90_us` `p99_us` `p999_us` `max_us` | latency over all types               |
-//! | `checkpoints`                 | on disk: `{background, in_commits, waits}`, fuzzy checkpoints by the checkpointer thread and by committers, and commits that waited for the thread (warm-ups included) |
+//! | `checkpoints`                 | on disk: `{background, in_commits, waits, total_us, longest_us}`, fuzzy checkpoints by the checkpointer thread and by committers, commits that waited for the thread, and the time the checkpoints took, in all and the longest (a checkpoint in a commit is that commit's wait; warm-ups included) |
 //! | `log`                         | the log's work (warm-ups included; absent without a log): `{commits, forces, writes, bytes, forces_per_commit, commits_per_batch, gather_us_per_force}`; the two ratios are null where no commit asked for a force (without `--durable`, where `forces` counts the syncs ahead of pages written back and checkpoints') |
 //! | `pool`                        | where the pool read or wrote: `{pool_mib, in_memory, reads, writes, evict_writes, cleaner_writes}`, the writes a miss made to free a dirty victim and those page cleaners made among them (warm-ups included); `image_bytes` of full-page images logged; the doublewrite file's `doublewrite_batches`, `doublewrite_pages`, `doublewrite_page_file_syncs`, `doublewrite_writer_batches` since the open and its ring's length, `doublewrite_ring_bytes` (0 without the file); `leaves_retired`, `leaves_adopted`, `pages_reused` |
 //! | `consistency`                 | `"ok"`, `"failed: NAME (detail); ..."`, or (`--server`) `"checked by the server"` (`--mode autocommit`: `"checked by the server; autocommit is not atomic"`) |
@@ -488,6 +488,10 @@ pub struct CheckpointSummary {
     pub in_commits: u64,
     /// Commits that waited for the thread's checkpoint, the thread having fallen behind.
     pub waits: u64,
+    /// Microseconds the checkpoints took, in all and the longest: a checkpoint taken in a
+    /// commit is that commit's wait.
+    pub total_us: u64,
+    pub longest_us: u64,
 }
 
 /// The buffer pool's traffic with its store over a run. In memory a page read back means the
@@ -959,10 +963,19 @@ impl BenchResult {
             };
         }
         if let Some(c) = self.checkpoints.filter(|c| c.background + c.in_commits > 0) {
+            let taken = if c.background + c.in_commits == 1 {
+                format!("{:.1} ms", c.total_us as f64 / 1e3)
+            } else {
+                format!(
+                    "{:.1} ms in all, the longest {:.1} ms",
+                    c.total_us as f64 / 1e3,
+                    c.longest_us as f64 / 1e3
+                )
+            };
             let _ = writeln!(
                 out,
-                "checkpoints: {} by the checkpointer thread, {} in commits; {} commits waited \
-                 for a checkpointer behind the log (warm-up included)",
+                "checkpoints: {} by the checkpointer thread, {} in commits, {taken}; {} commits \
+                 waited for a checkpointer behind the log (warm-up included)",
                 c.background, c.in_commits, c.waits
             );
         }
@@ -1461,6 +1474,44 @@ mod tests {
             "{not}"
         );
         assert!(!not.contains("group"), "{not}");
+    }
+
+    #[test]
+    fn the_checkpoints_line_says_what_they_took_and_is_absent_without_any() {
+        let line = |c: CheckpointSummary| {
+            let mut r = result(&[]);
+            r.checkpoints = Some(c);
+            let json = serde_json::to_value(&r).unwrap();
+            assert_eq!(json["checkpoints"]["longest_us"], c.longest_us);
+            r.render()
+                .lines()
+                .find(|l| l.starts_with("checkpoints: "))
+                .map(str::to_string)
+        };
+        let two = line(CheckpointSummary {
+            in_commits: 2,
+            total_us: 781_400,
+            longest_us: 390_900,
+            ..CheckpointSummary::default()
+        })
+        .unwrap();
+        assert!(
+            two.starts_with(
+                "checkpoints: 0 by the checkpointer thread, 2 in commits, 781.4 ms in all, the \
+                 longest 390.9 ms; 0 commits waited"
+            ),
+            "{two}"
+        );
+        let one = line(CheckpointSummary {
+            background: 1,
+            total_us: 12_000,
+            longest_us: 12_000,
+            ..CheckpointSummary::default()
+        })
+        .unwrap();
+        assert!(one.contains("0 in commits, 12.0 ms; "), "{one}");
+        assert!(!one.contains("longest"), "{one}");
+        assert_eq!(line(CheckpointSummary::default()), None);
     }
 
     #[test]

@@ -483,17 +483,21 @@ pub fn run_workload(
         db.checkpoints_in_commits(),
         db.checkpoint_waits(),
     );
+    // The load's checkpoints are not the run's.
+    db.take_checkpoint_times();
     let cpu = crate::machine_cpu::Watch::start();
     let outcome = run_rounds(config, terminals, executor, txn_names, &status)?;
     let others_cpu = cpu.share();
-    let checkpoints = db_config
-        .path
-        .is_some()
-        .then(|| crate::report::CheckpointSummary {
+    let checkpoints = db_config.path.is_some().then(|| {
+        let times = db.take_checkpoint_times();
+        crate::report::CheckpointSummary {
             background: db.background_checkpoints_taken() - checkpoints_before.0,
             in_commits: db.checkpoints_in_commits() - checkpoints_before.1,
             waits: db.checkpoint_waits() - checkpoints_before.2,
-        });
+            total_us: times.total_ns / 1_000,
+            longest_us: times.longest_ns / 1_000,
+        }
+    });
     let log = db
         .log()
         .zip(log_before)

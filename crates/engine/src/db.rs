@@ -426,6 +426,10 @@ pub struct Database {
     checkpoints_in_commits: AtomicU64,
     /// Commits that waited for the checkpointer thread's checkpoint, it having fallen behind.
     checkpoint_waits: AtomicU64,
+    /// Nanoseconds fuzzy checkpoints took (in commits and on the checkpointer thread), in all
+    /// and the longest one, since [`Database::take_checkpoint_times`] last read them.
+    checkpoint_ns: AtomicU64,
+    checkpoint_ns_longest: AtomicU64,
     /// The active-transaction table (`xactions` on): id → its monitoring entry.
     pub(crate) active: crate::active::ActiveTable,
     /// Damage in the middle of the log that this open cut ([`DbConfig::accept_log_loss`]).
@@ -439,6 +443,13 @@ pub struct Database {
     /// durable (early lock release); a transaction that wrote nothing waits until the log is
     /// durable past it. Written once per updating commit, and only with early lock release.
     pub(crate) released_commits: crossbeam::utils::CachePadded<AtomicU64>,
+}
+
+/// What fuzzy checkpoints took ([`Database::take_checkpoint_times`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointTimes {
+    pub total_ns: u64,
+    pub longest_ns: u64,
 }
 
 fn io_err(action: &'static str) -> impl FnOnce(std::io::Error) -> TxError {
@@ -767,6 +778,8 @@ impl Database {
             cleaner: Default::default(),
             checkpoints_in_commits: AtomicU64::new(0),
             checkpoint_waits: AtomicU64::new(0),
+            checkpoint_ns: AtomicU64::new(0),
+            checkpoint_ns_longest: AtomicU64::new(0),
             active: crate::active::ActiveTable::new(latching),
             log_loss,
             device,
@@ -1179,7 +1192,7 @@ impl Database {
                 self.checkpointer.request();
             } else if let Some(_one_at_a_time) = self.checkpointing.try_lock() {
                 self.checkpoints_in_commits.fetch_add(1, Ordering::Relaxed);
-                crate::recovery::checkpoint(self)?;
+                self.timed_fuzzy_checkpoint()?;
             }
         }
         Ok(())
@@ -1216,7 +1229,29 @@ impl Database {
     /// running.
     pub(crate) fn checkpoint_fuzzy(&self) -> TxResult<()> {
         let _one_at_a_time = self.checkpointing.lock();
-        crate::recovery::checkpoint(self)
+        self.timed_fuzzy_checkpoint()
+    }
+
+    /// A fuzzy checkpoint (the caller holds `checkpointing`), its time counted for
+    /// [`Database::take_checkpoint_times`].
+    fn timed_fuzzy_checkpoint(&self) -> TxResult<()> {
+        let started = Instant::now();
+        let r = crate::recovery::checkpoint(self);
+        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.checkpoint_ns.fetch_add(ns, Ordering::Relaxed);
+        self.checkpoint_ns_longest.fetch_max(ns, Ordering::Relaxed);
+        r
+    }
+
+    /// The time fuzzy checkpoints (in commits and on the checkpointer thread) took since the
+    /// last call, in all and the longest one; both start again from zero. For a run's report:
+    /// a checkpoint taken in a commit is that commit's wait, and usually the run's slowest
+    /// transaction.
+    pub fn take_checkpoint_times(&self) -> CheckpointTimes {
+        CheckpointTimes {
+            total_ns: self.checkpoint_ns.swap(0, Ordering::Relaxed),
+            longest_ns: self.checkpoint_ns_longest.swap(0, Ordering::Relaxed),
+        }
     }
 
     /// Fuzzy checkpoints the background checkpointer has completed.

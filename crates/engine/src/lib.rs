@@ -24,7 +24,7 @@ pub use api::{
     updates_of, updates_of_row, Connection, Fetch, IndexRef, KeyRange, ReadFn, RowRef, RowWriter,
     TableRef, Tx, TxError, TxResult, UpdateFn,
 };
-pub use db::{Database, DbConfig, Doublewrite, FullPageImages, IMAGE_ALLOWANCE};
+pub use db::{CheckpointTimes, Database, DbConfig, Doublewrite, FullPageImages, IMAGE_ALLOWANCE};
 pub use integrity::{IntegrityFault, IntegrityReport, IntegrityStep};
 pub use schema::{ColumnType, IndexSchema, TableSchema};
 pub use switches::{ConfigError, Preset, Switch, Switches};

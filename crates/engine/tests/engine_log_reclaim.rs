@@ -343,6 +343,8 @@ fn background_checkpoints_keep_the_log_bounded_and_the_data_whole() {
     assert_log_stays_bounded(&db, &t, &r, &mut model, 24);
     let taken = db.background_checkpoints_taken();
     assert!(taken > 0, "no checkpoint was taken in the background");
+    // The thread's checkpoints are timed as a commit's are.
+    assert!(db.take_checkpoint_times().longest_ns > 0);
     model.check(&db, &t, &r);
     drop((t, r));
     db.close().unwrap();
@@ -445,6 +447,7 @@ fn page_images_do_not_bring_checkpoints_sooner() {
         let t = load_accounts(&db, ROWS);
         let log = db.log().unwrap();
         let (start, before) = (log.end_lsn(), db.checkpoints_in_commits());
+        db.take_checkpoint_times();
         let mut pick = 1u64;
         for _ in 0..6_000 {
             pick = pick
@@ -455,6 +458,14 @@ fn page_images_do_not_bring_checkpoints_sooner() {
             db.run(|tx| transfer(tx, &t, from, to, 1)).unwrap();
         }
         let checkpoints = db.checkpoints_in_commits() - before;
+        // Each checkpoint a commit took is timed; reading the times starts them again.
+        let times = db.take_checkpoint_times();
+        assert_eq!(times.longest_ns > 0, checkpoints > 0, "{times:?}");
+        assert!(times.total_ns >= times.longest_ns, "{times:?}");
+        assert_eq!(
+            db.take_checkpoint_times(),
+            engine::CheckpointTimes::default()
+        );
         let grown = log.end_lsn().0 - start.0;
         let images_logged = db.pool().unwrap().image_bytes();
         assert_eq!(
