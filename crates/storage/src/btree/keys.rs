@@ -666,6 +666,26 @@ impl SchemaKeyOrder {
         &self.parts
     }
 
+    /// [`KeyOrder::compare`] where `a` or `b` ends inside the integer prefix: the words both
+    /// have, as words, then the rest bytewise. Up to the end of the prefix this order *is*
+    /// `memcmp`'s (the integers' encoding is order-preserving), so no schema is needed; it
+    /// only saves walking the schema part by part, as [`SchemaKeyOrder::compare_parts`]
+    /// would, for each key a scan's prefix bound is compared with.
+    #[inline]
+    fn compare_in_prefix(a: &[u8], b: &[u8]) -> Ordering {
+        let words = a.len().min(b.len()) / 8;
+        let (a_ints, a_rest) = a.split_at(8 * words);
+        let (b_ints, b_rest) = b.split_at(8 * words);
+        let (a_words, _) = a_ints.as_chunks::<8>();
+        let (b_words, _) = b_ints.as_chunks::<8>();
+        for (x, y) in a_words.iter().zip(b_words) {
+            if x != y {
+                return u64::from_be_bytes(*x).cmp(&u64::from_be_bytes(*y));
+            }
+        }
+        bytewise(a_rest, b_rest)
+    }
+
     /// Compares `a` and `b` under the schema `parts` (a suffix of the full schema, when the
     /// fields before it compared equal), then bytewise past it.
     #[inline]
@@ -731,6 +751,9 @@ impl KeyOrder for SchemaKeyOrder {
     /// order of the values); a string field compares byte by byte up to its terminator, in
     /// one pass over both keys. This is the interpretive work the ladder's `btree-keys` rung
     /// removes, done without needless passes.
+    ///
+    /// A key that ends inside the integer prefix (a scan's prefix bound, such as the first two
+    /// of a four-integer key) is compared by [`SchemaKeyOrder::compare_in_prefix`].
     #[inline]
     fn compare(&self, a: &[u8], b: &[u8]) -> Ordering {
         let ints = self.int_prefix;
@@ -738,7 +761,7 @@ impl KeyOrder for SchemaKeyOrder {
         let (Some((a_ints, a_rest)), Some((b_ints, b_rest))) =
             (a.split_at_checked(bytes), b.split_at_checked(bytes))
         else {
-            return Self::compare_parts(&self.parts, a, b);
+            return Self::compare_in_prefix(a, b);
         };
         let (a_words, _) = a_ints.as_chunks::<8>();
         let (b_words, _) = b_ints.as_chunks::<8>();
@@ -803,19 +826,28 @@ impl SchemaKeyOrder {
         guide: Option<Guide>,
     ) -> Result<Rank, usize> {
         let ints = self.int_prefix;
-        let bytes = 8 * ints;
-        let (p_ints, p_rest) = match probe.split_at_checked(bytes) {
-            Some(split) if ints > 0 => split,
-            // No integer prefix, or a probe shorter than it (a prefix bound): nothing to
-            // skip, the plain search.
-            _ => return plain_rank::<STRICT, Self>(self, n, key, probe),
-        };
+        // The probe's whole words within the prefix: all of them, or, for a probe that ends
+        // inside the prefix (a scan's prefix bound), those it has.
+        let bytes = 8 * ints.min(probe.len() / 8);
+        if bytes == 0 {
+            // No integer prefix, or a probe shorter than one word: nothing to skip, the plain
+            // search.
+            return plain_rank::<STRICT, Self>(self, n, key, probe);
+        }
+        let (p_ints, p_rest) = probe.split_at(bytes);
         let (p_words, _) = p_ints.as_chunks::<8>();
-        let rest_parts = &self.parts[ints..];
+        // After a probe that ends inside the prefix, no schema: the bytes after its words
+        // compare bytewise (the order is `memcmp`'s there), which is what `compare_parts`
+        // does past the parts it is given.
+        let rest_parts = if bytes == 8 * ints {
+            &self.parts[ints..]
+        } else {
+            &[]
+        };
         let step = |search: &mut Search<STRICT>, i: usize| -> Result<(), usize> {
             let k = key(i).ok_or(i)?;
             let Some((k_ints, k_rest)) = k.split_at_checked(bytes) else {
-                // A key shorter than the integer prefix (only in a corrupt or foreign tree):
+                // A key shorter than the probe's words (only in a corrupt or foreign tree):
                 // the general comparison, and no words known shared.
                 search.step(i, self.compare(k, probe), 0);
                 return Ok(());
@@ -1145,6 +1177,32 @@ mod tests {
             // The default search (what every other order runs) agrees too.
             let plain = BytewiseKeyOrder.rank(sorted.len(), |i| sorted.get(i).map(|k| &k[..]), &p, strict);
             prop_assert_eq!(plain, Ok(expected));
+        }
+
+        #[test]
+        fn schema_rank_of_a_prefix_bound_matches_a_plain_search(
+            keys in proptest::collection::vec(proptest::collection::vec(0i64..4, 4), 0..60),
+            probe in proptest::collection::vec(0i64..4, 4),
+            words in 1usize..4,
+            strict in any::<bool>(),
+        ) {
+            // A scan's bound on the first one to three fields of a four-integer key (a
+            // district's orders, an order's lines): the probe ends inside the integer prefix,
+            // on a word's edge, among keys that share most words with it.
+            let order = SchemaKeyOrder::new(vec![KeyPart::Int; 4]);
+            let encode = |f: &[i64]| f.iter().flat_map(|&v| encode_i64(v)).collect::<Vec<u8>>();
+            let mut sorted: Vec<Vec<u8>> = keys.iter().map(|k| encode(k)).collect();
+            sorted.sort();
+            sorted.dedup();
+            let p = encode(&probe[..words]);
+            for k in &sorted {
+                prop_assert_eq!(order.compare(k, &p), k.cmp(&p));
+                prop_assert_eq!(order.compare(&p, k), p.cmp(k));
+            }
+            let index = sorted.partition_point(|k| if strict { *k < p } else { *k <= p });
+            let found = sorted.binary_search(&p).is_ok();
+            let got = order.rank(sorted.len(), |i| sorted.get(i).map(|k| &k[..]), &p, strict);
+            prop_assert_eq!(got, Ok(Rank { index, found }));
         }
 
         #[test]
