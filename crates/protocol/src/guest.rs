@@ -354,10 +354,44 @@ pub fn put_result(out: &mut Vec<u8>, result: &OpResult) {
 }
 
 /// Writes a `Row` result straight from the engine's row into an answer (see
-/// [`answer_ops_with`]): the whole row, or no row; the bytes of `OpResult::Row` of the same
-/// values. Fails (with part of it written) where a column cannot be read.
-pub fn put_row_result(out: &mut Vec<u8>, row: Option<engine::RowRef<'_>>) -> TxResult<()> {
-    crate::message::put_row_result(out, row)
+/// [`answer_ops_with`]): the row's columns `columns`, in that order, or with `None` the whole
+/// row; or no row. The bytes of `OpResult::Row` of the same values (a get's, whether it
+/// fetched every column or those named), with no row of values built, encoded and dropped.
+/// Fails (with part of it written) where a column cannot be read.
+pub fn put_row_result(
+    out: &mut Vec<u8>,
+    row: Option<engine::RowRef<'_>>,
+    columns: Option<&[u16]>,
+) -> TxResult<()> {
+    crate::message::put_row_result(out, row, columns)
+}
+
+/// A `Rows` result written straight from the engine's rows into an answer (see
+/// [`answer_ops_with`]), a row at a time as a scan finds them: the bytes of `OpResult::Rows`
+/// of the same values, with no rows of values built, encoded and dropped.
+pub struct RowsResult(crate::message::RowsResult);
+
+impl RowsResult {
+    /// Starts the result at the end of `out`.
+    pub fn start(out: &mut Vec<u8>) -> RowsResult {
+        RowsResult(crate::message::RowsResult::start(out))
+    }
+
+    /// Writes the next row: its columns `columns`, in that order, or with `None` every
+    /// column. Fails (with part of it written) where a column cannot be read.
+    pub fn row(
+        &mut self,
+        out: &mut Vec<u8>,
+        row: engine::RowRef<'_>,
+        columns: Option<&[u16]>,
+    ) -> TxResult<()> {
+        self.0.row(out, row, columns)
+    }
+
+    /// Ends the result: its count of rows, written in front of them.
+    pub fn finish(self, out: &mut [u8]) {
+        self.0.finish(out)
+    }
 }
 
 /// The engine error a `Failed` or `OpFailed` stands for, its message as its sender wrote it.

@@ -58,9 +58,9 @@ pub struct Shared {
     procedure_index: HashMap<String, usize>,
     pub(crate) tables: Vec<(String, u32)>,
     pub(crate) indexes: Vec<(String, u32)>,
-    /// Tables and indexes by id, as operations name them (every remote operation looks one
-    /// up).
-    table_refs: FxHashMap<u32, TableRef>,
+    /// Tables (with their number of columns) and indexes by id, as operations name them
+    /// (every remote operation looks one up).
+    table_refs: FxHashMap<u32, (TableRef, usize)>,
     index_refs: FxHashMap<u32, IndexRef>,
     /// The largest frame this server accepts or sends.
     pub max_frame: u32,
@@ -83,8 +83,9 @@ impl Shared {
         let mut table_refs = FxHashMap::default();
         for name in db.table_names() {
             let t = db.table(&name)?;
+            let columns = db.table_schema(&t)?.columns.len();
             tables.push((name, t.id));
-            table_refs.insert(t.id, t);
+            table_refs.insert(t.id, (t, columns));
         }
         let mut indexes = Vec::new();
         let mut index_refs = FxHashMap::default();
@@ -149,9 +150,35 @@ impl Shared {
     }
 
     fn table(&self, id: u32) -> TxResult<&TableRef> {
+        self.table_and_columns(id).map(|(table, _)| table)
+    }
+
+    /// Table `id` and how many columns it has.
+    fn table_and_columns(&self, id: u32) -> TxResult<(&TableRef, usize)> {
         self.table_refs
             .get(&id)
+            .map(|(table, columns)| (table, *columns))
             .ok_or_else(|| TxError::Invalid(format!("no table with id {id}")))
+    }
+
+    /// Table `id`, and `columns` of it to fetch (`None`: every column), each checked to be one
+    /// of its columns, as the engine checks a fetch of them before it reads anything.
+    fn fetched<'c>(
+        &self,
+        id: u32,
+        columns: Option<&'c [u16]>,
+    ) -> TxResult<(&TableRef, Option<&'c [u16]>)> {
+        let Some(named) = columns else {
+            return Ok((self.table(id)?, None));
+        };
+        let (table, width) = self.table_and_columns(id)?;
+        if let Some(c) = named.iter().find(|&&c| usize::from(c) >= width) {
+            return Err(TxError::Invalid(format!(
+                "table {} has no column {c}",
+                table.name
+            )));
+        }
+        Ok((table, columns))
     }
 
     fn index(&self, id: u32) -> TxResult<&IndexRef> {
@@ -826,8 +853,9 @@ pub(crate) fn run_ops(tx: &mut dyn Tx, shared: &Shared, ops: &[Op]) -> TxResult<
 }
 
 /// Runs `op` and writes its result into an answer (`protocol::guest::answer_ops_with`): a
-/// read of a whole row is encoded straight from the engine's record
-/// (`protocol::guest::put_row_result` inside `Tx::read_with`), not built as values to be
+/// read of a row, whole or some of its columns, and a scan of a table are encoded straight
+/// from the engine's records (`protocol::guest::put_row_result` inside `Tx::read_with`,
+/// `protocol::guest::RowsResult` inside `Tx::scan_columns_with`), not built as values to be
 /// encoded and dropped; anything else as [`run_op`] answers it.
 pub(crate) fn answer_op(
     tx: &mut dyn Tx,
@@ -836,23 +864,72 @@ pub(crate) fn answer_op(
     cols: &mut Vec<usize>,
     out: &mut Vec<u8>,
 ) -> TxResult<()> {
-    if let Op::Get {
-        table,
-        key,
-        columns: None,
-        for_update,
-    } = op
-    {
-        let table = shared.table(*table)?;
-        let found = tx.read_with(table, key, *for_update, &mut |row| {
-            protocol::guest::put_row_result(out, Some(row))
-        })?;
-        if !found {
-            protocol::guest::put_row_result(out, None)?;
+    match op {
+        // The whole row, the most common read (apart so that its path stays short).
+        Op::Get {
+            table,
+            key,
+            columns: None,
+            for_update,
+        } => {
+            let table = shared.table(*table)?;
+            let found = tx.read_with(table, key, *for_update, &mut |row| {
+                protocol::guest::put_row_result(out, Some(row), None)
+            })?;
+            if !found {
+                protocol::guest::put_row_result(out, None, None)?;
+            }
         }
-        return Ok(());
+        Op::Get {
+            table,
+            key,
+            columns: Some(columns),
+            for_update,
+        } => {
+            let (table, columns) = shared.fetched(*table, Some(columns))?;
+            let found = tx.read_with(table, key, *for_update, &mut |row| {
+                protocol::guest::put_row_result(out, Some(row), columns)
+            })?;
+            if !found {
+                protocol::guest::put_row_result(out, None, None)?;
+            }
+        }
+        Op::Scan {
+            source: ScanSource::Table(id),
+            low,
+            high,
+            limit,
+            reverse,
+            columns,
+            for_update,
+        } => {
+            let (table, columns) = shared.fetched(*id, columns.as_deref())?;
+            // Every column where none are named: the engine reads its records in place
+            // whatever it is told, a `Tx` of rows of values fetches what it is told.
+            cols.clear();
+            match columns {
+                Some(columns) => cols.extend(columns.iter().map(|&c| usize::from(c))),
+                None => cols.extend(0..shared.table_and_columns(*id)?.1),
+            }
+            let range = KeyRange {
+                low: bound(low),
+                high: bound(high),
+            };
+            let limit = limit.map(|l| l as usize);
+            let mut rows = protocol::guest::RowsResult::start(out);
+            tx.scan_columns_with(
+                table,
+                range,
+                limit,
+                *reverse,
+                cols,
+                *for_update,
+                &mut |row| rows.row(out, row, columns),
+            )?;
+            rows.finish(out);
+        }
+        _ => protocol::guest::put_result(out, &run_op(tx, shared, op, cols)?),
     }
-    protocol::guest::put_result(out, &run_op(tx, shared, op, cols)?);
     Ok(())
 }
 
@@ -917,6 +994,75 @@ pub(crate) fn run_op(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `answer_op` writes straight from the records is, byte for byte, what `run_op`'s
+    /// result encodes: reads of a whole row, of columns in any order (one twice), of a row
+    /// that is not there, and scans of a table, whole or some columns, forward or back, with
+    /// a limit or none, empty or not; a column the table lacks is refused with the same
+    /// error, whether the row is there or not.
+    #[test]
+    fn answers_written_from_the_records_are_the_results_run_op_builds() {
+        let options = workloads::WorkloadOptions {
+            scale: 40,
+            ..workloads::WorkloadOptions::default()
+        };
+        let w = workloads::by_name("ycsb", &options).unwrap();
+        let db = Database::open(engine::DbConfig::default()).unwrap();
+        w.create_schema(&db).unwrap();
+        w.load(&db, &|_, _| {}).unwrap();
+        let shared = Shared::new(Arc::clone(&db), w.as_ref(), 1 << 20).unwrap();
+        let table = shared.tables[0].1;
+        let get = |key: i64, columns: Option<Vec<u16>>| Op::Get {
+            table,
+            key: vec![Value::Int(key)],
+            columns,
+            for_update: false,
+        };
+        let scan = |low: i64, high: i64, limit, reverse, columns| Op::Scan {
+            source: ScanSource::Table(table),
+            low: Bound::Included(vec![Value::Int(low)]),
+            high: Bound::Excluded(vec![Value::Int(high)]),
+            limit,
+            reverse,
+            columns,
+            for_update: false,
+        };
+        let mut tx = db.begin().unwrap();
+        let mut cols = Vec::new();
+        for op in [
+            get(3, None),
+            get(3, Some(vec![2, 0, 2])),
+            get(1_000_000, Some(vec![1])),
+            get(1_000_000, None),
+            scan(5, 12, None, false, None),
+            scan(5, 12, Some(3), true, Some(vec![1, 0])),
+            scan(100, 200, None, false, Some(vec![0])),
+        ] {
+            let mut answered = Vec::new();
+            answer_op(&mut tx, &shared, &op, &mut cols, &mut answered).unwrap();
+            let mut built = Vec::new();
+            protocol::guest::put_result(
+                &mut built,
+                &run_op(&mut tx, &shared, &op, &mut cols).unwrap(),
+            );
+            assert_eq!(answered, built, "{op:?}");
+        }
+        // YCSB's table has 11 columns.
+        for op in [
+            get(3, Some(vec![0, 11])),
+            get(1_000_000, Some(vec![11])),
+            scan(5, 12, None, false, Some(vec![11])),
+        ] {
+            let answered = answer_op(&mut tx, &shared, &op, &mut cols, &mut Vec::new());
+            let ran = run_op(&mut tx, &shared, &op, &mut cols);
+            let (answered, ran) = (
+                answered.unwrap_err().to_string(),
+                ran.unwrap_err().to_string(),
+            );
+            assert_eq!(answered, ran, "{op:?}");
+            assert!(answered.contains("has no column 11"), "{answered}");
+        }
+    }
 
     #[test]
     fn the_first_to_leave_a_transaction_open_takes_over_from_the_holder() {
