@@ -67,7 +67,7 @@ fuzz_target!(|data: &[u8]| {
                 assert_eq!(is_ops(frame), matches!(m, GuestMsg::Ops { .. }), "{m:?}");
             }
             let mut ran: Vec<Op> = Vec::new();
-            let running = decode_running_writes(frame, |op| {
+            let running = decode_running_writes(frame, &mut Default::default(), |op| {
                 ran.push(op.clone());
                 Ok(())
             });

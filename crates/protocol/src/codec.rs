@@ -291,28 +291,35 @@ impl<'a> Reader<'a> {
         self.list(MIN_VALUE, what, Self::value)
     }
 
-    /// [`Reader::values`] into `spare`, an empty list, where it has room for them all (a list
-    /// grown would be copied, which costs more than a new one).
+    /// [`Reader::values`] into `spare`, an empty list, where it has room for them all.
     pub(crate) fn values_into(
         &mut self,
         spare: Vec<Value>,
         what: &'static str,
     ) -> Result<Vec<Value>> {
+        self.list_into(spare, MIN_VALUE, what, Self::value)
+    }
+
+    /// [`Reader::list`] into `spare`, an empty list, where it has room for every item (a
+    /// list grown would be copied, which costs more than a new one).
+    pub(crate) fn list_into<T>(
+        &mut self,
+        spare: Vec<T>,
+        min_item: usize,
+        what: &'static str,
+        mut item: impl FnMut(&mut Self) -> Result<T>,
+    ) -> Result<Vec<T>> {
         debug_assert!(spare.is_empty());
-        let count = self.count(MIN_VALUE, what)?;
+        let count = self.count(min_item, what)?;
         let mut into = if spare.capacity() >= count {
             spare
         } else {
             Vec::with_capacity(count)
         };
         for _ in 0..count {
-            into.push(self.value()?);
+            into.push(item(self)?);
         }
         Ok(into)
-    }
-
-    pub(crate) fn columns(&mut self, what: &'static str) -> Result<Option<Vec<u16>>> {
-        self.opt(what, |r| r.list(MIN_COLUMN, what, |r| r.u16(what)))
     }
 
     pub(crate) fn bound(&mut self, what: &'static str) -> Result<Bound<Vec<Value>>> {

@@ -59,9 +59,11 @@ use crate::deferred::{self, Deferred, Expect};
 use crate::error::ProtocolError;
 use crate::message::{
     frame, put_named_ids, put_op, put_op_result, read_named_ids, read_op, read_op_into,
-    read_op_result, Spare, MIN_OP, MIN_OP_RESULT,
+    read_op_result, MIN_OP, MIN_OP_RESULT,
 };
 use crate::{Op, OpResult, HEADER_LEN};
+
+pub use crate::message::Spare;
 
 type Result<T> = std::result::Result<T, ProtocolError>;
 
@@ -250,9 +252,11 @@ impl GuestMsg {
 /// Decodes a guest's message as [`GuestMsg::decode`] does, except that a `Returned`'s writes
 /// are run with `run` as each is decoded, until one fails, instead of kept: the message comes
 /// back with no writes, beside the first failure. A host that reads the frame where the guest
-/// wrote it (a WebAssembly module's memory) so builds no operations.
+/// wrote it (a WebAssembly module's memory) so builds no operations. Each write is decoded
+/// into lists kept in `spare`, as [`answer_ops_with`] decodes operations.
 pub fn decode_running_writes(
     kind_and_body: &[u8],
+    spare: &mut Spare,
     mut run: impl FnMut(&Op) -> TxResult<()>,
 ) -> Result<(GuestMsg, Option<TxError>)> {
     let Some((&KIND_RETURNED, body)) = kind_and_body.split_first() else {
@@ -261,9 +265,8 @@ pub fn decode_running_writes(
     let mut r = Reader::new(body);
     let count = r.count(MIN_OP, "returned writes")?;
     let mut failed = None;
-    let mut spare = Spare::default();
     for _ in 0..count {
-        let mut op = read_op_into(&mut r, &mut spare)?;
+        let mut op = read_op_into(&mut r, spare)?;
         if failed.is_none() {
             failed = run(&op).err();
         }
@@ -294,7 +297,7 @@ pub fn answer_ops(
     out: &mut Vec<u8>,
     mut run: impl FnMut(&Op) -> TxResult<OpResult>,
 ) -> std::result::Result<Option<TxError>, String> {
-    answer_ops_with(kind_and_body, out, |op, out| {
+    answer_ops_with(kind_and_body, &mut Spare::default(), out, |op, out| {
         put_op_result(out, &run(op)?);
         Ok(())
     })
@@ -303,9 +306,12 @@ pub fn answer_ops(
 /// [`answer_ops`] whose `run` writes each operation's result into the answer itself (with
 /// [`put_result`], or [`put_row_result`] straight from the engine's row), so that a row read
 /// need not be built as values to be encoded and dropped. Whatever `run` wrote for an
-/// operation that fails is discarded with the rest of the `Results`.
+/// operation that fails is discarded with the rest of the `Results`. Each operation is
+/// decoded into lists kept in `spare` from the operations before, this frame's or an earlier
+/// one's.
 pub fn answer_ops_with(
     kind_and_body: &[u8],
+    spare: &mut Spare,
     out: &mut Vec<u8>,
     mut run: impl FnMut(&Op, &mut Vec<u8>) -> TxResult<()>,
 ) -> std::result::Result<Option<TxError>, String> {
@@ -324,9 +330,8 @@ pub fn answer_ops_with(
     out.extend_from_slice(&[0; HEADER_LEN]);
     put_u8(out, KIND_RESULTS);
     put_len(out, count);
-    let mut spare = Spare::default();
     for _ in 0..count {
-        let mut op = read_op_into(&mut r, &mut spare).map_err(malformed)?;
+        let mut op = read_op_into(&mut r, spare).map_err(malformed)?;
         let ran = run(&op, out);
         spare.recycle(&mut op);
         match ran {

@@ -376,47 +376,92 @@ pub(crate) fn read_op(r: &mut Reader<'_>) -> Result<Op> {
     read_op_into(r, &mut Spare::default())
 }
 
-/// The value list of an operation that has run, emptied, for the next operation's key or
-/// row: a host that runs each operation of a frame as it decodes it
-/// ([`crate::guest::answer_ops_with`]) so allocates a frame's first key, not every key.
+/// The lists of operations that have run, emptied, for the next operations decoded: a key or
+/// row, a list of columns, an update's columns and values. A host that runs each operation of a
+/// frame as it decodes it ([`crate::guest::answer_ops_with`]) and keeps one `Spare` from frame
+/// to frame allocates these lists once, not once an operation.
 #[derive(Default)]
-pub(crate) struct Spare(Option<Vec<Value>>);
+pub struct Spare {
+    values: Option<Vec<Value>>,
+    columns: Option<Vec<u16>>,
+    set: Option<Vec<(u16, Value)>>,
+}
 
 impl Spare {
-    /// Keeps the key or row of `op`, which has run.
+    /// Keeps the lists of `op`, which has run (what they held is dropped).
     pub(crate) fn recycle(&mut self, op: &mut Op) {
-        let values = match op {
-            Op::Get { key, .. } | Op::Update { key, .. } | Op::Delete { key, .. } => key,
-            Op::Insert { row, .. } => row,
-            Op::Scan { .. } | Op::ReadCommitted => return,
-        };
+        match op {
+            Op::Get { key, columns, .. } => {
+                self.keep_values(key);
+                self.keep_columns(columns);
+            }
+            Op::Update { key, set, .. } => {
+                self.keep_values(key);
+                set.clear();
+                self.set = Some(std::mem::take(set));
+            }
+            Op::Insert { row: values, .. } | Op::Delete { key: values, .. } => {
+                self.keep_values(values)
+            }
+            Op::Scan { columns, .. } => self.keep_columns(columns),
+            Op::ReadCommitted => {}
+        }
+    }
+
+    fn keep_values(&mut self, values: &mut Vec<Value>) {
         values.clear();
-        self.0 = Some(std::mem::take(values));
+        self.values = Some(std::mem::take(values));
+    }
+
+    fn keep_columns(&mut self, columns: &mut Option<Vec<u16>>) {
+        if let Some(mut columns) = columns.take() {
+            columns.clear();
+            self.columns = Some(columns);
+        }
     }
 
     fn values(&mut self, r: &mut Reader<'_>, what: &'static str) -> Result<Vec<Value>> {
-        match self.0.take() {
+        match self.values.take() {
             Some(spare) => r.values_into(spare, what),
             None => r.values(what),
         }
     }
+
+    fn columns(&mut self, r: &mut Reader<'_>, what: &'static str) -> Result<Option<Vec<u16>>> {
+        // The flag first: an operation that names no columns leaves the spare list kept.
+        if !r.bool(what)? {
+            return Ok(None);
+        }
+        let item = |r: &mut Reader<'_>| r.u16(what);
+        match self.columns.take() {
+            Some(spare) => r.list_into(spare, MIN_COLUMN, what, item),
+            None => r.list(MIN_COLUMN, what, item),
+        }
+        .map(Some)
+    }
+
+    fn set(&mut self, r: &mut Reader<'_>) -> Result<Vec<(u16, Value)>> {
+        let item = |r: &mut Reader<'_>| Ok((r.u16("update column")?, r.value()?));
+        match self.set.take() {
+            Some(spare) => r.list_into(spare, MIN_SET, "update set", item),
+            None => r.list(MIN_SET, "update set", item),
+        }
+    }
 }
 
-/// [`read_op`] with its key or row in a list from `spare`, where it has one.
+/// [`read_op`] with its lists from `spare`, where it has them.
 pub(crate) fn read_op_into(r: &mut Reader<'_>, spare: &mut Spare) -> Result<Op> {
     Ok(match r.u8("op tag")? {
         OP_GET => Op::Get {
             table: r.u32("get table")?,
             key: spare.values(r, "get key")?,
-            columns: r.columns("get columns")?,
+            columns: spare.columns(r, "get columns")?,
             for_update: r.bool("get for_update")?,
         },
         OP_UPDATE => Op::Update {
             table: r.u32("update table")?,
             key: spare.values(r, "update key")?,
-            set: r.list(MIN_SET, "update set", |r| {
-                Ok((r.u16("update column")?, r.value()?))
-            })?,
+            set: spare.set(r)?,
         },
         OP_INSERT => Op::Insert {
             table: r.u32("insert table")?,
@@ -441,7 +486,7 @@ pub(crate) fn read_op_into(r: &mut Reader<'_>, spare: &mut Spare) -> Result<Op> 
             high: r.bound("scan high bound")?,
             limit: r.opt("scan limit", |r| r.u32("scan limit"))?,
             reverse: r.bool("scan reverse")?,
-            columns: r.columns("scan columns")?,
+            columns: spare.columns(r, "scan columns")?,
             for_update: r.bool("scan for_update")?,
         },
         OP_READ_COMMITTED => Op::ReadCommitted,

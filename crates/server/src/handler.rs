@@ -161,24 +161,26 @@ impl Shared {
             .ok_or_else(|| TxError::Invalid(format!("no table with id {id}")))
     }
 
-    /// Table `id`, and `columns` of it to fetch (`None`: every column), each checked to be one
-    /// of its columns, as the engine checks a fetch of them before it reads anything.
+    /// Table `id`, how many columns it has, and `columns` of it to fetch (`None`: every
+    /// column), each checked to be one of its columns, as the engine checks a fetch of them
+    /// before it reads anything.
     fn fetched<'c>(
         &self,
         id: u32,
         columns: Option<&'c [u16]>,
-    ) -> TxResult<(&TableRef, Option<&'c [u16]>)> {
-        let Some(named) = columns else {
-            return Ok((self.table(id)?, None));
-        };
+    ) -> TxResult<(&TableRef, usize, Option<&'c [u16]>)> {
         let (table, width) = self.table_and_columns(id)?;
-        if let Some(c) = named.iter().find(|&&c| usize::from(c) >= width) {
+        if let Some(c) = columns
+            .into_iter()
+            .flatten()
+            .find(|&&c| usize::from(c) >= width)
+        {
             return Err(TxError::Invalid(format!(
                 "table {} has no column {c}",
                 table.name
             )));
         }
-        Ok((table, columns))
+        Ok((table, width, columns))
     }
 
     fn index(&self, id: u32) -> TxResult<&IndexRef> {
@@ -846,10 +848,20 @@ impl Tx for TimedTx<'_> {
 
 /// Runs a batch's operations in order; the first failure ends the batch.
 pub(crate) fn run_ops(tx: &mut dyn Tx, shared: &Shared, ops: &[Op]) -> TxResult<Vec<OpResult>> {
-    let mut cols = Vec::new();
+    let mut scratch = OpScratch::default();
     ops.iter()
-        .map(|op| run_op(tx, shared, op, &mut cols))
+        .map(|op| run_op(tx, shared, op, &mut scratch))
         .collect()
+}
+
+/// The lists an operation's run fills for the engine and empties again, kept from one
+/// operation to the next (a caller that runs many keeps one) so that they are allocated once.
+#[derive(Default)]
+pub(crate) struct OpScratch {
+    /// The columns a read or scan names, as the engine takes them.
+    cols: Vec<usize>,
+    /// An update's columns and values, as the engine takes them.
+    set: Vec<(usize, Value)>,
 }
 
 /// Runs `op` and writes its result into an answer (`protocol::guest::answer_ops_with`): a
@@ -861,7 +873,7 @@ pub(crate) fn answer_op(
     tx: &mut dyn Tx,
     shared: &Shared,
     op: &Op,
-    cols: &mut Vec<usize>,
+    scratch: &mut OpScratch,
     out: &mut Vec<u8>,
 ) -> TxResult<()> {
     match op {
@@ -886,7 +898,7 @@ pub(crate) fn answer_op(
             columns: Some(columns),
             for_update,
         } => {
-            let (table, columns) = shared.fetched(*table, Some(columns))?;
+            let (table, _, columns) = shared.fetched(*table, Some(columns))?;
             let found = tx.read_with(table, key, *for_update, &mut |row| {
                 protocol::guest::put_row_result(out, Some(row), columns)
             })?;
@@ -903,13 +915,14 @@ pub(crate) fn answer_op(
             columns,
             for_update,
         } => {
-            let (table, columns) = shared.fetched(*id, columns.as_deref())?;
+            let (table, width, columns) = shared.fetched(*id, columns.as_deref())?;
             // Every column where none are named: the engine reads its records in place
             // whatever it is told, a `Tx` of rows of values fetches what it is told.
+            let cols = &mut scratch.cols;
             cols.clear();
             match columns {
                 Some(columns) => cols.extend(columns.iter().map(|&c| usize::from(c))),
-                None => cols.extend(0..shared.table_and_columns(*id)?.1),
+                None => cols.extend(0..width),
             }
             let range = KeyRange {
                 low: bound(low),
@@ -928,17 +941,17 @@ pub(crate) fn answer_op(
             )?;
             rows.finish(out);
         }
-        _ => protocol::guest::put_result(out, &run_op(tx, shared, op, cols)?),
+        _ => protocol::guest::put_result(out, &run_op(tx, shared, op, scratch)?),
     }
     Ok(())
 }
 
-/// Runs one operation (`cols`: scratch for the columns it names).
+/// Runs one operation.
 pub(crate) fn run_op(
     tx: &mut dyn Tx,
     shared: &Shared,
     op: &Op,
-    cols: &mut Vec<usize>,
+    scratch: &mut OpScratch,
 ) -> TxResult<OpResult> {
     Ok(match op {
         Op::Get {
@@ -947,13 +960,14 @@ pub(crate) fn run_op(
             columns,
             for_update,
         } => {
-            let f = fetch(columns, cols);
+            let f = fetch(columns, &mut scratch.cols);
             OpResult::Row(tx.get(shared.table(*table)?, key, f, *for_update)?)
         }
         Op::Update { table, key, set } => {
-            let set: Vec<(usize, Value)> =
-                set.iter().map(|(c, v)| (*c as usize, v.clone())).collect();
-            OpResult::Found(tx.update(shared.table(*table)?, key, &set)?)
+            let pairs = &mut scratch.set;
+            pairs.clear();
+            pairs.extend(set.iter().map(|(c, v)| (usize::from(*c), v.clone())));
+            OpResult::Found(tx.update(shared.table(*table)?, key, pairs)?)
         }
         Op::Insert { table, row } => {
             tx.insert(shared.table(*table)?, row)?;
@@ -969,7 +983,7 @@ pub(crate) fn run_op(
             columns,
             for_update,
         } => {
-            let f = fetch(columns, cols);
+            let f = fetch(columns, &mut scratch.cols);
             let range = KeyRange {
                 low: bound(low),
                 high: bound(high),
@@ -1028,7 +1042,7 @@ mod tests {
             for_update: false,
         };
         let mut tx = db.begin().unwrap();
-        let mut cols = Vec::new();
+        let mut scratch = OpScratch::default();
         for op in [
             get(3, None),
             get(3, Some(vec![2, 0, 2])),
@@ -1039,11 +1053,11 @@ mod tests {
             scan(100, 200, None, false, Some(vec![0])),
         ] {
             let mut answered = Vec::new();
-            answer_op(&mut tx, &shared, &op, &mut cols, &mut answered).unwrap();
+            answer_op(&mut tx, &shared, &op, &mut scratch, &mut answered).unwrap();
             let mut built = Vec::new();
             protocol::guest::put_result(
                 &mut built,
-                &run_op(&mut tx, &shared, &op, &mut cols).unwrap(),
+                &run_op(&mut tx, &shared, &op, &mut scratch).unwrap(),
             );
             assert_eq!(answered, built, "{op:?}");
         }
@@ -1053,8 +1067,8 @@ mod tests {
             get(1_000_000, Some(vec![11])),
             scan(5, 12, None, false, Some(vec![11])),
         ] {
-            let answered = answer_op(&mut tx, &shared, &op, &mut cols, &mut Vec::new());
-            let ran = run_op(&mut tx, &shared, &op, &mut cols);
+            let answered = answer_op(&mut tx, &shared, &op, &mut scratch, &mut Vec::new());
+            let ran = run_op(&mut tx, &shared, &op, &mut scratch);
             let (answered, ran) = (
                 answered.unwrap_err().to_string(),
                 ran.unwrap_err().to_string(),

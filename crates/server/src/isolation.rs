@@ -57,11 +57,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
-use protocol::guest::{answer_ops_with, check_returned_write, error_of, is_ops, GuestMsg, HostMsg};
+use protocol::guest::{
+    answer_ops_with, check_returned_write, error_of, is_ops, GuestMsg, HostMsg, Spare,
+};
 use protocol::shm::Region;
 use protocol::{ErrorClass, FrameBuffer, Op, OpResult, HEADER_LEN};
 
-use crate::handler::Shared;
+use crate::handler::{OpScratch, Shared};
 use crate::trace::Tracer;
 
 /// Where stored procedures run.
@@ -397,6 +399,10 @@ pub(crate) struct Guest {
     timeout: Duration,
     out: Vec<u8>,
     frame: Vec<u8>,
+    /// The lists the guest's operations are decoded into and run with, kept from one to the
+    /// next, call after call.
+    spare: Spare,
+    scratch: OpScratch,
 }
 
 static GUESTS_STARTED: AtomicU64 = AtomicU64::new(0);
@@ -645,6 +651,8 @@ impl Guest {
             timeout: booting.map_or(config.timeout, |vm| vm.boot_budget().max(config.timeout)),
             out: Vec::new(),
             frame: Vec::new(),
+            spare: Spare::default(),
+            scratch: OpScratch::default(),
         };
         let setup = HostMsg::Setup {
             workload: shared.workload.to_string(),
@@ -843,7 +851,6 @@ impl Guest {
             args: args.to_vec(),
             timed: tracer.on(),
         })?;
-        let mut cols = Vec::new();
         loop {
             let frame = self.recv_frame()?;
             let frame = &self.frame[frame];
@@ -856,14 +863,21 @@ impl Guest {
                     Some(e) => failed_reply(e).encode(&mut self.out),
                     None => {
                         let timed = tracer.on();
-                        let answered = answer_ops_with(frame, &mut self.out, |op, out| {
-                            let t = timed.then(Instant::now);
-                            let ran = crate::handler::answer_op(tx, shared, op, &mut cols, out);
-                            if let Some(t) = t {
-                                engine_ns += t.elapsed().as_nanos() as u64;
-                            }
-                            ran
-                        });
+                        let answered =
+                            answer_ops_with(frame, &mut self.spare, &mut self.out, |op, out| {
+                                let t = timed.then(Instant::now);
+                                let ran = crate::handler::answer_op(
+                                    tx,
+                                    shared,
+                                    op,
+                                    &mut self.scratch,
+                                    out,
+                                );
+                                if let Some(t) = t {
+                                    engine_ns += t.elapsed().as_nanos() as u64;
+                                }
+                                ran
+                            });
                         match answered {
                             Ok(None) => {}
                             Ok(Some(e)) => failed_op = Some(e),
@@ -885,7 +899,7 @@ impl Guest {
                         tracer,
                         start,
                         engine_ns,
-                        |op| crate::handler::run_op(tx, shared, op, &mut cols),
+                        |op| crate::handler::run_op(tx, shared, op, &mut self.scratch),
                     ));
                 }
                 // `Ops` were answered above.

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use engine::{Tx, TxError, TxResult, Value};
 use protocol::guest::{
-    answer_ops_with, check_returned_write, decode_running_writes, GuestMsg, HostMsg,
+    answer_ops_with, check_returned_write, decode_running_writes, GuestMsg, HostMsg, Spare,
 };
 use protocol::{Op, HEADER_LEN};
 use wasmtime::{
@@ -38,7 +38,7 @@ use wasmtime::{
     StoreLimitsBuilder, Trap, TypedFunc,
 };
 
-use crate::handler::Shared;
+use crate::handler::{OpScratch, Shared};
 use crate::isolation::{failed_reply, finish_call};
 use crate::trace::Tracer;
 
@@ -147,6 +147,10 @@ struct HostState {
     /// The answer to the module's last `op`, until it `take`s it (where it did not fit the
     /// room the module offered).
     pending: Vec<u8>,
+    /// The lists the module's operations are decoded into and run with, kept from one `op`
+    /// to the next.
+    spare: Spare,
+    scratch: OpScratch,
     /// The tail of what the module wrote to stdout and stderr.
     stderr: Vec<u8>,
     /// The module's memory, once instantiated: looked up by name once, not at every import.
@@ -227,6 +231,8 @@ impl Sandbox {
                 .build(),
             call: std::ptr::null_mut(),
             pending: Vec::new(),
+            spare: Spare::default(),
+            scratch: OpScratch::default(),
             stderr: Vec::new(),
             memory: None,
         };
@@ -303,16 +309,7 @@ impl Sandbox {
     /// The frame an export returned (`ptr << 32 | len`), after its length prefix, in the
     /// module's memory.
     fn frame_at(&self, packed: u64) -> Result<&[u8], String> {
-        let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
-        let bytes = self
-            .memory
-            .data(&self.store)
-            .get(ptr..ptr.saturating_add(len))
-            .ok_or_else(|| format!("it answered at {ptr}+{len}, outside its memory"))?;
-        if len < HEADER_LEN {
-            return Err(format!("it answered with {len} bytes"));
-        }
-        Ok(&bytes[HEADER_LEN..])
+        frame_in(self.memory.data(&self.store), packed)
     }
 
     /// Reads the message an export returned out of the module's memory.
@@ -324,12 +321,16 @@ impl Sandbox {
     /// As [`Sandbox::answer`], a `Returned`'s writes run with `run` as they are decoded
     /// ([`decode_running_writes`]).
     fn answer_running_writes(
-        &self,
+        &mut self,
         packed: u64,
-        run: impl FnMut(&Op) -> TxResult<()>,
+        mut run: impl FnMut(&Op, &mut OpScratch) -> TxResult<()>,
     ) -> Result<(GuestMsg, Option<TxError>), String> {
-        decode_running_writes(self.frame_at(packed)?, run)
-            .map_err(|e| format!("it answered with a malformed message: {e}"))
+        let (memory, state) = self.memory.data_and_store_mut(&mut self.store);
+        let scratch = &mut state.scratch;
+        decode_running_writes(frame_in(memory, packed)?, &mut state.spare, |op| {
+            run(op, scratch)
+        })
+        .map_err(|e| format!("it answered with a malformed message: {e}"))
     }
 
     /// One call. `Ok` carries the procedure's own outcome; `Err` says why the sandbox must go.
@@ -370,13 +371,12 @@ impl Sandbox {
         let (mut engine_ns, failed_op, tx) = (call.engine_ns, call.failed_op, call.tx);
         // A `Returned`'s writes run as they are read out of the module's memory (unless an
         // operation already failed, which dooms the call).
-        let mut cols = Vec::new();
-        let (reply, failed_write) = self.answer_running_writes(packed, |op| {
+        let (reply, failed_write) = self.answer_running_writes(packed, |op, scratch| {
             if failed_op.is_some() {
                 return Ok(());
             }
             let t = call.timing.then(Instant::now);
-            let result = crate::handler::run_op(tx, shared, op, &mut cols);
+            let result = crate::handler::run_op(tx, shared, op, scratch);
             if let Some(t) = t {
                 engine_ns += t.elapsed().as_nanos() as u64;
             }
@@ -390,7 +390,8 @@ impl Sandbox {
                 tracer,
                 start,
                 engine_ns,
-                |op| crate::handler::run_op(tx, shared, op, &mut cols),
+                // Its writes ran above, as they were decoded: none are left for this.
+                |op| crate::handler::run_op(tx, shared, op, &mut OpScratch::default()),
             )),
             other => Err(format!("it ended a call with {other:?}")),
         }
@@ -431,6 +432,19 @@ fn last_words(store: &Store<HostState>) -> String {
     crate::isolation::said(&String::from_utf8_lossy(&store.data().stderr))
 }
 
+/// The frame at `packed` (`ptr << 32 | len`, as an export returns it) in the module's
+/// `memory`, after its length prefix.
+fn frame_in(memory: &[u8], packed: u64) -> Result<&[u8], String> {
+    let (ptr, len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+    let bytes = memory
+        .get(ptr..ptr.saturating_add(len))
+        .ok_or_else(|| format!("it answered at {ptr}+{len}, outside its memory"))?;
+    if len < HEADER_LEN {
+        return Err(format!("it answered with {len} bytes"));
+    }
+    Ok(&bytes[HEADER_LEN..])
+}
+
 /// The module's linear memory, from inside an import.
 fn memory_of(caller: &mut Caller<'_, HostState>) -> wasmtime::Result<Memory> {
     if let Some(memory) = caller.data().memory {
@@ -459,26 +473,33 @@ fn op(
     }
     // SAFETY: set by `Sandbox::call` for the duration of `glass_invoke`, on this thread.
     let call = unsafe { &mut *call };
-    let mut pending = std::mem::take(&mut caller.data_mut().pending);
+    // The module's memory and the host's state at once: the frame is read where the module
+    // wrote it, and the answer written back, with the host's lists borrowed beside it.
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let HostState {
+        pending,
+        spare,
+        scratch,
+        ..
+    } = state;
     pending.clear();
     let (ptr, len) = (ptr as usize, len as usize);
     // The operations run as they are decoded straight out of the module's memory, and the
     // answer is encoded as each returns.
-    let answered = match memory.data(&caller).get(ptr..ptr.saturating_add(len)) {
+    let answered = match data.get(ptr..ptr.saturating_add(len)) {
         None => Err(format!("an operation at {ptr}+{len}, outside its memory")),
         Some(_) if len < HEADER_LEN => Err("an operation shorter than a frame".to_string()),
         Some(frame) => match &call.failed_op {
             Some(e) => {
-                failed_reply(e).encode(&mut pending);
+                failed_reply(e).encode(pending);
                 Ok(None)
             }
             None => {
-                let mut cols = Vec::new();
                 // A read's answer is encoded inside the engine's read (no row of values
                 // built): its encoding counts as query execution.
-                answer_ops_with(&frame[HEADER_LEN..], &mut pending, |op, out| {
+                answer_ops_with(&frame[HEADER_LEN..], spare, pending, |op, out| {
                     let t = call.timing.then(Instant::now);
-                    let ran = crate::handler::answer_op(call.tx, call.shared, op, &mut cols, out);
+                    let ran = crate::handler::answer_op(call.tx, call.shared, op, scratch, out);
                     if let Some(t) = t {
                         call.engine_ns += t.elapsed().as_nanos() as u64;
                     }
@@ -490,23 +511,19 @@ fn op(
     match answered {
         Ok(None) => {}
         Ok(Some(e)) => call.failed_op = Some(e),
-        Err(why) => {
-            caller.data_mut().pending = pending;
-            return Err(wasmtime::Error::msg(format!("it passed {why}")));
-        }
+        Err(why) => return Err(wasmtime::Error::msg(format!("it passed {why}"))),
     }
     let answer_len = pending.len();
-    let wrote = if answer_len <= room_len as usize {
-        memory
-            .write(&mut caller, room as usize, &pending)
-            .map_err(|e| {
-                wasmtime::Error::msg(format!("its answer room is outside its memory: {e}"))
-            })
-    } else {
-        Ok(())
-    };
-    caller.data_mut().pending = pending;
-    wrote?;
+    if answer_len <= room_len as usize {
+        let room = room as usize;
+        data.get_mut(room..room + answer_len)
+            .ok_or_else(|| {
+                wasmtime::Error::msg(format!(
+                    "its answer room at {room}+{answer_len} is outside its memory"
+                ))
+            })?
+            .copy_from_slice(pending);
+    }
     Ok(answer_len as u32)
 }
 
