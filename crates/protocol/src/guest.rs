@@ -1348,6 +1348,43 @@ mod tests {
             prop_assert_eq!(again, bytes);
         }
 
+        /// A host keeps one `Spare` from frame to frame and call to call: frames of any
+        /// operations answered one after another with it, and a call's returned writes
+        /// decoded with it, hand `run` the operations each frame carries, byte for byte,
+        /// whatever lists the operations before left behind.
+        #[test]
+        fn one_spare_kept_across_frames_decodes_each_frame_as_sent(
+            frames in prop::collection::vec(prop::collection::vec(op(), 1..5), 1..4),
+        ) {
+            let mut spare = Spare::default();
+            for ops in &frames {
+                let mut want = Vec::new();
+                for op in ops {
+                    put_op(&mut want, op);
+                }
+                let mut frame = Vec::new();
+                GuestMsg::Ops { ops: ops.clone() }.encode(&mut frame);
+                let mut seen = Vec::new();
+                let failed = answer_ops_with(&frame[HEADER_LEN..], &mut spare, &mut Vec::new(), |op, _| {
+                    put_op(&mut seen, op);
+                    Ok(())
+                });
+                prop_assert!(matches!(failed, Ok(None)), "{:?}", failed);
+                prop_assert_eq!(&seen, &want);
+                let mut frame = Vec::new();
+                GuestMsg::Returned { writes: ops.clone(), values: Vec::new(), busy_ns: 0 }
+                    .encode(&mut frame);
+                let mut seen = Vec::new();
+                let (_, failed) = decode_running_writes(&frame[HEADER_LEN..], &mut spare, |op| {
+                    put_op(&mut seen, op);
+                    Ok(())
+                })
+                .expect("decodes");
+                prop_assert!(failed.is_none());
+                prop_assert_eq!(&seen, &want);
+            }
+        }
+
         #[test]
         fn a_cut_guest_message_is_refused(m in guest(), cut in 1usize..64) {
             let mut out = Vec::new();
